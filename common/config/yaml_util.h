@@ -1,0 +1,59 @@
+#pragma once
+// Small typed readers over yaml-cpp used by every config parser in common/config.
+// Every error names the file, the key path and (when known) the line, and says what
+// was expected, e.g.
+//   configs/pserver.yaml:12: tables[0].optimizer.learning_rate: expected a number, got "fast"
+// yaml-cpp exceptions never escape these functions.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/status.h"
+
+namespace fleetps::config {
+
+// Where a node came from, for error messages: file name plus dotted key path.
+struct YamlContext {
+  std::string file;  // path of the YAML file ("<string>" for in-memory text)
+  std::string path;  // dotted key path of the node, e.g. "tables[0].optimizer"
+
+  YamlContext Child(const std::string& key) const;
+  YamlContext Index(size_t i) const;
+  // "file:line: path: " prefix (line from the node's mark when it has one).
+  std::string Where(const YAML::Node& node) const;
+  Status Error(const YAML::Node& node, const std::string& what) const;
+};
+
+// Parses a YAML file / string into a node; errors name the file and line.
+StatusOr<YAML::Node> LoadYamlFile(const std::string& path);
+StatusOr<YAML::Node> LoadYamlString(const std::string& text, const std::string& name = "<string>");
+
+// Optional scalars: leave *out unchanged when `key` is absent; error when present but of
+// the wrong type or out of range.
+Status ReadString(const YAML::Node& map, const std::string& key, const YamlContext& ctx, std::string* out);
+Status ReadBool(const YAML::Node& map, const std::string& key, const YamlContext& ctx, bool* out);
+Status ReadInt64(const YAML::Node& map, const std::string& key, const YamlContext& ctx, int64_t* out);
+Status ReadUint64(const YAML::Node& map, const std::string& key, const YamlContext& ctx, uint64_t* out);
+Status ReadUint32(const YAML::Node& map, const std::string& key, const YamlContext& ctx, uint32_t* out);
+Status ReadInt(const YAML::Node& map, const std::string& key, const YamlContext& ctx, int* out);
+Status ReadFloat(const YAML::Node& map, const std::string& key, const YamlContext& ctx, float* out);
+Status ReadDouble(const YAML::Node& map, const std::string& key, const YamlContext& ctx, double* out);
+Status ReadIntList(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
+                   std::vector<int64_t>* out);
+Status ReadFloatList(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
+                     std::vector<float>* out);
+Status ReadStringList(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
+                      std::vector<std::string>* out);
+
+// Error unless `key` is present.
+Status Require(const YAML::Node& map, const std::string& key, const YamlContext& ctx);
+
+// Error naming each key of `map` that is not in `known` (catches typos such as
+// `learning_rte`). Use for maps whose full key set the parser owns.
+Status RejectUnknownKeys(const YAML::Node& map, const std::vector<std::string>& known,
+                         const YamlContext& ctx);
+
+}  // namespace fleetps::config

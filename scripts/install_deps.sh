@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fleetps builds against. Idempotent: packages that
+# are already installed are skipped, so it is cheap to call before every build.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libboost-dev libboost-system-dev
+  libflatbuffers-dev flatbuffers-compiler
+  librocksdb-dev
+  libspdlog-dev libfmt-dev
+  libcli11-dev
+  catch2
+  libyaml-cpp-dev
+  libopenblas-dev
+  iperf3
+  procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install_deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
