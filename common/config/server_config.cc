@@ -1,0 +1,287 @@
+#include "common/config/server_config.h"
+
+#include <cstdlib>
+#include <set>
+
+#include "common/config/yaml_util.h"
+
+namespace fleetps::config {
+namespace {
+
+Status ParseOptimizer(const YAML::Node& node, const YamlContext& ctx, OptimizerOptions* out) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map with 'name' and 'learning_rate'");
+  RETURN_IF_ERROR(RejectUnknownKeys(
+      node, {"name", "learning_rate", "initial_accumulator", "beta1", "beta2", "epsilon", "weight_bounds"}, ctx));
+  std::string name = "sgd";
+  RETURN_IF_ERROR(ReadString(node, "name", ctx, &name));
+  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name == "sgd") {
+    out->kind = OptimizerKind::kSgd;
+  } else if (name == "adagrad") {
+    out->kind = OptimizerKind::kAdagrad;
+  } else if (name == "adam") {
+    out->kind = OptimizerKind::kAdam;
+  } else {
+    return ctx.Child("name").Error(node["name"], "unknown optimizer '" + name + "' (use sgd, adagrad or adam)");
+  }
+  RETURN_IF_ERROR(ReadFloat(node, "learning_rate", ctx, &out->learning_rate));
+  RETURN_IF_ERROR(ReadFloat(node, "initial_accumulator", ctx, &out->initial_accumulator));
+  RETURN_IF_ERROR(ReadFloat(node, "beta1", ctx, &out->beta1));
+  RETURN_IF_ERROR(ReadFloat(node, "beta2", ctx, &out->beta2));
+  RETURN_IF_ERROR(ReadFloat(node, "epsilon", ctx, &out->epsilon));
+  std::vector<float> bounds;
+  RETURN_IF_ERROR(ReadFloatList(node, "weight_bounds", ctx, &bounds));
+  if (!bounds.empty()) {
+    if (bounds.size() != 2 || bounds[0] > bounds[1]) {
+      return ctx.Child("weight_bounds").Error(node["weight_bounds"], "expected [min, max] with min <= max");
+    }
+    out->has_bounds = true;
+    out->bound_min = bounds[0];
+    out->bound_max = bounds[1];
+  }
+  return Status::OK();
+}
+
+Status ParseInitializer(const YAML::Node& node, const YamlContext& ctx, InitializerOptions* out) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map with 'name'");
+  RETURN_IF_ERROR(RejectUnknownKeys(node, {"name", "min", "max", "mean", "stddev", "value", "seed"}, ctx));
+  std::string name = "uniform";
+  RETURN_IF_ERROR(ReadString(node, "name", ctx, &name));
+  if (name == "uniform") {
+    out->kind = InitializerKind::kUniform;
+  } else if (name == "gaussian" || name == "normal") {
+    out->kind = InitializerKind::kGaussian;
+  } else if (name == "zeros") {
+    out->kind = InitializerKind::kZeros;
+  } else if (name == "constant") {
+    out->kind = InitializerKind::kConstant;
+  } else {
+    return ctx.Child("name").Error(node["name"],
+                                   "unknown initializer '" + name + "' (use uniform, gaussian, zeros or constant)");
+  }
+  RETURN_IF_ERROR(ReadFloat(node, "min", ctx, &out->min));
+  RETURN_IF_ERROR(ReadFloat(node, "max", ctx, &out->max));
+  RETURN_IF_ERROR(ReadFloat(node, "mean", ctx, &out->mean));
+  RETURN_IF_ERROR(ReadFloat(node, "stddev", ctx, &out->stddev));
+  RETURN_IF_ERROR(ReadFloat(node, "value", ctx, &out->value));
+  RETURN_IF_ERROR(ReadUint64(node, "seed", ctx, &out->seed));
+  if (out->kind == InitializerKind::kUniform && !(out->min < out->max)) {
+    return ctx.Error(node, "uniform initializer needs min < max (got min=" + std::to_string(out->min) +
+                               ", max=" + std::to_string(out->max) + ")");
+  }
+  if (out->kind == InitializerKind::kGaussian && !(out->stddev >= 0)) {
+    return ctx.Error(node, "gaussian initializer needs stddev >= 0");
+  }
+  return Status::OK();
+}
+
+Status ParseTable(const YAML::Node& node, const YamlContext& ctx, TableOptions* out) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a table map (id, name, kind, dim, ...)");
+  RETURN_IF_ERROR(RejectUnknownKeys(
+      node, {"id", "name", "kind", "dim", "size", "shards", "create_on_pull", "optimizer", "initializer"}, ctx));
+  RETURN_IF_ERROR(Require(node, "id", ctx));
+  RETURN_IF_ERROR(Require(node, "name", ctx));
+  RETURN_IF_ERROR(ReadUint32(node, "id", ctx, &out->id));
+  RETURN_IF_ERROR(ReadString(node, "name", ctx, &out->name));
+  std::string kind = "sparse";
+  RETURN_IF_ERROR(ReadString(node, "kind", ctx, &kind));
+  if (kind == "sparse") {
+    out->kind = TableKind::kSparse;
+  } else if (kind == "dense") {
+    out->kind = TableKind::kDense;
+  } else {
+    return ctx.Child("kind").Error(node["kind"], "unknown table kind '" + kind + "' (use sparse or dense)");
+  }
+  if (node["dim"] && node["size"]) return ctx.Error(node, "give either 'dim' or 'size', not both");
+  if (!node["dim"] && !node["size"]) {
+    return ctx.Error(node, out->kind == TableKind::kSparse ? "missing required key 'dim' (floats per row)"
+                                                           : "missing required key 'size' (floats in the table)");
+  }
+  RETURN_IF_ERROR(ReadUint64(node, "dim", ctx, &out->dim));
+  RETURN_IF_ERROR(ReadUint64(node, "size", ctx, &out->dim));
+  RETURN_IF_ERROR(ReadUint32(node, "shards", ctx, &out->shards));
+  RETURN_IF_ERROR(ReadBool(node, "create_on_pull", ctx, &out->create_on_pull));
+  if (node["optimizer"]) RETURN_IF_ERROR(ParseOptimizer(node["optimizer"], ctx.Child("optimizer"), &out->optimizer));
+  if (node["initializer"]) {
+    RETURN_IF_ERROR(ParseInitializer(node["initializer"], ctx.Child("initializer"), &out->initializer));
+  }
+  Status st = ValidateTable(*out);
+  if (!st.ok()) return ctx.Error(node, st.message());
+  return Status::OK();
+}
+
+}  // namespace
+
+EnvLookup ProcessEnv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+Status ValidateTable(const TableOptions& t) {
+  const std::string where = "table '" + t.name + "' (id " + std::to_string(t.id) + ")";
+  if (t.name.empty()) return Status::InvalidArgument("table id " + std::to_string(t.id) + " has an empty name");
+  if (t.dim == 0) return Status::InvalidArgument(where + ": dim/size must be > 0");
+  if (t.kind == TableKind::kSparse && t.dim > 65536) {
+    return Status::InvalidArgument(where + ": sparse dim " + std::to_string(t.dim) + " is above the limit 65536");
+  }
+  if (t.shards == 0 || t.shards > 4096) return Status::InvalidArgument(where + ": shards must be in [1, 4096]");
+  const auto& o = t.optimizer;
+  if (!(o.learning_rate > 0)) return Status::InvalidArgument(where + ": optimizer.learning_rate must be > 0");
+  if (!(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1)) {
+    return Status::InvalidArgument(where + ": optimizer.beta1 and beta2 must be in [0, 1)");
+  }
+  if (!(o.epsilon > 0)) return Status::InvalidArgument(where + ": optimizer.epsilon must be > 0");
+  if (!(o.initial_accumulator >= 0)) {
+    return Status::InvalidArgument(where + ": optimizer.initial_accumulator must be >= 0");
+  }
+  return Status::OK();
+}
+
+StatusOr<ServerOptions> ParseServerYaml(const std::string& text, const std::string& file_name) {
+  ASSIGN_OR_RETURN(YAML::Node root, LoadYamlString(text, file_name));
+  YamlContext ctx{file_name, ""};
+  if (!root.IsMap()) return ctx.Error(root, "expected a map with 'server' and 'tables'");
+  RETURN_IF_ERROR(RejectUnknownKeys(root, {"server", "tables"}, ctx));
+  ServerOptions out;
+  out.source = file_name;
+  const YAML::Node server = root["server"];
+  if (server) {
+    YamlContext sctx = ctx.Child("server");
+    if (!server.IsMap()) return sctx.Error(server, "expected a map");
+    RETURN_IF_ERROR(RejectUnknownKeys(server,
+                                      {"endpoints", "index", "bind_host", "io_threads", "shard_threads",
+                                       "max_message_bytes", "max_inflight_bytes", "drain_timeout_ms", "log_level"},
+                                      sctx));
+    std::vector<std::string> endpoints;
+    RETURN_IF_ERROR(ReadStringList(server, "endpoints", sctx, &endpoints));
+    for (size_t i = 0; i < endpoints.size(); ++i) {
+      auto ep = net::ParseEndpoint(endpoints[i]);
+      if (!ep.ok()) return sctx.Child("endpoints").Index(i).Error(server["endpoints"][i], ep.status().message());
+      out.endpoints.push_back(*ep);
+    }
+    RETURN_IF_ERROR(ReadUint32(server, "index", sctx, &out.index));
+    RETURN_IF_ERROR(ReadString(server, "bind_host", sctx, &out.bind_host));
+    RETURN_IF_ERROR(ReadInt(server, "io_threads", sctx, &out.io_threads));
+    RETURN_IF_ERROR(ReadInt(server, "shard_threads", sctx, &out.shard_threads));
+    RETURN_IF_ERROR(ReadUint32(server, "max_message_bytes", sctx, &out.max_message_bytes));
+    RETURN_IF_ERROR(ReadUint64(server, "max_inflight_bytes", sctx, &out.max_inflight_bytes));
+    RETURN_IF_ERROR(ReadUint32(server, "drain_timeout_ms", sctx, &out.drain_timeout_ms));
+    RETURN_IF_ERROR(ReadString(server, "log_level", sctx, &out.log_level));
+    if (out.io_threads < 1 || out.io_threads > 256) {
+      return sctx.Child("io_threads").Error(server["io_threads"], "must be in [1, 256]");
+    }
+    if (out.shard_threads < 1 || out.shard_threads > 256) {
+      return sctx.Child("shard_threads").Error(server["shard_threads"], "must be in [1, 256]");
+    }
+    if (out.max_message_bytes < 1024) {
+      return sctx.Child("max_message_bytes").Error(server["max_message_bytes"], "must be >= 1024");
+    }
+  }
+  const YAML::Node tables = root["tables"];
+  YamlContext tctx = ctx.Child("tables");
+  if (!tables || !tables.IsSequence() || tables.size() == 0) {
+    return tctx.Error(tables ? tables : root, "expected a non-empty list of tables");
+  }
+  std::set<uint32_t> ids;
+  std::set<std::string> names;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    TableOptions t;
+    RETURN_IF_ERROR(ParseTable(tables[i], tctx.Index(i), &t));
+    if (!ids.insert(t.id).second) {
+      return tctx.Index(i).Error(tables[i], "duplicate table id " + std::to_string(t.id));
+    }
+    if (!names.insert(t.name).second) {
+      return tctx.Index(i).Error(tables[i], "duplicate table name '" + t.name + "'");
+    }
+    out.tables.push_back(std::move(t));
+  }
+  return out;
+}
+
+StatusOr<ServerOptions> LoadServerYaml(const std::string& path) {
+  std::string text;
+  {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return Status::NotFound(path + ": cannot open config file (check the path)");
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+    std::fclose(f);
+  }
+  return ParseServerYaml(text, path);
+}
+
+Status ApplyServerEnv(const EnvLookup& env, ServerOptions* options) {
+  if (auto role = env("TRAINING_ROLE"); role && *role != "PSERVER") {
+    return Status::InvalidArgument("TRAINING_ROLE=" + *role + " but this is the pserver (expected PSERVER)");
+  }
+  if (auto list = env("PADDLE_PSERVERS_IP_PORT_LIST"); list && !list->empty()) {
+    auto eps = net::ParseEndpointList(*list);
+    if (!eps.ok()) return eps.status().WithContext("PADDLE_PSERVERS_IP_PORT_LIST");
+    options->endpoints = *eps;
+  }
+  auto pod_ip = env("POD_IP");
+  auto port = env("PADDLE_PORT");
+  if (pod_ip.has_value() != port.has_value()) {
+    return Status::InvalidArgument("set both POD_IP and PADDLE_PORT (or neither) to name this pserver");
+  }
+  if (pod_ip) {
+    auto self = net::ParseEndpoint(*pod_ip + ":" + *port);
+    if (!self.ok()) return self.status().WithContext("POD_IP/PADDLE_PORT");
+    bool found = false;
+    for (size_t i = 0; i < options->endpoints.size(); ++i) {
+      if (options->endpoints[i] == *self) {
+        options->index = static_cast<uint32_t>(i);
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      std::string list;
+      for (const auto& e : options->endpoints) list += (list.empty() ? "" : ",") + e.ToString();
+      return Status::InvalidArgument("POD_IP:PADDLE_PORT = " + self->ToString() +
+                                     " is not in the pserver list [" + list +
+                                     "] (PADDLE_PSERVERS_IP_PORT_LIST must name every pserver, this one included)");
+    }
+  }
+  if (auto level = env("FLEETPS_LOG_LEVEL")) options->log_level = *level;
+  return Status::OK();
+}
+
+Status ApplyServerFlags(const ServerFlags& flags, ServerOptions* options) {
+  if (flags.endpoints) {
+    auto eps = net::ParseEndpointList(*flags.endpoints);
+    if (!eps.ok()) return eps.status().WithContext("--endpoints");
+    options->endpoints = *eps;
+  }
+  if (flags.index) options->index = *flags.index;
+  if (flags.bind_host) options->bind_host = *flags.bind_host;
+  if (flags.io_threads) options->io_threads = *flags.io_threads;
+  if (flags.shard_threads) options->shard_threads = *flags.shard_threads;
+  if (flags.log_level) options->log_level = *flags.log_level;
+  if (flags.port) {
+    if (options->endpoints.empty()) options->endpoints.push_back({"127.0.0.1", *flags.port});
+    if (options->index < options->endpoints.size()) options->endpoints[options->index].port = *flags.port;
+  }
+  return Status::OK();
+}
+
+Status ValidateServerOptions(const ServerOptions& o) {
+  if (o.endpoints.empty()) {
+    return Status::InvalidArgument(
+        "no pserver endpoints: set server.endpoints in the YAML, PADDLE_PSERVERS_IP_PORT_LIST, or --endpoints");
+  }
+  if (o.index >= o.endpoints.size()) {
+    return Status::InvalidArgument("server index " + std::to_string(o.index) + " is out of range for " +
+                                   std::to_string(o.endpoints.size()) + " endpoints");
+  }
+  if (o.io_threads < 1 || o.shard_threads < 1) return Status::InvalidArgument("io_threads and shard_threads must be >= 1");
+  if (o.tables.empty()) return Status::InvalidArgument(o.source + ": no tables configured");
+  for (const auto& t : o.tables) RETURN_IF_ERROR(ValidateTable(t).WithContext(o.source));
+  return Status::OK();
+}
+
+}  // namespace fleetps::config

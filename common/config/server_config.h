@@ -1,0 +1,71 @@
+#pragma once
+// pserver options and how they are assembled from YAML, the Paddle environment and
+// command-line flags.
+//
+// Precedence (highest first): command-line flags > environment > YAML > defaults.
+//   YAML:  `server:` map and `tables:` list (see configs/pserver.yaml).
+//   Env:   TRAINING_ROLE (must be PSERVER when set), PADDLE_PSERVERS_IP_PORT_LIST
+//          (all server endpoints, in order), POD_IP + PADDLE_PORT (this server's endpoint;
+//          its index is its position in the list), FLEETPS_LOG_LEVEL.
+//   Flags: applied by the caller with ApplyServerFlags().
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config/table_options.h"
+#include "common/net/endpoint.h"
+#include "common/status.h"
+
+namespace fleetps::config {
+
+struct ServerOptions {
+  // Every pserver of the cluster, in order. The key -> server function depends on this
+  // order, so all servers and trainers must use the same list. Default: one server,
+  // 127.0.0.1:8500.
+  std::vector<net::Endpoint> endpoints;
+  uint32_t index = 0;                    // this server's position in `endpoints`
+  std::string bind_host = "0.0.0.0";     // address the listener binds to
+  int io_threads = 2;                    // network threads (>= 1)
+  int shard_threads = 2;                 // table executor threads (>= 1); shard s runs on s % n
+  uint32_t max_message_bytes = 256u << 20;     // largest accepted frame payload, bytes
+  uint64_t max_inflight_bytes = 1ull << 30;    // request bytes served at once before Busy
+  uint32_t drain_timeout_ms = 10000;     // on SIGTERM: wait this long for in-flight requests
+  std::string log_level = "info";        // trace|debug|info|warn|error|off
+  std::vector<TableOptions> tables;      // at least one
+  std::string source;                    // where the options came from, for messages
+
+  const net::Endpoint& self() const { return endpoints[index]; }
+};
+
+// Flags given on the command line; unset ones leave the option alone.
+struct ServerFlags {
+  std::optional<std::string> endpoints;  // --endpoints "h:p,h:p"
+  std::optional<uint32_t> index;         // --index
+  std::optional<uint16_t> port;          // --port (replaces the port of endpoints[index])
+  std::optional<std::string> bind_host;  // --bind
+  std::optional<int> io_threads;
+  std::optional<int> shard_threads;
+  std::optional<std::string> log_level;
+};
+
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+// The process environment.
+EnvLookup ProcessEnv();
+
+// Parses the YAML text of a pserver config (no env, no flags).
+StatusOr<ServerOptions> ParseServerYaml(const std::string& text, const std::string& file_name);
+StatusOr<ServerOptions> LoadServerYaml(const std::string& path);
+
+// Applies the Paddle environment variables to `options`.
+Status ApplyServerEnv(const EnvLookup& env, ServerOptions* options);
+Status ApplyServerFlags(const ServerFlags& flags, ServerOptions* options);
+// Final checks after all sources are applied (index in range, tables valid, ...).
+Status ValidateServerOptions(const ServerOptions& options);
+
+// Parses one `tables:` entry / validates a table (shared with tools that read configs).
+Status ValidateTable(const TableOptions& table);
+
+}  // namespace fleetps::config

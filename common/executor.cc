@@ -1,0 +1,52 @@
+#include "common/executor.h"
+
+#include "common/check.h"
+
+namespace fleetps {
+
+ExecutorPool::ExecutorPool(size_t num_threads) {
+  FLEETPS_CHECK_GE(num_threads, 1u);
+  for (size_t i = 0; i < num_threads; ++i) lanes_.push_back(std::make_unique<Lane>());
+  for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { Run(l); });
+}
+
+ExecutorPool::~ExecutorPool() { Stop(); }
+
+void ExecutorPool::Post(size_t lane_index, std::function<void()> task) {
+  Lane& lane = *lanes_[lane_index % lanes_.size()];
+  {
+    std::lock_guard<std::mutex> lock(lane.mu);
+    if (lane.stopping) return;
+    lane.tasks.push_back(std::move(task));
+  }
+  lane.cv.notify_one();
+}
+
+void ExecutorPool::Run(Lane* lane) {
+  std::deque<std::function<void()>> batch;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(lane->mu);
+      lane->cv.wait(lock, [lane] { return lane->stopping || !lane->tasks.empty(); });
+      if (lane->tasks.empty()) return;  // stopping and drained
+      batch.swap(lane->tasks);
+    }
+    for (auto& task : batch) task();
+    batch.clear();
+  }
+}
+
+void ExecutorPool::Stop() {
+  for (auto& lane : lanes_) {
+    {
+      std::lock_guard<std::mutex> lock(lane->mu);
+      lane->stopping = true;
+    }
+    lane->cv.notify_all();
+  }
+  for (auto& lane : lanes_) {
+    if (lane->thread.joinable()) lane->thread.join();
+  }
+}
+
+}  // namespace fleetps

@@ -1,0 +1,45 @@
+#pragma once
+// ExecutorPool: a fixed set of worker threads, each draining its own FIFO queue.
+//
+// Work posted to lane i always runs on thread i % num_threads, in posting order, so a
+// shard mapped to a lane has exactly one owner thread and needs no locks on its data
+// (seastar-style sharding). Thread-safety: Post() is thread-safe.
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fleetps {
+
+class ExecutorPool {
+ public:
+  explicit ExecutorPool(size_t num_threads);
+  ~ExecutorPool();  // Stop()s
+  ExecutorPool(const ExecutorPool&) = delete;
+  ExecutorPool& operator=(const ExecutorPool&) = delete;
+
+  size_t num_threads() const { return lanes_.size(); }
+  // Runs `task` on the thread of `lane`. After Stop() tasks are dropped.
+  void Post(size_t lane, std::function<void()> task);
+  // Runs every task already posted, then joins the threads. Idempotent.
+  void Stop();
+
+ private:
+  struct Lane {
+    std::mutex mu;  // guards tasks, stopping
+    std::condition_variable cv;
+    std::deque<std::function<void()>> tasks;
+    bool stopping = false;
+    std::thread thread;
+  };
+  void Run(Lane* lane);
+
+  std::vector<std::unique_ptr<Lane>> lanes_;
+};
+
+}  // namespace fleetps

@@ -1,0 +1,70 @@
+#pragma once
+// The pserver composition root: owns the io threads, the executor pool, the tables,
+// the service and the RPC server, and wires them together. main() only parses options
+// and runs an App; tests run the same App in-process.
+//
+// Lifecycle: Start() creates tables and listens; WaitForShutdown() blocks until SIGINT/
+// SIGTERM or a Stop request; Shutdown() stops accepting, drains in-flight requests (up
+// to drain_timeout_ms), aborts barrier waiters, and tears down in reverse order.
+// Thread-safety: Start/WaitForShutdown/Shutdown from one controlling thread;
+// RequestShutdown() from anywhere.
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/config/server_config.h"
+#include "common/status.h"
+
+namespace fleetps {
+class ExecutorPool;
+namespace net {
+class IoThreads;
+class RpcServer;
+}  // namespace net
+}  // namespace fleetps
+
+namespace fleetps::server {
+
+class PsService;
+class TableSet;
+
+class App {
+ public:
+  explicit App(config::ServerOptions options);
+  ~App();  // Shutdown()s
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  Status Start();
+  uint16_t port() const;  // the bound port (useful with port 0)
+  // Blocks until a shutdown is requested; with handle_signals, SIGINT/SIGTERM request one.
+  void WaitForShutdown(bool handle_signals);
+  void RequestShutdown(const std::string& reason);
+  void Shutdown();
+
+  const config::ServerOptions& options() const { return options_; }
+  TableSet& tables() { return *tables_; }
+
+ private:
+  void ArmBarrierSweep();  // io thread only
+
+  config::ServerOptions options_;
+  std::unique_ptr<net::IoThreads> io_;
+  std::unique_ptr<ExecutorPool> executors_;
+  std::unique_ptr<TableSet> tables_;
+  std::unique_ptr<PsService> service_;
+  std::unique_ptr<net::RpcServer> rpc_;
+
+  std::mutex mu_;  // guards shutdown_requested_, shutdown_reason_, stopped_
+  std::condition_variable cv_;
+  bool shutdown_requested_ = false;
+  std::string shutdown_reason_;
+  bool stopped_ = false;
+
+  struct Timers;
+  std::unique_ptr<Timers> timers_;  // barrier deadline sweep + signal set
+};
+
+}  // namespace fleetps::server

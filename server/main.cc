@@ -1,0 +1,53 @@
+// pserver: the fleetps parameter server daemon.
+//
+//   pserver --config configs/pserver.yaml [--endpoints h:p,h:p --index 0 --port 8500]
+//   TRAINING_ROLE=PSERVER PADDLE_PSERVERS_IP_PORT_LIST=... POD_IP=... PADDLE_PORT=... pserver --config ...
+//
+// Precedence: flags > environment > YAML > defaults (common/config/server_config.h).
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "common/config/server_config.h"
+#include "common/logging.h"
+#include "server/app/app.h"
+
+namespace {
+
+int Fail(const fleetps::Status& st) {
+  std::cerr << "pserver: " << st.ToString() << std::endl;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{"fleetps parameter server"};
+  std::string config_path;
+  fleetps::config::ServerFlags flags;
+  cli.add_option("-c,--config", config_path, "pserver YAML config (tables, server options)")->required();
+  cli.add_option("--endpoints", flags.endpoints, "all pserver endpoints in order, host:port,host:port");
+  cli.add_option("--index", flags.index, "this server's position in the endpoint list");
+  cli.add_option("--port", flags.port, "listen port (replaces the port of this server's endpoint)");
+  cli.add_option("--bind", flags.bind_host, "address to bind (default 0.0.0.0)");
+  cli.add_option("--io-threads", flags.io_threads, "network threads");
+  cli.add_option("--shard-threads", flags.shard_threads, "table executor threads");
+  cli.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|off");
+  CLI11_PARSE(cli, argc, argv);
+
+  auto options = fleetps::config::LoadServerYaml(config_path);
+  if (!options.ok()) return Fail(options.status());
+  if (auto st = fleetps::config::ApplyServerEnv(fleetps::config::ProcessEnv(), &*options); !st.ok()) return Fail(st);
+  if (auto st = fleetps::config::ApplyServerFlags(flags, &*options); !st.ok()) return Fail(st);
+  if (options->endpoints.empty()) options->endpoints.push_back({"127.0.0.1", 8500});
+  if (auto st = fleetps::config::ValidateServerOptions(*options); !st.ok()) return Fail(st);
+  if (auto st = fleetps::SetUpLogging({options->log_level, "pserver:" + std::to_string(options->index)}); !st.ok()) {
+    return Fail(st);
+  }
+
+  fleetps::server::App app(std::move(*options));
+  if (auto st = app.Start(); !st.ok()) return Fail(st);
+  app.WaitForShutdown(/*handle_signals=*/true);
+  app.Shutdown();
+  return 0;
+}

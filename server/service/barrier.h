@@ -1,0 +1,52 @@
+#pragma once
+// BarrierManager: named barriers for trainers, answered asynchronously.
+//
+// A barrier `name` completes when `participants` distinct trainer ids have arrived;
+// every waiter's callback then gets the barrier's generation (1 for the first time it
+// completes, 2 for the second, ...). A waiter whose deadline passes gets TimedOut, and
+// leaves the barrier. No thread blocks: callbacks are invoked by Arrive() (on the
+// completing arrival) or by ExpireDeadlines() (called periodically by the owner).
+// Thread-safety: all methods are thread-safe; callbacks run without the lock held.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace fleetps::server {
+
+class BarrierManager {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Callback = std::function<void(StatusOr<uint64_t> generation)>;
+
+  void Arrive(const std::string& name, uint32_t trainer_id, uint32_t participants, Clock::time_point deadline,
+              Callback callback);
+  // Fails every waiter whose deadline is <= now with TimedOut.
+  void ExpireDeadlines(Clock::time_point now);
+  // Fails every waiter with Aborted (server stopping).
+  void AbortAll(const std::string& why);
+  size_t waiting() const;
+
+ private:
+  struct Waiter {
+    uint32_t trainer_id;
+    Clock::time_point deadline;
+    Callback callback;
+  };
+  struct Barrier {
+    uint32_t participants = 0;
+    uint64_t generation = 0;
+    std::vector<Waiter> waiters;
+  };
+
+  mutable std::mutex mu_;  // guards barriers_
+  std::map<std::string, Barrier> barriers_;
+};
+
+}  // namespace fleetps::server

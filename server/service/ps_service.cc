@@ -1,0 +1,476 @@
+#include "server/service/ps_service.h"
+
+#include <algorithm>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/net/frame.h"
+#include "common/sharding.h"
+#include "fleetps/config.h"
+#include "schemas/ps_generated.h"
+
+namespace fleetps::server {
+
+using wire::MessageType;
+
+// ---- TableSet -------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<TableSet>> TableSet::Create(const config::ServerOptions& options) {
+  auto set = std::make_unique<TableSet>();
+  const auto num_servers = static_cast<uint32_t>(options.endpoints.size());
+  for (const auto& t : options.tables) {
+    set->options_[t.id] = t;
+    if (t.kind == TableKind::kSparse) {
+      ASSIGN_OR_RETURN(auto table, SparseTable::Create(t, options.index, num_servers));
+      set->sparse_[t.id] = std::move(table);
+    } else {
+      ASSIGN_OR_RETURN(auto table, DenseTable::Create(t, options.index, num_servers));
+      set->dense_[t.id] = std::move(table);
+    }
+  }
+  return set;
+}
+
+SparseTable* TableSet::sparse(uint32_t id) const {
+  auto it = sparse_.find(id);
+  return it == sparse_.end() ? nullptr : it->second.get();
+}
+
+DenseTable* TableSet::dense(uint32_t id) const {
+  auto it = dense_.find(id);
+  return it == dense_.end() ? nullptr : it->second.get();
+}
+
+const TableOptions* TableSet::options(uint32_t id) const {
+  auto it = options_.find(id);
+  return it == options_.end() ? nullptr : &it->second;
+}
+
+std::string TableSet::Describe() const {
+  std::string out;
+  for (const auto& [id, t] : options_) {
+    if (!out.empty()) out += ", ";
+    out += t.name + "(" + std::to_string(id) + (t.kind == TableKind::kSparse ? ", sparse" : ", dense") + ")";
+  }
+  return out;
+}
+
+// ---- helpers --------------------------------------------------------------------------
+
+namespace {
+
+// Verifies the payload as a T; on failure answers the request and returns null.
+template <typename T>
+const T* Verified(const net::Request& req, const net::Responder& responder) {
+  flatbuffers::Verifier verifier(req.data(), req.payload_size);
+  if (req.payload_size == 0 || !verifier.VerifyBuffer<T>(nullptr)) {
+    responder.SendError(Status::InvalidArgument(
+        "malformed " + net::MessageTypeName(req.type) + " request from " + responder.peer() + " (" +
+        std::to_string(req.payload_size) + " payload bytes failed FlatBuffers verification)"));
+    return nullptr;
+  }
+  return flatbuffers::GetRoot<T>(req.data());
+}
+
+template <typename T>
+std::span<const T> Span(const flatbuffers::Vector<T>* v) {
+  if (v == nullptr) return {};
+  return {v->data(), v->size()};
+}
+
+// Keeps a request's payload alive while its shard tasks run, counts them down, and
+// remembers the first error.
+struct Fanout {
+  net::Request request;
+  net::Responder responder;
+  std::atomic<uint32_t> remaining{0};
+  std::mutex mu;  // guards error
+  Status error;
+
+  Fanout(net::Request r, net::Responder p) : request(std::move(r)), responder(std::move(p)) {}
+  void Fail(const Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (error.ok()) error = st;
+  }
+  // True for the task that finished last.
+  bool Done() { return remaining.fetch_sub(1) == 1; }
+};
+
+// Counting sort of key positions by shard: idx[begin[s] .. begin[s+1]) are the request
+// positions of the keys owned by shard s.
+struct ShardPartition {
+  std::vector<uint32_t> begin;
+  std::vector<uint32_t> idx;
+};
+
+}  // namespace
+
+// ---- PsService ------------------------------------------------------------------------
+
+PsService::PsService(const config::ServerOptions& options, TableSet& tables, ExecutorPool& executors,
+                     std::function<void(const std::string&)> on_stop)
+    : options_(options), tables_(tables), executors_(executors), on_stop_(std::move(on_stop)) {}
+
+std::string PsService::Where() const {
+  return "pserver " + std::to_string(options_.index) + " (" + options_.self().ToString() + ")";
+}
+
+size_t PsService::SparseLane(uint32_t table_id, uint32_t shard) const {
+  return static_cast<size_t>(table_id) * 7 + shard;
+}
+
+size_t PsService::DenseLane(uint32_t table_id) const { return static_cast<size_t>(table_id) * 7 + 3; }
+
+void PsService::Handle(net::Request request, net::Responder responder) {
+  switch (static_cast<MessageType>(request.type)) {
+    case MessageType::PullSparse: return PullSparse(request, responder);
+    case MessageType::PushSparse: return PushSparse(request, responder);
+    case MessageType::PullDense: return PullDense(request, responder);
+    case MessageType::PushDense: return PushDense(request, responder, false);
+    case MessageType::PushDenseParam: return PushDense(request, responder, true);
+    case MessageType::Barrier: return Barrier(request, responder);
+    case MessageType::Ping: return Ping(request, responder);
+    case MessageType::TableStats: return TableStats(request, responder);
+    case MessageType::Stop: return Stop(request, responder);
+    default:
+      responder.SendError(Status::InvalidArgument("unknown message type " + std::to_string(request.type) + " (" +
+                                                  net::MessageTypeName(request.type) + ") from " +
+                                                  responder.peer() + "; is the client a newer fleetps release?"));
+  }
+}
+
+namespace {
+
+// Checks ownership and partitions positions by shard. Returns an error naming the
+// first key that belongs elsewhere.
+Status PartitionKeys(const SparseTable& table, std::span<const uint64_t> keys, uint32_t server_index,
+                     uint32_t num_servers, ShardPartition* out) {
+  const uint32_t shards = table.num_shards();
+  std::vector<uint32_t> shard_of(keys.size());
+  out->begin.assign(shards + 1, 0);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const KeyPlacement p = PlaceKey(keys[i], num_servers, shards);
+    if (p.server != server_index) {
+      return Status::InvalidArgument("table '" + table.options().name + "': key " + std::to_string(keys[i]) +
+                                     " (position " + std::to_string(i) + ") belongs to pserver " +
+                                     std::to_string(p.server) + ", not " + std::to_string(server_index) +
+                                     " (do the trainer and the pservers use the same pserver list?)");
+    }
+    shard_of[i] = p.shard;
+    ++out->begin[p.shard + 1];
+  }
+  for (uint32_t s = 0; s < shards; ++s) out->begin[s + 1] += out->begin[s];
+  out->idx.resize(keys.size());
+  std::vector<uint32_t> cursor(out->begin.begin(), out->begin.end() - 1);
+  for (size_t i = 0; i < keys.size(); ++i) out->idx[cursor[shard_of[i]]++] = static_cast<uint32_t>(i);
+  return Status::OK();
+}
+
+}  // namespace
+
+void PsService::PullSparse(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::PullSparseRequest>(req, responder);
+  if (msg == nullptr) return;
+  SparseTable* table = tables_.sparse(msg->table_id());
+  if (table == nullptr) {
+    return responder.SendError(Status::NotFound("PullSparse: no sparse table with id " +
+                                                std::to_string(msg->table_id()) + " on " + Where() +
+                                                " (tables: " + tables_.Describe() + ")"));
+  }
+  auto keys = Span(msg->keys());
+  if (keys.empty()) {
+    return responder.SendError(
+        Status::InvalidArgument("PullSparse on table '" + table->options().name + "': empty key list"));
+  }
+  auto part = std::make_shared<ShardPartition>();
+  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
+                            part.get());
+  if (!st.ok()) return responder.SendError(st.WithContext("PullSparse"));
+
+  const uint32_t dim = table->dim();
+  struct PullState : Fanout {
+    using Fanout::Fanout;
+    flatbuffers::FlatBufferBuilder fbb;
+    flatbuffers::Offset<flatbuffers::Vector<float>> values;
+  };
+  auto state = std::make_shared<PullState>(req, responder);
+  state->fbb = flatbuffers::FlatBufferBuilder(keys.size() * dim * sizeof(float) + 256);
+  float* out = nullptr;
+  state->values = state->fbb.CreateUninitializedVector(keys.size() * dim, &out);
+
+  const uint32_t table_id = msg->table_id();
+  uint32_t tasks = 0;
+  for (uint32_t s = 0; s < table->num_shards(); ++s) tasks += part->begin[s + 1] > part->begin[s];
+  state->remaining = tasks;
+  for (uint32_t s = 0; s < table->num_shards(); ++s) {
+    const uint32_t b = part->begin[s], e = part->begin[s + 1];
+    if (b == e) continue;
+    executors_.Post(SparseLane(table_id, s), [state, part, table, s, b, e, keys, out, table_id, dim] {
+      Status st = table->PullShard(s, keys.data(), part->idx.data() + b, e - b, out);
+      if (!st.ok()) state->Fail(st);
+      if (!state->Done()) return;
+      if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("PullSparse"));
+      auto& fbb = state->fbb;
+      fbb.Finish(wire::CreatePullSparseReply(fbb, table_id, dim, state->values));
+      state->responder.Send(net::ReplyType(MessageType::PullSparse), fbb.Release());
+    });
+  }
+}
+
+void PsService::PushSparse(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::PushSparseRequest>(req, responder);
+  if (msg == nullptr) return;
+  SparseTable* table = tables_.sparse(msg->table_id());
+  if (table == nullptr) {
+    return responder.SendError(Status::NotFound("PushSparse: no sparse table with id " +
+                                                std::to_string(msg->table_id()) + " on " + Where() +
+                                                " (tables: " + tables_.Describe() + ")"));
+  }
+  const std::string& name = table->options().name;
+  auto keys = Span(msg->keys());
+  auto grads = Span(msg->grads());
+  auto shows = Span(msg->shows());
+  auto clicks = Span(msg->clicks());
+  const uint32_t dim = table->dim();
+  if (keys.empty()) {
+    return responder.SendError(Status::InvalidArgument("PushSparse on table '" + name + "': empty key list"));
+  }
+  if (grads.size() != keys.size() * dim) {
+    return responder.SendError(Status::InvalidArgument(
+        "PushSparse on table '" + name + "': " + std::to_string(keys.size()) + " keys need " +
+        std::to_string(keys.size() * dim) + " gradient floats (dim " + std::to_string(dim) + "), got " +
+        std::to_string(grads.size()) + " (does the trainer's embedding width match the table dim?)"));
+  }
+  if ((!shows.empty() && shows.size() != keys.size()) || (!clicks.empty() && clicks.size() != keys.size())) {
+    return responder.SendError(Status::InvalidArgument("PushSparse on table '" + name +
+                                                       "': shows/clicks must be empty or one per key (" +
+                                                       std::to_string(keys.size()) + " keys)"));
+  }
+  auto part = std::make_shared<ShardPartition>();
+  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
+                            part.get());
+  if (!st.ok()) return responder.SendError(st.WithContext("PushSparse"));
+
+  auto state = std::make_shared<Fanout>(req, responder);
+  const uint32_t table_id = msg->table_id();
+  uint32_t tasks = 0;
+  for (uint32_t s = 0; s < table->num_shards(); ++s) tasks += part->begin[s + 1] > part->begin[s];
+  state->remaining = tasks;
+  const auto applied = static_cast<uint32_t>(keys.size());
+  for (uint32_t s = 0; s < table->num_shards(); ++s) {
+    const uint32_t b = part->begin[s], e = part->begin[s + 1];
+    if (b == e) continue;
+    executors_.Post(SparseLane(table_id, s), [state, part, table, s, b, e, keys, grads, shows, clicks, table_id,
+                                              applied] {
+      PushCounters counters;
+      counters.shows = shows.empty() ? nullptr : shows.data();
+      counters.clicks = clicks.empty() ? nullptr : clicks.data();
+      Status st = table->PushShard(s, keys.data(), part->idx.data() + b, e - b, grads.data(), counters);
+      if (!st.ok()) state->Fail(st);
+      if (!state->Done()) return;
+      if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("PushSparse"));
+      flatbuffers::FlatBufferBuilder fbb(64);
+      fbb.Finish(wire::CreatePushSparseReply(fbb, table_id, applied));
+      state->responder.Send(net::ReplyType(MessageType::PushSparse), fbb.Release());
+    });
+  }
+}
+
+void PsService::PullDense(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::PullDenseRequest>(req, responder);
+  if (msg == nullptr) return;
+  DenseTable* table = tables_.dense(msg->table_id());
+  if (table == nullptr) {
+    return responder.SendError(Status::NotFound("PullDense: no dense table with id " +
+                                                std::to_string(msg->table_id()) + " on " + Where() +
+                                                " (tables: " + tables_.Describe() + ")"));
+  }
+  const uint64_t offset = msg->offset(), count = msg->count();
+  const uint32_t table_id = msg->table_id();
+  auto state = std::make_shared<Fanout>(req, responder);
+  executors_.Post(DenseLane(table_id), [state, table, offset, count, table_id] {
+    flatbuffers::FlatBufferBuilder fbb(count * sizeof(float) + 128);
+    float* out = nullptr;
+    auto values = fbb.CreateUninitializedVector(count, &out);
+    Status st = table->Pull(offset, count, out);
+    if (!st.ok()) return state->responder.SendError(st.WithContext("PullDense"));
+    fbb.Finish(wire::CreatePullDenseReply(fbb, table_id, offset, values));
+    state->responder.Send(net::ReplyType(MessageType::PullDense), fbb.Release());
+  });
+}
+
+void PsService::PushDense(const net::Request& req, const net::Responder& responder, bool set_params) {
+  uint32_t table_id = 0;
+  uint64_t offset = 0;
+  std::span<const float> values;
+  if (set_params) {
+    const auto* msg = Verified<wire::PushDenseParamRequest>(req, responder);
+    if (msg == nullptr) return;
+    table_id = msg->table_id();
+    offset = msg->offset();
+    values = Span(msg->values());
+  } else {
+    const auto* msg = Verified<wire::PushDenseRequest>(req, responder);
+    if (msg == nullptr) return;
+    table_id = msg->table_id();
+    offset = msg->offset();
+    values = Span(msg->grads());
+  }
+  const char* op = set_params ? "PushDenseParam" : "PushDense";
+  DenseTable* table = tables_.dense(table_id);
+  if (table == nullptr) {
+    return responder.SendError(Status::NotFound(std::string(op) + ": no dense table with id " +
+                                                std::to_string(table_id) + " on " + Where() + " (tables: " +
+                                                tables_.Describe() + ")"));
+  }
+  if (values.empty()) {
+    return responder.SendError(Status::InvalidArgument(std::string(op) + " on table '" + table->options().name +
+                                                       "': empty value list"));
+  }
+  auto state = std::make_shared<Fanout>(req, responder);
+  executors_.Post(DenseLane(table_id), [state, table, offset, values, table_id, set_params, op] {
+    Status st = set_params ? table->SetParams(offset, values.size(), values.data())
+                           : table->Push(offset, values.size(), values.data());
+    if (!st.ok()) return state->responder.SendError(st.WithContext(op));
+    flatbuffers::FlatBufferBuilder fbb(64);
+    if (set_params) {
+      fbb.Finish(wire::CreatePushDenseParamReply(fbb, table_id));
+      state->responder.Send(net::ReplyType(MessageType::PushDenseParam), fbb.Release());
+    } else {
+      fbb.Finish(wire::CreatePushDenseReply(fbb, table_id));
+      state->responder.Send(net::ReplyType(MessageType::PushDense), fbb.Release());
+    }
+  });
+}
+
+void PsService::Barrier(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::BarrierRequest>(req, responder);
+  if (msg == nullptr) return;
+  const std::string name = msg->name() ? msg->name()->str() : std::string();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(msg->timeout_ms());
+  barriers_.Arrive(name, msg->trainer_id(), msg->participants(), deadline,
+                   [responder](StatusOr<uint64_t> generation) {
+                     if (!generation.ok()) return responder.SendError(generation.status());
+                     flatbuffers::FlatBufferBuilder fbb(64);
+                     fbb.Finish(wire::CreateBarrierReply(fbb, *generation));
+                     responder.Send(net::ReplyType(MessageType::Barrier), fbb.Release());
+                   });
+}
+
+namespace {
+
+flatbuffers::Offset<wire::TableInfo> BuildTableInfo(flatbuffers::FlatBufferBuilder& fbb, const TableOptions& t,
+                                                    const TableSet& tables) {
+  uint64_t begin = 0, end = 0;
+  if (const DenseTable* d = tables.dense(t.id)) {
+    begin = d->begin();
+    end = d->end();
+  }
+  return wire::CreateTableInfo(fbb, t.id, fbb.CreateString(t.name), t.kind == TableKind::kDense, t.dim, t.shards,
+                               begin, end);
+}
+
+}  // namespace
+
+void PsService::Ping(const net::Request& req, const net::Responder& responder) {
+  if (Verified<wire::PingRequest>(req, responder) == nullptr) return;
+  flatbuffers::FlatBufferBuilder fbb(512);
+  std::vector<flatbuffers::Offset<wire::TableInfo>> infos;
+  for (const auto& [id, t] : tables_.all()) infos.push_back(BuildTableInfo(fbb, t, tables_));
+  const auto uptime = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_);
+  fbb.Finish(wire::CreatePingReply(fbb, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
+                                   static_cast<uint64_t>(uptime.count()), fbb.CreateString(FLEETPS_VERSION),
+                                   fbb.CreateVector(infos)));
+  responder.Send(net::ReplyType(MessageType::Ping), fbb.Release());
+}
+
+void PsService::TableStats(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::TableStatsRequest>(req, responder);
+  if (msg == nullptr) return;
+  std::vector<uint32_t> ids;
+  if (msg->all_tables()) {
+    for (const auto& [id, t] : tables_.all()) ids.push_back(id);
+  } else if (tables_.options(msg->table_id()) != nullptr) {
+    ids.push_back(msg->table_id());
+  } else {
+    return responder.SendError(Status::NotFound("TableStats: no table with id " + std::to_string(msg->table_id()) +
+                                                " on " + Where() + " (tables: " + tables_.Describe() + ")"));
+  }
+  // Shard statistics are read on each shard's owner lane; collect them, then reply.
+  struct Collect : Fanout {
+    using Fanout::Fanout;
+    std::vector<uint32_t> ids;
+    std::map<uint32_t, std::vector<std::pair<uint32_t, ShardStats>>> stats;  // guarded by Fanout::mu
+  };
+  auto state = std::make_shared<Collect>(req, responder);
+  state->ids = ids;
+  uint32_t tasks = 0;
+  for (uint32_t id : ids) {
+    if (SparseTable* t = tables_.sparse(id)) tasks += t->num_shards();
+    else tasks += 1;
+  }
+  state->remaining = tasks;
+  auto finish = [this, state] {
+    flatbuffers::FlatBufferBuilder fbb(1024);
+    std::vector<flatbuffers::Offset<wire::TableStatsEntry>> entries;
+    for (uint32_t id : state->ids) {
+      uint64_t rows = 0, bytes = 0;
+      std::vector<flatbuffers::Offset<wire::ShardStats>> shards;
+      auto& per_shard = state->stats[id];
+      std::sort(per_shard.begin(), per_shard.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& [shard, s] : per_shard) {
+        rows += s.rows;
+        bytes += s.memory_bytes;
+        shards.push_back(wire::CreateShardStats(fbb, shard, s.rows, s.memory_bytes, s.pulls, s.pushes));
+      }
+      entries.push_back(wire::CreateTableStatsEntry(fbb, BuildTableInfo(fbb, *tables_.options(id), tables_), rows,
+                                                    bytes, fbb.CreateVector(shards)));
+    }
+    fbb.Finish(wire::CreateTableStatsReply(fbb, fbb.CreateVector(entries)));
+    state->responder.Send(net::ReplyType(MessageType::TableStats), fbb.Release());
+  };
+  for (uint32_t id : ids) {
+    if (SparseTable* t = tables_.sparse(id)) {
+      for (uint32_t s = 0; s < t->num_shards(); ++s) {
+        executors_.Post(SparseLane(id, s), [state, t, s, id, finish] {
+          const ShardStats st = t->Stats(s);
+          {
+            std::lock_guard<std::mutex> lock(state->mu);
+            state->stats[id].emplace_back(s, st);
+          }
+          if (state->Done()) finish();
+        });
+      }
+    } else {
+      DenseTable* d = tables_.dense(id);
+      executors_.Post(DenseLane(id), [state, d, id, finish] {
+        ShardStats st{};
+        st.rows = d->end() - d->begin();
+        st.memory_bytes = st.rows * sizeof(float);  // weights; optimizer state not counted
+        {
+          std::lock_guard<std::mutex> lock(state->mu);
+          state->stats[id].emplace_back(0, st);
+        }
+        if (state->Done()) finish();
+      });
+    }
+  }
+}
+
+void PsService::Stop(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::StopRequest>(req, responder);
+  if (msg == nullptr) return;
+  const std::string reason = msg->reason() ? msg->reason()->str() : std::string("stop requested");
+  flatbuffers::FlatBufferBuilder fbb(32);
+  fbb.Finish(wire::CreateStopReply(fbb));
+  responder.Send(net::ReplyType(MessageType::Stop), fbb.Release());
+  if (!stop_requested_.exchange(true)) {
+    spdlog::info("stop requested by {}: {}", responder.peer(), reason);
+    on_stop_(reason);
+  }
+}
+
+}  // namespace fleetps::server

@@ -1,0 +1,83 @@
+#pragma once
+// PsService: decodes verified requests and dispatches them to the tables.
+//
+// The only code that sees both the wire types and the tables. Every payload is checked
+// with the FlatBuffers verifier before it is read; every semantic error (unknown table,
+// wrong dimension, empty batch, key owned by another server, range outside this
+// server's dense slice) is answered with an ErrorReply naming the table and what is
+// wrong, and the connection keeps serving.
+//
+// Threading: Handle() runs on an io thread and only validates and partitions; table
+// work is posted to the ExecutorPool lane that owns the shard (sparse) or table
+// (dense), so rows are touched by one thread and need no locks. Replies are built in
+// place (values written straight into the reply FlatBuffer by the shard tasks).
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/config/server_config.h"
+#include "common/executor.h"
+#include "common/net/rpc_server.h"
+#include "server/service/barrier.h"
+#include "server/table/dense_table.h"
+#include "server/table/sparse_table.h"
+
+namespace fleetps::server {
+
+// The tables of one server, by id.
+class TableSet {
+ public:
+  static StatusOr<std::unique_ptr<TableSet>> Create(const config::ServerOptions& options);
+
+  SparseTable* sparse(uint32_t id) const;  // null when absent or dense
+  DenseTable* dense(uint32_t id) const;    // null when absent or sparse
+  const TableOptions* options(uint32_t id) const;
+  // "embedding(0), dense(1)" for error messages.
+  std::string Describe() const;
+  const std::map<uint32_t, TableOptions>& all() const { return options_; }
+
+ private:
+  std::map<uint32_t, TableOptions> options_;
+  std::map<uint32_t, std::unique_ptr<SparseTable>> sparse_;
+  std::map<uint32_t, std::unique_ptr<DenseTable>> dense_;
+};
+
+class PsService {
+ public:
+  // `tables` and `executors` outlive the service. `on_stop` is called (once, from an
+  // io thread) when a Stop request arrives; the App then shuts down.
+  PsService(const config::ServerOptions& options, TableSet& tables, ExecutorPool& executors,
+            std::function<void(const std::string& reason)> on_stop);
+
+  void Handle(net::Request request, net::Responder responder);
+  BarrierManager& barriers() { return barriers_; }
+
+ private:
+  void PullSparse(const net::Request& req, const net::Responder& responder);
+  void PushSparse(const net::Request& req, const net::Responder& responder);
+  void PullDense(const net::Request& req, const net::Responder& responder);
+  void PushDense(const net::Request& req, const net::Responder& responder, bool set_params);
+  void Barrier(const net::Request& req, const net::Responder& responder);
+  void Ping(const net::Request& req, const net::Responder& responder);
+  void TableStats(const net::Request& req, const net::Responder& responder);
+  void Stop(const net::Request& req, const net::Responder& responder);
+
+  size_t SparseLane(uint32_t table_id, uint32_t shard) const;
+  size_t DenseLane(uint32_t table_id) const;
+  std::string Where() const;  // "pserver 0 (127.0.0.1:8500)"
+
+  const config::ServerOptions& options_;
+  TableSet& tables_;
+  ExecutorPool& executors_;
+  std::function<void(const std::string&)> on_stop_;
+  BarrierManager barriers_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::atomic<bool> stop_requested_{false};
+};
+
+}  // namespace fleetps::server

@@ -1,0 +1,469 @@
+#include "trainer/client/ps_client.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "common/net/frame.h"
+#include "common/net/io_threads.h"
+#include "common/sharding.h"
+#include "schemas/ps_generated.h"
+
+namespace fleetps::trainer {
+
+using wire::MessageType;
+
+namespace {
+
+// Maps keys to dense indices 0..n-1 in first-seen order (open addressing, linear
+// probing). Used to de-duplicate a batch's keys.
+class KeyDeduper {
+ public:
+  explicit KeyDeduper(size_t expected) {
+    size_t cap = 16;
+    while (cap < expected * 2) cap <<= 1;
+    mask_ = cap - 1;
+    slots_.assign(cap, kEmpty);
+    keys_.reserve(expected);
+  }
+  // Index of `key`, inserting it when new.
+  uint32_t Insert(uint64_t key) {
+    size_t pos = MixKey(key) & mask_;
+    while (true) {
+      const uint32_t s = slots_[pos];
+      if (s == kEmpty) {
+        slots_[pos] = static_cast<uint32_t>(keys_.size());
+        keys_.push_back(key);
+        return slots_[pos];
+      }
+      if (keys_[s] == key) return s;
+      pos = (pos + 1) & mask_;
+    }
+  }
+  const std::vector<uint64_t>& keys() const { return keys_; }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  size_t mask_;
+  std::vector<uint32_t> slots_;
+  std::vector<uint64_t> keys_;
+};
+
+template <typename T>
+const T* VerifiedReply(const net::Reply& reply, const std::string& server, Status* error) {
+  flatbuffers::Verifier verifier(reply.data(), reply.payload_size);
+  if (!verifier.VerifyBuffer<T>(nullptr)) {
+    *error = Status::Corruption("malformed " + net::MessageTypeName(reply.type) + " from server " + server);
+    return nullptr;
+  }
+  return flatbuffers::GetRoot<T>(reply.data());
+}
+
+}  // namespace
+
+// Completion of a fan-out: counts calls down, keeps the first error, runs `finish` and
+// fulfils the promise when the last call is done.
+struct PsClient::Join {
+  std::atomic<uint32_t> remaining{0};
+  std::mutex mu;  // guards error
+  Status error;
+  std::promise<Status> promise;
+  std::function<void()> finish;  // runs on success before the promise is set
+
+  void Fail(const Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (error.ok()) error = st;
+  }
+  void Done() {
+    if (remaining.fetch_sub(1) != 1) return;
+    if (error.ok() && finish) finish();
+    promise.set_value(error);
+  }
+  static std::future<Status> Ready(Status st) {
+    std::promise<Status> p;
+    p.set_value(std::move(st));
+    return p.get_future();
+  }
+};
+
+PsClient::PsClient(PsClientOptions options) : options_(std::move(options)) {}
+
+PsClient::~PsClient() {
+  for (auto& c : clients_) c->Close();
+  if (io_) io_->Stop();
+}
+
+StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(PsClientOptions options) {
+  if (options.servers.empty()) {
+    return Status::InvalidArgument("no pserver endpoints given (set PADDLE_PSERVERS_IP_PORT_LIST)");
+  }
+  std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
+  client->io_ = std::make_unique<net::IoThreads>(client->options_.io_threads);
+  for (const auto& ep : client->options_.servers) {
+    client->clients_.push_back(std::make_unique<net::RpcClient>(*client->io_, ep, client->options_.rpc));
+  }
+  for (auto& c : client->clients_) RETURN_IF_ERROR(c->Connect());
+  RETURN_IF_ERROR(client->Handshake());
+  return client;
+}
+
+Status PsClient::Handshake() {
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    const std::string name = clients_[i]->endpoint().ToString();
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreatePingRequest(fbb));
+    ASSIGN_OR_RETURN(net::Reply reply,
+                     clients_[i]->CallSync(static_cast<uint16_t>(MessageType::Ping), fbb.Release()));
+    Status error;
+    const auto* ping = VerifiedReply<wire::PingReply>(reply, name, &error);
+    if (ping == nullptr) return error;
+    if (ping->num_servers() != clients_.size() || ping->server_index() != i) {
+      return Status::InvalidArgument("server " + name + " says it is pserver " + std::to_string(ping->server_index()) +
+                                     " of " + std::to_string(ping->num_servers()) + ", but this trainer lists it as " +
+                                     std::to_string(i) + " of " + std::to_string(clients_.size()) +
+                                     " (PADDLE_PSERVERS_IP_PORT_LIST must be identical everywhere)");
+    }
+    if (ping->tables() == nullptr) continue;
+    for (const auto* t : *ping->tables()) {
+      TableInfo& info = tables_[t->id()];
+      if (i == 0) {
+        info.id = t->id();
+        info.name = t->name() ? t->name()->str() : "";
+        info.dense = t->dense();
+        info.dim = t->dim();
+        info.shards = t->shards();
+      } else if (info.name != (t->name() ? t->name()->str() : "") || info.dim != t->dim() || info.dense != t->dense()) {
+        return Status::InvalidArgument("server " + name + " disagrees with server 0 on table " +
+                                       std::to_string(t->id()) + " (run every pserver with the same config)");
+      }
+      if (info.dense) {
+        info.slice_begin.push_back(t->slice_begin());
+        if (i + 1 == clients_.size()) info.slice_begin.push_back(t->slice_end());
+      }
+    }
+  }
+  return Status::OK();
+}
+
+StatusOr<TableInfo> PsClient::Table(uint32_t table_id) const {
+  auto it = tables_.find(table_id);
+  if (it == tables_.end()) {
+    std::string known;
+    for (const auto& [id, t] : tables_) known += (known.empty() ? "" : ", ") + t.name + "(" + std::to_string(id) + ")";
+    return Status::NotFound("no table with id " + std::to_string(table_id) + " on the pservers (tables: " + known + ")");
+  }
+  return it->second;
+}
+
+StatusOr<TableInfo> PsClient::TableByName(const std::string& name) const {
+  for (const auto& [id, t] : tables_) {
+    if (t.name == name) return t;
+  }
+  return Status::NotFound("no table named '" + name + "' on the pservers");
+}
+
+std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint64_t> keys, float* values) {
+  auto info = Table(table_id);
+  if (!info.ok()) return Join::Ready(info.status());
+  if (info->dense) return Join::Ready(Status::InvalidArgument("PullSparse on dense table '" + info->name + "'"));
+  if (keys.empty()) return Join::Ready(Status::OK());
+  const auto dim = static_cast<uint32_t>(info->dim);
+  const auto num_servers = static_cast<uint32_t>(clients_.size());
+
+  // De-duplicate, then group the unique keys by server.
+  auto dedup = std::make_shared<KeyDeduper>(keys.size());
+  auto slot = std::make_shared<std::vector<uint32_t>>(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) (*slot)[i] = dedup->Insert(keys[i]);
+  const auto& uniq = dedup->keys();
+  std::vector<std::vector<uint32_t>> by_server(num_servers);
+  for (uint32_t u = 0; u < uniq.size(); ++u) by_server[ServerOfKey(uniq[u], num_servers)].push_back(u);
+
+  auto join = std::make_shared<Join>();
+  auto uniq_values = std::make_shared<std::vector<float>>(uniq.size() * dim);
+  join->finish = [slot, uniq_values, values, dim] {
+    const float* src = uniq_values->data();
+    for (size_t i = 0; i < slot->size(); ++i) std::memcpy(values + i * dim, src + (*slot)[i] * size_t{dim}, dim * 4);
+  };
+  const size_t chunk = std::max<size_t>(
+      1, std::min<size_t>(options_.max_keys_per_request, (options_.rpc.max_payload - 4096) / (dim * 4 + 8)));
+  std::vector<std::pair<uint32_t, std::vector<uint32_t>>> calls;
+  for (uint32_t s = 0; s < num_servers; ++s) {
+    auto& list = by_server[s];
+    for (size_t b = 0; b < list.size(); b += chunk) {
+      calls.emplace_back(s, std::vector<uint32_t>(list.begin() + b, list.begin() + std::min(list.size(), b + chunk)));
+    }
+  }
+  join->remaining = static_cast<uint32_t>(calls.size());
+  auto future = join->promise.get_future();
+  for (auto& [s, members] : calls) {
+    flatbuffers::FlatBufferBuilder fbb(members.size() * 8 + 128);
+    uint64_t* kout = nullptr;
+    auto kvec = fbb.CreateUninitializedVector(members.size(), &kout);
+    for (size_t k = 0; k < members.size(); ++k) kout[k] = uniq[members[k]];
+    fbb.Finish(wire::CreatePullSparseRequest(fbb, table_id, kvec));
+    auto shared_members = std::make_shared<std::vector<uint32_t>>(std::move(members));
+    const std::string server = clients_[s]->endpoint().ToString();
+    clients_[s]->Call(static_cast<uint16_t>(MessageType::PullSparse), fbb.Release(),
+                      [join, dedup, uniq_values, shared_members, dim, server](StatusOr<net::Reply> r) {
+                        if (!r.ok()) {
+                          join->Fail(r.status());
+                          return join->Done();
+                        }
+                        Status error;
+                        const auto* msg = VerifiedReply<wire::PullSparseReply>(*r, server, &error);
+                        if (msg != nullptr && (msg->values() == nullptr ||
+                                               msg->values()->size() != shared_members->size() * dim)) {
+                          error = Status::Corruption("PullSparse reply from server " + server + " has " +
+                                                     std::to_string(msg->values() ? msg->values()->size() : 0) +
+                                                     " values, expected " +
+                                                     std::to_string(shared_members->size() * dim));
+                        }
+                        if (!error.ok()) {
+                          join->Fail(error);
+                          return join->Done();
+                        }
+                        const float* src = msg->values()->data();
+                        float* dst = uniq_values->data();
+                        for (size_t k = 0; k < shared_members->size(); ++k) {
+                          std::memcpy(dst + (*shared_members)[k] * size_t{dim}, src + k * dim, dim * 4);
+                        }
+                        join->Done();
+                      });
+  }
+  return future;
+}
+
+std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint64_t> keys,
+                                         std::span<const float> grads, std::span<const float> shows,
+                                         std::span<const float> clicks) {
+  auto info = Table(table_id);
+  if (!info.ok()) return Join::Ready(info.status());
+  if (info->dense) return Join::Ready(Status::InvalidArgument("PushSparse on dense table '" + info->name + "'"));
+  const auto dim = static_cast<uint32_t>(info->dim);
+  if (grads.size() != keys.size() * dim) {
+    return Join::Ready(Status::InvalidArgument("PushSparse on table '" + info->name + "': " +
+                                               std::to_string(keys.size()) + " keys need " +
+                                               std::to_string(keys.size() * dim) + " gradient floats, got " +
+                                               std::to_string(grads.size())));
+  }
+  const bool with_stats = !shows.empty() || !clicks.empty();
+  if (with_stats && (shows.size() != keys.size() || clicks.size() != keys.size())) {
+    return Join::Ready(Status::InvalidArgument("PushSparse on table '" + info->name +
+                                               "': shows and clicks need one value per key"));
+  }
+  if (keys.empty()) return Join::Ready(Status::OK());
+  const auto num_servers = static_cast<uint32_t>(clients_.size());
+
+  // Sum duplicates.
+  KeyDeduper dedup(keys.size());
+  std::vector<float> sum;
+  sum.reserve(keys.size() * dim);
+  std::vector<float> sum_show, sum_click;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint32_t u = dedup.Insert(keys[i]);
+    const float* g = grads.data() + i * dim;
+    if (u * size_t{dim} == sum.size()) {
+      sum.insert(sum.end(), g, g + dim);
+      if (with_stats) {
+        sum_show.push_back(shows[i]);
+        sum_click.push_back(clicks[i]);
+      }
+    } else {
+      float* acc = sum.data() + u * size_t{dim};
+      for (uint32_t j = 0; j < dim; ++j) acc[j] += g[j];
+      if (with_stats) {
+        sum_show[u] += shows[i];
+        sum_click[u] += clicks[i];
+      }
+    }
+  }
+  const auto& uniq = dedup.keys();
+  std::vector<std::vector<uint32_t>> by_server(num_servers);
+  for (uint32_t u = 0; u < uniq.size(); ++u) by_server[ServerOfKey(uniq[u], num_servers)].push_back(u);
+
+  const size_t chunk = std::max<size_t>(
+      1, std::min<size_t>(options_.max_keys_per_request, (options_.rpc.max_payload - 4096) / (dim * 4 + 16)));
+  auto join = std::make_shared<Join>();
+  size_t calls = 0;
+  for (auto& list : by_server) calls += (list.size() + chunk - 1) / chunk;
+  join->remaining = static_cast<uint32_t>(calls);
+  auto future = join->promise.get_future();
+  for (uint32_t s = 0; s < num_servers; ++s) {
+    const auto& list = by_server[s];
+    for (size_t b = 0; b < list.size(); b += chunk) {
+      const size_t n = std::min(list.size(), b + chunk) - b;
+      flatbuffers::FlatBufferBuilder fbb(n * (8 + dim * 4 + (with_stats ? 8 : 0)) + 256);
+      uint64_t* kout = nullptr;
+      float* gout = nullptr;
+      auto kvec = fbb.CreateUninitializedVector(n, &kout);
+      auto gvec = fbb.CreateUninitializedVector(n * dim, &gout);
+      flatbuffers::Offset<flatbuffers::Vector<float>> svec, cvec;
+      float* sout = nullptr;
+      float* cout = nullptr;
+      if (with_stats) {
+        svec = fbb.CreateUninitializedVector(n, &sout);
+        cvec = fbb.CreateUninitializedVector(n, &cout);
+      }
+      for (size_t k = 0; k < n; ++k) {
+        const uint32_t u = list[b + k];
+        kout[k] = uniq[u];
+        std::memcpy(gout + k * dim, sum.data() + u * size_t{dim}, dim * 4);
+        if (with_stats) {
+          sout[k] = sum_show[u];
+          cout[k] = sum_click[u];
+        }
+      }
+      fbb.Finish(wire::CreatePushSparseRequest(fbb, table_id, kvec, gvec, svec, cvec));
+      clients_[s]->Call(static_cast<uint16_t>(MessageType::PushSparse), fbb.Release(),
+                        [join](StatusOr<net::Reply> r) {
+                          if (!r.ok()) join->Fail(r.status());
+                          join->Done();
+                        });
+    }
+  }
+  return future;
+}
+
+namespace {
+
+// The per-server pieces [begin, end) of a dense range [0, size), split further so no
+// request exceeds `max_floats`.
+std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> DensePieces(const TableInfo& info, uint64_t max_floats) {
+  std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> out;
+  for (size_t s = 0; s + 1 < info.slice_begin.size(); ++s) {
+    for (uint64_t b = info.slice_begin[s]; b < info.slice_begin[s + 1]; b += max_floats) {
+      out.emplace_back(static_cast<uint32_t>(s), b, std::min(info.slice_begin[s + 1], b + max_floats));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::future<Status> PsClient::PullDense(uint32_t table_id, std::span<float> values) {
+  auto info = Table(table_id);
+  if (!info.ok()) return Join::Ready(info.status());
+  if (!info->dense || values.size() != info->dim) {
+    return Join::Ready(Status::InvalidArgument("PullDense on table '" + info->name + "': expected a dense table of " +
+                                               std::to_string(info->dim) + " floats, caller has " +
+                                               std::to_string(values.size())));
+  }
+  auto pieces = DensePieces(*info, (options_.rpc.max_payload - 4096) / 4);
+  auto join = std::make_shared<Join>();
+  join->remaining = static_cast<uint32_t>(pieces.size());
+  auto future = join->promise.get_future();
+  if (pieces.empty()) return Join::Ready(Status::OK());
+  for (auto [s, b, e] : pieces) {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreatePullDenseRequest(fbb, table_id, b, e - b));
+    const std::string server = clients_[s]->endpoint().ToString();
+    float* dst = values.data() + b;
+    const uint64_t count = e - b;
+    clients_[s]->Call(static_cast<uint16_t>(MessageType::PullDense), fbb.Release(),
+                      [join, dst, count, server](StatusOr<net::Reply> r) {
+                        if (!r.ok()) {
+                          join->Fail(r.status());
+                          return join->Done();
+                        }
+                        Status error;
+                        const auto* msg = VerifiedReply<wire::PullDenseReply>(*r, server, &error);
+                        if (msg != nullptr && (msg->values() == nullptr || msg->values()->size() != count)) {
+                          error = Status::Corruption("PullDense reply from server " + server + " has the wrong size");
+                        }
+                        if (!error.ok()) {
+                          join->Fail(error);
+                        } else {
+                          std::memcpy(dst, msg->values()->data(), count * 4);
+                        }
+                        join->Done();
+                      });
+  }
+  return future;
+}
+
+std::future<Status> PsClient::PushDense(uint32_t table_id, std::span<const float> grads) {
+  return PushDenseValues(table_id, grads, /*params=*/false);
+}
+
+std::future<Status> PsClient::PushDenseParam(uint32_t table_id, std::span<const float> values) {
+  return PushDenseValues(table_id, values, /*params=*/true);
+}
+
+std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const float> values, bool params) {
+  auto info = Table(table_id);
+  if (!info.ok()) return Join::Ready(info.status());
+  const char* op = params ? "PushDenseParam" : "PushDense";
+  if (!info->dense || values.size() != info->dim) {
+    return Join::Ready(Status::InvalidArgument(std::string(op) + " on table '" + info->name +
+                                               "': expected a dense table of " + std::to_string(info->dim) +
+                                               " floats, caller has " + std::to_string(values.size())));
+  }
+  auto pieces = DensePieces(*info, (options_.rpc.max_payload - 4096) / 4);
+  if (pieces.empty()) return Join::Ready(Status::OK());
+  auto join = std::make_shared<Join>();
+  join->remaining = static_cast<uint32_t>(pieces.size());
+  auto future = join->promise.get_future();
+  for (auto [s, b, e] : pieces) {
+    flatbuffers::FlatBufferBuilder fbb((e - b) * 4 + 128);
+    auto vec = fbb.CreateVector(values.data() + b, e - b);
+    if (params) {
+      fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table_id, b, vec));
+    } else {
+      fbb.Finish(wire::CreatePushDenseRequest(fbb, table_id, b, vec));
+    }
+    clients_[s]->Call(static_cast<uint16_t>(params ? MessageType::PushDenseParam : MessageType::PushDense),
+                      fbb.Release(), [join](StatusOr<net::Reply> r) {
+                        if (!r.ok()) join->Fail(r.status());
+                        join->Done();
+                      });
+  }
+  return future;
+}
+
+Status PsClient::Barrier(const std::string& name, uint32_t trainer_id, uint32_t participants,
+                         std::chrono::milliseconds timeout) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString(name), trainer_id, participants,
+                                        static_cast<uint32_t>(timeout.count())));
+  ASSIGN_OR_RETURN(net::Reply reply, clients_[0]->CallSync(static_cast<uint16_t>(MessageType::Barrier), fbb.Release()));
+  (void)reply;
+  return Status::OK();
+}
+
+StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {
+  std::map<uint32_t, TableStatsSummary> by_id;
+  for (auto& c : clients_) {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreateTableStatsRequest(fbb, 0, true));
+    ASSIGN_OR_RETURN(net::Reply reply, c->CallSync(static_cast<uint16_t>(MessageType::TableStats), fbb.Release()));
+    Status error;
+    const auto* msg = VerifiedReply<wire::TableStatsReply>(reply, c->endpoint().ToString(), &error);
+    if (msg == nullptr) return error;
+    if (msg->tables() == nullptr) continue;
+    for (const auto* e : *msg->tables()) {
+      if (e->info() == nullptr) continue;
+      auto& s = by_id[e->info()->id()];
+      s.id = e->info()->id();
+      s.name = e->info()->name() ? e->info()->name()->str() : "";
+      s.rows += e->rows();
+      s.memory_bytes += e->memory_bytes();
+      s.rows_per_server.push_back(e->rows());
+    }
+  }
+  std::vector<TableStatsSummary> out;
+  for (auto& [id, s] : by_id) out.push_back(std::move(s));
+  return out;
+}
+
+Status PsClient::StopServers(const std::string& reason) {
+  Status first;
+  for (auto& c : clients_) {
+    flatbuffers::FlatBufferBuilder fbb(64 + reason.size());
+    fbb.Finish(wire::CreateStopRequest(fbb, fbb.CreateString(reason)));
+    auto r = c->CallSync(static_cast<uint16_t>(MessageType::Stop), fbb.Release());
+    if (!r.ok() && first.ok()) first = r.status();
+  }
+  return first;
+}
+
+}  // namespace fleetps::trainer

@@ -1,0 +1,100 @@
+#pragma once
+// PsClient: the trainer-side, asynchronous client of a pserver cluster.
+//
+// Routes every key to its server with fleetps::PlaceKey (the same function the servers
+// use), de-duplicates keys on pull, sums the gradients (and show/click counts) of
+// duplicate keys on push, splits dense vectors by server slice, and keeps many requests
+// in flight over one pipelined connection per server. Used by both trainers.
+//
+// Calls return a std::future<Status>; the spans passed in must stay valid (and, for
+// pulls, unread) until that future is ready. Thread-safety: all methods are
+// thread-safe; several worker threads share one client (Hogwild).
+
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/net/endpoint.h"
+#include "common/net/rpc_client.h"
+#include "common/status.h"
+
+namespace fleetps::net {
+class IoThreads;
+}
+
+namespace fleetps::trainer {
+
+struct PsClientOptions {
+  std::vector<net::Endpoint> servers;  // every pserver, in the cluster's order
+  int io_threads = 2;                  // threads serving the connections
+  net::RpcClientOptions rpc;           // connect deadline/backoff, request timeout, max frame
+  uint32_t max_keys_per_request = 1u << 18;  // larger per-server batches are split
+};
+
+// What the servers report about a table (from Ping).
+struct TableInfo {
+  uint32_t id = 0;
+  std::string name;
+  bool dense = false;
+  uint64_t dim = 0;     // sparse: row width; dense: total floats
+  uint32_t shards = 0;
+  std::vector<uint64_t> slice_begin;  // dense: per server, plus a final end entry
+};
+
+struct TableStatsSummary {
+  uint32_t id = 0;
+  std::string name;
+  uint64_t rows = 0;          // summed over servers
+  uint64_t memory_bytes = 0;  // summed over servers
+  std::vector<uint64_t> rows_per_server;
+};
+
+class PsClient {
+ public:
+  // Connects to every server (retrying until the connect deadline), pings them and
+  // checks they agree on the server list and the tables.
+  static StatusOr<std::unique_ptr<PsClient>> Connect(PsClientOptions options);
+  ~PsClient();
+  PsClient(const PsClient&) = delete;
+  PsClient& operator=(const PsClient&) = delete;
+
+  size_t num_servers() const { return clients_.size(); }
+  StatusOr<TableInfo> Table(uint32_t table_id) const;
+  StatusOr<TableInfo> TableByName(const std::string& name) const;
+
+  // values: keys.size() * dim floats, row k for keys[k]. Duplicate keys allowed.
+  std::future<Status> PullSparse(uint32_t table_id, std::span<const uint64_t> keys, float* values);
+  // grads: keys.size() * dim. shows/clicks: empty or keys.size(). Duplicates are summed.
+  std::future<Status> PushSparse(uint32_t table_id, std::span<const uint64_t> keys, std::span<const float> grads,
+                                 std::span<const float> shows = {}, std::span<const float> clicks = {});
+  // The whole dense table (values.size() must equal the table size).
+  std::future<Status> PullDense(uint32_t table_id, std::span<float> values);
+  std::future<Status> PushDense(uint32_t table_id, std::span<const float> grads);
+  std::future<Status> PushDenseParam(uint32_t table_id, std::span<const float> values);
+
+  // Waits at the named barrier on server 0 until `participants` trainers arrived.
+  Status Barrier(const std::string& name, uint32_t trainer_id, uint32_t participants,
+                 std::chrono::milliseconds timeout);
+  StatusOr<std::vector<TableStatsSummary>> Stats();
+  // Asks every server to shut down cleanly.
+  Status StopServers(const std::string& reason);
+
+ private:
+  explicit PsClient(PsClientOptions options);
+  Status Handshake();
+  std::future<Status> PushDenseValues(uint32_t table_id, std::span<const float> values, bool params);
+  // Fans a set of per-server calls out and completes the returned future when all did.
+  struct Join;
+
+  PsClientOptions options_;
+  std::unique_ptr<net::IoThreads> io_;
+  std::vector<std::unique_ptr<net::RpcClient>> clients_;
+  std::map<uint32_t, TableInfo> tables_;  // immutable after Connect
+};
+
+}  // namespace fleetps::trainer
