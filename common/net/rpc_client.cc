@@ -171,6 +171,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   tcp::socket socket;           // strand only (after Connect)
   asio::steady_timer sweep_timer;
   std::atomic<bool> connected{false};
+  std::atomic<bool> closed{false};  // Close() was called
   std::atomic<uint64_t> pending_count{0};
   // strand-only state:
   uint8_t header_buf[kFrameHeaderSize];
@@ -253,6 +254,7 @@ StatusOr<Reply> RpcClient::CallSync(uint16_t type, flatbuffers::DetachedBuffer p
 }
 
 void RpcClient::Close() {
+  if (impl_->closed.exchange(true)) return;
   std::promise<void> done;
   asio::post(impl_->strand, [impl = impl_, &done] {
     impl->Fail(Status::Aborted("connection to server " + impl->name + " closed by the client"));

@@ -51,7 +51,8 @@ class RpcClient {
   void Call(uint16_t type, flatbuffers::DetachedBuffer payload, ReplyCallback callback);
   // Blocking form of Call(); must not be called from an io thread.
   StatusOr<Reply> CallSync(uint16_t type, flatbuffers::DetachedBuffer payload);
-  // Closes the connection; pending calls fail with Aborted. Idempotent.
+  // Closes the connection; pending calls fail with Aborted. Idempotent; call it while
+  // the IoThreads still run (the destructor does).
   void Close();
 
   const Endpoint& endpoint() const;

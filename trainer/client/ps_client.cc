@@ -89,7 +89,7 @@ struct PsClient::Join {
 PsClient::PsClient(PsClientOptions options) : options_(std::move(options)) {}
 
 PsClient::~PsClient() {
-  for (auto& c : clients_) c->Close();
+  clients_.clear();  // closes the connections while the io threads still run
   if (io_) io_->Stop();
 }
 

@@ -1,0 +1,50 @@
+#pragma once
+// Test support: child processes (the real pserver / cpu-trainer binaries) and free
+// loopback ports, for integration and end-to-end tests.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fleetps::testing {
+
+// Path of a binary built by this tree, e.g. BinaryPath("server/pserver").
+std::string BinaryPath(const std::string& relative);
+// A fresh empty directory under the build tree's Testing/tmp.
+std::string MakeTempDir(const std::string& prefix);
+void WriteFile(const std::string& path, const std::string& text);
+std::string ReadFile(const std::string& path);
+
+// Returns `n` distinct TCP ports that were free on 127.0.0.1 a moment ago.
+std::vector<uint16_t> FreePorts(int n);
+// True once something accepts connections on 127.0.0.1:port (polls until timeout).
+bool WaitForPort(uint16_t port, std::chrono::milliseconds timeout);
+
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  ~ChildProcess();  // SIGKILLs a still-running child
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // Starts argv[0] with argv; `env` is added to the current environment. stdout and
+  // stderr go to `log_path` (appended).
+  bool Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+             const std::string& log_path);
+  void Signal(int signo);
+  // Waits for exit; returns the exit code, 128+signal when killed, -1 on timeout.
+  int Wait(std::chrono::milliseconds timeout);
+  bool running();
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = 0;
+  bool exited_ = false;
+};
+
+}  // namespace fleetps::testing
