@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command (README, CI): installs missing packages, builds with warnings as
+# errors, runs every CTest test, then builds the unit and integration tests with
+# ASan + UBSan and runs those too.
+#   scripts/test.sh               everything
+#   FLEETPS_SKIP_SANITIZE=1 scripts/test.sh    skip the sanitizer pass
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+
+export FLEETPS_WERROR=ON
+echo "== build (build/)"
+BUILD=build scripts/build.sh
+echo "== tests (build/)"
+ctest --test-dir build --output-on-failure --timeout 600 -j 2
+
+if [ "${FLEETPS_SKIP_SANITIZE:-0}" != "1" ]; then
+  echo "== sanitizer build (build-asan/: ASan + UBSan, unit + integration tests)"
+  FLEETPS_SANITIZE=ON FLEETPS_BUILD_BENCH=OFF BUILD=build-asan scripts/build.sh
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure --timeout 900 -j 2 -L "unit|integration"
+fi
