@@ -5,7 +5,7 @@
 namespace fleetps::server {
 
 void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32_t participants,
-                            Clock::time_point deadline, Callback callback) {
+                            Clock::time_point deadline, std::vector<double> values, bool done, Callback callback) {
   if (participants == 0) {
     callback(Status::InvalidArgument("barrier '" + name + "': participants must be >= 1"));
     return;
@@ -33,7 +33,7 @@ void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32
                                       " is already waiting (do two trainers share PADDLE_TRAINER_ID?)");
     } else {
       b.participants = participants;
-      b.waiters.push_back(Waiter{trainer_id, deadline, std::move(callback)});
+      b.waiters.push_back(Waiter{trainer_id, deadline, std::move(values), done, std::move(callback)});
       if (b.waiters.size() < participants) return;
       generation = ++b.generation;
       released.swap(b.waiters);
@@ -43,7 +43,28 @@ void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32
     callback(error);
     return;
   }
-  for (auto& w : released) w.callback(generation);
+  // Reduce outside the lock.
+  Result result;
+  result.generation = generation;
+  result.all_done = true;
+  result.sum.assign(released.front().values.size(), 0.0);
+  for (const auto& w : released) {
+    result.all_done = result.all_done && w.done;
+    if (w.values.size() != result.sum.size()) {
+      error = Status::InvalidArgument("barrier '" + name + "': trainers sent value vectors of different lengths (" +
+                                      std::to_string(w.values.size()) + " vs " + std::to_string(result.sum.size()) +
+                                      ")");
+      break;
+    }
+    for (size_t i = 0; i < result.sum.size(); ++i) result.sum[i] += w.values[i];
+  }
+  for (auto& w : released) {
+    if (error.ok()) {
+      w.callback(result);
+    } else {
+      w.callback(error);
+    }
+  }
 }
 
 void BarrierManager::ExpireDeadlines(Clock::time_point now) {

@@ -23,10 +23,17 @@ namespace fleetps::server {
 class BarrierManager {
  public:
   using Clock = std::chrono::steady_clock;
-  using Callback = std::function<void(StatusOr<uint64_t> generation)>;
+  struct Result {
+    uint64_t generation = 0;   // completions of this barrier so far, this one included
+    std::vector<double> sum;   // element-wise sum of every participant's values
+    bool all_done = false;     // every participant arrived with done = true
+  };
+  using Callback = std::function<void(StatusOr<Result> result)>;
 
+  // `values` (possibly empty) must have the same length for every participant of one
+  // round, otherwise every waiter of the round gets InvalidArgument.
   void Arrive(const std::string& name, uint32_t trainer_id, uint32_t participants, Clock::time_point deadline,
-              Callback callback);
+              std::vector<double> values, bool done, Callback callback);
   // Fails every waiter whose deadline is <= now with TimedOut.
   void ExpireDeadlines(Clock::time_point now);
   // Fails every waiter with Aborted (server stopping).
@@ -37,6 +44,8 @@ class BarrierManager {
   struct Waiter {
     uint32_t trainer_id;
     Clock::time_point deadline;
+    std::vector<double> values;
+    bool done;
     Callback callback;
   };
   struct Barrier {

@@ -112,7 +112,11 @@ struct ShardPartition {
 
 PsService::PsService(const config::ServerOptions& options, TableSet& tables, ExecutorPool& executors,
                      std::function<void(const std::string&)> on_stop)
-    : options_(options), tables_(tables), executors_(executors), on_stop_(std::move(on_stop)) {}
+    : options_(options), tables_(tables), executors_(executors), on_stop_(std::move(on_stop)) {
+  for (const auto& [id, t] : tables_.all()) {
+    if (t.kind == TableKind::kDense) dense_accumulators_[id];
+  }
+}
 
 std::string PsService::Where() const {
   return "pserver " + std::to_string(options_.index) + " (" + options_.self().ToString() + ")";
@@ -305,6 +309,7 @@ void PsService::PullDense(const net::Request& req, const net::Responder& respond
 void PsService::PushDense(const net::Request& req, const net::Responder& responder, bool set_params) {
   uint32_t table_id = 0;
   uint64_t offset = 0;
+  uint32_t sync_trainers = 0;
   std::span<const float> values;
   if (set_params) {
     const auto* msg = Verified<wire::PushDenseParamRequest>(req, responder);
@@ -318,6 +323,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
     table_id = msg->table_id();
     offset = msg->offset();
     values = Span(msg->grads());
+    sync_trainers = msg->sync_trainers();
   }
   const char* op = set_params ? "PushDenseParam" : "PushDense";
   DenseTable* table = tables_.dense(table_id);
@@ -331,9 +337,16 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
                                                        "': empty value list"));
   }
   auto state = std::make_shared<Fanout>(req, responder);
-  executors_.Post(DenseLane(table_id), [state, table, offset, values, table_id, set_params, op] {
-    Status st = set_params ? table->SetParams(offset, values.size(), values.data())
-                           : table->Push(offset, values.size(), values.data());
+  executors_.Post(DenseLane(table_id), [this, state, table, offset, values, table_id, set_params, sync_trainers,
+                                        op] {
+    Status st;
+    if (set_params) {
+      st = table->SetParams(offset, values.size(), values.data());
+    } else if (sync_trainers > 0) {
+      st = AccumulateDense(table, offset, values, sync_trainers);
+    } else {
+      st = table->Push(offset, values.size(), values.data());
+    }
     if (!st.ok()) return state->responder.SendError(st.WithContext(op));
     flatbuffers::FlatBufferBuilder fbb(64);
     if (set_params) {
@@ -346,16 +359,49 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   });
 }
 
+Status PsService::AccumulateDense(DenseTable* table, uint64_t offset, std::span<const float> grads,
+                                  uint32_t sync_trainers) {
+  const uint64_t begin = table->begin(), end = table->end();
+  if (offset < begin || offset + grads.size() > end) {
+    return Status::InvalidArgument("table '" + table->options().name + "': range [" + std::to_string(offset) + ", " +
+                                   std::to_string(offset + grads.size()) + ") is outside this server's slice [" +
+                                   std::to_string(begin) + ", " + std::to_string(end) + ")");
+  }
+  DenseAccumulator& acc = dense_accumulators_[table->options().id];
+  if (acc.sum.empty()) acc.sum.assign(end - begin, 0.0f);
+  if (acc.trainers != 0 && acc.trainers != sync_trainers) {
+    return Status::InvalidArgument("table '" + table->options().name + "': sync push for " +
+                                   std::to_string(sync_trainers) + " trainers while " +
+                                   std::to_string(acc.trainers) + " are accumulating (PADDLE_TRAINERS_NUM differs)");
+  }
+  acc.trainers = sync_trainers;
+  float* sum = acc.sum.data() + (offset - begin);
+  for (size_t i = 0; i < grads.size(); ++i) sum[i] += grads[i];
+  acc.floats += grads.size();
+  if (acc.floats < uint64_t{sync_trainers} * (end - begin)) return Status::OK();
+  // Every trainer pushed its whole slice: apply the average as one step.
+  const float scale = 1.0f / static_cast<float>(sync_trainers);
+  for (float& v : acc.sum) v *= scale;
+  Status st = table->Push(begin, acc.sum.size(), acc.sum.data());
+  std::fill(acc.sum.begin(), acc.sum.end(), 0.0f);
+  acc.floats = 0;
+  acc.trainers = 0;
+  return st;
+}
+
 void PsService::Barrier(const net::Request& req, const net::Responder& responder) {
   const auto* msg = Verified<wire::BarrierRequest>(req, responder);
   if (msg == nullptr) return;
   const std::string name = msg->name() ? msg->name()->str() : std::string();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(msg->timeout_ms());
-  barriers_.Arrive(name, msg->trainer_id(), msg->participants(), deadline,
-                   [responder](StatusOr<uint64_t> generation) {
-                     if (!generation.ok()) return responder.SendError(generation.status());
-                     flatbuffers::FlatBufferBuilder fbb(64);
-                     fbb.Finish(wire::CreateBarrierReply(fbb, *generation));
+  std::vector<double> values;
+  if (msg->values() != nullptr) values.assign(msg->values()->begin(), msg->values()->end());
+  barriers_.Arrive(name, msg->trainer_id(), msg->participants(), deadline, std::move(values), msg->done(),
+                   [responder](StatusOr<BarrierManager::Result> result) {
+                     if (!result.ok()) return responder.SendError(result.status());
+                     flatbuffers::FlatBufferBuilder fbb(64 + result->sum.size() * 8);
+                     auto sum = fbb.CreateVector(result->sum);
+                     fbb.Finish(wire::CreateBarrierReply(fbb, result->generation, sum, result->all_done));
                      responder.Send(net::ReplyType(MessageType::Barrier), fbb.Release());
                    });
 }

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -67,6 +69,9 @@ class PsService {
   void TableStats(const net::Request& req, const net::Responder& responder);
   void Stop(const net::Request& req, const net::Responder& responder);
 
+  // Sync-mode dense push (runs on the table's lane): accumulates, and applies the
+  // average once `sync_trainers` trainers have pushed the whole slice.
+  Status AccumulateDense(DenseTable* table, uint64_t offset, std::span<const float> grads, uint32_t sync_trainers);
   size_t SparseLane(uint32_t table_id, uint32_t shard) const;
   size_t DenseLane(uint32_t table_id) const;
   std::string Where() const;  // "pserver 0 (127.0.0.1:8500)"
@@ -76,6 +81,14 @@ class PsService {
   ExecutorPool& executors_;
   std::function<void(const std::string&)> on_stop_;
   BarrierManager barriers_;
+  struct DenseAccumulator {
+    std::vector<float> sum;  // this server's slice
+    uint64_t floats = 0;     // gradient floats accumulated this round
+    uint32_t trainers = 0;   // sync_trainers of this round
+  };
+  // Touched only on each table's dense lane; the map is filled before any request
+  // (one entry per dense table) so lanes never insert concurrently.
+  std::map<uint32_t, DenseAccumulator> dense_accumulators_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> stop_requested_{false};
 };

@@ -381,15 +381,16 @@ std::future<Status> PsClient::PullDense(uint32_t table_id, std::span<float> valu
   return future;
 }
 
-std::future<Status> PsClient::PushDense(uint32_t table_id, std::span<const float> grads) {
-  return PushDenseValues(table_id, grads, /*params=*/false);
+std::future<Status> PsClient::PushDense(uint32_t table_id, std::span<const float> grads, uint32_t sync_trainers) {
+  return PushDenseValues(table_id, grads, /*params=*/false, sync_trainers);
 }
 
 std::future<Status> PsClient::PushDenseParam(uint32_t table_id, std::span<const float> values) {
-  return PushDenseValues(table_id, values, /*params=*/true);
+  return PushDenseValues(table_id, values, /*params=*/true, 0);
 }
 
-std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const float> values, bool params) {
+std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const float> values, bool params,
+                                              uint32_t sync_trainers) {
   auto info = Table(table_id);
   if (!info.ok()) return Join::Ready(info.status());
   const char* op = params ? "PushDenseParam" : "PushDense";
@@ -409,7 +410,7 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
     if (params) {
       fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table_id, b, vec));
     } else {
-      fbb.Finish(wire::CreatePushDenseRequest(fbb, table_id, b, vec));
+      fbb.Finish(wire::CreatePushDenseRequest(fbb, table_id, b, vec, sync_trainers));
     }
     clients_[s]->Call(static_cast<uint16_t>(params ? MessageType::PushDenseParam : MessageType::PushDense),
                       fbb.Release(), [join](StatusOr<net::Reply> r) {
@@ -420,14 +421,23 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
   return future;
 }
 
-Status PsClient::Barrier(const std::string& name, uint32_t trainer_id, uint32_t participants,
-                         std::chrono::milliseconds timeout) {
-  flatbuffers::FlatBufferBuilder fbb(128);
-  fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString(name), trainer_id, participants,
-                                        static_cast<uint32_t>(timeout.count())));
+StatusOr<PsClient::BarrierResult> PsClient::Barrier(const std::string& name, uint32_t trainer_id,
+                                                    uint32_t participants, std::chrono::milliseconds timeout,
+                                                    std::span<const double> values, bool done) {
+  flatbuffers::FlatBufferBuilder fbb(128 + values.size() * 8);
+  auto name_off = fbb.CreateString(name);
+  auto values_off = fbb.CreateVector(values.data(), values.size());
+  fbb.Finish(wire::CreateBarrierRequest(fbb, name_off, trainer_id, participants,
+                                        static_cast<uint32_t>(timeout.count()), values_off, done));
   ASSIGN_OR_RETURN(net::Reply reply, clients_[0]->CallSync(static_cast<uint16_t>(MessageType::Barrier), fbb.Release()));
-  (void)reply;
-  return Status::OK();
+  Status error;
+  const auto* msg = VerifiedReply<wire::BarrierReply>(reply, clients_[0]->endpoint().ToString(), &error);
+  if (msg == nullptr) return error;
+  BarrierResult result;
+  result.generation = msg->generation();
+  result.all_done = msg->all_done();
+  if (msg->sum() != nullptr) result.sum.assign(msg->sum()->begin(), msg->sum()->end());
+  return result;
 }
 
 StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {

@@ -74,12 +74,21 @@ class PsClient {
                                  std::span<const float> shows = {}, std::span<const float> clicks = {});
   // The whole dense table (values.size() must equal the table size).
   std::future<Status> PullDense(uint32_t table_id, std::span<float> values);
-  std::future<Status> PushDense(uint32_t table_id, std::span<const float> grads);
+  // sync_trainers > 0: the servers accumulate until that many trainers pushed, then
+  // apply the average as one step (sync mode).
+  std::future<Status> PushDense(uint32_t table_id, std::span<const float> grads, uint32_t sync_trainers = 0);
   std::future<Status> PushDenseParam(uint32_t table_id, std::span<const float> values);
 
-  // Waits at the named barrier on server 0 until `participants` trainers arrived.
-  Status Barrier(const std::string& name, uint32_t trainer_id, uint32_t participants,
-                 std::chrono::milliseconds timeout);
+  // Waits at the named barrier on server 0 until `participants` trainers arrived; also
+  // sums `values` across them (an all-reduce) and ANDs `done`.
+  struct BarrierResult {
+    uint64_t generation = 0;
+    std::vector<double> sum;
+    bool all_done = false;
+  };
+  StatusOr<BarrierResult> Barrier(const std::string& name, uint32_t trainer_id, uint32_t participants,
+                                  std::chrono::milliseconds timeout, std::span<const double> values = {},
+                                  bool done = false);
   StatusOr<std::vector<TableStatsSummary>> Stats();
   // Asks every server to shut down cleanly.
   Status StopServers(const std::string& reason);
@@ -87,7 +96,8 @@ class PsClient {
  private:
   explicit PsClient(PsClientOptions options);
   Status Handshake();
-  std::future<Status> PushDenseValues(uint32_t table_id, std::span<const float> values, bool params);
+  std::future<Status> PushDenseValues(uint32_t table_id, std::span<const float> values, bool params,
+                                      uint32_t sync_trainers);
   // Fans a set of per-server calls out and completes the returned future when all did.
   struct Join;
 

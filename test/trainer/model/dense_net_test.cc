@@ -1,0 +1,168 @@
+#include "trainer/model/dense_net.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "test/trainer/model/model_test_util.h"
+
+namespace fleetps::trainer::model {
+namespace {
+
+using testing::CheckGradient;
+using testing::GradientCheckOptions;
+using testing::RandomVector;
+
+std::vector<float> Labels(size_t batch) {
+  std::vector<float> labels(batch);
+  for (size_t i = 0; i < batch; ++i) labels[i] = static_cast<float>(i % 3 == 0);
+  return labels;
+}
+
+TEST_CASE("DenseNet parameter layout", "[dense_net]") {
+  const DenseNet net(5, {4, 3}, OutputKind::kSoftmax2);
+  REQUIRE(net.layers().size() == 3);
+  CHECK(net.layers()[0].param_offset() == 0);
+  CHECK(net.layers()[1].param_offset() == 5 * 4 + 4);
+  CHECK(net.layers()[2].param_offset() == 24 + 4 * 3 + 3);
+  CHECK(net.layers()[2].out_dim() == 2);
+  CHECK(net.num_params() == 39 + 3 * 2 + 2);
+
+  const DenseNet linear(7, {}, OutputKind::kSigmoid);
+  CHECK(linear.num_params() == 7 + 1);
+
+  ModelOptions options;  // PaddleRec rank/dnn: 26 slots x 9 + 13 dense -> 512-256-128-32 -> 2
+  const DenseNet rank_dnn = DenseNet::FromOptions(options);
+  CHECK(rank_dnn.in_dim() == 247);
+  CHECK(rank_dnn.num_params() == 247 * 512 + 512 + 512 * 256 + 256 + 256 * 128 + 128 + 128 * 32 + 32 + 32 * 2 + 2);
+}
+
+TEST_CASE("DenseNet InitParams is a pure function of the seed", "[dense_net]") {
+  const DenseNet net(6, {5}, OutputKind::kSigmoid);
+  std::vector<float> a(net.num_params()), b(net.num_params()), c(net.num_params());
+  net.InitParams(a, 42);
+  net.InitParams(b, 42);
+  net.InitParams(c, 43);
+  CHECK(a == b);
+  CHECK(a != c);
+}
+
+// Tolerance reasoning (see model_test_util.h), for these sizes: the mean loss is ~0.7
+// and tiny float GEMMs (K <= 5) give it a rounding error of ~1e-7 at most, so with
+// h = 1e-3 rounding puts the central difference off by up to ~1e-4 (observed: <= 5e-5);
+// the truncation error h^2 f''' / 6 is ~1e-7. Tolerance 5e-4 + 1e-2 |g|, for gradients
+// of ~0.01..0.3. A step that crosses a ReLU kink shows as disagreeing differences at h
+// and h/2 and is skipped; pre-activations of scale ~1 move by ~1e-3, so at most a few
+// percent of the coordinates may be (none are with these seeds).
+TEST_CASE("DenseNet gradients match finite differences", "[dense_net]") {
+  const size_t in = 5, batch = 3;
+  const GradientCheckOptions options{.step = 1e-3, .abs_tol = 5e-4, .rel_tol = 1e-2, .skip_kinks = true};
+  for (OutputKind kind : {OutputKind::kSoftmax2, OutputKind::kSigmoid}) {
+    for (const std::vector<uint32_t>& hidden : {std::vector<uint32_t>{4, 3}, std::vector<uint32_t>{}}) {
+      INFO("output kind " << static_cast<int>(kind) << ", " << hidden.size() << " hidden layers");
+      const DenseNet net(in, hidden, kind);
+      std::vector<float> params(net.num_params());
+      net.InitParams(params, 5);
+      // Non-zero biases, so that the bias gradients are tested away from the init.
+      for (const FullyConnected& layer : net.layers()) {
+        for (size_t j = 0; j < layer.out_dim(); ++j) {
+          params[layer.param_offset() + layer.in_dim() * layer.out_dim() + j] = 0.1f * static_cast<float>(j + 1);
+        }
+      }
+      std::vector<float> activations = RandomVector(batch * in, 6, -2, 2);
+      const std::vector<float> labels = Labels(batch);
+      DenseNet::Workspace ws;
+      std::vector<float> param_grads(net.num_params()), activation_grads(activations.size());
+      net.ForwardBackward(params, activations, labels, batch, param_grads, activation_grads, &ws);
+
+      const auto loss = [&] {
+        DenseNet::Workspace scratch;
+        std::vector<float> g(net.num_params());
+        return double{net.ForwardBackward(params, activations, labels, batch, g, {}, &scratch)};
+      };
+      const auto on_params = CheckGradient(loss, params, param_grads, options);
+      const auto on_activations = CheckGradient(loss, activations, activation_grads, options);
+      INFO("params: checked " << on_params.checked << ", skipped " << on_params.skipped << ", max error "
+                              << on_params.max_error << "; activations: checked " << on_activations.checked
+                              << ", skipped " << on_activations.skipped << ", max error "
+                              << on_activations.max_error);
+      CHECK(on_params.skipped * 10 <= params.size());
+      CHECK(on_activations.skipped * 10 <= activations.size());
+      CHECK(on_params.max_gradient > 0.01);
+      CHECK(on_activations.max_gradient > 0.01);
+    }
+  }
+}
+
+TEST_CASE("DenseNet Forward agrees with ForwardBackward and reuses its workspace", "[dense_net]") {
+  const DenseNet net(8, {6, 4}, OutputKind::kSoftmax2);
+  std::vector<float> params(net.num_params());
+  net.InitParams(params, 1);
+  DenseNet::Workspace ws;
+  for (size_t batch : {7u, 2u, 9u}) {  // shrink and grow the same workspace
+    const std::vector<float> activations = RandomVector(batch * 8, batch);
+    const std::vector<float> labels = Labels(batch);
+    std::vector<float> param_grads(net.num_params()), activation_grads(activations.size());
+    net.ForwardBackward(params, activations, labels, batch, param_grads, activation_grads, &ws);
+    const std::vector<float> trained(ws.predictions().begin(), ws.predictions().end());
+
+    DenseNet::Workspace fresh;
+    const std::span<const float> predicted = net.Forward(params, activations, batch, &fresh);
+    CHECK(std::vector<float>(predicted.begin(), predicted.end()) == trained);
+    for (float p : trained) CHECK((p > 0.0f && p < 1.0f));
+
+    // No activation gradients requested: same parameter gradients.
+    std::vector<float> param_grads_only(net.num_params());
+    net.ForwardBackward(params, activations, labels, batch, param_grads_only, {}, &fresh);
+    CHECK(param_grads_only == param_grads);
+  }
+}
+
+TEST_CASE("DenseNet runs concurrently on shared parameters", "[dense_net]") {
+  const DenseNet net(10, {8, 4}, OutputKind::kSigmoid);
+  std::vector<float> params(net.num_params());
+  net.InitParams(params, 3);
+  const size_t batch = 16;
+  const std::vector<float> activations = RandomVector(batch * 10, 4);
+  const std::vector<float> labels = Labels(batch);
+  const auto run = [&](std::vector<float>* grads) {
+    DenseNet::Workspace ws;
+    grads->assign(net.num_params(), 0.0f);
+    for (int i = 0; i < 50; ++i) net.ForwardBackward(params, activations, labels, batch, *grads, {}, &ws);
+  };
+  std::vector<float> expected, a, b;
+  run(&expected);
+  std::thread ta(run, &a), tb(run, &b);
+  ta.join();
+  tb.join();
+  CHECK(a == expected);
+  CHECK(b == expected);
+}
+
+// Not run by default: ./model_test "[.bench]" (set OPENBLAS_NUM_THREADS=1 for one thread).
+TEST_CASE("DenseNet ForwardBackward throughput, PaddleRec rank/dnn shape", "[.bench]") {
+  const size_t in = 26 * 9 + 13, batch = 512;
+  const DenseNet net(in, {512, 256, 128, 32}, OutputKind::kSoftmax2);
+  std::vector<float> params(net.num_params()), param_grads(net.num_params());
+  net.InitParams(params, 1);
+  const std::vector<float> activations = RandomVector(batch * in, 2);
+  std::vector<float> activation_grads(activations.size());
+  const std::vector<float> labels = Labels(batch);
+  DenseNet::Workspace ws;
+  net.ForwardBackward(params, activations, labels, batch, param_grads, activation_grads, &ws);  // warm up
+  const int iterations = 200;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    net.ForwardBackward(params, activations, labels, batch, param_grads, activation_grads, &ws);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "DenseNet in=" << in << " fc 512-256-128-32 softmax2, batch " << batch << ": "
+            << seconds / iterations * 1e3 << " ms/batch, " << iterations * batch / seconds << " examples/s\n";
+}
+
+}  // namespace
+}  // namespace fleetps::trainer::model

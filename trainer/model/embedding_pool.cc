@@ -1,0 +1,110 @@
+#include "trainer/model/embedding_pool.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+
+#include "common/check.h"
+
+namespace fleetps::trainer::model {
+namespace {
+
+// Batch size of `slots`, CHECKing that every slot has the same one and consistent offsets.
+size_t BatchSize(std::span<const SlotIdsView> slots) {
+  FLEETPS_CHECK(!slots.empty() && !slots[0].offsets.empty()) << "a batch needs slots with offsets";
+  const size_t batch = slots[0].offsets.size() - 1;
+  for (size_t s = 0; s < slots.size(); ++s) {
+    FLEETPS_CHECK_EQ(slots[s].offsets.size(), batch + 1) << "slot " << s;
+    FLEETPS_CHECK_EQ(slots[s].offsets[0], 0u) << "slot " << s;
+    FLEETPS_CHECK_EQ(slots[s].offsets[batch], slots[s].ids.size()) << "slot " << s;
+  }
+  return batch;
+}
+
+// Calls fn(example, slot, key_row) for every id of the batch, slot by slot, where key_row
+// is the id's entry of `index` (its row among num_keys keys).
+template <typename Fn>
+void ForEachId(std::span<const SlotIdsView> slots, std::span<const uint32_t> index, size_t num_keys, Fn fn) {
+  size_t base = 0;  // position of the slot's first id in index
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const std::span<const uint32_t> offsets = slots[s].offsets;
+    FLEETPS_CHECK_LE(base + slots[s].ids.size(), index.size());
+    for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+      FLEETPS_CHECK_LE(offsets[i], offsets[i + 1]) << "slot " << s << " example " << i;
+      for (size_t k = base + offsets[i]; k < base + offsets[i + 1]; ++k) {
+        FLEETPS_CHECK_LT(index[k], num_keys);
+        fn(i, s, index[k]);
+      }
+    }
+    base += slots[s].ids.size();
+  }
+  FLEETPS_CHECK_EQ(base, index.size());
+}
+
+// dst[0, n) += src[0, n)
+void AddTo(float* dst, const float* src, size_t n) {
+  for (size_t j = 0; j < n; ++j) dst[j] += src[j];
+}
+
+}  // namespace
+
+void DedupKeys(std::span<const SlotIdsView> slots, std::vector<uint64_t>* keys, std::vector<uint32_t>* index) {
+  size_t total = 0;
+  for (const SlotIdsView& slot : slots) total += slot.ids.size();
+  FLEETPS_CHECK_LE(total, size_t{std::numeric_limits<uint32_t>::max()});
+  keys->clear();
+  index->clear();
+  index->reserve(total);
+  std::unordered_map<uint64_t, uint32_t> row_of;
+  row_of.reserve(total);
+  for (const SlotIdsView& slot : slots) {
+    for (uint64_t id : slot.ids) {
+      const auto [it, inserted] = row_of.try_emplace(id, static_cast<uint32_t>(keys->size()));
+      if (inserted) keys->push_back(id);
+      index->push_back(it->second);
+    }
+  }
+}
+
+EmbeddingPool::EmbeddingPool(size_t num_slots, size_t dim, size_t dense_dim)
+    : num_slots_(num_slots), dim_(dim), dense_dim_(dense_dim) {
+  FLEETPS_CHECK(num_slots > 0 && dim > 0) << "num_slots " << num_slots << ", dim " << dim;
+}
+
+EmbeddingPool EmbeddingPool::FromOptions(const ModelOptions& options) {
+  return EmbeddingPool(options.num_sparse_slots, options.sparse_feature_dim, options.dense_input_dim);
+}
+
+void EmbeddingPool::Forward(std::span<const SlotIdsView> slots, std::span<const uint32_t> index,
+                            std::span<const float> rows, std::span<const float> dense,
+                            std::span<float> activations) const {
+  FLEETPS_CHECK_EQ(slots.size(), num_slots_);
+  const size_t batch = BatchSize(slots);
+  const size_t width = output_dim();
+  FLEETPS_CHECK_EQ(rows.size() % dim_, 0u);
+  FLEETPS_CHECK_EQ(dense.size(), batch * dense_dim_);
+  FLEETPS_CHECK_EQ(activations.size(), batch * width);
+  for (size_t i = 0; i < batch; ++i) {
+    float* out = activations.data() + i * width;
+    std::fill(out, out + num_slots_ * dim_, 0.0f);
+    std::copy_n(dense.data() + i * dense_dim_, dense_dim_, out + num_slots_ * dim_);
+  }
+  ForEachId(slots, index, rows.size() / dim_, [&](size_t example, size_t slot, uint32_t key_row) {
+    AddTo(activations.data() + example * width + slot * dim_, rows.data() + size_t{key_row} * dim_, dim_);
+  });
+}
+
+void EmbeddingPool::Backward(std::span<const SlotIdsView> slots, std::span<const uint32_t> index,
+                             std::span<const float> activation_grads, std::span<float> key_grads) const {
+  FLEETPS_CHECK_EQ(slots.size(), num_slots_);
+  const size_t batch = BatchSize(slots);
+  const size_t width = output_dim();
+  FLEETPS_CHECK_EQ(activation_grads.size(), batch * width);
+  FLEETPS_CHECK_EQ(key_grads.size() % dim_, 0u);
+  std::ranges::fill(key_grads, 0.0f);
+  ForEachId(slots, index, key_grads.size() / dim_, [&](size_t example, size_t slot, uint32_t key_row) {
+    AddTo(key_grads.data() + size_t{key_row} * dim_, activation_grads.data() + example * width + slot * dim_, dim_);
+  });
+}
+
+}  // namespace fleetps::trainer::model

@@ -1,0 +1,76 @@
+#pragma once
+// The sparse side of a CTR model, between the pulled embedding rows and DenseNet's input:
+// sum-pools each slot's embeddings per example and concatenates them with the dense
+// features (PaddleRec rank/dnn), and scatters the input gradient back to one gradient row
+// per key. Plain arrays in and out, so that it does not depend on the data pipeline's
+// types:
+//
+//   SlotIdsView (per slot, CSR ids of the batch; a view of a data::SlotIds)
+//     -> DedupKeys -> keys (pull these; one row of `dim` floats each) + index (row per id)
+//     -> EmbeddingPool::Forward  -> activations [batch x output_dim()]   -> DenseNet
+//     <- EmbeddingPool::Backward <- activation gradients                 <- DenseNet
+//     -> key_grads [keys x dim] (push these)
+//
+// Thread-safety: EmbeddingPool is immutable and DedupKeys is a pure function; concurrent
+// calls with separate outputs are safe.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/config/model_config.h"
+
+namespace fleetps::trainer::model {
+
+// The ids of one slot for a batch in CSR form: example i has ids[offsets[i], offsets[i+1]).
+// An example may have no ids in a slot; its pooled embedding for that slot is then zero.
+// The same layout as trainer/data's data::SlotIds, viewed: {slot.offsets, slot.ids}.
+struct SlotIdsView {
+  std::span<const uint32_t> offsets;  // batch + 1 entries, non-decreasing, from 0 to ids.size()
+  std::span<const uint64_t> ids;      // feature keys (feasigns)
+};
+
+// Dedups the ids of all slots of a batch. *keys gets every distinct id once, in order of
+// first appearance (slot 0 first); *index gets, for every id of every slot (slots
+// concatenated in order, so slot s's ids start at the sum of the earlier slots' ids.size()),
+// the position of its key in *keys. Both vectors are overwritten.
+void DedupKeys(std::span<const SlotIdsView> slots, std::vector<uint64_t>* keys, std::vector<uint32_t>* index);
+
+class EmbeddingPool {
+ public:
+  // num_slots >= 1 slots of `dim` >= 1 floats each, then dense_dim >= 0 dense features.
+  EmbeddingPool(size_t num_slots, size_t dim, size_t dense_dim);
+  // ctr_dnn options: num_sparse_slots, sparse_feature_dim, dense_input_dim.
+  static EmbeddingPool FromOptions(const ModelOptions& options);
+
+  size_t num_slots() const { return num_slots_; }
+  size_t dim() const { return dim_; }
+  size_t dense_dim() const { return dense_dim_; }
+  // Width of an activation row: [slot 0 | slot 1 | ... | slot S-1 | dense features],
+  // num_slots * dim + dense_dim floats.
+  size_t output_dim() const { return num_slots_ * dim_ + dense_dim_; }
+
+  // activations [batch x output_dim()]: for each example and slot, the sum of the rows of
+  // its ids, then the example's dense features. slots: num_slots() entries over the same
+  // batch; index: from DedupKeys; rows: [num_keys x dim], row k for key k; dense:
+  // [batch x dense_dim].
+  void Forward(std::span<const SlotIdsView> slots, std::span<const uint32_t> index, std::span<const float> rows,
+               std::span<const float> dense, std::span<float> activations) const;
+
+  // key_grads [num_keys x dim] (overwritten): for each key, the sum over all its
+  // occurrences (duplicates within an example or across examples and slots included) of
+  // the gradient of the slot block it was pooled into. The dense columns of
+  // activation_grads are ignored (dense features have no parameters). With DenseNet's
+  // activation gradients these are gradients of the batch's mean loss; any rescaling
+  // before a push (Paddle scales sparse gradients by the batch size) is the caller's.
+  void Backward(std::span<const SlotIdsView> slots, std::span<const uint32_t> index,
+                std::span<const float> activation_grads, std::span<float> key_grads) const;
+
+ private:
+  size_t num_slots_;
+  size_t dim_;
+  size_t dense_dim_;
+};
+
+}  // namespace fleetps::trainer::model
