@@ -3,10 +3,10 @@
 #include <cstdlib>
 #include <set>
 
+#include "common/config/trainer_config.h"
 #include "common/config/yaml_util.h"
 
 namespace fleetps::config {
-namespace {
 
 Status ParseOptimizer(const YAML::Node& node, const YamlContext& ctx, OptimizerOptions* out) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map with 'name' and 'learning_rate'");
@@ -75,6 +75,8 @@ Status ParseInitializer(const YAML::Node& node, const YamlContext& ctx, Initiali
   return Status::OK();
 }
 
+namespace {
+
 Status ParseTable(const YAML::Node& node, const YamlContext& ctx, TableOptions* out) {
   if (!node.IsMap()) return ctx.Error(node, "expected a table map (id, name, kind, dim, ...)");
   RETURN_IF_ERROR(RejectUnknownKeys(
@@ -140,46 +142,61 @@ Status ValidateTable(const TableOptions& t) {
   return Status::OK();
 }
 
+Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, ServerOptions* options) {
+  ServerOptions& out = *options;
+  if (!server.IsMap()) return sctx.Error(server, "expected a map");
+  RETURN_IF_ERROR(RejectUnknownKeys(server,
+                                    {"endpoints", "index", "bind_host", "io_threads", "shard_threads",
+                                     "max_message_bytes", "max_inflight_bytes", "drain_timeout_ms", "log_level"},
+                                    sctx));
+  std::vector<std::string> endpoints;
+  RETURN_IF_ERROR(ReadStringList(server, "endpoints", sctx, &endpoints));
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    auto ep = net::ParseEndpoint(endpoints[i]);
+    if (!ep.ok()) return sctx.Child("endpoints").Index(i).Error(server["endpoints"][i], ep.status().message());
+    out.endpoints.push_back(*ep);
+  }
+  RETURN_IF_ERROR(ReadUint32(server, "index", sctx, &out.index));
+  RETURN_IF_ERROR(ReadString(server, "bind_host", sctx, &out.bind_host));
+  RETURN_IF_ERROR(ReadInt(server, "io_threads", sctx, &out.io_threads));
+  RETURN_IF_ERROR(ReadInt(server, "shard_threads", sctx, &out.shard_threads));
+  RETURN_IF_ERROR(ReadUint32(server, "max_message_bytes", sctx, &out.max_message_bytes));
+  RETURN_IF_ERROR(ReadUint64(server, "max_inflight_bytes", sctx, &out.max_inflight_bytes));
+  RETURN_IF_ERROR(ReadUint32(server, "drain_timeout_ms", sctx, &out.drain_timeout_ms));
+  RETURN_IF_ERROR(ReadString(server, "log_level", sctx, &out.log_level));
+  if (out.io_threads < 1 || out.io_threads > 256) {
+    return sctx.Child("io_threads").Error(server["io_threads"], "must be in [1, 256]");
+  }
+  if (out.shard_threads < 1 || out.shard_threads > 256) {
+    return sctx.Child("shard_threads").Error(server["shard_threads"], "must be in [1, 256]");
+  }
+  if (out.max_message_bytes < 1024) {
+    return sctx.Child("max_message_bytes").Error(server["max_message_bytes"], "must be >= 1024");
+  }
+  return Status::OK();
+}
+
 StatusOr<ServerOptions> ParseServerYaml(const std::string& text, const std::string& file_name) {
+  if (IsJobYaml(text)) {
+    // A trainer job config: tables come from the model, server options from fleetps.server.
+    ASSIGN_OR_RETURN(TrainerOptions job, ParseTrainerYaml(text, file_name));
+    ServerOptions out;
+    out.source = file_name;
+    out.tables = JobTables(job);
+    ASSIGN_OR_RETURN(YAML::Node root, LoadYamlString(text, file_name));
+    const YAML::Node ext = root["fleetps"];
+    if (ext && ext.IsMap() && ext["server"]) {
+      RETURN_IF_ERROR(ParseServerSection(ext["server"], YamlContext{file_name, "fleetps.server"}, &out));
+    }
+    return out;
+  }
   ASSIGN_OR_RETURN(YAML::Node root, LoadYamlString(text, file_name));
   YamlContext ctx{file_name, ""};
   if (!root.IsMap()) return ctx.Error(root, "expected a map with 'server' and 'tables'");
   RETURN_IF_ERROR(RejectUnknownKeys(root, {"server", "tables"}, ctx));
   ServerOptions out;
   out.source = file_name;
-  const YAML::Node server = root["server"];
-  if (server) {
-    YamlContext sctx = ctx.Child("server");
-    if (!server.IsMap()) return sctx.Error(server, "expected a map");
-    RETURN_IF_ERROR(RejectUnknownKeys(server,
-                                      {"endpoints", "index", "bind_host", "io_threads", "shard_threads",
-                                       "max_message_bytes", "max_inflight_bytes", "drain_timeout_ms", "log_level"},
-                                      sctx));
-    std::vector<std::string> endpoints;
-    RETURN_IF_ERROR(ReadStringList(server, "endpoints", sctx, &endpoints));
-    for (size_t i = 0; i < endpoints.size(); ++i) {
-      auto ep = net::ParseEndpoint(endpoints[i]);
-      if (!ep.ok()) return sctx.Child("endpoints").Index(i).Error(server["endpoints"][i], ep.status().message());
-      out.endpoints.push_back(*ep);
-    }
-    RETURN_IF_ERROR(ReadUint32(server, "index", sctx, &out.index));
-    RETURN_IF_ERROR(ReadString(server, "bind_host", sctx, &out.bind_host));
-    RETURN_IF_ERROR(ReadInt(server, "io_threads", sctx, &out.io_threads));
-    RETURN_IF_ERROR(ReadInt(server, "shard_threads", sctx, &out.shard_threads));
-    RETURN_IF_ERROR(ReadUint32(server, "max_message_bytes", sctx, &out.max_message_bytes));
-    RETURN_IF_ERROR(ReadUint64(server, "max_inflight_bytes", sctx, &out.max_inflight_bytes));
-    RETURN_IF_ERROR(ReadUint32(server, "drain_timeout_ms", sctx, &out.drain_timeout_ms));
-    RETURN_IF_ERROR(ReadString(server, "log_level", sctx, &out.log_level));
-    if (out.io_threads < 1 || out.io_threads > 256) {
-      return sctx.Child("io_threads").Error(server["io_threads"], "must be in [1, 256]");
-    }
-    if (out.shard_threads < 1 || out.shard_threads > 256) {
-      return sctx.Child("shard_threads").Error(server["shard_threads"], "must be in [1, 256]");
-    }
-    if (out.max_message_bytes < 1024) {
-      return sctx.Child("max_message_bytes").Error(server["max_message_bytes"], "must be >= 1024");
-    }
-  }
+  if (root["server"]) RETURN_IF_ERROR(ParseServerSection(root["server"], ctx.Child("server"), &out));
   const YAML::Node tables = root["tables"];
   YamlContext tctx = ctx.Child("tables");
   if (!tables || !tables.IsSequence() || tables.size() == 0) {

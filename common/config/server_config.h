@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/config/table_options.h"
+#include "common/config/yaml_util.h"
 #include "common/net/endpoint.h"
 #include "common/status.h"
 
@@ -65,7 +66,13 @@ Status ApplyServerFlags(const ServerFlags& flags, ServerOptions* options);
 // Final checks after all sources are applied (index in range, tables valid, ...).
 Status ValidateServerOptions(const ServerOptions& options);
 
-// Parses one `tables:` entry / validates a table (shared with tools that read configs).
+// Validates a table (shared with tools that read configs).
 Status ValidateTable(const TableOptions& table);
+
+// Readers of the YAML pieces shared by pserver and job configs.
+Status ParseOptimizer(const YAML::Node& node, const YamlContext& ctx, OptimizerOptions* out);
+Status ParseInitializer(const YAML::Node& node, const YamlContext& ctx, InitializerOptions* out);
+// The `server:` map (endpoints, index, threads, limits, log level).
+Status ParseServerSection(const YAML::Node& node, const YamlContext& ctx, ServerOptions* out);
 
 }  // namespace fleetps::config

@@ -234,8 +234,9 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
 }
 
 std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint64_t> keys,
-                                         std::span<const float> grads, std::span<const float> shows,
-                                         std::span<const float> clicks) {
+                                         std::span<const float> grads, const SparsePushOptions& options) {
+  const auto shows = options.shows;
+  const auto clicks = options.clicks;
   auto info = Table(table_id);
   if (!info.ok()) return Join::Ready(info.status());
   if (info->dense) return Join::Ready(Status::InvalidArgument("PushSparse on dense table '" + info->name + "'"));
@@ -313,7 +314,7 @@ std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint
           cout[k] = sum_click[u];
         }
       }
-      fbb.Finish(wire::CreatePushSparseRequest(fbb, table_id, kvec, gvec, svec, cvec));
+      fbb.Finish(wire::CreatePushSparseRequest(fbb, table_id, kvec, gvec, svec, cvec, options.delta));
       clients_[s]->Call(static_cast<uint16_t>(MessageType::PushSparse), fbb.Release(),
                         [join](StatusOr<net::Reply> r) {
                           if (!r.ok()) join->Fail(r.status());
@@ -381,16 +382,17 @@ std::future<Status> PsClient::PullDense(uint32_t table_id, std::span<float> valu
   return future;
 }
 
-std::future<Status> PsClient::PushDense(uint32_t table_id, std::span<const float> grads, uint32_t sync_trainers) {
-  return PushDenseValues(table_id, grads, /*params=*/false, sync_trainers);
+std::future<Status> PsClient::PushDense(uint32_t table_id, std::span<const float> grads,
+                                        const DensePushOptions& options) {
+  return PushDenseValues(table_id, grads, /*params=*/false, options);
 }
 
 std::future<Status> PsClient::PushDenseParam(uint32_t table_id, std::span<const float> values) {
-  return PushDenseValues(table_id, values, /*params=*/true, 0);
+  return PushDenseValues(table_id, values, /*params=*/true, DensePushOptions{});
 }
 
 std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const float> values, bool params,
-                                              uint32_t sync_trainers) {
+                                              const DensePushOptions& options) {
   auto info = Table(table_id);
   if (!info.ok()) return Join::Ready(info.status());
   const char* op = params ? "PushDenseParam" : "PushDense";
@@ -410,7 +412,7 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
     if (params) {
       fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table_id, b, vec));
     } else {
-      fbb.Finish(wire::CreatePushDenseRequest(fbb, table_id, b, vec, sync_trainers));
+      fbb.Finish(wire::CreatePushDenseRequest(fbb, table_id, b, vec, options.sync_trainers, options.delta));
     }
     clients_[s]->Call(static_cast<uint16_t>(params ? MessageType::PushDenseParam : MessageType::PushDense),
                       fbb.Release(), [join](StatusOr<net::Reply> r) {

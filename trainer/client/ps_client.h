@@ -69,14 +69,29 @@ class PsClient {
 
   // values: keys.size() * dim floats, row k for keys[k]. Duplicate keys allowed.
   std::future<Status> PullSparse(uint32_t table_id, std::span<const uint64_t> keys, float* values);
-  // grads: keys.size() * dim. shows/clicks: empty or keys.size(). Duplicates are summed.
+  struct SparsePushOptions {
+    std::span<const float> shows;   // empty or one per key (CTR statistics)
+    std::span<const float> clicks;  // empty or one per key
+    bool delta = false;             // GEO: add grads to the rows instead of an optimizer step
+  };
+  // grads: keys.size() * dim. Duplicate keys are summed (grads, shows, clicks).
   std::future<Status> PushSparse(uint32_t table_id, std::span<const uint64_t> keys, std::span<const float> grads,
-                                 std::span<const float> shows = {}, std::span<const float> clicks = {});
+                                 const SparsePushOptions& options);
+  std::future<Status> PushSparse(uint32_t table_id, std::span<const uint64_t> keys, std::span<const float> grads) {
+    return PushSparse(table_id, keys, grads, SparsePushOptions{});
+  }
   // The whole dense table (values.size() must equal the table size).
   std::future<Status> PullDense(uint32_t table_id, std::span<float> values);
-  // sync_trainers > 0: the servers accumulate until that many trainers pushed, then
-  // apply the average as one step (sync mode).
-  std::future<Status> PushDense(uint32_t table_id, std::span<const float> grads, uint32_t sync_trainers = 0);
+  struct DensePushOptions {
+    // > 0: the servers accumulate until that many pushes of the whole table arrived,
+    // then apply their average as one step (sync mode).
+    uint32_t sync_trainers = 0;
+    bool delta = false;  // GEO: add grads to the parameters instead of an optimizer step
+  };
+  std::future<Status> PushDense(uint32_t table_id, std::span<const float> grads, const DensePushOptions& options);
+  std::future<Status> PushDense(uint32_t table_id, std::span<const float> grads) {
+    return PushDense(table_id, grads, DensePushOptions{});
+  }
   std::future<Status> PushDenseParam(uint32_t table_id, std::span<const float> values);
 
   // Waits at the named barrier on server 0 until `participants` trainers arrived; also
@@ -97,7 +112,7 @@ class PsClient {
   explicit PsClient(PsClientOptions options);
   Status Handshake();
   std::future<Status> PushDenseValues(uint32_t table_id, std::span<const float> values, bool params,
-                                      uint32_t sync_trainers);
+                                      const DensePushOptions& options);
   // Fans a set of per-server calls out and completes the returned future when all did.
   struct Join;
 

@@ -1,0 +1,128 @@
+#pragma once
+// DataOptions: how the trainer reads its training data (format, slots, files, batching,
+// dataset kind), parsed from YAML by ParseDataOptions.
+//
+// Key names follow the PaddleRec `runner:` section where PaddleRec has one
+// (train_data_dir, test_data_dir, train_batch_size, infer_batch_size, thread_num,
+// reader_type, split_file_list) and the PaddleRec `hyper_parameters:` section for the
+// shapes (dense_input_dim, sparse_inputs_slots, slot_num), so a PaddleRec rank_dnn or
+// slot_dnn config is read as is. Keys PaddleRec does not have are fleetps extensions:
+// data_format, label_slot, dense_slot, sparse_slots, multislot_slots, skip_bad_lines,
+// queue_capacity, shuffle_seed.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/config/yaml_util.h"
+#include "common/status.h"
+
+namespace fleetps::config {
+
+// Text line formats. Names are the YAML spellings (see DataFormatName).
+enum class DataFormat : uint8_t {
+  // PaddleRec rank_dnn: `click:<0|1>` + dense_dim x `dense_feature:<float>` +
+  // `<slot>:<id>` per sparse slot (`name:value` tokens).
+  kRankDnn = 0,
+  // Paddle MultiSlot text: for each slot of multislot_slots `<count> <v1> ... <vcount>`.
+  kMultiSlot = 1,
+  // PaddleRec slot_dnn: `<feasign>:<slot>` tokens (value first), label as `<0|1>:<label_slot>`.
+  kSlotDnn = 2,
+};
+
+// How the trainer holds the data of a pass.
+enum class DatasetKind : uint8_t {
+  kQueue = 0,     // QueueDataset: streams the files each pass, bounded memory
+  kInMemory = 1,  // InMemoryDataset: loads once, shuffles locally / globally
+};
+
+std::string_view DataFormatName(DataFormat format);  // "rank_dnn" | "multislot" | "slot_dnn"
+std::string_view DatasetKindName(DatasetKind kind);  // "QueueDataset" | "InMemoryDataset"
+
+struct DataOptions {
+  // `data_format`: rank_dnn | multislot | slot_dnn. Default rank_dnn.
+  DataFormat format = DataFormat::kRankDnn;
+
+  // `label_slot`: name of the 0/1 click label. Default "click" (rank_dnn, multislot),
+  // "1" (slot_dnn).
+  std::string label_slot = "click";
+
+  // `dense_slot`: name of the dense feature. Default "dense_feature"; unused (empty) for
+  // slot_dnn, which has no dense part.
+  std::string dense_slot = "dense_feature";
+
+  // `dense_input_dim`: floats per example in the dense slot. Default 13 (rank_dnn,
+  // multislot), 0 (slot_dnn, where it must stay 0).
+  uint32_t dense_dim = 13;
+
+  // `sparse_slots`: sparse slot names, in the order the model sees them (Batch::slots
+  // follows this order). Default: rank_dnn / multislot "1".."N" with
+  // N = sparse_inputs_slots - 1 (`sparse_inputs_slots` default 27: PaddleRec's count
+  // includes the label slot, as its reader's slot list "click 1 ... 26" does); slot_dnn
+  // "2".."slot_num + 1" (`slot_num` default 300). Ids in other slots are ignored by
+  // rank_dnn / slot_dnn.
+  std::vector<std::string> sparse_slots;
+
+  // `multislot_slots` (multislot only): every slot of a line, in line order; must hold the
+  // label slot, the dense slot (when dense_dim > 0) and each sparse slot exactly once.
+  // Default: label, sparse slots..., dense slot (the order of PaddleRec's rank_dnn
+  // MultiSlot reader). Types follow the role: label and dense float, sparse uint64.
+  std::vector<std::string> multislot_slots;
+
+  // `train_data_dir` (one path) and/or `train_files` (a list): files or directories
+  // (a directory stands for its regular files sorted by name, hidden ones skipped).
+  // Relative paths are resolved against the YAML file's directory, as PaddleRec does.
+  // Default empty.
+  std::vector<std::string> train_paths;
+  // `test_data_dir` / `test_files`: same for evaluation data. Default empty.
+  std::vector<std::string> test_paths;
+
+  // `split_file_list`: when true, file i of the list goes to trainer i % trainers_num;
+  // when false every trainer reads every file. Default true (PaddleRec's default is false,
+  // which makes every trainer of a cluster train on the whole data set).
+  bool split_file_list = true;
+
+  // `train_batch_size`: examples per training batch, >= 1. Default 512.
+  uint32_t batch_size = 512;
+  // `infer_batch_size`: examples per evaluation batch, >= 1. Default = batch_size.
+  uint32_t test_batch_size = 512;
+
+  // `thread_num`: reader threads (file parsing / loading), >= 1. Default 1.
+  uint32_t thread_num = 1;
+
+  // `reader_type`: QueueDataset | InMemoryDataset (PaddleRec's "InmemoryDataset" spelling
+  // is accepted too). Default QueueDataset.
+  DatasetKind dataset = DatasetKind::kQueue;
+
+  // `skip_bad_lines`: when true a malformed line is skipped, counted and (the first few)
+  // logged with file:line; when false it fails the pass. Default false.
+  bool skip_bad_lines = false;
+
+  // `queue_capacity`: QueueDataset batches buffered between readers and workers, >= 1;
+  // bounds its memory to about (queue_capacity + thread_num) batches. Default 32.
+  uint32_t queue_capacity = 32;
+
+  // `shuffle_seed`: seed of InMemoryDataset local / global shuffles. Default 0.
+  uint64_t shuffle_seed = 0;
+};
+
+// Reads DataOptions from `section`: a PaddleRec `runner:` map or a fleetps `data:` map
+// (same key names, listed in the header comment). Keys not listed are ignored, since a
+// runner section carries other subsystems' keys too; a caller owning the whole section can
+// pass DataOptionKeys() to RejectUnknownKeys. Format-dependent defaults (label slot, slot
+// list, dense width) are filled in after reading. Errors name file:line, the key and, for
+// enumerations, the allowed values.
+Status ParseDataOptions(const YAML::Node& section, const YamlContext& ctx, DataOptions* out);
+
+// Reads a whole PaddleRec config document: `runner:` as above, with the shape keys
+// (dense_input_dim, sparse_inputs_slots, slot_num) also taken from `hyper_parameters:`
+// (a runner value wins).
+Status ParsePaddleRecDataOptions(const YAML::Node& root, const YamlContext& ctx, DataOptions* out);
+
+// Every key ParseDataOptions reads.
+std::vector<std::string> DataOptionKeys();
+
+}  // namespace fleetps::config

@@ -1,0 +1,224 @@
+#include "common/config/trainer_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "common/config/yaml_util.h"
+
+namespace fleetps::config {
+
+std::string_view SyncModeName(SyncMode mode) {
+  switch (mode) {
+    case SyncMode::kAsync: return "async";
+    case SyncMode::kSync: return "sync";
+    case SyncMode::kGeo: return "geo";
+  }
+  return "?";
+}
+
+uint64_t DenseParamCount(const ModelOptions& model) {
+  uint64_t in = DenseInputDim(model);
+  uint64_t total = 0;
+  for (uint32_t out : model.fc_sizes) {
+    total += in * out + out;
+    in = out;
+  }
+  const uint64_t logits = model.output == OutputKind::kSoftmax2 ? 2 : 1;
+  return total + in * logits + logits;
+}
+
+std::vector<TableOptions> JobTables(const TrainerOptions& o) {
+  std::vector<TableOptions> tables;
+  if (o.model.type == ModelType::kCtrDnn) tables.push_back(o.sparse_table);
+  tables.push_back(o.dense_table);
+  return tables;
+}
+
+bool IsJobYaml(const std::string& text) {
+  auto root = LoadYamlString(text);
+  return root.ok() && root->IsMap() && (*root)["hyper_parameters"];
+}
+
+namespace {
+
+// fleetps.sparse_table / fleetps.dense_table: overrides of the derived tables.
+Status ParseTableOverride(const YAML::Node& node, const YamlContext& ctx, bool dense, TableOptions* t) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map");
+  std::vector<std::string> keys = {"id", "name", "optimizer", "initializer"};
+  if (!dense) {
+    keys.push_back("shards");
+    keys.push_back("create_on_pull");
+  }
+  RETURN_IF_ERROR(RejectUnknownKeys(node, keys, ctx));
+  RETURN_IF_ERROR(ReadUint32(node, "id", ctx, &t->id));
+  RETURN_IF_ERROR(ReadString(node, "name", ctx, &t->name));
+  if (!dense) {
+    RETURN_IF_ERROR(ReadUint32(node, "shards", ctx, &t->shards));
+    RETURN_IF_ERROR(ReadBool(node, "create_on_pull", ctx, &t->create_on_pull));
+  }
+  if (node["optimizer"]) RETURN_IF_ERROR(ParseOptimizer(node["optimizer"], ctx.Child("optimizer"), &t->optimizer));
+  if (node["initializer"]) {
+    RETURN_IF_ERROR(ParseInitializer(node["initializer"], ctx.Child("initializer"), &t->initializer));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::string& file_name) {
+  ASSIGN_OR_RETURN(YAML::Node root, LoadYamlString(text, file_name));
+  YamlContext ctx{file_name, ""};
+  if (!root.IsMap()) return ctx.Error(root, "expected a map with 'runner' and 'hyper_parameters'");
+  RETURN_IF_ERROR(RejectUnknownKeys(root, {"runner", "hyper_parameters", "fleetps"}, ctx));
+  if (!root["hyper_parameters"]) return ctx.Error(root, "missing required section 'hyper_parameters' (the model)");
+  TrainerOptions o;
+  o.config_path = file_name;
+  RETURN_IF_ERROR(ParseModelOptions(root["hyper_parameters"], ctx.Child("hyper_parameters"), &o.model));
+  RETURN_IF_ERROR(ParsePaddleRecDataOptions(root, ctx, &o.data));
+
+  const YAML::Node runner = root["runner"];
+  const YamlContext rctx = ctx.Child("runner");
+  if (runner) {
+    if (!runner.IsMap()) return rctx.Error(runner, "expected a map");
+    std::string mode = "async";
+    RETURN_IF_ERROR(ReadString(runner, "sync_mode", rctx, &mode));
+    if (mode == "async") {
+      o.sync_mode = SyncMode::kAsync;
+    } else if (mode == "sync") {
+      o.sync_mode = SyncMode::kSync;
+    } else if (mode == "geo") {
+      o.sync_mode = SyncMode::kGeo;
+    } else {
+      return rctx.Child("sync_mode").Error(runner["sync_mode"],
+                                           "unknown sync_mode '" + mode + "' (use async, sync or geo)");
+    }
+    RETURN_IF_ERROR(ReadUint32(runner, "geo_step", rctx, &o.geo_step));
+    RETURN_IF_ERROR(ReadUint32(runner, "epochs", rctx, &o.epochs));
+    RETURN_IF_ERROR(ReadUint32(runner, "print_interval", rctx, &o.print_interval));
+    RETURN_IF_ERROR(ReadUint32(runner, "thread_num", rctx, &o.worker_threads));
+    RETURN_IF_ERROR(ReadString(runner, "model_save_path", rctx, &o.model_save_path));
+    RETURN_IF_ERROR(ReadString(runner, "infer_load_path", rctx, &o.infer_load_path));
+    if (o.geo_step == 0) return rctx.Child("geo_step").Error(runner["geo_step"], "must be >= 1");
+    if (o.epochs == 0) return rctx.Child("epochs").Error(runner["epochs"], "must be >= 1");
+    if (o.print_interval == 0) return rctx.Child("print_interval").Error(runner["print_interval"], "must be >= 1");
+    if (o.worker_threads == 0 || o.worker_threads > 256) {
+      return rctx.Child("thread_num").Error(runner["thread_num"], "must be in [1, 256]");
+    }
+  }
+
+  // Tables derived from the model; fleetps.* may override ids, names, shards, optimizer.
+  o.sparse_table.id = 0;
+  o.sparse_table.name = "embedding";
+  o.sparse_table.kind = TableKind::kSparse;
+  o.sparse_table.dim = o.model.sparse_feature_dim;
+  o.sparse_table.shards = 8;
+  o.sparse_table.optimizer = o.model.optimizer;
+  o.sparse_table.initializer.kind = InitializerKind::kUniform;
+  o.sparse_table.initializer.min = -0.01f;
+  o.sparse_table.initializer.max = 0.01f;
+  o.sparse_table.initializer.seed = o.model.init_seed;
+  o.dense_table.id = 1;
+  o.dense_table.name = "dense";
+  o.dense_table.kind = TableKind::kDense;
+  o.dense_table.dim = DenseParamCount(o.model);
+  o.dense_table.shards = 1;
+  o.dense_table.optimizer = o.model.optimizer;
+  o.dense_table.initializer.kind = InitializerKind::kZeros;
+
+  const YAML::Node ext = root["fleetps"];
+  const YamlContext ectx = ctx.Child("fleetps");
+  if (ext) {
+    if (!ext.IsMap()) return ectx.Error(ext, "expected a map");
+    RETURN_IF_ERROR(RejectUnknownKeys(ext,
+                                      {"sparse_table", "dense_table", "stop_servers_at_end", "barrier_timeout_ms",
+                                       "dense_pull_interval", "max_merge_steps", "local_shards", "log_level",
+                                       "save_every_epoch", "server"},
+                                      ectx));
+    if (ext["sparse_table"]) {
+      RETURN_IF_ERROR(ParseTableOverride(ext["sparse_table"], ectx.Child("sparse_table"), false, &o.sparse_table));
+    }
+    if (ext["dense_table"]) {
+      RETURN_IF_ERROR(ParseTableOverride(ext["dense_table"], ectx.Child("dense_table"), true, &o.dense_table));
+    }
+    RETURN_IF_ERROR(ReadBool(ext, "stop_servers_at_end", ectx, &o.stop_servers_at_end));
+    RETURN_IF_ERROR(ReadUint32(ext, "barrier_timeout_ms", ectx, &o.barrier_timeout_ms));
+    RETURN_IF_ERROR(ReadUint32(ext, "dense_pull_interval", ectx, &o.dense_pull_interval));
+    RETURN_IF_ERROR(ReadUint32(ext, "max_merge_steps", ectx, &o.max_merge_steps));
+    RETURN_IF_ERROR(ReadUint32(ext, "local_shards", ectx, &o.local_shards));
+    RETURN_IF_ERROR(ReadString(ext, "log_level", ectx, &o.log_level));
+    RETURN_IF_ERROR(ReadBool(ext, "save_every_epoch", ectx, &o.save_every_epoch));
+    if (o.dense_pull_interval == 0 || o.max_merge_steps == 0) {
+      return ectx.Error(ext, "dense_pull_interval and max_merge_steps must be >= 1");
+    }
+  }
+  if (o.sparse_table.id == o.dense_table.id) {
+    return ectx.Error(ext, "fleetps.sparse_table.id and fleetps.dense_table.id must differ");
+  }
+  for (const auto& t : JobTables(o)) {
+    Status st = ValidateTable(t);
+    if (!st.ok()) return Status::InvalidArgument(file_name + ": " + st.message());
+  }
+  if (o.model.type == ModelType::kCtrDnn && o.data.sparse_slots.size() != o.model.num_sparse_slots) {
+    return ctx.Error(root["hyper_parameters"],
+                     "the data has " + std::to_string(o.data.sparse_slots.size()) + " sparse slots but the model " +
+                         std::to_string(o.model.num_sparse_slots) +
+                         " (check sparse_inputs_slots / slot_num / sparse_slots)");
+  }
+  if (o.model.type == ModelType::kCtrDnn && o.data.dense_dim != o.model.dense_input_dim) {
+    return ctx.Error(root["hyper_parameters"], "the data has " + std::to_string(o.data.dense_dim) +
+                                                   " dense features but the model " +
+                                                   std::to_string(o.model.dense_input_dim));
+  }
+  return o;
+}
+
+StatusOr<TrainerOptions> LoadTrainerYaml(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": cannot open config file (check the path)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseTrainerYaml(ss.str(), path);
+}
+
+Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* o) {
+  if (auto role = env("TRAINING_ROLE"); role && *role != "TRAINER") {
+    return Status::InvalidArgument("TRAINING_ROLE=" + *role + " but this is a trainer (expected TRAINER)");
+  }
+  auto read_u32 = [&](const char* name, uint32_t* out) -> Status {
+    auto v = env(name);
+    if (!v) return Status::OK();
+    try {
+      size_t pos = 0;
+      const unsigned long x = std::stoul(*v, &pos);
+      if (pos != v->size() || x > UINT32_MAX) throw std::invalid_argument("range");
+      *out = static_cast<uint32_t>(x);
+    } catch (const std::exception&) {
+      return Status::InvalidArgument(std::string(name) + "='" + *v + "' is not a non-negative integer");
+    }
+    return Status::OK();
+  };
+  RETURN_IF_ERROR(read_u32("PADDLE_TRAINERS_NUM", &o->trainers_num));
+  RETURN_IF_ERROR(read_u32("PADDLE_TRAINER_ID", &o->trainer_id));
+  if (auto list = env("PADDLE_PSERVERS_IP_PORT_LIST"); list && !list->empty()) {
+    auto eps = net::ParseEndpointList(*list);
+    if (!eps.ok()) return eps.status().WithContext("PADDLE_PSERVERS_IP_PORT_LIST");
+    o->pservers = *eps;
+  }
+  if (auto level = env("FLEETPS_LOG_LEVEL")) o->log_level = *level;
+  return Status::OK();
+}
+
+Status ValidateTrainerOptions(const TrainerOptions& o) {
+  if (o.trainers_num == 0) return Status::InvalidArgument("PADDLE_TRAINERS_NUM must be >= 1");
+  if (o.trainer_id >= o.trainers_num) {
+    return Status::InvalidArgument("PADDLE_TRAINER_ID=" + std::to_string(o.trainer_id) +
+                                   " must be below PADDLE_TRAINERS_NUM=" + std::to_string(o.trainers_num));
+  }
+  if (o.local() && o.trainers_num > 1) {
+    return Status::InvalidArgument("PADDLE_TRAINERS_NUM=" + std::to_string(o.trainers_num) +
+                                   " needs PADDLE_PSERVERS_IP_PORT_LIST (local training has one trainer)");
+  }
+  return Status::OK();
+}
+
+}  // namespace fleetps::config

@@ -1,0 +1,101 @@
+// cpu-trainer: trains and scores CTR models against fleetps pservers, or locally.
+//
+//   cpu-trainer --config job.yaml                                 local training
+//   PADDLE_PSERVERS_IP_PORT_LIST=... PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ID=0 \
+//   TRAINING_ROLE=TRAINER cpu-trainer --config job.yaml           parameter-server training
+//   cpu-trainer --config job.yaml --mode infer --model DIR       score the test data
+//
+// Precedence: flags > environment > YAML > defaults (common/config/trainer_config.h).
+// Local mode runs an in-process pserver (the same tables and service, on loopback).
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "common/config/trainer_config.h"
+#include "common/logging.h"
+#include "server/app/app.h"
+#include "trainer/client/ps_client.h"
+#include "trainer/runtime/job.h"
+
+namespace {
+
+int Fail(const fleetps::Status& st) {
+  std::cerr << "cpu-trainer: " << st.ToString() << std::endl;
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace fleetps;
+  CLI::App cli{"fleetps CPU trainer"};
+  std::string config_path, mode = "train", servers, sync_mode, train_data, test_data, log_level;
+  std::optional<uint32_t> trainer_id, trainers, epochs, threads;
+  trainer::JobFlags flags;
+  cli.add_option("-c,--config", config_path, "job YAML (PaddleRec runner + hyper_parameters)")->required();
+  cli.add_option("--mode", mode, "train | infer")->check(CLI::IsMember({"train", "infer"}));
+  cli.add_option("--servers", servers, "pserver endpoints (overrides PADDLE_PSERVERS_IP_PORT_LIST)");
+  cli.add_option("--trainer-id", trainer_id, "this trainer's id (overrides PADDLE_TRAINER_ID)");
+  cli.add_option("--trainers", trainers, "number of trainers (overrides PADDLE_TRAINERS_NUM)");
+  cli.add_option("--sync-mode", sync_mode, "async | sync | geo (overrides runner.sync_mode)");
+  cli.add_option("--epochs", epochs, "epochs (overrides runner.epochs)");
+  cli.add_option("--threads", threads, "worker threads (overrides runner.thread_num)");
+  cli.add_option("--train-data", train_data, "training file or directory (overrides runner.train_data_dir)");
+  cli.add_option("--test-data", test_data, "test file or directory (overrides runner.test_data_dir)");
+  cli.add_option("--report", flags.report_path, "write a JSON summary here");
+  cli.add_option("--predictions", flags.predictions_path, "write 'label prediction' lines here (evaluation)");
+  cli.add_option("--log-level", log_level, "trace|debug|info|warn|error|off");
+  CLI11_PARSE(cli, argc, argv);
+
+  auto options = config::LoadTrainerYaml(config_path);
+  if (!options.ok()) return Fail(options.status());
+  if (auto st = config::ApplyTrainerEnv(config::ProcessEnv(), &*options); !st.ok()) return Fail(st);
+  if (!servers.empty()) {
+    auto eps = net::ParseEndpointList(servers);
+    if (!eps.ok()) return Fail(eps.status().WithContext("--servers"));
+    options->pservers = *eps;
+  }
+  if (trainer_id) options->trainer_id = *trainer_id;
+  if (trainers) options->trainers_num = *trainers;
+  if (epochs) options->epochs = *epochs;
+  if (threads) options->worker_threads = *threads;
+  if (!train_data.empty()) options->data.train_paths = {train_data};
+  if (!test_data.empty()) options->data.test_paths = {test_data};
+  if (!log_level.empty()) options->log_level = log_level;
+  if (!sync_mode.empty()) {
+    if (sync_mode == "async") options->sync_mode = config::SyncMode::kAsync;
+    else if (sync_mode == "sync") options->sync_mode = config::SyncMode::kSync;
+    else if (sync_mode == "geo") options->sync_mode = config::SyncMode::kGeo;
+    else return Fail(Status::InvalidArgument("--sync-mode must be async, sync or geo"));
+  }
+  if (auto st = config::ValidateTrainerOptions(*options); !st.ok()) return Fail(st);
+  if (auto st = SetUpLogging({options->log_level, "trainer:" + std::to_string(options->trainer_id)}); !st.ok()) {
+    return Fail(st);
+  }
+
+  // Local mode: an in-process pserver with the job's tables, on a loopback port.
+  std::unique_ptr<server::App> local_server;
+  trainer::PsClientOptions client_options;
+  client_options.servers = options->pservers;
+  if (options->local()) {
+    config::ServerOptions server_options;
+    server_options.endpoints = {{"127.0.0.1", 0}};
+    server_options.bind_host = "127.0.0.1";
+    server_options.tables = config::JobTables(*options);
+    for (auto& t : server_options.tables) {
+      if (t.kind == TableKind::kSparse) t.shards = options->local_shards;
+    }
+    server_options.source = "local tables of " + config_path;
+    local_server = std::make_unique<server::App>(server_options);
+    if (auto st = local_server->Start(); !st.ok()) return Fail(st);
+    client_options.servers = {{"127.0.0.1", local_server->port()}};
+  }
+  auto client = trainer::PsClient::Connect(client_options);
+  if (!client.ok()) return Fail(client.status());
+  const Status st = mode == "train" ? trainer::RunTrainJob(*options, **client, flags)
+                                    : trainer::RunInferJob(*options, **client, flags);
+  client->reset();
+  if (local_server) local_server->Shutdown();
+  if (!st.ok()) return Fail(st);
+  return 0;
+}

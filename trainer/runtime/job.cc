@@ -1,0 +1,82 @@
+#include "trainer/runtime/job.h"
+
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+#include "trainer/runtime/trainer.h"
+
+namespace fleetps::trainer {
+namespace {
+
+std::string PassJson(const PassReport& r) {
+  return fmt::format(
+      "{{\"epoch\": {}, \"examples\": {}, \"loss\": {:.6f}, \"auc\": {:.6f}, \"actual_ctr\": {:.6f}, "
+      "\"predicted_ctr\": {:.6f}, \"seconds\": {:.3f}, \"examples_per_sec\": {:.1f}, "
+      "\"dense_compute_sec\": {:.3f}, \"skipped_lines\": {}}}",
+      r.epoch, r.examples, r.loss, r.auc, r.actual_ctr, r.predicted_ctr, r.seconds, r.examples_per_sec,
+      r.dense_compute_sec, r.skipped_lines);
+}
+
+Status WriteReport(const std::string& path, const config::TrainerOptions& o, const std::vector<PassReport>& epochs,
+                   const PassReport* test) {
+  if (path.empty()) return Status::OK();
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) return Status::IOError("cannot write report " + path);
+  out << "{\"mode\": \"" << (o.local() ? "local" : config::SyncModeName(o.sync_mode)) << "\", \"trainer_id\": "
+      << o.trainer_id << ", \"trainers\": " << o.trainers_num << ", \"threads\": " << o.worker_threads
+      << ", \"epochs\": [";
+  for (size_t i = 0; i < epochs.size(); ++i) out << (i ? ", " : "") << PassJson(epochs[i]);
+  out << "], \"test\": " << (test ? PassJson(*test) : "null") << "}\n";
+  return out.good() ? Status::OK() : Status::IOError("cannot write report " + path);
+}
+
+void LogPass(const char* what, const config::TrainerOptions& o, const PassReport& r) {
+  spdlog::info(
+      "trainer {} {}: auc {:.5f} loss {:.5f} (all trainers; actual ctr {:.4f}, predicted {:.4f}); this trainer: {} "
+      "examples in {:.2f} s = {:.0f} examples/s, dense compute {:.2f} thread-s{}",
+      o.trainer_id, what, r.auc, r.loss, r.actual_ctr, r.predicted_ctr, r.examples, r.seconds, r.examples_per_sec,
+      r.dense_compute_sec, r.skipped_lines ? fmt::format(", {} bad lines skipped", r.skipped_lines) : "");
+}
+
+}  // namespace
+
+Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags) {
+  Trainer trainer(o, client);
+  RETURN_IF_ERROR(trainer.Start());
+  spdlog::info("trainer {}/{}: {} training, {} worker threads, {} epochs, model {} ({} dense parameters)",
+               o.trainer_id, o.trainers_num, o.local() ? "local" : std::string(config::SyncModeName(o.sync_mode)),
+               o.worker_threads, o.epochs, o.model.type == ModelType::kCtrDnn ? "ctr_dnn" : "mlp",
+               o.dense_table.dim);
+  std::vector<PassReport> epochs;
+  for (uint32_t e = 1; e <= o.epochs; ++e) {
+    ASSIGN_OR_RETURN(PassReport r, trainer.TrainEpoch(e));
+    LogPass(fmt::format("epoch {} done", e).c_str(), o, r);
+    epochs.push_back(r);
+  }
+  std::optional<PassReport> test;
+  if (!o.data.test_paths.empty()) {
+    RETURN_IF_ERROR(trainer.Barrier("trained"));  // every trainer's pushes are in
+    ASSIGN_OR_RETURN(test, trainer.Evaluate(o.data.test_paths, flags.predictions_path));
+    LogPass("test", o, *test);
+  }
+  RETURN_IF_ERROR(WriteReport(flags.report_path, o, epochs, test ? &*test : nullptr));
+  RETURN_IF_ERROR(trainer.Barrier("finished"));
+  if (o.trainer_id == 0 && !o.local() && o.stop_servers_at_end) {
+    spdlog::info("trainer 0: all trainers finished; stopping the pservers");
+    RETURN_IF_ERROR(client.StopServers("training finished"));
+  }
+  return Status::OK();
+}
+
+Status RunInferJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags) {
+  if (o.data.test_paths.empty()) {
+    return Status::InvalidArgument("infer needs test data: set runner.test_data_dir or pass --test-data");
+  }
+  Trainer trainer(o, client);
+  ASSIGN_OR_RETURN(PassReport r, trainer.Evaluate(o.data.test_paths, flags.predictions_path));
+  LogPass("infer", o, r);
+  return WriteReport(flags.report_path, o, {}, &r);
+}
+
+}  // namespace fleetps::trainer

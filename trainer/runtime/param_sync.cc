@@ -1,0 +1,376 @@
+#include "trainer/runtime/param_sync.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/optimizer/optimizer.h"
+
+namespace fleetps::trainer {
+namespace {
+
+using config::SyncMode;
+using config::TrainerOptions;
+
+Status Wait(std::future<Status>& a, std::future<Status>& b) {
+  Status sa = a.get();
+  Status sb = b.get();
+  return sa.ok() ? sb : sa;
+}
+
+std::future<Status> Ready() {
+  std::promise<Status> p;
+  p.set_value(Status::OK());
+  return p.get_future();
+}
+
+// ---- Direct: local and sync mode --------------------------------------------------------
+
+class DirectSync : public ParamSync {
+ public:
+  DirectSync(const TrainerOptions& o, PsClient& client, uint32_t threads)
+      : o_(o), client_(client), threads_(threads), participants_(o.trainers_num * threads) {}
+
+  Status PullSparse(uint32_t, std::span<const uint64_t> keys, float* rows) override {
+    if (keys.empty()) return Status::OK();
+    return client_.PullSparse(o_.sparse_table.id, keys, rows).get();
+  }
+  Status DenseParams(uint32_t, std::vector<float>* params) override {
+    params->resize(o_.dense_table.dim);
+    return client_.PullDense(o_.dense_table.id, *params).get();
+  }
+  Status Push(uint32_t, std::span<const uint64_t> keys, std::span<const float> key_grads,
+              std::span<const float> dense_grads) override {
+    auto sparse = keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, keys, key_grads);
+    PsClient::DensePushOptions dense_options;
+    if (sync()) dense_options.sync_trainers = participants_;
+    auto dense = client_.PushDense(o_.dense_table.id, dense_grads, dense_options);
+    return Wait(sparse, dense);
+  }
+  StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) override {
+    if (!sync()) return out_of_data;
+    if (out_of_data) {
+      // A worker without data still completes the round's dense accumulation.
+      std::vector<float> zeros(o_.dense_table.dim, 0.0f);
+      PsClient::DensePushOptions dense_options;
+      dense_options.sync_trainers = participants_;
+      RETURN_IF_ERROR(client_.PushDense(o_.dense_table.id, zeros, dense_options).get());
+    }
+    ASSIGN_OR_RETURN(auto result, client_.Barrier("sync-step", o_.trainer_id * threads_ + worker, participants_,
+                                                  std::chrono::milliseconds(o_.barrier_timeout_ms), {}, out_of_data));
+    return result.all_done;
+  }
+  Status Flush() override { return Status::OK(); }
+
+ private:
+  bool sync() const { return o_.sync_mode == SyncMode::kSync && !o_.local(); }
+
+  const TrainerOptions& o_;
+  PsClient& client_;
+  const uint32_t threads_;
+  const uint32_t participants_;
+};
+
+// ---- Async: merging background communicator -------------------------------------------
+
+class AsyncSync : public ParamSync {
+ public:
+  AsyncSync(const TrainerOptions& o, PsClient& client) : o_(o), client_(client), dim_(o.sparse_table.dim) {
+    dense_sum_.assign(o.dense_table.dim, 0.0f);
+    sender_ = std::thread([this] { SendLoop(); });
+  }
+  ~AsyncSync() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    sender_.join();
+  }
+
+  Status PullSparse(uint32_t, std::span<const uint64_t> keys, float* rows) override {
+    if (keys.empty()) return Status::OK();
+    return client_.PullSparse(o_.sparse_table.id, keys, rows).get();
+  }
+
+  Status DenseParams(uint32_t, std::vector<float>* params) override {
+    std::shared_ptr<const std::vector<float>> snapshot;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      RETURN_IF_ERROR(error_);
+      snapshot = dense_;
+    }
+    if (snapshot == nullptr) {  // first use: pull once
+      auto fresh = std::make_shared<std::vector<float>>(o_.dense_table.dim);
+      RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, *fresh).get());
+      std::lock_guard<std::mutex> lock(mu_);
+      if (dense_ == nullptr) dense_ = fresh;
+      snapshot = dense_;
+    }
+    *params = *snapshot;
+    return Status::OK();
+  }
+
+  Status Push(uint32_t, std::span<const uint64_t> keys, std::span<const float> key_grads,
+              std::span<const float> dense_grads) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Back-pressure: at most two merge windows wait behind the one being sent.
+    cv_.wait(lock, [this] { return merged_steps_ < 2 * o_.max_merge_steps || !error_.ok(); });
+    RETURN_IF_ERROR(error_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto [it, inserted] = key_index_.try_emplace(keys[i], static_cast<uint32_t>(merged_keys_.size()));
+      const float* g = key_grads.data() + i * dim_;
+      if (inserted) {
+        merged_keys_.push_back(keys[i]);
+        merged_grads_.insert(merged_grads_.end(), g, g + dim_);
+      } else {
+        float* acc = merged_grads_.data() + size_t{it->second} * dim_;
+        for (uint32_t j = 0; j < dim_; ++j) acc[j] += g[j];
+      }
+    }
+    for (size_t j = 0; j < dense_grads.size(); ++j) dense_sum_[j] += dense_grads[j];
+    ++merged_steps_;
+    lock.unlock();
+    cv_.notify_all();
+    return Status::OK();
+  }
+
+  Status Flush() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    flush_requested_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return (merged_steps_ == 0 && !sending_) || !error_.ok(); });
+    flush_requested_ = false;
+    RETURN_IF_ERROR(error_);
+    lock.unlock();
+    auto fresh = std::make_shared<std::vector<float>>(o_.dense_table.dim);
+    RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, *fresh).get());
+    lock.lock();
+    dense_ = fresh;
+    return Status::OK();
+  }
+
+ private:
+  void SendLoop() {
+    uint64_t sends = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      // Send when a merge window is full, on flush, or after a short wait for more steps.
+      cv_.wait_for(lock, std::chrono::milliseconds(2), [this] {
+        return stopping_ || flush_requested_ || merged_steps_ >= o_.max_merge_steps;
+      });
+      if (merged_steps_ == 0) {
+        if (stopping_) return;
+        continue;
+      }
+      if (!error_.ok()) return;
+      // Take the merged window; workers keep merging into fresh buffers meanwhile.
+      std::vector<uint64_t> keys;
+      std::vector<float> grads;
+      std::vector<float> dense(o_.dense_table.dim, 0.0f);
+      keys.swap(merged_keys_);
+      grads.swap(merged_grads_);
+      dense.swap(dense_sum_);
+      key_index_.clear();
+      const float scale = 1.0f / static_cast<float>(merged_steps_);
+      merged_steps_ = 0;
+      sending_ = true;
+      lock.unlock();
+      cv_.notify_all();
+
+      for (float& v : dense) v *= scale;  // dense: the average step
+      auto sparse_done = keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, keys, grads);
+      auto dense_done = client_.PushDense(o_.dense_table.id, dense);
+      Status st = Wait(sparse_done, dense_done);
+      std::shared_ptr<std::vector<float>> fresh;
+      if (st.ok() && ++sends % o_.dense_pull_interval == 0) {
+        fresh = std::make_shared<std::vector<float>>(o_.dense_table.dim);
+        st = client_.PullDense(o_.dense_table.id, *fresh).get();
+      }
+
+      lock.lock();
+      sending_ = false;
+      if (!st.ok() && error_.ok()) error_ = st.WithContext("async communicator");
+      if (fresh != nullptr && st.ok()) dense_ = fresh;
+      cv_.notify_all();
+    }
+  }
+
+  const TrainerOptions& o_;
+  PsClient& client_;
+  const uint32_t dim_;
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::unordered_map<uint64_t, uint32_t> key_index_;  // merged key -> row in merged_grads_
+  std::vector<uint64_t> merged_keys_;
+  std::vector<float> merged_grads_;
+  std::vector<float> dense_sum_;
+  uint32_t merged_steps_ = 0;
+  bool sending_ = false;
+  bool flush_requested_ = false;
+  bool stopping_ = false;
+  Status error_;
+  std::shared_ptr<const std::vector<float>> dense_;  // snapshot read by workers
+  std::thread sender_;
+};
+
+// ---- GEO: local copies, periodic delta exchange ---------------------------------------
+
+class GeoSync : public ParamSync {
+ public:
+  static StatusOr<std::unique_ptr<GeoSync>> Create(const TrainerOptions& o, PsClient& client) {
+    ASSIGN_OR_RETURN(auto sparse_opt, optimizer::CreateOptimizer(o.sparse_table.optimizer));
+    ASSIGN_OR_RETURN(auto dense_opt, optimizer::CreateOptimizer(o.dense_table.optimizer));
+    return std::unique_ptr<GeoSync>(new GeoSync(o, client, std::move(sparse_opt), std::move(dense_opt)));
+  }
+
+  Status PullSparse(uint32_t, std::span<const uint64_t> keys, float* rows) override {
+    std::vector<uint64_t> missing;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (uint64_t k : keys) {
+        if (cache_.find(k) == cache_.end()) missing.push_back(k);
+      }
+    }
+    if (!missing.empty()) {
+      std::vector<float> fresh(missing.size() * dim_);
+      RETURN_IF_ERROR(client_.PullSparse(o_.sparse_table.id, missing, fresh.data()).get());
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < missing.size(); ++i) {
+        auto [it, inserted] = cache_.try_emplace(missing[i]);
+        if (!inserted) continue;  // another worker cached it meanwhile
+        Row& row = it->second;
+        row.value.assign(fresh.begin() + i * dim_, fresh.begin() + (i + 1) * dim_);
+        row.base = row.value;
+        row.state.resize(sparse_opt_->StateSize(dim_));
+        sparse_opt_->InitState(row.state.data(), dim_);
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      std::copy(cache_[keys[i]].value.begin(), cache_[keys[i]].value.end(), rows + i * dim_);
+    }
+    return Status::OK();
+  }
+
+  Status DenseParams(uint32_t, std::vector<float>* params) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dense_.value.empty()) {
+      dense_.value.resize(o_.dense_table.dim);
+      RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, dense_.value).get());
+      dense_.base = dense_.value;
+      dense_.state.resize(dense_opt_->StateSize(static_cast<uint32_t>(o_.dense_table.dim)));
+      dense_opt_->InitState(dense_.state.data(), static_cast<uint32_t>(o_.dense_table.dim));
+    }
+    *params = dense_.value;
+    return Status::OK();
+  }
+
+  Status Push(uint32_t, std::span<const uint64_t> keys, std::span<const float> key_grads,
+              std::span<const float> dense_grads) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      Row& row = cache_[keys[i]];
+      sparse_opt_->Update(row.value.data(), row.state.data(), key_grads.data() + i * dim_, dim_);
+      touched_.insert(keys[i]);
+    }
+    dense_opt_->Update(dense_.value.data(), dense_.state.data(), dense_grads.data(),
+                       static_cast<uint32_t>(dense_grads.size()));
+    if (++steps_ % o_.geo_step == 0) return ExchangeLocked();
+    return Status::OK();
+  }
+
+  Status Flush() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ExchangeLocked();
+  }
+
+ private:
+  struct Row {
+    std::vector<float> value;  // local copy being trained
+    std::vector<float> base;   // value at the last exchange
+    std::vector<float> state;  // local optimizer state
+  };
+
+  GeoSync(const TrainerOptions& o, PsClient& client, std::unique_ptr<optimizer::Optimizer> sparse_opt,
+          std::unique_ptr<optimizer::Optimizer> dense_opt)
+      : o_(o),
+        client_(client),
+        dim_(o.sparse_table.dim),
+        sparse_opt_(std::move(sparse_opt)),
+        dense_opt_(std::move(dense_opt)) {}
+
+  // Pushes (value - base) / trainers for every row touched since the last exchange and
+  // for the dense vector, then refreshes those copies from the servers. Caller holds mu_.
+  Status ExchangeLocked() {
+    const float scale = 1.0f / static_cast<float>(o_.trainers_num);
+    std::vector<uint64_t> keys(touched_.begin(), touched_.end());
+    std::vector<float> deltas(keys.size() * dim_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const Row& row = cache_[keys[i]];
+      for (uint32_t j = 0; j < dim_; ++j) deltas[i * dim_ + j] = (row.value[j] - row.base[j]) * scale;
+    }
+    std::future<Status> sparse_done = Ready();
+    if (!keys.empty()) {
+      PsClient::SparsePushOptions opts;
+      opts.delta = true;
+      sparse_done = client_.PushSparse(o_.sparse_table.id, keys, deltas, opts);
+    }
+    std::future<Status> dense_done = Ready();
+    std::vector<float> dense_delta;
+    if (!dense_.value.empty()) {
+      dense_delta.resize(dense_.value.size());
+      for (size_t j = 0; j < dense_delta.size(); ++j) dense_delta[j] = (dense_.value[j] - dense_.base[j]) * scale;
+      PsClient::DensePushOptions opts;
+      opts.delta = true;
+      dense_done = client_.PushDense(o_.dense_table.id, dense_delta, opts);
+    }
+    RETURN_IF_ERROR(Wait(sparse_done, dense_done).WithContext("GEO exchange"));
+    // Refresh: the servers now hold every trainer's contributions.
+    if (!keys.empty()) {
+      std::vector<float> fresh(keys.size() * dim_);
+      RETURN_IF_ERROR(client_.PullSparse(o_.sparse_table.id, keys, fresh.data()).get());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        Row& row = cache_[keys[i]];
+        row.value.assign(fresh.begin() + i * dim_, fresh.begin() + (i + 1) * dim_);
+        row.base = row.value;
+      }
+    }
+    if (!dense_.value.empty()) {
+      RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, dense_.value).get());
+      dense_.base = dense_.value;
+    }
+    touched_.clear();
+    return Status::OK();
+  }
+
+  const TrainerOptions& o_;
+  PsClient& client_;
+  const uint32_t dim_;
+  const std::unique_ptr<optimizer::Optimizer> sparse_opt_;
+  const std::unique_ptr<optimizer::Optimizer> dense_opt_;
+
+  std::mutex mu_;  // guards everything below
+  std::unordered_map<uint64_t, Row> cache_;
+  std::unordered_set<uint64_t> touched_;
+  Row dense_;
+  uint64_t steps_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const TrainerOptions& options, PsClient& client,
+                                                  uint32_t worker_threads) {
+  if (options.local() || options.sync_mode == SyncMode::kSync) {
+    return std::unique_ptr<ParamSync>(new DirectSync(options, client, worker_threads));
+  }
+  if (options.sync_mode == SyncMode::kAsync) return std::unique_ptr<ParamSync>(new AsyncSync(options, client));
+  ASSIGN_OR_RETURN(auto geo, GeoSync::Create(options, client));
+  return std::unique_ptr<ParamSync>(std::move(geo));
+}
+
+}  // namespace fleetps::trainer

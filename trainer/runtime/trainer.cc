@@ -1,0 +1,327 @@
+#include "trainer/runtime/trainer.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "trainer/data/file_list.h"
+#include "trainer/data/in_memory_dataset.h"
+#include "trainer/data/queue_dataset.h"
+#include "trainer/model/auc_calculator.h"
+#include "trainer/model/dense_net.h"
+#include "trainer/model/embedding_pool.h"
+
+namespace fleetps::trainer {
+
+using Clock = std::chrono::steady_clock;
+using fleetps::ModelType;
+
+namespace {
+
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+// Per-thread buffers, reused from batch to batch.
+struct WorkerState {
+  model::DenseNet::Workspace ws;
+  std::vector<model::SlotIdsView> views;
+  std::vector<uint64_t> keys;
+  std::vector<uint32_t> index;
+  std::vector<float> rows;
+  std::vector<float> activations;
+  std::vector<float> activation_grads;
+  std::vector<float> key_grads;
+  std::vector<float> params;
+  std::vector<float> param_grads;
+  double dense_seconds = 0;
+};
+
+}  // namespace
+
+struct Trainer::Impl {
+  Impl(const config::TrainerOptions& o, PsClient& c)
+      : options(o),
+        client(c),
+        net(model::DenseNet::FromOptions(o.model)),
+        pool(o.model.type == ModelType::kCtrDnn ? std::make_unique<model::EmbeddingPool>(
+                                                      model::EmbeddingPool::FromOptions(o.model))
+                                                : nullptr) {}
+
+  const config::TrainerOptions& options;
+  PsClient& client;
+  const model::DenseNet net;
+  const std::unique_ptr<model::EmbeddingPool> pool;  // null for mlp
+  std::unique_ptr<ParamSync> sync;
+  std::unique_ptr<data::Dataset> train_data;  // kept across epochs (InMemoryDataset loads once)
+
+  // Activations of a batch: pooled embeddings + dense features (ctr_dnn), or the dense
+  // features (mlp). Pulls the sparse rows through `pull`.
+  template <typename Pull>
+  Status BuildActivations(const data::Batch& batch, WorkerState& w, Pull pull) {
+    const size_t b = batch.size();
+    if (pool == nullptr) {
+      if (batch.dense_dim != net.in_dim()) {
+        return Status::InvalidArgument("the mlp model expects " + std::to_string(net.in_dim()) +
+                                       " dense features per example, the data has " +
+                                       std::to_string(batch.dense_dim));
+      }
+      w.activations.assign(batch.dense.begin(), batch.dense.end());
+      return Status::OK();
+    }
+    w.views.clear();
+    for (const auto& slot : batch.slots) w.views.push_back({slot.offsets, slot.ids});
+    model::DedupKeys(w.views, &w.keys, &w.index);
+    w.rows.resize(w.keys.size() * pool->dim());
+    RETURN_IF_ERROR(pull(w.keys, w.rows.data()));
+    w.activations.resize(b * pool->output_dim());
+    pool->Forward(w.views, w.index, w.rows, batch.dense, w.activations);
+    return Status::OK();
+  }
+
+  // One training step.
+  StatusOr<float> Step(uint32_t worker, const data::Batch& batch, WorkerState& w) {
+    RETURN_IF_ERROR(BuildActivations(batch, w, [&](std::span<const uint64_t> keys, float* rows) {
+      return sync->PullSparse(worker, keys, rows);
+    }));
+    RETURN_IF_ERROR(sync->DenseParams(worker, &w.params));
+    const size_t b = batch.size();
+    w.param_grads.resize(net.num_params());
+    w.activation_grads.resize(pool ? w.activations.size() : 0);
+    const auto t0 = Clock::now();
+    const float loss =
+        net.ForwardBackward(w.params, w.activations, batch.labels, b, w.param_grads, w.activation_grads, &w.ws);
+    w.dense_seconds += Seconds(t0);
+    if (pool) {
+      w.key_grads.resize(w.keys.size() * pool->dim());
+      pool->Backward(w.views, w.index, w.activation_grads, w.key_grads);
+    } else {
+      w.keys.clear();
+      w.key_grads.clear();
+    }
+    RETURN_IF_ERROR(sync->Push(worker, w.keys, w.key_grads, w.param_grads));
+    return loss;
+  }
+
+  StatusOr<std::unique_ptr<data::Dataset>> OpenDataset(const std::vector<std::string>& paths, size_t batch_size,
+                                                       bool allow_in_memory) {
+    ASSIGN_OR_RETURN(auto files, data::ListTrainerFiles(paths, options.data.split_file_list, options.trainer_id,
+                                                       options.trainers_num));
+    if (allow_in_memory && options.data.dataset == config::DatasetKind::kInMemory) {
+      auto ds = std::make_unique<data::InMemoryDataset>(options.data, files, batch_size, options.trainer_id);
+      RETURN_IF_ERROR(ds->LoadIntoMemory());
+      spdlog::info("trainer {}: loaded {} examples into memory ({:.1f} MB)", options.trainer_id, ds->size(),
+                   ds->MemoryBytes() / 1e6);
+      return std::unique_ptr<data::Dataset>(std::move(ds));
+    }
+    return std::unique_ptr<data::Dataset>(std::make_unique<data::QueueDataset>(options.data, files, batch_size));
+  }
+
+  // Sums the AUC state of every trainer; returns the merged calculator.
+  StatusOr<model::AucCalculator> GlobalAuc(const std::string& name, const model::AucCalculator& local) {
+    model::AucCalculator merged;
+    if (options.trainers_num == 1) {
+      merged.Merge(local);
+      return merged;
+    }
+    ASSIGN_OR_RETURN(auto result, client.Barrier(name, options.trainer_id, options.trainers_num,
+                                                 std::chrono::milliseconds(options.barrier_timeout_ms), local.state()));
+    merged.MergeState(result.sum);
+    return merged;
+  }
+};
+
+Trainer::Trainer(config::TrainerOptions options, PsClient& client)
+    : options_(std::move(options)), client_(client), impl_(std::make_unique<Impl>(options_, client_)) {}
+
+Trainer::~Trainer() = default;
+
+Status Trainer::Barrier(const std::string& name) {
+  return client_
+      .Barrier(name, options_.trainer_id, options_.trainers_num, std::chrono::milliseconds(options_.barrier_timeout_ms))
+      .status();
+}
+
+Status Trainer::Start() {
+  auto& impl = *impl_;
+  // The servers must hold the tables this model needs, with the right shapes.
+  ASSIGN_OR_RETURN(auto dense, client_.Table(options_.dense_table.id));
+  if (!dense.dense || dense.dim != impl.net.num_params()) {
+    return Status::InvalidArgument("pserver table " + std::to_string(dense.id) + " ('" + dense.name + "') has " +
+                                   std::to_string(dense.dim) + " floats but the model has " +
+                                   std::to_string(impl.net.num_params()) +
+                                   " dense parameters (start the pservers with the same job YAML)");
+  }
+  if (impl.pool) {
+    ASSIGN_OR_RETURN(auto sparse, client_.Table(options_.sparse_table.id));
+    if (sparse.dense || sparse.dim != impl.pool->dim()) {
+      return Status::InvalidArgument("pserver table " + std::to_string(sparse.id) + " ('" + sparse.name +
+                                     "') has dim " + std::to_string(sparse.dim) + " but the model's embedding is " +
+                                     std::to_string(impl.pool->dim()) + " wide");
+    }
+  }
+  ASSIGN_OR_RETURN(impl.sync, MakeParamSync(options_, client_, options_.worker_threads));
+  if (options_.trainer_id == 0) {
+    std::vector<float> params(impl.net.num_params());
+    impl.net.InitParams(params, options_.model.init_seed);
+    RETURN_IF_ERROR(client_.PushDenseParam(options_.dense_table.id, params).get().WithContext("initial dense push"));
+  }
+  return Barrier("start");
+}
+
+StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
+  auto& impl = *impl_;
+  if (impl.train_data == nullptr) {
+    ASSIGN_OR_RETURN(impl.train_data, impl.OpenDataset(options_.data.train_paths, options_.data.batch_size, true));
+  }
+  if (auto* mem = dynamic_cast<data::InMemoryDataset*>(impl.train_data.get())) {
+    mem->LocalShuffle(options_.data.shuffle_seed + epoch * 1000003ull + options_.trainer_id);
+  }
+  data::Dataset& dataset = *impl.train_data;
+  RETURN_IF_ERROR(dataset.StartPass());
+
+  std::mutex mu;  // guards the metrics and first_error below
+  model::AucCalculator epoch_auc, interval_auc;
+  double interval_loss = 0;
+  uint64_t interval_batches = 0, interval_examples = 0;
+  Status first_error;
+  std::atomic<uint64_t> steps{0}, examples{0};
+  std::atomic<bool> failed{false};
+  const auto start = Clock::now();
+  auto interval_start = start;
+  const uint32_t threads = options_.worker_threads;
+  std::vector<WorkerState> states(threads);
+
+  auto worker = [&](uint32_t w) {
+    WorkerState& ws = states[w];
+    data::Batch batch;
+    bool done = false;
+    while (!done && !failed) {
+      auto has = dataset.NextBatch(&batch);
+      Status st = has.status();
+      const bool got = st.ok() && *has && !batch.empty();
+      if (st.ok() && got) {
+        auto loss = impl.Step(w, batch, ws);
+        st = loss.status();
+        if (st.ok()) {
+          examples += batch.size();
+          const uint64_t step = ++steps;
+          std::lock_guard<std::mutex> lock(mu);
+          epoch_auc.Add(ws.ws.predictions(), batch.labels);
+          interval_auc.Add(ws.ws.predictions(), batch.labels);
+          interval_loss += *loss;
+          ++interval_batches;
+          interval_examples += batch.size();
+          if (step % options_.print_interval == 0) {
+            const double secs = Seconds(interval_start);
+            spdlog::info("trainer {} epoch {} step {}: loss {:.5f} auc {:.5f} ({} examples, {:.0f} examples/s)",
+                         options_.trainer_id, epoch, step, interval_loss / interval_batches, interval_auc.Auc(),
+                         interval_examples, interval_examples / std::max(secs, 1e-9));
+            interval_auc.Reset();
+            interval_loss = 0;
+            interval_batches = 0;
+            interval_examples = 0;
+            interval_start = Clock::now();
+          }
+        }
+      }
+      if (st.ok()) {
+        // Sync mode keeps every worker stepping until all are out of data.
+        auto all_done = impl.sync->EndStep(w, !got);
+        st = all_done.status();
+        done = st.ok() && *all_done;
+      }
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok()) first_error = st;
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (uint32_t w = 0; w < threads; ++w) pool.emplace_back(worker, w);
+  for (auto& t : pool) t.join();
+  dataset.EndPass();
+  RETURN_IF_ERROR(first_error.WithContext("trainer " + std::to_string(options_.trainer_id) + " epoch " +
+                                          std::to_string(epoch)));
+  RETURN_IF_ERROR(impl.sync->Flush());
+
+  PassReport report;
+  report.epoch = epoch;
+  report.seconds = Seconds(start);
+  report.examples = examples;
+  report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);
+  for (const auto& s : states) report.dense_compute_sec += s.dense_seconds;
+  report.skipped_lines = dataset.stats().bad_lines;
+  ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("epoch-" + std::to_string(epoch), epoch_auc));
+  report.auc = global.Auc();
+  report.loss = global.MeanLoss();
+  report.actual_ctr = global.ActualCtr();
+  report.predicted_ctr = global.PredictedCtr();
+  return report;
+}
+
+StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, const std::string& predictions_path) {
+  auto& impl = *impl_;
+  ASSIGN_OR_RETURN(auto dataset, impl.OpenDataset(paths, options_.data.test_batch_size, false));
+  RETURN_IF_ERROR(dataset->StartPass());
+  std::vector<float> params(impl.net.num_params());
+  RETURN_IF_ERROR(client_.PullDense(options_.dense_table.id, params).get());
+
+  std::ofstream predictions;
+  if (!predictions_path.empty()) {
+    predictions.open(predictions_path, std::ios::trunc);
+    if (!predictions) return Status::IOError("cannot write predictions to " + predictions_path);
+  }
+  std::mutex mu;  // guards auc, predictions, first_error
+  model::AucCalculator auc;
+  Status first_error;
+  std::atomic<uint64_t> examples{0};
+  const auto start = Clock::now();
+  auto worker = [&] {
+    WorkerState ws;
+    data::Batch batch;
+    while (true) {
+      auto has = dataset->NextBatch(&batch);
+      Status st = has.status();
+      if (st.ok() && !*has) break;
+      if (st.ok()) {
+        st = impl.BuildActivations(batch, ws, [&](std::span<const uint64_t> keys, float* rows) {
+          return client_.PullSparse(options_.sparse_table.id, keys, rows).get();
+        });
+      }
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok()) first_error = st;
+        break;
+      }
+      auto p = impl.net.Forward(params, ws.activations, batch.size(), &ws.ws);
+      examples += batch.size();
+      std::lock_guard<std::mutex> lock(mu);
+      auc.Add(p, batch.labels);
+      if (predictions.is_open()) {
+        for (size_t i = 0; i < batch.size(); ++i) predictions << batch.labels[i] << ' ' << p[i] << '\n';
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (uint32_t w = 0; w < options_.worker_threads; ++w) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  dataset->EndPass();
+  RETURN_IF_ERROR(first_error.WithContext("evaluation"));
+  PassReport report;
+  report.seconds = Seconds(start);
+  report.examples = examples;
+  report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);
+  ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("eval", auc));
+  report.auc = global.Auc();
+  report.loss = global.MeanLoss();
+  report.actual_ctr = global.ActualCtr();
+  report.predicted_ctr = global.PredictedCtr();
+  return report;
+}
+
+}  // namespace fleetps::trainer

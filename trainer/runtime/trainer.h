@@ -1,0 +1,66 @@
+#pragma once
+// Trainer: the cpu-trainer's training and evaluation loops over a PsClient.
+//
+// One Trainer per trainer process. Train() runs the Fleet lifecycle: trainer 0 pushes
+// the initial dense parameters and everyone meets at a barrier; each epoch streams this
+// trainer's files through worker threads (Hogwild over the shared client and ParamSync),
+// printing loss / AUC / examples per second every print_interval steps; at the end of an
+// epoch every pending push is flushed and the epoch's AUC is summed across trainers
+// (a barrier all-reduce of the bucket counts). Evaluate() scores a data set with the
+// current parameters, also summed across trainers.
+//
+// The model is a ctr_dnn (embedding lookup + sum-pooling + DenseNet) or an mlp (DenseNet
+// over the dense features). Thread-safety: one controlling thread calls the methods.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config/trainer_config.h"
+#include "common/status.h"
+#include "trainer/client/ps_client.h"
+#include "trainer/data/dataset.h"
+#include "trainer/runtime/param_sync.h"
+
+namespace fleetps::trainer {
+
+struct PassReport {
+  uint32_t epoch = 0;         // 1-based; 0 for evaluation
+  uint64_t examples = 0;      // this trainer's
+  double loss = 0;            // mean log loss, all trainers
+  double auc = 0;             // bucketed AUC (4096 thresholds), all trainers
+  double actual_ctr = 0;
+  double predicted_ctr = 0;
+  double seconds = 0;         // wall time of the pass
+  double examples_per_sec = 0;     // this trainer's
+  double dense_compute_sec = 0;    // summed over worker threads: DenseNet forward/backward
+  uint64_t skipped_lines = 0;      // bad lines skipped (skip_bad_lines)
+};
+
+class Trainer {
+ public:
+  // `client` outlives the Trainer.
+  Trainer(config::TrainerOptions options, PsClient& client);
+  ~Trainer();
+
+  // Initial dense parameters (trainer 0) and the start barrier.
+  Status Start();
+  // One training pass over this trainer's share of the training files.
+  StatusOr<PassReport> TrainEpoch(uint32_t epoch);
+  // Scores `paths` (this trainer's share) with the current parameters; writes one
+  // "label prediction" line per example to `predictions_path` when not empty.
+  StatusOr<PassReport> Evaluate(const std::vector<std::string>& paths, const std::string& predictions_path);
+  // Meets every trainer at a named barrier.
+  Status Barrier(const std::string& name);
+
+  const config::TrainerOptions& options() const { return options_; }
+
+ private:
+  struct Impl;
+  config::TrainerOptions options_;
+  PsClient& client_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fleetps::trainer
