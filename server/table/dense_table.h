@@ -1,0 +1,73 @@
+#pragma once
+// DenseTable: this server's slice of a dense parameter vector.
+//
+// The table is a flat vector of options.dim floats (across all servers) split into
+// contiguous slices by DenseSliceBegin (common/sharding.h); this server holds the global
+// offsets [begin(), end()). Each weight has its own optimizer element state; the optimizer's
+// shared state (Adam's beta powers) is one block for the whole slice and advances once per
+// Push call, so a trainer pushes its whole slice once per step.
+//
+// Initial values come from the initializer with key = global offset and column = 0, so any
+// split over servers gives the same vector.
+//
+// Thread-safety: none; a dense table has one owner (one executor) that makes every call.
+// Not copyable.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/config/table_options.h"
+#include "common/optimizer/optimizer.h"
+#include "common/status.h"
+
+namespace fleetps::server {
+
+class DenseTable {
+ public:
+  // InvalidArgument (naming the table and the field) unless options.kind is dense, dim >= 1,
+  // server_index < num_servers and the optimizer and initializer options are valid.
+  static StatusOr<std::unique_ptr<DenseTable>> Create(const TableOptions& options, uint32_t server_index,
+                                                      uint32_t num_servers);
+  DenseTable(const DenseTable&) = delete;
+  DenseTable& operator=(const DenseTable&) = delete;
+
+  const TableOptions& options() const { return options_; }
+  // This server's slice of global offsets, [begin(), end()); may be empty when the table has
+  // fewer floats than there are servers.
+  uint64_t begin() const { return begin_; }
+  uint64_t end() const { return end_; }
+  // RAM held by the slice: weights plus optimizer state, bytes.
+  uint64_t MemoryBytes() const;
+
+  // All three take a global range [global_offset, global_offset + count) that must lie in
+  // [begin(), end()); InvalidArgument naming the table, the range and the slice otherwise.
+  // count == 0 is a no-op.
+
+  // Copies the weights of the range to out[0, count).
+  Status Pull(uint64_t global_offset, uint64_t count, float* out) const;
+  // Applies grads[0, count) to the range with the optimizer (one optimizer step).
+  Status Push(uint64_t global_offset, uint64_t count, const float* grads);
+  // Overwrites the range with values[0, count) (trainer 0's initial parameters), resets the
+  // range's optimizer state and restarts the shared state (Adam's bias correction).
+  Status SetParams(uint64_t global_offset, uint64_t count, const float* values);
+
+ private:
+  DenseTable(const TableOptions& options, uint32_t server_index, uint32_t num_servers,
+             std::unique_ptr<optimizer::Optimizer> optimizer);
+
+  // OK when the range lies in the slice; sets *local to its offset inside the slice.
+  Status Locate(uint64_t global_offset, uint64_t count, uint64_t* local) const;
+
+  const TableOptions options_;
+  const uint32_t server_index_;
+  const uint32_t num_servers_;
+  const uint64_t begin_;
+  const uint64_t end_;
+  const std::unique_ptr<optimizer::Optimizer> optimizer_;
+  std::vector<float> weights_;        // end_ - begin_ floats
+  std::vector<float> element_state_;  // element_state_size() floats per weight
+  std::vector<float> shared_state_;   // shared_state_size() floats for the slice
+};
+
+}  // namespace fleetps::server

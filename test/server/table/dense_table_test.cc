@@ -1,0 +1,142 @@
+#include "server/table/dense_table.h"
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "server/table/initializer.h"
+
+namespace fleetps::server {
+namespace {
+
+TableOptions DenseOptions(uint64_t size) {
+  TableOptions o;
+  o.id = 1;
+  o.name = "dense0";
+  o.kind = TableKind::kDense;
+  o.dim = size;
+  return o;
+}
+
+std::unique_ptr<DenseTable> MustCreate(const TableOptions& o, uint32_t server, uint32_t servers) {
+  auto table = DenseTable::Create(o, server, servers);
+  REQUIRE(table.ok());
+  return std::move(table).value();
+}
+
+TEST_CASE("DenseTable: slices over 1, 2, 3 servers reassemble the same vector", "[dense_table]") {
+  TableOptions o = DenseOptions(10);
+  o.initializer.kind = InitializerKind::kUniform;
+  o.initializer.seed = 77;
+  auto initializer = Initializer::Create(o.initializer);
+  REQUIRE(initializer.ok());
+  std::vector<float> expected(10);
+  for (uint64_t i = 0; i < 10; ++i) expected[i] = initializer->Value(i, 0);
+
+  for (uint32_t servers : {1u, 2u, 3u, 11u}) {  // 11 > 10 floats: some slices are empty
+    CAPTURE(servers);
+    std::vector<float> assembled;
+    uint64_t next = 0;
+    for (uint32_t s = 0; s < servers; ++s) {
+      auto table = MustCreate(o, s, servers);
+      CHECK(table->begin() == next);  // contiguous, in server order
+      std::vector<float> slice(table->end() - table->begin());
+      REQUIRE(table->Pull(table->begin(), slice.size(), slice.data()).ok());
+      assembled.insert(assembled.end(), slice.begin(), slice.end());
+      next = table->end();
+    }
+    CHECK(next == 10);
+    CHECK(assembled == expected);
+  }
+}
+
+TEST_CASE("DenseTable: pushes apply the optimizer per element", "[dense_table]") {
+  TableOptions o = DenseOptions(6);
+  o.initializer.kind = InitializerKind::kConstant;
+  o.initializer.value = 1.0f;
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.optimizer.learning_rate = 0.5f;
+  auto table = MustCreate(o, 1, 2);  // holds [3, 6)
+  REQUIRE(table->begin() == 3);
+  REQUIRE(table->end() == 6);
+
+  const std::vector<float> grads = {1.0f, 2.0f};
+  REQUIRE(table->Push(4, 2, grads.data()).ok());  // [1 - 0.5, 1 - 1] at offsets 4, 5
+  std::vector<float> w(3);
+  REQUIRE(table->Pull(3, 3, w.data()).ok());
+  CHECK(w == std::vector<float>{1.0f, 0.5f, 0.0f});
+}
+
+TEST_CASE("DenseTable: Adam shares its beta powers over the slice; SetParams resets", "[dense_table]") {
+  TableOptions o = DenseOptions(2);
+  o.initializer.kind = InitializerKind::kConstant;
+  o.initializer.value = 1.0f;
+  o.optimizer.kind = OptimizerKind::kAdam;
+  o.optimizer.learning_rate = 0.1f;
+  o.optimizer.beta1 = 0.5f;
+  o.optimizer.beta2 = 0.75f;
+  auto table = MustCreate(o, 0, 1);
+  CHECK(table->MemoryBytes() == (2 + 2 * 2 + 2) * sizeof(float));  // weights, m and v, beta powers
+
+  // Step 1 on both weights: lr_t = 0.1; g = 2 gives m = 1, v = 1: w = 1 - 0.1 = 0.9.
+  const std::vector<float> g1 = {2.0f, 2.0f};
+  REQUIRE(table->Push(0, 2, g1.data()).ok());
+  // Step 2 on weight 0 only: lr_t = 0.1 * sqrt(0.4375) / 0.75 (the powers advanced once);
+  // g = -2: m = -0.5, v = 1.75, w = 0.9 + 1/30.
+  const float g2 = -2.0f;
+  REQUIRE(table->Push(0, 1, &g2).ok());
+  std::vector<float> w(2);
+  REQUIRE(table->Pull(0, 2, w.data()).ok());
+  CHECK(w[0] == Approx(0.9333333f));
+  CHECK(w[1] == Approx(0.9f));
+
+  // SetParams overwrites and restarts the optimizer: the next push is a first step again.
+  const std::vector<float> values = {1.0f, 1.0f};
+  REQUIRE(table->SetParams(0, 2, values.data()).ok());
+  REQUIRE(table->Push(0, 2, g1.data()).ok());
+  REQUIRE(table->Pull(0, 2, w.data()).ok());
+  CHECK(w[0] == Approx(0.9f));
+  CHECK(w[1] == Approx(0.9f));
+}
+
+TEST_CASE("DenseTable: ranges outside the slice are InvalidArgument", "[dense_table]") {
+  TableOptions o = DenseOptions(10);
+  auto table = MustCreate(o, 1, 2);  // holds [5, 10)
+  std::vector<float> buf(20);
+  auto expect_range_error = [&](const Status& st, const std::string& range) {
+    CAPTURE(st.ToString());
+    CHECK(st.IsInvalidArgument());
+    CHECK(st.message().find("dense table 'dense0' (id 1)") != std::string::npos);
+    CHECK(st.message().find("range " + range) != std::string::npos);
+    CHECK(st.message().find("slice [5, 10)") != std::string::npos);
+  };
+  expect_range_error(table->Pull(4, 2, buf.data()), "[4, 6)");
+  expect_range_error(table->Pull(8, 3, buf.data()), "[8, 11)");
+  expect_range_error(table->Push(10, 1, buf.data()), "[10, 11)");
+  expect_range_error(table->SetParams(0, 20, buf.data()), "[0, 20)");
+  const uint64_t huge = std::numeric_limits<uint64_t>::max();
+  expect_range_error(table->Pull(6, huge, buf.data()), "[6, " + std::to_string(huge) + ")");
+
+  CHECK(table->Pull(5, 5, buf.data()).ok());
+  CHECK(table->Pull(10, 0, buf.data()).ok());  // empty range at the end
+  CHECK(table->Push(7, 0, buf.data()).ok());
+}
+
+TEST_CASE("DenseTable: Create rejects bad options", "[dense_table]") {
+  TableOptions o = DenseOptions(0);
+  CHECK(DenseTable::Create(o, 0, 1).status().IsInvalidArgument());
+  o = DenseOptions(4);
+  o.kind = TableKind::kSparse;
+  CHECK(DenseTable::Create(o, 0, 1).status().IsInvalidArgument());
+  o = DenseOptions(4);
+  const Status st = DenseTable::Create(o, 3, 3).status();
+  CHECK(st.IsInvalidArgument());
+  CHECK(st.message().find("dense table 'dense0'") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace fleetps::server
