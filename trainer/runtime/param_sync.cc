@@ -158,15 +158,12 @@ class AsyncSync : public ParamSync {
     uint64_t sends = 0;
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
+      cv_.wait(lock, [this] { return stopping_ || merged_steps_ > 0; });
+      if (merged_steps_ == 0 || !error_.ok()) return;  // stopping
       // Send when a merge window is full, on flush, or after a short wait for more steps.
       cv_.wait_for(lock, std::chrono::milliseconds(2), [this] {
         return stopping_ || flush_requested_ || merged_steps_ >= o_.max_merge_steps;
       });
-      if (merged_steps_ == 0) {
-        if (stopping_) return;
-        continue;
-      }
-      if (!error_.ok()) return;
       // Take the merged window; workers keep merging into fresh buffers meanwhile.
       std::vector<uint64_t> keys;
       std::vector<float> grads;
