@@ -1,0 +1,120 @@
+// End-to-end: the real cpu-trainer and pserver binaries on loopback, on data from the
+// real generator. Every training mode must finish with every process exiting 0 and reach
+// a test AUC that an untrained model (AUC ~0.5) cannot.
+#include <catch2/catch.hpp>
+#include <regex>
+#include <thread>
+
+#include "test/support/process.h"
+
+namespace fleetps {
+namespace {
+
+using testing::ChildProcess;
+
+constexpr double kAucFloor = 0.60;  // untrained: ~0.5; trained on this data: ~0.65-0.7
+
+struct Workdir {
+  std::string dir = testing::MakeTempDir("trainer_e2e");
+  Workdir() {
+    ChildProcess gen;
+    REQUIRE(gen.Start({testing::BinaryPath("tools/datagen/fleetps-datagen"), "--out-dir", dir + "/data", "--rows",
+                       "30000", "--train-files", "2", "--seed", "11"},
+                      {}, dir + "/datagen.log"));
+    REQUIRE(gen.Wait(std::chrono::seconds(60)) == 0);
+    testing::WriteFile(dir + "/job.yaml", R"(
+runner:
+  train_data_dir: "data/train"
+  test_data_dir: "data/test"
+  train_batch_size: 256
+  infer_batch_size: 1024
+  thread_num: 1
+  epochs: 2
+  print_interval: 50
+  geo_step: 10
+  model_save_path: "model"
+hyper_parameters:
+  model_type: ctr_dnn
+  optimizer: {class: Adam, learning_rate: 0.002}
+  sparse_inputs_slots: 27
+  sparse_feature_dim: 8
+  dense_input_dim: 13
+  fc_sizes: [64, 32]
+fleetps:
+  sparse_table: {shards: 4}
+  server: {io_threads: 1, shard_threads: 1}
+)");
+  }
+};
+
+// Reads the "test" AUC out of a cpu-trainer --report file.
+double TestAuc(const std::string& report) {
+  const std::string text = testing::ReadFile(report);
+  std::smatch m;
+  REQUIRE(std::regex_search(text, m, std::regex("\"test\": \\{[^}]*\"auc\": ([0-9.]+)")));
+  return std::stod(m[1]);
+}
+
+double TrainerRun(const Workdir& w, const std::string& name, const std::vector<std::string>& extra,
+                  const std::map<std::string, std::string>& env) {
+  std::vector<std::string> argv = {testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml",
+                                   "--report", w.dir + "/" + name + ".json"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  ChildProcess p;
+  REQUIRE(p.Start(argv, env, w.dir + "/" + name + ".log"));
+  const int rc = p.Wait(std::chrono::seconds(120));
+  INFO(testing::ReadFile(w.dir + "/" + name + ".log"));
+  REQUIRE(rc == 0);
+  return TestAuc(w.dir + "/" + name + ".json");
+}
+
+TEST_CASE("Local training reaches the AUC floor and exits 0") {
+  Workdir w;
+  const double auc = TrainerRun(w, "local", {}, {});
+  CHECK(auc > kAucFloor);
+}
+
+// 2 pservers started with the job YAML, 2 trainers; trainer 0 stops the servers at the end.
+void ClusterRun(const std::string& mode) {
+  Workdir w;
+  const auto ports = testing::FreePorts(2);
+  const std::string endpoints = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+  ChildProcess servers[2];
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(servers[i].Start({testing::BinaryPath("server/pserver"), "--config", w.dir + "/job.yaml"},
+                             {{"TRAINING_ROLE", "PSERVER"},
+                              {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
+                              {"POD_IP", "127.0.0.1"},
+                              {"PADDLE_PORT", std::to_string(ports[i])}},
+                             w.dir + "/pserver" + std::to_string(i) + ".log"));
+  }
+  ChildProcess trainers[2];
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml",
+                               "--sync-mode", mode, "--report", w.dir + "/trainer" + std::to_string(i) + ".json"},
+                              {{"TRAINING_ROLE", "TRAINER"},
+                               {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
+                               {"PADDLE_TRAINERS_NUM", "2"},
+                               {"PADDLE_TRAINER_ID", std::to_string(i)}},
+                              w.dir + "/trainer" + std::to_string(i) + ".log"));
+  }
+  for (int i = 0; i < 2; ++i) {
+    INFO("trainer " << i << " log:\n" << testing::ReadFile(w.dir + "/trainer" + std::to_string(i) + ".log"));
+    REQUIRE(trainers[i].Wait(std::chrono::seconds(180)) == 0);
+  }
+  for (int i = 0; i < 2; ++i) {
+    INFO("pserver " << i << " log:\n" << testing::ReadFile(w.dir + "/pserver" + std::to_string(i) + ".log"));
+    CHECK(servers[i].Wait(std::chrono::seconds(30)) == 0);  // stopped by trainer 0
+  }
+  // The test AUC is summed across trainers: both report the same figure.
+  const double auc0 = TestAuc(w.dir + "/trainer0.json");
+  const double auc1 = TestAuc(w.dir + "/trainer1.json");
+  CHECK(auc0 == Approx(auc1).margin(1e-9));
+  CHECK(auc0 > kAucFloor);
+}
+
+TEST_CASE("Async training with 2 pservers and 2 trainers") { ClusterRun("async"); }
+TEST_CASE("Sync training with 2 pservers and 2 trainers") { ClusterRun("sync"); }
+
+}  // namespace
+}  // namespace fleetps
