@@ -206,6 +206,16 @@ std::string_view DataFormatName(DataFormat format) {
   return "unknown";
 }
 
+bool DataFormatFromName(std::string_view name, DataFormat* out) {
+  for (const auto& [spelling, value] : kFormats) {
+    if (spelling == name) {
+      *out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string_view DatasetKindName(DatasetKind kind) {
   for (const auto& [name, value] : kDatasetKinds) {
     if (value == kind) return name;

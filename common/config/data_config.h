@@ -40,6 +40,8 @@ enum class DatasetKind : uint8_t {
 };
 
 std::string_view DataFormatName(DataFormat format);  // "rank_dnn" | "multislot" | "slot_dnn"
+// The format named `name` (a DataFormatName spelling); false when there is none.
+bool DataFormatFromName(std::string_view name, DataFormat* out);
 std::string_view DatasetKindName(DatasetKind kind);  // "QueueDataset" | "InMemoryDataset"
 
 struct DataOptions {

@@ -1,0 +1,165 @@
+// fleetps-datagen's library: generated files read back with the trainer's readers.
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "common/config/yaml_util.h"
+#include "test/trainer/data/data_test_util.h"
+#include "tools/datagen/datagen.h"
+#include "trainer/data/file_list.h"
+#include "trainer/data/in_memory_dataset.h"
+
+namespace fleetps::datagen {
+namespace {
+
+using config::DataFormat;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// All records of `files` in file order, as one batch.
+data::Batch LoadAll(const config::DataOptions& options, const std::vector<std::string>& files) {
+  data::InMemoryDataset dataset(options, files, 1 << 30);
+  const Status status = dataset.LoadIntoMemory();
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  data::Batch all;
+  REQUIRE(dataset.StartPass().ok());
+  if (dataset.size() > 0) REQUIRE(*dataset.NextBatch(&all));
+  return all;
+}
+
+DatagenOptions SmallOptions(const std::string& out_dir, DataFormat format) {
+  DatagenOptions o;
+  o.format = format;
+  o.rows = 20000;
+  o.test_fraction = 0.2;
+  o.train_files = 3;
+  o.out_dir = out_dir;
+  o.seed = 17;
+  o.dense_dim = format == DataFormat::kSlotDnn ? 0 : 13;
+  return o;
+}
+
+TEST_CASE("generated files read back through data.yaml in every format", "[datagen]") {
+  for (DataFormat format : {DataFormat::kRankDnn, DataFormat::kMultiSlot, DataFormat::kSlotDnn}) {
+    INFO(config::DataFormatName(format));
+    data::testing::TempDir dir;
+    const DatagenOptions options = SmallOptions(dir.path(), format);
+    const auto report = GenerateDataset(options);
+    REQUIRE(report.ok());
+    CHECK(report->train_rows == 16000);
+    CHECK(report->test_rows == 4000);
+
+    // The data section datagen wrote is what the trainer parses.
+    auto root = config::LoadYamlFile(report->config_file);
+    REQUIRE(root.ok());
+    config::DataOptions data;
+    REQUIRE(config::ParseDataOptions((*root)["data"], config::YamlContext{report->config_file, "data"}, &data).ok());
+    CHECK(data.format == format);
+    CHECK(data.sparse_slots.size() == 26);
+    CHECK(data.dense_dim == options.dense_dim);
+    auto train_files = data::ExpandFileList(data.train_paths);
+    auto test_files = data::ExpandFileList(data.test_paths);
+    REQUIRE(train_files.ok());
+    REQUIRE(test_files.ok());
+    CHECK(*train_files == report->train_files);
+    CHECK(*test_files == report->test_files);
+
+    const data::Batch train = LoadAll(data, *train_files);
+    const data::Batch test = LoadAll(data, *test_files);
+    REQUIRE(train.size() == 16000);
+    REQUIRE(test.size() == 4000);
+    const double positives = std::count(train.labels.begin(), train.labels.end(), 1.0f) +
+                             std::count(test.labels.begin(), test.labels.end(), 1.0f);
+    CHECK(positives / 20000 == Approx(report->label_mean).epsilon(1e-12));
+    CHECK(report->label_mean > 0.1);
+    CHECK(report->label_mean < 0.4);
+    CHECK(report->bayes_auc > 0.7);
+    CHECK(report->bayes_auc < 1.0);
+    for (const auto& slot : train.slots) CHECK(slot.ids.size() == 16000);  // one id per slot and row
+  }
+}
+
+TEST_CASE("every format writes the same examples for the same seed", "[datagen]") {
+  data::testing::TempDir rank_dir, multi_dir;
+  const auto rank = GenerateDataset(SmallOptions(rank_dir.path(), DataFormat::kRankDnn));
+  const auto multi = GenerateDataset(SmallOptions(multi_dir.path(), DataFormat::kMultiSlot));
+  REQUIRE(rank.ok());
+  REQUIRE(multi.ok());
+  CHECK(rank->bayes_auc == multi->bayes_auc);
+  auto options = DatagenDataOptions(SmallOptions("", DataFormat::kRankDnn));
+  auto multi_options = DatagenDataOptions(SmallOptions("", DataFormat::kMultiSlot));
+  REQUIRE(options.ok());
+  REQUIRE(multi_options.ok());
+  CHECK(LoadAll(*options, rank->train_files) == LoadAll(*multi_options, multi->train_files));
+}
+
+TEST_CASE("generation is deterministic with the seed", "[datagen]") {
+  data::testing::TempDir a, b, c;
+  DatagenOptions options = SmallOptions(a.path(), DataFormat::kRankDnn);
+  const auto first = GenerateDataset(options);
+  options.out_dir = b.path();
+  const auto second = GenerateDataset(options);
+  options.out_dir = c.path();
+  options.seed = 18;
+  const auto other = GenerateDataset(options);
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  REQUIRE(other.ok());
+  CHECK(first->bayes_auc == second->bayes_auc);
+  for (size_t i = 0; i < first->train_files.size(); ++i) {
+    CHECK(Slurp(first->train_files[i]) == Slurp(second->train_files[i]));
+    CHECK(Slurp(first->train_files[i]) != Slurp(other->train_files[i]));
+  }
+  CHECK(Slurp(first->test_files[0]) == Slurp(second->test_files[0]));
+}
+
+TEST_CASE("ids are Zipf-skewed and never shared between slots", "[datagen]") {
+  data::testing::TempDir dir;
+  DatagenOptions options = SmallOptions(dir.path(), DataFormat::kRankDnn);
+  options.vocab_size = 1000;
+  options.zipf_exponent = 1.2;
+  const auto report = GenerateDataset(options);
+  REQUIRE(report.ok());
+  auto data = DatagenDataOptions(options);
+  REQUIRE(data.ok());
+  const data::Batch train = LoadAll(*data, report->train_files);
+  for (size_t s = 0; s < train.num_slots(); ++s) {
+    std::map<uint64_t, int> counts;
+    for (uint64_t id : train.slots[s].ids) ++counts[id];
+    // Slot s owns ids [s * vocab, (s + 1) * vocab).
+    CHECK(counts.begin()->first >= s * options.vocab_size);
+    CHECK(counts.rbegin()->first < (s + 1) * options.vocab_size);
+    // Rank 1 is the most frequent id: P(1) = (1 - 2^-0.2) / (1 - 1001^-0.2) = 0.173 under the
+    // continuous approximation (density x^-1.2 on [1, 1001)).
+    const auto top = std::max_element(counts.begin(), counts.end(),
+                                      [](const auto& a, const auto& b) { return a.second < b.second; });
+    CHECK(top->first == s * options.vocab_size);
+    CHECK(top->second > 0.16 * 16000);
+    CHECK(top->second < 0.19 * 16000);
+  }
+}
+
+TEST_CASE("bad datagen options are InvalidArgument", "[datagen]") {
+  data::testing::TempDir dir;
+  DatagenOptions options = SmallOptions(dir.path(), DataFormat::kSlotDnn);
+  options.dense_dim = 13;
+  CHECK(GenerateDataset(options).status().IsInvalidArgument());
+  options = SmallOptions(dir.path(), DataFormat::kRankDnn);
+  options.rows = 0;
+  CHECK(GenerateDataset(options).status().IsInvalidArgument());
+  options = SmallOptions(dir.path(), DataFormat::kRankDnn);
+  options.test_fraction = 1.0;
+  CHECK(GenerateDataset(options).status().IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace fleetps::datagen

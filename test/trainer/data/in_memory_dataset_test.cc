@@ -1,0 +1,211 @@
+// InMemoryDataset: loading, local and global shuffles, batch iteration.
+
+#include <algorithm>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "trainer/data/file_list.h"
+#include "trainer/data/in_memory_dataset.h"
+#include "test/trainer/data/data_test_util.h"
+
+namespace fleetps::data {
+namespace {
+
+// Keys (slot-0 ids) in the dataset's current order, read by one worker.
+std::vector<uint64_t> KeysInOrder(InMemoryDataset* dataset) {
+  std::vector<uint64_t> keys;
+  REQUIRE(dataset->StartPass().ok());
+  Batch batch;
+  for (;;) {
+    StatusOr<bool> next = dataset->NextBatch(&batch);
+    REQUIRE(next.ok());
+    if (!*next) break;
+    testing::AppendKeys(batch, &keys);
+  }
+  dataset->EndPass();
+  return keys;
+}
+
+std::vector<uint64_t> Sorted(std::vector<uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::vector<uint64_t> Iota(size_t n) {
+  std::vector<uint64_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+config::DataOptions Options(uint32_t threads) {
+  config::DataOptions options = testing::RankDnnOptions();
+  options.thread_num = threads;
+  return options;
+}
+
+TEST_CASE("load_into_memory keeps the file order whatever the threads do", "[data][inmemory]") {
+  testing::TempDir dir;
+  // 3 files x 5000 rows: several blocks per file.
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 3, 5000);
+  InMemoryDataset dataset(Options(3), files, 100);
+  REQUIRE(dataset.LoadIntoMemory().ok());
+  CHECK(dataset.size() == 15000);
+  CHECK(KeysInOrder(&dataset) == Iota(15000));
+  CHECK(dataset.stats().files == 3);
+  CHECK(dataset.stats().examples == 15000);
+  CHECK(dataset.MemoryBytes() > 15000 * (13 * 4 + 26 * 12));
+  dataset.ReleaseMemory();
+  CHECK(dataset.size() == 0);
+  CHECK(dataset.MemoryBytes() == 0);
+  CHECK(KeysInOrder(&dataset).empty());
+}
+
+TEST_CASE("in-memory rank_dnn sample: 80 examples, first one exact", "[data][inmemory]") {
+  InMemoryDataset dataset(Options(2), {testing::kRankDnnSample}, 80);
+  REQUIRE(dataset.LoadIntoMemory().ok());
+  REQUIRE(dataset.StartPass().ok());
+  Batch batch;
+  REQUIRE(*dataset.NextBatch(&batch));
+  REQUIRE(batch.size() == 80);
+  CHECK(std::count(batch.labels.begin(), batch.labels.end(), 1.0f) == 23);
+  CHECK(batch.labels[0] == 0.0f);
+  CHECK(batch.Dense(0)[1] == 0.00497512437811f);
+  CHECK(batch.Ids(0, 0)[0] == 737395);
+  CHECK(batch.Ids(25, 0)[0] == 306163);
+  CHECK_FALSE(*dataset.NextBatch(&batch));
+}
+
+TEST_CASE("a load error names file:line and keeps nothing", "[data][inmemory]") {
+  testing::TempDir dir;
+  auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 2, 10);
+  auto lines = testing::ReadLines(files[1]);
+  lines[6] = "click:0 oops";
+  dir.Write("part_1.txt", lines);
+  InMemoryDataset dataset(Options(2), files, 4);
+  const Status status = dataset.LoadIntoMemory();
+  CHECK(status.message() == files[1] + ":7: token 2 \"oops\": expected name:value");
+  CHECK(dataset.size() == 0);
+}
+
+TEST_CASE("local shuffle is a seeded permutation", "[data][inmemory]") {
+  testing::TempDir dir;
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 2, 3000);
+  InMemoryDataset a(Options(2), files, 64);
+  InMemoryDataset b(Options(1), files, 64);
+  REQUIRE(a.LoadIntoMemory().ok());
+  REQUIRE(b.LoadIntoMemory().ok());
+  a.LocalShuffle(42);
+  b.LocalShuffle(42);
+  const auto keys = KeysInOrder(&a);
+  CHECK(keys != Iota(6000));
+  CHECK(Sorted(keys) == Iota(6000));  // a permutation
+  CHECK(KeysInOrder(&b) == keys);     // same seed, same order
+  b.LocalShuffle(43);
+  CHECK(KeysInOrder(&b) != keys);
+}
+
+TEST_CASE("several workers share a pass: every record once", "[data][inmemory]") {
+  testing::TempDir dir;
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 4, 2500);
+  InMemoryDataset dataset(Options(2), files, 33);
+  REQUIRE(dataset.LoadIntoMemory().ok());
+  dataset.LocalShuffle(7);
+  for (int pass = 0; pass < 2; ++pass) {
+    // Catch2 assertions are not thread-safe: workers only collect, the test thread checks.
+    std::vector<uint64_t> keys;
+    size_t max_batch = 0;
+    bool all_ok = true;
+    std::mutex mu;
+    REQUIRE(dataset.StartPass().ok());
+    std::vector<std::thread> workers;
+    for (int w = 0; w < 4; ++w) {
+      workers.emplace_back([&] {
+        Batch batch;
+        for (;;) {
+          StatusOr<bool> next = dataset.NextBatch(&batch);
+          std::lock_guard<std::mutex> lock(mu);
+          all_ok = all_ok && next.ok();
+          if (!next.ok() || !*next) return;
+          max_batch = std::max(max_batch, batch.size());
+          testing::AppendKeys(batch, &keys);
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    dataset.EndPass();
+    CHECK(all_ok);
+    CHECK(max_batch == 33);
+    CHECK(Sorted(keys) == Iota(10000));
+  }
+}
+
+TEST_CASE("global shuffle across 3 in-process trainers", "[data][inmemory]") {
+  testing::TempDir dir;
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 6, 2000);
+  constexpr uint32_t kTrainers = 3;
+
+  // Returns each trainer's keys after a global shuffle with `seed`.
+  auto shuffle = [&](uint64_t seed) {
+    std::vector<std::unique_ptr<InMemoryDataset>> datasets;
+    std::vector<InMemoryDataset*> peers;
+    for (uint32_t t = 0; t < kTrainers; ++t) {
+      datasets.push_back(std::make_unique<InMemoryDataset>(Options(2), FilesOfTrainer(files, t, kTrainers), 50, t));
+      peers.push_back(datasets.back().get());
+      REQUIRE(datasets.back()->LoadIntoMemory().ok());
+      CHECK(datasets.back()->size() == 4000);
+    }
+    // Trainers shuffle concurrently, as they would in a cluster; then a barrier.
+    std::vector<Status> statuses(kTrainers);
+    std::vector<std::thread> threads;
+    for (uint32_t t = 0; t < kTrainers; ++t) {
+      threads.emplace_back([&, t] {
+        InProcessRecordTransport transport(t, peers);
+        statuses[t] = datasets[t]->GlobalShuffle(&transport, kTrainers, seed);
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (uint32_t t = 0; t < kTrainers; ++t) {
+      CHECK(statuses[t].ok());
+      CHECK(datasets[t]->size() == 0);  // everything was sent
+    }
+    std::vector<std::vector<uint64_t>> keys;
+    for (auto& d : datasets) {
+      d->FinishGlobalShuffle(seed);
+      keys.push_back(KeysInOrder(d.get()));
+    }
+    return keys;
+  };
+
+  const auto first = shuffle(11);
+  std::vector<uint64_t> all;
+  for (const auto& k : first) {
+    CHECK(k.size() > 3600);  // ~4000 each: destinations are uniform
+    CHECK(k.size() < 4400);
+    all.insert(all.end(), k.begin(), k.end());
+  }
+  CHECK(Sorted(all) == Iota(12000));  // every record lands exactly once
+  CHECK(shuffle(11) == first);        // deterministic with the seed
+  CHECK(shuffle(12) != first);
+}
+
+TEST_CASE("a single trainer's global shuffle goes through itself", "[data][inmemory]") {
+  InMemoryDataset dataset(Options(1), {testing::kRankDnnSample}, 16);
+  REQUIRE(dataset.LoadIntoMemory().ok());
+  InProcessRecordTransport transport(0, {&dataset});
+  REQUIRE(dataset.GlobalShuffle(&transport, 1, 5).ok());
+  dataset.FinishGlobalShuffle(5);
+  CHECK(dataset.size() == 80);
+  REQUIRE(dataset.StartPass().ok());
+  Batch batch;
+  int ones = 0;
+  while (*dataset.NextBatch(&batch)) {
+    ones += static_cast<int>(std::count(batch.labels.begin(), batch.labels.end(), 1.0f));
+  }
+  CHECK(ones == 23);
+}
+
+}  // namespace
+}  // namespace fleetps::data

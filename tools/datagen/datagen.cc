@@ -1,0 +1,262 @@
+#include "tools/datagen/datagen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/config/yaml_util.h"
+#include "common/sharding.h"
+#include "tools/datagen/exact_auc.h"
+#include "trainer/data/line_format.h"
+
+namespace fleetps::datagen {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Model constants, chosen for a Criteo-like label mean (~0.25) and a Bayes AUC near 0.8.
+constexpr double kBias = -1.6;
+constexpr double kSparseVariance = 1.0;  // logit variance from the per-id weights, all slots together
+constexpr double kDenseScale = 1.0;      // beta_j ~ U[-kDenseScale, kDenseScale)
+constexpr double kInteraction = 1.5;     // gamma
+constexpr std::pair<uint32_t, uint32_t> kInteractionPairs[] = {{0, 1}, {2, 3}, {4, 5}};
+
+// Independent hash streams of the model's parameters.
+enum Stream : uint64_t { kSlotScale = 1, kDenseBeta, kIdWeight, kIdInteraction, kSamples };
+
+// U[0, 1) as a pure function of (seed, stream, a, b).
+double HashUniform(uint64_t seed, Stream stream, uint64_t a, uint64_t b) {
+  const uint64_t h = MixKey(MixKey(MixKey(seed ^ (uint64_t{stream} << 56)) ^ a) ^ b);
+  return static_cast<double>(h >> 11) * 0x1.0p-53;
+}
+
+// mt19937_64 with a U[0, 1) that does not depend on the standard library's distributions.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : engine_(seed) {}
+  double Uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+// Ranks in [1, n] with P(k) ~ k^-s, by inverting the CDF of the density x^-s on [1, n + 1)
+// and flooring: O(1) per sample and no table, whatever the vocabulary size.
+class ZipfSampler {
+ public:
+  ZipfSampler(uint64_t n, double s) : n_(n), s_(s) {
+    const double top = static_cast<double>(n) + 1;
+    log_top_ = std::log(top);
+    top_pow_ = std::pow(top, 1 - s);
+  }
+  uint64_t Sample(double u) const {
+    const double x = std::abs(s_ - 1) < 1e-9 ? std::exp(u * log_top_) : std::pow(u * (top_pow_ - 1) + 1, 1 / (1 - s_));
+    return std::clamp<uint64_t>(static_cast<uint64_t>(x), 1, n_);
+  }
+
+ private:
+  uint64_t n_;
+  double s_;
+  double log_top_;
+  double top_pow_;
+};
+
+class SyntheticCtrModel {
+ public:
+  explicit SyntheticCtrModel(const DatagenOptions& options)
+      : seed_(options.seed), vocab_size_(options.vocab_size), zipf_(options.vocab_size, options.zipf_exponent) {
+    // Slot importance varies in [0.5, 1.5); scaled so the slots add up to kSparseVariance.
+    const double base = std::sqrt(kSparseVariance / options.sparse_slots);
+    for (uint32_t s = 0; s < options.sparse_slots; ++s) {
+      slot_scale_.push_back(base * (0.5 + HashUniform(seed_, kSlotScale, s, 0)));
+    }
+    for (uint32_t j = 0; j < options.dense_dim; ++j) {
+      dense_beta_.push_back(kDenseScale * (2 * HashUniform(seed_, kDenseBeta, j, 0) - 1));
+    }
+  }
+
+  // Draws the features and the label into *example; returns the true click probability.
+  double Sample(Rng* rng, data::Example* example) const {
+    example->Reset(slot_scale_.size());
+    double logit = kBias;
+    for (uint32_t s = 0; s < slot_scale_.size(); ++s) {
+      const uint64_t id = s * vocab_size_ + zipf_.Sample(rng->Uniform()) - 1;
+      example->slots[s].push_back(id);
+      // Uniform weights of variance slot_scale^2.
+      logit += slot_scale_[s] * std::sqrt(3.0) * (2 * HashUniform(seed_, kIdWeight, s, id) - 1);
+    }
+    for (double beta : dense_beta_) {
+      const double u = rng->Uniform();
+      // Rounded to 5 decimals for short lines; the value written is the value modelled.
+      const float x = static_cast<float>(std::round(u * u * 1e5) / 1e5);
+      example->dense.push_back(x);
+      logit += beta * (x - 1.0 / 3);
+    }
+    for (const auto& [a, b] : kInteractionPairs) {
+      if (b >= slot_scale_.size()) continue;
+      logit += kInteraction * Interaction(a, example->slots[a][0]) * Interaction(b, example->slots[b][0]);
+    }
+    const double p = 1 / (1 + std::exp(-logit));
+    example->label = rng->Uniform() < p ? 1.0f : 0.0f;
+    return p;
+  }
+
+ private:
+  double Interaction(uint32_t slot, uint64_t id) const {
+    return 2 * HashUniform(seed_, kIdInteraction, slot, id) - 1;
+  }
+
+  const uint64_t seed_;
+  const uint64_t vocab_size_;
+  const ZipfSampler zipf_;
+  std::vector<double> slot_scale_;
+  std::vector<double> dense_beta_;
+};
+
+// Buffers lines and writes them in large chunks.
+class LineWriter {
+ public:
+  explicit LineWriter(std::string path) : path_(std::move(path)), out_(path_, std::ios::binary) {}
+
+  const std::string& path() const { return path_; }
+  bool opened() const { return out_.is_open(); }
+
+  void Append(const std::string& line) {
+    buffer_ += line;
+    buffer_ += '\n';
+    if (buffer_.size() >= kFlushBytes) Flush();
+  }
+
+  Status Close() {
+    Flush();
+    out_.close();
+    return out_ ? Status::OK() : Status::IOError(path_ + ": write failed");
+  }
+
+ private:
+  static constexpr size_t kFlushBytes = 1 << 20;
+
+  void Flush() {
+    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    buffer_.clear();
+  }
+
+  std::string path_;
+  std::ofstream out_;
+  std::string buffer_;
+};
+
+// The `data:` section describing the generated files' shape (no paths).
+YAML::Node DataSection(const DatagenOptions& options) {
+  YAML::Node section;
+  section["data_format"] = std::string(config::DataFormatName(options.format));
+  if (options.format == config::DataFormat::kSlotDnn) {
+    section["slot_num"] = options.sparse_slots;
+  } else {
+    section["sparse_inputs_slots"] = options.sparse_slots + 1;  // PaddleRec counts the label slot too
+  }
+  section["dense_input_dim"] = options.dense_dim;
+  return section;
+}
+
+Status Validate(const DatagenOptions& o) {
+  auto fail = [](const std::string& what) { return Status::InvalidArgument("datagen: " + what); };
+  if (o.rows < 1) return fail("rows must be >= 1");
+  if (!(o.test_fraction >= 0 && o.test_fraction < 1)) return fail("test fraction must be in [0, 1)");
+  if (o.train_files < 1) return fail("train files must be >= 1");
+  if (o.sparse_slots < 1) return fail("sparse slots must be >= 1");
+  if (o.vocab_size < 1) return fail("vocabulary size must be >= 1");
+  if (!(o.zipf_exponent >= 0)) return fail("zipf exponent must be >= 0");
+  if (o.format == config::DataFormat::kSlotDnn && o.dense_dim > 0) {
+    return fail("slot_dnn has no dense features: dense dim must be 0");
+  }
+  if (o.out_dir.empty()) return fail("output directory is empty");
+  return Status::OK();
+}
+
+std::string PartName(uint32_t i) {
+  std::string digits = std::to_string(i);
+  return "part-" + std::string(digits.size() < 5 ? 5 - digits.size() : 0, '0') + digits;
+}
+
+Status WriteConfig(const DatagenOptions& options, bool has_test, const std::string& path) {
+  YAML::Node root;
+  root["data"] = DataSection(options);
+  root["data"]["train_data_dir"] = "train";
+  if (has_test) root["data"]["test_data_dir"] = "test";
+  std::ofstream out(path);
+  out << "# Written by fleetps-datagen (seed " << options.seed << "); paths are relative to this file.\n"
+      << YAML::Dump(root) << "\n";
+  out.close();
+  return out ? Status::OK() : Status::IOError(path + ": write failed");
+}
+
+}  // namespace
+
+StatusOr<config::DataOptions> DatagenDataOptions(const DatagenOptions& options) {
+  config::DataOptions data;
+  RETURN_IF_ERROR(config::ParseDataOptions(DataSection(options), config::YamlContext{"<datagen>", "data"}, &data));
+  return data;
+}
+
+StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
+  RETURN_IF_ERROR(Validate(options));
+  ASSIGN_OR_RETURN(config::DataOptions data, DatagenDataOptions(options));
+  const auto format = data::MakeLineFormat(data);
+
+  DatagenReport report;
+  report.test_rows = static_cast<uint64_t>(std::llround(static_cast<double>(options.rows) * options.test_fraction));
+  report.train_rows = options.rows - report.test_rows;
+  const fs::path out_dir(options.out_dir);
+  for (uint32_t i = 0; i < options.train_files; ++i) {
+    report.train_files.push_back((out_dir / "train" / PartName(i)).string());
+  }
+  if (report.test_rows > 0) report.test_files.push_back((out_dir / "test" / PartName(0)).string());
+  report.config_file = (out_dir / "data.yaml").string();
+
+  std::vector<std::unique_ptr<LineWriter>> train, test;
+  auto open = [](const std::string& path, std::vector<std::unique_ptr<LineWriter>>* writers) -> Status {
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);
+    writers->push_back(std::make_unique<LineWriter>(path));
+    if (ec || !writers->back()->opened()) return Status::IOError(path + ": cannot create data file");
+    return Status::OK();
+  };
+  for (const auto& path : report.train_files) RETURN_IF_ERROR(open(path, &train));
+  for (const auto& path : report.test_files) RETURN_IF_ERROR(open(path, &test));
+
+  const SyntheticCtrModel model(options);
+  Rng rng(MixKey(options.seed ^ (uint64_t{kSamples} << 56)));
+  std::vector<double> probabilities;
+  std::vector<float> labels;
+  probabilities.reserve(options.rows);
+  labels.reserve(options.rows);
+  data::Example example;
+  std::string line;
+  for (uint64_t r = 0; r < options.rows; ++r) {
+    probabilities.push_back(model.Sample(&rng, &example));
+    labels.push_back(example.label);
+    line.clear();
+    format->Write(example, &line);
+    LineWriter& writer = r < report.train_rows ? *train[r % train.size()] : *test[0];
+    writer.Append(line);
+  }
+  for (auto& writer : train) RETURN_IF_ERROR(writer->Close());
+  for (auto& writer : test) RETURN_IF_ERROR(writer->Close());
+  RETURN_IF_ERROR(WriteConfig(options, report.test_rows > 0, report.config_file));
+
+  double positives = 0;
+  for (float label : labels) positives += label;
+  report.label_mean = positives / static_cast<double>(options.rows);
+  // All-positive or all-negative data (tiny row counts) has no AUC; report 0.5, chance.
+  report.bayes_auc = ExactAuc(probabilities, labels).value_or(0.5);
+  return report;
+}
+
+}  // namespace fleetps::datagen

@@ -1,0 +1,58 @@
+#pragma once
+// fleetps-datagen's library: writes a synthetic CTR data set, in any of the trainer's line
+// formats, drawn from a known random model, and reports the Bayes-optimal AUC of what it
+// wrote — the ceiling a trained model's AUC should approach.
+//
+// The model (every parameter a pure function of the seed):
+//   sparse slot s: id rank k in [1, vocab_size] ~ Zipf(zipf_exponent) (continuous
+//     power-law approximation: density ~ x^-s on [1, vocab_size + 1), k = floor(x));
+//     id = s * vocab_size + k - 1, so slots never share ids.
+//   dense feature j: x_j = u^2 rounded to 5 decimals, u ~ U[0, 1).
+//   logit = bias + sum_s w_s(id_s) + sum_j beta_j (x_j - 1/3)
+//           + sum over the pairs (0,1), (2,3), (4,5): gamma * h_a(id_a) * h_b(id_b)
+//   where w, h are per-id weights hashed from (seed, slot, id); label ~ Bernoulli(sigmoid(logit)).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config/data_config.h"
+#include "common/status.h"
+
+namespace fleetps::datagen {
+
+struct DatagenOptions {
+  config::DataFormat format = config::DataFormat::kRankDnn;  // line format of every file
+  uint64_t rows = 100000;        // examples written in total (train + test), >= 1
+  double test_fraction = 0.1;    // share of the rows written to the test file, in [0, 1)
+  uint32_t train_files = 1;      // train part files, >= 1; rows are dealt round-robin
+  std::string out_dir;           // output directory (created); see GenerateDataset
+  uint64_t seed = 1;             // model parameters and samples are pure functions of it
+  uint32_t sparse_slots = 26;    // sparse slots, >= 1
+  uint32_t dense_dim = 13;       // dense features; must be 0 for slot_dnn (no dense part)
+  uint64_t vocab_size = 100000;  // distinct ids per slot, >= 1
+  double zipf_exponent = 1.1;    // id frequency ~ rank^-zipf_exponent, >= 0
+};
+
+struct DatagenReport {
+  uint64_t train_rows = 0;
+  uint64_t test_rows = 0;
+  double label_mean = 0;  // share of positive labels over all rows
+  double bayes_auc = 0;   // AUC of the true click probabilities against the sampled labels, all rows
+  std::vector<std::string> train_files;
+  std::vector<std::string> test_files;
+  std::string config_file;  // data section that reads the files back
+};
+
+// The DataOptions the generated files are written and read with (built through
+// ParseDataOptions, so the defaults are the trainer's): slots "1".."N" (slot_dnn "2".."N+1"),
+// label "click" (slot_dnn "1"), multislot order label, sparse, dense.
+StatusOr<config::DataOptions> DatagenDataOptions(const DatagenOptions& options);
+
+// Writes out_dir/train/part-00000.. (train_files files), out_dir/test/part-00000 (when
+// test rows > 0) and out_dir/data.yaml (a `data:` section with data_format, shapes and
+// train_data_dir / test_data_dir relative to it, so ParseDataOptions reads the files back).
+// InvalidArgument for bad options, IOError naming a file that cannot be written.
+StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options);
+
+}  // namespace fleetps::datagen

@@ -1,0 +1,72 @@
+#pragma once
+// BoundedQueue<T>: a blocking multi-producer multi-consumer FIFO holding at most
+// `capacity` items — the back-pressure between QueueDataset's readers and the workers.
+// Thread-safe. Lifecycle: open -> Close() (producers are done; consumers drain what is
+// queued) or Cancel() (drop everything; every blocked call returns at once).
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <utility>
+
+#include "common/check.h"
+
+namespace fleetps::data {
+
+template <typename T>
+class BoundedQueue {
+ public:
+  explicit BoundedQueue(size_t capacity) : capacity_(capacity) { FLEETPS_CHECK_GE(capacity, 1u); }
+  BoundedQueue(const BoundedQueue&) = delete;
+  BoundedQueue& operator=(const BoundedQueue&) = delete;
+
+  // Blocks while full. False (item dropped) once the queue is closed or cancelled.
+  bool Push(T item) {
+    std::unique_lock<std::mutex> lock(mu_);
+    not_full_.wait(lock, [this] { return items_.size() < capacity_ || closed_; });
+    if (closed_) return false;
+    items_.push_back(std::move(item));
+    not_empty_.notify_one();
+    return true;
+  }
+
+  // Blocks while empty and open. False when closed and drained, or cancelled.
+  bool Pop(T* item) {
+    std::unique_lock<std::mutex> lock(mu_);
+    not_empty_.wait(lock, [this] { return !items_.empty() || closed_; });
+    if (items_.empty()) return false;
+    *item = std::move(items_.front());
+    items_.pop_front();
+    not_full_.notify_one();
+    return true;
+  }
+
+  // No more pushes; queued items can still be popped.
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    not_full_.notify_all();
+    not_empty_.notify_all();
+  }
+
+  // Close() and drop the queued items.
+  void Cancel() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    items_.clear();
+    not_full_.notify_all();
+    not_empty_.notify_all();
+  }
+
+ private:
+  const size_t capacity_;
+  std::mutex mu_;
+  // Guarded by mu_:
+  std::deque<T> items_;
+  bool closed_ = false;
+  std::condition_variable not_full_;
+  std::condition_variable not_empty_;
+};
+
+}  // namespace fleetps::data

@@ -1,0 +1,100 @@
+#include "trainer/data/colon_token_format.h"
+
+#include <utility>
+
+#include "common/check.h"
+
+namespace fleetps::data {
+
+ColonTokenFormat::ColonTokenFormat(const config::DataOptions& options, Order order, bool require_every_sparse_slot)
+    : index_(options),
+      order_(order),
+      require_every_sparse_slot_(require_every_sparse_slot),
+      label_slot_(options.label_slot),
+      dense_slot_(options.dense_slot),
+      dense_dim_(options.dense_dim),
+      sparse_slots_(options.sparse_slots) {}
+
+Status ColonTokenFormat::Parse(std::string_view line, Example* example) const {
+  example->Reset(sparse_slots_.size());
+  bool has_label = false;
+  Tokenizer tokens(line);
+  std::string_view token;
+  while (tokens.Next(&token)) {
+    const size_t colon = token.find(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == token.size()) {
+      return TokenError(tokens.index(), token,
+                        order_ == Order::kNameValue ? "expected name:value" : "expected value:slot");
+    }
+    std::string_view name = token.substr(0, colon);
+    std::string_view value = token.substr(colon + 1);
+    if (order_ == Order::kValueName) std::swap(name, value);
+
+    const SlotRole role = index_.Find(name);
+    Status status;
+    switch (role.kind) {
+      case SlotRole::kIgnored:
+        continue;
+      case SlotRole::kLabel:
+        if (has_label) return TokenError(tokens.index(), token, "label slot \"" + label_slot_ + "\" appears twice");
+        has_label = true;
+        status = ParseLabel(value, &example->label);
+        break;
+      case SlotRole::kDense:
+        if (example->dense.size() == dense_dim_) {
+          return TokenError(
+              tokens.index(), token,
+              "dense slot \"" + dense_slot_ + "\" has more than " + std::to_string(dense_dim_) + " values");
+        }
+        status = ParseFloat(value, &example->dense.emplace_back());
+        break;
+      case SlotRole::kSparse:
+        status = ParseUint64(value, &example->slots[role.sparse_index].emplace_back());
+        break;
+    }
+    if (!status.ok()) return TokenError(tokens.index(), token, status.message());
+  }
+
+  if (!has_label) return Status::InvalidArgument("missing label slot \"" + label_slot_ + "\"");
+  if (example->dense.size() != dense_dim_) {
+    return Status::InvalidArgument("dense slot \"" + dense_slot_ + "\" has " + std::to_string(example->dense.size()) +
+                                   " values, expected " + std::to_string(dense_dim_));
+  }
+  if (require_every_sparse_slot_) {
+    for (size_t s = 0; s < sparse_slots_.size(); ++s) {
+      if (example->slots[s].empty()) return Status::InvalidArgument("missing sparse slot \"" + sparse_slots_[s] + "\"");
+    }
+  }
+  return Status::OK();
+}
+
+void ColonTokenFormat::Write(const Example& example, std::string* out) const {
+  FLEETPS_CHECK_EQ(example.dense.size(), dense_dim_);
+  FLEETPS_CHECK_EQ(example.slots.size(), sparse_slots_.size());
+  const size_t start = out->size();
+  std::string value;  // the value of the token being written
+  auto emit = [&](const std::string& name) {
+    if (out->size() > start) out->push_back(' ');
+    const std::string& first = order_ == Order::kNameValue ? name : value;
+    const std::string& second = order_ == Order::kNameValue ? value : name;
+    out->append(first).append(1, ':').append(second);
+    value.clear();
+  };
+
+  AppendLabel(example.label, &value);
+  emit(label_slot_);
+  for (float v : example.dense) {
+    AppendFloat(v, &value);
+    emit(dense_slot_);
+  }
+  for (size_t s = 0; s < sparse_slots_.size(); ++s) {
+    FLEETPS_CHECK(!require_every_sparse_slot_ || !example.slots[s].empty())
+        << "format needs an id in sparse slot " << sparse_slots_[s];
+    for (uint64_t id : example.slots[s]) {
+      AppendUint64(id, &value);
+      emit(sparse_slots_[s]);
+    }
+  }
+}
+
+}  // namespace fleetps::data

@@ -1,0 +1,181 @@
+#include "trainer/data/in_memory_dataset.h"
+
+#include <algorithm>
+#include <limits>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "common/check.h"
+#include "common/sharding.h"
+#include "trainer/data/file_reader.h"
+
+namespace fleetps::data {
+
+InMemoryDataset::InMemoryDataset(const config::DataOptions& options, std::vector<std::string> files,
+                                 size_t batch_size, uint32_t trainer_id)
+    : options_(options),
+      files_(std::move(files)),
+      batch_size_(batch_size),
+      trainer_id_(trainer_id),
+      format_(MakeLineFormat(options)) {
+  FLEETPS_CHECK_GE(batch_size_, 1u);
+}
+
+RecordBlock InMemoryDataset::EmptyBlock() const {
+  return RecordBlock(options_.dense_dim, static_cast<uint32_t>(options_.sparse_slots.size()));
+}
+
+Status InMemoryDataset::LoadIntoMemory() {
+  ReleaseMemory();
+  progress_.Reset();
+  // Blocks are collected per file so that their order does not depend on thread timing.
+  std::vector<std::vector<RecordBlock>> file_blocks(files_.size());
+  std::atomic<size_t> next_file{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mu;
+  Status error;  // guarded by error_mu
+
+  auto load_files = [&] {
+    FileReader reader(*format_, options_.skip_bad_lines, &progress_);
+    while (!failed) {
+      const size_t i = next_file++;
+      if (i >= files_.size()) return;
+      std::vector<RecordBlock>& blocks = file_blocks[i];
+      const auto close_block = [&blocks] { blocks.back().ShrinkToFit(); };
+      blocks.push_back(EmptyBlock());
+      Status status = reader.ReadFile(files_[i], [&](const Example& example) {
+        if (blocks.back().size() == kBlockRows) {
+          close_block();
+          blocks.push_back(EmptyBlock());
+        }
+        blocks.back().Append(example);
+        return Status::OK();
+      });
+      close_block();
+      if (!status.ok()) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (error.ok()) error = status;
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t num_threads = std::min<size_t>(options_.thread_num, files_.size());
+  for (size_t t = 0; t < num_threads; ++t) threads.emplace_back(load_files);
+  for (auto& thread : threads) thread.join();
+  if (!error.ok()) return error;
+
+  std::vector<RecordBlock> blocks;
+  for (auto& list : file_blocks) {
+    for (auto& block : list) {
+      if (!block.empty()) blocks.push_back(std::move(block));
+    }
+  }
+  SetBlocks(std::move(blocks));
+  return Status::OK();
+}
+
+void InMemoryDataset::SetBlocks(std::vector<RecordBlock> blocks) {
+  ReleaseMemory();
+  FLEETPS_CHECK_LT(blocks.size(), std::numeric_limits<uint32_t>::max());
+  blocks_ = std::move(blocks);
+  size_t rows = 0;
+  for (const auto& block : blocks_) rows += block.size();
+  order_.reserve(rows);
+  for (uint32_t b = 0; b < blocks_.size(); ++b) {
+    for (uint32_t r = 0; r < blocks_[b].size(); ++r) order_.push_back(RowRef{b, r});
+  }
+}
+
+void InMemoryDataset::LocalShuffle(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::shuffle(order_.begin(), order_.end(), rng);
+}
+
+Status InMemoryDataset::GlobalShuffle(RecordTransport* transport, uint32_t trainers_num, uint64_t seed) {
+  FLEETPS_CHECK_GE(trainers_num, 1u);
+  std::mt19937_64 rng(MixKey(seed) ^ MixKey(trainer_id_));
+  std::vector<RecordBlock> blocks = std::move(blocks_);
+  ReleaseMemory();
+  std::vector<RecordBlock> outgoing(trainers_num, EmptyBlock());
+  for (RecordBlock& block : blocks) {
+    for (size_t i = 0; i < block.size(); ++i) {
+      const auto to = static_cast<uint32_t>(rng() % trainers_num);
+      outgoing[to].AppendRecord(block, i);
+      if (outgoing[to].size() == kBlockRows) {
+        RETURN_IF_ERROR(transport->Send(to, std::exchange(outgoing[to], EmptyBlock())));
+      }
+    }
+    block = RecordBlock();  // frees memory as records leave
+  }
+  for (uint32_t to = 0; to < trainers_num; ++to) {
+    if (!outgoing[to].empty()) RETURN_IF_ERROR(transport->Send(to, std::move(outgoing[to])));
+  }
+  return Status::OK();
+}
+
+void InMemoryDataset::ReceiveRecords(uint32_t from, RecordBlock records) {
+  FLEETPS_CHECK_EQ(records.dense_dim(), options_.dense_dim);
+  FLEETPS_CHECK_EQ(records.num_slots(), options_.sparse_slots.size());
+  records.ShrinkToFit();
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  inbox_[from].push_back(std::move(records));
+}
+
+void InMemoryDataset::FinishGlobalShuffle(uint64_t seed) {
+  std::map<uint32_t, std::vector<RecordBlock>> inbox;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    inbox.swap(inbox_);
+  }
+  std::vector<RecordBlock> blocks;
+  for (auto& [from, list] : inbox) {
+    for (auto& block : list) blocks.push_back(std::move(block));
+  }
+  SetBlocks(std::move(blocks));
+  LocalShuffle(seed);
+}
+
+void InMemoryDataset::ReleaseMemory() {
+  std::vector<RecordBlock>().swap(blocks_);
+  std::vector<RowRef>().swap(order_);
+}
+
+size_t InMemoryDataset::MemoryBytes() const {
+  size_t bytes = blocks_.capacity() * sizeof(RecordBlock) + order_.capacity() * sizeof(RowRef);
+  for (const auto& block : blocks_) bytes += block.MemoryBytes();
+  return bytes;
+}
+
+Status InMemoryDataset::StartPass() {
+  cursor_ = 0;
+  return Status::OK();
+}
+
+StatusOr<bool> InMemoryDataset::NextBatch(Batch* batch) {
+  const size_t begin = cursor_.fetch_add(batch_size_);
+  if (begin >= order_.size()) return false;
+  const size_t end = std::min(order_.size(), begin + batch_size_);
+  if (batch->dense_dim == options_.dense_dim && batch->num_slots() == options_.sparse_slots.size()) {
+    batch->Clear();
+  } else {
+    *batch = Batch(options_.dense_dim, options_.sparse_slots.size());
+  }
+  batch->Reserve(end - begin);
+  for (size_t i = begin; i < end; ++i) blocks_[order_[i].block].AppendToBatch(order_[i].row, batch);
+  return true;
+}
+
+InProcessRecordTransport::InProcessRecordTransport(uint32_t self, std::vector<InMemoryDataset*> trainers)
+    : self_(self), trainers_(std::move(trainers)) {
+  FLEETPS_CHECK_LT(self_, trainers_.size());
+}
+
+Status InProcessRecordTransport::Send(uint32_t to, RecordBlock records) {
+  FLEETPS_CHECK_LT(to, trainers_.size());
+  trainers_[to]->ReceiveRecords(self_, std::move(records));
+  return Status::OK();
+}
+
+}  // namespace fleetps::data

@@ -1,0 +1,118 @@
+#pragma once
+// InMemoryDataset: loads this trainer's files into memory once, shuffles them (locally, or
+// globally across trainers) and serves any number of passes of batches to worker threads.
+//
+// Records are stored row by row in RecordBlocks (up to kBlockRows records each, spare
+// capacity dropped) plus an order index of 8 bytes per record that shuffles permute;
+// NextBatch gathers a batch's records from the blocks into a columnar Batch. Loading is
+// deterministic (blocks follow the file list order whatever the thread timing), so a
+// shuffle with a given seed always gives the same order for the same files (and the same
+// standard library).
+//
+// Thread-safety: LoadIntoMemory, the shuffles, ReleaseMemory, StartPass and EndPass are
+// driver-thread calls, never concurrent with each other or with a pass; NextBatch is for
+// the pass's workers; ReceiveRecords may be called from any thread at any time (while other
+// trainers shuffle), its records stay aside until FinishGlobalShuffle.
+//
+// Global shuffle, on each of trainers_num trainers:
+//   GlobalShuffle(transport, ...)   every record goes to a random trainer; memory is emptied
+//   <barrier: every trainer has finished GlobalShuffle>   (the caller's job)
+//   FinishGlobalShuffle(seed)       the received records become the data, shuffled
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/config/data_config.h"
+#include "trainer/data/dataset.h"
+#include "trainer/data/line_format.h"
+#include "trainer/data/record_block.h"
+#include "trainer/data/record_transport.h"
+
+namespace fleetps::data {
+
+class InMemoryDataset : public Dataset {
+ public:
+  static constexpr size_t kBlockRows = 4096;  // records per stored / shipped block
+
+  // `files`: this trainer's files (ListTrainerFiles). `batch_size` >= 1: examples per batch.
+  // `trainer_id` seeds the global shuffle's destinations differently on each trainer.
+  InMemoryDataset(const config::DataOptions& options, std::vector<std::string> files, size_t batch_size,
+                  uint32_t trainer_id = 0);
+  InMemoryDataset(const InMemoryDataset&) = delete;
+  InMemoryDataset& operator=(const InMemoryDataset&) = delete;
+
+  // Replaces the records in memory with the files' records, parsed by options.thread_num
+  // threads. On error nothing is kept and the first error is returned.
+  Status LoadIntoMemory();
+
+  // Permutes the record order with a generator seeded by `seed`.
+  void LocalShuffle(uint64_t seed);
+
+  // Sends every record in memory to trainer dest ~ uniform[0, trainers_num) (seeded by
+  // `seed` and this trainer's id) through `transport`, in blocks of at most kBlockRows, and
+  // empties memory as it goes. On a transport error the unsent records are lost (load
+  // again).
+  Status GlobalShuffle(RecordTransport* transport, uint32_t trainers_num, uint64_t seed);
+  // Takes records sent to this trainer by trainer `from`. Thread-safe.
+  void ReceiveRecords(uint32_t from, RecordBlock records);
+  // Makes the received records the data (ordered by sender, then arrival) and
+  // LocalShuffle(seed)s them. Call once every trainer's GlobalShuffle has returned.
+  void FinishGlobalShuffle(uint64_t seed);
+
+  // Frees the records in memory.
+  void ReleaseMemory();
+
+  size_t size() const { return order_.size(); }  // records in memory
+  size_t MemoryBytes() const;                    // heap bytes of the records and the index
+
+  Status StartPass() override;  // rewinds over the records in their current order
+  StatusOr<bool> NextBatch(Batch* batch) override;
+  void EndPass() override {}
+  ReadStats stats() const override { return progress_.Snapshot(); }
+
+ private:
+  struct RowRef {
+    uint32_t block;
+    uint32_t row;
+  };
+
+  // Replaces the data with `blocks`, in order.
+  void SetBlocks(std::vector<RecordBlock> blocks);
+  RecordBlock EmptyBlock() const;
+
+  const config::DataOptions options_;
+  const std::vector<std::string> files_;
+  const size_t batch_size_;
+  const uint32_t trainer_id_;
+  const std::unique_ptr<const LineFormat> format_;
+  ReadProgress progress_;
+
+  std::vector<RecordBlock> blocks_;
+  std::vector<RowRef> order_;
+  std::atomic<size_t> cursor_{0};  // next position in order_ of the running pass
+
+  std::mutex inbox_mu_;
+  std::map<uint32_t, std::vector<RecordBlock>> inbox_;  // sender -> blocks in arrival order; guarded by inbox_mu_
+};
+
+// Delivers records by calling ReceiveRecords on the destination's dataset in this process:
+// for tests, and for a single trainer (trainers = {&dataset}).
+class InProcessRecordTransport : public RecordTransport {
+ public:
+  // `self`: the sending trainer's id. `trainers[k]` is trainer k's dataset; the datasets
+  // outlive the transport (they belong to the test or the trainer App).
+  InProcessRecordTransport(uint32_t self, std::vector<InMemoryDataset*> trainers);
+
+  Status Send(uint32_t to, RecordBlock records) override;
+
+ private:
+  const uint32_t self_;
+  const std::vector<InMemoryDataset*> trainers_;
+};
+
+}  // namespace fleetps::data

@@ -1,0 +1,78 @@
+#include "trainer/data/record_block.h"
+
+#include <cstring>
+#include <limits>
+
+#include "common/check.h"
+
+namespace fleetps::data {
+
+RecordBlock::RecordBlock(uint32_t dense_dim, uint32_t num_slots) : dense_dim_(dense_dim), num_slots_(num_slots) {}
+
+void RecordBlock::Append(const Example& example) {
+  FLEETPS_CHECK_EQ(example.dense.size(), dense_dim_);
+  FLEETPS_CHECK_EQ(example.slots.size(), num_slots_);
+  const size_t begin = words_.size();
+  words_.resize(begin + header_words(), 0);
+  // The header is written as bytes: 32-bit values in 64-bit words.
+  auto* header = reinterpret_cast<unsigned char*>(words_.data() + begin);
+  std::memcpy(header, &example.label, sizeof(float));
+  // Empty vectors may have null data(), which memcpy must not see even for 0 bytes.
+  if (dense_dim_ > 0) std::memcpy(header + sizeof(float), example.dense.data(), dense_dim_ * sizeof(float));
+  unsigned char* counts = header + (1 + dense_dim_) * sizeof(float);
+  for (uint32_t s = 0; s < num_slots_; ++s) {
+    const auto count = static_cast<uint32_t>(example.slots[s].size());
+    std::memcpy(counts + s * sizeof(uint32_t), &count, sizeof(uint32_t));
+  }
+  for (const auto& ids : example.slots) words_.insert(words_.end(), ids.begin(), ids.end());
+  FLEETPS_CHECK_LE(words_.size(), std::numeric_limits<uint32_t>::max()) << "RecordBlock too large";
+  begins_.push_back(static_cast<uint32_t>(words_.size()));
+}
+
+void RecordBlock::AppendRecord(const RecordBlock& src, size_t i) {
+  FLEETPS_CHECK_EQ(src.dense_dim_, dense_dim_);
+  FLEETPS_CHECK_EQ(src.num_slots_, num_slots_);
+  FLEETPS_CHECK_LT(i, src.size());
+  words_.insert(words_.end(), src.words_.begin() + src.begins_[i], src.words_.begin() + src.begins_[i + 1]);
+  FLEETPS_CHECK_LE(words_.size(), std::numeric_limits<uint32_t>::max()) << "RecordBlock too large";
+  begins_.push_back(static_cast<uint32_t>(words_.size()));
+}
+
+void RecordBlock::AppendToBatch(size_t i, Batch* batch) const {
+  FLEETPS_CHECK_EQ(batch->dense_dim, dense_dim_);
+  FLEETPS_CHECK_EQ(batch->num_slots(), num_slots_);
+  FLEETPS_CHECK_LT(i, size());
+  const uint64_t* record = words_.data() + begins_[i];
+  const auto* header = reinterpret_cast<const unsigned char*>(record);
+
+  float label = 0;
+  std::memcpy(&label, header, sizeof(float));
+  batch->labels.push_back(label);
+  if (dense_dim_ > 0) {
+    const size_t dense_begin = batch->dense.size();
+    batch->dense.resize(dense_begin + dense_dim_);
+    std::memcpy(batch->dense.data() + dense_begin, header + sizeof(float), dense_dim_ * sizeof(float));
+  }
+
+  const unsigned char* counts = header + (1 + dense_dim_) * sizeof(float);
+  const uint64_t* ids = record + header_words();
+  for (uint32_t s = 0; s < num_slots_; ++s) {
+    uint32_t count = 0;
+    std::memcpy(&count, counts + s * sizeof(uint32_t), sizeof(uint32_t));
+    auto& slot_ids = batch->slots[s].ids;
+    slot_ids.insert(slot_ids.end(), ids, ids + count);
+    ids += count;
+  }
+  batch->FinishRow();
+}
+
+void RecordBlock::ShrinkToFit() {
+  begins_.shrink_to_fit();
+  words_.shrink_to_fit();
+}
+
+size_t RecordBlock::MemoryBytes() const {
+  return begins_.capacity() * sizeof(uint32_t) + words_.capacity() * sizeof(uint64_t);
+}
+
+}  // namespace fleetps::data

@@ -1,0 +1,54 @@
+#pragma once
+// RecordBlock: examples stored row by row in one flat buffer — InMemoryDataset's storage
+// and the unit its global shuffle ships between trainers (two flat vectors: trivially
+// serialised later).
+//
+// Row-major so that a shuffled pass gathers each record from one contiguous run of memory
+// (a column-major block costs a cache miss per slot and record when read in random order:
+// about 10x slower). Record i occupies words_[begins_[i], begins_[i + 1]):
+//   header: label, dense_dim floats and num_slots id counts as 32-bit values, packed two
+//           to a 64-bit word (an odd count leaves the last half word zero);
+//   ids:    the slots' ids in slot order, one 64-bit word each.
+// A value type: movable, copyable, not thread-safe.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "trainer/data/batch.h"
+
+namespace fleetps::data {
+
+class RecordBlock {
+ public:
+  RecordBlock() = default;
+  RecordBlock(uint32_t dense_dim, uint32_t num_slots);
+
+  uint32_t dense_dim() const { return dense_dim_; }
+  uint32_t num_slots() const { return num_slots_; }
+  size_t size() const { return begins_.size() - 1; }  // records
+  bool empty() const { return size() == 0; }
+
+  // Appends an example / record i of `src`; shapes must match (checked).
+  void Append(const Example& example);
+  void AppendRecord(const RecordBlock& src, size_t i);
+  // Appends record i as a new row of *batch, whose shape must match (checked).
+  void AppendToBatch(size_t i, Batch* batch) const;
+
+  // Drops spare capacity.
+  void ShrinkToFit();
+  // Heap bytes held (capacity, not size).
+  size_t MemoryBytes() const;
+
+  bool operator==(const RecordBlock&) const = default;
+
+ private:
+  size_t header_words() const { return (1 + dense_dim_ + num_slots_ + 1) / 2; }
+
+  uint32_t dense_dim_ = 0;
+  uint32_t num_slots_ = 0;
+  std::vector<uint32_t> begins_{0};  // size() + 1 entries; a block holds < 2^32 words (checked)
+  std::vector<uint64_t> words_;
+};
+
+}  // namespace fleetps::data
