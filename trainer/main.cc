@@ -1,7 +1,7 @@
 // cpu-trainer: trains and scores CTR models against fleetps pservers, or locally.
 //
 //   cpu-trainer --config job.yaml                                 local training
-//   PADDLE_PSERVERS_IP_PORT_LIST=... PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ID=0 \
+//   PADDLE_PSERVERS_IP_PORT_LIST=... PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ID=0
 //   TRAINING_ROLE=TRAINER cpu-trainer --config job.yaml           parameter-server training
 //   cpu-trainer --config job.yaml --mode infer --model DIR       score the test data
 //

@@ -169,6 +169,11 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
                                                    " dense features but the model " +
                                                    std::to_string(o.model.dense_input_dim));
   }
+  if (o.model.type == ModelType::kMlp && o.data.dense_dim != o.model.input_dim) {
+    return ctx.Error(root["hyper_parameters"], "the mlp model reads " + std::to_string(o.model.input_dim) +
+                                                   " dense inputs (input_dim) but the data has " +
+                                                   std::to_string(o.data.dense_dim) + " (dense_input_dim)");
+  }
   return o;
 }
 

@@ -74,6 +74,24 @@ TEST_CASE("Local training reaches the AUC floor and exits 0") {
   CHECK(auc > kAucFloor);
 }
 
+TEST_CASE("The Fleet quick-start mlp trains on MultiSlot data") {
+  const std::string dir = testing::MakeTempDir("mlp_e2e");
+  ChildProcess gen;
+  REQUIRE(gen.Start({testing::BinaryPath("tools/datagen/fleetps-datagen"), "--out-dir", dir + "/data", "--rows",
+                     "20000", "--format", "multislot", "--slots", "1", "--dense-dim", "32", "--seed", "3"},
+                    {}, dir + "/datagen.log"));
+  REQUIRE(gen.Wait(std::chrono::seconds(60)) == 0);
+  ChildProcess p;
+  REQUIRE(p.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config",
+                   std::string(FLEETPS_SOURCE_DIR) + "/configs/mlp.yaml", "--train-data", dir + "/data/train",
+                   "--test-data", dir + "/data/test", "--report", dir + "/mlp.json"},
+                  {}, dir + "/mlp.log"));
+  const int rc = p.Wait(std::chrono::seconds(120));
+  INFO(testing::ReadFile(dir + "/mlp.log"));
+  REQUIRE(rc == 0);
+  CHECK(TestAuc(dir + "/mlp.json") > kAucFloor);
+}
+
 // 2 pservers started with the job YAML, 2 trainers; trainer 0 stops the servers at the end.
 void ClusterRun(const std::string& mode) {
   Workdir w;

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Accuracy of distributed training against local training on the same generated data:
+# test AUC of local (1 process), async, sync and GEO (2 pservers + 2 trainers each),
+# next to the generator's Bayes-optimal AUC. Prints a markdown table.
+#   bench/accuracy/run.sh [rows (default 500000)] [modes (default "local async sync geo")]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD="${BUILD:-build}"
+ROWS="${1:-500000}"
+MODES="${2:-local async sync geo}"
+OUT="$BUILD/accuracy"
+DATA="$OUT/data_$ROWS"
+CONFIG="${FLEETPS_CONFIG:-configs/ctr_dnn.yaml}"
+mkdir -p "$OUT"
+if [ ! -f "$DATA/datagen.txt" ]; then
+  "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --train-files 2 --seed 7 >"$DATA.txt"
+  mv "$DATA.txt" "$DATA/datagen.txt"
+fi
+bayes=$(awk '/bayes auc/ {print $3}' "$DATA/datagen.txt")
+
+for mode in $MODES; do
+  start=$(date +%s.%N)
+  if [ "$mode" = local ]; then
+    "$BUILD/trainer/cpu-trainer" --config "$CONFIG" --train-data "$DATA/train" --test-data "$DATA/test" \
+      --log-level warn --report "$OUT/$mode.json" || echo "{\"failed\": true}" >"$OUT/$mode.json"
+  else
+    if FLEETPS_SYNC_MODE=$mode FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
+        FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 scripts/run_local.sh >"$OUT/$mode.log" 2>&1; then
+      cp "$OUT/$mode/trainer0.json" "$OUT/$mode.json"
+    else
+      echo "{\"failed\": true}" >"$OUT/$mode.json"
+    fi
+  fi
+  python3 -c "print($(date +%s.%N) - $start)" >"$OUT/$mode.seconds"
+done
+
+python3 - "$OUT" "$ROWS" "$bayes" "$MODES" <<'PY'
+import json, sys
+out, rows, bayes, modes = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4].split()
+res = {m: json.load(open(f"{out}/{m}.json")) for m in modes}
+local = res.get("local", {}).get("test", {}) or {}
+print(f"accuracy: ctr_dnn on {rows} generated rows (90% train / 10% test), Bayes-optimal test AUC {bayes:.4f}")
+print()
+print("| mode | processes | test AUC | vs local | test log loss | last-epoch train AUC | wall s |")
+print("|---|---|---|---|---|---|---|")
+for m in modes:
+    r = res[m]
+    secs = float(open(f"{out}/{m}.seconds").read())
+    if r.get("failed"):
+        print(f"| {m} | - | failed | - | - | - | {secs:.0f} |")
+        continue
+    t = r["test"]
+    diff = t["auc"] - local["auc"] if local else float("nan")
+    procs = "1 trainer" if m == "local" else "2 pservers + 2 trainers"
+    print(f"| {m} | {procs} | {t['auc']:.4f} | {diff:+.4f} | {t['loss']:.4f} | {r['epochs'][-1]['auc']:.4f} | {secs:.0f} |")
+PY
