@@ -9,6 +9,7 @@
 #include <boost/asio.hpp>
 
 #include "common/net/frame.h"
+#include "common/net/frame_queue.h"
 
 namespace fleetps::net {
 
@@ -30,10 +31,6 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     uint16_t request_type;
     ReplyCallback callback;
     Clock::time_point deadline;
-  };
-  struct Outgoing {
-    uint8_t header[kFrameHeaderSize];
-    flatbuffers::DetachedBuffer payload;
   };
 
   // All below run on `strand`.
@@ -95,28 +92,15 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
       ArmSweep();
     }
     pending.emplace(id, Pending{type, std::move(cb), deadline});
-    Outgoing out;
-    EncodeFrameHeader(type, id, static_cast<uint32_t>(payload.size()), out.header);
-    out.payload = std::move(payload);
-    queue.push_back(std::move(out));
-    if (!writing) DoWrite();
+    queue.Push(type, id, std::move(payload));
+    if (!queue.writing()) DoWrite();
   }
 
   void DoWrite() {
-    if (queue.empty()) {
-      writing = false;
-      return;
-    }
-    writing = true;
-    batch = queue.size();
-    buffers.clear();
-    for (size_t i = 0; i < batch; ++i) {
-      buffers.emplace_back(queue[i].header, kFrameHeaderSize);
-      if (queue[i].payload.size() > 0) buffers.emplace_back(queue[i].payload.data(), queue[i].payload.size());
-    }
-    asio::async_write(socket, buffers,
+    if (queue.empty()) return;
+    asio::async_write(socket, queue.StartBatch(),
                       asio::bind_executor(strand, [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                        self->queue.erase(self->queue.begin(), self->queue.begin() + self->batch);
+                        self->queue.FinishBatch();
                         if (ec) {
                           return self->Fail(Status::Unavailable("sending to server " + self->name +
                                                                 " failed: " + ec.message()));
@@ -156,8 +140,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     boost::system::error_code ec;
     socket.close(ec);
     sweep_timer.cancel();
-    queue.clear();
-    writing = false;
+    queue.Clear();
     auto failed = std::move(pending);
     pending.clear();
     for (auto& [id, p] : failed) p.callback(status);
@@ -176,10 +159,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   // strand-only state:
   uint8_t header_buf[kFrameHeaderSize];
   std::unordered_map<uint64_t, Pending> pending;
-  std::deque<Outgoing> queue;
-  std::vector<asio::const_buffer> buffers;
-  size_t batch = 0;
-  bool writing = false;
+  FrameQueue queue;
   bool sweep_armed = false;
   uint64_t next_id = 1;
 };

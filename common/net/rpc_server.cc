@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/net/frame.h"
+#include "common/net/frame_queue.h"
 
 namespace fleetps::net {
 
@@ -64,12 +65,9 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   void Enqueue(uint16_t type, uint64_t request_id, flatbuffers::DetachedBuffer payload, bool close_after) {
     asio::post(strand_, [self = shared_from_this(), type, request_id, p = std::move(payload), close_after]() mutable {
       if (self->closed_) return;
-      Outgoing out;
-      EncodeFrameHeader(type, request_id, static_cast<uint32_t>(p.size()), out.header);
-      out.payload = std::move(p);
-      self->queue_.push_back(std::move(out));
+      self->queue_.Push(type, request_id, std::move(p));
       if (close_after) self->close_after_flush_ = true;
-      if (!self->writing_) self->DoWrite();
+      if (!self->queue_.writing()) self->DoWrite();
     });
   }
 
@@ -81,11 +79,6 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   RpcServer::Impl& server() { return *server_; }
 
  private:
-  struct Outgoing {
-    uint8_t header[kFrameHeaderSize];
-    flatbuffers::DetachedBuffer payload;
-  };
-
   void CloseNow() {
     if (closed_) return;
     closed_ = true;
@@ -159,25 +152,15 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   void DoWrite() {
     if (queue_.empty()) {
-      writing_ = false;
       if (close_after_flush_) CloseNow();
       return;
     }
-    writing_ = true;
-    // Gather everything queued so far into one write.
-    batch_size_ = queue_.size();
-    buffers_.clear();
-    for (size_t i = 0; i < batch_size_; ++i) {
-      buffers_.emplace_back(queue_[i].header, kFrameHeaderSize);
-      if (queue_[i].payload.size() > 0) buffers_.emplace_back(queue_[i].payload.data(), queue_[i].payload.size());
-    }
-    asio::async_write(socket_, buffers_,
+    asio::async_write(socket_, queue_.StartBatch(),
                       asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                        self->queue_.erase(self->queue_.begin(), self->queue_.begin() + self->batch_size_);
+                        self->queue_.FinishBatch();
                         if (ec) {
                           self->CloseNow();
-                          self->queue_.clear();
-                          self->writing_ = false;
+                          self->queue_.Clear();  // nothing more can be sent
                           return;
                         }
                         self->DoWrite();
@@ -190,10 +173,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   std::string peer_;
   uint8_t header_buf_[kFrameHeaderSize];
   wire::FrameHeader header_;
-  std::deque<Outgoing> queue_;
-  std::vector<asio::const_buffer> buffers_;
-  size_t batch_size_ = 0;
-  bool writing_ = false;
+  FrameQueue queue_;
   bool close_after_flush_ = false;
   bool closed_ = false;
 };
