@@ -16,7 +16,8 @@ ctest --test-dir build --output-on-failure --timeout 600 -j 2
 
 if [ "${FLEETPS_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== sanitizer build (build-asan/: ASan + UBSan, unit + integration tests)"
-  FLEETPS_SANITIZE=ON FLEETPS_BUILD_BENCH=OFF BUILD=build-asan scripts/build.sh
+  FLEETPS_SANITIZE=ON FLEETPS_BUILD_BENCH=OFF FLEETPS_CMAKE_ARGS=-DFLEETPS_BUILD_E2E=OFF BUILD=build-asan \
+    scripts/build.sh
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure --timeout 900 -j 2 -L "unit|integration"
 fi

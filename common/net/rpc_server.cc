@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <thread>
 #include <mutex>
 
 #include <boost/asio.hpp>
@@ -34,6 +35,7 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   const RequestHandler handler;
   tcp::acceptor acceptor;  // touched only from Start/StopAccepting/accept handlers
   std::atomic<bool> accepting{false};
+  std::atomic<bool> stopped{false};
   std::atomic<uint64_t> in_flight{0};
   std::atomic<uint64_t> inflight_bytes{0};
   std::atomic<uint64_t> connection_count{0};
@@ -71,8 +73,15 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     });
   }
 
+  // Graceful close: replies already queued are written first.
   void Close() {
-    asio::post(strand_, [self = shared_from_this()] { self->CloseNow(); });
+    asio::post(strand_, [self = shared_from_this()] {
+      if (self->queue_.empty() && !self->queue_.writing()) {
+        self->CloseNow();
+      } else {
+        self->close_after_flush_ = true;
+      }
+    });
   }
 
   const std::string& peer() const { return peer_; }
@@ -291,6 +300,7 @@ bool RpcServer::Drain(std::chrono::milliseconds timeout) {
 }
 
 void RpcServer::Stop() {
+  if (impl_->stopped.exchange(true)) return;
   StopAccepting();
   std::vector<std::shared_ptr<ServerConnection>> conns;
   {
@@ -301,6 +311,12 @@ void RpcServer::Stop() {
     impl_->conns.clear();
   }
   for (auto& c : conns) c->Close();
+  conns.clear();
+  // Give queued replies (e.g. the answer to a Stop request) a moment to reach the peers.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (impl_->connection_count.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 uint64_t RpcServer::in_flight() const { return impl_->in_flight.load(); }

@@ -2,7 +2,6 @@
 // real generator. Every training mode must finish with every process exiting 0 and reach
 // a test AUC that an untrained model (AUC ~0.5) cannot.
 #include <catch2/catch.hpp>
-#include <regex>
 #include <thread>
 
 #include "test/support/process.h"
@@ -50,9 +49,11 @@ fleetps:
 // Reads the "test" AUC out of a cpu-trainer --report file.
 double TestAuc(const std::string& report) {
   const std::string text = testing::ReadFile(report);
-  std::smatch m;
-  REQUIRE(std::regex_search(text, m, std::regex("\"test\": \\{[^}]*\"auc\": ([0-9.]+)")));
-  return std::stod(m[1]);
+  const size_t test = text.find("\"test\": {");
+  REQUIRE(test != std::string::npos);
+  const size_t auc = text.find("\"auc\": ", test);
+  REQUIRE(auc != std::string::npos);
+  return std::stod(text.substr(auc + 7));
 }
 
 double TrainerRun(const Workdir& w, const std::string& name, const std::vector<std::string>& extra,
@@ -117,12 +118,14 @@ void ClusterRun(const std::string& mode) {
                               w.dir + "/trainer" + std::to_string(i) + ".log"));
   }
   for (int i = 0; i < 2; ++i) {
+    const int rc = trainers[i].Wait(std::chrono::seconds(180));
     INFO("trainer " << i << " log:\n" << testing::ReadFile(w.dir + "/trainer" + std::to_string(i) + ".log"));
-    REQUIRE(trainers[i].Wait(std::chrono::seconds(180)) == 0);
+    REQUIRE(rc == 0);
   }
   for (int i = 0; i < 2; ++i) {
+    const int rc = servers[i].Wait(std::chrono::seconds(30));  // stopped by trainer 0
     INFO("pserver " << i << " log:\n" << testing::ReadFile(w.dir + "/pserver" + std::to_string(i) + ".log"));
-    CHECK(servers[i].Wait(std::chrono::seconds(30)) == 0);  // stopped by trainer 0
+    CHECK(rc == 0);
   }
   // The test AUC is summed across trainers: both report the same figure.
   const double auc0 = TestAuc(w.dir + "/trainer0.json");
