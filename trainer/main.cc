@@ -29,7 +29,7 @@ int Fail(const fleetps::Status& st) {
 int main(int argc, char** argv) {
   using namespace fleetps;
   CLI::App cli{"fleetps CPU trainer"};
-  std::string config_path, mode = "train", servers, sync_mode, train_data, test_data, log_level;
+  std::string config_path, mode = "train", servers, sync_mode, train_data, test_data, log_level, model_dir;
   std::optional<uint32_t> trainer_id, trainers, epochs, threads;
   trainer::JobFlags flags;
   cli.add_option("-c,--config", config_path, "job YAML (PaddleRec runner + hyper_parameters)")->required();
@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   cli.add_option("--threads", threads, "worker threads (overrides runner.thread_num)");
   cli.add_option("--train-data", train_data, "training file or directory (overrides runner.train_data_dir)");
   cli.add_option("--test-data", test_data, "test file or directory (overrides runner.test_data_dir)");
+  cli.add_option("--model", model_dir, "infer: saved model directory (overrides runner.infer_load_path)");
   cli.add_option("--report", flags.report_path, "write a JSON summary here");
   cli.add_option("--predictions", flags.predictions_path, "write 'label prediction' lines here (evaluation)");
   cli.add_option("--log-level", log_level, "trace|debug|info|warn|error|off");
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   if (!train_data.empty()) options->data.train_paths = {train_data};
   if (!test_data.empty()) options->data.test_paths = {test_data};
   if (!log_level.empty()) options->log_level = log_level;
+  if (!model_dir.empty()) options->infer_load_path = model_dir;
   if (!sync_mode.empty()) {
     if (sync_mode == "async") options->sync_mode = config::SyncMode::kAsync;
     else if (sync_mode == "sync") options->sync_mode = config::SyncMode::kSync;

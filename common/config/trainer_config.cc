@@ -1,5 +1,6 @@
 #include "common/config/trainer_config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -98,6 +99,12 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(ReadUint32(runner, "thread_num", rctx, &o.worker_threads));
     RETURN_IF_ERROR(ReadString(runner, "model_save_path", rctx, &o.model_save_path));
     RETURN_IF_ERROR(ReadString(runner, "infer_load_path", rctx, &o.infer_load_path));
+    // Like the data paths, model paths are relative to the YAML file's directory.
+    const std::filesystem::path base = std::filesystem::path(file_name).parent_path();
+    for (std::string* p : {&o.model_save_path, &o.infer_load_path}) {
+      if (!p->empty() && std::filesystem::path(*p).is_relative()) *p = (base / *p).lexically_normal().string();
+    }
+    if (o.infer_load_path.empty()) o.infer_load_path = o.model_save_path;
     if (o.geo_step == 0) return rctx.Child("geo_step").Error(runner["geo_step"], "must be >= 1");
     if (o.epochs == 0) return rctx.Child("epochs").Error(runner["epochs"], "must be >= 1");
     if (o.print_interval == 0) return rctx.Child("print_interval").Error(runner["print_interval"], "must be >= 1");

@@ -45,9 +45,9 @@ struct TrainerOptions {
   uint32_t epochs = 1;                    // `epochs`, >= 1
   uint32_t print_interval = 100;          // `print_interval`: steps between progress lines, >= 1
   uint32_t worker_threads = 1;            // `thread_num`: training threads per trainer (Hogwild)
-  std::string model_save_path;            // `model_save_path`: "" = do not save
+  std::string model_save_path;            // `model_save_path`: "" = do not save; relative to the YAML
   bool save_every_epoch = false;          // fleetps.save_every_epoch: also save to <path>/<epoch>
-  std::string infer_load_path;            // `infer_load_path`: model directory for infer mode
+  std::string infer_load_path;            // `infer_load_path`: infer model dir (default model_save_path)
 
   // ---- cluster (environment / flags) ----
   uint32_t trainer_id = 0;                // PADDLE_TRAINER_ID

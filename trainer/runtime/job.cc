@@ -39,6 +39,19 @@ void LogPass(const char* what, const config::TrainerOptions& o, const PassReport
       r.dense_compute_sec, r.skipped_lines ? fmt::format(", {} bad lines skipped", r.skipped_lines) : "");
 }
 
+// Trainer 0 saves every table (sparse rows on the servers plus the dense parameters) as
+// one checkpoint in model_save_path; the others wait for it.
+Status SaveModel(const config::TrainerOptions& o, PsClient& client) {
+  if (o.trainer_id == 0) {
+    ASSIGN_OR_RETURN(SaveResult saved, client.Save(o.model_save_path, kSaveCheckpoint));
+    spdlog::info("trainer 0: saved the model to {} (version {}, {} sparse rows, {:.1f} MB)", o.model_save_path,
+                 saved.version, saved.rows, saved.bytes / 1e6);
+  }
+  return client
+      .Barrier("model-saved", o.trainer_id, o.trainers_num, std::chrono::milliseconds(o.barrier_timeout_ms))
+      .status();
+}
+
 }  // namespace
 
 Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags) {
@@ -53,6 +66,10 @@ Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobF
     ASSIGN_OR_RETURN(PassReport r, trainer.TrainEpoch(e));
     LogPass(fmt::format("epoch {} done", e).c_str(), o, r);
     epochs.push_back(r);
+    if (o.save_every_epoch && e < o.epochs && !o.model_save_path.empty()) {
+      RETURN_IF_ERROR(trainer.Barrier(fmt::format("epoch-{}-saved", e)));  // every push is in
+      RETURN_IF_ERROR(SaveModel(o, client));
+    }
   }
   std::optional<PassReport> test;
   if (!o.data.test_paths.empty()) {
@@ -62,6 +79,7 @@ Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobF
   }
   RETURN_IF_ERROR(WriteReport(flags.report_path, o, epochs, test ? &*test : nullptr));
   RETURN_IF_ERROR(trainer.Barrier("finished"));
+  if (!o.model_save_path.empty()) RETURN_IF_ERROR(SaveModel(o, client));
   if (o.trainer_id == 0 && !o.local() && o.stop_servers_at_end) {
     spdlog::info("trainer 0: all trainers finished; stopping the pservers");
     RETURN_IF_ERROR(client.StopServers("training finished"));
@@ -73,6 +91,11 @@ Status RunInferJob(const config::TrainerOptions& o, PsClient& client, const JobF
   if (o.data.test_paths.empty()) {
     return Status::InvalidArgument("infer needs test data: set runner.test_data_dir or pass --test-data");
   }
+  if (o.infer_load_path.empty()) {
+    return Status::InvalidArgument("infer needs a saved model: set runner.infer_load_path or pass --model");
+  }
+  ASSIGN_OR_RETURN(LoadResult loaded, client.Load(o.infer_load_path));
+  spdlog::info("loaded model {} (version {}, {} sparse rows)", o.infer_load_path, loaded.version, loaded.rows);
   Trainer trainer(o, client);
   ASSIGN_OR_RETURN(PassReport r, trainer.Evaluate(o.data.test_paths, flags.predictions_path));
   LogPass("infer", o, r);

@@ -1,6 +1,7 @@
 // End-to-end: the real cpu-trainer and pserver binaries on loopback, on data from the
 // real generator. Every training mode must finish with every process exiting 0 and reach
-// a test AUC that an untrained model (AUC ~0.5) cannot.
+// a test AUC that an untrained model (AUC ~0.5) cannot, and the model trainer 0 saves must
+// score the test split identically when loaded by infer mode.
 #include <catch2/catch.hpp>
 #include <thread>
 
@@ -110,7 +111,8 @@ void ClusterRun(const std::string& mode) {
   ChildProcess trainers[2];
   for (int i = 0; i < 2; ++i) {
     REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml",
-                               "--sync-mode", mode, "--report", w.dir + "/trainer" + std::to_string(i) + ".json"},
+                               "--sync-mode", mode, "--report", w.dir + "/trainer" + std::to_string(i) + ".json",
+                               "--predictions", w.dir + "/predictions" + std::to_string(i) + ".txt"},
                               {{"TRAINING_ROLE", "TRAINER"},
                                {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
                                {"PADDLE_TRAINERS_NUM", "2"},
@@ -132,10 +134,26 @@ void ClusterRun(const std::string& mode) {
   const double auc1 = TestAuc(w.dir + "/trainer1.json");
   CHECK(auc0 == Approx(auc1).margin(1e-9));
   CHECK(auc0 > kAucFloor);
+
+  // Trainer 0 saved the model after scoring the test split (one file, so trainer 0 scored
+  // all of it): infer mode loads that checkpoint into a fresh in-process server and must
+  // reproduce every prediction exactly.
+  ChildProcess infer;
+  REQUIRE(infer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml", "--mode",
+                       "infer", "--predictions", w.dir + "/infer.txt", "--report", w.dir + "/infer.json"},
+                      {}, w.dir + "/infer.log"));
+  const int rc = infer.Wait(std::chrono::seconds(60));
+  INFO(testing::ReadFile(w.dir + "/infer.log"));
+  REQUIRE(rc == 0);
+  const std::string trained = testing::ReadFile(w.dir + "/predictions0.txt");
+  CHECK(trained.size() > 1000);
+  CHECK(testing::ReadFile(w.dir + "/infer.txt") == trained);
+  CHECK(TestAuc(w.dir + "/infer.json") == Approx(auc0).margin(1e-12));
 }
 
 TEST_CASE("Async training with 2 pservers and 2 trainers") { ClusterRun("async"); }
 TEST_CASE("Sync training with 2 pservers and 2 trainers") { ClusterRun("sync"); }
+TEST_CASE("GEO training with 2 pservers and 2 trainers") { ClusterRun("geo"); }
 
 }  // namespace
 }  // namespace fleetps
