@@ -9,7 +9,8 @@
 # Variables: FLEETPS_CONFIG (default configs/ctr_dnn.yaml), FLEETPS_TRAIN_DATA /
 # FLEETPS_TEST_DATA (default: generated into build/local_data), FLEETPS_ROWS (generated
 # rows, default 200000), FLEETPS_PSERVERS / FLEETPS_TRAINERS (default 2 / 2),
-# FLEETPS_SYNC_MODE (async|sync|geo; default: the YAML's), FLEETPS_BASE_PORT (default 18500),
+# FLEETPS_SYNC_MODE (async|sync|geo; default: the YAML's), FLEETPS_EPOCHS (default: the YAML's),
+# FLEETPS_BASE_PORT (default 18500),
 # FLEETPS_OUT (logs and reports, default build/local_run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +60,7 @@ echo "== starting $TRAINERS cpu-trainers (logs in $OUT)"
 trainer_pids=()
 extra=()
 if [ -n "${FLEETPS_SYNC_MODE:-}" ]; then extra+=(--sync-mode "$FLEETPS_SYNC_MODE"); fi
+if [ -n "${FLEETPS_EPOCHS:-}" ]; then extra+=(--epochs "$FLEETPS_EPOCHS"); fi
 for ((i = 0; i < TRAINERS; i++)); do
   TRAINING_ROLE=TRAINER PADDLE_PSERVERS_IP_PORT_LIST="$endpoints" PADDLE_TRAINERS_NUM="$TRAINERS" \
     PADDLE_TRAINER_ID=$i "$BUILD/trainer/cpu-trainer" --config "$CONFIG" --train-data "$TRAIN_DATA" \

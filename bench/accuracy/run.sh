@@ -2,12 +2,15 @@
 # Accuracy of distributed training against local training on the same generated data:
 # test AUC of local (1 process), async, sync and GEO (2 pservers + 2 trainers each),
 # next to the generator's Bayes-optimal AUC. Prints a markdown table.
-#   bench/accuracy/run.sh [rows (default 500000)] [modes (default "local async sync geo")]
+#   bench/accuracy/run.sh [rows (default 500000)] [modes (default "local async sync geo")] [epochs]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
 ROWS="${1:-500000}"
 MODES="${2:-local async sync geo}"
+EPOCHS="${3:-}"
+epoch_flags=()
+if [ -n "$EPOCHS" ]; then epoch_flags=(--epochs "$EPOCHS"); fi
 OUT="$BUILD/accuracy"
 DATA="$OUT/data_$ROWS"
 CONFIG="${FLEETPS_CONFIG:-configs/ctr_dnn.yaml}"
@@ -22,9 +25,9 @@ for mode in $MODES; do
   start=$(date +%s.%N)
   if [ "$mode" = local ]; then
     "$BUILD/trainer/cpu-trainer" --config "$CONFIG" --train-data "$DATA/train" --test-data "$DATA/test" \
-      --log-level warn --report "$OUT/$mode.json" || echo "{\"failed\": true}" >"$OUT/$mode.json"
+      --log-level warn --report "$OUT/$mode.json" "${epoch_flags[@]}" || echo "{\"failed\": true}" >"$OUT/$mode.json"
   else
-    if FLEETPS_SYNC_MODE=$mode FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
+    if FLEETPS_SYNC_MODE=$mode FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
         FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 scripts/run_local.sh >"$OUT/$mode.log" 2>&1; then
       cp "$OUT/$mode/trainer0.json" "$OUT/$mode.json"
     else
@@ -34,12 +37,13 @@ for mode in $MODES; do
   python3 -c "print($(date +%s.%N) - $start)" >"$OUT/$mode.seconds"
 done
 
-python3 - "$OUT" "$ROWS" "$bayes" "$MODES" <<'PY'
+python3 - "$OUT" "$ROWS" "$bayes" "$MODES" "${EPOCHS:-yaml}" <<'PY'
 import json, sys
-out, rows, bayes, modes = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4].split()
+out, rows, bayes, modes, epochs = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4].split(), sys.argv[5]
 res = {m: json.load(open(f"{out}/{m}.json")) for m in modes}
 local = res.get("local", {}).get("test", {}) or {}
-print(f"accuracy: ctr_dnn on {rows} generated rows (90% train / 10% test), Bayes-optimal test AUC {bayes:.4f}")
+print(f"accuracy: ctr_dnn on {rows} generated rows (90% train / 10% test), epochs: {epochs}, "
+      f"Bayes-optimal test AUC {bayes:.4f}")
 print()
 print("| mode | processes | test AUC | vs local | test log loss | last-epoch train AUC | wall s |")
 print("|---|---|---|---|---|---|---|")
