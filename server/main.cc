@@ -1,6 +1,6 @@
 // pserver: the fleetps parameter server daemon.
 //
-//   pserver --config configs/pserver.yaml [--endpoints h:p,h:p --index 0 --port 8500]
+//   pserver --config configs/pserver.yaml [--endpoints h:p,h:p --index 0 --port 8500] [--load DIR]
 //   TRAINING_ROLE=PSERVER PADDLE_PSERVERS_IP_PORT_LIST=... POD_IP=... PADDLE_PORT=... pserver --config ...
 //
 // Precedence: flags > environment > YAML > defaults (common/config/server_config.h).
@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   cli.add_option("--io-threads", flags.io_threads, "network threads");
   cli.add_option("--shard-threads", flags.shard_threads, "table executor threads");
   cli.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|off");
+  cli.add_option("--load", flags.load_dir,
+                 "checkpoint directory to load before listening (each server takes the rows it owns)");
+  cli.add_option("--data-dir", flags.data_dir, "root of the RocksDB tier of tables with a memory budget");
   CLI11_PARSE(cli, argc, argv);
 
   auto options = fleetps::config::LoadServerYaml(config_path);

@@ -1,14 +1,21 @@
-// ps_bench: pull/push throughput against running pservers.
+// ps_bench: pull/push throughput against running pservers, and save/load speed.
 //
 //   ps_bench --servers 127.0.0.1:8500[,127.0.0.1:8501] [--dims 1,8,64] [--batches 1000,100000]
 //            [--inflight 1,8] [--keys 1000000] [--seconds 2] [--wire-mbps 1700]
+//            [--save-dir DIR] [--fill-only | --skip-fill] [--fresh-keys]
 //
 // The servers must serve sparse tables with ids equal to the dims measured (see
 // bench/ps_bench/pserver_bench.yaml; bench/run_ps_bench.sh starts them). Each cell
 // first fills the key space, then pulls or pushes batches of random keys drawn
 // uniformly from it, keeping `inflight` requests outstanding, for `seconds`.
 // MB/s counts payload bytes moved (8 bytes per key + 4 per float); "wire" is that
-// divided by the loopback TCP bandwidth given with --wire-mbps (iperf3).
+// divided by the loopback TCP bandwidth given with --wire-mbps (iperf3). The "on disk"
+// column is the share of the table's rows held on the servers' RocksDB tier when the cell
+// starts (tables with memory_budget_bytes; see bench/run_storage_bench.sh).
+//
+// With --save-dir, the servers then save every table there (mode 0, checkpoint) and load it
+// back; rows/s and MB/s (checkpoint bytes) are printed for both. --fill-only fills the key
+// space and skips the pull/push cells (for a save/load or memory measurement).
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -74,6 +81,10 @@ int main(int argc, char** argv) {
   double seconds = 2.0;
   double wire_mbps = 0;
   std::string label;
+  std::string save_dir;
+  bool fill_only = false;
+  bool skip_fill = false;
+  bool fresh_keys = false;
   cli.add_option("--servers", servers, "pserver endpoints, comma separated")->required();
   cli.add_option("--dims", dims, "table ids = dims to measure")->delimiter(',');
   cli.add_option("--batches", batches, "keys per batch")->delimiter(',');
@@ -82,6 +93,12 @@ int main(int argc, char** argv) {
   cli.add_option("--seconds", seconds, "seconds per measurement");
   cli.add_option("--wire-mbps", wire_mbps, "loopback TCP bandwidth in MB/s (iperf3), for the ratio column");
   cli.add_option("--label", label, "text printed in the first column (e.g. '2 servers')");
+  cli.add_option("--save-dir", save_dir, "after the cells, save every table here and load it back, timed");
+  cli.add_flag("--fill-only", fill_only, "fill the key space, skip the pull/push cells");
+  cli.add_flag("--skip-fill", skip_fill, "the key space is already filled (by an earlier --fill-only run)");
+  cli.add_flag("--fresh-keys", fresh_keys,
+               "draw new random keys for every request (default: each in-flight slot reuses its batch, "
+               "so a cell touches only inflight * batch distinct keys)");
   CLI11_PARSE(cli, argc, argv);
 
   auto endpoints = fleetps::net::ParseEndpointList(servers);
@@ -100,8 +117,19 @@ int main(int argc, char** argv) {
   PsClient& ps = **client;
   if (label.empty()) label = std::to_string(endpoints->size()) + " server(s)";
 
-  std::printf("| setup | dim | batch | inflight | op | keys/s | MB/s | MB/s / wire |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  // Share of a table's rows on the RocksDB tier, from the servers' statistics.
+  auto disk_share = [&](uint32_t table_id) {
+    auto stats = ps.Stats();
+    if (!stats.ok()) return 0.0;
+    for (const auto& t : *stats) {
+      if (t.id == table_id && t.rows > 0) return static_cast<double>(t.disk_rows) / static_cast<double>(t.rows);
+    }
+    return 0.0;
+  };
+  if (!fill_only) {
+    std::printf("| setup | dim | batch | inflight | op | keys/s | MB/s | MB/s / wire | on disk |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  }
   std::mt19937_64 rng(1);
   for (uint32_t dim : dims) {
     auto info = ps.Table(dim);
@@ -110,7 +138,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     // Fill the key space so pulls hit stored rows.
-    {
+    if (!skip_fill) {
+      const auto fill_start = Clock::now();
       const size_t chunk = 100000;
       std::vector<uint64_t> keys(chunk);
       std::vector<float> grads(chunk * dim, 0.001f);
@@ -123,7 +152,12 @@ int main(int argc, char** argv) {
           return 1;
         }
       }
+      const double fill_s = std::chrono::duration<double>(Clock::now() - fill_start).count();
+      std::fprintf(stderr, "ps_bench: filled %llu keys of table %u in %.1f s (%.2fM keys/s), %.1f%% on disk\n",
+                   static_cast<unsigned long long>(key_space), dim, fill_s, key_space / fill_s / 1e6,
+                   100.0 * disk_share(dim));
     }
+    if (fill_only) continue;
     for (size_t batch : batches) {
       for (int inflight : inflights) {
         // One key/value buffer per in-flight slot; keys drawn uniformly.
@@ -133,19 +167,55 @@ int main(int argc, char** argv) {
         }
         std::vector<std::vector<float>> values(inflight, std::vector<float>(batch * dim));
         std::vector<float> grads(batch * dim, 0.001f);
-        Cell pull = Measure(batch, dim, inflight, seconds,
-                            [&](int slot) { return ps.PullSparse(dim, keys[slot], values[slot].data()); });
-        Cell push = Measure(batch, dim, inflight, seconds,
-                            [&](int slot) { return ps.PushSparse(dim, keys[slot], grads); });
+        // A slot is reused only after its previous request completed (Measure), so its keys
+        // can be redrawn then.
+        auto redraw = [&](int slot) {
+          if (fresh_keys) {
+            for (auto& x : keys[slot]) x = rng() % key_space;
+          }
+        };
+        Cell pull = Measure(batch, dim, inflight, seconds, [&](int slot) {
+          redraw(slot);
+          return ps.PullSparse(dim, keys[slot], values[slot].data());
+        });
+        Cell push = Measure(batch, dim, inflight, seconds, [&](int slot) {
+          redraw(slot);
+          return ps.PushSparse(dim, keys[slot], grads);
+        });
+        const double on_disk = disk_share(dim);
         for (auto [op, cell] : {std::pair{"pull", pull}, std::pair{"push", push}}) {
           char ratio[32] = "n/a";
           if (wire_mbps > 0) std::snprintf(ratio, sizeof(ratio), "%.3f", cell.mb_per_s / wire_mbps);
-          std::printf("| %s | %u | %zu | %d | %s | %.2fM | %.1f | %s |\n", label.c_str(), dim, batch, inflight, op,
-                      cell.keys_per_s / 1e6, cell.mb_per_s, ratio);
+          std::printf("| %s | %u | %zu | %d | %s | %.2fM | %.1f | %s | %.0f%% |\n", label.c_str(), dim, batch, inflight,
+                      op, cell.keys_per_s / 1e6, cell.mb_per_s, ratio, 100.0 * on_disk);
           std::fflush(stdout);
         }
       }
     }
+  }
+  if (!save_dir.empty()) {
+    std::printf("\n| setup | op | rows | seconds | rows/s | MB/s |\n|---|---|---|---|---|---|\n");
+    auto start = Clock::now();
+    auto saved = ps.Save(save_dir, fleetps::trainer::kSaveCheckpoint);
+    const double save_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!saved.ok()) {
+      std::fprintf(stderr, "ps_bench: save: %s\n", saved.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("| %s | save (mode 0) | %llu | %.2f | %.2fM | %.1f |\n", label.c_str(),
+                static_cast<unsigned long long>(saved->rows), save_s, saved->rows / save_s / 1e6,
+                saved->bytes / save_s / 1e6);
+    start = Clock::now();
+    auto loaded = ps.Load(save_dir);
+    const double load_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "ps_bench: load: %s\n", loaded.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("| %s | load | %llu | %.2f | %.2fM | %.1f |\n", label.c_str(),
+                static_cast<unsigned long long>(loaded->rows), load_s, loaded->rows / load_s / 1e6,
+                saved->bytes / load_s / 1e6);
+    std::fflush(stdout);
   }
   return 0;
 }

@@ -75,12 +75,42 @@ Status ParseInitializer(const YAML::Node& node, const YamlContext& ctx, Initiali
   return Status::OK();
 }
 
+Status ParseAccessor(const YAML::Node& node, const YamlContext& ctx, AccessorOptions* out) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map with 'name' (plain or ctr)");
+  RETURN_IF_ERROR(RejectUnknownKeys(node,
+                                    {"name", "nonclk_coeff", "click_coeff", "embedx_threshold",
+                                     "show_click_decay_rate", "delete_threshold", "delete_after_unseen_days"},
+                                    ctx));
+  std::string name = "plain";
+  RETURN_IF_ERROR(ReadString(node, "name", ctx, &name));
+  if (name == "plain") {
+    out->kind = AccessorKind::kPlain;
+  } else if (name == "ctr" || name == "ctr_common" || name == "CtrCommonAccessor") {
+    out->kind = AccessorKind::kCtr;
+  } else {
+    return ctx.Child("name").Error(node["name"], "unknown accessor '" + name + "' (use plain or ctr)");
+  }
+  if (out->kind == AccessorKind::kPlain && node.size() > (node["name"] ? 1u : 0u)) {
+    return ctx.Error(node, "the plain accessor takes no parameters (set name: ctr for CTR statistics)");
+  }
+  RETURN_IF_ERROR(ReadFloat(node, "nonclk_coeff", ctx, &out->nonclk_coeff));
+  RETURN_IF_ERROR(ReadFloat(node, "click_coeff", ctx, &out->click_coeff));
+  RETURN_IF_ERROR(ReadFloat(node, "embedx_threshold", ctx, &out->embedx_threshold));
+  RETURN_IF_ERROR(ReadFloat(node, "show_click_decay_rate", ctx, &out->show_click_decay_rate));
+  RETURN_IF_ERROR(ReadFloat(node, "delete_threshold", ctx, &out->delete_threshold));
+  RETURN_IF_ERROR(ReadUint32(node, "delete_after_unseen_days", ctx, &out->delete_after_unseen_days));
+  return Status::OK();
+}
+
 namespace {
 
 Status ParseTable(const YAML::Node& node, const YamlContext& ctx, TableOptions* out) {
   if (!node.IsMap()) return ctx.Error(node, "expected a table map (id, name, kind, dim, ...)");
   RETURN_IF_ERROR(RejectUnknownKeys(
-      node, {"id", "name", "kind", "dim", "size", "shards", "create_on_pull", "optimizer", "initializer"}, ctx));
+      node,
+      {"id", "name", "kind", "dim", "size", "shards", "create_on_pull", "optimizer", "initializer", "accessor",
+       "memory_budget_bytes"},
+      ctx));
   RETURN_IF_ERROR(Require(node, "id", ctx));
   RETURN_IF_ERROR(Require(node, "name", ctx));
   RETURN_IF_ERROR(ReadUint32(node, "id", ctx, &out->id));
@@ -103,6 +133,8 @@ Status ParseTable(const YAML::Node& node, const YamlContext& ctx, TableOptions* 
   RETURN_IF_ERROR(ReadUint64(node, "size", ctx, &out->dim));
   RETURN_IF_ERROR(ReadUint32(node, "shards", ctx, &out->shards));
   RETURN_IF_ERROR(ReadBool(node, "create_on_pull", ctx, &out->create_on_pull));
+  RETURN_IF_ERROR(ReadUint64(node, "memory_budget_bytes", ctx, &out->memory_budget_bytes));
+  if (node["accessor"]) RETURN_IF_ERROR(ParseAccessor(node["accessor"], ctx.Child("accessor"), &out->accessor));
   if (node["optimizer"]) RETURN_IF_ERROR(ParseOptimizer(node["optimizer"], ctx.Child("optimizer"), &out->optimizer));
   if (node["initializer"]) {
     RETURN_IF_ERROR(ParseInitializer(node["initializer"], ctx.Child("initializer"), &out->initializer));
@@ -139,6 +171,21 @@ Status ValidateTable(const TableOptions& t) {
   if (!(o.initial_accumulator >= 0)) {
     return Status::InvalidArgument(where + ": optimizer.initial_accumulator must be >= 0");
   }
+  if (t.kind == TableKind::kDense && t.accessor.kind != AccessorKind::kPlain) {
+    return Status::InvalidArgument(where + ": dense tables have no accessor (remove 'accessor')");
+  }
+  if (t.kind == TableKind::kDense && t.memory_budget_bytes != 0) {
+    return Status::InvalidArgument(where + ": dense tables live in RAM (remove 'memory_budget_bytes')");
+  }
+  const auto& a = t.accessor;
+  const auto finite = [](float x) { return x - x == 0.0f; };
+  if (!finite(a.nonclk_coeff) || !finite(a.click_coeff) || !finite(a.embedx_threshold) ||
+      !finite(a.delete_threshold)) {
+    return Status::InvalidArgument(where + ": accessor coefficients and thresholds must be finite");
+  }
+  if (!(a.show_click_decay_rate > 0 && a.show_click_decay_rate <= 1)) {
+    return Status::InvalidArgument(where + ": accessor.show_click_decay_rate must be in (0, 1]");
+  }
   return Status::OK();
 }
 
@@ -147,7 +194,8 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
   if (!server.IsMap()) return sctx.Error(server, "expected a map");
   RETURN_IF_ERROR(RejectUnknownKeys(server,
                                     {"endpoints", "index", "bind_host", "io_threads", "shard_threads",
-                                     "max_message_bytes", "max_inflight_bytes", "drain_timeout_ms", "log_level"},
+                                     "max_message_bytes", "max_inflight_bytes", "drain_timeout_ms", "log_level",
+                                     "data_dir", "load_dir", "save_dir", "save_interval_s", "save_mode"},
                                     sctx));
   std::vector<std::string> endpoints;
   RETURN_IF_ERROR(ReadStringList(server, "endpoints", sctx, &endpoints));
@@ -164,6 +212,14 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
   RETURN_IF_ERROR(ReadUint64(server, "max_inflight_bytes", sctx, &out.max_inflight_bytes));
   RETURN_IF_ERROR(ReadUint32(server, "drain_timeout_ms", sctx, &out.drain_timeout_ms));
   RETURN_IF_ERROR(ReadString(server, "log_level", sctx, &out.log_level));
+  RETURN_IF_ERROR(ReadString(server, "data_dir", sctx, &out.data_dir));
+  RETURN_IF_ERROR(ReadString(server, "load_dir", sctx, &out.load_dir));
+  RETURN_IF_ERROR(ReadString(server, "save_dir", sctx, &out.save_dir));
+  RETURN_IF_ERROR(ReadUint32(server, "save_interval_s", sctx, &out.save_interval_s));
+  RETURN_IF_ERROR(ReadUint32(server, "save_mode", sctx, &out.save_mode));
+  if (out.save_mode > 3) {
+    return sctx.Child("save_mode").Error(server["save_mode"], "must be 0 (checkpoint), 1 (delta), 2 (base) or 3 (batch)");
+  }
   if (out.io_threads < 1 || out.io_threads > 256) {
     return sctx.Child("io_threads").Error(server["io_threads"], "must be in [1, 256]");
   }
@@ -279,6 +335,8 @@ Status ApplyServerFlags(const ServerFlags& flags, ServerOptions* options) {
   if (flags.io_threads) options->io_threads = *flags.io_threads;
   if (flags.shard_threads) options->shard_threads = *flags.shard_threads;
   if (flags.log_level) options->log_level = *flags.log_level;
+  if (flags.load_dir) options->load_dir = *flags.load_dir;
+  if (flags.data_dir) options->data_dir = *flags.data_dir;
   if (flags.port) {
     if (options->endpoints.empty()) options->endpoints.push_back({"127.0.0.1", *flags.port});
     if (options->index < options->endpoints.size()) options->endpoints[options->index].port = *flags.port;
@@ -297,7 +355,18 @@ Status ValidateServerOptions(const ServerOptions& o) {
   }
   if (o.io_threads < 1 || o.shard_threads < 1) return Status::InvalidArgument("io_threads and shard_threads must be >= 1");
   if (o.tables.empty()) return Status::InvalidArgument(o.source + ": no tables configured");
-  for (const auto& t : o.tables) RETURN_IF_ERROR(ValidateTable(t).WithContext(o.source));
+  for (const auto& t : o.tables) {
+    RETURN_IF_ERROR(ValidateTable(t).WithContext(o.source));
+    if (t.memory_budget_bytes != 0 && o.data_dir.empty()) {
+      return Status::InvalidArgument(o.source + ": table '" + t.name +
+                                     "' has memory_budget_bytes but server.data_dir is not set (where its cold "
+                                     "rows go; or pass --data-dir)");
+    }
+  }
+  if (o.save_mode > 3) return Status::InvalidArgument("server.save_mode must be in [0, 3]");
+  if (o.save_interval_s != 0 && o.save_dir.empty()) {
+    return Status::InvalidArgument(o.source + ": server.save_interval_s is set but server.save_dir is empty");
+  }
   return Status::OK();
 }
 

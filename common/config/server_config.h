@@ -36,6 +36,19 @@ struct ServerOptions {
   uint32_t drain_timeout_ms = 10000;     // on SIGTERM: wait this long for in-flight requests
   std::string log_level = "info";        // trace|debug|info|warn|error|off
   std::vector<TableOptions> tables;      // at least one
+  // Root of the RocksDB spill tier: tables with memory_budget_bytes keep their cold rows in
+  // data_dir/server-<index>/table-<id>/ (wiped at start-up). Required when a table has a
+  // budget. YAML server.data_dir.
+  std::string data_dir;
+  // Checkpoint loaded before the server listens (`--load DIR`, YAML server.load_dir); empty:
+  // start with initial values.
+  std::string load_dir;
+  // Periodic saves (YAML server.save_dir, save_interval_s, save_mode): every
+  // save_interval_s seconds server 0 saves all tables to save_dir in save_mode
+  // (0 checkpoint, 1 delta, 2 base, 3 batch). 0 seconds (default) or an empty dir: off.
+  std::string save_dir;
+  uint32_t save_interval_s = 0;
+  uint32_t save_mode = 0;
   std::string source;                    // where the options came from, for messages
 
   const net::Endpoint& self() const { return endpoints[index]; }
@@ -50,6 +63,8 @@ struct ServerFlags {
   std::optional<int> io_threads;
   std::optional<int> shard_threads;
   std::optional<std::string> log_level;
+  std::optional<std::string> load_dir;   // --load
+  std::optional<std::string> data_dir;   // --data-dir
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
@@ -68,6 +83,8 @@ Status ValidateServerOptions(const ServerOptions& options);
 
 // Validates a table (shared with tools that read configs).
 Status ValidateTable(const TableOptions& table);
+// The `accessor:` map of a sparse table.
+Status ParseAccessor(const YAML::Node& node, const YamlContext& ctx, AccessorOptions* out);
 
 // Readers of the YAML pieces shared by pserver and job configs.
 Status ParseOptimizer(const YAML::Node& node, const YamlContext& ctx, OptimizerOptions* out);

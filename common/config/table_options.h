@@ -10,6 +10,8 @@ namespace fleetps {
 enum class TableKind : uint8_t { kSparse = 0, kDense = 1 };
 enum class OptimizerKind : uint8_t { kSgd = 0, kAdagrad = 1, kAdam = 2 };
 enum class InitializerKind : uint8_t { kUniform = 0, kGaussian = 1, kZeros = 2, kConstant = 3 };
+// Values are stored in checkpoint manifests (schemas/checkpoint.fbs AccessorKind).
+enum class AccessorKind : uint8_t { kPlain = 0, kCtr = 1 };
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kSgd;  // `name`: sgd | adagrad | adam
@@ -37,6 +39,25 @@ struct InitializerOptions {
   uint64_t seed = 0;    // a row's initial value is a pure function of (seed, key, column)
 };
 
+// What a sparse row holds besides weights and optimizer state, and the rules that use it
+// (server/accessor). YAML: `accessor: {name: ctr, nonclk_coeff: 0.1, ...}`; defaults are
+// Paddle's CtrCommonAccessor defaults.
+struct AccessorOptions {
+  AccessorKind kind = AccessorKind::kPlain;  // `name`: plain | ctr
+  // CTR: score = (show - click) * nonclk_coeff + click * click_coeff.
+  float nonclk_coeff = 0.1f;
+  float click_coeff = 1.0f;
+  // CTR: a new row gets only embed_w (weight 0); embedx (weights 1..dim-1) is created,
+  // from the initializer, once the row's score reaches this. <= 0: every row is created
+  // whole.
+  float embedx_threshold = 10.0f;
+  // CTR shrink: show and click are multiplied by this (in (0, 1]) first, then rows with
+  // score < delete_threshold or unseen_days > delete_after_unseen_days are deleted.
+  float show_click_decay_rate = 0.98f;
+  float delete_threshold = 0.8f;
+  uint32_t delete_after_unseen_days = 30;  // days = batch saves (mode 3) without a push
+};
+
 struct TableOptions {
   uint32_t id = 0;                      // wire id, unique per cluster
   std::string name;                     // human name, unique per cluster
@@ -49,6 +70,12 @@ struct TableOptions {
                                  // (otherwise its initial value is returned, not stored)
   OptimizerOptions optimizer;
   InitializerOptions initializer;
+  AccessorOptions accessor;      // sparse only
+  // Sparse: RAM for this table's rows on each server, bytes; rows beyond it, coldest first,
+  // move to RocksDB under server.data_dir and come back on use. 0 (default): no limit,
+  // every row in RAM and no RocksDB. Covers the rows, their index and RocksDB's caches
+  // (docs/STORAGE.md).
+  uint64_t memory_budget_bytes = 0;
 };
 
 }  // namespace fleetps

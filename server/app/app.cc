@@ -3,9 +3,13 @@
 #include <boost/asio.hpp>
 #include <spdlog/spdlog.h>
 
+#include <future>
+
 #include "common/executor.h"
 #include "common/net/io_threads.h"
+#include "common/net/rpc_client.h"
 #include "common/net/rpc_server.h"
+#include "schemas/ps_generated.h"
 #include "server/service/ps_service.h"
 
 namespace fleetps::server {
@@ -29,6 +33,19 @@ Status App::Start() {
   executors_ = std::make_unique<ExecutorPool>(static_cast<size_t>(options_.shard_threads));
   service_ = std::make_unique<PsService>(options_, *tables_, *executors_,
                                          [this](const std::string& reason) { RequestShutdown(reason); });
+  if (!options_.load_dir.empty()) {
+    // Before listening: no trainer sees the initial values of a server started with --load.
+    const auto started = std::chrono::steady_clock::now();
+    auto loaded = service_->checkpoints().LoadSync(options_.load_dir);
+    if (!loaded.ok()) {
+      return loaded.status().WithContext("pserver " + std::to_string(options_.index) + ": --load " +
+                                         options_.load_dir);
+    }
+    spdlog::info("pserver {}: loaded checkpoint {} (version {}, mode {}): {} sparse rows in {:.2f} s",
+                 options_.index, options_.load_dir, loaded->version, disk::EnumNameSaveMode(loaded->mode),
+                 loaded->rows,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
   net::RpcServerOptions rpc_options;
   rpc_options.host = options_.bind_host;
   rpc_options.port = options_.self().port;
@@ -56,7 +73,67 @@ Status App::Start() {
   spdlog::info("pserver {}/{} listening on {}:{} (endpoint {}), io_threads={}, shard_threads={}, tables: {}",
                options_.index, options_.endpoints.size(), options_.bind_host, rpc_->port(),
                options_.self().ToString(), options_.io_threads, options_.shard_threads, tables);
+  if (options_.index == 0 && options_.save_interval_s > 0 && !options_.save_dir.empty()) {
+    spdlog::info("pserver 0: saving every table to {} every {} s (mode {})", options_.save_dir,
+                 options_.save_interval_s, options_.save_mode);
+    saver_ = std::thread([this] { PeriodicSaveLoop(); });
+  }
   return Status::OK();
+}
+
+void App::PeriodicSaveLoop() {
+  const auto interval = std::chrono::seconds(options_.save_interval_s);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, interval, [this] { return saver_stop_ || shutdown_requested_; })) {
+    lock.unlock();
+    const auto started = std::chrono::steady_clock::now();
+    Status st = SaveEverywhere();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (st.ok()) {
+      spdlog::info("periodic save to {} done in {:.1f} s", options_.save_dir, seconds);
+    } else {
+      spdlog::error("periodic save to {} failed after {:.1f} s (the previous checkpoint is intact): {}",
+                    options_.save_dir, seconds, st.ToString());
+    }
+    lock.lock();
+  }
+}
+
+Status App::SaveEverywhere() {
+  // The same requests a trainer's PsClient::Save sends, so every server (this one included)
+  // runs the save on its own shard lanes.
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string version = "auto-" + std::to_string(now_ms);
+  auto request = [&](bool commit) {
+    flatbuffers::FlatBufferBuilder fbb(256);
+    auto path = fbb.CreateString(options_.save_dir);
+    auto v = fbb.CreateString(version);
+    fbb.Finish(wire::CreateSaveRequest(fbb, path, v, static_cast<disk::SaveMode>(options_.save_mode), 0, true,
+                                       commit));
+    return fbb.Release();
+  };
+  net::RpcClientOptions rpc_options;
+  rpc_options.connect_timeout = std::chrono::milliseconds(10000);
+  std::vector<std::unique_ptr<net::RpcClient>> clients;
+  for (const auto& ep : options_.endpoints) {
+    clients.push_back(std::make_unique<net::RpcClient>(*io_, ep, rpc_options));
+    RETURN_IF_ERROR(clients.back()->Connect());
+  }
+  const auto type = static_cast<uint16_t>(wire::MessageType::Save);
+  std::vector<std::promise<Status>> done(clients.size());
+  for (size_t i = 0; i < clients.size(); ++i) {
+    clients[i]->Call(type, request(false), [p = &done[i]](StatusOr<net::Reply> r) { p->set_value(r.status()); });
+  }
+  Status first;
+  for (auto& p : done) {
+    Status st = p.get_future().get();
+    if (first.ok() && !st.ok()) first = st;
+  }
+  if (first.ok()) first = clients[0]->CallSync(type, request(true)).status();
+  for (auto& c : clients) c->Close();
+  return first;
 }
 
 void App::ArmBarrierSweep() {
@@ -97,7 +174,10 @@ void App::Shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) return;
     stopped_ = true;
+    saver_stop_ = true;
   }
+  cv_.notify_all();
+  if (saver_.joinable()) saver_.join();  // a save in progress finishes first
   if (rpc_) {
     spdlog::info("pserver {} shutting down ({}): draining {} in-flight requests", options_.index,
                  shutdown_reason_.empty() ? "shutdown" : shutdown_reason_, rpc_->in_flight());

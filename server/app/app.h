@@ -3,7 +3,10 @@
 // the service and the RPC server, and wires them together. main() only parses options
 // and runs an App; tests run the same App in-process.
 //
-// Lifecycle: Start() creates tables and listens; WaitForShutdown() blocks until SIGINT/
+// Lifecycle: Start() creates tables, loads options.load_dir when set (before listening, so
+// no trainer sees initial values), listens, and on server 0 with save_interval_s starts the
+// periodic saver (a thread that saves every table to save_dir through the same two-phase
+// Save requests a trainer sends); WaitForShutdown() blocks until SIGINT/
 // SIGTERM or a Stop request; Shutdown() stops accepting, drains in-flight requests (up
 // to drain_timeout_ms), aborts barrier waiters, and tears down in reverse order.
 // Thread-safety: Start/WaitForShutdown/Shutdown from one controlling thread;
@@ -13,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "common/config/server_config.h"
 #include "common/status.h"
@@ -49,6 +53,10 @@ class App {
 
  private:
   void ArmBarrierSweep();  // io thread only
+  // The periodic saver's thread: every save_interval_s until Shutdown, one save.
+  void PeriodicSaveLoop();
+  // Saves every table of every server to save_dir (phase 1 on all, commit on server 0).
+  Status SaveEverywhere();
 
   config::ServerOptions options_;
   std::unique_ptr<net::IoThreads> io_;
@@ -57,11 +65,13 @@ class App {
   std::unique_ptr<PsService> service_;
   std::unique_ptr<net::RpcServer> rpc_;
 
-  std::mutex mu_;  // guards shutdown_requested_, shutdown_reason_, stopped_
+  std::mutex mu_;  // guards shutdown_requested_, shutdown_reason_, stopped_, saver_stop_
   std::condition_variable cv_;
   bool shutdown_requested_ = false;
   std::string shutdown_reason_;
   bool stopped_ = false;
+  bool saver_stop_ = false;  // tells the periodic saver to end
+  std::thread saver_;
 
   struct Timers;
   std::unique_ptr<Timers> timers_;  // barrier deadline sweep + signal set

@@ -16,48 +16,6 @@ namespace fleetps::server {
 
 using wire::MessageType;
 
-// ---- TableSet -------------------------------------------------------------------------
-
-StatusOr<std::unique_ptr<TableSet>> TableSet::Create(const config::ServerOptions& options) {
-  auto set = std::make_unique<TableSet>();
-  const auto num_servers = static_cast<uint32_t>(options.endpoints.size());
-  for (const auto& t : options.tables) {
-    set->options_[t.id] = t;
-    if (t.kind == TableKind::kSparse) {
-      ASSIGN_OR_RETURN(auto table, SparseTable::Create(t, options.index, num_servers));
-      set->sparse_[t.id] = std::move(table);
-    } else {
-      ASSIGN_OR_RETURN(auto table, DenseTable::Create(t, options.index, num_servers));
-      set->dense_[t.id] = std::move(table);
-    }
-  }
-  return set;
-}
-
-SparseTable* TableSet::sparse(uint32_t id) const {
-  auto it = sparse_.find(id);
-  return it == sparse_.end() ? nullptr : it->second.get();
-}
-
-DenseTable* TableSet::dense(uint32_t id) const {
-  auto it = dense_.find(id);
-  return it == dense_.end() ? nullptr : it->second.get();
-}
-
-const TableOptions* TableSet::options(uint32_t id) const {
-  auto it = options_.find(id);
-  return it == options_.end() ? nullptr : &it->second;
-}
-
-std::string TableSet::Describe() const {
-  std::string out;
-  for (const auto& [id, t] : options_) {
-    if (!out.empty()) out += ", ";
-    out += t.name + "(" + std::to_string(id) + (t.kind == TableKind::kSparse ? ", sparse" : ", dense") + ")";
-  }
-  return out;
-}
-
 // ---- helpers --------------------------------------------------------------------------
 
 namespace {
@@ -112,7 +70,14 @@ struct ShardPartition {
 
 PsService::PsService(const config::ServerOptions& options, TableSet& tables, ExecutorPool& executors,
                      std::function<void(const std::string&)> on_stop)
-    : options_(options), tables_(tables), executors_(executors), on_stop_(std::move(on_stop)) {
+    : options_(options),
+      tables_(tables),
+      executors_(executors),
+      on_stop_(std::move(on_stop)),
+      checkpoints_(
+          tables, executors, [this](uint32_t table_id, uint32_t shard) { return SparseLane(table_id, shard); },
+          [this](uint32_t table_id) { return DenseLane(table_id); }, options.index,
+          static_cast<uint32_t>(options.endpoints.size()), FLEETPS_VERSION) {
   for (const auto& [id, t] : tables_.all()) {
     if (t.kind == TableKind::kDense) dense_accumulators_[id];
   }
@@ -139,6 +104,9 @@ void PsService::Handle(net::Request request, net::Responder responder) {
     case MessageType::Ping: return Ping(request, responder);
     case MessageType::TableStats: return TableStats(request, responder);
     case MessageType::Stop: return Stop(request, responder);
+    case MessageType::Save: return Save(request, responder);
+    case MessageType::Load: return Load(request, responder);
+    case MessageType::Shrink: return Shrink(request, responder);
     default:
       responder.SendError(Status::InvalidArgument("unknown message type " + std::to_string(request.type) + " (" +
                                                   net::MessageTypeName(request.type) + ") from " +
@@ -260,6 +228,7 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
 
   auto state = std::make_shared<Fanout>(req, responder);
   const uint32_t table_id = msg->table_id();
+  const PushMode mode = msg->delta() ? PushMode::kDelta : PushMode::kGradient;
   uint32_t tasks = 0;
   for (uint32_t s = 0; s < table->num_shards(); ++s) tasks += part->begin[s + 1] > part->begin[s];
   state->remaining = tasks;
@@ -268,11 +237,11 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
     const uint32_t b = part->begin[s], e = part->begin[s + 1];
     if (b == e) continue;
     executors_.Post(SparseLane(table_id, s), [state, part, table, s, b, e, keys, grads, shows, clicks, table_id,
-                                              applied] {
+                                              applied, mode] {
       PushCounters counters;
       counters.shows = shows.empty() ? nullptr : shows.data();
       counters.clicks = clicks.empty() ? nullptr : clicks.data();
-      Status st = table->PushShard(s, keys.data(), part->idx.data() + b, e - b, grads.data(), counters);
+      Status st = table->PushShard(s, keys.data(), part->idx.data() + b, e - b, grads.data(), counters, mode);
       if (!st.ok()) state->Fail(st);
       if (!state->Done()) return;
       if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("PushSparse"));
@@ -310,6 +279,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   uint32_t table_id = 0;
   uint64_t offset = 0;
   uint32_t sync_trainers = 0;
+  bool delta = false;
   std::span<const float> values;
   if (set_params) {
     const auto* msg = Verified<wire::PushDenseParamRequest>(req, responder);
@@ -324,6 +294,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
     offset = msg->offset();
     values = Span(msg->grads());
     sync_trainers = msg->sync_trainers();
+    delta = msg->delta();
   }
   const char* op = set_params ? "PushDenseParam" : "PushDense";
   DenseTable* table = tables_.dense(table_id);
@@ -336,12 +307,19 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
     return responder.SendError(Status::InvalidArgument(std::string(op) + " on table '" + table->options().name +
                                                        "': empty value list"));
   }
+  if (delta && sync_trainers > 0) {
+    return responder.SendError(Status::InvalidArgument(
+        "PushDense on table '" + table->options().name + "': a GEO delta push (delta = true) cannot be a sync push (sync_trainers = " +
+        std::to_string(sync_trainers) + "); send deltas with sync_trainers = 0"));
+  }
   auto state = std::make_shared<Fanout>(req, responder);
   executors_.Post(DenseLane(table_id), [this, state, table, offset, values, table_id, set_params, sync_trainers,
-                                        op] {
+                                        delta, op] {
     Status st;
     if (set_params) {
       st = table->SetParams(offset, values.size(), values.data());
+    } else if (delta) {
+      st = table->AddDelta(offset, values.size(), values.data());
     } else if (sync_trainers > 0) {
       st = AccumulateDense(table, offset, values, sync_trainers);
     } else {
@@ -463,17 +441,19 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
     flatbuffers::FlatBufferBuilder fbb(1024);
     std::vector<flatbuffers::Offset<wire::TableStatsEntry>> entries;
     for (uint32_t id : state->ids) {
-      uint64_t rows = 0, bytes = 0;
+      uint64_t rows = 0, bytes = 0, disk_rows = 0;
       std::vector<flatbuffers::Offset<wire::ShardStats>> shards;
       auto& per_shard = state->stats[id];
       std::sort(per_shard.begin(), per_shard.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       for (const auto& [shard, s] : per_shard) {
         rows += s.rows;
         bytes += s.memory_bytes;
-        shards.push_back(wire::CreateShardStats(fbb, shard, s.rows, s.memory_bytes, s.pulls, s.pushes));
+        disk_rows += s.disk_rows;
+        shards.push_back(
+            wire::CreateShardStats(fbb, shard, s.rows, s.memory_bytes, s.pulls, s.pushes, s.disk_rows));
       }
       entries.push_back(wire::CreateTableStatsEntry(fbb, BuildTableInfo(fbb, *tables_.options(id), tables_), rows,
-                                                    bytes, fbb.CreateVector(shards)));
+                                                    bytes, fbb.CreateVector(shards), disk_rows));
     }
     fbb.Finish(wire::CreateTableStatsReply(fbb, fbb.CreateVector(entries)));
     state->responder.Send(net::ReplyType(MessageType::TableStats), fbb.Release());
@@ -517,6 +497,71 @@ void PsService::Stop(const net::Request& req, const net::Responder& responder) {
     spdlog::info("stop requested by {}: {}", responder.peer(), reason);
     on_stop_(reason);
   }
+}
+
+// ---- storage commands -----------------------------------------------------------------
+
+void PsService::Save(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::SaveRequest>(req, responder);
+  if (msg == nullptr) return;
+  SaveSpec spec;
+  spec.dir = msg->path() ? msg->path()->str() : std::string();
+  spec.version = msg->version() ? msg->version()->str() : std::string();
+  spec.mode = msg->mode();
+  if (!msg->all_tables()) spec.table_id = msg->table_id();
+  if (static_cast<uint8_t>(spec.mode) > static_cast<uint8_t>(disk::SaveMode::Batch)) {
+    return responder.SendError(Status::InvalidArgument(
+        "Save: unknown mode " + std::to_string(static_cast<int>(spec.mode)) +
+        " (use 0 checkpoint, 1 delta, 2 base, 3 batch)"));
+  }
+  auto reply = [responder, version = spec.version](StatusOr<SaveOutcome> result) {
+    if (!result.ok()) return responder.SendError(result.status());
+    flatbuffers::FlatBufferBuilder fbb(128);
+    fbb.Finish(wire::CreateSaveReply(fbb, result->rows, result->bytes, fbb.CreateString(version)));
+    responder.Send(net::ReplyType(MessageType::Save), fbb.Release());
+  };
+  if (msg->commit()) {
+    if (options_.index != 0) {
+      return responder.SendError(Status::InvalidArgument("Save commit sent to " + Where() +
+                                                         "; commits go to pserver 0"));
+    }
+    return checkpoints_.Commit(spec.dir, spec.version, spec.mode, reply);
+  }
+  checkpoints_.SavePart(spec, [reply, spec, where = Where()](StatusOr<SaveOutcome> result) {
+    if (result.ok()) {
+      spdlog::info("{}: saved its part of {}/{} (mode {}): {} sparse rows, {} bytes", where, spec.dir, spec.version,
+                   disk::EnumNameSaveMode(spec.mode), result->rows, result->bytes);
+    }
+    reply(std::move(result));
+  });
+}
+
+void PsService::Load(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::LoadRequest>(req, responder);
+  if (msg == nullptr) return;
+  const std::string dir = msg->path() ? msg->path()->str() : std::string();
+  checkpoints_.Load(dir, [responder, dir, where = Where()](StatusOr<LoadOutcome> result) {
+    if (!result.ok()) return responder.SendError(result.status());
+    spdlog::info("{}: loaded {} (version {}, mode {}): {} sparse rows", where, dir, result->version,
+                 disk::EnumNameSaveMode(result->mode), result->rows);
+    flatbuffers::FlatBufferBuilder fbb(128);
+    fbb.Finish(wire::CreateLoadReply(fbb, result->rows, fbb.CreateString(result->version), result->mode));
+    responder.Send(net::ReplyType(MessageType::Load), fbb.Release());
+  });
+}
+
+void PsService::Shrink(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::ShrinkRequest>(req, responder);
+  if (msg == nullptr) return;
+  std::optional<uint32_t> table_id;
+  if (!msg->all_tables()) table_id = msg->table_id();
+  checkpoints_.Shrink(table_id, [responder, where = Where()](StatusOr<ShrinkOutcome> result) {
+    if (!result.ok()) return responder.SendError(result.status().WithContext("Shrink on " + where));
+    spdlog::info("{}: shrink deleted {} rows, {} left", where, result->deleted, result->rows);
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreateShrinkReply(fbb, result->deleted, result->rows));
+    responder.Send(net::ReplyType(MessageType::Shrink), fbb.Release());
+  });
 }
 
 }  // namespace fleetps::server

@@ -25,29 +25,13 @@
 #include "common/config/server_config.h"
 #include "common/executor.h"
 #include "common/net/rpc_server.h"
+#include "server/checkpoint/checkpoint_runner.h"
 #include "server/service/barrier.h"
 #include "server/table/dense_table.h"
 #include "server/table/sparse_table.h"
+#include "server/table/table_set.h"
 
 namespace fleetps::server {
-
-// The tables of one server, by id.
-class TableSet {
- public:
-  static StatusOr<std::unique_ptr<TableSet>> Create(const config::ServerOptions& options);
-
-  SparseTable* sparse(uint32_t id) const;  // null when absent or dense
-  DenseTable* dense(uint32_t id) const;    // null when absent or sparse
-  const TableOptions* options(uint32_t id) const;
-  // "embedding(0), dense(1)" for error messages.
-  std::string Describe() const;
-  const std::map<uint32_t, TableOptions>& all() const { return options_; }
-
- private:
-  std::map<uint32_t, TableOptions> options_;
-  std::map<uint32_t, std::unique_ptr<SparseTable>> sparse_;
-  std::map<uint32_t, std::unique_ptr<DenseTable>> dense_;
-};
 
 class PsService {
  public:
@@ -58,6 +42,8 @@ class PsService {
 
   void Handle(net::Request request, net::Responder responder);
   BarrierManager& barriers() { return barriers_; }
+  // Save / load / shrink over this server's tables (also used by the App at start-up).
+  CheckpointRunner& checkpoints() { return checkpoints_; }
 
  private:
   void PullSparse(const net::Request& req, const net::Responder& responder);
@@ -68,6 +54,9 @@ class PsService {
   void Ping(const net::Request& req, const net::Responder& responder);
   void TableStats(const net::Request& req, const net::Responder& responder);
   void Stop(const net::Request& req, const net::Responder& responder);
+  void Save(const net::Request& req, const net::Responder& responder);
+  void Load(const net::Request& req, const net::Responder& responder);
+  void Shrink(const net::Request& req, const net::Responder& responder);
 
   // Sync-mode dense push (runs on the table's lane): accumulates, and applies the
   // average once `sync_trainers` trainers have pushed the whole slice.
@@ -89,6 +78,7 @@ class PsService {
   // Touched only on each table's dense lane; the map is filled before any request
   // (one entry per dense table) so lanes never insert concurrently.
   std::map<uint32_t, DenseAccumulator> dense_accumulators_;
+  CheckpointRunner checkpoints_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> stop_requested_{false};
 };

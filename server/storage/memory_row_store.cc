@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -77,6 +78,45 @@ Status MemoryRowStore::ForEach(const RowVisitor& visit) const {
     if (slot.row != kNoRow) RETURN_IF_ERROR(visit(slot.key, Row(slot.row)));
   }
   return Status::OK();
+}
+
+Status MemoryRowStore::Rewrite(const RowRewriter& rewrite) {
+  std::vector<uint64_t> erase;
+  for (const Slot& slot : slots_) {
+    if (slot.row == kNoRow) continue;
+    if (rewrite(slot.key, Row(slot.row)) == RowAction::kErase) erase.push_back(slot.key);
+  }
+  // Erased after the pass: backward-shift deletion moves slots under the loop.
+  for (uint64_t key : erase) RETURN_IF_ERROR(Erase(key).status());
+  return Status::OK();
+}
+
+Status MemoryRowStore::InsertAbsentBatch(const uint64_t* keys, size_t n, const float* rows) {
+  for (size_t k = 0; k < n; ++k) {
+    bool inserted = false;
+    float* row = FindOrInsert(keys[k], &inserted);
+    if (row == nullptr) {
+      return Status::Busy("memory row store cannot add a row: " + std::to_string(size_) + " rows held");
+    }
+    std::memcpy(row, rows + k * size_t{row_floats()}, row_floats() * sizeof(float));
+  }
+  return Status::OK();
+}
+
+Status MemoryRowStore::Clear() {
+  chunks_.clear();
+  chunks_.shrink_to_fit();
+  free_rows_.clear();
+  free_rows_.shrink_to_fit();
+  rows_allocated_ = 0;
+  size_ = 0;
+  slots_.clear();
+  Rehash(CapacityFor(0));
+  return Status::OK();
+}
+
+size_t MemoryRowStore::BytesFor(size_t rows, uint32_t row_floats) {
+  return CapacityFor(rows) * sizeof(Slot) + rows * size_t{row_floats} * sizeof(float);
 }
 
 size_t MemoryRowStore::ChunkBytes() const {

@@ -51,6 +51,11 @@ class MemoryRowStore final : public RowStore {
                            bool* inserted) override;
   StatusOr<bool> Erase(uint64_t key) override;
   Status ForEach(const RowVisitor& visit) const override;
+  Status Rewrite(const RowRewriter& rewrite) override;
+  // Upserts (a present key is overwritten).
+  Status InsertAbsentBatch(const uint64_t* keys, size_t n, const float* rows) override;
+  // Frees every row and shrinks the index back to its minimum.
+  Status Clear() override;
   size_t size() const override { return size_; }
   size_t MemoryBytes() const override;
 
@@ -63,9 +68,22 @@ class MemoryRowStore final : public RowStore {
   float* FindOrInsert(uint64_t key, bool* inserted);
 
   // Sizes the index for `rows` rows without growing again.
-  void Reserve(size_t rows);
+  void Reserve(size_t rows) override;
   // Slots in the index (a power of two).
   size_t capacity() const { return slots_.size(); }
+  // Calls visit(key, row) for every row whose slot is in [first, first + count), slots taken
+  // modulo capacity(): a window over the index in hash order, for sampling rows (eviction).
+  // `visit` must not call into the store.
+  template <typename Visit>
+  void ScanSlots(size_t first, size_t count, Visit&& visit) const {
+    for (size_t i = 0; i < count; ++i) {
+      const Slot& slot = slots_[(first + i) & mask_];
+      if (slot.row != kNoRow) visit(slot.key, Row(slot.row));
+    }
+  }
+  // Memory taken by `rows` rows of row_floats floats in a store Reserve()d for them, bytes
+  // (index plus rows; chunk rounding and allocator overhead not counted).
+  static size_t BytesFor(size_t rows, uint32_t row_floats);
 
  private:
   static constexpr uint32_t kNoRow = UINT32_MAX;

@@ -1,15 +1,17 @@
 #pragma once
 // RowStore: one shard's rows, uint64 key -> a row of row_floats() floats.
 //
-// The table owns the layout of a row (weights, then optimizer state; later the CTR
-// accessor's show/click statistics); a store only keeps the floats. Implementations are
-// storage tiers, one file each: MemoryRowStore (every row in RAM) now; a tiered store that
-// evicts rows to RocksDB and promotes them back on lookup comes next. So the contract does
-// not assume rows stay in RAM:
+// The table owns the layout of a row (server/accessor/row_accessor.h); a store only keeps
+// the floats. Implementations are storage tiers, one file each: MemoryRowStore (every row
+// in RAM) and TieredRowStore (RAM up to a budget, colder rows in RocksDB, promoted back on
+// lookup). So the contract does not assume rows stay in RAM:
 //  - every call that reaches rows returns a Status (a cold tier does I/O);
 //  - a row pointer handed out by a call is valid only until the next call on the store (a
 //    tier may promise more; MemoryRowStore does);
-//  - ForEach visits every row wherever it lives.
+//  - rows handed out by FindBatch are for reading: the caller must not write them (a tier
+//    may keep an identical copy elsewhere and skip writing it back); rows from
+//    FindOrInsertBatch and Rewrite may be written;
+//  - ForEach and Rewrite visit every row wherever it lives.
 //
 // The hot-path calls take a batch of keys, so there is one virtual call per batch and an
 // implementation can overlap the memory latency of consecutive keys (prefetching). They
@@ -33,6 +35,14 @@ class RowStore {
   // Called once per row by ForEach; `row` is valid during the call only. A non-OK return
   // stops the iteration and is returned by ForEach. Must not call into the store.
   using RowVisitor = std::function<Status(uint64_t key, const float* row)>;
+  // What a Rewrite function did with a row.
+  enum class RowAction : uint8_t {
+    kKeep,      // left it as it was
+    kModified,  // wrote to it (the store keeps the new floats)
+    kErase,     // the row is to be removed
+  };
+  // Called once per row by Rewrite with a writable row; must not call into the store.
+  using RowRewriter = std::function<RowAction(uint64_t key, float* row)>;
 
   explicit RowStore(uint32_t row_floats) : row_floats_(row_floats) {}
   virtual ~RowStore() = default;
@@ -58,8 +68,28 @@ class RowStore {
   // Calls `visit` once for every row, in unspecified order.
   virtual Status ForEach(const RowVisitor& visit) const = 0;
 
+  // Calls `rewrite` once for every row, in unspecified order, and applies what it returns.
+  // On error, a prefix of the rows may have been rewritten.
+  virtual Status Rewrite(const RowRewriter& rewrite) = 0;
+
+  // Removes every row.
+  virtual Status Clear() = 0;
+
+  // Stores rows[k * row_floats(), (k + 1) * row_floats()) as the row of keys[k], for keys
+  // the caller knows are absent and distinct (a load into a cleared shard: checkpoint keys
+  // are unique), so a tier may skip its lookups and write rows that do not fit in RAM
+  // straight to disk. A present or repeated key breaks size() accounting in a tiered store.
+  virtual Status InsertAbsentBatch(const uint64_t* keys, size_t n, const float* rows) = 0;
+
+  // Hint: about `rows` rows are about to be inserted (a checkpoint load), so an index can be
+  // sized once. Bulk inserts in another table's hash order are slow into an index that is
+  // much smaller than the final row count (linear probing clusters); this avoids that.
+  virtual void Reserve(size_t rows) {}
+
   // Rows held, in all tiers.
   virtual size_t size() const = 0;
+  // Rows held only outside RAM (0 for a memory-only store).
+  virtual size_t disk_rows() const { return 0; }
   // RAM held by the store (rows, index, free lists), in bytes; not disk.
   virtual size_t MemoryBytes() const = 0;
 

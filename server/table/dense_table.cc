@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/sharding.h"
+#include "server/checkpoint/row_file.h"
 #include "server/table/table_common.h"
 
 namespace fleetps::server {
@@ -76,6 +77,69 @@ Status DenseTable::SetParams(uint64_t global_offset, uint64_t count, const float
   std::copy_n(values, count, weights_.data() + local);
   optimizer_->InitSpanState(element_state_.data() + local * optimizer_->element_state_size(),
                             shared_state_.data(), count);
+  return Status::OK();
+}
+
+}  // namespace fleetps::server
+
+namespace fleetps::server {
+
+Status DenseTable::AddDelta(uint64_t global_offset, uint64_t count, const float* delta) {
+  uint64_t local = 0;
+  RETURN_IF_ERROR(Locate(global_offset, count, &local));
+  float* w = weights_.data() + local;
+  for (uint64_t i = 0; i < count; ++i) w[i] += delta[i];
+  return Status::OK();
+}
+
+StatusOr<FileDigest> DenseTable::Save(disk::SaveMode mode, const std::string& path) const {
+  const bool full = mode == disk::SaveMode::Checkpoint || mode == disk::SaveMode::Batch;
+  auto digest = WriteDenseSliceFile(path, begin_, weights_, full ? std::span<const float>(element_state_)
+                                                                 : std::span<const float>(),
+                                    optimizer_->element_state_size(),
+                                    full ? std::span<const float>(shared_state_) : std::span<const float>());
+  if (!digest.ok()) return digest.status().WithContext(TableLabel(options_) + ": save");
+  return digest;
+}
+
+void DenseTable::ResetOptimizerState() {
+  optimizer_->InitSpanState(element_state_.data(), shared_state_.data(), weights_.size());
+}
+
+Status DenseTable::LoadBlock(const disk::DenseSliceBlock& block, bool full, bool take_shared_state) {
+  const std::string label = TableLabel(options_) + ": load";
+  const uint64_t n = block.weights()->size();
+  const uint64_t offset = block.offset();
+  if (offset > options_.dim || n > options_.dim - offset) {
+    return Status::Corruption(label + ": a saved block covers [" + std::to_string(offset) + ", +" +
+                              std::to_string(n) + "), outside the table's " + std::to_string(options_.dim) +
+                              " floats");
+  }
+  const uint32_t es = optimizer_->element_state_size();
+  if (full) {
+    const uint64_t have = block.element_state() ? block.element_state()->size() : 0;
+    if (have != n * es) {
+      return Status::Corruption(label + ": a saved block has " + std::to_string(have) +
+                                " element-state floats for " + std::to_string(n) + " weights, expected " +
+                                std::to_string(n * es));
+    }
+  }
+  const uint64_t lo = std::max(offset, begin_), hi = std::min(offset + n, end_);
+  if (lo < hi) {
+    std::copy_n(block.weights()->data() + (lo - offset), hi - lo, weights_.data() + (lo - begin_));
+    if (full && es > 0) {
+      std::copy_n(block.element_state()->data() + (lo - offset) * es, (hi - lo) * es,
+                  element_state_.data() + (lo - begin_) * es);
+    }
+  }
+  if (full && take_shared_state && block.shared_state() != nullptr) {
+    if (block.shared_state()->size() != shared_state_.size()) {
+      return Status::Corruption(label + ": saved shared optimizer state has " +
+                                std::to_string(block.shared_state()->size()) + " floats, expected " +
+                                std::to_string(shared_state_.size()));
+    }
+    std::copy_n(block.shared_state()->data(), shared_state_.size(), shared_state_.data());
+  }
   return Status::OK();
 }
 

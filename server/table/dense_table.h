@@ -15,11 +15,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/config/table_options.h"
 #include "common/optimizer/optimizer.h"
 #include "common/status.h"
+#include "schemas/checkpoint_generated.h"
+#include "server/checkpoint/checkpoint_file.h"
 
 namespace fleetps::server {
 
@@ -51,6 +54,22 @@ class DenseTable {
   // Overwrites the range with values[0, count) (trainer 0's initial parameters), resets the
   // range's optimizer state and restarts the shared state (Adam's bias correction).
   Status SetParams(uint64_t global_offset, uint64_t count, const float* values);
+  // GEO: adds delta[0, count) to the range's weights; no optimizer, state untouched.
+  Status AddDelta(uint64_t global_offset, uint64_t count, const float* delta);
+
+  const optimizer::Optimizer& optimizer() const { return *optimizer_; }
+
+  // Checkpoints. Save writes the slice to a DenseSlice file at `path` (fsynced): weights,
+  // and for Checkpoint/Batch modes also the optimizer state. Dense tables have no change
+  // tracking: a Delta save writes every weight, like Base.
+  StatusOr<FileDigest> Save(disk::SaveMode mode, const std::string& path) const;
+  // Restarts the optimizer state of the whole slice (before loading weights-only blocks).
+  void ResetOptimizerState();
+  // Copies the part of a saved block that overlaps this slice: weights and, when `full`,
+  // element state; the block's shared state when it has one and `take_shared_state`. The
+  // optimizer must be the saving one for full blocks (the caller checks the manifest);
+  // Corruption when the block's state sizes do not match it.
+  Status LoadBlock(const disk::DenseSliceBlock& block, bool full, bool take_shared_state);
 
  private:
   DenseTable(const TableOptions& options, uint32_t server_index, uint32_t num_servers,

@@ -6,7 +6,9 @@
 #include <utility>
 
 #include "common/sharding.h"
+#include "server/checkpoint/row_file.h"
 #include "server/storage/memory_row_store.h"
+#include "server/storage/tiered_row_store.h"
 #include "server/table/table_common.h"
 
 namespace fleetps::server {
@@ -24,16 +26,20 @@ void CopyRow(const float* src, uint32_t n, float* dst) {
 }  // namespace
 
 StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(const TableOptions& options, uint32_t server_index,
-                                                           uint32_t num_servers) {
+                                                           uint32_t num_servers, const StorageOptions& storage) {
   ASSIGN_OR_RETURN(TableParts parts, BuildTableParts(options, TableKind::kSparse, server_index, num_servers));
   if (options.dim > kMaxDim) {
     return Status::InvalidArgument(TableLabel(options) + ": dim " + std::to_string(options.dim) +
                                    " is above the sparse maximum " + std::to_string(kMaxDim));
   }
   if (options.shards == 0) return Status::InvalidArgument(TableLabel(options) + ": shards must be >= 1");
-  return std::unique_ptr<SparseTable>(new SparseTable(
-      options, server_index, num_servers, std::move(parts.optimizer), std::move(parts.initializer)));
+  std::unique_ptr<SparseTable> table(new SparseTable(options, server_index, num_servers,
+                                                     std::move(parts.optimizer), std::move(parts.initializer)));
+  RETURN_IF_ERROR(table->OpenStores(storage));
+  return table;
 }
+
+SparseTable::~SparseTable() = default;
 
 SparseTable::SparseTable(const TableOptions& options, uint32_t server_index, uint32_t num_servers,
                          std::unique_ptr<optimizer::Optimizer> optimizer, Initializer initializer)
@@ -43,11 +49,40 @@ SparseTable::SparseTable(const TableOptions& options, uint32_t server_index, uin
       dim_(static_cast<uint32_t>(options.dim)),
       optimizer_(std::move(optimizer)),
       initializer_(std::move(initializer)),
-      row_floats_(dim_ + optimizer_->StateSize(dim_)),
-      shards_(options.shards) {
-  // The storage tier is fixed to memory until the next issue adds a RocksDB tier and a
-  // storage option to choose it.
-  for (Shard& shard : shards_) shard.store = std::make_unique<MemoryRowStore>(row_floats_);
+      accessor_(options.accessor, dim_, *optimizer_),
+      row_floats_(accessor_.row_floats()),
+      plain_(!accessor_.ctr()),
+      shards_(options.shards) {}
+
+Status SparseTable::OpenStores(const StorageOptions& storage) {
+  const uint64_t budget = options_.memory_budget_bytes;
+  if (budget == 0) {
+    for (Shard& shard : shards_) shard.store = std::make_unique<MemoryRowStore>(row_floats_);
+    return Status::OK();
+  }
+  const std::string label = TableLabel(options_);
+  if (storage.spill_dir.empty()) {
+    return Status::InvalidArgument(label + ": memory_budget_bytes needs a RocksDB directory (server.data_dir)");
+  }
+  const size_t per_shard = static_cast<size_t>(budget / 4 * 3 / shards_.size());
+  const size_t rows = TieredRowStore::MemoryRowsFor(per_shard, row_floats_);
+  if (rows == 0) {
+    return Status::InvalidArgument(label + ": memory_budget_bytes " + std::to_string(budget) + " leaves " +
+                                   std::to_string(per_shard) + " bytes of RAM per shard, fewer than " +
+                                   std::to_string(TieredRowStore::kMinMemoryRows) + " rows of " +
+                                   std::to_string(row_floats_ * 4) + " bytes (raise the budget or lower shards)");
+  }
+  SpillDbOptions spill_options;
+  spill_options.dir = storage.spill_dir;
+  spill_options.block_cache_bytes = static_cast<size_t>(budget / 8);
+  spill_options.write_buffer_bytes = static_cast<size_t>(budget / 16);
+  auto spill = SpillDb::Open(spill_options);
+  if (!spill.ok()) return spill.status().WithContext(label);
+  spill_ = std::move(spill).value();
+  for (uint32_t s = 0; s < shards_.size(); ++s) {
+    shards_[s].store = std::make_unique<TieredRowStore>(row_floats_, rows, spill_.get(), s);
+  }
+  return Status::OK();
 }
 
 uint32_t SparseTable::ShardOf(uint64_t key) const { return PlaceKey(key, num_servers_, num_shards()).shard; }
@@ -74,8 +109,8 @@ uint64_t SparseTable::InitInserted(const uint64_t* keys, float* const* rows, con
   uint64_t created = 0;
   for (size_t k = 0; k < n; ++k) {
     if (!inserted[k]) continue;
-    initializer_.FillRow(keys[k], rows[k], dim_);
-    optimizer_->InitState(rows[k] + dim_, dim_);
+    initializer_.FillRow(keys[k], rows[k], accessor_.CreateWeights());
+    accessor_.InitRow(rows[k]);
     ++created;
   }
   return created;
@@ -113,7 +148,9 @@ Status SparseTable::PullShard(uint32_t shard, const uint64_t* keys, const uint32
       if (rows[k] != nullptr) {
         CopyRow(rows[k], dim_, dst);
       } else {
-        initializer_.FillRow(batch_keys[k], dst, dim_);
+        const uint32_t created = accessor_.CreateWeights();
+        initializer_.FillRow(batch_keys[k], dst, created);
+        std::fill(dst + created, dst + dim_, 0.0f);
       }
     }
     s.pulls += m;
@@ -122,27 +159,161 @@ Status SparseTable::PullShard(uint32_t shard, const uint64_t* keys, const uint32
 }
 
 Status SparseTable::PushShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n,
-                              const float* grads,
-                              const PushCounters& /*counters: CTR accessor, next issue*/) {
+                              const float* grads, const PushCounters& counters, PushMode mode) {
   Shard& s = ShardFor(shard, keys, idx, n);
   uint64_t batch_keys[kBatch];
   float* rows[kBatch];
+  const bool delta = mode == PushMode::kDelta;
+  const uint32_t flags_offset = accessor_.flags_offset();
   for (size_t begin = 0; begin < n; begin += kBatch) {
     const size_t m = std::min(kBatch, n - begin);
     const uint32_t* batch_idx = idx + begin;
     RETURN_IF_ERROR(FetchRows(s, shard, keys, batch_idx, m, /*create=*/true, row_floats_, batch_keys, rows));
-    for (size_t k = 0; k < m; ++k) {
-      optimizer_->Update(rows[k], rows[k] + dim_, grads + size_t{batch_idx[k]} * dim_, dim_);
+    if (plain_ && !delta) {
+      // The hot path: a plain row's only flag is Changed.
+      for (size_t k = 0; k < m; ++k) {
+        optimizer_->Update(rows[k], rows[k] + dim_, grads + size_t{batch_idx[k]} * dim_, dim_);
+        rows[k][flags_offset] = static_cast<float>(RowAccessor::kChanged);
+      }
+    } else {
+      ApplyRows(batch_keys, rows, batch_idx, m, grads, counters, delta);
     }
     s.pushes += m;
   }
   return Status::OK();
 }
 
+void SparseTable::ApplyRows(const uint64_t* batch_keys, float* const* rows, const uint32_t* batch_idx, size_t m,
+                            const float* grads, const PushCounters& counters, bool delta) {
+  std::vector<float> initial;  // a row's initial weights, for the rare extension
+  for (size_t k = 0; k < m; ++k) {
+    const uint32_t i = batch_idx[k];
+    const float show = counters.shows != nullptr ? counters.shows[i] : 0.0f;
+    const float click = counters.clicks != nullptr ? counters.clicks[i] : 0.0f;
+    if (accessor_.ApplyPush(rows[k], grads + size_t{i} * dim_, show, click, delta)) {
+      initial.resize(dim_);
+      initializer_.FillRow(batch_keys[k], initial.data(), dim_);
+      std::copy(initial.begin() + 1, initial.end(), rows[k] + 1);
+      accessor_.Extend(rows[k]);
+    }
+  }
+}
+
 ShardStats SparseTable::Stats(uint32_t shard) const {
   FLEETPS_CHECK_LT(shard, num_shards());
   const Shard& s = shards_[shard];
-  return ShardStats{s.store->size(), s.store->MemoryBytes(), s.pulls, s.pushes, s.created};
+  return ShardStats{s.store->size(), s.store->MemoryBytes(), s.pulls,
+                    s.pushes,        s.created,                s.store->disk_rows()};
+}
+
+StatusOr<uint64_t> SparseTable::ShrinkShard(uint32_t shard) {
+  FLEETPS_CHECK_LT(shard, num_shards());
+  if (plain_) return uint64_t{0};
+  uint64_t deleted = 0;
+  Status st = shards_[shard].store->Rewrite([&](uint64_t, float* row) {
+    if (accessor_.Shrink(row)) {
+      ++deleted;
+      return RowStore::RowAction::kErase;
+    }
+    return RowStore::RowAction::kModified;
+  });
+  if (!st.ok()) return st.WithContext(TableLabel(options_) + " shard " + std::to_string(shard) + ": shrink");
+  return deleted;
+}
+
+StatusOr<ShardSaveResult> SparseTable::SaveShard(uint32_t shard, disk::SaveMode mode, const std::string& path) {
+  FLEETPS_CHECK_LT(shard, num_shards());
+  const std::string where = TableLabel(options_) + " shard " + std::to_string(shard) + ": save";
+  auto writer = SparseRowWriter::Create(path);
+  if (!writer.ok()) return writer.status().WithContext(where);
+  const bool full = mode == disk::SaveMode::Checkpoint || mode == disk::SaveMode::Batch;
+  const bool only_changed = mode == disk::SaveMode::Delta;
+  std::vector<float> payload(row_floats_);
+  Status error;
+  auto write = [&](uint64_t key, const float* row) -> Status {
+    const uint32_t flags = accessor_.Flags(row);
+    if (only_changed && (flags & RowAccessor::kChanged) == 0) return Status::OK();
+    const uint32_t n = accessor_.Encode(row, full, payload.data());
+    return (*writer)->Add(key, static_cast<uint8_t>(flags), payload.data(), n);
+  };
+  Status st;
+  if (mode == disk::SaveMode::Checkpoint) {
+    st = shards_[shard].store->ForEach(write);
+  } else {
+    st = shards_[shard].store->Rewrite([&](uint64_t key, float* row) {
+      if (!error.ok()) return RowStore::RowAction::kKeep;
+      error = write(key, row);
+      if (!error.ok()) return RowStore::RowAction::kKeep;
+      return accessor_.AfterSave(mode, row) ? RowStore::RowAction::kModified : RowStore::RowAction::kKeep;
+    });
+    if (st.ok()) st = error;
+  }
+  if (!st.ok()) return st.WithContext(where);
+  ShardSaveResult result;
+  result.rows = (*writer)->rows();
+  auto digest = (*writer)->Finish();
+  if (!digest.ok()) return digest.status().WithContext(where);
+  result.file = *digest;
+  return result;
+}
+
+Status SparseTable::ClearShard(uint32_t shard) {
+  FLEETPS_CHECK_LT(shard, num_shards());
+  return shards_[shard].store->Clear().WithContext(TableLabel(options_) + " shard " + std::to_string(shard));
+}
+
+void SparseTable::ReserveShard(uint32_t shard, size_t rows) {
+  FLEETPS_CHECK_LT(shard, num_shards());
+  RowStore& store = *shards_[shard].store;
+  store.Reserve(store.size() + rows);
+}
+
+Status SparseTable::LoadRows(uint32_t shard, const uint64_t* keys, const uint8_t* flags,
+                             const float* const* payloads, size_t n, bool full, bool merge) {
+  FLEETPS_CHECK_LT(shard, num_shards());
+  Shard& s = shards_[shard];
+  const std::string where = TableLabel(options_) + " shard " + std::to_string(shard) + ": load";
+#ifndef NDEBUG
+  for (size_t k = 0; k < n; ++k) {
+    const KeyPlacement place = PlaceKey(keys[k], num_servers_, num_shards());
+    FLEETPS_CHECK(place.server == server_index_ && place.shard == shard) << "key " << keys[k];
+  }
+#endif
+  if (!merge) {
+    // Replacing a cleared shard: checkpoint keys are unique, so rows are built here and
+    // handed over without lookups (a tiered store writes what exceeds RAM straight to disk).
+    std::vector<float> rows(std::min(n, kBatch) * size_t{row_floats_});
+    for (size_t begin = 0; begin < n; begin += kBatch) {
+      const size_t m = std::min(kBatch, n - begin);
+      for (size_t k = 0; k < m; ++k) {
+        accessor_.Decode(flags[begin + k], full, payloads[begin + k], rows.data() + k * size_t{row_floats_});
+      }
+      Status st = s.store->InsertAbsentBatch(keys + begin, m, rows.data());
+      if (!st.ok()) return st.WithContext(where);
+    }
+    return Status::OK();
+  }
+  float* rows[kBatch];
+  bool inserted[kBatch];
+  for (size_t begin = 0; begin < n; begin += kBatch) {
+    const size_t m = std::min(kBatch, n - begin);
+    Status st = s.store->FindOrInsertBatch(keys + begin, m, row_floats_, rows, inserted);
+    if (!st.ok()) return st.WithContext(where);
+    for (size_t k = 0; k < m; ++k) {
+      if (inserted[k]) {
+        accessor_.Decode(flags[begin + k], full, payloads[begin + k], rows[k]);
+      } else {
+        accessor_.MergeWeights(flags[begin + k], payloads[begin + k], rows[k]);
+      }
+      accessor_.SetFlags(rows[k], accessor_.Flags(rows[k]) | RowAccessor::kChanged);
+    }
+  }
+  return Status::OK();
+}
+
+Status SparseTable::ForEachRow(uint32_t shard, const RowStore::RowVisitor& visit) const {
+  FLEETPS_CHECK_LT(shard, num_shards());
+  return shards_[shard].store->ForEach(visit);
 }
 
 }  // namespace fleetps::server

@@ -1,8 +1,11 @@
 #include "trainer/client/ps_client.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
+#include <random>
 
 #include "common/net/frame.h"
 #include "common/net/io_threads.h"
@@ -16,27 +19,37 @@ using wire::MessageType;
 namespace {
 
 // Maps keys to dense indices 0..n-1 in first-seen order (open addressing, linear
-// probing). Used to de-duplicate a batch's keys.
+// probing, key stored in the slot so a probe touches one cache line). Used to
+// de-duplicate a batch's keys; InsertAll prefetches the slots a few keys ahead.
 class KeyDeduper {
  public:
   explicit KeyDeduper(size_t expected) {
-    size_t cap = 16;
-    while (cap < expected * 2) cap <<= 1;
-    mask_ = cap - 1;
-    slots_.assign(cap, kEmpty);
+    int bits = 4;
+    while ((size_t{1} << bits) < expected * 2) ++bits;
+    shift_ = 64 - bits;
+    mask_ = (size_t{1} << bits) - 1;
+    slots_.assign(size_t{1} << bits, Slot{0, kEmpty});
     keys_.reserve(expected);
+  }
+  // index[i] = Insert(keys[i]) for every key.
+  void InsertAll(std::span<const uint64_t> keys, uint32_t* index) {
+    constexpr size_t kAhead = 8;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i + kAhead < keys.size()) __builtin_prefetch(&slots_[Home(keys[i + kAhead])]);
+      index[i] = Insert(keys[i]);
+    }
   }
   // Index of `key`, inserting it when new.
   uint32_t Insert(uint64_t key) {
-    size_t pos = MixKey(key) & mask_;
+    size_t pos = Home(key);
     while (true) {
-      const uint32_t s = slots_[pos];
-      if (s == kEmpty) {
-        slots_[pos] = static_cast<uint32_t>(keys_.size());
+      Slot& slot = slots_[pos];
+      if (slot.index == kEmpty) {
+        slot = Slot{key, static_cast<uint32_t>(keys_.size())};
         keys_.push_back(key);
-        return slots_[pos];
+        return slot.index;
       }
-      if (keys_[s] == key) return s;
+      if (slot.key == key) return slot.index;
       pos = (pos + 1) & mask_;
     }
   }
@@ -44,8 +57,15 @@ class KeyDeduper {
 
  private:
   static constexpr uint32_t kEmpty = UINT32_MAX;
+  struct Slot {
+    uint64_t key;
+    uint32_t index;  // kEmpty: free
+  };
+  size_t Home(uint64_t key) const { return static_cast<size_t>(MixKey(key) >> shift_); }
+
+  int shift_;
   size_t mask_;
-  std::vector<uint32_t> slots_;
+  std::vector<Slot> slots_;
   std::vector<uint64_t> keys_;
 };
 
@@ -173,17 +193,23 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
   // De-duplicate, then group the unique keys by server.
   auto dedup = std::make_shared<KeyDeduper>(keys.size());
   auto slot = std::make_shared<std::vector<uint32_t>>(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) (*slot)[i] = dedup->Insert(keys[i]);
+  dedup->InsertAll(keys, slot->data());
   const auto& uniq = dedup->keys();
   std::vector<std::vector<uint32_t>> by_server(num_servers);
   for (uint32_t u = 0; u < uniq.size(); ++u) by_server[ServerOfKey(uniq[u], num_servers)].push_back(u);
 
   auto join = std::make_shared<Join>();
-  auto uniq_values = std::make_shared<std::vector<float>>(uniq.size() * dim);
-  join->finish = [slot, uniq_values, values, dim] {
-    const float* src = uniq_values->data();
-    for (size_t i = 0; i < slot->size(); ++i) std::memcpy(values + i * dim, src + (*slot)[i] * size_t{dim}, dim * 4);
-  };
+  // Without duplicates (slot[i] == i) replies land in `values` directly; otherwise in a
+  // per-unique-key buffer that is scattered to every position at the end.
+  const bool direct = uniq.size() == keys.size();
+  auto uniq_values = std::make_shared<std::vector<float>>(direct ? 0 : uniq.size() * dim);
+  float* const out = direct ? values : uniq_values->data();
+  if (!direct) {
+    join->finish = [slot, uniq_values, values, dim] {
+      const float* src = uniq_values->data();
+      for (size_t i = 0; i < slot->size(); ++i) std::memcpy(values + i * dim, src + (*slot)[i] * size_t{dim}, dim * 4);
+    };
+  }
   const size_t chunk = std::max<size_t>(
       1, std::min<size_t>(options_.max_keys_per_request, (options_.rpc.max_payload - 4096) / (dim * 4 + 8)));
   std::vector<std::pair<uint32_t, std::vector<uint32_t>>> calls;
@@ -204,7 +230,7 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
     auto shared_members = std::make_shared<std::vector<uint32_t>>(std::move(members));
     const std::string server = clients_[s]->endpoint().ToString();
     clients_[s]->Call(static_cast<uint16_t>(MessageType::PullSparse), fbb.Release(),
-                      [join, dedup, uniq_values, shared_members, dim, server](StatusOr<net::Reply> r) {
+                      [join, dedup, uniq_values, out, shared_members, dim, server](StatusOr<net::Reply> r) {
                         if (!r.ok()) {
                           join->Fail(r.status());
                           return join->Done();
@@ -223,9 +249,8 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
                           return join->Done();
                         }
                         const float* src = msg->values()->data();
-                        float* dst = uniq_values->data();
                         for (size_t k = 0; k < shared_members->size(); ++k) {
-                          std::memcpy(dst + (*shared_members)[k] * size_t{dim}, src + k * dim, dim * 4);
+                          std::memcpy(out + (*shared_members)[k] * size_t{dim}, src + k * dim, dim * 4);
                         }
                         join->Done();
                       });
@@ -260,8 +285,10 @@ std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint
   std::vector<float> sum;
   sum.reserve(keys.size() * dim);
   std::vector<float> sum_show, sum_click;
+  std::vector<uint32_t> index(keys.size());
+  dedup.InsertAll(keys, index.data());
   for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t u = dedup.Insert(keys[i]);
+    const uint32_t u = index[i];
     const float* g = grads.data() + i * dim;
     if (u * size_t{dim} == sum.size()) {
       sum.insert(sum.end(), g, g + dim);
@@ -459,6 +486,7 @@ StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {
       s.name = e->info()->name() ? e->info()->name()->str() : "";
       s.rows += e->rows();
       s.memory_bytes += e->memory_bytes();
+      s.disk_rows += e->disk_rows();
       s.rows_per_server.push_back(e->rows());
     }
   }
@@ -476,6 +504,110 @@ Status PsClient::StopServers(const std::string& reason) {
     if (!r.ok() && first.ok()) first = r.status();
   }
   return first;
+}
+
+std::vector<StatusOr<net::Reply>> PsClient::CallEveryServer(
+    uint16_t type, const std::function<flatbuffers::DetachedBuffer(size_t)>& payload) {
+  std::vector<std::promise<StatusOr<net::Reply>>> promises(clients_.size());
+  std::vector<std::future<StatusOr<net::Reply>>> futures;
+  for (auto& p : promises) futures.push_back(p.get_future());
+  for (size_t s = 0; s < clients_.size(); ++s) {
+    clients_[s]->Call(type, payload(s), [p = &promises[s]](StatusOr<net::Reply> r) { p->set_value(std::move(r)); });
+  }
+  std::vector<StatusOr<net::Reply>> replies;
+  for (auto& f : futures) replies.push_back(f.get());
+  return replies;
+}
+
+namespace {
+
+// A fresh checkpoint version name: "ckpt-<unix ms>-<4 hex digits>".
+std::string NewVersionName() {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  std::random_device rd;
+  char suffix[8];
+  std::snprintf(suffix, sizeof(suffix), "%04x", static_cast<unsigned>(rd() & 0xffff));
+  return "ckpt-" + std::to_string(ms) + "-" + suffix;
+}
+
+std::string AbsolutePath(const std::string& dir) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(dir, ec);
+  return ec ? dir : abs.lexically_normal().string();
+}
+
+}  // namespace
+
+StatusOr<SaveResult> PsClient::Save(const std::string& dir, uint32_t mode, std::optional<uint32_t> table_id) {
+  if (dir.empty()) return Status::InvalidArgument("Save: empty checkpoint directory");
+  if (mode > kSaveBatch) {
+    return Status::InvalidArgument("Save: mode " + std::to_string(mode) +
+                                   " (use 0 checkpoint, 1 delta, 2 base, 3 batch)");
+  }
+  if (table_id) RETURN_IF_ERROR(Table(*table_id).status());
+  const std::string path = AbsolutePath(dir);
+  const std::string version = NewVersionName();
+  auto build = [&](bool commit) {
+    flatbuffers::FlatBufferBuilder fbb(256);
+    auto p = fbb.CreateString(path);
+    auto v = fbb.CreateString(version);
+    fbb.Finish(wire::CreateSaveRequest(fbb, p, v, static_cast<disk::SaveMode>(mode), table_id.value_or(0),
+                                       !table_id.has_value(), commit));
+    return fbb.Release();
+  };
+  const auto type = static_cast<uint16_t>(MessageType::Save);
+  // Phase 1: every server writes its part.
+  for (auto& r : CallEveryServer(type, [&](size_t) { return build(false); })) {
+    if (!r.ok()) return r.status().WithContext("Save to " + path + " (the previous checkpoint there is intact)");
+  }
+  // Phase 2: server 0 commits.
+  ASSIGN_OR_RETURN(net::Reply reply, clients_[0]->CallSync(type, build(true)));
+  Status error;
+  const auto* msg = VerifiedReply<wire::SaveReply>(reply, clients_[0]->endpoint().ToString(), &error);
+  if (msg == nullptr) return error;
+  return SaveResult{version, msg->rows(), msg->bytes()};
+}
+
+StatusOr<LoadResult> PsClient::Load(const std::string& dir) {
+  if (dir.empty()) return Status::InvalidArgument("Load: empty checkpoint directory");
+  const std::string path = AbsolutePath(dir);
+  LoadResult result;
+  auto replies = CallEveryServer(static_cast<uint16_t>(MessageType::Load), [&](size_t) {
+    flatbuffers::FlatBufferBuilder fbb(128);
+    fbb.Finish(wire::CreateLoadRequest(fbb, fbb.CreateString(path)));
+    return fbb.Release();
+  });
+  for (size_t s = 0; s < replies.size(); ++s) {
+    if (!replies[s].ok()) return replies[s].status();
+    Status error;
+    const auto* msg = VerifiedReply<wire::LoadReply>(*replies[s], clients_[s]->endpoint().ToString(), &error);
+    if (msg == nullptr) return error;
+    result.rows += msg->rows();
+    result.version = msg->version() ? msg->version()->str() : "";
+    result.mode = static_cast<uint32_t>(msg->mode());
+  }
+  return result;
+}
+
+StatusOr<ShrinkResult> PsClient::Shrink(std::optional<uint32_t> table_id) {
+  if (table_id) RETURN_IF_ERROR(Table(*table_id).status());
+  ShrinkResult result;
+  auto replies = CallEveryServer(static_cast<uint16_t>(MessageType::Shrink), [&](size_t) {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreateShrinkRequest(fbb, table_id.value_or(0), !table_id.has_value()));
+    return fbb.Release();
+  });
+  for (size_t s = 0; s < replies.size(); ++s) {
+    if (!replies[s].ok()) return replies[s].status();
+    Status error;
+    const auto* msg = VerifiedReply<wire::ShrinkReply>(*replies[s], clients_[s]->endpoint().ToString(), &error);
+    if (msg == nullptr) return error;
+    result.deleted += msg->deleted();
+    result.rows += msg->rows();
+  }
+  return result;
 }
 
 }  // namespace fleetps::trainer

@@ -12,9 +12,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,6 +54,30 @@ struct TableStatsSummary {
   uint64_t rows = 0;          // summed over servers
   uint64_t memory_bytes = 0;  // summed over servers
   std::vector<uint64_t> rows_per_server;
+  uint64_t disk_rows = 0;     // rows held only on the servers' RocksDB tier (in rows)
+};
+
+// Save modes (schemas/checkpoint.fbs SaveMode; Paddle's save modes).
+inline constexpr uint32_t kSaveCheckpoint = 0;  // weights, optimizer state, statistics
+inline constexpr uint32_t kSaveDelta = 1;       // weights of rows changed since the last delta/base save
+inline constexpr uint32_t kSaveBase = 2;        // weights only, for serving
+inline constexpr uint32_t kSaveBatch = 3;       // like checkpoint, then unseen_days += 1
+
+struct SaveResult {
+  std::string version;  // the committed version directory under dir
+  uint64_t rows = 0;    // sparse rows saved, all servers
+  uint64_t bytes = 0;   // data file bytes, all servers
+};
+
+struct LoadResult {
+  std::string version;
+  uint32_t mode = 0;    // the checkpoint's save mode
+  uint64_t rows = 0;    // sparse rows taken, all servers
+};
+
+struct ShrinkResult {
+  uint64_t deleted = 0;  // rows deleted, all servers
+  uint64_t rows = 0;     // rows left in the shrunk tables
 };
 
 class PsClient {
@@ -105,6 +131,23 @@ class PsClient {
                                   std::chrono::milliseconds timeout, std::span<const double> values = {},
                                   bool done = false);
   StatusOr<std::vector<TableStatsSummary>> Stats();
+
+  // ---- storage commands: blocking; every server, then the result (docs/STORAGE.md) ----
+  // Saves every table (or only `table_id`) into `dir`, a path every pserver can write (the
+  // same path on each; a shared mount when they run on several machines; a relative path is
+  // made absolute here, against this process's working directory). `mode`: kSaveCheckpoint,
+  // kSaveDelta, kSaveBase or kSaveBatch. Returns once the checkpoint is committed: every
+  // server wrote its part, then server 0 wrote the manifest and pointed dir/CURRENT at it.
+  // On error the previous checkpoint in `dir` is intact.
+  StatusOr<SaveResult> Save(const std::string& dir, uint32_t mode = kSaveCheckpoint,
+                            std::optional<uint32_t> table_id = std::nullopt);
+  // Every server loads the checkpoint in `dir` (the rows it owns, whatever the number of
+  // servers and shards that saved it), after verifying the manifest and checksums. Do not
+  // push while loading.
+  StatusOr<LoadResult> Load(const std::string& dir);
+  // CTR tables (or only `table_id`): decay show/click and delete the rows the accessor's
+  // shrink rules select. Plain tables are left alone.
+  StatusOr<ShrinkResult> Shrink(std::optional<uint32_t> table_id = std::nullopt);
   // Asks every server to shut down cleanly.
   Status StopServers(const std::string& reason);
 
@@ -115,6 +158,9 @@ class PsClient {
                                       const DensePushOptions& options);
   // Fans a set of per-server calls out and completes the returned future when all did.
   struct Join;
+  // Sends `payload(s)` to every server s at once and waits for every reply.
+  std::vector<StatusOr<net::Reply>> CallEveryServer(uint16_t type,
+                                                    const std::function<flatbuffers::DetachedBuffer(size_t)>& payload);
 
   PsClientOptions options_;
   std::unique_ptr<net::IoThreads> io_;

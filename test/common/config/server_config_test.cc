@@ -129,5 +129,66 @@ TEST_CASE("Flags override environment, which overrides YAML") {
   CHECK(ValidateServerOptions(*o).message().find("out of range") != std::string::npos);
 }
 
+TEST_CASE("Storage keys: accessor, memory budget, data_dir, load and periodic saves") {
+  const char* yaml = R"(
+server:
+  endpoints: ["127.0.0.1:8500"]
+  data_dir: /var/lib/fleetps
+  load_dir: /models/day1
+  save_dir: /models/auto
+  save_interval_s: 600
+  save_mode: 3
+tables:
+  - id: 0
+    name: emb
+    dim: 9
+    memory_budget_bytes: 209715200
+    accessor: {name: ctr, nonclk_coeff: 0.2, click_coeff: 2, embedx_threshold: 5,
+               show_click_decay_rate: 0.9, delete_threshold: 0.5, delete_after_unseen_days: 7}
+  - {id: 1, name: plain, dim: 4}
+)";
+  auto o = ParseServerYaml(yaml, "ps.yaml");
+  REQUIRE(o.ok());
+  CHECK(o->data_dir == "/var/lib/fleetps");
+  CHECK(o->load_dir == "/models/day1");
+  CHECK(o->save_dir == "/models/auto");
+  CHECK(o->save_interval_s == 600);
+  CHECK(o->save_mode == 3);
+  const auto& t = o->tables[0];
+  CHECK(t.memory_budget_bytes == 209715200u);
+  CHECK(t.accessor.kind == AccessorKind::kCtr);
+  CHECK(t.accessor.nonclk_coeff == Approx(0.2f));
+  CHECK(t.accessor.click_coeff == 2.0f);
+  CHECK(t.accessor.embedx_threshold == 5.0f);
+  CHECK(t.accessor.show_click_decay_rate == Approx(0.9f));
+  CHECK(t.accessor.delete_threshold == 0.5f);
+  CHECK(t.accessor.delete_after_unseen_days == 7);
+  CHECK(o->tables[1].accessor.kind == AccessorKind::kPlain);  // the default
+  CHECK(o->tables[1].memory_budget_bytes == 0);
+  CHECK(ValidateServerOptions(*o).ok());
+
+  ServerFlags flags;
+  flags.load_dir = "/models/day2";
+  flags.data_dir = "/ssd";
+  REQUIRE(ApplyServerFlags(flags, &*o).ok());
+  CHECK(o->load_dir == "/models/day2");
+  CHECK(o->data_dir == "/ssd");
+
+  // A budget needs somewhere to put the cold rows.
+  auto no_dir = ParseServerYaml("tables:\n  - {id: 0, name: e, dim: 8, memory_budget_bytes: 100000000}\n", "b.yaml");
+  REQUIRE(no_dir.ok());
+  no_dir->endpoints.push_back({"127.0.0.1", 8500});
+  CHECK(ValidateServerOptions(*no_dir).message().find("server.data_dir") != std::string::npos);
+
+  ExpectError("tables:\n  - {id: 0, name: e, dim: 8, accessor: {name: downpour}}\n", "unknown accessor 'downpour'");
+  ExpectError("tables:\n  - {id: 0, name: e, dim: 8, accessor: {name: ctr, show_click_decay_rate: 1.5}}\n",
+              "show_click_decay_rate must be in (0, 1]");
+  ExpectError("tables:\n  - {id: 0, name: e, dim: 8, accessor: {name: plain, click_coeff: 1}}\n",
+              "plain accessor takes no parameters");
+  ExpectError("tables:\n  - {id: 0, name: d, kind: dense, size: 8, memory_budget_bytes: 1000}\n",
+              "dense tables live in RAM");
+  ExpectError("server: {save_mode: 4}\ntables:\n  - {id: 0, name: e, dim: 8}\n", "save_mode");
+}
+
 }  // namespace
 }  // namespace fleetps::config

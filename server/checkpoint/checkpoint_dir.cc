@@ -1,0 +1,273 @@
+#include "server/checkpoint/checkpoint_dir.h"
+
+#include <chrono>
+#include <filesystem>
+#include <cstdio>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace fleetps::server {
+namespace {
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string Str(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Manifest checks beyond the FlatBuffers verifier: everything a loader relies on.
+Status CheckManifest(const disk::CheckpointManifest& m, const std::string& where) {
+  auto bad = [&](const std::string& what) { return Status::Corruption(where + ": " + what); };
+  if (m.format_version() != kCheckpointFormatVersion) {
+    return bad("manifest format version " + std::to_string(m.format_version()) + ", expected " +
+               std::to_string(kCheckpointFormatVersion));
+  }
+  if (static_cast<uint8_t>(m.mode()) > static_cast<uint8_t>(disk::SaveMode::Batch)) {
+    return bad("unknown save mode " + std::to_string(static_cast<int>(m.mode())));
+  }
+  if (m.content() != ContentOf(m.mode())) return bad("row content does not match the save mode");
+  if (m.num_servers() == 0) return bad("num_servers is 0");
+  if (m.tables() == nullptr) return bad("no table list");
+  uint64_t total = 0;
+  for (const auto* t : *m.tables()) {
+    const std::string table = "table " + std::to_string(t->id()) + " ('" + Str(t->name()) + "')";
+    if (t->name() == nullptr || t->files() == nullptr) return bad(table + " lacks a name or a file list");
+    if (t->dim() == 0 || (!t->dense() && t->shards() == 0)) return bad(table + " has dim or shards 0");
+    uint64_t rows = 0;
+    for (const auto* f : *t->files()) {
+      const std::string path = Str(f->path());
+      if (path.empty() || path.front() == '/' || path.find("..") != std::string::npos) {
+        return bad(table + " names a file outside the checkpoint: '" + path + "'");
+      }
+      if (f->server() >= m.num_servers()) return bad(table + ": file " + path + " of server " +
+                                                    std::to_string(f->server()) + " >= num_servers");
+      if (!t->dense() && f->shard() >= t->shards()) return bad(table + ": file " + path + " of shard >= shards");
+      if (t->dense() && (f->slice_begin() > f->slice_end() || f->slice_end() > t->dim())) {
+        return bad(table + ": dense file " + path + " has a slice outside the table");
+      }
+      rows += f->rows();
+    }
+    if (rows != t->rows()) return bad(table + ": file rows add up to " + std::to_string(rows) + ", table says " +
+                                      std::to_string(t->rows()));
+    if (!t->dense()) total += rows;
+  }
+  if (total != m.total_rows()) return bad("table rows add up to " + std::to_string(total) + ", manifest says " +
+                                          std::to_string(m.total_rows()));
+  return Status::OK();
+}
+
+flatbuffers::Offset<disk::FileEntry> CopyFile(flatbuffers::FlatBufferBuilder& fbb, const disk::FileEntry& f,
+                                              const std::string& prefix) {
+  return disk::CreateFileEntry(fbb, fbb.CreateString(prefix + Str(f.path())), f.server(), f.shard(), f.rows(),
+                               f.bytes(), f.crc32c(), f.slice_begin(), f.slice_end());
+}
+
+}  // namespace
+
+bool IsValidVersionName(std::string_view name) {
+  if (name.empty() || name.size() > 128 || name.front() == '.' || EndsWith(name, ".tmp")) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string TmpVersionDir(const std::string& dir, const std::string& version) {
+  return dir + "/" + version + ".tmp";
+}
+
+std::string ServerDirName(uint32_t server) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "server-%05u", server);
+  return buf;
+}
+
+std::string SparseFileName(uint32_t table_id, uint32_t shard) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "table-%u-shard-%05u.rows", table_id, shard);
+  return buf;
+}
+
+std::string DenseFileName(uint32_t table_id) { return "table-" + std::to_string(table_id) + ".dense"; }
+
+disk::RowContent ContentOf(disk::SaveMode mode) {
+  return mode == disk::SaveMode::Checkpoint || mode == disk::SaveMode::Batch ? disk::RowContent::Full
+                                                                             : disk::RowContent::WeightsOnly;
+}
+
+uint32_t SavedPayloadFloats(const disk::TableEntry& table, disk::RowContent content, uint8_t flags) {
+  const bool ctr = table.accessor() == disk::AccessorKind::Ctr;
+  const bool extended = (flags & static_cast<uint8_t>(disk::RowFlag::EmbedxExtended)) != 0;
+  const auto n = static_cast<uint32_t>(!ctr || extended ? table.dim() : 1);
+  if (content == disk::RowContent::WeightsOnly) return n;
+  return n + table.shared_state_floats() + n * table.element_state_floats() + (ctr ? 4u : 0u);
+}
+
+// ---- Checkpoint ---------------------------------------------------------------------
+
+StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
+  std::string version_dir;
+  if (PathExists(dir + "/" + kCurrentFile)) {
+    ASSIGN_OR_RETURN(std::string current, ReadSmallFile(dir + "/" + kCurrentFile));
+    current = Trim(current);
+    if (!IsValidVersionName(current)) {
+      return Status::Corruption(dir + "/CURRENT: '" + current + "' is not a checkpoint version name");
+    }
+    version_dir = dir + "/" + current;
+  } else if (PathExists(dir + "/" + kManifestFile)) {
+    version_dir = dir;
+  } else if (!PathExists(dir)) {
+    return Status::NotFound("checkpoint directory " + dir + " does not exist");
+  } else {
+    return Status::NotFound(dir + " holds no checkpoint (no CURRENT or MANIFEST; was a save ever committed?)");
+  }
+  const std::string manifest_path = version_dir + "/" + kManifestFile;
+  auto file = FlatBufferFile::Read<disk::CheckpointManifest>(manifest_path, disk::FileKind::Manifest);
+  if (!file.ok()) {
+    if (file.status().IsNotFound()) {
+      return Status::Corruption(manifest_path + " is missing although CURRENT names this version");
+    }
+    return file.status();
+  }
+  Checkpoint checkpoint(version_dir, std::move(file).value());
+  const auto& m = checkpoint.manifest();
+  RETURN_IF_ERROR(CheckManifest(m, manifest_path));
+  const std::string dir_name = std::filesystem::path(version_dir).filename().string();
+  if (version_dir != dir && Str(m.version()) != dir_name) {
+    return Status::Corruption(manifest_path + " belongs to version '" + Str(m.version()) + "', not '" + dir_name +
+                              "'");
+  }
+  return checkpoint;
+}
+
+std::string Checkpoint::FilePath(const disk::FileEntry& file) const { return version_dir_ + "/" + Str(file.path()); }
+
+const disk::TableEntry* Checkpoint::table(uint32_t id) const {
+  for (const auto* t : *manifest().tables()) {
+    if (t->id() == id) return t;
+  }
+  return nullptr;
+}
+
+Status Checkpoint::VerifyFile(const disk::FileEntry& file) const {
+  const std::string path = FilePath(file);
+  ASSIGN_OR_RETURN(FileDigest digest, DigestFile(path));
+  if (digest.bytes != file.bytes()) {
+    return Status::Corruption(path + ": " + std::to_string(digest.bytes) + " bytes, the manifest says " +
+                              std::to_string(file.bytes()) + " (truncated or replaced file)");
+  }
+  if (digest.crc32c != file.crc32c()) {
+    return Status::Corruption(path + ": CRC-32C " + std::to_string(digest.crc32c) + ", the manifest says " +
+                              std::to_string(file.crc32c()) + " (the file is corrupt)");
+  }
+  return Status::OK();
+}
+
+// ---- commit -------------------------------------------------------------------------
+
+StatusOr<CommitSummary> CommitCheckpoint(const std::string& dir, const std::string& version, uint32_t num_servers,
+                                         disk::SaveMode mode, const std::string& fleetps_version) {
+  if (!IsValidVersionName(version)) return Status::InvalidArgument("bad checkpoint version name '" + version + "'");
+  const std::string tmp = TmpVersionDir(dir, version);
+  if (!PathExists(tmp)) return Status::NotFound(tmp + " does not exist: no server saved version " + version);
+
+  std::vector<FlatBufferFile> parts;
+  for (uint32_t s = 0; s < num_servers; ++s) {
+    const std::string path = tmp + "/" + ServerDirName(s) + "/" + kPartFile;
+    auto part = FlatBufferFile::Read<disk::CheckpointPart>(path, disk::FileKind::Part);
+    if (!part.ok()) {
+      return part.status().WithContext("commit of " + version + ": server " + std::to_string(s) +
+                                       " has not finished its part (is DIR on a filesystem every pserver shares?)");
+    }
+    const auto* p = part->root<disk::CheckpointPart>();
+    if (Str(p->version()) != version || p->mode() != mode || p->server_index() != s ||
+        p->num_servers() != num_servers || p->tables() == nullptr) {
+      return Status::Corruption(path + ": part of version '" + Str(p->version()) + "' mode " +
+                                std::to_string(static_cast<int>(p->mode())) + " server " +
+                                std::to_string(p->server_index()) + "/" + std::to_string(p->num_servers()) +
+                                ", expected '" + version + "' mode " + std::to_string(static_cast<int>(mode)) +
+                                " server " + std::to_string(s) + "/" + std::to_string(num_servers));
+    }
+    parts.push_back(std::move(part).value());
+  }
+
+  // Merge: the tables of part 0, in its order, with every part's files.
+  flatbuffers::FlatBufferBuilder fbb(4096);
+  std::vector<flatbuffers::Offset<disk::TableEntry>> tables;
+  CommitSummary summary;
+  const auto* first = parts[0].root<disk::CheckpointPart>();
+  for (const auto* t : *first->tables()) {
+    std::vector<flatbuffers::Offset<disk::FileEntry>> files;
+    uint64_t rows = 0;
+    for (uint32_t s = 0; s < num_servers; ++s) {
+      const auto* p = parts[s].root<disk::CheckpointPart>();
+      const disk::TableEntry* mine = nullptr;
+      for (const auto* e : *p->tables()) {
+        if (e->id() == t->id()) mine = e;
+      }
+      if (mine == nullptr || p->tables()->size() != first->tables()->size() || mine->dim() != t->dim() ||
+          mine->dense() != t->dense()) {
+        return Status::Corruption("commit of " + version + ": server " + std::to_string(s) +
+                                  " saved different tables than server 0 (table " + std::to_string(t->id()) + ")");
+      }
+      if (mine->files() != nullptr) {
+        for (const auto* f : *mine->files()) {
+          files.push_back(CopyFile(fbb, *f, ServerDirName(s) + "/"));
+          summary.bytes += f->bytes();
+        }
+      }
+      rows += mine->rows();
+    }
+    if (!t->dense()) summary.rows += rows;
+    tables.push_back(disk::CreateTableEntry(fbb, t->id(), fbb.CreateString(Str(t->name())), t->dense(), t->dim(),
+                                            t->shards(), t->optimizer(), t->shared_state_floats(),
+                                            t->element_state_floats(), t->accessor(), rows, fbb.CreateVector(files)));
+  }
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  fbb.Finish(disk::CreateCheckpointManifest(fbb, kCheckpointFormatVersion, fbb.CreateString(version), mode,
+                                            ContentOf(mode), num_servers, static_cast<uint64_t>(now_ms),
+                                            fbb.CreateString(fleetps_version), fbb.CreateVector(tables),
+                                            summary.rows));
+  const flatbuffers::DetachedBuffer manifest = fbb.Release();
+  {  // the manifest must pass the checks a loader makes
+    flatbuffers::Verifier verifier(manifest.data(), manifest.size());
+    if (!verifier.VerifyBuffer<disk::CheckpointManifest>(nullptr)) {
+      return Status::Internal("commit of " + version + ": built a manifest that fails verification");
+    }
+    RETURN_IF_ERROR(CheckManifest(*flatbuffers::GetRoot<disk::CheckpointManifest>(manifest.data()), tmp));
+  }
+  RETURN_IF_ERROR(WriteFlatBufferFileAtomic(tmp + "/" + kManifestFile, disk::FileKind::Manifest, manifest));
+  const std::string final_dir = dir + "/" + version;
+  if (PathExists(final_dir)) return Status::InvalidArgument(final_dir + " already exists; use a new version name");
+  RETURN_IF_ERROR(RenamePath(tmp, final_dir));
+  RETURN_IF_ERROR(SyncDir(dir));
+  RETURN_IF_ERROR(WriteSmallFileAtomic(dir + "/" + kCurrentFile, version + "\n"));
+
+  // Older versions and abandoned saves: only names this code writes are touched.
+  auto names = ListDir(dir);
+  if (names.ok()) {
+    for (const std::string& name : *names) {
+      if (name == version || name == kCurrentFile) continue;
+      const bool old_version = IsValidVersionName(name) && PathExists(dir + "/" + name + "/" + kManifestFile);
+      const bool abandoned = EndsWith(name, ".tmp") && IsValidVersionName(name.substr(0, name.size() - 4));
+      if (!old_version && !abandoned) continue;
+      Status st = RemoveAll(dir + "/" + name);
+      if (!st.ok()) spdlog::warn("checkpoint {}: cannot remove the old {}: {}", dir, name, st.ToString());
+    }
+  }
+  return summary;
+}
+
+}  // namespace fleetps::server

@@ -1,0 +1,498 @@
+#include "server/checkpoint/checkpoint_runner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/sharding.h"
+#include "server/checkpoint/checkpoint_dir.h"
+#include "server/checkpoint/row_file.h"
+#include "server/table/table_common.h"
+
+namespace fleetps::server {
+namespace {
+
+std::string Str(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
+
+const char* ModeName(disk::SaveMode mode) { return disk::EnumNameSaveMode(mode); }
+
+disk::AccessorKind AccessorOf(const TableOptions& t) {
+  return t.accessor.kind == AccessorKind::kCtr ? disk::AccessorKind::Ctr : disk::AccessorKind::Plain;
+}
+
+}  // namespace
+
+CheckpointRunner::CheckpointRunner(TableSet& tables, ExecutorPool& executors, SparseLaneFn sparse_lane,
+                                   DenseLaneFn dense_lane, uint32_t server_index, uint32_t num_servers,
+                                   std::string fleetps_version)
+    : tables_(tables),
+      executors_(executors),
+      sparse_lane_(std::move(sparse_lane)),
+      dense_lane_(std::move(dense_lane)),
+      server_index_(server_index),
+      num_servers_(num_servers),
+      fleetps_version_(std::move(fleetps_version)) {}
+
+// ---- sequencing ---------------------------------------------------------------------
+
+namespace {
+
+struct Sequence {
+  std::vector<std::vector<CheckpointRunner::LaneTask>> groups;  // one per executor thread
+  std::atomic<size_t> remaining{0};                             // groups not finished
+  std::atomic<bool> failed{false};
+  std::mutex mu;  // guards error
+  Status error;
+  std::function<void(Status)> done;
+};
+
+void RunNext(ExecutorPool& executors, const std::shared_ptr<Sequence>& seq, size_t group, size_t index) {
+  const size_t lane = seq->groups[group][index].lane;
+  executors.Post(lane, [&executors, seq, group, index] {
+    if (!seq->failed.load()) {  // after a failure the rest is skipped
+      Status st = seq->groups[group][index].run();
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(seq->mu);
+        if (seq->error.ok()) seq->error = st;
+        seq->failed = true;
+      }
+    }
+    if (index + 1 < seq->groups[group].size()) return RunNext(executors, seq, group, index + 1);
+    if (seq->remaining.fetch_sub(1) != 1) return;
+    Status error;
+    {
+      std::lock_guard<std::mutex> lock(seq->mu);
+      error = seq->error;
+    }
+    seq->done(error);
+  });
+}
+
+}  // namespace
+
+void CheckpointRunner::RunSequenced(std::vector<LaneTask> tasks, std::function<void(Status)> done) {
+  if (tasks.empty()) {
+    executors_.Post(0, [done = std::move(done)] { done(Status::OK()); });
+    return;
+  }
+  auto seq = std::make_shared<Sequence>();
+  const size_t threads = executors_.num_threads();
+  seq->groups.resize(threads);
+  for (LaneTask& task : tasks) seq->groups[task.lane % threads].push_back(std::move(task));
+  seq->groups.erase(std::remove_if(seq->groups.begin(), seq->groups.end(), [](const auto& g) { return g.empty(); }),
+                    seq->groups.end());
+  seq->remaining = seq->groups.size();
+  seq->done = std::move(done);
+  for (size_t g = 0; g < seq->groups.size(); ++g) RunNext(executors_, seq, g, 0);
+}
+
+// ---- save ---------------------------------------------------------------------------
+
+void CheckpointRunner::SavePart(const SaveSpec& spec, std::function<void(StatusOr<SaveOutcome>)> done) {
+  const std::string where = "save of " + spec.dir + " (version " + spec.version + ", mode " + ModeName(spec.mode) +
+                            ") on pserver " + std::to_string(server_index_);
+  if (spec.dir.empty()) return done(Status::InvalidArgument(where + ": empty directory"));
+  if (!IsValidVersionName(spec.version)) {
+    return done(Status::InvalidArgument(where + ": '" + spec.version + "' is not a valid version name"));
+  }
+  if (static_cast<uint8_t>(spec.mode) > static_cast<uint8_t>(disk::SaveMode::Batch)) {
+    return done(Status::InvalidArgument(where + ": unknown mode (use 0 checkpoint, 1 delta, 2 base, 3 batch)"));
+  }
+  std::vector<uint32_t> ids;
+  if (spec.table_id) {
+    if (tables_.options(*spec.table_id) == nullptr) {
+      return done(Status::NotFound(where + ": no table with id " + std::to_string(*spec.table_id) + " (tables: " +
+                                   tables_.Describe() + ")"));
+    }
+    ids.push_back(*spec.table_id);
+  } else {
+    for (const auto& [id, t] : tables_.all()) ids.push_back(id);
+  }
+  const std::string server_dir = TmpVersionDir(spec.dir, spec.version) + "/" + ServerDirName(server_index_);
+
+  // Results, one slot per file; each slot is written by one task, read after all ended.
+  struct FileResult {
+    uint32_t table_id = 0;
+    uint32_t shard = 0;
+    std::string name;
+    uint64_t rows = 0;
+    FileDigest digest;
+    uint64_t slice_begin = 0, slice_end = 0;
+  };
+  auto results = std::make_shared<std::vector<FileResult>>();
+  std::vector<LaneTask> tasks;
+  for (uint32_t id : ids) {
+    if (SparseTable* t = tables_.sparse(id)) {
+      for (uint32_t s = 0; s < t->num_shards(); ++s) {
+        results->push_back(FileResult{id, s, SparseFileName(id, s), 0, {}, 0, 0});
+      }
+    } else {
+      DenseTable* d = tables_.dense(id);
+      results->push_back(FileResult{id, 0, DenseFileName(id), 0, {}, d->begin(), d->end()});
+    }
+  }
+  for (size_t i = 0; i < results->size(); ++i) {
+    const FileResult& r = (*results)[i];
+    const std::string path = server_dir + "/" + r.name;
+    if (SparseTable* t = tables_.sparse(r.table_id)) {
+      const uint32_t s = r.shard;
+      tasks.push_back({sparse_lane_(r.table_id, s), [t, s, path, results, i, mode = spec.mode]() -> Status {
+                         ASSIGN_OR_RETURN(ShardSaveResult saved, t->SaveShard(s, mode, path));
+                         (*results)[i].rows = saved.rows;
+                         (*results)[i].digest = saved.file;
+                         return Status::OK();
+                       }});
+    } else {
+      DenseTable* d = tables_.dense(r.table_id);
+      tasks.push_back({dense_lane_(r.table_id), [d, path, results, i, mode = spec.mode]() -> Status {
+                         ASSIGN_OR_RETURN(FileDigest digest, d->Save(mode, path));
+                         (*results)[i].rows = d->end() - d->begin();
+                         (*results)[i].digest = digest;
+                         return Status::OK();
+                       }});
+    }
+  }
+
+  auto finish = [this, spec, server_dir, results, ids, where, done](Status st) {
+    if (!st.ok()) return done(st.WithContext(where));
+    flatbuffers::FlatBufferBuilder fbb(4096);
+    std::vector<flatbuffers::Offset<disk::TableEntry>> entries;
+    SaveOutcome outcome;
+    for (uint32_t id : ids) {
+      const TableOptions& opts = *tables_.options(id);
+      std::vector<flatbuffers::Offset<disk::FileEntry>> files;
+      uint64_t rows = 0;
+      for (const FileResult& r : *results) {
+        if (r.table_id != id) continue;
+        files.push_back(disk::CreateFileEntry(fbb, fbb.CreateString(r.name), server_index_, r.shard, r.rows,
+                                              r.digest.bytes, r.digest.crc32c, r.slice_begin, r.slice_end));
+        rows += r.rows;
+        outcome.bytes += r.digest.bytes;
+      }
+      uint32_t shared = 0, element = 0, shards = opts.shards;
+      if (SparseTable* t = tables_.sparse(id)) {
+        shared = t->optimizer().shared_state_size();
+        element = t->optimizer().element_state_size();
+        shards = t->num_shards();
+        outcome.rows += rows;
+      } else {
+        shared = tables_.dense(id)->optimizer().shared_state_size();
+        element = tables_.dense(id)->optimizer().element_state_size();
+      }
+      entries.push_back(disk::CreateTableEntry(fbb, id, fbb.CreateString(opts.name), opts.kind == TableKind::kDense,
+                                               opts.dim, shards, static_cast<uint8_t>(opts.optimizer.kind), shared,
+                                               element, AccessorOf(opts), rows, fbb.CreateVector(files)));
+    }
+    fbb.Finish(disk::CreateCheckpointPart(fbb, fbb.CreateString(spec.version), spec.mode, server_index_, num_servers_,
+                                          fbb.CreateVector(entries)));
+    Status written = WriteFlatBufferFileAtomic(server_dir + "/" + kPartFile, disk::FileKind::Part, fbb.Release());
+    if (!written.ok()) return done(written.WithContext(where));
+    done(outcome);
+  };
+
+  // The directory is prepared on a lane (filesystem calls stay off the io threads), then
+  // the files are written.
+  executors_.Post(0, [this, spec, server_dir, where, tasks = std::move(tasks), finish, done]() mutable {
+    if (PathExists(spec.dir + "/" + spec.version)) {
+      return done(Status::InvalidArgument(where + ": " + spec.dir + "/" + spec.version +
+                                          " is already a committed checkpoint; use a new version name"));
+    }
+    Status st = RemoveAll(server_dir);  // leftovers of an earlier attempt with this version
+    if (st.ok()) st = MakeDirs(server_dir);
+    if (!st.ok()) return done(st.WithContext(where));
+    RunSequenced(std::move(tasks), finish);
+  });
+}
+
+void CheckpointRunner::Commit(const std::string& dir, const std::string& version, disk::SaveMode mode,
+                              std::function<void(StatusOr<SaveOutcome>)> done) {
+  executors_.Post(0, [this, dir, version, mode, done] {
+    auto summary = CommitCheckpoint(dir, version, num_servers_, mode, fleetps_version_);
+    if (!summary.ok()) return done(summary.status());
+    spdlog::info("checkpoint {}/{} committed: mode {}, {} servers, {} sparse rows, {} bytes", dir, version,
+                 ModeName(mode), num_servers_, summary->rows, summary->bytes);
+    done(SaveOutcome{summary->rows, summary->bytes});
+  });
+}
+
+// ---- load ---------------------------------------------------------------------------
+
+struct CheckpointRunner::LoadPlan {
+  explicit LoadPlan(Checkpoint c) : checkpoint(std::move(c)) {}
+  Checkpoint checkpoint;
+  bool full = true;
+  bool merge = false;
+  struct Table {
+    uint32_t id = 0;
+    bool dense = false;
+    bool aligned = false;  // same servers and shards as saved: shard s reads file (me, s)
+    std::vector<const disk::FileEntry*> files;  // what this server reads
+  };
+  std::vector<Table> tables;
+};
+
+StatusOr<std::shared_ptr<CheckpointRunner::LoadPlan>> CheckpointRunner::PlanLoad(const std::string& dir) {
+  ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
+  auto plan = std::make_shared<LoadPlan>(std::move(checkpoint));
+  const auto& m = plan->checkpoint.manifest();
+  plan->full = m.content() == disk::RowContent::Full;
+  plan->merge = m.mode() == disk::SaveMode::Delta;
+  const std::string where = "checkpoint " + plan->checkpoint.version_dir();
+  for (const auto* t : *m.tables()) {
+    const std::string saved = "'" + Str(t->name()) + "' (id " + std::to_string(t->id()) + ")";
+    const TableOptions* opts = tables_.options(t->id());
+    if (opts == nullptr) {
+      return Status::InvalidArgument(where + " has table " + saved + ", which this server does not have (tables: " +
+                                     tables_.Describe() + ")");
+    }
+    const std::string here = TableLabel(*opts);
+    auto mismatch = [&](const std::string& what, const std::string& then, const std::string& now) {
+      return Status::InvalidArgument(where + ": table " + saved + " was saved with " + what + " " + then + ", but " +
+                                     here + " has " + now + " (load it into a server configured like the saver)");
+    };
+    if (Str(t->name()) != opts->name) return mismatch("name", Str(t->name()), opts->name);
+    if (t->dense() != (opts->kind == TableKind::kDense)) {
+      return mismatch("kind", t->dense() ? "dense" : "sparse", opts->kind == TableKind::kDense ? "dense" : "sparse");
+    }
+    if (t->dim() != opts->dim) return mismatch(t->dense() ? "size" : "dim", std::to_string(t->dim()),
+                                               std::to_string(opts->dim));
+    if (t->accessor() != AccessorOf(*opts)) {
+      return mismatch("accessor", disk::EnumNameAccessorKind(t->accessor()),
+                      disk::EnumNameAccessorKind(AccessorOf(*opts)));
+    }
+    const optimizer::Optimizer& opt =
+        t->dense() ? tables_.dense(t->id())->optimizer() : tables_.sparse(t->id())->optimizer();
+    if (plan->full && (t->optimizer() != static_cast<uint8_t>(opts->optimizer.kind) ||
+                       t->shared_state_floats() != opt.shared_state_size() ||
+                       t->element_state_floats() != opt.element_state_size())) {
+      return mismatch("optimizer", std::to_string(t->optimizer()), std::to_string(static_cast<int>(opts->optimizer.kind)) +
+                                                                      " (0 sgd, 1 adagrad, 2 adam)");
+    }
+    LoadPlan::Table table;
+    table.id = t->id();
+    table.dense = t->dense();
+    if (t->dense()) {
+      const DenseTable* d = tables_.dense(t->id());
+      for (const auto* f : *t->files()) {
+        if (f->slice_begin() < d->end() && d->begin() < f->slice_end()) table.files.push_back(f);
+      }
+    } else {
+      const SparseTable* s = tables_.sparse(t->id());
+      table.aligned = m.num_servers() == num_servers_ && t->shards() == s->num_shards();
+      for (const auto* f : *t->files()) {
+        if (!table.aligned || f->server() == server_index_) table.files.push_back(f);
+      }
+    }
+    plan->tables.push_back(std::move(table));
+  }
+  return plan;
+}
+
+Status CheckpointRunner::LoadSparse(const LoadPlan& plan, uint32_t table_id, const std::vector<uint32_t>& shards,
+                                    const std::vector<const disk::FileEntry*>& files, uint64_t* rows) {
+  SparseTable* table = tables_.sparse(table_id);
+  const RowAccessor& accessor = table->accessor();
+  const uint32_t num_shards = table->num_shards();
+  std::vector<uint8_t> wanted(num_shards, 0);
+  for (uint32_t s : shards) wanted[s] = 1;
+  struct Pending {
+    std::vector<uint64_t> keys;
+    std::vector<uint8_t> flags;
+    std::vector<const float*> payloads;
+  };
+  std::vector<Pending> pending(num_shards);
+  for (const disk::FileEntry* f : files) {
+    const std::string path = plan.checkpoint.FilePath(*f);
+    ASSIGN_OR_RETURN(auto reader, BlockFileReader::Open(path, disk::FileKind::SparseRows));
+    uint64_t file_rows = 0;
+    while (true) {
+      ASSIGN_OR_RETURN(const disk::SparseRowBlock* block, NextSparseBlock(*reader));
+      if (block == nullptr) break;
+      const size_t n = block->keys()->size();
+      const uint64_t* keys = block->keys()->data();
+      const uint8_t* flags = block->flags()->data();
+      const float* values = block->values()->data();
+      const size_t total = block->values()->size();
+      size_t offset = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t len = accessor.PayloadFloats(plan.full, flags[i]);
+        if (len > total - offset) {
+          return Status::Corruption(path + ": row payloads overrun the block's values (row " + std::to_string(i) +
+                                    " of " + std::to_string(n) + ")");
+        }
+        const KeyPlacement place = PlaceKey(keys[i], num_servers_, num_shards);
+        if (place.server == server_index_ && wanted[place.shard]) {
+          Pending& p = pending[place.shard];
+          p.keys.push_back(keys[i]);
+          p.flags.push_back(flags[i]);
+          p.payloads.push_back(values + offset);
+        }
+        offset += len;
+      }
+      if (offset != total) {
+        return Status::Corruption(path + ": the block's values hold " + std::to_string(total - offset) +
+                                  " floats more than its rows' payloads");
+      }
+      file_rows += n;
+      // Payloads point into the block: store them before reading the next one.
+      for (uint32_t s : shards) {
+        Pending& p = pending[s];
+        if (p.keys.empty()) continue;
+        RETURN_IF_ERROR(table->LoadRows(s, p.keys.data(), p.flags.data(), p.payloads.data(), p.keys.size(), plan.full,
+                                        plan.merge));
+        *rows += p.keys.size();
+        p.keys.clear();
+        p.flags.clear();
+        p.payloads.clear();
+      }
+    }
+    if (file_rows != f->rows() || reader->digest().bytes != f->bytes() || reader->digest().crc32c != f->crc32c()) {
+      return Status::Corruption(path + ": changed while it was being loaded (rows, size or CRC differ from the "
+                                       "manifest); the table is partly loaded, load again");
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckpointRunner::LoadDense(const LoadPlan& plan, uint32_t table_id,
+                                   const std::vector<const disk::FileEntry*>& files) {
+  DenseTable* table = tables_.dense(table_id);
+  if (table->begin() == table->end()) return Status::OK();
+  if (!plan.full) table->ResetOptimizerState();
+  for (const disk::FileEntry* f : files) {
+    const std::string path = plan.checkpoint.FilePath(*f);
+    ASSIGN_OR_RETURN(auto reader, BlockFileReader::Open(path, disk::FileKind::DenseSlice));
+    const bool take_shared = f->slice_begin() <= table->begin() && table->begin() < f->slice_end();
+    while (true) {
+      ASSIGN_OR_RETURN(const disk::DenseSliceBlock* block, NextDenseBlock(*reader));
+      if (block == nullptr) break;
+      RETURN_IF_ERROR(table->LoadBlock(*block, plan.full, take_shared).WithContext(path));
+    }
+  }
+  return Status::OK();
+}
+
+void CheckpointRunner::Load(const std::string& dir, std::function<void(StatusOr<LoadOutcome>)> done) {
+  executors_.Post(0, [this, dir, done] {
+    auto planned = PlanLoad(dir);
+    if (!planned.ok()) return done(planned.status());
+    std::shared_ptr<LoadPlan> plan = std::move(planned).value();
+    // Pass 1: every file this server reads, checked against the manifest, before any row
+    // changes.
+    std::vector<LaneTask> verify;
+    size_t lane = 0;
+    for (const auto& t : plan->tables) {
+      for (const disk::FileEntry* f : t.files) {
+        verify.push_back({lane++, [plan, f] { return plan->checkpoint.VerifyFile(*f); }});
+      }
+    }
+    RunSequenced(std::move(verify), [this, plan, dir, done](Status st) {
+      if (!st.ok()) return done(st.WithContext("load of " + dir + " refused, nothing changed"));
+      // Pass 2: replace (or merge) the rows.
+      const size_t threads = executors_.num_threads();
+      auto rows = std::make_shared<std::vector<uint64_t>>();
+      std::vector<LaneTask> tasks;
+      const bool replace = !plan->merge;
+      for (const auto& t : plan->tables) {
+        if (t.dense) {
+          const uint32_t id = t.id;
+          auto files = t.files;
+          tasks.push_back({dense_lane_(id), [this, plan, id, files] { return LoadDense(*plan, id, files); }});
+          continue;
+        }
+        SparseTable* table = tables_.sparse(t.id);
+        // Shards grouped per task: aligned, one shard and its own file per task; otherwise
+        // one task per executor thread reads every file once for all the shards it owns.
+        std::map<size_t, std::vector<uint32_t>> groups;
+        for (uint32_t s = 0; s < table->num_shards(); ++s) {
+          groups[t.aligned ? s : sparse_lane_(t.id, s) % threads].push_back(s);
+        }
+        for (auto& [key, shards] : groups) {
+          std::vector<const disk::FileEntry*> files;
+          for (const disk::FileEntry* f : t.files) {
+            if (!t.aligned || f->shard() == shards[0]) files.push_back(f);
+          }
+          const size_t slot = rows->size();
+          rows->push_back(0);
+          const uint32_t id = t.id;
+          tasks.push_back({sparse_lane_(id, shards[0]),
+                           [this, plan, table, id, shards, files, rows, slot, replace,
+                            aligned = t.aligned]() -> Status {
+                             // Rows expected per shard: the files' rows (aligned), or this
+                             // server's even share of the whole table.
+                             uint64_t expected = 0;
+                             for (const disk::FileEntry* f : files) expected += f->rows();
+                             if (!aligned) expected = expected / num_servers_ / table->num_shards();
+                             for (uint32_t s : shards) {
+                               if (replace) RETURN_IF_ERROR(table->ClearShard(s));
+                               table->ReserveShard(s, static_cast<size_t>(expected + expected / 8));
+                             }
+                             return LoadSparse(*plan, id, shards, files, &(*rows)[slot]);
+                           }});
+        }
+      }
+      RunSequenced(std::move(tasks), [plan, rows, dir, done](Status st) {
+        if (!st.ok()) return done(st.WithContext("load of " + dir + " failed part-way; tables may be partly loaded"));
+        LoadOutcome outcome;
+        for (uint64_t r : *rows) outcome.rows += r;
+        outcome.version = Str(plan->checkpoint.manifest().version());
+        outcome.mode = plan->checkpoint.manifest().mode();
+        done(outcome);
+      });
+    });
+  });
+}
+
+StatusOr<LoadOutcome> CheckpointRunner::LoadSync(const std::string& dir) {
+  std::promise<StatusOr<LoadOutcome>> promise;
+  auto future = promise.get_future();
+  Load(dir, [&promise](StatusOr<LoadOutcome> result) { promise.set_value(std::move(result)); });
+  return future.get();
+}
+
+// ---- shrink -------------------------------------------------------------------------
+
+void CheckpointRunner::Shrink(std::optional<uint32_t> table_id, std::function<void(StatusOr<ShrinkOutcome>)> done) {
+  std::vector<uint32_t> ids;
+  if (table_id) {
+    if (tables_.sparse(*table_id) == nullptr) {
+      return done(Status::NotFound("Shrink: no sparse table with id " + std::to_string(*table_id) + " (tables: " +
+                                   tables_.Describe() + ")"));
+    }
+    ids.push_back(*table_id);
+  } else {
+    for (const auto& [id, t] : tables_.all()) {
+      if (t.kind == TableKind::kSparse) ids.push_back(id);
+    }
+  }
+  struct Counts {
+    std::atomic<uint64_t> deleted{0};
+    std::atomic<uint64_t> rows{0};
+  };
+  auto counts = std::make_shared<Counts>();
+  std::vector<LaneTask> tasks;
+  for (uint32_t id : ids) {
+    SparseTable* t = tables_.sparse(id);
+    for (uint32_t s = 0; s < t->num_shards(); ++s) {
+      tasks.push_back({sparse_lane_(id, s), [t, s, counts]() -> Status {
+                         ASSIGN_OR_RETURN(uint64_t deleted, t->ShrinkShard(s));
+                         counts->deleted += deleted;
+                         counts->rows += t->Stats(s).rows;
+                         return Status::OK();
+                       }});
+    }
+  }
+  RunSequenced(std::move(tasks), [counts, done](Status st) {
+    if (!st.ok()) return done(st);
+    done(ShrinkOutcome{counts->deleted.load(), counts->rows.load()});
+  });
+}
+
+}  // namespace fleetps::server

@@ -1,0 +1,437 @@
+// Save / load through the CheckpointRunner, in-process: servers are TableSets with their own
+// executor pools, sharing one checkpoint directory like pservers on one machine.
+#include "server/checkpoint/checkpoint_runner.h"
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "common/sharding.h"
+#include "server/checkpoint/checkpoint_dir.h"
+#include "test/support/process.h"
+
+namespace fleetps::server {
+namespace {
+
+using RowMap = std::map<uint64_t, std::vector<float>>;
+constexpr uint32_t kSparse = 0, kDense = 1, kCtr = 2;
+
+struct Layout {
+  uint32_t shards = 4;
+  uint64_t budget = 0;  // sparse memory budget (0: all in RAM)
+  uint32_t sparse_dim = 6;
+};
+
+config::ServerOptions Options(uint32_t index, uint32_t servers, const Layout& layout, const std::string& data_dir) {
+  config::ServerOptions o;
+  for (uint32_t s = 0; s < servers; ++s) o.endpoints.push_back({"127.0.0.1", static_cast<uint16_t>(9000 + s)});
+  o.index = index;
+  o.data_dir = data_dir;
+  TableOptions sparse;
+  sparse.id = kSparse;
+  sparse.name = "emb";
+  sparse.dim = layout.sparse_dim;
+  sparse.shards = layout.shards;
+  sparse.optimizer.kind = OptimizerKind::kAdam;
+  sparse.optimizer.learning_rate = 0.01f;
+  sparse.initializer.seed = 5;
+  sparse.memory_budget_bytes = layout.budget;
+  TableOptions dense;
+  dense.id = kDense;
+  dense.name = "dense";
+  dense.kind = TableKind::kDense;
+  dense.dim = 1000;
+  dense.optimizer.kind = OptimizerKind::kAdam;
+  TableOptions ctr = sparse;
+  ctr.id = kCtr;
+  ctr.name = "ctr";
+  ctr.dim = 4;
+  ctr.optimizer.kind = OptimizerKind::kAdagrad;
+  ctr.accessor.kind = AccessorKind::kCtr;
+  ctr.accessor.embedx_threshold = 3.0f;
+  o.tables = {sparse, dense, ctr};
+  return o;
+}
+
+class Server {
+ public:
+  Server(uint32_t index, uint32_t servers, const Layout& layout = {})
+      : options_(Options(index, servers, layout, testing::MakeTempDir("data"))), pool_(2) {
+    auto tables = TableSet::Create(options_);
+    REQUIRE(tables.ok());
+    tables_ = std::move(tables).value();
+    runner_ = std::make_unique<CheckpointRunner>(
+        *tables_, pool_, [](uint32_t t, uint32_t s) { return size_t{t} * 7 + s; },
+        [](uint32_t t) { return size_t{t} * 7 + 3; }, index, servers, "test");
+  }
+  ~Server() { pool_.Stop(); }
+
+  TableSet& tables() { return *tables_; }
+  uint32_t index() const { return options_.index; }
+
+  StatusOr<SaveOutcome> SavePart(const std::string& dir, const std::string& version, disk::SaveMode mode,
+                                 std::optional<uint32_t> table = std::nullopt) {
+    std::promise<StatusOr<SaveOutcome>> p;
+    runner_->SavePart(SaveSpec{dir, version, mode, table}, [&](StatusOr<SaveOutcome> r) { p.set_value(r); });
+    return p.get_future().get();
+  }
+  StatusOr<SaveOutcome> Commit(const std::string& dir, const std::string& version, disk::SaveMode mode) {
+    std::promise<StatusOr<SaveOutcome>> p;
+    runner_->Commit(dir, version, mode, [&](StatusOr<SaveOutcome> r) { p.set_value(r); });
+    return p.get_future().get();
+  }
+  StatusOr<LoadOutcome> Load(const std::string& dir) { return runner_->LoadSync(dir); }
+  StatusOr<ShrinkOutcome> Shrink() {
+    std::promise<StatusOr<ShrinkOutcome>> p;
+    runner_->Shrink(std::nullopt, [&](StatusOr<ShrinkOutcome> r) { p.set_value(r); });
+    return p.get_future().get();
+  }
+
+  // Pushes into the keys this server owns (test thread; no runner call in flight).
+  void Push(uint32_t table_id, const std::vector<uint64_t>& all_keys, std::mt19937_64& rng, bool counters = false) {
+    SparseTable* t = tables_->sparse(table_id);
+    std::vector<uint64_t> keys;
+    for (uint64_t k : all_keys) {
+      if (t->Owns(k)) keys.push_back(k);
+    }
+    std::uniform_real_distribution<float> g(-1, 1);
+    std::vector<float> grads(keys.size() * t->dim());
+    for (auto& x : grads) x = g(rng);
+    std::vector<float> shows(keys.size()), clicks(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      shows[i] = static_cast<float>(rng() % 4);
+      clicks[i] = static_cast<float>(rng() % 2);
+    }
+    std::map<uint32_t, std::vector<uint32_t>> by_shard;
+    for (uint32_t i = 0; i < keys.size(); ++i) by_shard[t->ShardOf(keys[i])].push_back(i);
+    PushCounters c;
+    if (counters) {
+      c.shows = shows.data();
+      c.clicks = clicks.data();
+    }
+    for (const auto& [s, idx] : by_shard) {
+      REQUIRE(t->PushShard(s, keys.data(), idx.data(), idx.size(), grads.data(), c).ok());
+    }
+  }
+  void PushDense(std::mt19937_64& rng) {
+    DenseTable* d = tables_->dense(kDense);
+    std::uniform_real_distribution<float> g(-1, 1);
+    std::vector<float> grads(d->end() - d->begin());
+    for (auto& x : grads) x = g(rng);
+    REQUIRE(d->Push(d->begin(), grads.size(), grads.data()).ok());
+  }
+  RowMap Rows(uint32_t table_id) {
+    SparseTable* t = tables_->sparse(table_id);
+    RowMap rows;
+    for (uint32_t s = 0; s < t->num_shards(); ++s) {
+      REQUIRE(t->ForEachRow(s, [&](uint64_t key, const float* row) {
+                 // Every row sits on the server and shard PlaceKey names.
+                 const KeyPlacement p = PlaceKey(key, static_cast<uint32_t>(options_.endpoints.size()), t->num_shards());
+                 CHECK(p.server == index());
+                 CHECK(p.shard == s);
+                 rows[key].assign(row, row + t->row_floats());
+                 return Status::OK();
+               }).ok());
+    }
+    return rows;
+  }
+  std::vector<float> DenseSlice() {
+    DenseTable* d = tables_->dense(kDense);
+    std::vector<float> w(d->end() - d->begin());
+    REQUIRE(d->Pull(d->begin(), w.size(), w.data()).ok());
+    return w;
+  }
+
+ private:
+  config::ServerOptions options_;
+  ExecutorPool pool_;
+  std::unique_ptr<TableSet> tables_;
+  std::unique_ptr<CheckpointRunner> runner_;
+};
+
+std::vector<uint64_t> Keys(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> keys(n);
+  for (auto& k : keys) k = rng();
+  return keys;
+}
+
+// Saves every table of the cluster into dir as one checkpoint (both phases).
+std::string SaveAll(std::vector<std::unique_ptr<Server>>& servers, const std::string& dir, disk::SaveMode mode,
+                    const std::string& version) {
+  for (auto& s : servers) REQUIRE(s->SavePart(dir, version, mode).ok());
+  auto committed = servers[0]->Commit(dir, version, mode);
+  REQUIRE(committed.ok());
+  return version;
+}
+
+RowMap Union(std::vector<std::unique_ptr<Server>>& servers, uint32_t table) {
+  RowMap all;
+  for (auto& s : servers) {
+    for (auto& [k, v] : s->Rows(table)) CHECK(all.emplace(k, v).second);
+  }
+  return all;
+}
+
+std::vector<std::unique_ptr<Server>> Cluster(uint32_t n, const Layout& layout = {}) {
+  std::vector<std::unique_ptr<Server>> servers;
+  for (uint32_t i = 0; i < n; ++i) servers.push_back(std::make_unique<Server>(i, n, layout));
+  return servers;
+}
+
+void Train(std::vector<std::unique_ptr<Server>>& servers, int rounds, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto keys = Keys(3000, seed);
+  for (int r = 0; r < rounds; ++r) {
+    for (auto& s : servers) {
+      s->Push(kSparse, keys, rng);
+      s->Push(kCtr, keys, rng, /*counters=*/true);
+      s->PushDense(rng);
+    }
+  }
+}
+
+TEST_CASE("Checkpoint (mode 0) round-trips every float, RAM-only and RocksDB-backed", "[checkpoint]") {
+  for (uint64_t budget : {uint64_t{0}, uint64_t{300} << 10}) {
+    CAPTURE(budget);
+    Layout layout;
+    layout.budget = budget;
+    if (budget != 0) layout.shards = 1;  // ~1500 RAM rows for 3000 keys
+    auto source = Cluster(1, layout);
+    Train(source, 4, 1);
+    if (budget != 0) {
+      uint64_t disk = 0;
+      disk += source[0]->tables().sparse(kSparse)->Stats(0).disk_rows;
+      CHECK(disk > 0);  // the save reads both tiers
+    }
+    const std::string dir = testing::MakeTempDir("ckpt");
+    SaveAll(source, dir, disk::SaveMode::Checkpoint, "v1");
+    auto target = Cluster(1, layout);
+    auto loaded = target[0]->Load(dir);
+    REQUIRE(loaded.ok());
+    CHECK(loaded->version == "v1");
+    CHECK(loaded->rows == source[0]->Rows(kSparse).size() + source[0]->Rows(kCtr).size());
+    CHECK(target[0]->Rows(kSparse) == source[0]->Rows(kSparse));
+    CHECK(target[0]->Rows(kCtr) == source[0]->Rows(kCtr));
+    CHECK(target[0]->DenseSlice() == source[0]->DenseSlice());
+    // Optimizer state of the dense table too: one more identical step stays identical.
+    std::mt19937_64 a(9), b(9);
+    source[0]->PushDense(a);
+    target[0]->PushDense(b);
+    CHECK(target[0]->DenseSlice() == source[0]->DenseSlice());
+  }
+}
+
+TEST_CASE("Base (mode 2) saves weights only; Delta (mode 1) saves what changed since", "[checkpoint]") {
+  auto source = Cluster(1);
+  Train(source, 2, 2);
+  const std::string base_dir = testing::MakeTempDir("base");
+  SaveAll(source, base_dir, disk::SaveMode::Base, "b1");
+  const RowMap at_base = source[0]->Rows(kSparse);
+  // The base cleared Changed on every row.
+  for (const auto& [k, row] : at_base) {
+    CHECK(source[0]->tables().sparse(kSparse)->accessor().Flags(row.data()) == 0);
+  }
+  // Touch 100 keys, then a delta holds exactly those.
+  std::mt19937_64 rng(3);
+  auto touched = Keys(100, 77);
+  source[0]->Push(kSparse, touched, rng);
+  const std::string delta_dir = testing::MakeTempDir("delta");
+  SaveAll(source, delta_dir, disk::SaveMode::Delta, "d1");
+  auto delta = Checkpoint::Open(delta_dir);
+  REQUIRE(delta.ok());
+  CHECK(delta->table(kSparse)->rows() == 100);
+  CHECK(delta->table(kCtr)->rows() == 0);
+  CHECK(delta->manifest().content() == disk::RowContent::WeightsOnly);
+
+  // Base then delta into a fresh server: every weight equals the source's; optimizer state
+  // is fresh (base is for serving).
+  auto target = Cluster(1);
+  auto loaded = target[0]->Load(base_dir);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->mode == disk::SaveMode::Base);
+  auto rows = target[0]->Rows(kSparse);
+  REQUIRE(rows.size() == at_base.size());
+  const uint32_t dim = 6;
+  for (const auto& [k, row] : rows) {
+    const auto& want = at_base.at(k);
+    CHECK(std::vector<float>(row.begin(), row.begin() + dim) == std::vector<float>(want.begin(), want.begin() + dim));
+    CHECK(row[dim] == 0.9f);  // Adam beta1 power back at its start
+  }
+  REQUIRE(target[0]->Load(delta_dir).ok());
+  const RowMap now = source[0]->Rows(kSparse);
+  rows = target[0]->Rows(kSparse);
+  REQUIRE(rows.size() == now.size());
+  for (const auto& [k, row] : rows) {
+    CHECK(std::vector<float>(row.begin(), row.begin() + dim) ==
+          std::vector<float>(now.at(k).begin(), now.at(k).begin() + dim));
+  }
+  CHECK(target[0]->DenseSlice() == source[0]->DenseSlice());
+}
+
+TEST_CASE("Batch (mode 3) saves like a checkpoint, then ages unseen_days", "[checkpoint]") {
+  auto source = Cluster(1);
+  Train(source, 2, 4);
+  const RowMap before = source[0]->Rows(kCtr);
+  const std::string dir = testing::MakeTempDir("batch");
+  SaveAll(source, dir, disk::SaveMode::Batch, "day1");
+  const auto& acc = source[0]->tables().sparse(kCtr)->accessor();
+  const RowMap after = source[0]->Rows(kCtr);
+  for (const auto& [k, row] : after) {
+    CHECK(acc.StatOf(row.data(), RowAccessor::kUnseenDays) ==
+          acc.StatOf(before.at(k).data(), RowAccessor::kUnseenDays) + 1);
+  }
+  auto target = Cluster(1);
+  REQUIRE(target[0]->Load(dir).ok());
+  CHECK(target[0]->Rows(kCtr) == before);  // the file holds the rows as they were saved
+  // Shrink after enough days deletes everything (delete_after_unseen_days 30).
+  for (int day = 0; day < 31; ++day) SaveAll(source, dir, disk::SaveMode::Batch, "day" + std::to_string(day + 2));
+  auto shrunk = source[0]->Shrink();
+  REQUIRE(shrunk.ok());
+  CHECK(shrunk->deleted == after.size());
+  CHECK(source[0]->Rows(kCtr).empty());
+  // Only the last committed version is kept.
+  int versions = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) versions += e.is_directory();
+  CHECK(versions == 1);
+}
+
+TEST_CASE("Saved by 2 servers with 4 shards, loaded by 3 servers with 3 shards", "[checkpoint]") {
+  auto source = Cluster(2);
+  Train(source, 3, 5);
+  const std::string dir = testing::MakeTempDir("reshard");
+  SaveAll(source, dir, disk::SaveMode::Checkpoint, "v1");
+  Layout three;
+  three.shards = 3;
+  auto target = Cluster(3, three);
+  for (auto& s : target) REQUIRE(s->Load(dir).ok());
+  CHECK(Union(target, kSparse) == Union(source, kSparse));  // Rows() checks every key's placement
+  CHECK(Union(target, kCtr) == Union(source, kCtr));
+  std::vector<float> a, b;
+  for (auto& s : source) {
+    auto w = s->DenseSlice();
+    a.insert(a.end(), w.begin(), w.end());
+  }
+  for (auto& s : target) {
+    auto w = s->DenseSlice();
+    b.insert(b.end(), w.begin(), w.end());
+  }
+  CHECK(a == b);
+  // And back into 1 server (the trainer's infer mode).
+  auto one = Cluster(1);
+  REQUIRE(one[0]->Load(dir).ok());
+  CHECK(one[0]->Rows(kSparse) == Union(source, kSparse));
+}
+
+TEST_CASE("Corrupt or mismatched checkpoints are refused and change nothing", "[checkpoint]") {
+  auto source = Cluster(1);
+  Train(source, 2, 6);
+  const std::string dir = testing::MakeTempDir("corrupt");
+  SaveAll(source, dir, disk::SaveMode::Checkpoint, "v1");
+  auto checkpoint = Checkpoint::Open(dir);
+  REQUIRE(checkpoint.ok());
+  const std::string victim = checkpoint->FilePath(*checkpoint->table(kSparse)->files()->Get(2));
+
+  auto target = Cluster(1);
+  Train(target, 1, 60);
+  const RowMap before = target[0]->Rows(kSparse);
+  {  // one flipped byte in one shard file
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x7f');
+  }
+  auto refused = target[0]->Load(dir);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().IsCorruption());
+  CHECK(refused.status().message().find(victim) != std::string::npos);
+  CHECK(refused.status().message().find("nothing changed") != std::string::npos);
+  CHECK(target[0]->Rows(kSparse) == before);
+
+  // A manifest with a flipped byte.
+  const std::string manifest = checkpoint->version_dir() + "/MANIFEST";
+  {
+    std::fstream f(manifest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(40);
+    char c = 0;
+    f.get(c);
+    f.seekp(40);
+    f.put(static_cast<char>(c ^ 1));
+  }
+  CHECK(Checkpoint::Open(dir).status().IsCorruption());
+  CHECK(target[0]->Load(dir).status().IsCorruption());
+
+  // A server whose table has another dim.
+  auto fresh = Cluster(1);
+  const std::string good = testing::MakeTempDir("good");
+  SaveAll(source, good, disk::SaveMode::Checkpoint, "v1");
+  Layout wide;
+  wide.sparse_dim = 8;
+  auto other = Cluster(1, wide);
+  auto mismatch = other[0]->Load(good);
+  REQUIRE_FALSE(mismatch.ok());
+  CHECK(mismatch.status().IsInvalidArgument());
+  CHECK(mismatch.status().message().find("dim 6") != std::string::npos);
+  // No checkpoint at all.
+  CHECK(fresh[0]->Load(testing::MakeTempDir("empty")).status().IsNotFound());
+}
+
+TEST_CASE("An interrupted save leaves the previous checkpoint loadable", "[checkpoint]") {
+  auto source = Cluster(2);
+  Train(source, 2, 7);
+  const std::string dir = testing::MakeTempDir("interrupted");
+  SaveAll(source, dir, disk::SaveMode::Checkpoint, "v1");
+  const RowMap v1 = Union(source, kSparse);
+  Train(source, 1, 8);
+  // Server 0 writes its part of v2; server 1 "dies" before its part: the commit is refused.
+  REQUIRE(source[0]->SavePart(dir, "v2", disk::SaveMode::Checkpoint).ok());
+  auto commit = source[0]->Commit(dir, "v2", disk::SaveMode::Checkpoint);
+  REQUIRE_FALSE(commit.ok());
+  CHECK(commit.status().message().find("server 1") != std::string::npos);
+  // Half-written files of a third attempt, as a kill -9 leaves them.
+  std::filesystem::create_directories(dir + "/v3.tmp/server-00000");
+  std::ofstream(dir + "/v3.tmp/server-00000/table-0-shard-00000.rows") << "partial";
+
+  auto reader = Cluster(2);
+  for (auto& s : reader) {
+    auto loaded = s->Load(dir);
+    REQUIRE(loaded.ok());
+    CHECK(loaded->version == "v1");
+  }
+  CHECK(Union(reader, kSparse) == v1);
+  // The next good save commits and removes the leftovers.
+  SaveAll(source, dir, disk::SaveMode::Checkpoint, "v4");
+  CHECK_FALSE(std::filesystem::exists(dir + "/v2.tmp"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/v3.tmp"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/v1"));
+  // A version name may not be reused.
+  CHECK_FALSE(source[0]->SavePart(dir, "v4", disk::SaveMode::Checkpoint).ok());
+  CHECK(source[0]->SavePart(dir, "../evil", disk::SaveMode::Checkpoint).status().IsInvalidArgument());
+}
+
+TEST_CASE("Saving one table writes a checkpoint of that table only", "[checkpoint]") {
+  auto source = Cluster(1);
+  Train(source, 1, 10);
+  const std::string dir = testing::MakeTempDir("one");
+  REQUIRE(source[0]->SavePart(dir, "t", disk::SaveMode::Checkpoint, kDense).ok());
+  REQUIRE(source[0]->Commit(dir, "t", disk::SaveMode::Checkpoint).ok());
+  auto checkpoint = Checkpoint::Open(dir);
+  REQUIRE(checkpoint.ok());
+  CHECK(checkpoint->manifest().tables()->size() == 1);
+  CHECK(checkpoint->table(kDense) != nullptr);
+  auto target = Cluster(1);
+  Train(target, 1, 11);
+  const RowMap untouched = target[0]->Rows(kSparse);
+  REQUIRE(target[0]->Load(dir).ok());
+  CHECK(target[0]->DenseSlice() == source[0]->DenseSlice());
+  CHECK(target[0]->Rows(kSparse) == untouched);
+}
+
+}  // namespace
+}  // namespace fleetps::server
