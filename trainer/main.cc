@@ -8,7 +8,10 @@
 // Precedence: flags > environment > YAML > defaults (common/config/trainer_config.h).
 // Local mode runs an in-process pserver (the same tables and service, on loopback).
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 
 #include "common/config/trainer_config.h"
@@ -86,6 +89,11 @@ int main(int argc, char** argv) {
     server_options.tables = config::JobTables(*options);
     for (auto& t : server_options.tables) {
       if (t.kind == TableKind::kSparse) t.shards = options->local_shards;
+      if (t.memory_budget_bytes > 0 && server_options.data_dir.empty()) {
+        // The cold tier of a budgeted table needs a directory; a private one per process.
+        server_options.data_dir =
+            (std::filesystem::temp_directory_path() / ("fleetps-local-" + std::to_string(::getpid()))).string();
+      }
     }
     server_options.source = "local tables of " + config_path;
     local_server = std::make_unique<server::App>(server_options);
@@ -97,7 +105,11 @@ int main(int argc, char** argv) {
   const Status st = mode == "train" ? trainer::RunTrainJob(*options, **client, flags)
                                     : trainer::RunInferJob(*options, **client, flags);
   client->reset();
-  if (local_server) local_server->Shutdown();
+  if (local_server) {
+    local_server->Shutdown();
+    std::error_code ignored;  // best effort: a private scratch directory
+    if (!local_server->options().data_dir.empty()) std::filesystem::remove_all(local_server->options().data_dir, ignored);
+  }
   if (!st.ok()) return Fail(st);
   return 0;
 }

@@ -46,16 +46,15 @@ namespace {
 Status ParseTableOverride(const YAML::Node& node, const YamlContext& ctx, bool dense, TableOptions* t) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
   std::vector<std::string> keys = {"id", "name", "optimizer", "initializer"};
-  if (!dense) {
-    keys.push_back("shards");
-    keys.push_back("create_on_pull");
-  }
+  if (!dense) keys.insert(keys.end(), {"shards", "create_on_pull", "accessor", "memory_budget_bytes"});
   RETURN_IF_ERROR(RejectUnknownKeys(node, keys, ctx));
   RETURN_IF_ERROR(ReadUint32(node, "id", ctx, &t->id));
   RETURN_IF_ERROR(ReadString(node, "name", ctx, &t->name));
   if (!dense) {
     RETURN_IF_ERROR(ReadUint32(node, "shards", ctx, &t->shards));
     RETURN_IF_ERROR(ReadBool(node, "create_on_pull", ctx, &t->create_on_pull));
+    RETURN_IF_ERROR(ReadUint64(node, "memory_budget_bytes", ctx, &t->memory_budget_bytes));
+    if (node["accessor"]) RETURN_IF_ERROR(ParseAccessor(node["accessor"], ctx.Child("accessor"), &t->accessor));
   }
   if (node["optimizer"]) RETURN_IF_ERROR(ParseOptimizer(node["optimizer"], ctx.Child("optimizer"), &t->optimizer));
   if (node["initializer"]) {

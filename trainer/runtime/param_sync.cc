@@ -42,12 +42,14 @@ class DirectSync : public ParamSync {
     params->resize(o_.dense_table.dim);
     return client_.PullDense(o_.dense_table.id, *params).get();
   }
-  Status Push(uint32_t, std::span<const uint64_t> keys, std::span<const float> key_grads,
-              std::span<const float> dense_grads) override {
-    auto sparse = keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, keys, key_grads);
+  Status Push(uint32_t, const StepGrads& g) override {
+    PsClient::SparsePushOptions sparse_options;
+    sparse_options.shows = g.shows;
+    sparse_options.clicks = g.clicks;
+    auto sparse = g.keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, g.keys, g.key_grads, sparse_options);
     PsClient::DensePushOptions dense_options;
     if (sync()) dense_options.sync_trainers = participants_;
-    auto dense = client_.PushDense(o_.dense_table.id, dense_grads, dense_options);
+    auto dense = client_.PushDense(o_.dense_table.id, g.dense_grads, dense_options);
     return Wait(sparse, dense);
   }
   StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) override {
@@ -114,24 +116,32 @@ class AsyncSync : public ParamSync {
     return Status::OK();
   }
 
-  Status Push(uint32_t, std::span<const uint64_t> keys, std::span<const float> key_grads,
-              std::span<const float> dense_grads) override {
+  Status Push(uint32_t, const StepGrads& step) override {
     std::unique_lock<std::mutex> lock(mu_);
     // Back-pressure: at most two merge windows wait behind the one being sent.
     cv_.wait(lock, [this] { return merged_steps_ < 2 * o_.max_merge_steps || !error_.ok(); });
     RETURN_IF_ERROR(error_);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      auto [it, inserted] = key_index_.try_emplace(keys[i], static_cast<uint32_t>(merged_keys_.size()));
-      const float* g = key_grads.data() + i * dim_;
+    const bool stats = !step.shows.empty();
+    for (size_t i = 0; i < step.keys.size(); ++i) {
+      auto [it, inserted] = key_index_.try_emplace(step.keys[i], static_cast<uint32_t>(merged_keys_.size()));
+      const float* g = step.key_grads.data() + i * dim_;
       if (inserted) {
-        merged_keys_.push_back(keys[i]);
+        merged_keys_.push_back(step.keys[i]);
         merged_grads_.insert(merged_grads_.end(), g, g + dim_);
+        if (stats) {
+          merged_shows_.push_back(step.shows[i]);
+          merged_clicks_.push_back(step.clicks[i]);
+        }
       } else {
         float* acc = merged_grads_.data() + size_t{it->second} * dim_;
         for (uint32_t j = 0; j < dim_; ++j) acc[j] += g[j];
+        if (stats) {
+          merged_shows_[it->second] += step.shows[i];
+          merged_clicks_[it->second] += step.clicks[i];
+        }
       }
     }
-    for (size_t j = 0; j < dense_grads.size(); ++j) dense_sum_[j] += dense_grads[j];
+    for (size_t j = 0; j < step.dense_grads.size(); ++j) dense_sum_[j] += step.dense_grads[j];
     ++merged_steps_;
     lock.unlock();
     cv_.notify_all();
@@ -166,10 +176,12 @@ class AsyncSync : public ParamSync {
       });
       // Take the merged window; workers keep merging into fresh buffers meanwhile.
       std::vector<uint64_t> keys;
-      std::vector<float> grads;
+      std::vector<float> grads, shows, clicks;
       std::vector<float> dense(o_.dense_table.dim, 0.0f);
       keys.swap(merged_keys_);
       grads.swap(merged_grads_);
+      shows.swap(merged_shows_);
+      clicks.swap(merged_clicks_);
       dense.swap(dense_sum_);
       key_index_.clear();
       const float scale = 1.0f / static_cast<float>(merged_steps_);
@@ -179,7 +191,11 @@ class AsyncSync : public ParamSync {
       cv_.notify_all();
 
       for (float& v : dense) v *= scale;  // dense: the average step
-      auto sparse_done = keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, keys, grads);
+      PsClient::SparsePushOptions sparse_options;
+      sparse_options.shows = shows;
+      sparse_options.clicks = clicks;
+      auto sparse_done =
+          keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, keys, grads, sparse_options);
       auto dense_done = client_.PushDense(o_.dense_table.id, dense);
       Status st = Wait(sparse_done, dense_done);
       std::shared_ptr<std::vector<float>> fresh;
@@ -205,6 +221,8 @@ class AsyncSync : public ParamSync {
   std::unordered_map<uint64_t, uint32_t> key_index_;  // merged key -> row in merged_grads_
   std::vector<uint64_t> merged_keys_;
   std::vector<float> merged_grads_;
+  std::vector<float> merged_shows_;   // CTR tables: per merged key
+  std::vector<float> merged_clicks_;
   std::vector<float> dense_sum_;
   uint32_t merged_steps_ = 0;
   bool sending_ = false;
@@ -267,16 +285,19 @@ class GeoSync : public ParamSync {
     return Status::OK();
   }
 
-  Status Push(uint32_t, std::span<const uint64_t> keys, std::span<const float> key_grads,
-              std::span<const float> dense_grads) override {
+  Status Push(uint32_t, const StepGrads& step) override {
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      Row& row = cache_[keys[i]];
-      sparse_opt_->Update(row.value.data(), row.state.data(), key_grads.data() + i * dim_, dim_);
-      touched_.insert(keys[i]);
+    for (size_t i = 0; i < step.keys.size(); ++i) {
+      Row& row = cache_[step.keys[i]];
+      sparse_opt_->Update(row.value.data(), row.state.data(), step.key_grads.data() + i * dim_, dim_);
+      if (!step.shows.empty()) {
+        row.shows += step.shows[i];
+        row.clicks += step.clicks[i];
+      }
+      touched_.insert(step.keys[i]);
     }
-    dense_opt_->Update(dense_.value.data(), dense_.state.data(), dense_grads.data(),
-                       static_cast<uint32_t>(dense_grads.size()));
+    dense_opt_->Update(dense_.value.data(), dense_.state.data(), step.dense_grads.data(),
+                       static_cast<uint32_t>(step.dense_grads.size()));
     if (++steps_ % o_.geo_step == 0) return ExchangeLocked();
     return Status::OK();
   }
@@ -291,6 +312,8 @@ class GeoSync : public ParamSync {
     std::vector<float> value;  // local copy being trained
     std::vector<float> base;   // value at the last exchange
     std::vector<float> state;  // local optimizer state
+    float shows = 0;           // CTR statistics since the last exchange
+    float clicks = 0;
   };
 
   GeoSync(const TrainerOptions& o, PsClient& client, std::unique_ptr<optimizer::Optimizer> sparse_opt,
@@ -306,15 +329,23 @@ class GeoSync : public ParamSync {
   Status ExchangeLocked() {
     const float scale = 1.0f / static_cast<float>(o_.trainers_num);
     std::vector<uint64_t> keys(touched_.begin(), touched_.end());
-    std::vector<float> deltas(keys.size() * dim_);
+    std::vector<float> deltas(keys.size() * dim_), shows, clicks;
+    const bool stats = o_.sparse_table.accessor.kind == AccessorKind::kCtr;
     for (size_t i = 0; i < keys.size(); ++i) {
-      const Row& row = cache_[keys[i]];
+      Row& row = cache_[keys[i]];
       for (uint32_t j = 0; j < dim_; ++j) deltas[i * dim_ + j] = (row.value[j] - row.base[j]) * scale;
+      if (stats) {
+        shows.push_back(row.shows);
+        clicks.push_back(row.clicks);
+        row.shows = row.clicks = 0;
+      }
     }
     std::future<Status> sparse_done = Ready();
     if (!keys.empty()) {
       PsClient::SparsePushOptions opts;
       opts.delta = true;
+      opts.shows = shows;
+      opts.clicks = clicks;
       sparse_done = client_.PushSparse(o_.sparse_table.id, keys, deltas, opts);
     }
     std::future<Status> dense_done = Ready();

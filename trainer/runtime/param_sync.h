@@ -27,6 +27,16 @@
 
 namespace fleetps::trainer {
 
+// One step's gradients. shows/clicks are empty, or (CTR tables) one per key: how often the
+// key occurs in the batch, and in its clicked examples.
+struct StepGrads {
+  std::span<const uint64_t> keys;        // unique
+  std::span<const float> key_grads;      // keys.size() * dim
+  std::span<const float> shows;
+  std::span<const float> clicks;
+  std::span<const float> dense_grads;    // the dense table's size
+};
+
 class ParamSync {
  public:
   virtual ~ParamSync() = default;
@@ -35,9 +45,7 @@ class ParamSync {
   virtual Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) = 0;
   // The dense parameters to use for the next step.
   virtual Status DenseParams(uint32_t worker, std::vector<float>* params) = 0;
-  // Gradients of one step: key_grads [keys.size() * dim], dense_grads [dense size].
-  virtual Status Push(uint32_t worker, std::span<const uint64_t> keys, std::span<const float> key_grads,
-                      std::span<const float> dense_grads) = 0;
+  virtual Status Push(uint32_t worker, const StepGrads& grads) = 0;
   // Sync mode: called by every worker once per step, also by workers without data
   // (`out_of_data`); returns true when every worker of every trainer is out of data.
   // Other modes return out_of_data.

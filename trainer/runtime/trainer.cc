@@ -35,6 +35,8 @@ struct WorkerState {
   std::vector<float> activations;
   std::vector<float> activation_grads;
   std::vector<float> key_grads;
+  std::vector<float> shows;   // CTR tables: per unique key
+  std::vector<float> clicks;
   std::vector<float> params;
   std::vector<float> param_grads;
   double dense_seconds = 0;
@@ -82,6 +84,22 @@ struct Trainer::Impl {
     return Status::OK();
   }
 
+  // CTR statistics of the batch's unique keys: occurrences, and occurrences in clicked
+  // examples (the show/click counts Paddle's CtrCommonAccessor keeps).
+  static void CountShowsClicks(const data::Batch& batch, WorkerState& w) {
+    w.shows.assign(w.keys.size(), 0.0f);
+    w.clicks.assign(w.keys.size(), 0.0f);
+    size_t pos = 0;  // position in the concatenated ids of all slots (DedupKeys' index)
+    for (const auto& slot : batch.slots) {
+      for (size_t row = 0; row + 1 < slot.offsets.size(); ++row) {
+        for (uint32_t k = slot.offsets[row]; k < slot.offsets[row + 1]; ++k, ++pos) {
+          w.shows[w.index[pos]] += 1.0f;
+          w.clicks[w.index[pos]] += batch.labels[row];
+        }
+      }
+    }
+  }
+
   // One training step.
   StatusOr<float> Step(uint32_t worker, const data::Batch& batch, WorkerState& w) {
     RETURN_IF_ERROR(BuildActivations(batch, w, [&](std::span<const uint64_t> keys, float* rows) {
@@ -95,14 +113,17 @@ struct Trainer::Impl {
     const float loss =
         net.ForwardBackward(w.params, w.activations, batch.labels, b, w.param_grads, w.activation_grads, &w.ws);
     w.dense_seconds += Seconds(t0);
+    w.shows.clear();
+    w.clicks.clear();
     if (pool) {
       w.key_grads.resize(w.keys.size() * pool->dim());
       pool->Backward(w.views, w.index, w.activation_grads, w.key_grads);
+      if (options.sparse_table.accessor.kind == AccessorKind::kCtr) CountShowsClicks(batch, w);
     } else {
       w.keys.clear();
       w.key_grads.clear();
     }
-    RETURN_IF_ERROR(sync->Push(worker, w.keys, w.key_grads, w.param_grads));
+    RETURN_IF_ERROR(sync->Push(worker, StepGrads{w.keys, w.key_grads, w.shows, w.clicks, w.param_grads}));
     return loss;
   }
 

@@ -3,6 +3,7 @@
 // a test AUC that an untrained model (AUC ~0.5) cannot, and the model trainer 0 saves must
 // score the test split identically when loaded by infer mode.
 #include <catch2/catch.hpp>
+#include <sstream>
 #include <thread>
 
 #include "test/support/process.h"
@@ -74,6 +75,48 @@ TEST_CASE("Local training reaches the AUC floor and exits 0") {
   Workdir w;
   const double auc = TrainerRun(w, "local", {}, {});
   CHECK(auc > kAucFloor);
+}
+
+TEST_CASE("With the CTR accessor the trainer's show/click counts extend frequent keys only") {
+  Workdir w;
+  std::string yaml = testing::ReadFile(w.dir + "/job.yaml");
+  const std::string shards = "sparse_table: {shards: 4}";
+  yaml.replace(yaml.find(shards), shards.size(),
+               "sparse_table: {shards: 4, accessor: {name: ctr, embedx_threshold: 5}}");
+  testing::WriteFile(w.dir + "/ctr.yaml", yaml);
+  ChildProcess p;
+  REQUIRE(p.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/ctr.yaml", "--report",
+                   w.dir + "/ctr.json"},
+                  {}, w.dir + "/ctr.log"));
+  const int rc = p.Wait(std::chrono::seconds(120));
+  INFO(testing::ReadFile(w.dir + "/ctr.log"));
+  REQUIRE(rc == 0);
+  CHECK(TestAuc(w.dir + "/ctr.json") > kAucFloor);
+  // Dump the saved rows: a row whose embedx (weights 1..7) is all zero was never extended.
+  ChildProcess dump;
+  REQUIRE(dump.Start({testing::BinaryPath("tools/pserver_tool/pserver_tool"), "dump", w.dir + "/model", "--table",
+                      "0", "--limit", "100000000"},
+                     {}, w.dir + "/dump.txt"));
+  REQUIRE(dump.Wait(std::chrono::seconds(60)) == 0);
+  std::istringstream lines(testing::ReadFile(w.dir + "/dump.txt"));
+  std::string line;
+  size_t rows = 0, extended = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    uint64_t key;
+    std::vector<double> weights;
+    double v;
+    if (!(fields >> key)) continue;
+    while (fields >> v) weights.push_back(v);
+    if (weights.size() != 8) continue;
+    ++rows;
+    bool any = false;
+    for (size_t j = 1; j < weights.size(); ++j) any = any || weights[j] != 0.0;
+    extended += any;
+  }
+  CHECK(rows > 10000);
+  CHECK(extended > 100);         // frequent ids reached the threshold...
+  CHECK(extended < rows / 2);    // ...the long tail did not
 }
 
 TEST_CASE("The Fleet quick-start mlp trains on MultiSlot data") {
