@@ -103,4 +103,24 @@ size_t BarrierManager::waiting() const {
   return n;
 }
 
+StatusOr<std::pair<std::vector<double>, uint32_t>> MetricBoard::Report(const std::string& name,
+                                                                      uint32_t trainer_id,
+                                                                      std::vector<double> values) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& board = boards_[name];
+  for (const auto& [id, v] : board) {
+    if (id != trainer_id && v.size() != values.size()) {
+      return Status::InvalidArgument("metric '" + name + "': trainer " + std::to_string(trainer_id) + " reported " +
+                                     std::to_string(values.size()) + " values, trainer " + std::to_string(id) +
+                                     " reported " + std::to_string(v.size()));
+    }
+  }
+  board[trainer_id] = std::move(values);
+  std::vector<double> sum(board[trainer_id].size(), 0.0);
+  for (const auto& [id, v] : board) {
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += v[i];
+  }
+  return std::make_pair(std::move(sum), static_cast<uint32_t>(board.size()));
+}
+
 }  // namespace fleetps::server

@@ -58,4 +58,19 @@ class BarrierManager {
   std::map<std::string, Barrier> barriers_;
 };
 
+// MetricBoard: the latest metric vector of each trainer under a name, summed on demand
+// (MetricReport). Thread-safe.
+class MetricBoard {
+ public:
+  // Stores `values` as trainer_id's latest under `name`; returns the element-wise sum of the
+  // latest values of every trainer under `name` and how many there are. InvalidArgument
+  // when the length differs from the other trainers'.
+  StatusOr<std::pair<std::vector<double>, uint32_t>> Report(const std::string& name, uint32_t trainer_id,
+                                                            std::vector<double> values);
+
+ private:
+  std::mutex mu_;  // guards boards_
+  std::map<std::string, std::map<uint32_t, std::vector<double>>> boards_;
+};
+
 }  // namespace fleetps::server

@@ -107,6 +107,7 @@ void PsService::Handle(net::Request request, net::Responder responder) {
     case MessageType::Save: return Save(request, responder);
     case MessageType::Load: return Load(request, responder);
     case MessageType::Shrink: return Shrink(request, responder);
+    case MessageType::MetricReport: return MetricReport(request, responder);
     default:
       responder.SendError(Status::InvalidArgument("unknown message type " + std::to_string(request.type) + " (" +
                                                   net::MessageTypeName(request.type) + ") from " +
@@ -365,6 +366,19 @@ Status PsService::AccumulateDense(DenseTable* table, uint64_t offset, std::span<
   acc.floats = 0;
   acc.trainers = 0;
   return st;
+}
+
+void PsService::MetricReport(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::MetricReportRequest>(req, responder);
+  if (msg == nullptr) return;
+  std::vector<double> values;
+  if (msg->values() != nullptr) values.assign(msg->values()->begin(), msg->values()->end());
+  auto result = metrics_.Report(msg->name() ? msg->name()->str() : std::string(), msg->trainer_id(), std::move(values));
+  if (!result.ok()) return responder.SendError(result.status());
+  flatbuffers::FlatBufferBuilder fbb(64 + result->first.size() * 8);
+  auto sum = fbb.CreateVector(result->first);
+  fbb.Finish(wire::CreateMetricReportReply(fbb, sum, result->second));
+  responder.Send(net::ReplyType(MessageType::MetricReport), fbb.Release());
 }
 
 void PsService::Barrier(const net::Request& req, const net::Responder& responder) {

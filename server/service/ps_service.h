@@ -57,6 +57,7 @@ class PsService {
   void Save(const net::Request& req, const net::Responder& responder);
   void Load(const net::Request& req, const net::Responder& responder);
   void Shrink(const net::Request& req, const net::Responder& responder);
+  void MetricReport(const net::Request& req, const net::Responder& responder);
 
   // Sync-mode dense push (runs on the table's lane): accumulates, and applies the
   // average once `sync_trainers` trainers have pushed the whole slice.
@@ -70,6 +71,7 @@ class PsService {
   ExecutorPool& executors_;
   std::function<void(const std::string&)> on_stop_;
   BarrierManager barriers_;
+  MetricBoard metrics_;
   struct DenseAccumulator {
     std::vector<float> sum;  // this server's slice
     uint64_t floats = 0;     // gradient floats accumulated this round

@@ -469,6 +469,23 @@ StatusOr<PsClient::BarrierResult> PsClient::Barrier(const std::string& name, uin
   return result;
 }
 
+StatusOr<PsClient::MetricSum> PsClient::ReportMetric(const std::string& name, uint32_t trainer_id,
+                                                     std::span<const double> values) {
+  flatbuffers::FlatBufferBuilder fbb(128 + values.size() * 8);
+  auto name_off = fbb.CreateString(name);
+  auto values_off = fbb.CreateVector(values.data(), values.size());
+  fbb.Finish(wire::CreateMetricReportRequest(fbb, name_off, trainer_id, values_off));
+  ASSIGN_OR_RETURN(net::Reply reply,
+                   clients_[0]->CallSync(static_cast<uint16_t>(MessageType::MetricReport), fbb.Release()));
+  Status error;
+  const auto* msg = VerifiedReply<wire::MetricReportReply>(reply, clients_[0]->endpoint().ToString(), &error);
+  if (msg == nullptr) return error;
+  MetricSum out;
+  out.reporters = msg->reporters();
+  if (msg->sum() != nullptr) out.sum.assign(msg->sum()->begin(), msg->sum()->end());
+  return out;
+}
+
 StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {
   std::map<uint32_t, TableStatsSummary> by_id;
   for (auto& c : clients_) {

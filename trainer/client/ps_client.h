@@ -130,6 +130,13 @@ class PsClient {
   StatusOr<BarrierResult> Barrier(const std::string& name, uint32_t trainer_id, uint32_t participants,
                                   std::chrono::milliseconds timeout, std::span<const double> values = {},
                                   bool done = false);
+  // Reports this trainer's latest `values` under `name` to server 0 without waiting for
+  // the others; returns the sum of every reporter's latest values and their number.
+  struct MetricSum {
+    std::vector<double> sum;
+    uint32_t reporters = 0;
+  };
+  StatusOr<MetricSum> ReportMetric(const std::string& name, uint32_t trainer_id, std::span<const double> values);
   StatusOr<std::vector<TableStatsSummary>> Stats();
 
   // ---- storage commands: blocking; every server, then the result (docs/STORAGE.md) ----

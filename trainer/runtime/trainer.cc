@@ -230,7 +230,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
         if (st.ok()) {
           examples += batch.size();
           const uint64_t step = ++steps;
-          std::lock_guard<std::mutex> lock(mu);
+          std::unique_lock<std::mutex> lock(mu);
           epoch_auc.Add(ws.ws.predictions(), batch.labels);
           interval_auc.Add(ws.ws.predictions(), batch.labels);
           interval_loss += *loss;
@@ -238,14 +238,33 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
           interval_examples += batch.size();
           if (step % options_.print_interval == 0) {
             const double secs = Seconds(interval_start);
-            spdlog::info("trainer {} epoch {} step {}: loss {:.5f} auc {:.5f} ({} examples, {:.0f} examples/s)",
-                         options_.trainer_id, epoch, step, interval_loss / interval_batches, interval_auc.Auc(),
-                         interval_examples, interval_examples / std::max(secs, 1e-9));
+            const std::string line = fmt::format(
+                "trainer {} epoch {} step {}: loss {:.5f} auc {:.5f} ({} examples, {:.0f} examples/s)",
+                options_.trainer_id, epoch, step, interval_loss / interval_batches, interval_auc.Auc(),
+                interval_examples, interval_examples / std::max(secs, 1e-9));
+            const std::vector<double> cumulative(epoch_auc.state().begin(), epoch_auc.state().end());
             interval_auc.Reset();
             interval_loss = 0;
             interval_batches = 0;
             interval_examples = 0;
             interval_start = Clock::now();
+            lock.unlock();
+            if (options_.trainers_num == 1) {
+              spdlog::info("{}", line);
+            } else {
+              // The epoch so far on every trainer: each reports its cumulative buckets to
+              // server 0 and gets back the sum of everyone's latest report (no waiting).
+              auto global = client_.ReportMetric("auc-epoch-" + std::to_string(epoch), options_.trainer_id,
+                                                 cumulative);
+              if (global.ok()) {
+                model::AucCalculator merged;
+                merged.MergeState(global->sum);
+                spdlog::info("{}; epoch so far, {}/{} trainers: auc {:.5f} loss {:.5f}", line, global->reporters,
+                             options_.trainers_num, merged.Auc(), merged.MeanLoss());
+              } else {
+                spdlog::info("{} (cluster metric unavailable: {})", line, global.status().ToString());
+              }
+            }
           }
         }
       }

@@ -107,6 +107,24 @@ TEST_CASE("Barriers all-reduce values and AND the done flags") {
   }
 }
 
+TEST_CASE("Metric reports sum every trainer's latest values without waiting") {
+  Server s;
+  std::vector<double> a = {1, 2}, b = {10, 20}, a2 = {3, 4}, bad = {1};
+  auto r = s.client->ReportMetric("auc", 0, a);
+  REQUIRE(r.ok());
+  CHECK(r->sum == a);
+  CHECK(r->reporters == 1);
+  r = s.client->ReportMetric("auc", 1, b);
+  REQUIRE(r.ok());
+  CHECK(r->sum == std::vector<double>{11, 22});
+  r = s.client->ReportMetric("auc", 0, a2);  // replaces trainer 0's earlier report
+  REQUIRE(r.ok());
+  CHECK(r->sum == std::vector<double>{13, 24});
+  CHECK(r->reporters == 2);
+  CHECK(s.client->ReportMetric("auc", 2, bad).status().IsInvalidArgument());
+  CHECK(s.client->ReportMetric("other", 0, bad)->sum == bad);  // names are independent
+}
+
 TEST_CASE("Barrier errors: timeout, duplicate trainer, bad id") {
   Server s;
   auto r = s.client->Barrier("lonely", 0, 2, std::chrono::milliseconds(100));
