@@ -67,11 +67,8 @@ int main(int argc, char** argv) {
   if (!test_data.empty()) options->data.test_paths = {test_data};
   if (!log_level.empty()) options->log_level = log_level;
   if (!model_dir.empty()) options->infer_load_path = model_dir;
-  if (!sync_mode.empty()) {
-    if (sync_mode == "async") options->sync_mode = config::SyncMode::kAsync;
-    else if (sync_mode == "sync") options->sync_mode = config::SyncMode::kSync;
-    else if (sync_mode == "geo") options->sync_mode = config::SyncMode::kGeo;
-    else return Fail(Status::InvalidArgument("--sync-mode must be async, sync or geo"));
+  if (!sync_mode.empty() && !config::SyncModeFromName(sync_mode, &options->sync_mode)) {
+    return Fail(Status::InvalidArgument("--sync-mode must be async, sync or geo"));
   }
   if (auto st = config::ValidateTrainerOptions(*options); !st.ok()) return Fail(st);
   if (auto st = SetUpLogging({options->log_level, "trainer:" + std::to_string(options->trainer_id)}); !st.ok()) {

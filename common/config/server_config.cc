@@ -275,15 +275,7 @@ StatusOr<ServerOptions> ParseServerYaml(const std::string& text, const std::stri
 }
 
 StatusOr<ServerOptions> LoadServerYaml(const std::string& path) {
-  std::string text;
-  {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) return Status::NotFound(path + ": cannot open config file (check the path)");
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-    std::fclose(f);
-  }
+  ASSIGN_OR_RETURN(std::string text, ReadConfigFile(path));
   return ParseServerYaml(text, path);
 }
 

@@ -1,8 +1,6 @@
 #include "common/config/trainer_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "common/config/yaml_util.h"
 
@@ -15,6 +13,16 @@ std::string_view SyncModeName(SyncMode mode) {
     case SyncMode::kGeo: return "geo";
   }
   return "?";
+}
+
+bool SyncModeFromName(std::string_view name, SyncMode* mode) {
+  for (SyncMode m : {SyncMode::kAsync, SyncMode::kSync, SyncMode::kGeo}) {
+    if (name == SyncModeName(m)) {
+      *mode = m;
+      return true;
+    }
+  }
+  return false;
 }
 
 uint64_t DenseParamCount(const ModelOptions& model) {
@@ -82,13 +90,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     if (!runner.IsMap()) return rctx.Error(runner, "expected a map");
     std::string mode = "async";
     RETURN_IF_ERROR(ReadString(runner, "sync_mode", rctx, &mode));
-    if (mode == "async") {
-      o.sync_mode = SyncMode::kAsync;
-    } else if (mode == "sync") {
-      o.sync_mode = SyncMode::kSync;
-    } else if (mode == "geo") {
-      o.sync_mode = SyncMode::kGeo;
-    } else {
+    if (!SyncModeFromName(mode, &o.sync_mode)) {
       return rctx.Child("sync_mode").Error(runner["sync_mode"],
                                            "unknown sync_mode '" + mode + "' (use async, sync or geo)");
     }
@@ -184,11 +186,8 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
 }
 
 StatusOr<TrainerOptions> LoadTrainerYaml(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": cannot open config file (check the path)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseTrainerYaml(ss.str(), path);
+  ASSIGN_OR_RETURN(std::string text, ReadConfigFile(path));
+  return ParseTrainerYaml(text, path);
 }
 
 Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* o) {

@@ -33,6 +33,8 @@ enum class SyncMode : uint8_t {
   kGeo = 2,    // train local copies for geo_step steps, then push parameter deltas
 };
 std::string_view SyncModeName(SyncMode mode);
+// Parses "async" | "sync" | "geo"; false for anything else.
+bool SyncModeFromName(std::string_view name, SyncMode* mode);
 
 struct TrainerOptions {
   std::string config_path;  // the YAML this came from ("" when built in code)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <cstdlib>
 #include <limits>
 
@@ -89,6 +91,15 @@ std::string YamlContext::Where(const YAML::Node& node) const {
 
 Status YamlContext::Error(const YAML::Node& node, const std::string& what) const {
   return Status::InvalidArgument(Where(node) + what);
+}
+
+StatusOr<std::string> ReadConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": cannot open config file (check the path)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::IOError(path + ": read error");
+  return ss.str();
 }
 
 StatusOr<YAML::Node> LoadYamlFile(const std::string& path) {

@@ -27,6 +27,9 @@ struct YamlContext {
   Status Error(const YAML::Node& node, const std::string& what) const;
 };
 
+// The whole text of a config file; NotFound names the path.
+StatusOr<std::string> ReadConfigFile(const std::string& path);
+
 // Parses a YAML file / string into a node; errors name the file and line.
 StatusOr<YAML::Node> LoadYamlFile(const std::string& path);
 StatusOr<YAML::Node> LoadYamlString(const std::string& text, const std::string& name = "<string>");

@@ -62,6 +62,13 @@ struct Fanout {
 struct ShardPartition {
   std::vector<uint32_t> begin;
   std::vector<uint32_t> idx;
+
+  // Shards with at least one key: the number of tasks a request fans out to.
+  uint32_t NonEmptyShards() const {
+    uint32_t n = 0;
+    for (size_t s = 0; s + 1 < begin.size(); ++s) n += begin[s + 1] > begin[s];
+    return n;
+  }
 };
 
 }  // namespace
@@ -175,9 +182,7 @@ void PsService::PullSparse(const net::Request& req, const net::Responder& respon
   state->values = state->fbb.CreateUninitializedVector(keys.size() * dim, &out);
 
   const uint32_t table_id = msg->table_id();
-  uint32_t tasks = 0;
-  for (uint32_t s = 0; s < table->num_shards(); ++s) tasks += part->begin[s + 1] > part->begin[s];
-  state->remaining = tasks;
+  state->remaining = part->NonEmptyShards();
   for (uint32_t s = 0; s < table->num_shards(); ++s) {
     const uint32_t b = part->begin[s], e = part->begin[s + 1];
     if (b == e) continue;
@@ -230,9 +235,7 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
   auto state = std::make_shared<Fanout>(req, responder);
   const uint32_t table_id = msg->table_id();
   const PushMode mode = msg->delta() ? PushMode::kDelta : PushMode::kGradient;
-  uint32_t tasks = 0;
-  for (uint32_t s = 0; s < table->num_shards(); ++s) tasks += part->begin[s + 1] > part->begin[s];
-  state->remaining = tasks;
+  state->remaining = part->NonEmptyShards();
   const auto applied = static_cast<uint32_t>(keys.size());
   for (uint32_t s = 0; s < table->num_shards(); ++s) {
     const uint32_t b = part->begin[s], e = part->begin[s + 1];
