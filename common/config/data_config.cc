@@ -21,6 +21,12 @@ constexpr std::pair<std::string_view, DatasetKind> kDatasetKinds[] = {
     {"InmemoryDataset", DatasetKind::kInMemory},
 };
 
+constexpr std::pair<std::string_view, ShuffleMode> kShuffleModes[] = {
+    {"none", ShuffleMode::kNone},
+    {"local", ShuffleMode::kLocal},
+    {"global", ShuffleMode::kGlobal},
+};
+
 bool Has(const YAML::Node& map, const std::string& key) {
   return map && map.IsMap() && map[key] && !map[key].IsNull();
 }
@@ -142,6 +148,7 @@ Status ParseSection(const YAML::Node& section, const YamlContext& ctx, ShapeKeys
   DataOptions o;
   RETURN_IF_ERROR(ReadEnum(section, "data_format", ctx, kFormats, &o.format));
   RETURN_IF_ERROR(ReadEnum(section, "reader_type", ctx, kDatasetKinds, &o.dataset));
+  RETURN_IF_ERROR(ReadEnum(section, "shuffle", ctx, kShuffleModes, &o.shuffle));
   const bool slot_dnn = o.format == DataFormat::kSlotDnn;
 
   // Format-dependent defaults first, then the explicit keys.
@@ -239,7 +246,7 @@ std::vector<std::string> DataOptionKeys() {
   return {"data_format",     "label_slot",       "dense_slot",       "dense_input_dim", "sparse_inputs_slots",
           "slot_num",        "sparse_slots",     "multislot_slots",  "train_data_dir",  "train_files",
           "test_data_dir",   "test_files",       "split_file_list",  "train_batch_size", "infer_batch_size",
-          "thread_num",      "reader_type",      "skip_bad_lines",   "queue_capacity",  "shuffle_seed"};
+          "thread_num",      "reader_type",      "skip_bad_lines",   "queue_capacity",  "shuffle",  "shuffle_seed"};
 }
 
 }  // namespace fleetps::config

@@ -8,7 +8,7 @@
 // shapes (dense_input_dim, sparse_inputs_slots, slot_num), so a PaddleRec rank_dnn or
 // slot_dnn config is read as is. Keys PaddleRec does not have are fleetps extensions:
 // data_format, label_slot, dense_slot, sparse_slots, multislot_slots, skip_bad_lines,
-// queue_capacity, shuffle_seed.
+// queue_capacity, shuffle, shuffle_seed.
 
 #include <cstdint>
 #include <string>
@@ -37,6 +37,13 @@ enum class DataFormat : uint8_t {
 enum class DatasetKind : uint8_t {
   kQueue = 0,     // QueueDataset: streams the files each pass, bounded memory
   kInMemory = 1,  // InMemoryDataset: loads once, shuffles locally / globally
+};
+
+// How an InMemoryDataset is shuffled before each training pass.
+enum class ShuffleMode : uint8_t {
+  kNone = 0,    // file order
+  kLocal = 1,   // this trainer's records, locally
+  kGlobal = 2,  // every trainer's records redistributed across trainers, then locally
 };
 
 std::string_view DataFormatName(DataFormat format);  // "rank_dnn" | "multislot" | "slot_dnn"
@@ -106,6 +113,11 @@ struct DataOptions {
   // `queue_capacity`: QueueDataset batches buffered between readers and workers, >= 1;
   // bounds its memory to about (queue_capacity + thread_num) batches. Default 32.
   uint32_t queue_capacity = 32;
+
+  // `shuffle`: none | local | global: how an InMemoryDataset is shuffled before each
+  // training pass (global: Paddle's dataset.global_shuffle, across trainers through the
+  // pservers). QueueDataset streams files in order and ignores it. Default local.
+  ShuffleMode shuffle = ShuffleMode::kLocal;
 
   // `shuffle_seed`: seed of InMemoryDataset local / global shuffles. Default 0.
   uint64_t shuffle_seed = 0;

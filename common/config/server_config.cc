@@ -194,7 +194,7 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
   if (!server.IsMap()) return sctx.Error(server, "expected a map");
   RETURN_IF_ERROR(RejectUnknownKeys(server,
                                     {"endpoints", "index", "bind_host", "io_threads", "shard_threads",
-                                     "max_message_bytes", "max_inflight_bytes", "drain_timeout_ms", "log_level",
+                                     "max_message_bytes", "max_inflight_bytes", "shuffle_buffer_bytes", "drain_timeout_ms", "log_level",
                                      "data_dir", "load_dir", "save_dir", "save_interval_s", "save_mode"},
                                     sctx));
   std::vector<std::string> endpoints;
@@ -210,6 +210,7 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
   RETURN_IF_ERROR(ReadInt(server, "shard_threads", sctx, &out.shard_threads));
   RETURN_IF_ERROR(ReadUint32(server, "max_message_bytes", sctx, &out.max_message_bytes));
   RETURN_IF_ERROR(ReadUint64(server, "max_inflight_bytes", sctx, &out.max_inflight_bytes));
+  RETURN_IF_ERROR(ReadUint64(server, "shuffle_buffer_bytes", sctx, &out.shuffle_buffer_bytes));
   RETURN_IF_ERROR(ReadUint32(server, "drain_timeout_ms", sctx, &out.drain_timeout_ms));
   RETURN_IF_ERROR(ReadString(server, "log_level", sctx, &out.log_level));
   RETURN_IF_ERROR(ReadString(server, "data_dir", sctx, &out.data_dir));

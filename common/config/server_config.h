@@ -33,6 +33,9 @@ struct ServerOptions {
   int shard_threads = 2;                 // table executor threads (>= 1); shard s runs on s % n
   uint32_t max_message_bytes = 256u << 20;     // largest accepted frame payload, bytes
   uint64_t max_inflight_bytes = 1ull << 30;    // request bytes served at once before Busy
+  // Bytes of InMemoryDataset global-shuffle records this server holds for receivers at
+  // once; senders wait (Busy, retried) above it. YAML server.shuffle_buffer_bytes.
+  uint64_t shuffle_buffer_bytes = 1ull << 30;
   uint32_t drain_timeout_ms = 10000;     // on SIGTERM: wait this long for in-flight requests
   std::string log_level = "info";        // trace|debug|info|warn|error|off
   std::vector<TableOptions> tables;      // at least one

@@ -27,6 +27,7 @@
 #include "common/net/rpc_server.h"
 #include "server/checkpoint/checkpoint_runner.h"
 #include "server/service/barrier.h"
+#include "server/service/shuffle_mailbox.h"
 #include "server/table/dense_table.h"
 #include "server/table/sparse_table.h"
 #include "server/table/table_set.h"
@@ -58,6 +59,8 @@ class PsService {
   void Load(const net::Request& req, const net::Responder& responder);
   void Shrink(const net::Request& req, const net::Responder& responder);
   void MetricReport(const net::Request& req, const net::Responder& responder);
+  void ShuffleSend(const net::Request& req, const net::Responder& responder);
+  void ShuffleFetch(const net::Request& req, const net::Responder& responder);
 
   // Sync-mode dense push (runs on the table's lane): accumulates, and applies the
   // average once `sync_trainers` trainers have pushed the whole slice.
@@ -72,6 +75,7 @@ class PsService {
   std::function<void(const std::string&)> on_stop_;
   BarrierManager barriers_;
   MetricBoard metrics_;
+  ShuffleMailbox shuffle_mailbox_;
   struct DenseAccumulator {
     std::vector<float> sum;  // this server's slice
     uint64_t floats = 0;     // gradient floats accumulated this round

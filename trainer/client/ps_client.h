@@ -90,6 +90,8 @@ class PsClient {
   PsClient& operator=(const PsClient&) = delete;
 
   size_t num_servers() const { return clients_.size(); }
+  // "host:port" of server i, for messages.
+  std::string ServerName(size_t i) const;
   StatusOr<TableInfo> Table(uint32_t table_id) const;
   StatusOr<TableInfo> TableByName(const std::string& name) const;
 
@@ -137,6 +139,22 @@ class PsClient {
     uint32_t reporters = 0;
   };
   StatusOr<MetricSum> ReportMetric(const std::string& name, uint32_t trainer_id, std::span<const double> values);
+
+  // Global-shuffle mailbox (ShuffleSend / ShuffleFetch, schemas/ps.fbs): records for
+  // trainer `to` live on server to % num_servers. ShuffleSend posts one serialised
+  // RecordBlock (Busy while the server's mailbox is full: retry); ShuffleFetch takes what
+  // waits for `to`. Blocking calls.
+  Status ShuffleSend(uint64_t round, uint32_t from, uint32_t to, std::span<const uint8_t> block, bool last);
+  struct ShuffleMail {
+    uint32_t from = 0;
+    std::vector<uint8_t> block;
+  };
+  struct ShuffleFetchResult {
+    std::vector<ShuffleMail> mail;
+    uint32_t senders_done = 0;
+    bool complete = false;
+  };
+  StatusOr<ShuffleFetchResult> ShuffleFetch(uint64_t round, uint32_t to, uint32_t senders);
   StatusOr<std::vector<TableStatsSummary>> Stats();
 
   // ---- storage commands: blocking; every server, then the result (docs/STORAGE.md) ----

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/check.h"
+#include "schemas/records_generated.h"
 
 namespace fleetps::data {
 
@@ -73,6 +74,63 @@ void RecordBlock::ShrinkToFit() {
 
 size_t RecordBlock::MemoryBytes() const {
   return begins_.capacity() * sizeof(uint32_t) + words_.capacity() * sizeof(uint64_t);
+}
+
+std::vector<uint8_t> RecordBlock::Serialize() const {
+  flatbuffers::FlatBufferBuilder fbb(64 + begins_.size() * sizeof(uint32_t) + words_.size() * sizeof(uint64_t));
+  auto begins = fbb.CreateVector(begins_);
+  auto words = fbb.CreateVector(words_);
+  fbb.Finish(wire::CreateRecordBlock(fbb, dense_dim_, num_slots_, begins, words));
+  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+StatusOr<RecordBlock> RecordBlock::Parse(std::span<const uint8_t> bytes, uint32_t dense_dim, uint32_t num_slots,
+                                         const std::string& origin) {
+  const auto bad = [&origin](const std::string& what) {
+    return Status::Corruption("record block from " + origin + ": " + what);
+  };
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  if (!verifier.VerifyBuffer<wire::RecordBlock>(nullptr)) {
+    return bad("not a valid RecordBlock FlatBuffer (" + std::to_string(bytes.size()) + " bytes)");
+  }
+  const auto* msg = flatbuffers::GetRoot<wire::RecordBlock>(bytes.data());
+  if (msg->dense_dim() != dense_dim || msg->num_slots() != num_slots) {
+    return bad("records have " + std::to_string(msg->dense_dim()) + " dense floats and " +
+               std::to_string(msg->num_slots()) + " sparse slots, this trainer expects " + std::to_string(dense_dim) +
+               " and " + std::to_string(num_slots) + " (are all trainers running the same data config?)");
+  }
+  RecordBlock block(dense_dim, num_slots);
+  if (msg->begins() == nullptr || msg->begins()->size() == 0 || msg->begins()->Get(0) != 0) {
+    return bad("begins must start with 0");
+  }
+  const size_t num_words = msg->words() ? msg->words()->size() : 0;
+  block.begins_.assign(msg->begins()->begin(), msg->begins()->end());
+  if (num_words > 0) block.words_.assign(msg->words()->begin(), msg->words()->end());
+  if (block.begins_.back() != num_words) {
+    return bad("begins ends at " + std::to_string(block.begins_.back()) + " but there are " +
+               std::to_string(num_words) + " words");
+  }
+  const size_t header = block.header_words();
+  for (size_t i = 0; i < block.size(); ++i) {
+    const uint32_t begin = block.begins_[i], end = block.begins_[i + 1];
+    if (end < begin || end - begin < header) {
+      return bad("record " + std::to_string(i) + " spans words [" + std::to_string(begin) + ", " +
+                 std::to_string(end) + "), shorter than its " + std::to_string(header) + "-word header");
+    }
+    const auto* counts = reinterpret_cast<const unsigned char*>(block.words_.data() + begin) +
+                         (1 + size_t{dense_dim}) * sizeof(float);
+    uint64_t ids = 0;
+    for (uint32_t s = 0; s < num_slots; ++s) {
+      uint32_t count = 0;
+      std::memcpy(&count, counts + s * sizeof(uint32_t), sizeof(uint32_t));
+      ids += count;
+    }
+    if (ids != end - begin - header) {
+      return bad("record " + std::to_string(i) + " counts " + std::to_string(ids) + " ids but holds " +
+                 std::to_string(end - begin - header));
+    }
+  }
+  return block;
 }
 
 }  // namespace fleetps::data

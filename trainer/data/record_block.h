@@ -13,7 +13,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
+
+#include "common/status.h"
 
 #include "trainer/data/batch.h"
 
@@ -39,6 +43,14 @@ class RecordBlock {
   void ShrinkToFit();
   // Heap bytes held (capacity, not size).
   size_t MemoryBytes() const;
+
+  // A finished wire::RecordBlock FlatBuffer (schemas/records.fbs) holding these records.
+  std::vector<uint8_t> Serialize() const;
+  // Reads a Serialize()d buffer, checking it completely: a FlatBuffers verifier pass, the
+  // shape (must be dense_dim x num_slots) and every record's extent against its id counts.
+  // `origin` names where the bytes came from, for the error.
+  static StatusOr<RecordBlock> Parse(std::span<const uint8_t> bytes, uint32_t dense_dim, uint32_t num_slots,
+                                     const std::string& origin);
 
   bool operator==(const RecordBlock&) const = default;
 

@@ -15,6 +15,7 @@
 #include "trainer/model/auc_calculator.h"
 #include "trainer/model/dense_net.h"
 #include "trainer/model/embedding_pool.h"
+#include "trainer/runtime/global_shuffle.h"
 
 namespace fleetps::trainer {
 
@@ -199,7 +200,17 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     ASSIGN_OR_RETURN(impl.train_data, impl.OpenDataset(options_.data.train_paths, options_.data.batch_size, true));
   }
   if (auto* mem = dynamic_cast<data::InMemoryDataset*>(impl.train_data.get())) {
-    mem->LocalShuffle(options_.data.shuffle_seed + epoch * 1000003ull + options_.trainer_id);
+    const uint64_t seed = options_.data.shuffle_seed + epoch * 1000003ull;
+    if (options_.data.shuffle == config::ShuffleMode::kGlobal && options_.trainers_num > 1) {
+      GlobalShuffleOptions shuffle;
+      shuffle.trainer_id = options_.trainer_id;
+      shuffle.trainers_num = options_.trainers_num;
+      shuffle.seed = seed;
+      shuffle.timeout = std::chrono::milliseconds(options_.barrier_timeout_ms);
+      RETURN_IF_ERROR(GlobalShuffle(client_, *mem, shuffle).status());
+    } else if (options_.data.shuffle != config::ShuffleMode::kNone) {
+      mem->LocalShuffle(seed + options_.trainer_id);
+    }
   }
   data::Dataset& dataset = *impl.train_data;
   RETURN_IF_ERROR(dataset.StartPass());

@@ -12,6 +12,7 @@ namespace {
 using config::DataFormat;
 using config::DataOptions;
 using config::DatasetKind;
+using config::ShuffleMode;
 using testing::kPaddleRecDir;
 using testing::NumberedNames;
 
@@ -65,6 +66,7 @@ TEST_CASE("PaddleRec reader_type and thread_num are read", "[data][config]") {
   CHECK(cpups.dataset == DatasetKind::kQueue);
   CHECK(cpups.thread_num == 16);
   CHECK(cpups.batch_size == 1000);
+  CHECK(cpups.shuffle == ShuffleMode::kLocal);  // the default
 }
 
 TEST_CASE("slot_dnn takes its slots from hyper_parameters.slot_num", "[data][config]") {
@@ -93,6 +95,7 @@ train_files: [/abs/x, y]
 skip_bad_lines: true
 queue_capacity: 4
 shuffle_seed: 7
+shuffle: global
 split_file_list: false
 )");
   CHECK(o.format == DataFormat::kMultiSlot);
@@ -104,6 +107,7 @@ split_file_list: false
   CHECK(o.skip_bad_lines);
   CHECK(o.queue_capacity == 4);
   CHECK(o.shuffle_seed == 7);
+  CHECK(o.shuffle == ShuffleMode::kGlobal);
   CHECK_FALSE(o.split_file_list);
 }
 
@@ -121,6 +125,8 @@ TEST_CASE("bad data options name file:line, key and allowed values", "[data][con
   CHECK(ParseError("  reader_type: DataLoader\n") ==
         "<test>:2: data.reader_type: unknown value \"DataLoader\" "
         "(allowed: QueueDataset, InMemoryDataset, InmemoryDataset)");
+  CHECK(ParseError("  shuffle: everywhere\n") ==
+        "<test>:2: data.shuffle: unknown value \"everywhere\" (allowed: none, local, global)");
   CHECK(ParseError("  thread_num: 0\n") == "<test>:2: data.thread_num: must be >= 1, got 0");
   CHECK(ParseError("  train_batch_size: many\n") ==
         "<test>:2: data.train_batch_size: expected an integer in [0, 4294967295], got \"many\"");

@@ -4,6 +4,7 @@
 // score the test split identically when loaded by infer mode.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -18,7 +19,8 @@ constexpr double kAucFloor = 0.60;  // untrained: ~0.5; trained on this data: ~0
 
 struct Workdir {
   std::string dir = testing::MakeTempDir("trainer_e2e");
-  Workdir() {
+  // `runner_extra`: more `runner:` keys, each line indented by two spaces.
+  explicit Workdir(const std::string& runner_extra = "") {
     ChildProcess gen;
     REQUIRE(gen.Start({testing::BinaryPath("tools/datagen/fleetps-datagen"), "--out-dir", dir + "/data", "--rows",
                        "30000", "--train-files", "2", "--seed", "11"},
@@ -35,6 +37,7 @@ runner:
   print_interval: 50
   geo_step: 10
   model_save_path: "model"
+)" + runner_extra + R"(
 hyper_parameters:
   model_type: ctr_dnn
   optimizer: {class: Adam, learning_rate: 0.002}
@@ -138,9 +141,28 @@ TEST_CASE("The Fleet quick-start mlp trains on MultiSlot data") {
   CHECK(TestAuc(dir + "/mlp.json") > kAucFloor);
 }
 
+// Examples trainer `report` trained in `epoch` (1-based).
+uint64_t EpochExamples(const std::string& report, int epoch) {
+  const std::string text = testing::ReadFile(report);
+  const std::string key = "\"epoch\": " + std::to_string(epoch) + ", \"examples\": ";
+  const size_t at = text.find(key);
+  REQUIRE(at != std::string::npos);
+  return std::stoull(text.substr(at + key.size()));
+}
+
+size_t CountLines(const std::string& dir) {
+  size_t lines = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string text = testing::ReadFile(entry.path().string());
+    lines += static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+  return lines;
+}
+
 // 2 pservers started with the job YAML, 2 trainers; trainer 0 stops the servers at the end.
-void ClusterRun(const std::string& mode, int threads = 1) {
-  Workdir w;
+// Returns the work directory (logs, reports, data).
+std::string ClusterRun(const std::string& mode, int threads = 1, const std::string& runner_extra = "") {
+  Workdir w(runner_extra);
   const auto ports = testing::FreePorts(2);
   const std::string endpoints = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
   ChildProcess servers[2];
@@ -202,11 +224,27 @@ void ClusterRun(const std::string& mode, int threads = 1) {
   CHECK(trained.size() == 3000);  // the whole test split
   CHECK(sorted_lines(testing::ReadFile(w.dir + "/infer.txt")) == trained);
   CHECK(TestAuc(w.dir + "/infer.json") == Approx(auc0).margin(1e-12));
+  return w.dir;
 }
 
 TEST_CASE("Async training with 2 pservers and 2 trainers") { ClusterRun("async", 2); }
 // Two Hogwild workers per trainer: in sync mode all four workers meet at every step.
 TEST_CASE("Sync training with 2 pservers and 2 trainers of 2 workers") { ClusterRun("sync", 2); }
+// InMemoryDataset with a global shuffle before each epoch: the trainers exchange their
+// records through the pservers, so each epoch's split differs but covers the data once.
+TEST_CASE("Async training on an InMemoryDataset shuffled globally across the trainers") {
+  const std::string dir = ClusterRun("async", 1, "  reader_type: InMemoryDataset\n  shuffle: global");
+  const size_t train_lines = CountLines(dir + "/data/train");
+  for (int epoch = 1; epoch <= 2; ++epoch) {
+    CHECK(EpochExamples(dir + "/trainer0.json", epoch) + EpochExamples(dir + "/trainer1.json", epoch) ==
+          train_lines);
+  }
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = testing::ReadFile(dir + "/trainer" + std::to_string(i) + ".log");
+    CHECK(log.find("global shuffle round 1:") != std::string::npos);
+    CHECK(log.find("global shuffle round 2:") != std::string::npos);
+  }
+}
 TEST_CASE("GEO training with 2 pservers and 2 trainers") { ClusterRun("geo"); }
 
 }  // namespace

@@ -1,0 +1,62 @@
+#pragma once
+// ShuffleMailbox: the pserver's side of InMemoryDataset's global shuffle (ShuffleSend /
+// ShuffleFetch, schemas/ps.fbs).
+//
+// Trainers post blocks of records (opaque bytes here; the receiver parses them) for a
+// receiving trainer in a numbered round; the receiver takes them in arrival order. A
+// (round, receiver) box is complete once `senders` distinct trainers have posted their
+// `last` block to it and it is empty; the receiver's fetch that sees this removes the box.
+// The bytes held across all boxes are bounded by `capacity_bytes`: a post that would pass
+// the bound is refused with Busy (the sender retries while receivers drain), except into
+// an empty mailbox, so that one block larger than the bound still goes through.
+// Thread-safety: all methods are thread-safe.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace fleetps::server {
+
+class ShuffleMailbox {
+ public:
+  explicit ShuffleMailbox(uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+
+  // Queues `block` from trainer `from` for trainer `to`. `last`: `from` has nothing more
+  // for `to` in `round`. Busy when the mailbox is full; InvalidArgument when `from`
+  // already posted its last block to (round, to). Returns the bytes held after the post.
+  StatusOr<uint64_t> Post(uint64_t round, uint32_t from, uint32_t to, std::vector<uint8_t> block, bool last);
+
+  struct Mail {
+    uint32_t from = 0;
+    std::vector<uint8_t> block;
+  };
+  struct Taken {
+    std::vector<Mail> mail;     // in arrival order
+    uint32_t senders_done = 0;  // senders whose last block arrived
+    bool complete = false;      // senders_done >= senders and nothing left: the box is gone
+  };
+  // Takes blocks for (round, to) while their total stays within max_bytes (at least one
+  // block when any is waiting).
+  Taken Take(uint64_t round, uint32_t to, uint32_t senders, uint64_t max_bytes);
+
+  uint64_t held_bytes() const;
+
+ private:
+  struct Box {
+    std::deque<Mail> mail;
+    std::set<uint32_t> done;  // senders that posted their last block
+  };
+
+  const uint64_t capacity_bytes_;
+  mutable std::mutex mu_;  // guards everything below
+  std::map<std::pair<uint64_t, uint32_t>, Box> boxes_;  // (round, to) -> box
+  uint64_t held_bytes_ = 0;
+};
+
+}  // namespace fleetps::server

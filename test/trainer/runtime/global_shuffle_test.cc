@@ -1,0 +1,156 @@
+// InMemoryDataset global shuffle over two real pservers (in-process Apps on loopback
+// ports), three trainers shuffling concurrently through their own PsClients. The
+// mailbox bound is smaller than one trainer's data, so senders hit Busy and must wait for
+// receivers: every record must still arrive exactly once.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <numeric>
+#include <thread>
+
+#include "server/app/app.h"
+#include "test/support/process.h"
+#include "test/trainer/data/data_test_util.h"
+#include "trainer/runtime/global_shuffle.h"
+
+namespace fleetps::trainer {
+namespace {
+
+constexpr uint32_t kTrainers = 3;
+constexpr int kRowsPerFile = 3000;
+
+config::ServerOptions ServerOptions(const std::vector<uint16_t>& ports, uint32_t index, uint64_t mailbox_bytes) {
+  config::ServerOptions o;
+  for (uint16_t port : ports) o.endpoints.push_back({"127.0.0.1", port});
+  o.index = index;
+  o.bind_host = "127.0.0.1";
+  o.io_threads = 1;
+  o.shard_threads = 1;
+  o.shuffle_buffer_bytes = mailbox_bytes;
+  TableOptions dense;
+  dense.id = 0;
+  dense.name = "dense";
+  dense.kind = TableKind::kDense;
+  dense.dim = 4;
+  o.tables = {dense};
+  return o;
+}
+
+// The slot-"1" id of every record, in pass order (unique per record: the row number).
+std::vector<uint64_t> RowIds(data::InMemoryDataset& dataset) {
+  std::vector<uint64_t> ids;
+  REQUIRE(dataset.StartPass().ok());
+  data::Batch batch;
+  while (true) {
+    auto more = dataset.NextBatch(&batch);
+    REQUIRE(more.ok());
+    if (!*more) break;
+    ids.insert(ids.end(), batch.slots[0].ids.begin(), batch.slots[0].ids.end());
+  }
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("global shuffle through the pservers' mailboxes delivers every record once") {
+  data::testing::TempDir dir;
+  const auto files = data::testing::WriteNumberedRankDnnFiles(dir, "part", kTrainers, kRowsPerFile);
+  const auto ports = testing::FreePorts(2);
+  // ~1.1 MB of records per trainer; 256 KiB per server forces Busy retries.
+  std::vector<std::unique_ptr<server::App>> servers;
+  for (uint32_t i = 0; i < 2; ++i) {
+    servers.push_back(std::make_unique<server::App>(ServerOptions(ports, i, 256 << 10)));
+    REQUIRE(servers.back()->Start().ok());
+  }
+
+  auto run_round = [&](uint64_t seed) {
+    std::vector<std::unique_ptr<data::InMemoryDataset>> datasets;
+    std::vector<std::unique_ptr<PsClient>> clients;
+    for (uint32_t t = 0; t < kTrainers; ++t) {
+      datasets.push_back(std::make_unique<data::InMemoryDataset>(data::testing::RankDnnOptions(),
+                                                                 std::vector<std::string>{files[t]}, 100, t));
+      REQUIRE(datasets.back()->LoadIntoMemory().ok());
+      PsClientOptions co;
+      for (uint16_t port : ports) co.servers.push_back({"127.0.0.1", port});
+      co.io_threads = 1;
+      auto client = PsClient::Connect(co);
+      REQUIRE(client.ok());
+      clients.push_back(std::move(*client));
+    }
+    std::vector<StatusOr<GlobalShuffleReport>> rounds(kTrainers, Status::Internal("not run"));
+    std::vector<std::thread> threads;
+    for (uint32_t t = 0; t < kTrainers; ++t) {
+      threads.emplace_back([&, t] {
+        GlobalShuffleOptions o;
+        o.trainer_id = t;
+        o.trainers_num = kTrainers;
+        o.seed = seed;
+        o.timeout = std::chrono::seconds(30);
+        rounds[t] = GlobalShuffle(*clients[t], *datasets[t], o);
+      });
+    }
+    for (auto& th : threads) th.join();
+    std::vector<std::vector<uint64_t>> ids;
+    uint64_t busy_retries = 0;
+    for (uint32_t t = 0; t < kTrainers; ++t) {
+      INFO("trainer " << t << ": " << rounds[t].status().ToString());
+      REQUIRE(rounds[t].ok());
+      CHECK(rounds[t]->round == rounds[0]->round);  // one round number on every trainer
+      CHECK(rounds[t]->records_before == kRowsPerFile);
+      CHECK(rounds[t]->records_after == datasets[t]->size());
+      busy_retries += rounds[t]->busy_retries;
+      ids.push_back(RowIds(*datasets[t]));
+    }
+    CHECK(busy_retries > 0);  // the bound was hit and waited out
+    return std::make_pair(rounds[0]->round, ids);
+  };
+
+  const auto [round, ids] = run_round(5);
+  std::vector<uint64_t> all;
+  for (uint32_t t = 0; t < kTrainers; ++t) {
+    CHECK(ids[t].size() > kRowsPerFile * 9 / 10);  // destinations are uniform
+    CHECK(ids[t].size() < kRowsPerFile * 11 / 10);
+    // Records came from every trainer's file (row r is in file r / kRowsPerFile).
+    for (uint32_t from = 0; from < kTrainers; ++from) {
+      CHECK(std::any_of(ids[t].begin(), ids[t].end(), [&](uint64_t r) { return r / kRowsPerFile == from; }));
+    }
+    CHECK_FALSE(std::is_sorted(ids[t].begin(), ids[t].end()));  // shuffled within the trainer too
+    all.insert(all.end(), ids[t].begin(), ids[t].end());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<uint64_t> expected(kTrainers * kRowsPerFile);
+  std::iota(expected.begin(), expected.end(), 0);
+  CHECK(all == expected);  // every record exactly once
+
+  // A second round gets a new number and, with the same seed, the same destinations.
+  const auto [round2, ids2] = run_round(5);
+  CHECK(round2 == round + 1);
+  for (uint32_t t = 0; t < kTrainers; ++t) {
+    auto a = ids[t], b = ids2[t];
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    CHECK(a == b);
+  }
+  for (auto& s : servers) s->Shutdown();
+}
+
+TEST_CASE("a trainer that never joins makes the others fail with a clear timeout") {
+  const auto ports = testing::FreePorts(1);
+  server::App app(ServerOptions(ports, 0, 1 << 20));
+  REQUIRE(app.Start().ok());
+  PsClientOptions co;
+  co.servers = {{"127.0.0.1", ports[0]}};
+  auto client = PsClient::Connect(co);
+  REQUIRE(client.ok());
+  data::InMemoryDataset dataset(data::testing::RankDnnOptions(), {data::testing::kRankDnnSample}, 10, 0);
+  REQUIRE(dataset.LoadIntoMemory().ok());
+  GlobalShuffleOptions o;
+  o.trainers_num = 2;  // trainer 1 never comes
+  o.timeout = std::chrono::milliseconds(300);
+  auto round = GlobalShuffle(**client, dataset, o);
+  REQUIRE_FALSE(round.ok());
+  CHECK(round.status().code() == StatusCode::kTimedOut);
+  CHECK_THAT(round.status().message(), Catch::Contains("global-shuffle"));
+  app.Shutdown();
+}
+
+}  // namespace fleetps::trainer
