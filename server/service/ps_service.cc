@@ -91,6 +91,11 @@ PsService::PsService(const config::ServerOptions& options, TableSet& tables, Exe
   }
 }
 
+Status PsService::MissingTable(const std::string& request, const std::string& kind, uint32_t table_id) const {
+  return Status::NotFound(request + ": no " + kind + " table with id " + std::to_string(table_id) + " on " + Where() +
+                          " (tables: " + tables_.Describe() + ")");
+}
+
 std::string PsService::Where() const {
   return "pserver " + std::to_string(options_.index) + " (" + options_.self().ToString() + ")";
 }
@@ -159,9 +164,7 @@ void PsService::PullSparse(const net::Request& req, const net::Responder& respon
   if (msg == nullptr) return;
   SparseTable* table = tables_.sparse(msg->table_id());
   if (table == nullptr) {
-    return responder.SendError(Status::NotFound("PullSparse: no sparse table with id " +
-                                                std::to_string(msg->table_id()) + " on " + Where() +
-                                                " (tables: " + tables_.Describe() + ")"));
+    return responder.SendError(MissingTable("PullSparse", "sparse", msg->table_id()));
   }
   auto keys = Span(msg->keys());
   if (keys.empty()) {
@@ -206,9 +209,7 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
   if (msg == nullptr) return;
   SparseTable* table = tables_.sparse(msg->table_id());
   if (table == nullptr) {
-    return responder.SendError(Status::NotFound("PushSparse: no sparse table with id " +
-                                                std::to_string(msg->table_id()) + " on " + Where() +
-                                                " (tables: " + tables_.Describe() + ")"));
+    return responder.SendError(MissingTable("PushSparse", "sparse", msg->table_id()));
   }
   const std::string& name = table->options().name;
   auto keys = Span(msg->keys());
@@ -264,9 +265,7 @@ void PsService::PullDense(const net::Request& req, const net::Responder& respond
   if (msg == nullptr) return;
   DenseTable* table = tables_.dense(msg->table_id());
   if (table == nullptr) {
-    return responder.SendError(Status::NotFound("PullDense: no dense table with id " +
-                                                std::to_string(msg->table_id()) + " on " + Where() +
-                                                " (tables: " + tables_.Describe() + ")"));
+    return responder.SendError(MissingTable("PullDense", "dense", msg->table_id()));
   }
   const uint64_t offset = msg->offset(), count = msg->count();
   const uint32_t table_id = msg->table_id();
@@ -306,9 +305,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   const char* op = set_params ? "PushDenseParam" : "PushDense";
   DenseTable* table = tables_.dense(table_id);
   if (table == nullptr) {
-    return responder.SendError(Status::NotFound(std::string(op) + ": no dense table with id " +
-                                                std::to_string(table_id) + " on " + Where() + " (tables: " +
-                                                tables_.Describe() + ")"));
+    return responder.SendError(MissingTable(op, "dense", table_id));
   }
   if (values.empty()) {
     return responder.SendError(Status::InvalidArgument(std::string(op) + " on table '" + table->options().name +

@@ -68,6 +68,8 @@ class PsService {
   size_t SparseLane(uint32_t table_id, uint32_t shard) const;
   size_t DenseLane(uint32_t table_id) const;
   std::string Where() const;  // "pserver 0 (127.0.0.1:8500)"
+  // NotFound for a request naming a table this server lacks (or of the other kind).
+  Status MissingTable(const std::string& request, const std::string& kind, uint32_t table_id) const;
 
   const config::ServerOptions& options_;
   TableSet& tables_;

@@ -7,7 +7,17 @@
 
 #include "common/check.h"
 
+// OpenBLAS's thread control; null when another BLAS is linked.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
 namespace fleetps::trainer::model {
+
+bool SetBlasThreads(int threads) {
+  if (openblas_set_num_threads == nullptr) return false;
+  openblas_set_num_threads(threads);
+  return true;
+}
+
 namespace {
 
 int BlasDim(size_t n) {

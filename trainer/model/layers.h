@@ -30,6 +30,12 @@ class UniformRandom {
   std::mt19937_64 engine_;
 };
 
+// Caps the threads the BLAS library starts inside one call (OpenBLAS's
+// openblas_set_num_threads, looked up weakly so any CBLAS links). Hogwild workers already
+// use the cores; a multi-threaded GEMM under each of them oversubscribes. Returns false
+// when the BLAS has no such control.
+bool SetBlasThreads(int threads);
+
 // Fully-connected layer y = x W + b, with
 //   x [batch x in_dim], y [batch x out_dim],
 //   W [in_dim x out_dim] row-major (Paddle's Linear layout) at params[offset, offset + in_dim * out_dim),

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "trainer/model/auc_calculator.h"
 #include "trainer/model/dense_net.h"
 #include "trainer/model/embedding_pool.h"
+#include "trainer/model/layers.h"
 #include "trainer/runtime/global_shuffle.h"
 
 namespace fleetps::trainer {
@@ -184,6 +186,11 @@ Status Trainer::Start() {
                                      "') has dim " + std::to_string(sparse.dim) + " but the model's embedding is " +
                                      std::to_string(impl.pool->dim()) + " wide");
     }
+  }
+  // Several Hogwild workers: one BLAS thread each, unless the user chose otherwise.
+  if (options_.worker_threads > 1 && std::getenv("OPENBLAS_NUM_THREADS") == nullptr &&
+      model::SetBlasThreads(1)) {
+    spdlog::debug("trainer {}: {} worker threads, 1 BLAS thread each", options_.trainer_id, options_.worker_threads);
   }
   ASSIGN_OR_RETURN(impl.sync, MakeParamSync(options_, client_, options_.worker_threads));
   if (options_.trainer_id == 0) {
