@@ -2,11 +2,14 @@
 
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 namespace fleetps::server {
 
 StatusOr<uint64_t> ShuffleMailbox::Post(uint64_t round, uint32_t from, uint32_t to, std::vector<uint8_t> block,
-                                        bool last) {
+                                        bool last, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (held_bytes_ > 0 && held_bytes_ + block.size() > capacity_bytes_) DropIdleLocked(now);
   const auto where = [&] {
     return "shuffle round " + std::to_string(round) + " from trainer " + std::to_string(from) + " to trainer " +
            std::to_string(to);
@@ -21,20 +24,40 @@ StatusOr<uint64_t> ShuffleMailbox::Post(uint64_t round, uint32_t from, uint32_t 
     return Status::InvalidArgument(where() + ": trainer " + std::to_string(from) +
                                    " already sent its last block (is another process using its trainer id?)");
   }
+  box.touched = now;
   if (!block.empty()) {
     held_bytes_ += block.size();
+    box.bytes += block.size();
     box.mail.push_back(Mail{from, std::move(block)});
   }
   if (last) box.done.insert(from);
   return held_bytes_;
 }
 
-ShuffleMailbox::Taken ShuffleMailbox::Take(uint64_t round, uint32_t to, uint32_t senders, uint64_t max_bytes) {
+void ShuffleMailbox::DropIdleLocked(Clock::time_point now) {
+  for (auto it = boxes_.begin(); it != boxes_.end();) {
+    const Box& box = it->second;
+    if (now - box.touched < idle_expiry_) {
+      ++it;
+      continue;
+    }
+    spdlog::warn("shuffle mailbox: dropping {} bytes for trainer {} in round {}, untouched for {} s (its trainer or "
+                 "a sender stopped mid-shuffle)",
+                 box.bytes, it->first.second, it->first.first,
+                 std::chrono::duration_cast<std::chrono::seconds>(now - box.touched).count());
+    held_bytes_ -= box.bytes;
+    it = boxes_.erase(it);
+  }
+}
+
+ShuffleMailbox::Taken ShuffleMailbox::Take(uint64_t round, uint32_t to, uint32_t senders, uint64_t max_bytes,
+                                           Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   Taken out;
   auto it = boxes_.find({round, to});
   if (it == boxes_.end()) return out;
   Box& box = it->second;
+  box.touched = now;
   uint64_t bytes = 0;
   while (!box.mail.empty() && (out.mail.empty() || bytes + box.mail.front().block.size() <= max_bytes)) {
     bytes += box.mail.front().block.size();
@@ -42,6 +65,7 @@ ShuffleMailbox::Taken ShuffleMailbox::Take(uint64_t round, uint32_t to, uint32_t
     box.mail.pop_front();
   }
   held_bytes_ -= bytes;
+  box.bytes -= bytes;
   out.senders_done = static_cast<uint32_t>(box.done.size());
   out.complete = box.mail.empty() && out.senders_done >= senders;
   if (out.complete) boxes_.erase(it);

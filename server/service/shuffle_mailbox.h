@@ -8,9 +8,12 @@
 // `last` block to it and it is empty; the receiver's fetch that sees this removes the box.
 // The bytes held across all boxes are bounded by `capacity_bytes`: a post that would pass
 // the bound is refused with Busy (the sender retries while receivers drain), except into
-// an empty mailbox, so that one block larger than the bound still goes through.
+// an empty mailbox, so that one block larger than the bound still goes through. Before
+// refusing, boxes untouched for `idle_expiry` (left behind by a trainer that died
+// mid-shuffle) are dropped, so a failed job cannot block the next one's shuffles.
 // Thread-safety: all methods are thread-safe.
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -25,12 +28,16 @@ namespace fleetps::server {
 
 class ShuffleMailbox {
  public:
-  explicit ShuffleMailbox(uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+  using Clock = std::chrono::steady_clock;
+
+  explicit ShuffleMailbox(uint64_t capacity_bytes, Clock::duration idle_expiry = std::chrono::minutes(10))
+      : capacity_bytes_(capacity_bytes), idle_expiry_(idle_expiry) {}
 
   // Queues `block` from trainer `from` for trainer `to`. `last`: `from` has nothing more
   // for `to` in `round`. Busy when the mailbox is full; InvalidArgument when `from`
   // already posted its last block to (round, to). Returns the bytes held after the post.
-  StatusOr<uint64_t> Post(uint64_t round, uint32_t from, uint32_t to, std::vector<uint8_t> block, bool last);
+  StatusOr<uint64_t> Post(uint64_t round, uint32_t from, uint32_t to, std::vector<uint8_t> block, bool last,
+                          Clock::time_point now = Clock::now());
 
   struct Mail {
     uint32_t from = 0;
@@ -43,7 +50,7 @@ class ShuffleMailbox {
   };
   // Takes blocks for (round, to) while their total stays within max_bytes (at least one
   // block when any is waiting).
-  Taken Take(uint64_t round, uint32_t to, uint32_t senders, uint64_t max_bytes);
+  Taken Take(uint64_t round, uint32_t to, uint32_t senders, uint64_t max_bytes, Clock::time_point now = Clock::now());
 
   uint64_t held_bytes() const;
 
@@ -51,9 +58,15 @@ class ShuffleMailbox {
   struct Box {
     std::deque<Mail> mail;
     std::set<uint32_t> done;  // senders that posted their last block
+    uint64_t bytes = 0;       // held in `mail`
+    Clock::time_point touched;  // last Post or Take
   };
 
+  // Drops the boxes untouched since now - idle_expiry_. Caller holds mu_.
+  void DropIdleLocked(Clock::time_point now);
+
   const uint64_t capacity_bytes_;
+  const Clock::duration idle_expiry_;
   mutable std::mutex mu_;  // guards everything below
   std::map<std::pair<uint64_t, uint32_t>, Box> boxes_;  // (round, to) -> box
   uint64_t held_bytes_ = 0;

@@ -60,4 +60,18 @@ TEST_CASE("a full mailbox answers Busy until receivers take; a repeated last is 
   CHECK_THAT(again.status().message(), Catch::Contains("already sent its last block"));
 }
 
+TEST_CASE("boxes left idle by a dead trainer are dropped when the space is needed", "[mailbox]") {
+  using namespace std::chrono_literals;
+  const auto t0 = ShuffleMailbox::Clock::time_point{} + 1h;
+  ShuffleMailbox box(100, 10min);
+  REQUIRE(box.Post(1, 0, 5, Bytes(60, 1), false, t0).ok());  // trainer 5 never fetches
+  REQUIRE(box.Post(2, 0, 6, Bytes(30, 2), false, t0 + 8min).ok());
+  CHECK(box.Post(2, 1, 6, Bytes(30, 3), false, t0 + 9min).status().IsBusy());  // nothing idle long enough
+  REQUIRE(box.Post(2, 1, 6, Bytes(30, 3), false, t0 + 11min).ok());           // round 1's box is dropped
+  CHECK(box.held_bytes() == 60);
+  CHECK(box.Take(1, 5, 1, 100, t0 + 11min).mail.empty());
+  CHECK(Firsts(box.Take(2, 6, 2, 100, t0 + 11min)) == std::vector<uint8_t>{2, 3});
+  CHECK(box.held_bytes() == 0);
+}
+
 }  // namespace fleetps::server
