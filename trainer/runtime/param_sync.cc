@@ -286,33 +286,41 @@ class GeoSync : public ParamSync {
   }
 
   Status Push(uint32_t, const StepGrads& step) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < step.keys.size(); ++i) {
-      Row& row = cache_[step.keys[i]];
-      sparse_opt_->Update(row.value.data(), row.state.data(), step.key_grads.data() + i * dim_, dim_);
-      if (!step.shows.empty()) {
-        row.shows += step.shows[i];
-        row.clicks += step.clicks[i];
+    bool exchange_due = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < step.keys.size(); ++i) {
+        Row& row = cache_[step.keys[i]];
+        sparse_opt_->Update(row.value.data(), row.state.data(), step.key_grads.data() + i * dim_, dim_);
+        if (!step.shows.empty()) {
+          row.shows += step.shows[i];
+          row.clicks += step.clicks[i];
+        }
+        touched_.insert(step.keys[i]);
       }
-      touched_.insert(step.keys[i]);
+      dense_opt_->Update(dense_.value.data(), dense_.state.data(), step.dense_grads.data(),
+                         static_cast<uint32_t>(step.dense_grads.size()));
+      exchange_due = ++steps_ % o_.geo_step == 0;
     }
-    dense_opt_->Update(dense_.value.data(), dense_.state.data(), step.dense_grads.data(),
-                       static_cast<uint32_t>(step.dense_grads.size()));
-    if (++steps_ % o_.geo_step == 0) return ExchangeLocked();
-    return Status::OK();
+    if (!exchange_due) return Status::OK();
+    // One exchange at a time; a worker finding one under way goes on training (its steps
+    // are in the next exchange).
+    std::unique_lock<std::mutex> exchanging(exchange_mu_, std::try_to_lock);
+    if (!exchanging.owns_lock()) return Status::OK();
+    return Exchange();
   }
 
   Status Flush() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return ExchangeLocked();
+    std::lock_guard<std::mutex> exchanging(exchange_mu_);
+    return Exchange();
   }
 
  private:
   struct Row {
     std::vector<float> value;  // local copy being trained
-    std::vector<float> base;   // value at the last exchange
+    std::vector<float> base;   // the part of value the servers already have
     std::vector<float> state;  // local optimizer state
-    float shows = 0;           // CTR statistics since the last exchange
+    float shows = 0;           // CTR statistics not yet pushed
     float clicks = 0;
   };
 
@@ -325,19 +333,34 @@ class GeoSync : public ParamSync {
         dense_opt_(std::move(dense_opt)) {}
 
   // Pushes (value - base) / trainers for every row touched since the last exchange and
-  // for the dense vector, then refreshes those copies from the servers. Caller holds mu_.
-  Status ExchangeLocked() {
+  // for the dense vector, then refreshes those copies from the servers. The network round
+  // trip runs without mu_, so the other workers keep training: the progress they make on a
+  // row meanwhile (value - base, base having moved to value at the snapshot) is kept on
+  // top of the refreshed value and pushed by the next exchange. Caller holds exchange_mu_.
+  Status Exchange() {
     const float scale = 1.0f / static_cast<float>(o_.trainers_num);
-    std::vector<uint64_t> keys(touched_.begin(), touched_.end());
-    std::vector<float> deltas(keys.size() * dim_), shows, clicks;
     const bool stats = o_.sparse_table.accessor.kind == AccessorKind::kCtr;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      Row& row = cache_[keys[i]];
-      for (uint32_t j = 0; j < dim_; ++j) deltas[i * dim_ + j] = (row.value[j] - row.base[j]) * scale;
-      if (stats) {
-        shows.push_back(row.shows);
-        clicks.push_back(row.clicks);
-        row.shows = row.clicks = 0;
+    std::vector<uint64_t> keys;
+    std::vector<float> deltas, shows, clicks, dense_delta;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      keys.assign(touched_.begin(), touched_.end());
+      touched_.clear();
+      deltas.resize(keys.size() * dim_);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        Row& row = cache_[keys[i]];
+        for (uint32_t j = 0; j < dim_; ++j) deltas[i * dim_ + j] = (row.value[j] - row.base[j]) * scale;
+        row.base = row.value;
+        if (stats) {
+          shows.push_back(row.shows);
+          clicks.push_back(row.clicks);
+          row.shows = row.clicks = 0;
+        }
+      }
+      if (!dense_.value.empty()) {
+        dense_delta.resize(dense_.value.size());
+        for (size_t j = 0; j < dense_delta.size(); ++j) dense_delta[j] = (dense_.value[j] - dense_.base[j]) * scale;
+        dense_.base = dense_.value;
       }
     }
     std::future<Status> sparse_done = Ready();
@@ -349,30 +372,28 @@ class GeoSync : public ParamSync {
       sparse_done = client_.PushSparse(o_.sparse_table.id, keys, deltas, opts);
     }
     std::future<Status> dense_done = Ready();
-    std::vector<float> dense_delta;
-    if (!dense_.value.empty()) {
-      dense_delta.resize(dense_.value.size());
-      for (size_t j = 0; j < dense_delta.size(); ++j) dense_delta[j] = (dense_.value[j] - dense_.base[j]) * scale;
+    if (!dense_delta.empty()) {
       PsClient::DensePushOptions opts;
       opts.delta = true;
       dense_done = client_.PushDense(o_.dense_table.id, dense_delta, opts);
     }
     RETURN_IF_ERROR(Wait(sparse_done, dense_done).WithContext("GEO exchange"));
     // Refresh: the servers now hold every trainer's contributions.
-    if (!keys.empty()) {
-      std::vector<float> fresh(keys.size() * dim_);
-      RETURN_IF_ERROR(client_.PullSparse(o_.sparse_table.id, keys, fresh.data()).get());
-      for (size_t i = 0; i < keys.size(); ++i) {
-        Row& row = cache_[keys[i]];
-        row.value.assign(fresh.begin() + i * dim_, fresh.begin() + (i + 1) * dim_);
-        row.base = row.value;
+    std::vector<float> fresh(keys.size() * dim_), fresh_dense(dense_delta.size());
+    if (!keys.empty()) RETURN_IF_ERROR(client_.PullSparse(o_.sparse_table.id, keys, fresh.data()).get());
+    if (!fresh_dense.empty()) RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, fresh_dense).get());
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto rebase = [](std::vector<float>& value, std::vector<float>& base, const float* server) {
+      for (size_t j = 0; j < value.size(); ++j) {
+        value[j] = server[j] + (value[j] - base[j]);
+        base[j] = server[j];
       }
+    };
+    for (size_t i = 0; i < keys.size(); ++i) {
+      Row& row = cache_[keys[i]];
+      rebase(row.value, row.base, fresh.data() + i * dim_);
     }
-    if (!dense_.value.empty()) {
-      RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, dense_.value).get());
-      dense_.base = dense_.value;
-    }
-    touched_.clear();
+    if (!fresh_dense.empty()) rebase(dense_.value, dense_.base, fresh_dense.data());
     return Status::OK();
   }
 
@@ -382,7 +403,8 @@ class GeoSync : public ParamSync {
   const std::unique_ptr<optimizer::Optimizer> sparse_opt_;
   const std::unique_ptr<optimizer::Optimizer> dense_opt_;
 
-  std::mutex mu_;  // guards everything below
+  std::mutex exchange_mu_;  // held by the worker running an exchange
+  std::mutex mu_;           // guards everything below
   std::unordered_map<uint64_t, Row> cache_;
   std::unordered_set<uint64_t> touched_;
   Row dense_;

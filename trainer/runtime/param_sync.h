@@ -12,7 +12,9 @@
 //     gradients (summed per key, dense averaged over steps) and sends in the background.
 //   Geo: workers train local copies (sparse rows cached on first use, the dense vector)
 //     with the local optimizer rule; every geo_step steps the trainer pushes the deltas
-//     since the last exchange (scaled by 1/trainers) and refreshes its copies.
+//     since the last exchange (scaled by 1/trainers) and refreshes its copies. The other
+//     workers keep training during an exchange; their progress is kept on top of the
+//     refreshed values and sent with the next one.
 //
 // Thread-safety: every method may be called concurrently by the workers.
 
