@@ -67,6 +67,14 @@ flatbuffers::DetachedBuffer PushRequest(uint32_t table, const std::vector<uint64
   return fbb.Release();
 }
 
+flatbuffers::DetachedBuffer ShuffleRequest(uint32_t to, const std::vector<uint8_t>& block) {
+  flatbuffers::FlatBufferBuilder fbb;
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> block_off;
+  if (!block.empty()) block_off = fbb.CreateVector(block);
+  fbb.Finish(wire::CreateShuffleSendRequest(fbb, 1, 0, to, block_off, true));
+  return fbb.Release();
+}
+
 // Sends every kind of bad input until `stop`; counts the error replies it got.
 // Catch2 assertions are not thread-safe: this thread only counts; the test checks.
 void Misbehave(const Cluster& cluster, std::atomic<bool>& stop, std::atomic<int>& errors_seen,
@@ -113,11 +121,20 @@ void Misbehave(const Cluster& cluster, std::atomic<bool>& stop, std::atomic<int>
     auto r3 = raw.CallSync(type, PushRequest(0, own, 3));                  // wrong dimension
     auto r4 = raw.CallSync(type, PushRequest(1, own, 2 * kDim));          // dense table as sparse
     auto r5 = raw.CallSync(type, PushRequest(0, {}, 0));                   // empty batch
+    // Shuffle mail whose block is not a RecordBlock, and mail for a trainer of server 1.
+    const auto shuffle = static_cast<uint16_t>(wire::MessageType::ShuffleSend);
+    auto r6 = raw.CallSync(shuffle, ShuffleRequest(0, {1, 2, 3, 4, 5, 6, 7, 8, 9}));
+    auto r7 = raw.CallSync(shuffle, ShuffleRequest(1, {}));
     const bool all_refused = r1.status().IsNotFound() && r2.status().IsInvalidArgument() &&
                              r3.status().IsInvalidArgument() && r4.status().IsNotFound() &&
-                             r5.status().IsInvalidArgument();
-    if (!all_refused || r3.status().message().find("table 'emb'") == std::string::npos) ++wrong_answers;
-    errors_seen += 5;
+                             r5.status().IsInvalidArgument() && r6.status().IsInvalidArgument() &&
+                             r7.status().IsInvalidArgument();
+    if (!all_refused || r3.status().message().find("table 'emb'") == std::string::npos ||
+        r6.status().message().find("malformed ShuffleSend") == std::string::npos ||
+        r7.status().message().find("go to pserver 1") == std::string::npos) {
+      ++wrong_answers;
+    }
+    errors_seen += 7;
   }
 }
 
