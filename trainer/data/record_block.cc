@@ -113,6 +113,10 @@ StatusOr<RecordBlock> RecordBlock::Parse(std::span<const uint8_t> bytes, uint32_
   const size_t header = block.header_words();
   for (size_t i = 0; i < block.size(); ++i) {
     const uint32_t begin = block.begins_[i], end = block.begins_[i + 1];
+    if (end > num_words) {
+      return bad("record " + std::to_string(i) + " ends at word " + std::to_string(end) + " past the " +
+                 std::to_string(num_words) + " words");
+    }
     if (end < begin || end - begin < header) {
       return bad("record " + std::to_string(i) + " spans words [" + std::to_string(begin) + ", " +
                  std::to_string(end) + "), shorter than its " + std::to_string(header) + "-word header");

@@ -75,6 +75,13 @@ TEST_CASE("RecordBlock::Parse refuses damaged and mismatched buffers", "[data][r
     std::vector<uint64_t> words = {0, uint64_t{2} << 32, 0, 42};
     expect_error(RecordBlock::Parse(Build(2, 3, {0, 4}, words), 2, 3, "peer-x"), "counts 2 ids but holds 1");
   }
+  SECTION("a record reaching past the words") {
+    // Record 0's counts (997 ids) agree with its claimed extent [0, 1000) and record 1
+    // [1000, 1003) is header-sized, but there are 4 words: reading record 1's counts would
+    // read far outside the buffer.
+    std::vector<uint64_t> words = {0, uint64_t{997} << 32, 0, 42};
+    expect_error(RecordBlock::Parse(Build(2, 3, {0, 1000, 1003, 4}, words), 2, 3, "peer-x"), "past the 4 words");
+  }
   SECTION("begins not starting at 0") { expect_error(RecordBlock::Parse(Build(2, 3, {1, 3}, {0, 0, 0}), 2, 3, "peer-x"), "start with 0"); }
 }
 
