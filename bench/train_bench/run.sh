@@ -3,6 +3,8 @@
 # 2 pservers), with the dense compute's share of the worker time. Prints a markdown
 # table for docs/BENCHMARKS.md.
 #   bench/train_bench/run.sh [rows (default 200000)] [epochs (default 1)]
+# FLEETPS_SYNC_MODE (async | sync | geo, default async) and FLEETPS_THREADS (worker
+# threads per trainer, default 1) choose the PS mode and the Hogwild workers.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
@@ -12,6 +14,8 @@ CONFIG=configs/ctr_dnn.yaml
 OUT="$BUILD/train_bench"
 DATA="$OUT/data_$ROWS"
 BASE_PORT="${FLEETPS_BENCH_PORT:-18800}"
+MODE="${FLEETPS_SYNC_MODE:-async}"
+THREADS="${FLEETPS_THREADS:-1}"
 mkdir -p "$OUT"
 if [ ! -f "$DATA/data.yaml" ]; then
   "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --train-files 2 --seed 7 >/dev/null
@@ -27,7 +31,7 @@ run() {
   rm -f "$OUT/$name".*.json
   if [ "$trainers" = 0 ]; then
     "$BUILD/trainer/cpu-trainer" --config "$CONFIG" --train-data "$DATA/train" --test-data "$DATA/test" \
-      --epochs "$EPOCHS" --log-level warn --report "$OUT/$name.0.json"
+      --epochs "$EPOCHS" --threads "$THREADS" --log-level warn --report "$OUT/$name.0.json"
     return
   fi
   local eps="127.0.0.1:$BASE_PORT,127.0.0.1:$((BASE_PORT + 1))"
@@ -41,7 +45,7 @@ run() {
   for ((t = 0; t < trainers; t++)); do
     TRAINING_ROLE=TRAINER PADDLE_PSERVERS_IP_PORT_LIST="$eps" PADDLE_TRAINERS_NUM=$trainers PADDLE_TRAINER_ID=$t \
       "$BUILD/trainer/cpu-trainer" --config "$CONFIG" --train-data "$DATA/train" --test-data "$DATA/test" \
-      --epochs "$EPOCHS" --log-level warn --report "$OUT/$name.$t.json" &
+      --epochs "$EPOCHS" --threads "$THREADS" --sync-mode "$MODE" --log-level warn --report "$OUT/$name.$t.json" &
     tp+=($!)
   done
   for p in "${tp[@]}"; do wait "$p"; done
@@ -53,11 +57,11 @@ run local 0
 run ps_1trainer 1
 run ps_2trainers 2
 
-python3 - "$OUT" "$ROWS" "$(nproc)" <<'PY'
+python3 - "$OUT" "$ROWS" "$(nproc)" "$MODE" "$THREADS" <<'PY'
 import glob, json, os, sys
-out, rows, cores = sys.argv[1], sys.argv[2], sys.argv[3]
+out, rows, cores, mode, threads = sys.argv[1:6]
 print(f"train_bench: ctr_dnn (26 slots x 9 + 13 dense -> 512-256-128-32), {rows} generated rows, "
-      f"batch 512, 1 worker thread per trainer, {cores} cores, async mode for PS")
+      f"batch 512, {threads} worker thread(s) per trainer, {cores} cores, {mode} mode for PS")
 print()
 print("| setup | trainers | examples/s (all trainers) | examples/s per trainer | dense compute share | test AUC |")
 print("|---|---|---|---|---|---|")

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <random>
 
+#include "common/key_index.h"
 #include "common/net/frame.h"
 #include "common/net/io_threads.h"
 #include "common/sharding.h"
@@ -17,57 +18,6 @@ namespace fleetps::trainer {
 using wire::MessageType;
 
 namespace {
-
-// Maps keys to dense indices 0..n-1 in first-seen order (open addressing, linear
-// probing, key stored in the slot so a probe touches one cache line). Used to
-// de-duplicate a batch's keys; InsertAll prefetches the slots a few keys ahead.
-class KeyDeduper {
- public:
-  explicit KeyDeduper(size_t expected) {
-    int bits = 4;
-    while ((size_t{1} << bits) < expected * 2) ++bits;
-    shift_ = 64 - bits;
-    mask_ = (size_t{1} << bits) - 1;
-    slots_.assign(size_t{1} << bits, Slot{0, kEmpty});
-    keys_.reserve(expected);
-  }
-  // index[i] = Insert(keys[i]) for every key.
-  void InsertAll(std::span<const uint64_t> keys, uint32_t* index) {
-    constexpr size_t kAhead = 8;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (i + kAhead < keys.size()) __builtin_prefetch(&slots_[Home(keys[i + kAhead])]);
-      index[i] = Insert(keys[i]);
-    }
-  }
-  // Index of `key`, inserting it when new.
-  uint32_t Insert(uint64_t key) {
-    size_t pos = Home(key);
-    while (true) {
-      Slot& slot = slots_[pos];
-      if (slot.index == kEmpty) {
-        slot = Slot{key, static_cast<uint32_t>(keys_.size())};
-        keys_.push_back(key);
-        return slot.index;
-      }
-      if (slot.key == key) return slot.index;
-      pos = (pos + 1) & mask_;
-    }
-  }
-  const std::vector<uint64_t>& keys() const { return keys_; }
-
- private:
-  static constexpr uint32_t kEmpty = UINT32_MAX;
-  struct Slot {
-    uint64_t key;
-    uint32_t index;  // kEmpty: free
-  };
-  size_t Home(uint64_t key) const { return static_cast<size_t>(MixKey(key) >> shift_); }
-
-  int shift_;
-  size_t mask_;
-  std::vector<Slot> slots_;
-  std::vector<uint64_t> keys_;
-};
 
 template <typename T>
 const T* VerifiedReply(const net::Reply& reply, const std::string& server, Status* error) {
@@ -191,7 +141,7 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
   const auto num_servers = static_cast<uint32_t>(clients_.size());
 
   // De-duplicate, then group the unique keys by server.
-  auto dedup = std::make_shared<KeyDeduper>(keys.size());
+  auto dedup = std::make_shared<KeyIndex>(keys.size());
   auto slot = std::make_shared<std::vector<uint32_t>>(keys.size());
   dedup->InsertAll(keys, slot->data());
   const auto& uniq = dedup->keys();
@@ -281,7 +231,7 @@ std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint
   const auto num_servers = static_cast<uint32_t>(clients_.size());
 
   // Sum duplicates.
-  KeyDeduper dedup(keys.size());
+  KeyIndex dedup(keys.size());
   std::vector<float> sum;
   sum.reserve(keys.size() * dim);
   std::vector<float> sum_show, sum_click;

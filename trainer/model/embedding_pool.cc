@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <limits>
-#include <unordered_map>
 
 #include "common/check.h"
+#include "common/key_index.h"
 
 namespace fleetps::trainer::model {
 namespace {
@@ -52,18 +52,14 @@ void DedupKeys(std::span<const SlotIdsView> slots, std::vector<uint64_t>* keys, 
   size_t total = 0;
   for (const SlotIdsView& slot : slots) total += slot.ids.size();
   FLEETPS_CHECK_LE(total, size_t{std::numeric_limits<uint32_t>::max()});
-  keys->clear();
-  index->clear();
-  index->reserve(total);
-  std::unordered_map<uint64_t, uint32_t> row_of;
-  row_of.reserve(total);
+  index->resize(total);
+  KeyIndex row_of(total);
+  uint32_t* out = index->data();
   for (const SlotIdsView& slot : slots) {
-    for (uint64_t id : slot.ids) {
-      const auto [it, inserted] = row_of.try_emplace(id, static_cast<uint32_t>(keys->size()));
-      if (inserted) keys->push_back(id);
-      index->push_back(it->second);
-    }
+    row_of.InsertAll(slot.ids, out);
+    out += slot.ids.size();
   }
+  *keys = row_of.TakeKeys();
 }
 
 EmbeddingPool::EmbeddingPool(size_t num_slots, size_t dim, size_t dense_dim)

@@ -4,9 +4,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
-#include <unordered_set>
 
+#include "common/key_index.h"
 #include "common/optimizer/optimizer.h"
 
 namespace fleetps::trainer {
@@ -122,23 +121,20 @@ class AsyncSync : public ParamSync {
     cv_.wait(lock, [this] { return merged_steps_ < 2 * o_.max_merge_steps || !error_.ok(); });
     RETURN_IF_ERROR(error_);
     const bool stats = !step.shows.empty();
+    rows_.resize(step.keys.size());
+    merged_.InsertAll(step.keys, rows_.data());
+    merged_grads_.resize(merged_.size() * dim_, 0.0f);
+    if (stats) {
+      merged_shows_.resize(merged_.size(), 0.0f);
+      merged_clicks_.resize(merged_.size(), 0.0f);
+    }
     for (size_t i = 0; i < step.keys.size(); ++i) {
-      auto [it, inserted] = key_index_.try_emplace(step.keys[i], static_cast<uint32_t>(merged_keys_.size()));
       const float* g = step.key_grads.data() + i * dim_;
-      if (inserted) {
-        merged_keys_.push_back(step.keys[i]);
-        merged_grads_.insert(merged_grads_.end(), g, g + dim_);
-        if (stats) {
-          merged_shows_.push_back(step.shows[i]);
-          merged_clicks_.push_back(step.clicks[i]);
-        }
-      } else {
-        float* acc = merged_grads_.data() + size_t{it->second} * dim_;
-        for (uint32_t j = 0; j < dim_; ++j) acc[j] += g[j];
-        if (stats) {
-          merged_shows_[it->second] += step.shows[i];
-          merged_clicks_[it->second] += step.clicks[i];
-        }
+      float* acc = merged_grads_.data() + size_t{rows_[i]} * dim_;
+      for (uint32_t j = 0; j < dim_; ++j) acc[j] += g[j];
+      if (stats) {
+        merged_shows_[rows_[i]] += step.shows[i];
+        merged_clicks_[rows_[i]] += step.clicks[i];
       }
     }
     for (size_t j = 0; j < step.dense_grads.size(); ++j) dense_sum_[j] += step.dense_grads[j];
@@ -175,15 +171,13 @@ class AsyncSync : public ParamSync {
         return stopping_ || flush_requested_ || merged_steps_ >= o_.max_merge_steps;
       });
       // Take the merged window; workers keep merging into fresh buffers meanwhile.
-      std::vector<uint64_t> keys;
       std::vector<float> grads, shows, clicks;
       std::vector<float> dense(o_.dense_table.dim, 0.0f);
-      keys.swap(merged_keys_);
+      std::vector<uint64_t> keys = merged_.TakeKeys();
       grads.swap(merged_grads_);
       shows.swap(merged_shows_);
       clicks.swap(merged_clicks_);
       dense.swap(dense_sum_);
-      key_index_.clear();
       const float scale = 1.0f / static_cast<float>(merged_steps_);
       merged_steps_ = 0;
       sending_ = true;
@@ -218,8 +212,8 @@ class AsyncSync : public ParamSync {
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  std::unordered_map<uint64_t, uint32_t> key_index_;  // merged key -> row in merged_grads_
-  std::vector<uint64_t> merged_keys_;
+  KeyIndex merged_;                   // merged keys -> row in merged_grads_
+  std::vector<uint32_t> rows_;        // Push's scratch: row of each key of the step
   std::vector<float> merged_grads_;
   std::vector<float> merged_shows_;   // CTR tables: per merged key
   std::vector<float> merged_clicks_;
@@ -248,7 +242,7 @@ class GeoSync : public ParamSync {
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (uint64_t k : keys) {
-        if (cache_.find(k) == cache_.end()) missing.push_back(k);
+        if (index_.Find(k) == KeyIndex::kNone) missing.push_back(k);
       }
     }
     if (!missing.empty()) {
@@ -256,19 +250,19 @@ class GeoSync : public ParamSync {
       RETURN_IF_ERROR(client_.PullSparse(o_.sparse_table.id, missing, fresh.data()).get());
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < missing.size(); ++i) {
-        auto [it, inserted] = cache_.try_emplace(missing[i]);
-        if (!inserted) continue;  // another worker cached it meanwhile
-        Row& row = it->second;
-        row.value.assign(fresh.begin() + i * dim_, fresh.begin() + (i + 1) * dim_);
-        row.base = row.value;
-        row.state.resize(sparse_opt_->StateSize(dim_));
-        sparse_opt_->InitState(row.state.data(), dim_);
+        if (index_.Find(missing[i]) != KeyIndex::kNone) continue;  // another worker cached it meanwhile
+        const uint32_t r = index_.Insert(missing[i]);
+        arena_.resize(arena_.size() + stride_);
+        shows_.push_back(0.0f);
+        clicks_.push_back(0.0f);
+        touched_.push_back(false);
+        std::copy_n(fresh.begin() + i * dim_, dim_, Value(r));
+        std::copy_n(fresh.begin() + i * dim_, dim_, Base(r));
+        sparse_opt_->InitState(State(r), dim_);
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      std::copy(cache_[keys[i]].value.begin(), cache_[keys[i]].value.end(), rows + i * dim_);
-    }
+    for (size_t i = 0; i < keys.size(); ++i) std::copy_n(Value(index_.Find(keys[i])), dim_, rows + i * dim_);
     return Status::OK();
   }
 
@@ -290,13 +284,19 @@ class GeoSync : public ParamSync {
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < step.keys.size(); ++i) {
-        Row& row = cache_[step.keys[i]];
-        sparse_opt_->Update(row.value.data(), row.state.data(), step.key_grads.data() + i * dim_, dim_);
-        if (!step.shows.empty()) {
-          row.shows += step.shows[i];
-          row.clicks += step.clicks[i];
+        const uint32_t r = index_.Find(step.keys[i]);
+        if (r == KeyIndex::kNone) {
+          return Status::Internal("GEO push of key " + std::to_string(step.keys[i]) + " that was never pulled");
         }
-        touched_.insert(step.keys[i]);
+        sparse_opt_->Update(Value(r), State(r), step.key_grads.data() + i * dim_, dim_);
+        if (!step.shows.empty()) {
+          shows_[r] += step.shows[i];
+          clicks_[r] += step.clicks[i];
+        }
+        if (!touched_[r]) {
+          touched_[r] = true;
+          touched_rows_.push_back(r);
+        }
       }
       dense_opt_->Update(dense_.value.data(), dense_.state.data(), step.dense_grads.data(),
                          static_cast<uint32_t>(step.dense_grads.size()));
@@ -316,12 +316,10 @@ class GeoSync : public ParamSync {
   }
 
  private:
-  struct Row {
+  struct DenseCopy {
     std::vector<float> value;  // local copy being trained
     std::vector<float> base;   // the part of value the servers already have
     std::vector<float> state;  // local optimizer state
-    float shows = 0;           // CTR statistics not yet pushed
-    float clicks = 0;
   };
 
   GeoSync(const TrainerOptions& o, PsClient& client, std::unique_ptr<optimizer::Optimizer> sparse_opt,
@@ -330,7 +328,14 @@ class GeoSync : public ParamSync {
         client_(client),
         dim_(o.sparse_table.dim),
         sparse_opt_(std::move(sparse_opt)),
-        dense_opt_(std::move(dense_opt)) {}
+        dense_opt_(std::move(dense_opt)),
+        stride_(2 * size_t{dim_} + sparse_opt_->StateSize(dim_)) {}
+
+  // Row r of the cache: value (the local copy being trained), base (the part of value the
+  // servers already have), optimizer state. Pointers are valid until the next insert.
+  float* Value(uint32_t r) { return arena_.data() + r * stride_; }
+  float* Base(uint32_t r) { return Value(r) + dim_; }
+  float* State(uint32_t r) { return Value(r) + 2 * size_t{dim_}; }
 
   // Pushes (value - base) / trainers for every row touched since the last exchange and
   // for the dense vector, then refreshes those copies from the servers. The network round
@@ -340,21 +345,25 @@ class GeoSync : public ParamSync {
   Status Exchange() {
     const float scale = 1.0f / static_cast<float>(o_.trainers_num);
     const bool stats = o_.sparse_table.accessor.kind == AccessorKind::kCtr;
+    std::vector<uint32_t> rows;
     std::vector<uint64_t> keys;
     std::vector<float> deltas, shows, clicks, dense_delta;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      keys.assign(touched_.begin(), touched_.end());
-      touched_.clear();
-      deltas.resize(keys.size() * dim_);
-      for (size_t i = 0; i < keys.size(); ++i) {
-        Row& row = cache_[keys[i]];
-        for (uint32_t j = 0; j < dim_; ++j) deltas[i * dim_ + j] = (row.value[j] - row.base[j]) * scale;
-        row.base = row.value;
+      rows.swap(touched_rows_);
+      keys.reserve(rows.size());
+      deltas.resize(rows.size() * dim_);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const uint32_t r = rows[i];
+        touched_[r] = false;
+        keys.push_back(index_.keys()[r]);
+        float* value = Value(r);
+        float* base = Base(r);
+        for (uint32_t j = 0; j < dim_; ++j) deltas[i * dim_ + j] = (value[j] - base[j]) * scale;
+        std::copy_n(value, dim_, base);
         if (stats) {
-          shows.push_back(row.shows);
-          clicks.push_back(row.clicks);
-          row.shows = row.clicks = 0;
+          shows.push_back(std::exchange(shows_[r], 0.0f));
+          clicks.push_back(std::exchange(clicks_[r], 0.0f));
         }
       }
       if (!dense_.value.empty()) {
@@ -383,17 +392,16 @@ class GeoSync : public ParamSync {
     if (!keys.empty()) RETURN_IF_ERROR(client_.PullSparse(o_.sparse_table.id, keys, fresh.data()).get());
     if (!fresh_dense.empty()) RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, fresh_dense).get());
     std::lock_guard<std::mutex> lock(mu_);
-    const auto rebase = [](std::vector<float>& value, std::vector<float>& base, const float* server) {
-      for (size_t j = 0; j < value.size(); ++j) {
+    const auto rebase = [](float* value, float* base, const float* server, size_t n) {
+      for (size_t j = 0; j < n; ++j) {
         value[j] = server[j] + (value[j] - base[j]);
         base[j] = server[j];
       }
     };
-    for (size_t i = 0; i < keys.size(); ++i) {
-      Row& row = cache_[keys[i]];
-      rebase(row.value, row.base, fresh.data() + i * dim_);
+    for (size_t i = 0; i < rows.size(); ++i) rebase(Value(rows[i]), Base(rows[i]), fresh.data() + i * dim_, dim_);
+    if (!fresh_dense.empty()) {
+      rebase(dense_.value.data(), dense_.base.data(), fresh_dense.data(), fresh_dense.size());
     }
-    if (!fresh_dense.empty()) rebase(dense_.value, dense_.base, fresh_dense.data());
     return Status::OK();
   }
 
@@ -402,12 +410,16 @@ class GeoSync : public ParamSync {
   const uint32_t dim_;
   const std::unique_ptr<optimizer::Optimizer> sparse_opt_;
   const std::unique_ptr<optimizer::Optimizer> dense_opt_;
+  const size_t stride_;  // floats per cached row: value, base, state
 
   std::mutex exchange_mu_;  // held by the worker running an exchange
   std::mutex mu_;           // guards everything below
-  std::unordered_map<uint64_t, Row> cache_;
-  std::unordered_set<uint64_t> touched_;
-  Row dense_;
+  KeyIndex index_;          // cached key -> row
+  std::vector<float> arena_;           // rows, stride_ floats each
+  std::vector<float> shows_, clicks_;  // per row: CTR statistics not yet pushed
+  std::vector<bool> touched_;          // per row: in touched_rows_
+  std::vector<uint32_t> touched_rows_; // rows trained since the last exchange
+  DenseCopy dense_;
   uint64_t steps_ = 0;
 };
 
