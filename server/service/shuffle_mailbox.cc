@@ -9,7 +9,9 @@ namespace fleetps::server {
 StatusOr<uint64_t> ShuffleMailbox::Post(uint64_t round, uint32_t from, uint32_t to, std::vector<uint8_t> block,
                                         bool last, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (held_bytes_ > 0 && held_bytes_ + block.size() > capacity_bytes_) DropIdleLocked(now);
+  const bool full = held_bytes_ > 0 && held_bytes_ + block.size() > capacity_bytes_;
+  const bool new_box = boxes_.find({round, to}) == boxes_.end();
+  if (full || (new_box && boxes_.size() >= kMaxBoxes)) DropIdleLocked(now);
   const auto where = [&] {
     return "shuffle round " + std::to_string(round) + " from trainer " + std::to_string(from) + " to trainer " +
            std::to_string(to);
@@ -18,6 +20,10 @@ StatusOr<uint64_t> ShuffleMailbox::Post(uint64_t round, uint32_t from, uint32_t 
     return Status::Busy(where() + ": the shuffle mailbox holds " + std::to_string(held_bytes_) + " of " +
                         std::to_string(capacity_bytes_) + " bytes (server.shuffle_buffer_bytes); retry once the " +
                         "receivers have fetched");
+  }
+  if (new_box && boxes_.size() >= kMaxBoxes) {
+    return Status::Busy(where() + ": the shuffle mailbox already has " + std::to_string(boxes_.size()) +
+                        " (round, trainer) boxes; retry once the receivers have fetched");
   }
   Box& box = boxes_[{round, to}];
   if (box.done.count(from) != 0) {

@@ -10,7 +10,9 @@
 // the bound is refused with Busy (the sender retries while receivers drain), except into
 // an empty mailbox, so that one block larger than the bound still goes through. Before
 // refusing, boxes untouched for `idle_expiry` (left behind by a trainer that died
-// mid-shuffle) are dropped, so a failed job cannot block the next one's shuffles.
+// mid-shuffle) are dropped, so a failed job cannot block the next one's shuffles. The
+// number of boxes is bounded too (kMaxBoxes, far above rounds x trainers of a live
+// cluster), with the same idle expiry, so bare `last` markers cannot grow it without end.
 // Thread-safety: all methods are thread-safe.
 
 #include <chrono>
@@ -29,6 +31,7 @@ namespace fleetps::server {
 class ShuffleMailbox {
  public:
   using Clock = std::chrono::steady_clock;
+  static constexpr size_t kMaxBoxes = size_t{1} << 16;
 
   explicit ShuffleMailbox(uint64_t capacity_bytes, Clock::duration idle_expiry = std::chrono::minutes(10))
       : capacity_bytes_(capacity_bytes), idle_expiry_(idle_expiry) {}

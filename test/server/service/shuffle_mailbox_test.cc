@@ -74,4 +74,15 @@ TEST_CASE("boxes left idle by a dead trainer are dropped when the space is neede
   CHECK(box.held_bytes() == 0);
 }
 
+TEST_CASE("the number of boxes is bounded; idle ones make room", "[mailbox]") {
+  using namespace std::chrono_literals;
+  const auto t0 = ShuffleMailbox::Clock::time_point{} + 1h;
+  ShuffleMailbox box(1 << 20, 10min);
+  for (uint32_t to = 0; to < ShuffleMailbox::kMaxBoxes; ++to) REQUIRE(box.Post(1, 0, to, {}, true, t0).ok());
+  CHECK(box.Post(2, 0, 0, {}, true, t0 + 1min).status().IsBusy());  // a new box: none idle yet
+  CHECK(box.Post(1, 1, 5, {}, true, t0 + 1min).ok());                // an existing box still takes mail
+  CHECK(box.Post(2, 0, 0, {}, true, t0 + 630s).ok());  // boxes idle for 10.5 min are dropped
+  CHECK(box.Take(1, 5, 2, 100, t0 + 630s).complete);   // box 5, touched at 1 min, is kept
+}
+
 }  // namespace fleetps::server
