@@ -59,7 +59,7 @@ void DedupKeys(std::span<const SlotIdsView> slots, std::vector<uint64_t>* keys, 
     row_of.InsertAll(slot.ids, out);
     out += slot.ids.size();
   }
-  *keys = row_of.TakeKeys();
+  keys->assign(row_of.keys().begin(), row_of.keys().end());  // reuses the caller's capacity
 }
 
 EmbeddingPool::EmbeddingPool(size_t num_slots, size_t dim, size_t dense_dim)
