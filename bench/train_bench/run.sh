@@ -4,13 +4,14 @@
 # table for docs/BENCHMARKS.md.
 #   bench/train_bench/run.sh [rows (default 200000)] [epochs (default 1)]
 # FLEETPS_SYNC_MODE (async | sync | geo, default async) and FLEETPS_THREADS (worker
-# threads per trainer, default 1) choose the PS mode and the Hogwild workers.
+# threads per trainer, default 1) choose the PS mode and the Hogwild workers; FLEETPS_CONFIG
+# another job YAML (default configs/ctr_dnn.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
 ROWS="${1:-200000}"
 EPOCHS="${2:-1}"
-CONFIG=configs/ctr_dnn.yaml
+CONFIG="${FLEETPS_CONFIG:-configs/ctr_dnn.yaml}"
 OUT="$BUILD/train_bench"
 DATA="$OUT/data_$ROWS"
 BASE_PORT="${FLEETPS_BENCH_PORT:-18800}"
