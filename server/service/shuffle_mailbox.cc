@@ -9,19 +9,19 @@ namespace fleetps::server {
 StatusOr<uint64_t> ShuffleMailbox::Post(uint64_t round, uint32_t from, uint32_t to, std::vector<uint8_t> block,
                                         bool last, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool full = held_bytes_ > 0 && held_bytes_ + block.size() > capacity_bytes_;
-  const bool new_box = boxes_.find({round, to}) == boxes_.end();
-  if (full || (new_box && boxes_.size() >= kMaxBoxes)) DropIdleLocked(now);
+  const auto full = [&] { return held_bytes_ > 0 && held_bytes_ + block.size() > capacity_bytes_; };
+  const auto no_room_for_box = [&] { return boxes_.size() >= kMaxBoxes && !boxes_.contains({round, to}); };
+  if (full() || no_room_for_box()) DropIdleLocked(now);
   const auto where = [&] {
     return "shuffle round " + std::to_string(round) + " from trainer " + std::to_string(from) + " to trainer " +
            std::to_string(to);
   };
-  if (held_bytes_ > 0 && held_bytes_ + block.size() > capacity_bytes_) {
+  if (full()) {
     return Status::Busy(where() + ": the shuffle mailbox holds " + std::to_string(held_bytes_) + " of " +
                         std::to_string(capacity_bytes_) + " bytes (server.shuffle_buffer_bytes); retry once the " +
                         "receivers have fetched");
   }
-  if (new_box && boxes_.size() >= kMaxBoxes) {
+  if (no_room_for_box()) {
     return Status::Busy(where() + ": the shuffle mailbox already has " + std::to_string(boxes_.size()) +
                         " (round, trainer) boxes; retry once the receivers have fetched");
   }
@@ -33,7 +33,6 @@ StatusOr<uint64_t> ShuffleMailbox::Post(uint64_t round, uint32_t from, uint32_t 
   box.touched = now;
   if (!block.empty()) {
     held_bytes_ += block.size();
-    box.bytes += block.size();
     box.mail.push_back(Mail{from, std::move(block)});
   }
   if (last) box.done.insert(from);
@@ -47,11 +46,13 @@ void ShuffleMailbox::DropIdleLocked(Clock::time_point now) {
       ++it;
       continue;
     }
+    uint64_t bytes = 0;
+    for (const Mail& m : box.mail) bytes += m.block.size();
     spdlog::warn("shuffle mailbox: dropping {} bytes for trainer {} in round {}, untouched for {} s (its trainer or "
                  "a sender stopped mid-shuffle)",
-                 box.bytes, it->first.second, it->first.first,
+                 bytes, it->first.second, it->first.first,
                  std::chrono::duration_cast<std::chrono::seconds>(now - box.touched).count());
-    held_bytes_ -= box.bytes;
+    held_bytes_ -= bytes;
     it = boxes_.erase(it);
   }
 }
@@ -71,7 +72,6 @@ ShuffleMailbox::Taken ShuffleMailbox::Take(uint64_t round, uint32_t to, uint32_t
     box.mail.pop_front();
   }
   held_bytes_ -= bytes;
-  box.bytes -= bytes;
   out.senders_done = static_cast<uint32_t>(box.done.size());
   out.complete = box.mail.empty() && out.senders_done >= senders;
   if (out.complete) boxes_.erase(it);

@@ -60,8 +60,7 @@ class ShuffleMailbox {
  private:
   struct Box {
     std::deque<Mail> mail;
-    std::set<uint32_t> done;  // senders that posted their last block
-    uint64_t bytes = 0;       // held in `mail`
+    std::set<uint32_t> done;    // senders that posted their last block
     Clock::time_point touched;  // last Post or Take
   };
 

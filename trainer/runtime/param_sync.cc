@@ -238,31 +238,39 @@ class GeoSync : public ParamSync {
   }
 
   Status PullSparse(uint32_t, std::span<const uint64_t> keys, float* rows) override {
-    std::vector<uint64_t> missing;
+    // Cache rows never move to another number, so the numbers found here stay valid.
+    std::vector<uint32_t> cached(keys.size());
+    std::vector<size_t> missing;  // positions in keys
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (uint64_t k : keys) {
-        if (index_.Find(k) == KeyIndex::kNone) missing.push_back(k);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        cached[i] = index_.Find(keys[i]);
+        if (cached[i] == KeyIndex::kNone) missing.push_back(i);
       }
     }
     if (!missing.empty()) {
+      std::vector<uint64_t> missing_keys;
+      missing_keys.reserve(missing.size());
+      for (size_t i : missing) missing_keys.push_back(keys[i]);
       std::vector<float> fresh(missing.size() * dim_);
-      RETURN_IF_ERROR(client_.PullSparse(o_.sparse_table.id, missing, fresh.data()).get());
+      RETURN_IF_ERROR(client_.PullSparse(o_.sparse_table.id, missing_keys, fresh.data()).get());
       std::lock_guard<std::mutex> lock(mu_);
-      for (size_t i = 0; i < missing.size(); ++i) {
-        if (index_.Find(missing[i]) != KeyIndex::kNone) continue;  // another worker cached it meanwhile
-        const uint32_t r = index_.Insert(missing[i]);
+      for (size_t m = 0; m < missing.size(); ++m) {
+        uint32_t& r = cached[missing[m]];
+        r = index_.Find(missing_keys[m]);
+        if (r != KeyIndex::kNone) continue;  // another worker cached it meanwhile
+        r = index_.Insert(missing_keys[m]);
         arena_.resize(arena_.size() + stride_);
         shows_.push_back(0.0f);
         clicks_.push_back(0.0f);
         touched_.push_back(false);
-        std::copy_n(fresh.begin() + i * dim_, dim_, Value(r));
-        std::copy_n(fresh.begin() + i * dim_, dim_, Base(r));
+        std::copy_n(fresh.begin() + m * dim_, dim_, Value(r));
+        std::copy_n(fresh.begin() + m * dim_, dim_, Base(r));
         sparse_opt_->InitState(State(r), dim_);
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < keys.size(); ++i) std::copy_n(Value(index_.Find(keys[i])), dim_, rows + i * dim_);
+    for (size_t i = 0; i < keys.size(); ++i) std::copy_n(Value(cached[i]), dim_, rows + i * dim_);
     return Status::OK();
   }
 

@@ -47,11 +47,6 @@ hyper_parameters:
   fc_sizes: [64, 32]
 fleetps:
   sparse_table: {shards: 4}
-  # Async: one step per send. Merging k steps gives the dense part one update per k steps,
-  # and how many steps a send merges depends on the machine's speed; with ~100 steps per
-  # trainer here that would make the test AUC depend on the machine (param_sync_test
-  # covers merged windows).
-  max_merge_steps: 1
   server: {io_threads: 1, shard_threads: 1}
 )");
   }
