@@ -1,5 +1,9 @@
 #include "common/executor.h"
 
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
 #include "common/check.h"
 
 namespace fleetps {
@@ -31,7 +35,17 @@ void ExecutorPool::Run(Lane* lane) {
       if (lane->tasks.empty()) return;  // stopping and drained
       batch.swap(lane->tasks);
     }
-    for (auto& task : batch) task();
+    for (auto& task : batch) {
+      // A task that throws (std::bad_alloc, a bug) must not end the process: log it and go
+      // on. Tasks that answer a request hold a Responder, whose destructor still answers.
+      try {
+        task();
+      } catch (const std::exception& e) {
+        spdlog::error("executor lane task failed with an exception: {}", e.what());
+      } catch (...) {
+        spdlog::error("executor lane task failed with a non-standard exception");
+      }
+    }
     batch.clear();
   }
 }

@@ -5,6 +5,10 @@
 
 #include "common/check.h"
 
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
 namespace fleetps::net {
 
 struct IoThreads::Impl {
@@ -15,7 +19,21 @@ struct IoThreads::Impl {
 
 IoThreads::IoThreads(int num_threads) : impl_(std::make_unique<Impl>()) {
   FLEETPS_CHECK_GE(num_threads, 1);
-  for (int i = 0; i < num_threads; ++i) impl_->threads.emplace_back([this] { impl_->io.run(); });
+  for (int i = 0; i < num_threads; ++i) {
+    impl_->threads.emplace_back([this] {
+      // A handler that throws leaves run(); log it and keep serving the other handlers.
+      while (true) {
+        try {
+          impl_->io.run();
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("io thread: a handler failed with an exception: {}", e.what());
+        } catch (...) {
+          spdlog::error("io thread: a handler failed with a non-standard exception");
+        }
+      }
+    });
+  }
 }
 
 IoThreads::~IoThreads() { Stop(); }

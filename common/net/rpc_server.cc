@@ -1,10 +1,11 @@
 #include "common/net/rpc_server.h"
 
+#include <algorithm>
 #include <condition_variable>
-#include <deque>
+#include <exception>
 #include <future>
-#include <thread>
 #include <mutex>
+#include <thread>
 
 #include <boost/asio.hpp>
 #include <spdlog/spdlog.h>
@@ -19,11 +20,15 @@ using tcp = asio::ip::tcp;
 
 struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   Impl(IoThreads& io_threads, RpcServerOptions o, RequestHandler h)
-      : io(io_threads), options(std::move(o)), handler(std::move(h)), acceptor(asio::make_strand(io.context())) {}
+      : io(io_threads),
+        options(std::move(o)),
+        handler(std::move(h)),
+        acceptor(asio::make_strand(io.context())),
+        accept_backoff_timer(acceptor.get_executor()) {}
 
   void DoAccept();
-  void OnReplied(uint64_t request_bytes) {
-    inflight_bytes -= request_bytes;
+  void Refuse(tcp::socket socket);
+  void OnReplied() {
     if (--in_flight == 0) {
       std::lock_guard<std::mutex> lock(drain_mu);
       drain_cv.notify_all();
@@ -34,10 +39,13 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   const RpcServerOptions options;
   const RequestHandler handler;
   tcp::acceptor acceptor;  // touched only from Start/StopAccepting/accept handlers
+  asio::steady_timer accept_backoff_timer;  // same strand as the acceptor
+  std::chrono::milliseconds accept_backoff{0};
   std::atomic<bool> accepting{false};
+  std::atomic<bool> admitting{true};  // false after StopAccepting: new requests -> Unavailable
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> in_flight{0};
-  std::atomic<uint64_t> inflight_bytes{0};
+  std::atomic<uint64_t> inflight_bytes{0};  // requests in service + replies not written
   std::atomic<uint64_t> connection_count{0};
   std::mutex drain_mu;
   std::condition_variable drain_cv;
@@ -46,31 +54,64 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   std::vector<std::weak_ptr<ServerConnection>> conns;
 };
 
+namespace {
+
+std::string Seconds(std::chrono::milliseconds ms) { return std::to_string(ms.count() / 1000.0).substr(0, 5) + " s"; }
+
+}  // namespace
+
 // One accepted connection. All socket state is touched only on `strand_`.
+//
+// `pending_bytes_` is this connection's share of the server's in-flight bytes: request
+// payloads handed to the handler and not yet answered (or released), plus reply frames
+// queued and not yet written. Reading pauses while it is above max_write_queue_bytes.
 class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
  public:
   ServerConnection(tcp::socket socket, std::shared_ptr<RpcServer::Impl> server)
-      : socket_(std::move(socket)), strand_(asio::make_strand(server->io.context())), server_(std::move(server)) {
+      : socket_(std::move(socket)),
+        strand_(asio::make_strand(server->io.context())),
+        read_timer_(strand_),
+        write_timer_(strand_),
+        server_(std::move(server)) {
     boost::system::error_code ec;
     auto remote = socket_.remote_endpoint(ec);
     peer_ = ec ? std::string("unknown peer") : remote.address().to_string() + ":" + std::to_string(remote.port());
     socket_.set_option(tcp::no_delay(true), ec);
     ++server_->connection_count;
   }
-  ~ServerConnection() { --server_->connection_count; }
+  ~ServerConnection() {
+    server_->inflight_bytes -= pending_bytes_;
+    --server_->connection_count;
+  }
 
   void Start() {
     asio::dispatch(strand_, [self = shared_from_this()] { self->ReadHeader(); });
   }
 
-  // Thread-safe: queues one frame for writing.
-  void Enqueue(uint16_t type, uint64_t request_id, flatbuffers::DetachedBuffer payload, bool close_after) {
-    asio::post(strand_, [self = shared_from_this(), type, request_id, p = std::move(payload), close_after]() mutable {
-      if (self->closed_) return;
+  // Thread-safe: queues one reply frame for writing; `request_bytes` of the request it
+  // answers stop counting.
+  void Enqueue(uint16_t type, uint64_t request_id, flatbuffers::DetachedBuffer payload, uint64_t request_bytes,
+               bool close_after) {
+    const uint64_t reply_bytes = kFrameHeaderSize + payload.size();
+    server_->inflight_bytes += reply_bytes;
+    asio::post(strand_, [self = shared_from_this(), type, request_id, p = std::move(payload), close_after,
+                         request_bytes, reply_bytes]() mutable {
+      self->pending_bytes_ += reply_bytes;
+      if (self->pending_requests_ > 0) --self->pending_requests_;
+      self->Unpend(request_bytes);
+      if (self->closed_) {
+        self->Unpend(reply_bytes);
+        return;
+      }
       self->queue_.Push(type, request_id, std::move(p));
       if (close_after) self->close_after_flush_ = true;
       if (!self->queue_.writing()) self->DoWrite();
     });
+  }
+
+  // Thread-safe: a request's bytes stop counting before it is answered.
+  void Release(uint64_t request_bytes) {
+    asio::post(strand_, [self = shared_from_this(), request_bytes] { self->Unpend(request_bytes); });
   }
 
   // Graceful close: replies already queued are written first.
@@ -88,16 +129,66 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   RpcServer::Impl& server() { return *server_; }
 
  private:
+  const RpcServerOptions& options() const { return server_->options; }
+
   void CloseNow() {
     if (closed_) return;
     closed_ = true;
     boost::system::error_code ec;
+    read_timer_.cancel();
+    write_timer_.cancel();
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
   }
 
+  // Drops `bytes` from this connection's pending bytes and the server's count, and resumes
+  // reading when the connection drops below its bound.
+  void Unpend(uint64_t bytes) {
+    bytes = std::min(bytes, pending_bytes_);
+    pending_bytes_ -= bytes;
+    server_->inflight_bytes -= bytes;
+    if (paused_ && pending_bytes_ <= options().max_write_queue_bytes) {
+      paused_ = false;
+      ReadHeader();
+    } else if (!in_frame_ && !paused_ && pending_requests_ == 0 && queue_.empty()) {
+      ArmReadTimer(options().idle_timeout, "idle");  // idle from now on
+    }
+  }
+
+  // One timer per direction; a stale expiry (re-armed or cancelled since) does nothing.
+  void ArmReadTimer(std::chrono::milliseconds timeout, const char* what) {
+    ++read_timer_generation_;
+    if (timeout.count() == 0 || closed_) {
+      read_timer_.cancel();
+      return;
+    }
+    read_timer_.expires_after(timeout);
+    read_timer_.async_wait(asio::bind_executor(
+        strand_, [self = shared_from_this(), generation = read_timer_generation_, what, timeout](
+                     boost::system::error_code ec) {
+          if (ec || generation != self->read_timer_generation_ || self->closed_) return;
+          if (std::string_view(what) == "idle" && (self->pending_requests_ > 0 || !self->queue_.empty())) {
+            // Requests of this connection are still in service (a barrier): not idle.
+            self->ArmReadTimer(timeout, what);
+            return;
+          }
+          spdlog::warn("closing connection {}: {} for {} (server.{}_timeout_s)", self->peer_,
+                       std::string_view(what) == "idle" ? "no request" : "frame incomplete", Seconds(timeout),
+                       std::string_view(what) == "idle" ? "idle" : "read");
+          self->CloseNow();
+        }));
+  }
+
   void ReadHeader() {
-    if (closed_ || close_after_flush_) return;
+    if (closed_ || close_after_flush_ || reading_) return;
+    if (pending_bytes_ > options().max_write_queue_bytes) {
+      paused_ = true;  // resumed by Unpend once the peer reads its replies
+      return;
+    }
+    reading_ = true;
+    // Idle only while nothing of this connection is in service; Unpend arms it later.
+    ArmReadTimer(pending_requests_ == 0 && queue_.empty() ? options().idle_timeout : std::chrono::milliseconds(0),
+                 "idle");
     asio::async_read(socket_, asio::buffer(header_buf_),
                      asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
                        self->OnHeader(ec);
@@ -105,6 +196,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   }
 
   void OnHeader(boost::system::error_code ec) {
+    reading_ = false;
     if (ec) {
       if (ec != asio::error::eof && ec != asio::error::operation_aborted && !closed_) {
         spdlog::debug("connection {}: read failed: {}", peer_, ec.message());
@@ -113,23 +205,49 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
       return;
     }
     wire::FrameHeader header;
-    Status st = DecodeFrameHeader(header_buf_, server_->options.max_payload, peer_, &header);
+    Status st = DecodeFrameHeader(header_buf_, options().max_payload, peer_, &header);
     if (!st.ok()) {
       // The stream cannot be re-synchronised after a bad header: answer, then close.
       spdlog::warn("closing connection {}: {}", peer_, st.message());
-      Enqueue(static_cast<uint16_t>(wire::MessageType::ErrorReply), header.request_id(), BuildErrorReply(st), true);
+      ++server_->in_flight;
+      ++pending_requests_;
+      Enqueue(static_cast<uint16_t>(wire::MessageType::ErrorReply), header.request_id(), BuildErrorReply(st), 0,
+              true);
+      server_->OnReplied();
       return;
     }
     header_ = header;
-    if (header.payload_length() == 0) {
+    const uint32_t length = header.payload_length();
+    auto& srv = *server_;
+    // Admission before any allocation: the bytes are reserved first, so connections
+    // racing for the last bytes cannot all pass.
+    Status refuse;
+    if (!srv.admitting.load()) {
+      refuse = Status::Unavailable("server is shutting down; retry against the restarted server");
+    } else if (srv.inflight_bytes.fetch_add(length) + length > srv.options.max_inflight_bytes) {
+      srv.inflight_bytes -= length;
+      refuse = Status::Busy("server is serving more than " + std::to_string(srv.options.max_inflight_bytes) +
+                            " request and reply bytes; retry later or send smaller batches");
+    }
+    if (!refuse.ok()) {
+      if (length == 0) return Refuse(refuse);
+      return Skip(length, refuse);
+    }
+    pending_bytes_ += length;
+    if (length == 0) {
       Dispatch(nullptr);
       return;
     }
-    std::shared_ptr<uint8_t[]> payload(new uint8_t[header.payload_length()]);
+    ArmReadTimer(options().read_timeout, "frame");
+    reading_ = true;
+    in_frame_ = true;
+    std::shared_ptr<uint8_t[]> payload(new uint8_t[length]);
     uint8_t* data = payload.get();
-    asio::async_read(socket_, asio::buffer(data, header.payload_length()),
+    asio::async_read(socket_, asio::buffer(data, length),
                      asio::bind_executor(strand_, [self = shared_from_this(), payload = std::move(payload)](
                                                       boost::system::error_code ec, size_t) mutable {
+                       self->reading_ = false;
+                       self->in_frame_ = false;
                        if (ec) {
                          spdlog::debug("connection {}: truncated frame: {}", self->peer_, ec.message());
                          self->CloseNow();
@@ -137,6 +255,31 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
                        }
                        self->Dispatch(std::move(payload));
                      }));
+  }
+
+  // Reads and drops `remaining` payload bytes of a refused request, then answers it.
+  void Skip(uint32_t remaining, Status refuse) {
+    if (!scratch_) scratch_ = std::make_unique<uint8_t[]>(kScratchBytes);
+    ArmReadTimer(options().read_timeout, "frame");
+    reading_ = true;
+    in_frame_ = true;
+    const size_t n = std::min<size_t>(remaining, kScratchBytes);
+    asio::async_read(socket_, asio::buffer(scratch_.get(), n),
+                     asio::bind_executor(strand_, [self = shared_from_this(), remaining, n, refuse](
+                                                      boost::system::error_code ec, size_t) {
+                       self->reading_ = false;
+                       self->in_frame_ = false;
+                       if (ec) return self->CloseNow();
+                       if (remaining > n) return self->Skip(static_cast<uint32_t>(remaining - n), refuse);
+                       self->Refuse(refuse);
+                     }));
+  }
+
+  void Refuse(const Status& refuse) {
+    ++server_->in_flight;
+    ++pending_requests_;
+    Responder(shared_from_this(), header_.type(), header_.request_id(), 0).SendError(refuse);
+    ReadHeader();
   }
 
   void Dispatch(std::shared_ptr<uint8_t[]> payload) {
@@ -147,42 +290,68 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     req.payload = std::move(payload);
     auto& srv = *server_;
     ++srv.in_flight;
-    srv.inflight_bytes += req.payload_size;
+    ++pending_requests_;
     Responder responder(shared_from_this(), req.type, req.request_id, req.payload_size);
-    if (srv.inflight_bytes.load() > srv.options.max_inflight_bytes) {
-      responder.SendError(Status::Busy("server is serving more than " +
-                                       std::to_string(srv.options.max_inflight_bytes) +
-                                       " request bytes; retry later or send smaller batches"));
-    } else {
+    const Responder keep = responder;  // answers if the handler throws before replying
+    try {
       srv.handler(std::move(req), std::move(responder));
+    } catch (const std::exception& e) {
+      spdlog::error("request {} from {} failed with an exception: {}", MessageTypeName(keep.request_type()), peer_,
+                    e.what());
+      keep.SendError(Status::Internal(std::string("the server failed with an exception: ") + e.what()));
     }
     ReadHeader();
   }
 
   void DoWrite() {
     if (queue_.empty()) {
+      write_timer_.cancel();
       if (close_after_flush_) CloseNow();
       return;
     }
-    asio::async_write(socket_, queue_.StartBatch(),
-                      asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
+    const auto& buffers = queue_.StartBatch();
+    const uint64_t batch_bytes = asio::buffer_size(buffers);
+    if (options().read_timeout.count() > 0) {
+      write_timer_.expires_after(options().read_timeout);
+      write_timer_.async_wait(asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec) {
+        if (ec || self->closed_) return;
+        spdlog::warn("closing connection {}: a reply was not taken within {} (the peer does not read)",
+                     self->peer_, Seconds(self->options().read_timeout));
+        self->CloseNow();
+      }));
+    }
+    asio::async_write(socket_, buffers,
+                      asio::bind_executor(strand_, [self = shared_from_this(), batch_bytes](
+                                                       boost::system::error_code ec, size_t) {
                         self->queue_.FinishBatch();
+                        self->write_timer_.cancel();
                         if (ec) {
                           self->CloseNow();
                           self->queue_.Clear();  // nothing more can be sent
-                          return;
                         }
-                        self->DoWrite();
+                        self->Unpend(batch_bytes);
+                        if (!ec) self->DoWrite();
                       }));
   }
 
+  static constexpr size_t kScratchBytes = 64 * 1024;
+
   tcp::socket socket_;
   asio::strand<asio::io_context::executor_type> strand_;
+  asio::steady_timer read_timer_;
+  asio::steady_timer write_timer_;
   std::shared_ptr<RpcServer::Impl> server_;
   std::string peer_;
   uint8_t header_buf_[kFrameHeaderSize];
   wire::FrameHeader header_;
   FrameQueue queue_;
+  std::unique_ptr<uint8_t[]> scratch_;  // refused payloads are read into it and dropped
+  uint64_t pending_bytes_ = 0;
+  uint32_t pending_requests_ = 0;  // handed out (or refused), reply not yet queued
+  uint64_t read_timer_generation_ = 0;
+  bool reading_ = false;   // a read is outstanding
+  bool in_frame_ = false;  // reading a payload: the read timer is the frame timer
+  bool paused_ = false;   // reading stopped by max_write_queue_bytes
   bool close_after_flush_ = false;
   bool closed_ = false;
 };
@@ -193,13 +362,13 @@ struct Responder::State {
   std::shared_ptr<ServerConnection> conn;
   uint16_t request_type;
   uint64_t request_id;
-  uint64_t request_bytes;
+  std::atomic<uint64_t> request_bytes;
   std::atomic<bool> sent{false};
 
   void Send(uint16_t type, flatbuffers::DetachedBuffer payload) {
     if (sent.exchange(true)) return;
-    conn->Enqueue(type, request_id, std::move(payload), false);
-    conn->server().OnReplied(request_bytes);
+    conn->Enqueue(type, request_id, std::move(payload), request_bytes.exchange(0), false);
+    conn->server().OnReplied();
   }
   ~State() {
     if (!sent.load()) {
@@ -226,30 +395,68 @@ void Responder::SendError(const Status& status) const {
   state_->Send(static_cast<uint16_t>(wire::MessageType::ErrorReply), BuildErrorReply(status));
 }
 
+void Responder::ReleaseRequestBytes() const {
+  const uint64_t bytes = state_->request_bytes.exchange(0);
+  if (bytes > 0) state_->conn->Release(bytes);
+}
+
 const std::string& Responder::peer() const { return state_->conn->peer(); }
 uint16_t Responder::request_type() const { return state_->request_type; }
 
 // ---- RpcServer -----------------------------------------------------------------------
 
+void RpcServer::Impl::Refuse(tcp::socket socket) {
+  // Best effort: tell the peer why before closing (a fresh socket's send buffer is empty,
+  // so a non-blocking write of one small frame does not wait).
+  const Status st = Status::Unavailable("server has " + std::to_string(options.max_connections) +
+                                        " connections open (server.max_connections); retry later");
+  auto payload = BuildErrorReply(st);
+  uint8_t header[kFrameHeaderSize];
+  EncodeFrameHeader(static_cast<uint16_t>(wire::MessageType::ErrorReply), 0, static_cast<uint32_t>(payload.size()),
+                    header);
+  boost::system::error_code ec;
+  socket.non_blocking(true, ec);
+  const std::array<asio::const_buffer, 2> buffers{asio::buffer(header), asio::buffer(payload.data(), payload.size())};
+  socket.write_some(buffers, ec);
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+}
+
 void RpcServer::Impl::DoAccept() {
-  acceptor.async_accept(asio::make_strand(io.context()),
-                        [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
-                          if (ec) {
-                            if (ec != asio::error::operation_aborted) {
-                              spdlog::warn("accept failed: {}", ec.message());
-                            }
-                            if (!self->accepting.load()) return;
-                          } else {
-                            auto conn = std::make_shared<ServerConnection>(std::move(socket), self);
-                            {
-                              std::lock_guard<std::mutex> lock(self->conns_mu);
-                              std::erase_if(self->conns, [](const auto& w) { return w.expired(); });
-                              self->conns.push_back(conn);
-                            }
-                            conn->Start();
-                          }
-                          if (self->accepting.load()) self->DoAccept();
-                        });
+  acceptor.async_accept(asio::make_strand(io.context()), [self = shared_from_this()](boost::system::error_code ec,
+                                                                                     tcp::socket socket) {
+    if (!self->accepting.load()) return;
+    if (ec) {
+      if (ec == asio::error::operation_aborted) return;
+      // EMFILE, ENFILE, ENOBUFS...: retrying at once would spin; back off up to 1 s.
+      self->accept_backoff = std::min(std::chrono::milliseconds(1000),
+                                      std::max(std::chrono::milliseconds(10), self->accept_backoff * 2));
+      spdlog::warn("accept failed: {}; retrying in {} ms", ec.message(), self->accept_backoff.count());
+      self->accept_backoff_timer.expires_after(self->accept_backoff);
+      self->accept_backoff_timer.async_wait([self](boost::system::error_code wait_ec) {
+        if (!wait_ec && self->accepting.load()) self->DoAccept();
+      });
+      return;
+    }
+    self->accept_backoff = std::chrono::milliseconds(0);
+    if (self->connection_count.load() >= self->options.max_connections) {
+      boost::system::error_code peer_ec;
+      const auto remote = socket.remote_endpoint(peer_ec);
+      spdlog::warn("refusing connection from {}: {} connections open (server.max_connections)",
+                   peer_ec ? std::string("unknown peer") : remote.address().to_string(),
+                   self->connection_count.load());
+      self->Refuse(std::move(socket));
+    } else {
+      auto conn = std::make_shared<ServerConnection>(std::move(socket), self);
+      {
+        std::lock_guard<std::mutex> lock(self->conns_mu);
+        std::erase_if(self->conns, [](const auto& w) { return w.expired(); });
+        self->conns.push_back(conn);
+      }
+      conn->Start();
+    }
+    self->DoAccept();
+  });
 }
 
 RpcServer::RpcServer(IoThreads& io, RpcServerOptions options, RequestHandler handler)
@@ -284,6 +491,7 @@ uint16_t RpcServer::port() const {
 }
 
 void RpcServer::StopAccepting() {
+  impl_->admitting = false;
   if (!impl_->accepting.exchange(false)) return;
   std::promise<void> done;
   asio::post(impl_->acceptor.get_executor(), [impl = impl_, &done] {
@@ -320,6 +528,7 @@ void RpcServer::Stop() {
 }
 
 uint64_t RpcServer::in_flight() const { return impl_->in_flight.load(); }
+uint64_t RpcServer::in_flight_bytes() const { return impl_->inflight_bytes.load(); }
 uint64_t RpcServer::connections() const { return impl_->connection_count.load(); }
 
 }  // namespace fleetps::net

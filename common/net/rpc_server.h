@@ -8,10 +8,24 @@
 // re-synchronised: the connection gets an ErrorReply and is closed; other connections
 // are unaffected. The payload is NOT interpreted here: the handler verifies it.
 //
-// Lifecycle (admit, drain, stop): Start() listens; StopAccepting() closes the listener;
-// Drain() waits for every handed-out request to be answered; Stop() closes connections
-// and must be called before the IoThreads stop. StopAccepting() and Stop() must not be
-// called from an io thread.
+// Bounds (a hostile or broken peer cannot exhaust the server):
+//  - at most max_connections connections; one more is answered Unavailable and closed;
+//    accept errors (EMFILE, ...) back off instead of spinning;
+//  - request bytes being served plus reply bytes not yet written count against
+//    max_inflight_bytes; a request that would pass it is answered Busy *before* its
+//    payload is allocated (the payload is read into a small scratch buffer and dropped);
+//  - per connection, request bytes being served plus reply bytes not yet written above
+//    max_write_queue_bytes stop reading from that connection until its peer reads;
+//  - a connection with nothing in service and no request for idle_timeout is closed; a
+//    frame whose header arrived must be complete within read_timeout, and a write must
+//    complete within read_timeout;
+//  - an exception thrown by the handler is answered Internal; it never ends the process.
+//
+// Lifecycle (admit, drain, stop): Start() listens; StopAccepting() closes the listener and
+// answers requests that arrive later on open connections Unavailable; Drain() waits for
+// every handed-out request to be answered; Stop() closes connections and must be called
+// before the IoThreads stop. StopAccepting() and Stop() must not be called from an io
+// thread.
 // Thread-safety: all public methods are thread-safe.
 
 #include <atomic>
@@ -49,6 +63,10 @@ class Responder {
             uint64_t request_bytes);
   void Send(uint16_t type, flatbuffers::DetachedBuffer payload) const;
   void SendError(const Status& status) const;
+  // The handler has copied what it needs from the request payload: its bytes stop
+  // counting against the in-flight limits, so a request that waits long for its answer
+  // (a barrier) holds none. The request still counts for Drain().
+  void ReleaseRequestBytes() const;
   const std::string& peer() const;
   uint16_t request_type() const;
 
@@ -63,8 +81,14 @@ struct RpcServerOptions {
   std::string host = "0.0.0.0";           // address to bind
   uint16_t port = 0;                      // 0 = pick a free port (see RpcServer::port())
   uint32_t max_payload = 256u << 20;      // bytes; larger frames are refused
-  uint64_t max_inflight_bytes = 1ull << 30;  // request bytes being served; above it new
-                                             // requests are answered Busy
+  uint64_t max_inflight_bytes = 1ull << 30;  // request bytes being served plus reply bytes
+                                             // not yet written; above it new requests are
+                                             // answered Busy
+  uint32_t max_connections = 1024;           // open connections; more are refused
+  std::chrono::milliseconds idle_timeout{600000};  // no request and nothing in service; 0 = never
+  std::chrono::milliseconds read_timeout{30000};   // to finish a started frame or a write; 0 = never
+  uint64_t max_write_queue_bytes = 64ull << 20;    // per connection: in service + unwritten
+                                                   // replies; above it reading pauses
 };
 
 class RpcServer {
@@ -81,7 +105,8 @@ class RpcServer {
   bool Drain(std::chrono::milliseconds timeout);
   void Stop();
 
-  uint64_t in_flight() const;
+  uint64_t in_flight() const;        // requests handed out and not answered
+  uint64_t in_flight_bytes() const;  // see max_inflight_bytes
   uint64_t connections() const;
 
   struct Impl;  // defined in rpc_server.cc; public so the connection class can name it
