@@ -231,6 +231,7 @@ std::string_view DatasetKindName(DatasetKind kind) {
 }
 
 Status ParseDataOptions(const YAML::Node& section, const YamlContext& ctx, DataOptions* out) {
+  RETURN_IF_ERROR(RejectUnknownKeys(section, DataOptionKeys(), ctx));
   return ParseSection(section, ctx, ShapeKeys{}, out);
 }
 
@@ -248,5 +249,7 @@ std::vector<std::string> DataOptionKeys() {
           "test_data_dir",   "test_files",       "split_file_list",  "train_batch_size", "infer_batch_size",
           "thread_num",      "reader_type",      "skip_bad_lines",   "queue_capacity",  "shuffle",  "shuffle_seed"};
 }
+
+std::vector<std::string> DataShapeKeys() { return {"dense_input_dim", "sparse_inputs_slots", "slot_num"}; }
 
 }  // namespace fleetps::config

@@ -123,20 +123,22 @@ struct DataOptions {
   uint64_t shuffle_seed = 0;
 };
 
-// Reads DataOptions from `section`: a PaddleRec `runner:` map or a fleetps `data:` map
-// (same key names, listed in the header comment). Keys not listed are ignored, since a
-// runner section carries other subsystems' keys too; a caller owning the whole section can
-// pass DataOptionKeys() to RejectUnknownKeys. Format-dependent defaults (label slot, slot
-// list, dense width) are filled in after reading. Errors name file:line, the key and, for
-// enumerations, the allowed values.
+// Reads DataOptions from a fleetps `data:` map (key names listed in the header comment,
+// DataOptionKeys()); any other key is an error naming file:line:column and the closest
+// known key. Format-dependent defaults (label slot, slot list, dense width) are filled in
+// after reading. Errors name file:line, the key and, for enumerations, the allowed values.
 Status ParseDataOptions(const YAML::Node& section, const YamlContext& ctx, DataOptions* out);
 
-// Reads a whole PaddleRec config document: `runner:` as above, with the shape keys
-// (dense_input_dim, sparse_inputs_slots, slot_num) also taken from `hyper_parameters:`
-// (a runner value wins).
+// Reads a whole PaddleRec config document: the data keys of `runner:` as above, with the
+// shape keys (DataShapeKeys()) also taken from `hyper_parameters:` (a runner value wins).
+// Other keys of those maps belong to other parsers and are not checked here:
+// ParseTrainerYaml, which owns both maps, rejects the unknown ones.
 Status ParsePaddleRecDataOptions(const YAML::Node& root, const YamlContext& ctx, DataOptions* out);
 
 // Every key ParseDataOptions reads.
 std::vector<std::string> DataOptionKeys();
+// The shape keys ParsePaddleRecDataOptions also reads from `hyper_parameters`:
+// dense_input_dim, sparse_inputs_slots, slot_num.
+std::vector<std::string> DataShapeKeys();
 
 }  // namespace fleetps::config

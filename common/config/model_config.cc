@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "common/config/optimizer_config.h"
+
 namespace fleetps {
 
 size_t DenseInputDim(const ModelOptions& options) {
@@ -56,29 +58,12 @@ Status ReadEnum(const YAML::Node& map, const std::string& key, const YamlContext
                                             map[key].Scalar() + "\"");
 }
 
-Status ParseOptimizer(const YAML::Node& node, const YamlContext& ctx, OptimizerOptions* out) {
-  if (!node.IsMap()) return ctx.Error(node, "expected a map such as {class: Adam, learning_rate: 0.001}");
-  RETURN_IF_ERROR(RejectUnknownKeys(node,
-                                    {"class", "learning_rate", "beta1", "beta2", "epsilon", "initial_accumulator",
-                                     "strategy", "adam_lazy_mode"},
-                                    ctx));
-  const auto positive = [](float v) { return v > 0.0f; };
-  const auto non_negative = [](float v) { return v >= 0.0f; };
-  const auto unit_interval = [](float v) { return v >= 0.0f && v < 1.0f; };
-  RETURN_IF_ERROR(ReadEnum<OptimizerKind>(
-      node, "class", ctx,
-      {{"sgd", OptimizerKind::kSgd}, {"adagrad", OptimizerKind::kAdagrad}, {"adam", OptimizerKind::kAdam}},
-      &out->kind));
-  RETURN_IF_ERROR(ReadChecked(node, "learning_rate", ctx, ReadFloat, positive, "a number > 0", &out->learning_rate));
-  RETURN_IF_ERROR(ReadChecked(node, "beta1", ctx, ReadFloat, unit_interval, "a number in [0, 1)", &out->beta1));
-  RETURN_IF_ERROR(ReadChecked(node, "beta2", ctx, ReadFloat, unit_interval, "a number in [0, 1)", &out->beta2));
-  RETURN_IF_ERROR(ReadChecked(node, "epsilon", ctx, ReadFloat, positive, "a number > 0", &out->epsilon));
-  RETURN_IF_ERROR(ReadChecked(node, "initial_accumulator", ctx, ReadFloat, non_negative, "a number >= 0",
-                              &out->initial_accumulator));
-  return Status::OK();
-}
-
 }  // namespace
+
+std::vector<std::string> ModelOptionKeys() {
+  return {"model_type",  "sparse_feature_dim", "emb_dim", "sparse_inputs_slots", "dense_input_dim", "input_dim",
+          "fc_sizes",    "layer_sizes",        "output",  "init_seed",           "optimizer"};
+}
 
 Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& ctx, ModelOptions* options) {
   if (!hyper_parameters || hyper_parameters.IsNull()) return Status::OK();
@@ -91,6 +76,16 @@ Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& 
                                       {{"mlp", ModelType::kMlp}, {"ctr_dnn", ModelType::kCtrDnn}}, &o.type));
   RETURN_IF_ERROR(ReadChecked(hp, "sparse_feature_dim", ctx, ReadUint32, at_least_1, "an integer >= 1",
                               &o.sparse_feature_dim));
+  if (Present(hp, "emb_dim")) {
+    uint32_t emb_dim = 0;
+    RETURN_IF_ERROR(ReadChecked(hp, "emb_dim", ctx, ReadUint32, at_least_1, "an integer >= 1", &emb_dim));
+    if (Present(hp, "sparse_feature_dim") && emb_dim != o.sparse_feature_dim) {
+      return ctx.Child("emb_dim").Error(hp["emb_dim"], "is " + std::to_string(emb_dim) + " but sparse_feature_dim is " +
+                                                           std::to_string(o.sparse_feature_dim) +
+                                                           "; both name the embedding width, give one");
+    }
+    o.sparse_feature_dim = emb_dim;
+  }
   uint32_t paddle_slots = o.num_sparse_slots + 1;
   RETURN_IF_ERROR(ReadChecked(hp, "sparse_inputs_slots", ctx, ReadUint32, [](uint32_t v) { return v >= 2; },
                               "an integer >= 2 (PaddleRec counts the label slot: 27 means 26 sparse slots)",
@@ -99,17 +94,30 @@ Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& 
   RETURN_IF_ERROR(ReadUint32(hp, "dense_input_dim", ctx, &o.dense_input_dim));
   RETURN_IF_ERROR(ReadChecked(hp, "input_dim", ctx, ReadUint32, at_least_1, "an integer >= 1", &o.input_dim));
 
-  std::vector<int64_t> fc_sizes;
-  RETURN_IF_ERROR(ReadIntList(hp, "fc_sizes", ctx, &fc_sizes));
-  if (Present(hp, "fc_sizes")) {
-    o.fc_sizes.clear();
-    for (size_t i = 0; i < fc_sizes.size(); ++i) {
-      if (fc_sizes[i] < 1 || fc_sizes[i] > std::numeric_limits<int32_t>::max()) {
-        return ctx.Child("fc_sizes").Index(i).Error(
-            hp["fc_sizes"][i], "expected a layer width in [1, 2147483647], got " + std::to_string(fc_sizes[i]));
+  // Hidden layer widths from `key`, when present.
+  const auto read_widths = [&](const std::string& key, std::vector<uint32_t>* out) -> Status {
+    std::vector<int64_t> widths;
+    RETURN_IF_ERROR(ReadIntList(hp, key, ctx, &widths));
+    if (!Present(hp, key)) return Status::OK();
+    out->clear();
+    for (size_t i = 0; i < widths.size(); ++i) {
+      if (widths[i] < 1 || widths[i] > std::numeric_limits<int32_t>::max()) {
+        return ctx.Child(key).Index(i).Error(
+            hp[key][i], "expected a layer width in [1, 2147483647], got " + std::to_string(widths[i]));
       }
-      o.fc_sizes.push_back(static_cast<uint32_t>(fc_sizes[i]));
+      out->push_back(static_cast<uint32_t>(widths[i]));
     }
+    return Status::OK();
+  };
+  RETURN_IF_ERROR(read_widths("fc_sizes", &o.fc_sizes));
+  if (Present(hp, "layer_sizes")) {
+    std::vector<uint32_t> layer_sizes;
+    RETURN_IF_ERROR(read_widths("layer_sizes", &layer_sizes));
+    if (Present(hp, "fc_sizes") && layer_sizes != o.fc_sizes) {
+      return ctx.Child("layer_sizes").Error(hp["layer_sizes"],
+                                            "differs from fc_sizes; both name the hidden layer widths, give one");
+    }
+    o.fc_sizes = std::move(layer_sizes);
   }
 
   RETURN_IF_ERROR(ReadEnum<OutputKind>(hp, "output", ctx,

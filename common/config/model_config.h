@@ -10,11 +10,15 @@
 //     fc_sizes: [512, 256, 128, 32]
 //
 // Keys fleetps adds (all optional): `model_type`, `output`, `init_seed`, `input_dim`.
-// Other keys of the map (sparse_feature_number, distributed_embedding, ...) belong to
-// PaddleRec or to other parsers and are ignored here; the `optimizer` map is checked
-// for unknown keys.
+// PaddleRec slot_dnn's spellings are read too: `emb_dim` for sparse_feature_dim and
+// `layer_sizes` for fc_sizes (when both spellings are given they must agree).
+// ParseModelOptions reads the keys of ModelOptionKeys() and leaves the others of the map
+// (slot_num for the data reader, PaddleRec keys fleetps ignores) to its caller:
+// ParseTrainerYaml checks the whole map for unknown keys. The `optimizer` map is read by
+// ParseOptimizer (common/config/optimizer_config.h), which checks its keys.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -43,7 +47,7 @@ struct ModelOptions {
   ModelType type = ModelType::kCtrDnn;
 
   // ctr_dnn only.
-  uint32_t sparse_feature_dim = 9;  // `sparse_feature_dim`: embedding width per slot, >= 1
+  uint32_t sparse_feature_dim = 9;  // `sparse_feature_dim` (or `emb_dim`): embedding width per slot, >= 1
   // Sparse slots fed to the embedding. YAML `sparse_inputs_slots` is PaddleRec's count,
   // which includes the label slot: sparse_inputs_slots: 27 -> 26 sparse slots. >= 1.
   uint32_t num_sparse_slots = 26;
@@ -52,16 +56,16 @@ struct ModelOptions {
   // mlp only.
   uint32_t input_dim = 32;  // `input_dim`: dense features per example, >= 1
 
-  // `fc_sizes`: hidden layer widths, each >= 1, ReLU after each; may be empty (a linear
-  // model). Default: PaddleRec rank/dnn's.
+  // `fc_sizes` (or `layer_sizes`): hidden layer widths, each >= 1, ReLU after each; may be
+  // empty (a linear model). Default: PaddleRec rank/dnn's.
   std::vector<uint32_t> fc_sizes = {512, 256, 128, 32};
   OutputKind output = OutputKind::kSoftmax2;  // `output`: softmax2 | sigmoid
   uint64_t init_seed = 0;  // `init_seed`: seed of the deterministic dense parameter init
 
-  // `optimizer`: {class: SGD | Adagrad | Adam (case-insensitive), learning_rate (> 0),
-  // beta1, beta2 (in [0, 1)), epsilon (> 0), initial_accumulator (>= 0)}; defaults as in
-  // OptimizerOptions. PaddleRec's `strategy` and `adam_lazy_mode` are accepted and
-  // ignored (the sync mode is the runner's; lazy mode is what a sparse table does anyway).
+  // `optimizer`: {class (or name): SGD | Adagrad | Adam (case-insensitive), learning_rate
+  // (> 0), beta1, beta2 (in [0, 1)), epsilon (> 0), initial_accumulator (>= 0),
+  // weight_bounds}; defaults as in OptimizerOptions. Read by config::ParseOptimizer, the
+  // same reader as the pserver YAML's tables[i].optimizer.
   OptimizerOptions optimizer;
 };
 
@@ -75,6 +79,9 @@ namespace config {
 // over the defaults already in *options. Errors name file:line, the key and the allowed
 // values; on error *options is left unchanged.
 Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& ctx, ModelOptions* options);
+
+// Every `hyper_parameters` key ParseModelOptions reads.
+std::vector<std::string> ModelOptionKeys();
 
 }  // namespace config
 }  // namespace fleetps

@@ -1,45 +1,95 @@
 #include "common/config/server_config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <set>
+#include <utility>
 
 #include "common/config/trainer_config.h"
 #include "common/config/yaml_util.h"
 
 namespace fleetps::config {
+namespace {
 
-Status ParseOptimizer(const YAML::Node& node, const YamlContext& ctx, OptimizerOptions* out) {
-  if (!node.IsMap()) return ctx.Error(node, "expected a map with 'name' and 'learning_rate'");
-  RETURN_IF_ERROR(RejectUnknownKeys(
-      node, {"name", "learning_rate", "initial_accumulator", "beta1", "beta2", "epsilon", "weight_bounds"}, ctx));
-  std::string name = "sgd";
-  RETURN_IF_ERROR(ReadString(node, "name", ctx, &name));
-  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (name == "sgd") {
-    out->kind = OptimizerKind::kSgd;
-  } else if (name == "adagrad") {
-    out->kind = OptimizerKind::kAdagrad;
-  } else if (name == "adam") {
-    out->kind = OptimizerKind::kAdam;
-  } else {
-    return ctx.Child("name").Error(node["name"], "unknown optimizer '" + name + "' (use sgd, adagrad or adam)");
-  }
-  RETURN_IF_ERROR(ReadFloat(node, "learning_rate", ctx, &out->learning_rate));
-  RETURN_IF_ERROR(ReadFloat(node, "initial_accumulator", ctx, &out->initial_accumulator));
-  RETURN_IF_ERROR(ReadFloat(node, "beta1", ctx, &out->beta1));
-  RETURN_IF_ERROR(ReadFloat(node, "beta2", ctx, &out->beta2));
-  RETURN_IF_ERROR(ReadFloat(node, "epsilon", ctx, &out->epsilon));
-  std::vector<float> bounds;
-  RETURN_IF_ERROR(ReadFloatList(node, "weight_bounds", ctx, &bounds));
-  if (!bounds.empty()) {
-    if (bounds.size() != 2 || bounds[0] > bounds[1]) {
-      return ctx.Child("weight_bounds").Error(node["weight_bounds"], "expected [min, max] with min <= max");
+constexpr std::pair<std::string_view, NonFinitePolicy> kNonFinitePolicies[] = {
+    {"reject", NonFinitePolicy::kReject},
+    {"skip", NonFinitePolicy::kSkip},
+};
+constexpr std::pair<std::string_view, AuthMode> kAuthModes[] = {
+    {"auto", AuthMode::kAuto},
+    {"required", AuthMode::kRequired},
+    {"off", AuthMode::kOff},
+};
+
+// Reads the string at `key` and maps it through `table`; the error lists the allowed names
+// and suggests the closest.
+template <typename E, size_t N>
+Status ReadChoice(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
+                  const std::pair<std::string_view, E> (&table)[N], E* out) {
+  const YAML::Node node = map[key];
+  if (!node || node.IsNull()) return Status::OK();
+  std::string name;
+  RETURN_IF_ERROR(ReadString(map, key, ctx, &name));
+  std::vector<std::string> names;
+  for (const auto& [spelling, value] : table) {
+    if (spelling == name) {
+      *out = value;
+      return Status::OK();
     }
-    out->has_bounds = true;
-    out->bound_min = bounds[0];
-    out->bound_max = bounds[1];
+    names.emplace_back(spelling);
   }
-  return Status::OK();
+  std::string message = "expected one of ";
+  for (size_t i = 0; i < names.size(); ++i) message += (i == 0 ? "" : ", ") + names[i];
+  message += ", got \"" + name + "\"";
+  if (const std::string closest = ClosestMatch(name, names); !closest.empty()) {
+    message += " (did you mean '" + closest + "'?)";
+  }
+  return ctx.Child(key).Error(node, message);
+}
+
+template <typename E, size_t N>
+std::string_view ChoiceName(const std::pair<std::string_view, E> (&table)[N], E value) {
+  for (const auto& [spelling, v] : table) {
+    if (v == value) return spelling;
+  }
+  return "unknown";
+}
+
+constexpr uint64_t kMinWriteQueueBytes = 1ull << 20;
+
+}  // namespace
+
+std::string_view NonFinitePolicyName(NonFinitePolicy policy) { return ChoiceName(kNonFinitePolicies, policy); }
+
+std::string_view AuthModeName(AuthMode mode) { return ChoiceName(kAuthModes, mode); }
+
+bool IsLoopbackHost(std::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  std::string h(host);
+  for (auto& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (h == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
+    if (std::memcmp(&v6, &in6addr_loopback, sizeof(v6)) == 0) return true;
+    // ::ffff:a.b.c.d, an IPv4 address written as IPv6.
+    static constexpr unsigned char kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return std::memcmp(v6.s6_addr, kMappedPrefix, sizeof(kMappedPrefix)) == 0 && v6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+bool AuthRequired(const ServerOptions& o) {
+  switch (o.auth) {
+    case AuthMode::kRequired: return true;
+    case AuthMode::kOff: return false;
+    case AuthMode::kAuto: return !IsLoopbackHost(o.bind_host);
+  }
+  return true;
 }
 
 Status ParseInitializer(const YAML::Node& node, const YamlContext& ctx, InitializerOptions* out) {
@@ -162,15 +212,7 @@ Status ValidateTable(const TableOptions& t) {
     return Status::InvalidArgument(where + ": sparse dim " + std::to_string(t.dim) + " is above the limit 65536");
   }
   if (t.shards == 0 || t.shards > 4096) return Status::InvalidArgument(where + ": shards must be in [1, 4096]");
-  const auto& o = t.optimizer;
-  if (!(o.learning_rate > 0)) return Status::InvalidArgument(where + ": optimizer.learning_rate must be > 0");
-  if (!(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1)) {
-    return Status::InvalidArgument(where + ": optimizer.beta1 and beta2 must be in [0, 1)");
-  }
-  if (!(o.epsilon > 0)) return Status::InvalidArgument(where + ": optimizer.epsilon must be > 0");
-  if (!(o.initial_accumulator >= 0)) {
-    return Status::InvalidArgument(where + ": optimizer.initial_accumulator must be >= 0");
-  }
+  RETURN_IF_ERROR(ValidateOptimizer(t.optimizer).WithContext(where));
   if (t.kind == TableKind::kDense && t.accessor.kind != AccessorKind::kPlain) {
     return Status::InvalidArgument(where + ": dense tables have no accessor (remove 'accessor')");
   }
@@ -192,11 +234,14 @@ Status ValidateTable(const TableOptions& t) {
 Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, ServerOptions* options) {
   ServerOptions& out = *options;
   if (!server.IsMap()) return sctx.Error(server, "expected a map");
-  RETURN_IF_ERROR(RejectUnknownKeys(server,
-                                    {"endpoints", "index", "bind_host", "io_threads", "shard_threads",
-                                     "max_message_bytes", "max_inflight_bytes", "shuffle_buffer_bytes", "drain_timeout_ms", "log_level",
-                                     "data_dir", "load_dir", "save_dir", "save_interval_s", "save_mode"},
-                                    sctx));
+  RETURN_IF_ERROR(RejectUnknownKeys(
+      server,
+      {"endpoints", "index", "bind_host", "io_threads", "shard_threads", "max_message_bytes", "max_inflight_bytes",
+       "shuffle_buffer_bytes", "drain_timeout_ms", "log_level", "data_dir", "load_dir", "save_dir", "save_interval_s",
+       "save_mode", "max_connections", "idle_timeout_s", "read_timeout_s", "max_write_queue_bytes",
+       "nonfinite_gradients", "trainer_lease_s", "exit_when_trainers_gone", "auth", "auth_secret_file",
+       "checkpoint_root"},
+      sctx));
   std::vector<std::string> endpoints;
   RETURN_IF_ERROR(ReadStringList(server, "endpoints", sctx, &endpoints));
   for (size_t i = 0; i < endpoints.size(); ++i) {
@@ -218,6 +263,24 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
   RETURN_IF_ERROR(ReadString(server, "save_dir", sctx, &out.save_dir));
   RETURN_IF_ERROR(ReadUint32(server, "save_interval_s", sctx, &out.save_interval_s));
   RETURN_IF_ERROR(ReadUint32(server, "save_mode", sctx, &out.save_mode));
+  RETURN_IF_ERROR(ReadUint32(server, "max_connections", sctx, &out.max_connections));
+  RETURN_IF_ERROR(ReadUint32(server, "idle_timeout_s", sctx, &out.idle_timeout_s));
+  RETURN_IF_ERROR(ReadUint32(server, "read_timeout_s", sctx, &out.read_timeout_s));
+  RETURN_IF_ERROR(ReadUint64(server, "max_write_queue_bytes", sctx, &out.max_write_queue_bytes));
+  RETURN_IF_ERROR(ReadChoice(server, "nonfinite_gradients", sctx, kNonFinitePolicies, &out.nonfinite_gradients));
+  RETURN_IF_ERROR(ReadUint32(server, "trainer_lease_s", sctx, &out.trainer_lease_s));
+  RETURN_IF_ERROR(ReadBool(server, "exit_when_trainers_gone", sctx, &out.exit_when_trainers_gone));
+  RETURN_IF_ERROR(ReadChoice(server, "auth", sctx, kAuthModes, &out.auth));
+  RETURN_IF_ERROR(ReadString(server, "auth_secret_file", sctx, &out.auth_secret_file));
+  RETURN_IF_ERROR(ReadString(server, "checkpoint_root", sctx, &out.checkpoint_root));
+  if (out.max_connections < 1) {
+    return sctx.Child("max_connections").Error(server["max_connections"], "must be >= 1");
+  }
+  if (out.max_write_queue_bytes < kMinWriteQueueBytes) {
+    return sctx.Child("max_write_queue_bytes")
+        .Error(server["max_write_queue_bytes"], "must be >= 1048576 (1 MiB), got " +
+                                                    std::to_string(out.max_write_queue_bytes));
+  }
   if (out.save_mode > 3) {
     return sctx.Child("save_mode").Error(server["save_mode"], "must be 0 (checkpoint), 1 (delta), 2 (base) or 3 (batch)");
   }
@@ -314,6 +377,9 @@ Status ApplyServerEnv(const EnvLookup& env, ServerOptions* options) {
     }
   }
   if (auto level = env("FLEETPS_LOG_LEVEL")) options->log_level = *level;
+  if (auto secret = env("FLEETPS_AUTH_SECRET_FILE"); secret && !secret->empty()) {
+    options->auth_secret_file = *secret;
+  }
   return Status::OK();
 }
 
@@ -359,6 +425,20 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.save_mode > 3) return Status::InvalidArgument("server.save_mode must be in [0, 3]");
   if (o.save_interval_s != 0 && o.save_dir.empty()) {
     return Status::InvalidArgument(o.source + ": server.save_interval_s is set but server.save_dir is empty");
+  }
+  if (o.max_connections < 1) return Status::InvalidArgument("server.max_connections must be >= 1");
+  if (o.max_write_queue_bytes < kMinWriteQueueBytes) {
+    return Status::InvalidArgument("server.max_write_queue_bytes must be >= 1048576 (1 MiB)");
+  }
+  if (AuthRequired(o) && o.auth_secret_file.empty()) {
+    const std::string why = o.auth == AuthMode::kRequired
+                                ? "server.auth is required"
+                                : "server.auth is auto and bind_host '" + o.bind_host + "' is not a loopback address";
+    return Status::InvalidArgument(
+        (o.source.empty() ? "" : o.source + ": ") + why +
+        ", so peers must authenticate, but no shared secret is configured: set server.auth_secret_file (or "
+        "FLEETPS_AUTH_SECRET_FILE) to a file holding the secret, or bind to a loopback address (--bind "
+        "127.0.0.1), or set server.auth: off on a trusted network");
   }
   return Status::OK();
 }

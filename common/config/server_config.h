@@ -6,21 +6,40 @@
 //   YAML:  `server:` map and `tables:` list (see configs/pserver.yaml).
 //   Env:   TRAINING_ROLE (must be PSERVER when set), PADDLE_PSERVERS_IP_PORT_LIST
 //          (all server endpoints, in order), POD_IP + PADDLE_PORT (this server's endpoint;
-//          its index is its position in the list), FLEETPS_LOG_LEVEL.
+//          its index is its position in the list), FLEETPS_LOG_LEVEL,
+//          FLEETPS_AUTH_SECRET_FILE (server.auth_secret_file; never a flag, so the path
+//          does not show in `ps`).
 //   Flags: applied by the caller with ApplyServerFlags().
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/config/optimizer_config.h"
 #include "common/config/table_options.h"
 #include "common/config/yaml_util.h"
 #include "common/net/endpoint.h"
 #include "common/status.h"
 
 namespace fleetps::config {
+
+// What a push carrying NaN or Inf gradients gets. YAML server.nonfinite_gradients.
+enum class NonFinitePolicy : uint8_t {
+  kReject = 0,  // `reject`: the push is refused with InvalidArgument and changes nothing
+  kSkip = 1,    // `skip`: the push succeeds, its non-finite gradients are not applied
+};
+std::string_view NonFinitePolicyName(NonFinitePolicy policy);  // "reject" | "skip"
+
+// Whether peers must prove they hold the shared secret. YAML server.auth; see AuthRequired().
+enum class AuthMode : uint8_t {
+  kAuto = 0,      // `auto`: required unless bind_host is a loopback address
+  kRequired = 1,  // `required`: always
+  kOff = 2,       // `off`: never (a trusted network only)
+};
+std::string_view AuthModeName(AuthMode mode);  // "auto" | "required" | "off"
 
 struct ServerOptions {
   // Every pserver of the cluster, in order. The key -> server function depends on this
@@ -52,6 +71,30 @@ struct ServerOptions {
   std::string save_dir;
   uint32_t save_interval_s = 0;
   uint32_t save_mode = 0;
+
+  // ---- connection limits (YAML server.<name>) ----
+  uint32_t max_connections = 1024;       // open connections at most, >= 1; accepts beyond it are refused
+  uint32_t idle_timeout_s = 600;         // close a connection with no request for this long, s; 0 = never
+  uint32_t read_timeout_s = 30;          // a frame whose header arrived must be complete within this, s; 0 = never
+  // Replies queued but not yet written on one connection, bytes, >= 1 MiB; above it the
+  // server stops reading that connection until the queue drains. Default 64 MiB.
+  uint64_t max_write_queue_bytes = 64ull << 20;
+
+  // ---- trainers and pushes ----
+  NonFinitePolicy nonfinite_gradients = NonFinitePolicy::kReject;  // `reject` | `skip`; default reject
+  uint32_t trainer_lease_s = 60;         // a trainer not heard from for this long counts as gone, s; 0 = off
+  // Exit by itself once every trainer that connected has finished or is gone. Default true.
+  bool exit_when_trainers_gone = true;
+
+  // ---- security ----
+  AuthMode auth = AuthMode::kAuto;       // `auto` | `required` | `off`; default auto
+  // File holding the shared secret; required when AuthRequired(). Env FLEETPS_AUTH_SECRET_FILE
+  // overrides the YAML; deliberately no command-line flag. Default empty.
+  std::string auth_secret_file;
+  // Save/Load requests from the network name directories relative to this root. Empty
+  // (default): the save_dir when set, else remote Save/Load is refused.
+  std::string checkpoint_root;
+
   std::string source;                    // where the options came from, for messages
 
   const net::Endpoint& self() const { return endpoints[index]; }
@@ -81,18 +124,27 @@ StatusOr<ServerOptions> LoadServerYaml(const std::string& path);
 // Applies the Paddle environment variables to `options`.
 Status ApplyServerEnv(const EnvLookup& env, ServerOptions* options);
 Status ApplyServerFlags(const ServerFlags& flags, ServerOptions* options);
-// Final checks after all sources are applied (index in range, tables valid, ...).
+// Final checks after all sources are applied (index in range, tables valid, limits, a secret
+// file when AuthRequired(), ...).
 Status ValidateServerOptions(const ServerOptions& options);
+
+// True when peers must authenticate: auth is required, or auto and bind_host is not a
+// loopback address (IsLoopbackHost).
+bool AuthRequired(const ServerOptions& options);
+// True for "localhost", IPv4 127.0.0.0/8, "::1" and IPv4-mapped ::ffff:127.x.y.z (brackets
+// allowed around IPv6). False for anything else, including "0.0.0.0", "::" and "".
+bool IsLoopbackHost(std::string_view host);
 
 // Validates a table (shared with tools that read configs).
 Status ValidateTable(const TableOptions& table);
 // The `accessor:` map of a sparse table.
 Status ParseAccessor(const YAML::Node& node, const YamlContext& ctx, AccessorOptions* out);
 
-// Readers of the YAML pieces shared by pserver and job configs.
-Status ParseOptimizer(const YAML::Node& node, const YamlContext& ctx, OptimizerOptions* out);
+// Readers of the YAML pieces shared by pserver and job configs (ParseOptimizer is in
+// common/config/optimizer_config.h).
 Status ParseInitializer(const YAML::Node& node, const YamlContext& ctx, InitializerOptions* out);
-// The `server:` map (endpoints, index, threads, limits, log level).
+// The `server:` map (endpoints, index, threads, limits, storage, security, log level);
+// every key is checked, unknown keys are errors.
 Status ParseServerSection(const YAML::Node& node, const YamlContext& ctx, ServerOptions* out);
 
 }  // namespace fleetps::config

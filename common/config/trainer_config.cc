@@ -1,5 +1,6 @@
 #include "common/config/trainer_config.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/config/yaml_util.h"
@@ -50,6 +51,59 @@ bool IsJobYaml(const std::string& text) {
 
 namespace {
 
+// Keys of PaddleRec's `runner:` map that fleetps accepts and ignores, so PaddleRec configs
+// load as they are. Each configures PaddleRec machinery fleetps does not have or replaces;
+// a key with a fleetps meaning is not listed here (it is read, or it is an error).
+std::vector<std::string> PaddleRecIgnoredRunnerKeys() {
+  return {
+      // Python readers and model files: fleetps parses runner.data_format natively and
+      // builds hyper_parameters.model_type.
+      "train_reader_path", "infer_reader_path", "pipe_command", "model_path",
+      // Device and metric switches: cpu-trainer runs on the CPU and always reports AUC.
+      "use_gpu", "use_auc",
+      // Paddle DataLoader and dataset debugging knobs: fleetps's readers use thread_num.
+      "num_workers", "dataset_debug", "infer_reader_type",
+      // PaddleRec's infer loops over the models saved per epoch; fleetps scores the one
+      // model at infer_load_path.
+      "infer_start_epoch", "infer_end_epoch",
+      // Paddle inference-model export (feed/fetch variable names); fleetps saves checkpoints.
+      "use_inference", "save_inference_feed_varnames", "save_inference_fetch_varnames",
+      // Dygraph-to-static conversion's starting weights (config_to_static.yaml); a fleetps
+      // job starts from a checkpoint with `pserver --load` (server.load_dir).
+      "model_init_path",
+  };
+}
+
+// Keys of PaddleRec's `hyper_parameters:` map that fleetps accepts and ignores.
+std::vector<std::string> PaddleRecIgnoredHyperParameterKeys() {
+  return {
+      // The vocabulary of Paddle's fixed-size embedding (dict_dim in slot_dnn); fleetps's
+      // sparse tables are hash tables that take any uint64 key.
+      "sparse_feature_number", "dict_dim",
+      // Paddle: 1 puts the embedding on the pservers; fleetps's always lives there.
+      "distributed_embedding",
+  };
+}
+
+// Every `runner:` key fleetps reads: the trainer's own and the data reader's.
+std::vector<std::string> RunnerKeys() {
+  std::vector<std::string> keys = {"sync_mode",       "geo_step",       "epochs", "print_interval", "thread_num",
+                                   "model_save_path", "infer_load_path"};
+  for (auto& k : DataOptionKeys()) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
+// Every `hyper_parameters:` key fleetps reads: the model's and the data reader's shapes.
+std::vector<std::string> HyperParameterKeys() {
+  std::vector<std::string> keys = ModelOptionKeys();
+  for (auto& k : DataShapeKeys()) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
 // fleetps.sparse_table / fleetps.dense_table: overrides of the derived tables.
 Status ParseTableOverride(const YAML::Node& node, const YamlContext& ctx, bool dense, TableOptions* t) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
@@ -79,6 +133,10 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
   if (!root.IsMap()) return ctx.Error(root, "expected a map with 'runner' and 'hyper_parameters'");
   RETURN_IF_ERROR(RejectUnknownKeys(root, {"runner", "hyper_parameters", "fleetps"}, ctx));
   if (!root["hyper_parameters"]) return ctx.Error(root, "missing required section 'hyper_parameters' (the model)");
+  // Unknown keys first: a misspelt key is the likeliest cause of any later error.
+  RETURN_IF_ERROR(RejectUnknownKeys(root["runner"], RunnerKeys(), ctx.Child("runner"), PaddleRecIgnoredRunnerKeys()));
+  RETURN_IF_ERROR(RejectUnknownKeys(root["hyper_parameters"], HyperParameterKeys(), ctx.Child("hyper_parameters"),
+                                    PaddleRecIgnoredHyperParameterKeys()));
   TrainerOptions o;
   o.config_path = file_name;
   RETURN_IF_ERROR(ParseModelOptions(root["hyper_parameters"], ctx.Child("hyper_parameters"), &o.model));
@@ -155,6 +213,12 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(ReadUint32(ext, "local_shards", ectx, &o.local_shards));
     RETURN_IF_ERROR(ReadString(ext, "log_level", ectx, &o.log_level));
     RETURN_IF_ERROR(ReadBool(ext, "save_every_epoch", ectx, &o.save_every_epoch));
+    if (ext["server"]) {
+      // The pservers' options (ParseServerYaml reads them from this file); checked here too
+      // so that a trainer, local mode included, refuses a config its pservers would refuse.
+      ServerOptions unused;
+      RETURN_IF_ERROR(ParseServerSection(ext["server"], ectx.Child("server"), &unused));
+    }
     if (o.dense_pull_interval == 0 || o.max_merge_steps == 0) {
       return ectx.Error(ext, "dense_pull_interval and max_merge_steps must be >= 1");
     }

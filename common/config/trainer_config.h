@@ -6,6 +6,11 @@
 //   hyper_parameters: the model (common/config/model_config.h)
 //   fleetps:          optional fleetps extensions (tables, communicator, lifecycle)
 //
+// Every map is checked for unknown keys (file:line:column and the closest known key in the
+// error). PaddleRec keys with no meaning in fleetps (Python reader paths, use_gpu,
+// sparse_feature_number, ...) are accepted and ignored from an explicit list in
+// trainer_config.cc, so PaddleRec configs load as they are.
+//
 // The same file can be given to `pserver --config`: its tables are derived from the
 // model (JobTables), so trainers and servers cannot disagree on dimensions.
 //

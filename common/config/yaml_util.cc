@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 #include <cstdlib>
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace fleetps::config {
 namespace {
@@ -87,6 +90,11 @@ std::string YamlContext::Where(const YAML::Node& node) const {
   out += ": ";
   if (!path.empty()) out += path + ": ";
   return out;
+}
+
+std::string YamlContext::Location(const YAML::Node& node) const {
+  if (!node || node.Mark().line < 0) return file;
+  return file + ":" + std::to_string(node.Mark().line + 1) + ":" + std::to_string(node.Mark().column + 1);
 }
 
 Status YamlContext::Error(const YAML::Node& node, const std::string& what) const {
@@ -231,15 +239,75 @@ Status Require(const YAML::Node& map, const std::string& key, const YamlContext&
   return ctx.Error(map, "missing required key '" + key + "'");
 }
 
-Status RejectUnknownKeys(const YAML::Node& map, const std::vector<std::string>& known, const YamlContext& ctx) {
-  if (!map || !map.IsMap()) return Status::OK();
-  for (const auto& kv : map) {
-    const std::string key = kv.first.as<std::string>("");
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      return ctx.Error(kv.first, "unknown key '" + key + "' (known keys: " + list + ")");
+size_t EditDistance(std::string_view a, std::string_view b) {
+  // One row of the dynamic-programming table: row[j] = distance(a[0, i), b[0, j)).
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];  // distance(a[0, i-1), b[0, j-1))
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
     }
+  }
+  return row[b.size()];
+}
+
+std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates) {
+  const auto lower = [](std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+    return out;
+  };
+  const std::string w = lower(word);
+  const size_t limit = std::min<size_t>(3, (word.size() + 2) / 3);
+  std::string best;
+  size_t best_distance = limit + 1;
+  for (const auto& candidate : candidates) {
+    const size_t d = EditDistance(w, lower(candidate));
+    if (d < best_distance) {
+      best = candidate;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+Status RejectUnknownKeys(const YAML::Node& map, const std::vector<std::string>& known, const YamlContext& ctx,
+                         const std::vector<std::string>& ignored) {
+  if (!map || !map.IsMap()) return Status::OK();
+  const std::string where = ctx.path.empty() ? "at the top level" : "under '" + ctx.path + "'";
+  const auto listed = [](const std::vector<std::string>& keys, const std::string& key) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
+  std::vector<std::pair<std::string, int>> seen;  // key, 1-based line
+  for (const auto& kv : map) {
+    const YAML::Node& key_node = kv.first;
+    if (!key_node.IsScalar()) {
+      return Status::InvalidArgument(ctx.Location(key_node) + ": a key " + where + " is " + Quote(key_node) +
+                                     ", expected a name");
+    }
+    const std::string& key = key_node.Scalar();
+    for (const auto& [earlier, line] : seen) {
+      if (earlier == key) {
+        return Status::InvalidArgument(ctx.Location(key_node) + ": duplicate key '" + key + "' " + where +
+                                       (line > 0 ? " (first at line " + std::to_string(line) + ")" : "") +
+                                       "; give each key once");
+      }
+    }
+    seen.emplace_back(key, key_node.Mark().line + 1);
+    if (listed(known, key) || listed(ignored, key)) continue;
+    std::string hint;
+    if (const std::string closest = ClosestMatch(key, known); !closest.empty()) {
+      hint = "did you mean '" + closest + "'?";
+    } else {
+      for (const auto& k : known) hint += (hint.empty() ? "known keys: " : ", ") + k;
+      if (hint.empty()) hint = "this map takes no keys";
+    }
+    return Status::InvalidArgument(ctx.Location(key_node) + ": unknown key '" + key + "' " + where + " (" + hint +
+                                   ")");
   }
   return Status::OK();
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -24,6 +25,9 @@ struct YamlContext {
   YamlContext Index(size_t i) const;
   // "file:line: path: " prefix (line from the node's mark when it has one).
   std::string Where(const YAML::Node& node) const;
+  // "file:line:column" of the node (1-based), or just "file" for a node without a mark
+  // (one built in code).
+  std::string Location(const YAML::Node& node) const;
   Status Error(const YAML::Node& node, const std::string& what) const;
 };
 
@@ -54,9 +58,27 @@ Status ReadStringList(const YAML::Node& map, const std::string& key, const YamlC
 // Error unless `key` is present.
 Status Require(const YAML::Node& map, const std::string& key, const YamlContext& ctx);
 
-// Error naming each key of `map` that is not in `known` (catches typos such as
-// `learning_rte`). Use for maps whose full key set the parser owns.
-Status RejectUnknownKeys(const YAML::Node& map, const std::vector<std::string>& known,
-                         const YamlContext& ctx);
+// Levenshtein distance between `a` and `b`: the fewest single-character insertions,
+// deletions and substitutions that turn one into the other.
+size_t EditDistance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` by EditDistance, ignoring ASCII case, when it is close
+// enough to be a likely misspelling: at most min(3, (word.size() + 2) / 3) edits, so
+// "sync_mod" -> "sync_mode" and "nmae" -> "name", but nothing for "extra" among
+// {"server", "tables"}. Ties go to the earlier candidate. Empty when none is close enough.
+std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates);
+
+// Checks the keys of the map `map` (whose key path ctx names) and returns InvalidArgument for
+// the first key that is neither in `known` nor in `ignored`, or that appears twice (yaml-cpp
+// would silently read the first). The message starts with the key's file:line:column and
+// suggests the closest known key, or lists the known keys when none is close:
+//   job.yaml:12:3: unknown key 'sync_mod' under 'runner' (did you mean 'sync_mode'?)
+//   ps.yaml:9:1: unknown key 'extra' at the top level (known keys: server, tables)
+// `known`: the keys the parser reads. `ignored`: keys accepted on purpose and not read
+// (e.g. PaddleRec keys with no meaning in fleetps); never suggested or listed. Every parser
+// of a map calls this with the map's complete key set. OK for a null or non-map node (the
+// caller reports a wrong type).
+Status RejectUnknownKeys(const YAML::Node& map, const std::vector<std::string>& known, const YamlContext& ctx,
+                         const std::vector<std::string>& ignored = {});
 
 }  // namespace fleetps::config

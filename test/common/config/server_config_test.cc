@@ -9,6 +9,7 @@ namespace {
 const char* kGood = R"(
 server:
   endpoints: ["127.0.0.1:8500", "127.0.0.1:8501"]
+  bind_host: 127.0.0.1
   index: 1
   io_threads: 3
 tables:
@@ -64,7 +65,9 @@ void ExpectError(const std::string& yaml, const std::string& fragment) {
 }
 
 TEST_CASE("Config errors name file, line, key and the fix") {
-  ExpectError("tables:\n  - {id: 0, name: e, dim: 8, optimizer: {name: adamw}}\n", "unknown optimizer 'adamw'");
+  ExpectError("tables:\n  - {id: 0, name: e, dim: 8, optimizer: {name: adamw}}\n",
+              "tables[0].optimizer.name: expected one of sgd, adagrad, adam (case-insensitive), got \"adamw\" "
+              "(did you mean 'adam'?)");
   ExpectError("tables:\n  - {id: 0, name: e, dim: 8, optimizer: {name: sgd, learning_rate: fast}}\n",
               "tables[0].optimizer.learning_rate: expected a number, got \"fast\"");
   ExpectError("tables:\n  - {id: 0, name: e, dim: 8, optimizer: {name: sgd, learning_rte: 1}}\n",
@@ -133,6 +136,7 @@ TEST_CASE("Storage keys: accessor, memory budget, data_dir, load and periodic sa
   const char* yaml = R"(
 server:
   endpoints: ["127.0.0.1:8500"]
+  bind_host: 127.0.0.1
   data_dir: /var/lib/fleetps
   load_dir: /models/day1
   save_dir: /models/auto
@@ -188,6 +192,202 @@ tables:
   ExpectError("tables:\n  - {id: 0, name: d, kind: dense, size: 8, memory_budget_bytes: 1000}\n",
               "dense tables live in RAM");
   ExpectError("server: {save_mode: 4}\ntables:\n  - {id: 0, name: e, dim: 8}\n", "save_mode");
+}
+
+TEST_CASE("Unknown keys under server, tables and optimizer name file:line:column and the closest key") {
+  auto o = ParseServerYaml("server:\n  io_threads: 2\n  max_inflight_byte: 10\ntables:\n  - {id: 0, name: e, dim: 8}\n",
+                           "ps.yaml");
+  CHECK(o.status().message() ==
+        "ps.yaml:3:3: unknown key 'max_inflight_byte' under 'server' (did you mean 'max_inflight_bytes'?)");
+  o = ParseServerYaml("tables:\n  - id: 0\n    name: e\n    dim: 8\n    shard: 2\n", "ps.yaml");
+  CHECK(o.status().message() == "ps.yaml:5:5: unknown key 'shard' under 'tables[0]' (did you mean 'shards'?)");
+  o = ParseServerYaml("tables:\n  - id: 0\n    name: e\n    dim: 8\n    optimizer:\n      name: adam\n"
+                      "      beta_1: 0.5\n",
+                      "ps.yaml");
+  CHECK(o.status().message() ==
+        "ps.yaml:7:7: unknown key 'beta_1' under 'tables[0].optimizer' (did you mean 'beta1'?)");
+  o = ParseServerYaml("tables:\n  - {id: 0, name: e, dim: 8, accessor: {name: ctr, click_coef: 1}}\n", "ps.yaml");
+  CHECK(o.status().message() ==
+        "ps.yaml:2:52: unknown key 'click_coef' under 'tables[0].accessor' (did you mean 'click_coeff'?)");
+  o = ParseServerYaml("tables:\n  - {id: 0, name: e, dim: 8}\nservers: {}\n", "ps.yaml");
+  CHECK(o.status().message() == "ps.yaml:3:1: unknown key 'servers' at the top level (did you mean 'server'?)");
+  o = ParseServerYaml("server:\n  wibble: 1\ntables:\n  - {id: 0, name: e, dim: 8}\n", "ps.yaml");
+  CHECK_THAT(o.status().message(),
+             Catch::StartsWith("ps.yaml:2:3: unknown key 'wibble' under 'server' (known keys: endpoints, index, "));
+}
+
+const char* kNewServerKeys = R"(server:
+  max_connections: 10
+  idle_timeout_s: 0
+  read_timeout_s: 5
+  max_write_queue_bytes: 2097152
+  nonfinite_gradients: skip
+  trainer_lease_s: 0
+  exit_when_trainers_gone: false
+  auth: required
+  auth_secret_file: /etc/fleetps/secret
+  checkpoint_root: /models
+tables:
+  - {id: 0, name: e, dim: 8}
+)";
+
+TEST_CASE("Connection, trainer and security keys parse") {
+  auto o = ParseServerYaml(kNewServerKeys, "ps.yaml");
+  INFO(o.status().ToString());
+  REQUIRE(o.ok());
+  CHECK(o->max_connections == 10);
+  CHECK(o->idle_timeout_s == 0);
+  CHECK(o->read_timeout_s == 5);
+  CHECK(o->max_write_queue_bytes == 2097152u);
+  CHECK(o->nonfinite_gradients == NonFinitePolicy::kSkip);
+  CHECK(o->trainer_lease_s == 0);
+  CHECK_FALSE(o->exit_when_trainers_gone);
+  CHECK(o->auth == AuthMode::kRequired);
+  CHECK(o->auth_secret_file == "/etc/fleetps/secret");
+  CHECK(o->checkpoint_root == "/models");
+  o->endpoints.push_back({"127.0.0.1", 8500});
+  CHECK(ValidateServerOptions(*o).ok());
+
+  // The same keys under fleetps.server of a job YAML.
+  auto job = ParseServerYaml(
+      "runner: {}\nhyper_parameters: {}\nfleetps:\n  server: {nonfinite_gradients: skip, auth: off}\n", "job.yaml");
+  REQUIRE(job.ok());
+  CHECK(job->nonfinite_gradients == NonFinitePolicy::kSkip);
+  CHECK(job->auth == AuthMode::kOff);
+}
+
+TEST_CASE("Connection, trainer and security keys default") {
+  auto o = ParseServerYaml("tables:\n  - {id: 0, name: e, dim: 8}\n", "ps.yaml");
+  REQUIRE(o.ok());
+  const ServerOptions defaults;
+  for (const ServerOptions* s : {static_cast<const ServerOptions*>(&*o), &defaults}) {
+    CHECK(s->max_connections == 1024);
+    CHECK(s->idle_timeout_s == 600);
+    CHECK(s->read_timeout_s == 30);
+    CHECK(s->max_write_queue_bytes == 64ull * 1024 * 1024);
+    CHECK(s->nonfinite_gradients == NonFinitePolicy::kReject);
+    CHECK(s->trainer_lease_s == 60);
+    CHECK(s->exit_when_trainers_gone);
+    CHECK(s->auth == AuthMode::kAuto);
+    CHECK(s->auth_secret_file.empty());
+    CHECK(s->checkpoint_root.empty());
+  }
+  CHECK(NonFinitePolicyName(NonFinitePolicy::kReject) == "reject");
+  CHECK(NonFinitePolicyName(NonFinitePolicy::kSkip) == "skip");
+  CHECK(AuthModeName(AuthMode::kAuto) == "auto");
+  CHECK(AuthModeName(AuthMode::kRequired) == "required");
+  CHECK(AuthModeName(AuthMode::kOff) == "off");
+}
+
+TEST_CASE("Bad connection, trainer and security values are refused") {
+  const auto error = [](const std::string& server) {
+    auto o = ParseServerYaml("server:\n" + server + "\ntables:\n  - {id: 0, name: e, dim: 8}\n", "ps.yaml");
+    INFO(server);
+    REQUIRE_FALSE(o.ok());
+    return o.status().message();
+  };
+  CHECK(error("  max_connections: 0") == "ps.yaml:2: server.max_connections: must be >= 1");
+  CHECK(error("  max_connections: -1") ==
+        "ps.yaml:2: server.max_connections: expected an integer in [0, 4294967295], got \"-1\"");
+  CHECK(error("  max_connections: 4294967296") ==
+        "ps.yaml:2: server.max_connections: expected an integer in [0, 4294967295], got \"4294967296\"");
+  CHECK(error("  idle_timeout_s: never") ==
+        "ps.yaml:2: server.idle_timeout_s: expected an integer in [0, 4294967295], got \"never\"");
+  CHECK(error("  read_timeout_s: 1.5") ==
+        "ps.yaml:2: server.read_timeout_s: expected an integer in [0, 4294967295], got \"1.5\"");
+  CHECK(error("  max_write_queue_bytes: 1048575") ==
+        "ps.yaml:2: server.max_write_queue_bytes: must be >= 1048576 (1 MiB), got 1048575");
+  CHECK(error("  max_write_queue_bytes: -5") ==
+        "ps.yaml:2: server.max_write_queue_bytes: expected a non-negative integer, got \"-5\"");
+  CHECK(error("  nonfinite_gradients: drop") ==
+        "ps.yaml:2: server.nonfinite_gradients: expected one of reject, skip, got \"drop\"");
+  CHECK(error("  nonfinite_gradients: rejct") ==
+        "ps.yaml:2: server.nonfinite_gradients: expected one of reject, skip, got \"rejct\" (did you mean "
+        "'reject'?)");
+  CHECK(error("  trainer_lease_s: -60") ==
+        "ps.yaml:2: server.trainer_lease_s: expected an integer in [0, 4294967295], got \"-60\"");
+  CHECK(error("  exit_when_trainers_gone: sometimes") ==
+        "ps.yaml:2: server.exit_when_trainers_gone: expected true or false, got \"sometimes\"");
+  CHECK(error("  auth: maybe") == "ps.yaml:2: server.auth: expected one of auto, required, off, got \"maybe\"");
+  CHECK(error("  auth: Required") ==
+        "ps.yaml:2: server.auth: expected one of auto, required, off, got \"Required\" (did you mean 'required'?)");
+  CHECK(error("  auth_secret_file: [a, b]") == "ps.yaml:2: server.auth_secret_file: expected a string, got a list");
+  CHECK(error("  checkpoint_root: {a: 1}") == "ps.yaml:2: server.checkpoint_root: expected a string, got a map");
+  CHECK(error("  max_connection: 5") ==
+        "ps.yaml:2:3: unknown key 'max_connection' under 'server' (did you mean 'max_connections'?)");
+
+  // Options built in code get the same limits.
+  auto o = ParseServerYaml(kNewServerKeys, "ps.yaml");
+  REQUIRE(o.ok());
+  o->endpoints.push_back({"127.0.0.1", 8500});
+  ServerOptions bad = *o;
+  bad.max_connections = 0;
+  CHECK_THAT(ValidateServerOptions(bad).message(), Catch::Contains("max_connections must be >= 1"));
+  bad = *o;
+  bad.max_write_queue_bytes = 1000;
+  CHECK_THAT(ValidateServerOptions(bad).message(), Catch::Contains("max_write_queue_bytes must be >= 1048576"));
+}
+
+TEST_CASE("Loopback hosts") {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "LocalHost", "::1", "[::1]", "::ffff:127.0.0.1",
+                           "0:0:0:0:0:0:0:1"}) {
+    INFO(host);
+    CHECK(IsLoopbackHost(host));
+  }
+  for (const char* host : {"0.0.0.0", "::", "[::]", "", "10.0.0.1", "128.0.0.1", "::ffff:10.0.0.1", "::2",
+                           "localhost.example.com", "127.0.0.1.nip.io", "example.com"}) {
+    INFO(host);
+    CHECK_FALSE(IsLoopbackHost(host));
+  }
+}
+
+TEST_CASE("auth resolves to required off loopback, and then needs a secret file") {
+  ServerOptions o;
+  o.endpoints = {{"127.0.0.1", 8500}};
+  o.tables.resize(1);
+  o.tables[0].name = "e";
+  o.source = "ps.yaml";
+
+  o.bind_host = "127.0.0.1";
+  o.auth = AuthMode::kAuto;
+  CHECK_FALSE(AuthRequired(o));
+  CHECK(ValidateServerOptions(o).ok());
+  o.auth = AuthMode::kRequired;
+  CHECK(AuthRequired(o));
+  CHECK(ValidateServerOptions(o).message() ==
+        "ps.yaml: server.auth is required, so peers must authenticate, but no shared secret is configured: set "
+        "server.auth_secret_file (or FLEETPS_AUTH_SECRET_FILE) to a file holding the secret, or bind to a loopback "
+        "address (--bind 127.0.0.1), or set server.auth: off on a trusted network");
+
+  o.bind_host = "0.0.0.0";
+  o.auth = AuthMode::kAuto;
+  CHECK(AuthRequired(o));
+  CHECK_THAT(ValidateServerOptions(o).message(),
+             Catch::StartsWith("ps.yaml: server.auth is auto and bind_host '0.0.0.0' is not a loopback address, so "
+                               "peers must authenticate, but no shared secret is configured: set "
+                               "server.auth_secret_file"));
+  o.auth = AuthMode::kOff;
+  CHECK_FALSE(AuthRequired(o));
+  CHECK(ValidateServerOptions(o).ok());
+
+  o.auth = AuthMode::kAuto;
+  o.auth_secret_file = "/etc/fleetps/secret";
+  CHECK(AuthRequired(o));
+  CHECK(ValidateServerOptions(o).ok());
+}
+
+TEST_CASE("FLEETPS_AUTH_SECRET_FILE overrides the YAML's auth_secret_file") {
+  auto o = ParseServerYaml(kNewServerKeys, "ps.yaml");
+  REQUIRE(o.ok());
+  REQUIRE(ApplyServerEnv(FakeEnv({}), &*o).ok());
+  CHECK(o->auth_secret_file == "/etc/fleetps/secret");
+  REQUIRE(ApplyServerEnv(FakeEnv({{"FLEETPS_AUTH_SECRET_FILE", "/run/secrets/ps"}}), &*o).ok());
+  CHECK(o->auth_secret_file == "/run/secrets/ps");
+  REQUIRE(ApplyServerEnv(FakeEnv({{"FLEETPS_AUTH_SECRET_FILE", ""}}), &*o).ok());  // empty: unset
+  CHECK(o->auth_secret_file == "/run/secrets/ps");
+  // No flag can set it: flags leave it alone.
+  REQUIRE(ApplyServerFlags(ServerFlags{}, &*o).ok());
+  CHECK(o->auth_secret_file == "/run/secrets/ps");
 }
 
 }  // namespace

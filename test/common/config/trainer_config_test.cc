@@ -1,0 +1,198 @@
+// Job YAML (common/config/trainer_config): every map rejects unknown keys, PaddleRec's own
+// keys are accepted, and the shared PaddleRec configs and configs/ still load.
+#include "common/config/trainer_config.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "common/config/server_config.h"
+
+namespace fleetps::config {
+namespace {
+
+const std::string kPaddleRecDir = FLEETPS_SOURCE_DIR "/../shared/data/paddlerec/";
+const std::string kConfigDir = FLEETPS_SOURCE_DIR "/configs/";
+
+std::string ParseError(const std::string& text) {
+  auto o = ParseTrainerYaml(text, "job.yaml");
+  INFO(text);
+  REQUIRE_FALSE(o.ok());
+  CHECK(o.status().IsInvalidArgument());
+  return o.status().message();
+}
+
+TEST_CASE("A misspelt runner key is an error, not a silent default") {
+  // Before: `sync_mod: sync` trained async and `model_save_pth` never saved.
+  CHECK(ParseError("runner:\n"
+                   "  epochs: 1\n"
+                   "  sync_mod: sync\n"
+                   "hyper_parameters:\n"
+                   "  fc_sizes: [4]\n") ==
+        "job.yaml:3:3: unknown key 'sync_mod' under 'runner' (did you mean 'sync_mode'?)");
+  CHECK(ParseError("runner:\n"
+                   "  model_save_pth: out\n"
+                   "hyper_parameters: {}\n") ==
+        "job.yaml:2:3: unknown key 'model_save_pth' under 'runner' (did you mean 'model_save_path'?)");
+  // Data keys live in the runner too.
+  CHECK(ParseError("runner:\n  train_batch_sise: 8\nhyper_parameters: {}\n") ==
+        "job.yaml:2:3: unknown key 'train_batch_sise' under 'runner' (did you mean 'train_batch_size'?)");
+  // Nothing close: the keys fleetps reads are listed.
+  const std::string far = ParseError("runner:\n  learning_speed: 3\nhyper_parameters: {}\n");
+  CHECK_THAT(far, Catch::StartsWith("job.yaml:2:3: unknown key 'learning_speed' under 'runner' (known keys: "
+                                    "sync_mode, geo_step, epochs, print_interval, thread_num, model_save_path, "
+                                    "infer_load_path, data_format,"));
+  CHECK_THAT(far, !Catch::Contains("use_gpu"));  // ignored PaddleRec keys are not offered
+}
+
+TEST_CASE("A misspelt hyper_parameters key is an error") {
+  CHECK(ParseError("hyper_parameters:\n"
+                   "  sparse_feature_dimm: 8\n"
+                   "runner: {}\n") ==
+        "job.yaml:2:3: unknown key 'sparse_feature_dimm' under 'hyper_parameters' (did you mean "
+        "'sparse_feature_dim'?)");
+  CHECK(ParseError("hyper_parameters:\n"
+                   "  fc_sizes: [4]\n"
+                   "  optimiser: {class: Adam}\n"
+                   "runner: {}\n") ==
+        "job.yaml:3:3: unknown key 'optimiser' under 'hyper_parameters' (did you mean 'optimizer'?)");
+  CHECK(ParseError("hyper_parameters:\n  slot_nun: 4\nrunner: {}\n") ==
+        "job.yaml:2:3: unknown key 'slot_nun' under 'hyper_parameters' (did you mean 'slot_num'?)");
+  CHECK(ParseError("hyper_parameters:\n  optimizer:\n    class: adam\n    learning_rte: 0.1\nrunner: {}\n") ==
+        "job.yaml:4:5: unknown key 'learning_rte' under 'hyper_parameters.optimizer' (did you mean "
+        "'learning_rate'?)");
+}
+
+TEST_CASE("Unknown keys in the fleetps section and its maps") {
+  CHECK(ParseError("hyper_parameters: {}\nfleetps:\n  max_merge_step: 2\nrunner: {}\n") ==
+        "job.yaml:3:3: unknown key 'max_merge_step' under 'fleetps' (did you mean 'max_merge_steps'?)");
+  CHECK(ParseError("hyper_parameters: {}\nfleetps:\n  server:\n    io_thread: 2\nrunner: {}\n") ==
+        "job.yaml:4:5: unknown key 'io_thread' under 'fleetps.server' (did you mean 'io_threads'?)");
+  CHECK(ParseError("hyper_parameters: {}\nfleetps:\n  sparse_table: {shard: 2}\nrunner: {}\n") ==
+        "job.yaml:3:18: unknown key 'shard' under 'fleetps.sparse_table' (did you mean 'shards'?)");
+  CHECK(ParseError("hyper_parameters: {}\nfleetps:\n  sparse_table:\n    initializer: {name: uniform, sed: 1}\n"
+                   "runner: {}\n") ==
+        "job.yaml:4:34: unknown key 'sed' under 'fleetps.sparse_table.initializer' (did you mean 'seed'?)");
+  CHECK(ParseError("hyper_parameters: {}\nrunners: {}\n") ==
+        "job.yaml:2:1: unknown key 'runners' at the top level (did you mean 'runner'?)");
+  // The pserver reads fleetps.server from the same file with the same check.
+  auto server =
+      ParseServerYaml("hyper_parameters: {}\nfleetps:\n  server: {max_conections: 3}\nrunner: {}\n", "job.yaml");
+  CHECK(server.status().message() ==
+        "job.yaml:3:12: unknown key 'max_conections' under 'fleetps.server' (did you mean 'max_connections'?)");
+}
+
+TEST_CASE("A key given twice is an error") {
+  CHECK(ParseError("runner:\n  sync_mode: async\n  sync_mode: sync\nhyper_parameters: {}\n") ==
+        "job.yaml:3:3: duplicate key 'sync_mode' under 'runner' (first at line 2); give each key once");
+}
+
+TEST_CASE("PaddleRec keys fleetps has no use for are accepted") {
+  auto o = ParseTrainerYaml(R"(runner:
+  train_reader_path: "criteo_reader"
+  infer_reader_path: "criteo_reader"
+  pipe_command: "python reader.py"
+  model_path: "static_model.py"
+  use_gpu: False
+  use_auc: True
+  num_workers: 0
+  dataset_debug: False
+  infer_reader_type: "DataLoader"
+  infer_start_epoch: 0
+  infer_end_epoch: 3
+  use_inference: False
+  save_inference_feed_varnames: ["1", "2"]
+  save_inference_fetch_varnames: ["sigmoid_0.tmp_0"]
+  model_init_path: "output_model_dnn/0"
+  sync_mode: "sync"
+hyper_parameters:
+  optimizer: {class: Adam, learning_rate: 0.001, strategy: async, adam_lazy_mode: True}
+  sparse_feature_number: 1000001
+  dict_dim: 1000000
+  distributed_embedding: 0
+)",
+                            "job.yaml");
+  INFO(o.status().ToString());
+  REQUIRE(o.ok());
+  CHECK(o->sync_mode == SyncMode::kSync);
+}
+
+TEST_CASE("PaddleRec slot_dnn spellings emb_dim and layer_sizes are read") {
+  auto o = ParseTrainerYaml("runner: {}\nhyper_parameters:\n  emb_dim: 7\n  layer_sizes: [16, 8]\n", "job.yaml");
+  REQUIRE(o.ok());
+  CHECK(o->model.sparse_feature_dim == 7);
+  CHECK(o->model.fc_sizes == std::vector<uint32_t>{16, 8});
+  o = ParseTrainerYaml("runner: {}\nhyper_parameters:\n  emb_dim: 7\n  sparse_feature_dim: 7\n  layer_sizes: [16]\n"
+                       "  fc_sizes: [16]\n",
+                       "job.yaml");
+  REQUIRE(o.ok());
+  CHECK(ParseError("hyper_parameters:\n  sparse_feature_dim: 9\n  emb_dim: 8\nrunner: {}\n") ==
+        "job.yaml:3: hyper_parameters.emb_dim: is 8 but sparse_feature_dim is 9; both name the embedding width, "
+        "give one");
+  CHECK(ParseError("hyper_parameters:\n  fc_sizes: [4]\n  layer_sizes: [8]\nrunner: {}\n") ==
+        "job.yaml:3: hyper_parameters.layer_sizes: differs from fc_sizes; both name the hidden layer widths, give one");
+}
+
+// The shared PaddleRec configs that loaded before the unknown-key checks, as job YAML (trainer)
+// and as the pserver's config (tables from the model).
+TEST_CASE("The shared PaddleRec configs still load") {
+  const std::string loadable[] = {
+      "rank_dnn/config.yaml",          "rank_dnn/config_bigdata.yaml",          "rank_dnn/config_cpups.yaml",
+      "rank_dnn/config_queuedataset.yaml", "rank_dnn/config_to_static.yaml",    "rank_dnn/benchmark.yaml",
+      "slot_dnn/config_queuedataset.yaml", "slot_dnn/config_queuedataset_for_concat.yaml",
+  };
+  for (const auto& name : loadable) {
+    const std::string path = kPaddleRecDir + name;
+    INFO(path);
+    auto job = LoadTrainerYaml(path);
+    INFO(job.status().ToString());
+    REQUIRE(job.ok());
+    auto server = LoadServerYaml(path);
+    INFO(server.status().ToString());
+    REQUIRE(server.ok());
+    CHECK(server->tables.size() == 2);
+  }
+  auto config = LoadTrainerYaml(kPaddleRecDir + "rank_dnn/config.yaml");
+  REQUIRE(config.ok());
+  CHECK(config->model.sparse_feature_dim == 9);
+  CHECK(config->model.optimizer.kind == OptimizerKind::kAdam);
+  CHECK(config->model.optimizer.learning_rate == 0.001f);
+  CHECK(config->data.batch_size == 2);
+  CHECK_THAT(config->model_save_path, Catch::EndsWith("/paddlerec/rank_dnn/output_model_dnn"));
+  auto slot_dnn = LoadTrainerYaml(kPaddleRecDir + "slot_dnn/config_queuedataset.yaml");
+  REQUIRE(slot_dnn.ok());
+  CHECK(slot_dnn->model.fc_sizes == std::vector<uint32_t>{512, 256, 128, 128, 128});  // layer_sizes
+
+  // The others use what fleetps does not have, and say so (as they did before).
+  CHECK_THAT(LoadTrainerYaml(kPaddleRecDir + "rank_dnn/config_gpubox.yaml").status().message(),
+             Catch::Contains("unknown sync_mode 'gpubox'"));
+  CHECK_THAT(LoadTrainerYaml(kPaddleRecDir + "rank_dnn/benchmark_gpubox.yaml").status().message(),
+             Catch::Contains("unknown sync_mode 'gpubox'"));
+  CHECK_THAT(LoadTrainerYaml(kPaddleRecDir + "slot_dnn/config_online.yaml").status().message(),
+             Catch::Contains("unknown key 'table_parameters' at the top level"));
+  CHECK_THAT(LoadTrainerYaml(kPaddleRecDir + "slot_dnn/config_offline_infer.yaml").status().message(),
+             Catch::Contains("unknown key 'table_parameters' at the top level"));
+  // Online training by day and pass.
+  CHECK_THAT(LoadTrainerYaml(kPaddleRecDir + "rank_dnn/online.yaml").status().message(),
+             Catch::Contains("online.yaml:28:3: unknown key 'days' under 'runner'"));
+}
+
+TEST_CASE("The configs in configs/ load") {
+  for (const std::string name : {"ctr_dnn.yaml", "mlp.yaml"}) {
+    INFO(name);
+    auto job = LoadTrainerYaml(kConfigDir + name);
+    INFO(job.status().ToString());
+    CHECK(job.ok());
+    auto server = LoadServerYaml(kConfigDir + name);
+    INFO(server.status().ToString());
+    CHECK(server.ok());
+  }
+  auto pserver = LoadServerYaml(kConfigDir + "pserver.yaml");
+  INFO(pserver.status().ToString());
+  REQUIRE(pserver.ok());
+  CHECK(pserver->tables.size() == 2);
+}
+
+}  // namespace
+}  // namespace fleetps::config
