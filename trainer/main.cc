@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   std::string config_path, mode = "train", servers, sync_mode, train_data, test_data, log_level, model_dir;
   std::optional<uint32_t> trainer_id, trainers, epochs, threads;
   trainer::JobFlags flags;
+  trainer::TrainerRpcOptions rpc;
+  std::optional<int64_t> rpc_timeout_ms, connect_timeout_ms;
   cli.add_option("-c,--config", config_path, "job YAML (PaddleRec runner + hyper_parameters)")->required();
   cli.add_option("--mode", mode, "train | infer")->check(CLI::IsMember({"train", "infer"}));
   cli.add_option("--servers", servers, "pserver endpoints (overrides PADDLE_PSERVERS_IP_PORT_LIST)");
@@ -49,6 +51,13 @@ int main(int argc, char** argv) {
   cli.add_option("--report", flags.report_path, "write a JSON summary here");
   cli.add_option("--predictions", flags.predictions_path, "write 'label prediction' lines here (evaluation)");
   cli.add_option("--log-level", log_level, "trace|debug|info|warn|error|off");
+  cli.add_option("--rpc-timeout-ms", rpc_timeout_ms,
+                 "deadline of every pserver request; an unresponsive pserver fails the trainer after this long "
+                 "(default 60000)")
+      ->check(CLI::PositiveNumber);
+  cli.add_option("--connect-timeout-ms", connect_timeout_ms,
+                 "how long to wait for the pservers to accept connections at start-up (default 60000)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(cli, argc, argv);
 
   auto options = config::LoadTrainerYaml(config_path);
@@ -67,6 +76,8 @@ int main(int argc, char** argv) {
   if (!test_data.empty()) options->data.test_paths = {test_data};
   if (!log_level.empty()) options->log_level = log_level;
   if (!model_dir.empty()) options->infer_load_path = model_dir;
+  if (rpc_timeout_ms) rpc.request_timeout = std::chrono::milliseconds(*rpc_timeout_ms);
+  if (connect_timeout_ms) rpc.connect_timeout = std::chrono::milliseconds(*connect_timeout_ms);
   if (!sync_mode.empty() && !config::SyncModeFromName(sync_mode, &options->sync_mode)) {
     return Fail(Status::InvalidArgument("--sync-mode must be async, sync or geo"));
   }
@@ -77,8 +88,7 @@ int main(int argc, char** argv) {
 
   // Local mode: an in-process pserver with the job's tables, on a loopback port.
   std::unique_ptr<server::App> local_server;
-  trainer::PsClientOptions client_options;
-  client_options.servers = options->pservers;
+  trainer::PsClientOptions client_options = trainer::JobClientOptions(*options, rpc);
   if (options->local()) {
     config::ServerOptions server_options;
     server_options.endpoints = {{"127.0.0.1", 0}};

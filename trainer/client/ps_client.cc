@@ -23,7 +23,7 @@ template <typename T>
 const T* VerifiedReply(const net::Reply& reply, const std::string& server, Status* error) {
   flatbuffers::Verifier verifier(reply.data(), reply.payload_size);
   if (!verifier.VerifyBuffer<T>(nullptr)) {
-    *error = Status::Corruption("malformed " + net::MessageTypeName(reply.type) + " from server " + server);
+    *error = Status::Corruption("malformed " + net::MessageTypeName(reply.type) + " from " + server);
     return nullptr;
   }
   return flatbuffers::GetRoot<T>(reply.data());
@@ -69,8 +69,10 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(PsClientOptions options) {
   }
   std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
   client->io_ = std::make_unique<net::IoThreads>(client->options_.io_threads);
-  for (const auto& ep : client->options_.servers) {
-    client->clients_.push_back(std::make_unique<net::RpcClient>(*client->io_, ep, client->options_.rpc));
+  for (size_t i = 0; i < client->options_.servers.size(); ++i) {
+    const auto& ep = client->options_.servers[i];
+    client->clients_.push_back(std::make_unique<net::RpcClient>(
+        *client->io_, ep, client->options_.rpc, "pserver " + std::to_string(i) + " (" + ep.ToString() + ")"));
   }
   for (auto& c : client->clients_) RETURN_IF_ERROR(c->Connect());
   RETURN_IF_ERROR(client->Handshake());
@@ -79,7 +81,7 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(PsClientOptions options) {
 
 Status PsClient::Handshake() {
   for (size_t i = 0; i < clients_.size(); ++i) {
-    const std::string name = clients_[i]->endpoint().ToString();
+    const std::string& name = clients_[i]->name();
     flatbuffers::FlatBufferBuilder fbb(64);
     fbb.Finish(wire::CreatePingRequest(fbb));
     ASSIGN_OR_RETURN(net::Reply reply,
@@ -88,7 +90,7 @@ Status PsClient::Handshake() {
     const auto* ping = VerifiedReply<wire::PingReply>(reply, name, &error);
     if (ping == nullptr) return error;
     if (ping->num_servers() != clients_.size() || ping->server_index() != i) {
-      return Status::InvalidArgument("server " + name + " says it is pserver " + std::to_string(ping->server_index()) +
+      return Status::InvalidArgument(name + " says it is pserver " + std::to_string(ping->server_index()) +
                                      " of " + std::to_string(ping->num_servers()) + ", but this trainer lists it as " +
                                      std::to_string(i) + " of " + std::to_string(clients_.size()) +
                                      " (PADDLE_PSERVERS_IP_PORT_LIST must be identical everywhere)");
@@ -103,7 +105,7 @@ Status PsClient::Handshake() {
         info.dim = t->dim();
         info.shards = t->shards();
       } else if (info.name != (t->name() ? t->name()->str() : "") || info.dim != t->dim() || info.dense != t->dense()) {
-        return Status::InvalidArgument("server " + name + " disagrees with server 0 on table " +
+        return Status::InvalidArgument(name + " disagrees with pserver 0 on table " +
                                        std::to_string(t->id()) + " (run every pserver with the same config)");
       }
       if (info.dense) {
@@ -178,7 +180,7 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
     for (size_t k = 0; k < members.size(); ++k) kout[k] = uniq[members[k]];
     fbb.Finish(wire::CreatePullSparseRequest(fbb, table_id, kvec));
     auto shared_members = std::make_shared<std::vector<uint32_t>>(std::move(members));
-    const std::string server = clients_[s]->endpoint().ToString();
+    const std::string server = clients_[s]->name();
     clients_[s]->Call(static_cast<uint16_t>(MessageType::PullSparse), fbb.Release(),
                       [join, dedup, uniq_values, out, shared_members, dim, server](StatusOr<net::Reply> r) {
                         if (!r.ok()) {
@@ -189,7 +191,7 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
                         const auto* msg = VerifiedReply<wire::PullSparseReply>(*r, server, &error);
                         if (msg != nullptr && (msg->values() == nullptr ||
                                                msg->values()->size() != shared_members->size() * dim)) {
-                          error = Status::Corruption("PullSparse reply from server " + server + " has " +
+                          error = Status::Corruption("PullSparse reply from " + server + " has " +
                                                      std::to_string(msg->values() ? msg->values()->size() : 0) +
                                                      " values, expected " +
                                                      std::to_string(shared_members->size() * dim));
@@ -334,7 +336,7 @@ std::future<Status> PsClient::PullDense(uint32_t table_id, std::span<float> valu
   for (auto [s, b, e] : pieces) {
     flatbuffers::FlatBufferBuilder fbb(64);
     fbb.Finish(wire::CreatePullDenseRequest(fbb, table_id, b, e - b));
-    const std::string server = clients_[s]->endpoint().ToString();
+    const std::string server = clients_[s]->name();
     float* dst = values.data() + b;
     const uint64_t count = e - b;
     clients_[s]->Call(static_cast<uint16_t>(MessageType::PullDense), fbb.Release(),
@@ -346,7 +348,7 @@ std::future<Status> PsClient::PullDense(uint32_t table_id, std::span<float> valu
                         Status error;
                         const auto* msg = VerifiedReply<wire::PullDenseReply>(*r, server, &error);
                         if (msg != nullptr && (msg->values() == nullptr || msg->values()->size() != count)) {
-                          error = Status::Corruption("PullDense reply from server " + server + " has the wrong size");
+                          error = Status::Corruption("PullDense reply from " + server + " has the wrong size");
                         }
                         if (!error.ok()) {
                           join->Fail(error);
@@ -389,7 +391,8 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
     if (params) {
       fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table_id, b, vec));
     } else {
-      fbb.Finish(wire::CreatePushDenseRequest(fbb, table_id, b, vec, options.sync_trainers, options.delta));
+      fbb.Finish(wire::CreatePushDenseRequest(fbb, table_id, b, vec, options.sync_trainers, options.delta,
+                                                         options.trainer_id));
     }
     clients_[s]->Call(static_cast<uint16_t>(params ? MessageType::PushDenseParam : MessageType::PushDense),
                       fbb.Release(), [join](StatusOr<net::Reply> r) {
@@ -408,9 +411,14 @@ StatusOr<PsClient::BarrierResult> PsClient::Barrier(const std::string& name, uin
   auto values_off = fbb.CreateVector(values.data(), values.size());
   fbb.Finish(wire::CreateBarrierRequest(fbb, name_off, trainer_id, participants,
                                         static_cast<uint32_t>(timeout.count()), values_off, done));
-  ASSIGN_OR_RETURN(net::Reply reply, clients_[0]->CallSync(static_cast<uint16_t>(MessageType::Barrier), fbb.Release()));
+  // The server answers TimedOut at `timeout`; this side waits that long plus a margin, so a
+  // server that cannot answer at all is still noticed (sooner by the liveness probe).
+  net::CallOptions call = net::DefaultCallOptions(static_cast<uint16_t>(MessageType::Barrier), options_.rpc);
+  call.timeout = timeout + options_.barrier_margin;
+  ASSIGN_OR_RETURN(net::Reply reply,
+                   clients_[0]->CallSync(static_cast<uint16_t>(MessageType::Barrier), fbb.Release(), call));
   Status error;
-  const auto* msg = VerifiedReply<wire::BarrierReply>(reply, clients_[0]->endpoint().ToString(), &error);
+  const auto* msg = VerifiedReply<wire::BarrierReply>(reply, clients_[0]->name(), &error);
   if (msg == nullptr) return error;
   BarrierResult result;
   result.generation = msg->generation();
@@ -428,7 +436,7 @@ StatusOr<PsClient::MetricSum> PsClient::ReportMetric(const std::string& name, ui
   ASSIGN_OR_RETURN(net::Reply reply,
                    clients_[0]->CallSync(static_cast<uint16_t>(MessageType::MetricReport), fbb.Release()));
   Status error;
-  const auto* msg = VerifiedReply<wire::MetricReportReply>(reply, clients_[0]->endpoint().ToString(), &error);
+  const auto* msg = VerifiedReply<wire::MetricReportReply>(reply, clients_[0]->name(), &error);
   if (msg == nullptr) return error;
   MetricSum out;
   out.reporters = msg->reporters();
@@ -436,18 +444,33 @@ StatusOr<PsClient::MetricSum> PsClient::ReportMetric(const std::string& name, ui
   return out;
 }
 
-std::string PsClient::ServerName(size_t i) const { return clients_.at(i)->endpoint().ToString(); }
+std::string PsClient::ServerName(size_t i) const { return clients_.at(i)->name(); }
 
-Status PsClient::ShuffleSend(uint64_t round, uint32_t from, uint32_t to, std::span<const uint8_t> block, bool last) {
+net::RpcClientCounters PsClient::counters() const {
+  net::RpcClientCounters sum;
+  for (const auto& c : clients_) {
+    const auto one = c->counters();
+    sum.reconnects += one.reconnects;
+    sum.resent += one.resent;
+    sum.busy_retries += one.busy_retries;
+  }
+  return sum;
+}
+
+Status PsClient::ShuffleSend(uint64_t round, uint32_t from, uint32_t to, std::span<const uint8_t> block, bool last,
+                             std::chrono::milliseconds timeout) {
   auto& server = clients_[to % clients_.size()];
   flatbuffers::FlatBufferBuilder fbb(128 + block.size());
   // An empty block (a bare `last` marker) is left out: an empty nested buffer does not verify.
   flatbuffers::Offset<flatbuffers::Vector<uint8_t>> block_off;
   if (!block.empty()) block_off = fbb.CreateVector(block.data(), block.size());
   fbb.Finish(wire::CreateShuffleSendRequest(fbb, round, from, to, block_off, last));
-  ASSIGN_OR_RETURN(net::Reply reply, server->CallSync(static_cast<uint16_t>(MessageType::ShuffleSend), fbb.Release()));
+  const auto type = static_cast<uint16_t>(MessageType::ShuffleSend);
+  net::CallOptions call = net::DefaultCallOptions(type, options_.rpc);
+  if (timeout.count() > 0) call.timeout = timeout;
+  ASSIGN_OR_RETURN(net::Reply reply, server->CallSync(type, fbb.Release(), call));
   Status error;
-  if (VerifiedReply<wire::ShuffleSendReply>(reply, server->endpoint().ToString(), &error) == nullptr) return error;
+  if (VerifiedReply<wire::ShuffleSendReply>(reply, server->name(), &error) == nullptr) return error;
   return Status::OK();
 }
 
@@ -457,7 +480,7 @@ StatusOr<PsClient::ShuffleFetchResult> PsClient::ShuffleFetch(uint64_t round, ui
   fbb.Finish(wire::CreateShuffleFetchRequest(fbb, round, to, senders));
   ASSIGN_OR_RETURN(net::Reply reply, server->CallSync(static_cast<uint16_t>(MessageType::ShuffleFetch), fbb.Release()));
   Status error;
-  const auto* msg = VerifiedReply<wire::ShuffleFetchReply>(reply, server->endpoint().ToString(), &error);
+  const auto* msg = VerifiedReply<wire::ShuffleFetchReply>(reply, server->name(), &error);
   if (msg == nullptr) return error;
   ShuffleFetchResult out;
   out.senders_done = msg->senders_done();
@@ -479,7 +502,7 @@ StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {
     fbb.Finish(wire::CreateTableStatsRequest(fbb, 0, true));
     ASSIGN_OR_RETURN(net::Reply reply, c->CallSync(static_cast<uint16_t>(MessageType::TableStats), fbb.Release()));
     Status error;
-    const auto* msg = VerifiedReply<wire::TableStatsReply>(reply, c->endpoint().ToString(), &error);
+    const auto* msg = VerifiedReply<wire::TableStatsReply>(reply, c->name(), &error);
     if (msg == nullptr) return error;
     if (msg->tables() == nullptr) continue;
     for (const auto* e : *msg->tables()) {
@@ -568,7 +591,7 @@ StatusOr<SaveResult> PsClient::Save(const std::string& dir, uint32_t mode, std::
   // Phase 2: server 0 commits.
   ASSIGN_OR_RETURN(net::Reply reply, clients_[0]->CallSync(type, build(true)));
   Status error;
-  const auto* msg = VerifiedReply<wire::SaveReply>(reply, clients_[0]->endpoint().ToString(), &error);
+  const auto* msg = VerifiedReply<wire::SaveReply>(reply, clients_[0]->name(), &error);
   if (msg == nullptr) return error;
   return SaveResult{version, msg->rows(), msg->bytes()};
 }
@@ -585,7 +608,7 @@ StatusOr<LoadResult> PsClient::Load(const std::string& dir) {
   for (size_t s = 0; s < replies.size(); ++s) {
     if (!replies[s].ok()) return replies[s].status();
     Status error;
-    const auto* msg = VerifiedReply<wire::LoadReply>(*replies[s], clients_[s]->endpoint().ToString(), &error);
+    const auto* msg = VerifiedReply<wire::LoadReply>(*replies[s], clients_[s]->name(), &error);
     if (msg == nullptr) return error;
     result.rows += msg->rows();
     result.version = msg->version() ? msg->version()->str() : "";
@@ -605,7 +628,7 @@ StatusOr<ShrinkResult> PsClient::Shrink(std::optional<uint32_t> table_id) {
   for (size_t s = 0; s < replies.size(); ++s) {
     if (!replies[s].ok()) return replies[s].status();
     Status error;
-    const auto* msg = VerifiedReply<wire::ShrinkReply>(*replies[s], clients_[s]->endpoint().ToString(), &error);
+    const auto* msg = VerifiedReply<wire::ShrinkReply>(*replies[s], clients_[s]->name(), &error);
     if (msg == nullptr) return error;
     result.deleted += msg->deleted();
     result.rows += msg->rows();

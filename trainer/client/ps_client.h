@@ -7,8 +7,15 @@
 // in flight over one pipelined connection per server. Used by both trainers.
 //
 // Calls return a std::future<Status>; the spans passed in must stay valid (and, for
-// pulls, unread) until that future is ready. Thread-safety: all methods are
-// thread-safe; several worker threads share one client (Hogwild).
+// pulls, unread) until that future is ready. Every call is bounded: options.rpc gives
+// the deadlines (request_timeout for pulls and pushes, admin_timeout for Save, Load and
+// Shrink; a barrier waits its own timeout plus barrier_margin), the reconnect back-off
+// and which requests are retried (net::DefaultCallOptions: pulls are re-sent after a
+// reconnect, a push whose connection dropped fails with Unavailable rather than risk a
+// double application). Errors name the request type and the pserver by index and
+// endpoint ("PullSparse to pserver 1 (10.0.0.2:8500): ...").
+// Thread-safety: all methods are thread-safe; several worker threads share one client
+// (Hogwild).
 
 #include <chrono>
 #include <cstdint>
@@ -34,8 +41,11 @@ namespace fleetps::trainer {
 struct PsClientOptions {
   std::vector<net::Endpoint> servers;  // every pserver, in the cluster's order
   int io_threads = 2;                  // threads serving the connections
-  net::RpcClientOptions rpc;           // connect deadline/backoff, request timeout, max frame
+  net::RpcClientOptions rpc;           // connect deadline/backoff, request timeouts, max frame
   uint32_t max_keys_per_request = 1u << 18;  // larger per-server batches are split
+  // A Barrier call waits for the server's answer for its timeout plus this margin (the
+  // server answers TimedOut at the timeout; the margin covers the trip and its sweep).
+  std::chrono::milliseconds barrier_margin{10000};
 };
 
 // What the servers report about a table (from Ping).
@@ -90,8 +100,10 @@ class PsClient {
   PsClient& operator=(const PsClient&) = delete;
 
   size_t num_servers() const { return clients_.size(); }
-  // "host:port" of server i, for messages.
+  // "pserver i (host:port)", as messages name server i.
   std::string ServerName(size_t i) const;
+  // Reconnects and retries so far, summed over the servers.
+  net::RpcClientCounters counters() const;
   StatusOr<TableInfo> Table(uint32_t table_id) const;
   StatusOr<TableInfo> TableByName(const std::string& name) const;
 
@@ -114,6 +126,9 @@ class PsClient {
     // > 0: the servers accumulate until that many pushes of the whole table arrived,
     // then apply their average as one step (sync mode).
     uint32_t sync_trainers = 0;
+    // Sync mode: this pusher's id in [0, sync_trainers), so that the servers count each
+    // pusher once per step (a retried or duplicated push cannot stand in for another's).
+    int32_t trainer_id = -1;
     bool delta = false;  // GEO: add grads to the parameters instead of an optimizer step
   };
   std::future<Status> PushDense(uint32_t table_id, std::span<const float> grads, const DensePushOptions& options);
@@ -143,8 +158,10 @@ class PsClient {
   // Global-shuffle mailbox (ShuffleSend / ShuffleFetch, schemas/ps.fbs): records for
   // trainer `to` live on server to % num_servers. ShuffleSend posts one serialised
   // RecordBlock (Busy while the server's mailbox is full: retry); ShuffleFetch takes what
-  // waits for `to`. Blocking calls.
-  Status ShuffleSend(uint64_t round, uint32_t from, uint32_t to, std::span<const uint8_t> block, bool last);
+  // waits for `to`. Blocking calls. ShuffleSend retries Busy answers until `timeout` (0 =
+  // rpc.request_timeout) and then returns the Busy.
+  Status ShuffleSend(uint64_t round, uint32_t from, uint32_t to, std::span<const uint8_t> block, bool last,
+                     std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   struct ShuffleMail {
     uint32_t from = 0;
     std::vector<uint8_t> block;

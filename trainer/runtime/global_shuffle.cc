@@ -46,7 +46,11 @@ class MailboxTransport : public data::RecordTransport {
     const auto deadline = Clock::now() + o_.timeout;
     Backoff backoff;
     while (true) {
-      Status st = client_.ShuffleSend(round_, o_.trainer_id, to, bytes, last);
+      // The client itself retries Busy answers with back-off until the call's deadline,
+      // here what is left of o_.timeout; a Busy that comes back means the time is up.
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      Status st = client_.ShuffleSend(round_, o_.trainer_id, to, bytes, last,
+                                      std::max(left, std::chrono::milliseconds(1)));
       if (!st.IsBusy()) return st.WithContext("global shuffle round " + std::to_string(round_));
       ++busy_retries_;
       if (Clock::now() >= deadline) {
@@ -79,8 +83,7 @@ Status Receive(PsClient& client, data::InMemoryDataset& dataset, const GlobalShu
     ASSIGN_OR_RETURN(auto fetched, client.ShuffleFetch(round, o.trainer_id, o.trainers_num));
     for (auto& mail : fetched.mail) {
       ASSIGN_OR_RETURN(auto block, data::RecordBlock::Parse(mail.block, dataset.dense_dim(), dataset.num_slots(),
-                                                            "trainer " + std::to_string(mail.from) + " via pserver " +
-                                                                where));
+                                                            "trainer " + std::to_string(mail.from) + " via " + where));
       dataset.ReceiveRecords(mail.from, std::move(block));
     }
     if (fetched.complete) return Status::OK();
@@ -115,6 +118,7 @@ StatusOr<GlobalShuffleReport> GlobalShuffle(PsClient& client, data::InMemoryData
   std::atomic<bool> stop{false};
   Status received;
   std::thread receiver([&] { received = Receive(client, dataset, o, round, stop); });
+  const uint64_t client_busy_retries = client.counters().busy_retries;
   MailboxTransport transport(client, dataset, o, round);
   Status sent = dataset.GlobalShuffle(&transport, o.trainers_num, o.seed);
   for (uint32_t to = 0; to < o.trainers_num && sent.ok(); ++to) sent = transport.Post(to, {}, true);
@@ -124,7 +128,7 @@ StatusOr<GlobalShuffleReport> GlobalShuffle(PsClient& client, data::InMemoryData
   RETURN_IF_ERROR(received);
   dataset.FinishGlobalShuffle(o.seed ^ round);
   report.records_after = dataset.size();
-  report.busy_retries = transport.busy_retries();
+  report.busy_retries = transport.busy_retries() + (client.counters().busy_retries - client_busy_retries);
   spdlog::info("trainer {}: global shuffle round {}: {} records before, {} after ({:.2f} s, {} busy retries)",
                o.trainer_id, round, report.records_before, report.records_after,
                std::chrono::duration<double>(Clock::now() - start).count(), report.busy_retries);

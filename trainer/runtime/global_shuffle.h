@@ -32,7 +32,7 @@ struct GlobalShuffleReport {
   uint64_t round = 0;          // the barrier generation
   uint64_t records_before = 0; // this trainer's records before / after the shuffle
   uint64_t records_after = 0;
-  uint64_t busy_retries = 0;   // posts refused because a mailbox was full
+  uint64_t busy_retries = 0;   // requests re-sent after a Busy answer (a full mailbox)
 };
 
 // On error this trainer's records are lost (load the data again) and the other trainers

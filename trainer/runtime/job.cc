@@ -54,6 +54,17 @@ Status SaveModel(const config::TrainerOptions& o, PsClient& client) {
 
 }  // namespace
 
+PsClientOptions JobClientOptions(const config::TrainerOptions& o, const TrainerRpcOptions& rpc) {
+  PsClientOptions client;
+  client.servers = o.pservers;
+  client.rpc.request_timeout = rpc.request_timeout;
+  client.rpc.connect_timeout = rpc.connect_timeout;
+  client.rpc.admin_timeout = rpc.admin_timeout;
+  client.rpc.keepalive_interval = rpc.keepalive_interval;
+  client.barrier_margin = rpc.barrier_margin;
+  return client;
+}
+
 Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags) {
   Trainer trainer(o, client);
   RETURN_IF_ERROR(trainer.Start());

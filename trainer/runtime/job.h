@@ -3,6 +3,7 @@
 // shutdown) and infer (score a data set with a saved model). Both run over a PsClient
 // that main() connects either to the pservers or to an in-process server (local mode).
 
+#include <chrono>
 #include <string>
 
 #include "common/config/trainer_config.h"
@@ -10,6 +11,23 @@
 #include "trainer/client/ps_client.h"
 
 namespace fleetps::trainer {
+
+// How a cpu-trainer talks to the pservers. The job YAML has no keys for these yet (they
+// would be fleetps.request_timeout_ms, fleetps.connect_timeout_ms,
+// fleetps.admin_timeout_ms, fleetps.keepalive_interval_ms and fleetps.barrier_margin_ms);
+// until it does, these defaults hold and cpu-trainer flags override them.
+struct TrainerRpcOptions {
+  // Every pull, push, Ping or metric call fails (naming the pserver) after this long, a
+  // frozen or partitioned pserver included.
+  std::chrono::milliseconds request_timeout{60000};
+  std::chrono::milliseconds connect_timeout{60000};     // start-up: pservers not listening yet
+  std::chrono::milliseconds admin_timeout{3600000};     // Save, Load, Shrink
+  std::chrono::milliseconds keepalive_interval{10000};  // silence before a liveness Ping
+  std::chrono::milliseconds barrier_margin{10000};      // a barrier waits barrier_timeout_ms + this
+};
+
+// The PsClient options of a job: its pservers and `rpc`.
+PsClientOptions JobClientOptions(const config::TrainerOptions& options, const TrainerRpcOptions& rpc);
 
 struct JobFlags {
   std::string report_path;       // JSON summary written at the end ("" = none)
