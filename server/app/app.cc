@@ -51,6 +51,10 @@ Status App::Start() {
   rpc_options.port = options_.self().port;
   rpc_options.max_payload = options_.max_message_bytes;
   rpc_options.max_inflight_bytes = options_.max_inflight_bytes;
+  rpc_options.max_connections = options_.max_connections;
+  rpc_options.idle_timeout = std::chrono::seconds(options_.idle_timeout_s);
+  rpc_options.read_timeout = std::chrono::seconds(options_.read_timeout_s);
+  rpc_options.max_write_queue_bytes = options_.max_write_queue_bytes;
   rpc_ = std::make_unique<net::RpcServer>(
       *io_, rpc_options, [svc = service_.get()](net::Request req, net::Responder resp) {
         svc->Handle(std::move(req), std::move(resp));

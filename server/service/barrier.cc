@@ -10,17 +10,38 @@ void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32
     callback(Status::InvalidArgument("barrier '" + name + "': participants must be >= 1"));
     return;
   }
+  if (participants > kMaxParticipants) {
+    callback(Status::InvalidArgument("barrier '" + name + "': participants " + std::to_string(participants) +
+                                     " is above the limit of " + std::to_string(kMaxParticipants)));
+    return;
+  }
   if (trainer_id >= participants) {
     callback(Status::InvalidArgument("barrier '" + name + "': trainer id " + std::to_string(trainer_id) +
                                      " is not below participants " + std::to_string(participants)));
     return;
   }
+  const uint64_t value_bytes = values.size() * sizeof(double);
   std::vector<Waiter> released;
   uint64_t generation = 0;
   Status error;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (barriers_.find(name) == barriers_.end() && !MakeRoom()) {
+      error = Status::Busy("barrier '" + name + "': " + std::to_string(kMaxBarriers) +
+                           " barriers have trainers waiting; retry later");
+    } else if (waiting_bytes_ + value_bytes > kMaxWaitingBytes) {
+      error = Status::Busy("barrier '" + name + "': waiting trainers already hold " +
+                           std::to_string(waiting_bytes_) + " bytes of values; retry later");
+    }
+  }
+  if (!error.ok()) {
+    callback(error);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     Barrier& b = barriers_[name];
+    b.last_used = Clock::now();
     const bool joined =
         std::any_of(b.waiters.begin(), b.waiters.end(), [&](const Waiter& w) { return w.trainer_id == trainer_id; });
     if (!b.waiters.empty() && b.participants != participants) {
@@ -33,10 +54,12 @@ void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32
                                       " is already waiting (do two trainers share PADDLE_TRAINER_ID?)");
     } else {
       b.participants = participants;
+      waiting_bytes_ += value_bytes;
       b.waiters.push_back(Waiter{trainer_id, deadline, std::move(values), done, std::move(callback)});
       if (b.waiters.size() < participants) return;
       generation = ++b.generation;
       released.swap(b.waiters);
+      for (const auto& w : released) waiting_bytes_ -= w.values.size() * sizeof(double);
     }
   }
   if (!error.ok()) {
@@ -67,20 +90,58 @@ void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32
   }
 }
 
+std::string BarrierManager::Roll(const Barrier& b, uint32_t participants) {
+  std::vector<bool> arrived(participants, false);
+  for (const auto& w : b.waiters) arrived[w.trainer_id] = true;
+  std::string in, out;
+  size_t missing = 0;
+  for (uint32_t t = 0; t < participants; ++t) {
+    std::string& list = arrived[t] ? in : out;
+    missing += !arrived[t];
+    if (!arrived[t] && missing > 16) continue;  // long lists are cut
+    list += (list.empty() ? "" : ", ") + std::to_string(t);
+  }
+  if (missing > 16) out += ", ... (" + std::to_string(missing) + " in all)";
+  return "arrived: " + (in.empty() ? std::string("none") : in) + "; missing: " + (out.empty() ? "none" : out) +
+         " (of " + std::to_string(participants) + ")";
+}
+
+bool BarrierManager::MakeRoom() {
+  if (barriers_.size() < kMaxBarriers) return true;
+  auto idle = barriers_.end();
+  for (auto it = barriers_.begin(); it != barriers_.end(); ++it) {
+    if (it->second.waiters.empty() && (idle == barriers_.end() || it->second.last_used < idle->second.last_used)) {
+      idle = it;
+    }
+  }
+  if (idle == barriers_.end()) return false;
+  barriers_.erase(idle);
+  return true;
+}
+
 void BarrierManager::ExpireDeadlines(Clock::time_point now) {
   std::vector<std::pair<std::string, Waiter>> expired;
+  std::vector<std::string> rolls;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [name, b] : barriers_) {
       auto it = std::stable_partition(b.waiters.begin(), b.waiters.end(),
                                       [now](const Waiter& w) { return w.deadline > now; });
-      for (auto e = it; e != b.waiters.end(); ++e) expired.emplace_back(name, std::move(*e));
+      if (it == b.waiters.end()) continue;
+      const std::string roll = Roll(b, b.participants);
+      for (auto e = it; e != b.waiters.end(); ++e) {
+        waiting_bytes_ -= e->values.size() * sizeof(double);
+        expired.emplace_back(name, std::move(*e));
+        rolls.push_back(roll);
+      }
       b.waiters.erase(it, b.waiters.end());
     }
   }
-  for (auto& [name, w] : expired) {
+  for (size_t i = 0; i < expired.size(); ++i) {
+    auto& [name, w] = expired[i];
     w.callback(Status::TimedOut("barrier '" + name + "': trainer " + std::to_string(w.trainer_id) +
-                                " timed out waiting for the other trainers"));
+                                " timed out waiting for the other trainers; " + rolls[i] +
+                                " (did a trainer fail? see its log)"));
   }
 }
 
@@ -92,6 +153,7 @@ void BarrierManager::AbortAll(const std::string& why) {
       for (auto& w : b.waiters) all.emplace_back(name, std::move(w));
       b.waiters.clear();
     }
+    waiting_bytes_ = 0;
   }
   for (auto& [name, w] : all) w.callback(Status::Aborted("barrier '" + name + "': " + why));
 }
@@ -103,24 +165,54 @@ size_t BarrierManager::waiting() const {
   return n;
 }
 
+uint64_t MetricBoard::Bytes(const Board& b) {
+  uint64_t n = 0;
+  for (const auto& [id, v] : b.latest) n += v.size() * sizeof(double);
+  return n;
+}
+
 StatusOr<std::pair<std::vector<double>, uint32_t>> MetricBoard::Report(const std::string& name,
                                                                       uint32_t trainer_id,
                                                                       std::vector<double> values) {
+  const uint64_t new_bytes = values.size() * sizeof(double);
+  if (new_bytes > kMaxBytes / 4) {
+    return Status::InvalidArgument("metric '" + name + "': " + std::to_string(values.size()) +
+                                   " values are more than a metric report may hold");
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  auto& board = boards_[name];
-  for (const auto& [id, v] : board) {
-    if (id != trainer_id && v.size() != values.size()) {
-      return Status::InvalidArgument("metric '" + name + "': trainer " + std::to_string(trainer_id) + " reported " +
-                                     std::to_string(values.size()) + " values, trainer " + std::to_string(id) +
-                                     " reported " + std::to_string(v.size()));
+  auto found = boards_.find(name);
+  if (found != boards_.end()) {
+    for (const auto& [id, v] : found->second.latest) {
+      if (id != trainer_id && v.size() != values.size()) {
+        return Status::InvalidArgument("metric '" + name + "': trainer " + std::to_string(trainer_id) +
+                                       " reported " + std::to_string(values.size()) + " values, trainer " +
+                                       std::to_string(id) + " reported " + std::to_string(v.size()));
+      }
     }
   }
-  board[trainer_id] = std::move(values);
-  std::vector<double> sum(board[trainer_id].size(), 0.0);
-  for (const auto& [id, v] : board) {
+  // Forget the least recently reported boards while over a bound (never the one reported to).
+  while (!boards_.empty() &&
+         (bytes_ + new_bytes > kMaxBytes || (found == boards_.end() && boards_.size() >= kMaxNames))) {
+    auto oldest = boards_.end();
+    for (auto it = boards_.begin(); it != boards_.end(); ++it) {
+      if (it != found && (oldest == boards_.end() || it->second.last_report < oldest->second.last_report)) {
+        oldest = it;
+      }
+    }
+    if (oldest == boards_.end()) break;
+    bytes_ -= Bytes(oldest->second);
+    boards_.erase(oldest);
+  }
+  Board& board = boards_[name];
+  board.last_report = ++tick_;
+  auto& slot = board.latest[trainer_id];
+  bytes_ = bytes_ - slot.size() * sizeof(double) + new_bytes;
+  slot = std::move(values);
+  std::vector<double> sum(slot.size(), 0.0);
+  for (const auto& [id, v] : board.latest) {
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += v[i];
   }
-  return std::make_pair(std::move(sum), static_cast<uint32_t>(board.size()));
+  return std::make_pair(std::move(sum), static_cast<uint32_t>(board.latest.size()));
 }
 
 }  // namespace fleetps::server

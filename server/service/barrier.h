@@ -23,6 +23,9 @@ namespace fleetps::server {
 class BarrierManager {
  public:
   using Clock = std::chrono::steady_clock;
+  static constexpr uint32_t kMaxParticipants = 1u << 16;
+  static constexpr size_t kMaxBarriers = 4096;
+  static constexpr uint64_t kMaxWaitingBytes = 64ull << 20;
   struct Result {
     uint64_t generation = 0;   // completions of this barrier so far, this one included
     std::vector<double> sum;   // element-wise sum of every participant's values
@@ -52,16 +55,25 @@ class BarrierManager {
     uint32_t participants = 0;
     uint64_t generation = 0;
     std::vector<Waiter> waiters;
+    Clock::time_point last_used;
   };
+  // "arrived: 0, 2; missing: 1 (of 3)" for a barrier's current round.
+  static std::string Roll(const Barrier& b, uint32_t participants);
+  // Makes room for one more barrier name; false when every barrier has waiters.
+  bool MakeRoom();
 
-  mutable std::mutex mu_;  // guards barriers_
+  mutable std::mutex mu_;  // guards barriers_, waiting_bytes_
   std::map<std::string, Barrier> barriers_;
+  uint64_t waiting_bytes_ = 0;
 };
 
 // MetricBoard: the latest metric vector of each trainer under a name, summed on demand
-// (MetricReport). Thread-safe.
+// (MetricReport). Bounded: at most kMaxNames names (the least recently reported one is
+// forgotten first) and kMaxBytes of values in total. Thread-safe.
 class MetricBoard {
  public:
+  static constexpr size_t kMaxNames = 1024;
+  static constexpr uint64_t kMaxBytes = 64ull << 20;
   // Stores `values` as trainer_id's latest under `name`; returns the element-wise sum of the
   // latest values of every trainer under `name` and how many there are. InvalidArgument
   // when the length differs from the other trainers'.
@@ -69,8 +81,16 @@ class MetricBoard {
                                                             std::vector<double> values);
 
  private:
-  std::mutex mu_;  // guards boards_
-  std::map<std::string, std::map<uint32_t, std::vector<double>>> boards_;
+  struct Board {
+    std::map<uint32_t, std::vector<double>> latest;  // trainer id -> values
+    uint64_t last_report = 0;                        // tick of the latest report
+  };
+  static uint64_t Bytes(const Board& b);
+
+  std::mutex mu_;  // guards the members below
+  std::map<std::string, Board> boards_;
+  uint64_t bytes_ = 0;  // values held, all boards
+  uint64_t tick_ = 0;
 };
 
 }  // namespace fleetps::server

@@ -1,6 +1,8 @@
 #include "server/service/ps_service.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -85,11 +87,7 @@ PsService::PsService(const config::ServerOptions& options, TableSet& tables, Exe
       checkpoints_(
           tables, executors, [this](uint32_t table_id, uint32_t shard) { return SparseLane(table_id, shard); },
           [this](uint32_t table_id) { return DenseLane(table_id); }, options.index,
-          static_cast<uint32_t>(options.endpoints.size()), FLEETPS_VERSION) {
-  for (const auto& [id, t] : tables_.all()) {
-    if (t.kind == TableKind::kDense) dense_accumulators_[id];
-  }
-}
+          static_cast<uint32_t>(options.endpoints.size()), FLEETPS_VERSION) {}
 
 Status PsService::MissingTable(const std::string& request, const std::string& kind, uint32_t table_id) const {
   return Status::NotFound(request + ": no " + kind + " table with id " + std::to_string(table_id) + " on " + Where() +
@@ -134,8 +132,9 @@ namespace {
 
 // Checks ownership and partitions positions by shard. Returns an error naming the
 // first key that belongs elsewhere.
+// Positions with skip[i] != 0 (when skip is not empty) are left out.
 Status PartitionKeys(const SparseTable& table, std::span<const uint64_t> keys, uint32_t server_index,
-                     uint32_t num_servers, ShardPartition* out) {
+                     uint32_t num_servers, ShardPartition* out, const std::vector<uint8_t>& skip = {}) {
   const uint32_t shards = table.num_shards();
   std::vector<uint32_t> shard_of(keys.size());
   out->begin.assign(shards + 1, 0);
@@ -148,13 +147,40 @@ Status PartitionKeys(const SparseTable& table, std::span<const uint64_t> keys, u
                                      " (do the trainer and the pservers use the same pserver list?)");
     }
     shard_of[i] = p.shard;
-    ++out->begin[p.shard + 1];
+    if (skip.empty() || !skip[i]) ++out->begin[p.shard + 1];
   }
   for (uint32_t s = 0; s < shards; ++s) out->begin[s + 1] += out->begin[s];
-  out->idx.resize(keys.size());
+  out->idx.resize(out->begin[shards]);
   std::vector<uint32_t> cursor(out->begin.begin(), out->begin.end() - 1);
-  for (size_t i = 0; i < keys.size(); ++i) out->idx[cursor[shard_of[i]]++] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (skip.empty() || !skip[i]) out->idx[cursor[shard_of[i]]++] = static_cast<uint32_t>(i);
+  }
   return Status::OK();
+}
+
+bool Finite(std::span<const float> v, size_t* first_bad) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      *first_bad = i;
+      return false;
+    }
+  }
+  return true;
+}
+
+// The positions of keys whose gradient row, show or click is not finite; empty when all are.
+std::vector<uint8_t> NonFiniteKeys(size_t keys, uint32_t dim, std::span<const float> grads,
+                                   std::span<const float> shows, std::span<const float> clicks) {
+  std::vector<uint8_t> bad;
+  size_t first = 0;
+  if (Finite(grads, &first) && Finite(shows, &first) && Finite(clicks, &first)) return bad;
+  bad.assign(keys, 0);
+  for (size_t k = 0; k < keys; ++k) {
+    size_t unused = 0;
+    bad[k] = !Finite(grads.subspan(k * dim, dim), &unused) || (!shows.empty() && !std::isfinite(shows[k])) ||
+             (!clicks.empty() && !std::isfinite(clicks[k]));
+  }
+  return bad;
 }
 
 }  // namespace
@@ -171,12 +197,20 @@ void PsService::PullSparse(const net::Request& req, const net::Responder& respon
     return responder.SendError(
         Status::InvalidArgument("PullSparse on table '" + table->options().name + "': empty key list"));
   }
+  const uint32_t dim = table->dim();
+  // The reply is allocated in one piece: refuse one that could not be sent.
+  const uint64_t reply_bytes = uint64_t{keys.size()} * dim * sizeof(float) + 256;
+  if (reply_bytes > options_.max_message_bytes) {
+    return responder.SendError(Status::InvalidArgument(
+        "PullSparse on table '" + table->options().name + "': " + std::to_string(keys.size()) + " keys of dim " +
+        std::to_string(dim) + " need a " + std::to_string(reply_bytes) + "-byte reply, above max_message_bytes " +
+        std::to_string(options_.max_message_bytes) + " (send fewer keys per request)"));
+  }
   auto part = std::make_shared<ShardPartition>();
   Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
                             part.get());
   if (!st.ok()) return responder.SendError(st.WithContext("PullSparse"));
 
-  const uint32_t dim = table->dim();
   struct PullState : Fanout {
     using Fanout::Fanout;
     flatbuffers::FlatBufferBuilder fbb;
@@ -231,21 +265,42 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
                                                        "': shows/clicks must be empty or one per key (" +
                                                        std::to_string(keys.size()) + " keys)"));
   }
+  std::vector<uint8_t> bad = NonFiniteKeys(keys.size(), dim, grads, shows, clicks);
+  uint32_t skipped = 0;
+  if (!bad.empty()) {
+    const size_t first = static_cast<size_t>(std::find(bad.begin(), bad.end(), 1) - bad.begin());
+    skipped = static_cast<uint32_t>(std::count(bad.begin(), bad.end(), 1));
+    if (options_.nonfinite_gradients == config::NonFinitePolicy::kReject) {
+      return responder.SendError(Status::InvalidArgument(
+          "PushSparse on table '" + name + "' from " + responder.peer() + ": key " + std::to_string(keys[first]) +
+          " (position " + std::to_string(first) + ") has a NaN or infinite gradient, show or click; " +
+          std::to_string(skipped) + " of " + std::to_string(keys.size()) +
+          " keys are not finite, nothing was applied (lower the learning rate or clip gradients; "
+          "server.nonfinite_gradients: skip drops such keys instead)"));
+    }
+    CountSkipped(name, skipped, "keys");
+  }
   auto part = std::make_shared<ShardPartition>();
   Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
-                            part.get());
+                            part.get(), bad);
   if (!st.ok()) return responder.SendError(st.WithContext("PushSparse"));
 
-  auto state = std::make_shared<Fanout>(req, responder);
   const uint32_t table_id = msg->table_id();
+  const auto applied = static_cast<uint32_t>(keys.size()) - skipped;
+  auto reply = [table_id, applied, skipped](const net::Responder& r) {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreatePushSparseReply(fbb, table_id, applied, skipped));
+    r.Send(net::ReplyType(MessageType::PushSparse), fbb.Release());
+  };
+  if (applied == 0) return reply(responder);
+  auto state = std::make_shared<Fanout>(req, responder);
   const PushMode mode = msg->delta() ? PushMode::kDelta : PushMode::kGradient;
   state->remaining = part->NonEmptyShards();
-  const auto applied = static_cast<uint32_t>(keys.size());
   for (uint32_t s = 0; s < table->num_shards(); ++s) {
     const uint32_t b = part->begin[s], e = part->begin[s + 1];
     if (b == e) continue;
-    executors_.Post(SparseLane(table_id, s), [state, part, table, s, b, e, keys, grads, shows, clicks, table_id,
-                                              applied, mode] {
+    executors_.Post(SparseLane(table_id, s), [state, part, table, s, b, e, keys, grads, shows, clicks, reply,
+                                              mode] {
       PushCounters counters;
       counters.shows = shows.empty() ? nullptr : shows.data();
       counters.clicks = clicks.empty() ? nullptr : clicks.data();
@@ -253,9 +308,7 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
       if (!st.ok()) state->Fail(st);
       if (!state->Done()) return;
       if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("PushSparse"));
-      flatbuffers::FlatBufferBuilder fbb(64);
-      fbb.Finish(wire::CreatePushSparseReply(fbb, table_id, applied));
-      state->responder.Send(net::ReplyType(MessageType::PushSparse), fbb.Release());
+      reply(state->responder);
     });
   }
 }
@@ -269,6 +322,14 @@ void PsService::PullDense(const net::Request& req, const net::Responder& respond
   }
   const uint64_t offset = msg->offset(), count = msg->count();
   const uint32_t table_id = msg->table_id();
+  // Range (the slice is fixed, so no lane is needed) and reply size before allocating.
+  Status range = table->CheckRange(offset, count);
+  if (!range.ok()) return responder.SendError(range.WithContext("PullDense"));
+  if (count * sizeof(float) + 128 > options_.max_message_bytes) {
+    return responder.SendError(Status::InvalidArgument(
+        "PullDense on table '" + table->options().name + "': " + std::to_string(count) + " floats need a reply above " +
+        "max_message_bytes " + std::to_string(options_.max_message_bytes) + " (pull the slice in pieces)"));
+  }
   auto state = std::make_shared<Fanout>(req, responder);
   executors_.Post(DenseLane(table_id), [state, table, offset, count, table_id] {
     flatbuffers::FlatBufferBuilder fbb(count * sizeof(float) + 128);
@@ -285,6 +346,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   uint32_t table_id = 0;
   uint64_t offset = 0;
   uint32_t sync_trainers = 0;
+  int32_t trainer_id = -1;
   bool delta = false;
   std::span<const float> values;
   if (set_params) {
@@ -300,6 +362,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
     offset = msg->offset();
     values = Span(msg->grads());
     sync_trainers = msg->sync_trainers();
+    trainer_id = msg->trainer_id();
     delta = msg->delta();
   }
   const char* op = set_params ? "PushDenseParam" : "PushDense";
@@ -316,16 +379,52 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
         "PushDense on table '" + table->options().name + "': a GEO delta push (delta = true) cannot be a sync push (sync_trainers = " +
         std::to_string(sync_trainers) + "); send deltas with sync_trainers = 0"));
   }
-  auto state = std::make_shared<Fanout>(req, responder);
-  executors_.Post(DenseLane(table_id), [this, state, table, offset, values, table_id, set_params, sync_trainers,
-                                        delta, op] {
+  if (sync_trainers > 0 && trainer_id < 0) {
+    return responder.SendError(Status::InvalidArgument(
+        "PushDense on table '" + table->options().name + "' from " + responder.peer() +
+        ": a sync push (sync_trainers = " + std::to_string(sync_trainers) +
+        ") must name its trainer_id (is the client an older fleetps release?)"));
+  }
+  // Non-finite values: parameters are always refused; gradients and deltas by policy.
+  size_t first_bad = 0;
+  uint64_t skipped = 0;
+  std::vector<float> cleaned;  // a sync push under `skip`: the values with zeros for the bad ones
+  if (!Finite(values, &first_bad)) {
+    if (set_params || options_.nonfinite_gradients == config::NonFinitePolicy::kReject) {
+      return responder.SendError(Status::InvalidArgument(
+          std::string(op) + " on table '" + table->options().name + "' from " + responder.peer() + ": offset " +
+          std::to_string(offset + first_bad) + " holds a NaN or infinite value; nothing was applied" +
+          (set_params ? std::string() : " (server.nonfinite_gradients: skip drops such pushes instead)")));
+    }
+    for (float v : values) skipped += !std::isfinite(v);
+    CountSkipped(table->options().name, skipped, "dense floats");
+    if (sync_trainers == 0) {
+      // An async or delta push is skipped whole (checked for range like any other).
+      Status range = table->CheckRange(offset, values.size());
+      if (!range.ok()) return responder.SendError(range.WithContext(op));
+      flatbuffers::FlatBufferBuilder fbb(64);
+      fbb.Finish(wire::CreatePushDenseReply(fbb, table_id, values.size()));
+      return responder.Send(net::ReplyType(MessageType::PushDense), fbb.Release());
+    }
+    cleaned.assign(values.begin(), values.end());
+    for (float& v : cleaned) v = std::isfinite(v) ? v : 0.0f;
+  }
+  struct DenseState : Fanout {
+    using Fanout::Fanout;
+    std::vector<float> cleaned;
+  };
+  auto state = std::make_shared<DenseState>(req, responder);
+  state->cleaned = std::move(cleaned);
+  executors_.Post(DenseLane(table_id), [state, table, offset, values, table_id, set_params, sync_trainers,
+                                        trainer_id, delta, skipped, op] {
     Status st;
     if (set_params) {
       st = table->SetParams(offset, values.size(), values.data());
     } else if (delta) {
       st = table->AddDelta(offset, values.size(), values.data());
     } else if (sync_trainers > 0) {
-      st = AccumulateDense(table, offset, values, sync_trainers);
+      const float* grads = state->cleaned.empty() ? values.data() : state->cleaned.data();
+      st = table->PushSync(static_cast<uint32_t>(trainer_id), sync_trainers, offset, values.size(), grads).status();
     } else {
       st = table->Push(offset, values.size(), values.data());
     }
@@ -335,40 +434,21 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
       fbb.Finish(wire::CreatePushDenseParamReply(fbb, table_id));
       state->responder.Send(net::ReplyType(MessageType::PushDenseParam), fbb.Release());
     } else {
-      fbb.Finish(wire::CreatePushDenseReply(fbb, table_id));
+      fbb.Finish(wire::CreatePushDenseReply(fbb, table_id, skipped));
       state->responder.Send(net::ReplyType(MessageType::PushDense), fbb.Release());
     }
   });
 }
 
-Status PsService::AccumulateDense(DenseTable* table, uint64_t offset, std::span<const float> grads,
-                                  uint32_t sync_trainers) {
-  const uint64_t begin = table->begin(), end = table->end();
-  if (offset < begin || offset + grads.size() > end) {
-    return Status::InvalidArgument("table '" + table->options().name + "': range [" + std::to_string(offset) + ", " +
-                                   std::to_string(offset + grads.size()) + ") is outside this server's slice [" +
-                                   std::to_string(begin) + ", " + std::to_string(end) + ")");
+void PsService::CountSkipped(const std::string& table, uint64_t count, const char* what) {
+  const uint64_t before = nonfinite_skipped_.fetch_add(count);
+  // The first skip, then one line per power of two, so a diverging job is visible
+  // without flooding the log.
+  if (before == 0 || std::bit_width(before) != std::bit_width(before + count)) {
+    spdlog::warn("{}: skipped {} {} with NaN/infinite values on table '{}' ({} skipped in total; "
+                 "server.nonfinite_gradients: skip)",
+                 Where(), count, what, table, before + count);
   }
-  DenseAccumulator& acc = dense_accumulators_[table->options().id];
-  if (acc.sum.empty()) acc.sum.assign(end - begin, 0.0f);
-  if (acc.trainers != 0 && acc.trainers != sync_trainers) {
-    return Status::InvalidArgument("table '" + table->options().name + "': sync push for " +
-                                   std::to_string(sync_trainers) + " trainers while " +
-                                   std::to_string(acc.trainers) + " are accumulating (PADDLE_TRAINERS_NUM differs)");
-  }
-  acc.trainers = sync_trainers;
-  float* sum = acc.sum.data() + (offset - begin);
-  for (size_t i = 0; i < grads.size(); ++i) sum[i] += grads[i];
-  acc.floats += grads.size();
-  if (acc.floats < uint64_t{sync_trainers} * (end - begin)) return Status::OK();
-  // Every trainer pushed its whole slice: apply the average as one step.
-  const float scale = 1.0f / static_cast<float>(sync_trainers);
-  for (float& v : acc.sum) v *= scale;
-  Status st = table->Push(begin, acc.sum.size(), acc.sum.data());
-  std::fill(acc.sum.begin(), acc.sum.end(), 0.0f);
-  acc.floats = 0;
-  acc.trainers = 0;
-  return st;
 }
 
 void PsService::MetricReport(const net::Request& req, const net::Responder& responder) {
@@ -424,9 +504,16 @@ void PsService::Barrier(const net::Request& req, const net::Responder& responder
   const auto* msg = Verified<wire::BarrierRequest>(req, responder);
   if (msg == nullptr) return;
   const std::string name = msg->name() ? msg->name()->str() : std::string();
+  if (msg->timeout_ms() > kMaxBarrierTimeoutMs) {
+    return responder.SendError(Status::InvalidArgument(
+        "barrier '" + name + "' from " + responder.peer() + ": timeout_ms " + std::to_string(msg->timeout_ms()) +
+        " is above the limit of " + std::to_string(kMaxBarrierTimeoutMs) + " (1 hour)"));
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(msg->timeout_ms());
   std::vector<double> values;
   if (msg->values() != nullptr) values.assign(msg->values()->begin(), msg->values()->end());
+  // The waiter keeps a copy; the payload's bytes must not stay counted while it waits.
+  responder.ReleaseRequestBytes();
   barriers_.Arrive(name, msg->trainer_id(), msg->participants(), deadline, std::move(values), msg->done(),
                    [responder](StatusOr<BarrierManager::Result> result) {
                      if (!result.ok()) return responder.SendError(result.status());

@@ -36,6 +36,8 @@ namespace fleetps::server {
 
 class PsService {
  public:
+  static constexpr uint32_t kMaxBarrierTimeoutMs = 3600 * 1000;
+
   // `tables` and `executors` outlive the service. `on_stop` is called (once, from an
   // io thread) when a Stop request arrives; the App then shuts down.
   PsService(const config::ServerOptions& options, TableSet& tables, ExecutorPool& executors,
@@ -62,9 +64,8 @@ class PsService {
   void ShuffleSend(const net::Request& req, const net::Responder& responder);
   void ShuffleFetch(const net::Request& req, const net::Responder& responder);
 
-  // Sync-mode dense push (runs on the table's lane): accumulates, and applies the
-  // average once `sync_trainers` trainers have pushed the whole slice.
-  Status AccumulateDense(DenseTable* table, uint64_t offset, std::span<const float> grads, uint32_t sync_trainers);
+  // Counts (and logs, sparingly) values dropped under nonfinite_gradients: skip.
+  void CountSkipped(const std::string& table, uint64_t count, const char* what);
   size_t SparseLane(uint32_t table_id, uint32_t shard) const;
   size_t DenseLane(uint32_t table_id) const;
   std::string Where() const;  // "pserver 0 (127.0.0.1:8500)"
@@ -78,14 +79,7 @@ class PsService {
   BarrierManager barriers_;
   MetricBoard metrics_;
   ShuffleMailbox shuffle_mailbox_;
-  struct DenseAccumulator {
-    std::vector<float> sum;  // this server's slice
-    uint64_t floats = 0;     // gradient floats accumulated this round
-    uint32_t trainers = 0;   // sync_trainers of this round
-  };
-  // Touched only on each table's dense lane; the map is filled before any request
-  // (one entry per dense table) so lanes never insert concurrently.
-  std::map<uint32_t, DenseAccumulator> dense_accumulators_;
+  std::atomic<uint64_t> nonfinite_skipped_{0};
   CheckpointRunner checkpoints_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> stop_requested_{false};

@@ -92,6 +92,57 @@ Status DenseTable::AddDelta(uint64_t global_offset, uint64_t count, const float*
   return Status::OK();
 }
 
+StatusOr<bool> DenseTable::PushSync(uint32_t trainer_id, uint32_t trainers, uint64_t global_offset, uint64_t count,
+                                    const float* grads) {
+  uint64_t local = 0;
+  RETURN_IF_ERROR(Locate(global_offset, count, &local));
+  const std::string label = TableLabel(options_) + ": sync push from trainer " + std::to_string(trainer_id);
+  if (trainers == 0 || trainers > kMaxSyncTrainers) {
+    return Status::InvalidArgument(label + ": sync_trainers " + std::to_string(trainers) + " is not in [1, " +
+                                   std::to_string(kMaxSyncTrainers) + "]");
+  }
+  if (trainer_id >= trainers) {
+    return Status::InvalidArgument(label + ": trainer id is not below sync_trainers " + std::to_string(trainers) +
+                                   " (PADDLE_TRAINER_ID / PADDLE_TRAINERS_NUM)");
+  }
+  if (sync_.trainers != 0 && sync_.trainers != trainers) {
+    return Status::InvalidArgument(label + " for " + std::to_string(trainers) + " trainers while " +
+                                   std::to_string(sync_.trainers) +
+                                   " are accumulating (PADDLE_TRAINERS_NUM differs between trainers)");
+  }
+  if (count == 0) return false;
+  auto& mine = sync_.received[trainer_id];
+  // The first range starting at or after global_offset, and the one before it.
+  auto next = mine.ranges.lower_bound(global_offset);
+  const bool overlaps_next = next != mine.ranges.end() && next->first < global_offset + count;
+  const bool overlaps_prev = next != mine.ranges.begin() && std::prev(next)->second > global_offset;
+  if (overlaps_next || overlaps_prev) {
+    if (mine.floats == 0) sync_.received.erase(trainer_id);
+    return Status::InvalidArgument(label + ": range [" + std::to_string(global_offset) + ", " +
+                                   std::to_string(global_offset + count) +
+                                   ") was already pushed in this sync step (a duplicated or retried push); the "
+                                   "step waits for the other trainers");
+  }
+  if (sync_.sum.empty()) sync_.sum.assign(weights_.size(), 0.0f);
+  sync_.trainers = trainers;
+  mine.ranges.emplace(global_offset, global_offset + count);
+  mine.floats += count;
+  float* sum = sync_.sum.data() + local;
+  for (uint64_t i = 0; i < count; ++i) sum[i] += grads[i];
+  if (mine.floats == weights_.size()) ++sync_.complete;
+  if (sync_.complete < trainers) return false;
+  // Every trainer sent its whole slice: apply the average as one step.
+  const float scale = 1.0f / static_cast<float>(trainers);
+  for (float& v : sync_.sum) v *= scale;
+  optimizer_->UpdateSpan(weights_.data(), element_state_.data(), shared_state_.data(), sync_.sum.data(),
+                         weights_.size());
+  std::fill(sync_.sum.begin(), sync_.sum.end(), 0.0f);  // kept for the next round
+  sync_.received.clear();
+  sync_.trainers = 0;
+  sync_.complete = 0;
+  return true;
+}
+
 StatusOr<FileDigest> DenseTable::Save(disk::SaveMode mode, const std::string& path) const {
   const bool full = mode == disk::SaveMode::Checkpoint || mode == disk::SaveMode::Batch;
   auto digest = WriteDenseSliceFile(path, begin_, weights_, full ? std::span<const float>(element_state_)

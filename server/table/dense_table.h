@@ -14,6 +14,7 @@
 // Not copyable.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,24 @@ class DenseTable {
   Status SetParams(uint64_t global_offset, uint64_t count, const float* values);
   // GEO: adds delta[0, count) to the range's weights; no optimizer, state untouched.
   Status AddDelta(uint64_t global_offset, uint64_t count, const float* delta);
+  // Sync mode: trainer `trainer_id` of `trainers` contributes grads[0, count) for the range.
+  // Once every trainer has contributed every float of the slice (in any number of pieces),
+  // their average is applied as one optimizer step and the round restarts. Returns whether
+  // this call completed the step. InvalidArgument (nothing accumulated) when the range is
+  // outside the slice, trainer_id >= trainers, trainers is 0, above kMaxSyncTrainers or
+  // differs from the round's, or the trainer already sent part of the range this round (a
+  // duplicated or retried push must not stand in for another trainer's).
+  StatusOr<bool> PushSync(uint32_t trainer_id, uint32_t trainers, uint64_t global_offset, uint64_t count,
+                          const float* grads);
+  static constexpr uint32_t kMaxSyncTrainers = 1u << 16;
+  // Trainers that have sent their whole slice in the current sync round.
+  uint32_t sync_trainers_complete() const { return sync_.complete; }
+  // Checks a range without touching anything (the same check every call above makes), so a
+  // caller can refuse a request before allocating for it.
+  Status CheckRange(uint64_t global_offset, uint64_t count) const {
+    uint64_t local = 0;
+    return Locate(global_offset, count, &local);
+  }
 
   const optimizer::Optimizer& optimizer() const { return *optimizer_; }
 
@@ -87,6 +106,21 @@ class DenseTable {
   std::vector<float> weights_;        // end_ - begin_ floats
   std::vector<float> element_state_;  // element_state_size() floats per weight
   std::vector<float> shared_state_;   // shared_state_size() floats for the slice
+
+  // The sync round under way (PushSync).
+  struct SyncRound {
+    uint32_t trainers = 0;   // of this round; 0 when no push is pending
+    uint32_t complete = 0;   // trainers whose ranges cover the slice
+    std::vector<float> sum;  // the slice's gradient sum
+    // Per trainer: the ranges received, begin -> end (global offsets, disjoint), and their
+    // float count.
+    struct Received {
+      std::map<uint64_t, uint64_t> ranges;
+      uint64_t floats = 0;
+    };
+    std::map<uint32_t, Received> received;
+  };
+  SyncRound sync_;
 };
 
 }  // namespace fleetps::server

@@ -41,13 +41,16 @@ class DirectSync : public ParamSync {
     params->resize(o_.dense_table.dim);
     return client_.PullDense(o_.dense_table.id, *params).get();
   }
-  Status Push(uint32_t, const StepGrads& g) override {
+  Status Push(uint32_t worker, const StepGrads& g) override {
     PsClient::SparsePushOptions sparse_options;
     sparse_options.shows = g.shows;
     sparse_options.clicks = g.clicks;
     auto sparse = g.keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, g.keys, g.key_grads, sparse_options);
     PsClient::DensePushOptions dense_options;
-    if (sync()) dense_options.sync_trainers = participants_;
+    if (sync()) {
+      dense_options.sync_trainers = participants_;
+      dense_options.trainer_id = static_cast<int32_t>(o_.trainer_id * threads_ + worker);
+    }
     auto dense = client_.PushDense(o_.dense_table.id, g.dense_grads, dense_options);
     return Wait(sparse, dense);
   }
@@ -58,6 +61,7 @@ class DirectSync : public ParamSync {
       std::vector<float> zeros(o_.dense_table.dim, 0.0f);
       PsClient::DensePushOptions dense_options;
       dense_options.sync_trainers = participants_;
+      dense_options.trainer_id = static_cast<int32_t>(o_.trainer_id * threads_ + worker);
       RETURN_IF_ERROR(client_.PushDense(o_.dense_table.id, zeros, dense_options).get());
     }
     ASSIGN_OR_RETURN(auto result, client_.Barrier("sync-step", o_.trainer_id * threads_ + worker, participants_,

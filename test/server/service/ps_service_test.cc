@@ -143,10 +143,12 @@ TEST_CASE("Sync dense pushes are averaged into one optimizer step") {
   PsClient::DensePushOptions sync;
   sync.sync_trainers = 2;
   std::vector<float> g1 = {1, 2, 3, 4, 5}, g2 = {3, 2, 1, 0, -1};
+  sync.trainer_id = 0;
   REQUIRE(s.client->PushDense(4, g1, sync).get().ok());
   std::vector<float> values(5, 99.0f);
   REQUIRE(s.client->PullDense(4, values).get().ok());
   CHECK(values == std::vector<float>(5, 0.0f));  // not applied until both pushed
+  sync.trainer_id = 1;
   REQUIRE(s.client->PushDense(4, g2, sync).get().ok());
   REQUIRE(s.client->PullDense(4, values).get().ok());
   CHECK(values == std::vector<float>{-2, -2, -2, -2, -2});  // 0 - 1.0 * mean

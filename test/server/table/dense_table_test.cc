@@ -140,3 +140,78 @@ TEST_CASE("DenseTable: Create rejects bad options", "[dense_table]") {
 
 }  // namespace
 }  // namespace fleetps::server
+
+namespace fleetps::server {
+namespace {
+
+TEST_CASE("DenseTable: a sync step applies the average once every trainer sent its whole slice", "[dense_table]") {
+  TableOptions o = DenseOptions(6);
+  o.initializer.kind = InitializerKind::kConstant;
+  o.initializer.value = 1.0f;
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.optimizer.learning_rate = 0.5f;  // w -= 0.5 * mean(g)
+  auto t = MustCreate(o, 0, 1);
+  const std::vector<float> g0 = {2, 2, 2, 2, 2, 2}, g1 = {4, 4, 4, 4, 4, 4};
+  // Trainer 0 sends in two pieces, trainer 1 in one.
+  auto r = t->PushSync(0, 2, 0, 3, g0.data());
+  REQUIRE(r.ok());
+  CHECK_FALSE(*r);
+  r = t->PushSync(0, 2, 3, 3, g0.data());
+  REQUIRE(r.ok());
+  CHECK_FALSE(*r);
+  CHECK(t->sync_trainers_complete() == 1);
+  std::vector<float> w(6);
+  REQUIRE(t->Pull(0, 6, w.data()).ok());
+  CHECK(w == std::vector<float>(6, 1.0f));  // nothing applied yet
+  r = t->PushSync(1, 2, 0, 6, g1.data());
+  REQUIRE(r.ok());
+  CHECK(*r);
+  REQUIRE(t->Pull(0, 6, w.data()).ok());
+  CHECK(w == std::vector<float>(6, 1.0f - 0.5f * 3.0f));
+  CHECK(t->sync_trainers_complete() == 0);
+}
+
+TEST_CASE("DenseTable: a duplicated sync push cannot stand in for another trainer", "[dense_table]") {
+  TableOptions o = DenseOptions(4);
+  o.initializer.kind = InitializerKind::kConstant;
+  o.initializer.value = 1.0f;
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.optimizer.learning_rate = 1.0f;
+  auto t = MustCreate(o, 0, 1);
+  const std::vector<float> g = {1, 1, 1, 1};
+  REQUIRE(t->PushSync(0, 2, 0, 4, g.data()).ok());
+  auto dup = t->PushSync(0, 2, 0, 4, g.data());  // retried: must not complete the step
+  CHECK(dup.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(dup.status().message(), Catch::Contains("already pushed"));
+  auto partial = t->PushSync(0, 2, 2, 1, g.data());  // overlaps the first piece
+  CHECK_FALSE(partial.ok());
+  std::vector<float> w(4);
+  REQUIRE(t->Pull(0, 4, w.data()).ok());
+  CHECK(w == std::vector<float>(4, 1.0f));
+  auto done = t->PushSync(1, 2, 0, 4, g.data());
+  REQUIRE(done.ok());
+  CHECK(*done);
+  REQUIRE(t->Pull(0, 4, w.data()).ok());
+  CHECK(w == std::vector<float>(4, 0.0f));  // one step with the mean gradient 1
+}
+
+TEST_CASE("DenseTable: sync pushes with wrapping offsets or bad trainer ids are refused", "[dense_table]") {
+  TableOptions o = DenseOptions(8);
+  auto t = MustCreate(o, 1, 2);  // slice [4, 8)
+  const std::vector<float> g(4, 1.0f);
+  // offset + count wraps past 2^64 to a small number: must not pass the range check.
+  auto wrap = t->PushSync(0, 1, std::numeric_limits<uint64_t>::max() - 1, 4, g.data());
+  CHECK(wrap.status().code() == StatusCode::kInvalidArgument);
+  CHECK(t->PushSync(0, 1, 2, 4, g.data()).status().code() == StatusCode::kInvalidArgument);
+  CHECK(t->PushSync(3, 2, 4, 4, g.data()).status().code() == StatusCode::kInvalidArgument);
+  CHECK(t->PushSync(0, 0, 4, 4, g.data()).status().code() == StatusCode::kInvalidArgument);
+  CHECK(t->PushSync(0, DenseTable::kMaxSyncTrainers + 1, 4, 4, g.data()).status().code() ==
+        StatusCode::kInvalidArgument);
+  REQUIRE(t->PushSync(0, 2, 4, 4, g.data()).ok());
+  CHECK(t->PushSync(1, 3, 4, 4, g.data()).status().code() == StatusCode::kInvalidArgument);  // trainers differ
+  CHECK(t->CheckRange(4, 4).ok());
+  CHECK_FALSE(t->CheckRange(std::numeric_limits<uint64_t>::max(), 2).ok());
+}
+
+}  // namespace
+}  // namespace fleetps::server

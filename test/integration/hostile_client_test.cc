@@ -1,0 +1,309 @@
+// A real pserver process with small limits, attacked the ways a hostile or broken peer
+// would: wrapping dense offsets, replies sized from the wire, payloads that announce more
+// than the in-flight budget, a peer that pipelines requests and never reads, barriers that
+// never complete, metric spam, NaN gradients, duplicated sync pushes and too many
+// connections. After each attack the server must still answer a polite client, and its
+// resident memory must stay within its configured limits plus a fixed allowance.
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+#include "common/net/frame.h"
+#include "common/net/io_threads.h"
+#include "common/net/rpc_client.h"
+#include "common/sharding.h"
+#include "schemas/ps_generated.h"
+#include "test/support/process.h"
+
+namespace fleetps {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using testing::ChildProcess;
+using wire::MessageType;
+using namespace std::chrono_literals;
+
+constexpr uint32_t kDim = 64;
+constexpr uint64_t kDense = 1000;
+constexpr uint64_t kMaxMessage = 8u << 20;
+constexpr uint64_t kMaxInflight = 4u << 20;
+constexpr uint64_t kWriteQueue = 1u << 20;
+constexpr uint32_t kMaxConnections = 24;
+
+std::string Yaml(uint16_t port) {
+  return "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(port) +
+         "\"]\n  bind_host: 127.0.0.1\n  io_threads: 2\n  shard_threads: 2\n"
+         "  max_message_bytes: " + std::to_string(kMaxMessage) + "\n"
+         "  max_inflight_bytes: " + std::to_string(kMaxInflight) + "\n"
+         "  max_write_queue_bytes: " + std::to_string(kWriteQueue) + "\n"
+         "  max_connections: " + std::to_string(kMaxConnections) + "\n"
+         "  read_timeout_s: 2\n"
+         "tables:\n"
+         "  - {id: 0, name: emb, kind: sparse, dim: 64, shards: 2,\n"
+         "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n"
+         "  - {id: 1, name: dense, kind: dense, size: 1000,\n"
+         "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n";
+}
+
+// Resident memory of a process, bytes (VmRSS).
+uint64_t Rss(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+struct Server {
+  std::string dir = testing::MakeTempDir("hostile");
+  uint16_t port = testing::FreePorts(1)[0];
+  ChildProcess process;
+  net::IoThreads io{1};
+  std::unique_ptr<net::RpcClient> polite;
+
+  Server() {
+    testing::WriteFile(dir + "/ps.yaml", Yaml(port));
+    REQUIRE(process.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
+                          dir + "/pserver.log"));
+    REQUIRE(testing::WaitForPort(port, 10s));
+    polite = Connect();
+  }
+  ~Server() {
+    if (polite) polite->Close();
+    process.Signal(SIGKILL);
+    process.Wait(5s);
+  }
+  std::unique_ptr<net::RpcClient> Connect() {
+    net::RpcClientOptions o;
+    o.max_payload = 64u << 20;
+    auto c = std::make_unique<net::RpcClient>(io, net::Endpoint{"127.0.0.1", port}, o);
+    REQUIRE(c->Connect().ok());
+    return c;
+  }
+  // The server is up and answers a fresh, polite client.
+  void RequireServing() {
+    REQUIRE(process.running());
+    auto c = Connect();
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreatePingRequest(fbb));
+    auto r = c->CallSync(static_cast<uint16_t>(MessageType::Ping), fbb.Release());
+    REQUIRE(r.ok());
+    c->Close();
+  }
+  uint64_t rss() const { return Rss(process.pid()); }
+  std::vector<float> Dense() {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreatePullDenseRequest(fbb, 1, 0, kDense));
+    auto r = polite->CallSync(static_cast<uint16_t>(MessageType::PullDense), fbb.Release());
+    REQUIRE(r.ok());
+    auto* v = flatbuffers::GetRoot<wire::PullDenseReply>(r->data())->values();
+    return {v->begin(), v->end()};
+  }
+};
+
+flatbuffers::DetachedBuffer SyncPush(uint64_t offset, const std::vector<float>& g, int trainer, uint32_t trainers) {
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(wire::CreatePushDenseRequest(fbb, 1, offset, fbb.CreateVector(g), trainers, false, trainer));
+  return fbb.Release();
+}
+
+flatbuffers::DetachedBuffer PullSparse(uint64_t first_key, size_t n) {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<uint64_t> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = first_key + i;
+  fbb.Finish(wire::CreatePullSparseRequest(fbb, 0, fbb.CreateVector(keys)));
+  return fbb.Release();
+}
+
+// A raw socket peer writing frames without ever reading.
+struct RawPeer {
+  asio::io_context ctx;
+  tcp::socket socket{ctx};
+  explicit RawPeer(uint16_t port) { socket.connect({asio::ip::make_address("127.0.0.1"), port}); }
+  boost::system::error_code Send(MessageType type, uint64_t id, const flatbuffers::DetachedBuffer& payload) {
+    uint8_t h[net::kFrameHeaderSize];
+    net::EncodeFrameHeader(static_cast<uint16_t>(type), id, static_cast<uint32_t>(payload.size()), h);
+    boost::system::error_code ec;
+    asio::write(socket, asio::buffer(h), ec);
+    if (!ec) asio::write(socket, asio::buffer(payload.data(), payload.size()), ec);
+    return ec;
+  }
+};
+
+TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
+  Server server;
+  const uint64_t baseline = server.rss();
+  INFO("baseline RSS " << baseline);
+  const auto type = [](MessageType t) { return static_cast<uint16_t>(t); };
+
+  SECTION("a sync dense push whose offset wraps around 2^64 is refused and writes nothing") {
+    const std::vector<float> g(16, 1e30f);
+    auto r = server.polite->CallSync(type(MessageType::PushDense),
+                                     SyncPush(std::numeric_limits<uint64_t>::max() - 7, g, 0, 1));
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(r.status().message(), Catch::Contains("outside this server's slice"));
+    CHECK(server.Dense() == std::vector<float>(kDense, 0.0f));
+    server.RequireServing();
+  }
+
+  SECTION("replies sized from the wire are refused before allocation") {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreatePullDenseRequest(fbb, 1, 0, uint64_t{1} << 40));
+    auto dense = server.polite->CallSync(type(MessageType::PullDense), fbb.Release());
+    CHECK(dense.status().code() == StatusCode::kInvalidArgument);
+    // 40k keys x 64 floats = 10 MB > max_message_bytes, from a 320 KB request.
+    auto sparse = server.polite->CallSync(type(MessageType::PullSparse), PullSparse(0, 40000));
+    CHECK(sparse.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(sparse.status().message(), Catch::Contains("max_message_bytes"));
+    server.RequireServing();
+  }
+
+  SECTION("payloads over the in-flight budget are never allocated, even when half-sent") {
+    std::vector<std::unique_ptr<RawPeer>> peers;
+    std::vector<uint8_t> part(6u << 20, 0xAB);
+    for (int i = 0; i < 16; ++i) {  // 16 x 6 MiB sent of 7 MiB announced: ~100 MiB if allocated
+      peers.push_back(std::make_unique<RawPeer>(server.port));
+      uint8_t h[net::kFrameHeaderSize];
+      net::EncodeFrameHeader(type(MessageType::PushSparse), 1, 7u << 20, h);
+      boost::system::error_code ec;
+      asio::write(peers.back()->socket, asio::buffer(h), ec);
+      asio::write(peers.back()->socket, asio::buffer(part), ec);
+    }
+    std::this_thread::sleep_for(500ms);
+    CHECK(server.rss() < baseline + 48u * (1u << 20));
+    server.RequireServing();
+  }
+
+  SECTION("a peer that pipelines pulls and never reads is stopped at its write-queue bound") {
+    RawPeer hog(server.port);
+    hog.socket.set_option(asio::socket_base::receive_buffer_size(4096));
+    std::atomic<bool> stop{false};
+    std::thread sender([&] {
+      // 2000 pulls of 1000 keys: 500 MiB of replies if they were all produced.
+      for (uint64_t i = 0; i < 2000 && !stop; ++i) {
+        if (hog.Send(MessageType::PullSparse, i, PullSparse(i * 1000, 1000))) break;
+      }
+    });
+    std::this_thread::sleep_for(3s);
+    CHECK(server.rss() < baseline + kMaxInflight + kWriteQueue + 64u * (1u << 20));
+    server.RequireServing();
+    stop = true;
+    hog.socket.close();
+    sender.join();
+  }
+
+  SECTION("barriers that never complete do not lock other clients out") {
+    std::vector<std::unique_ptr<net::RpcClient>> waiters;
+    std::vector<std::future<StatusOr<net::Reply>>> pending;
+    std::vector<double> values(100000, 1.0);  // 800 KB each: 12 of them pass the in-flight budget
+    for (uint32_t i = 0; i < 12; ++i) {
+      waiters.push_back(server.Connect());
+      flatbuffers::FlatBufferBuilder fbb;
+      fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString("never-" + std::to_string(i)), 0, 1000,
+                                            600000, fbb.CreateVector(values)));
+      auto promise = std::make_shared<std::promise<StatusOr<net::Reply>>>();
+      pending.push_back(promise->get_future());
+      waiters.back()->Call(type(MessageType::Barrier), fbb.Release(),
+                           [promise](StatusOr<net::Reply> r) { promise->set_value(std::move(r)); });
+    }
+    std::this_thread::sleep_for(300ms);
+    // A polite push of 300 KB is admitted, not answered Busy.
+    std::vector<uint64_t> keys(1000);
+    for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+    std::vector<float> g(keys.size() * kDim, 0.0f);
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreatePushSparseRequest(fbb, 0, fbb.CreateVector(keys), fbb.CreateVector(g)));
+    auto r = server.polite->CallSync(type(MessageType::PushSparse), fbb.Release());
+    CHECK(r.ok());
+    // An absurd barrier is refused outright.
+    flatbuffers::FlatBufferBuilder bad;
+    bad.Finish(wire::CreateBarrierRequest(bad, bad.CreateString("huge"), 0, 1u << 30, 1000));
+    CHECK(server.polite->CallSync(type(MessageType::Barrier), bad.Release()).status().code() ==
+          StatusCode::kInvalidArgument);
+    for (auto& w : waiters) w->Close();
+  }
+
+  SECTION("metric reports under ever new names stay bounded") {
+    std::vector<double> values(10000, 0.5);  // 80 KB per name; 3000 names = 240 MB unbounded
+    for (int i = 0; i < 3000; ++i) {
+      flatbuffers::FlatBufferBuilder fbb;
+      fbb.Finish(wire::CreateMetricReportRequest(fbb, fbb.CreateString("m" + std::to_string(i)), 0,
+                                                 fbb.CreateVector(values)));
+      REQUIRE(server.polite->CallSync(type(MessageType::MetricReport), fbb.Release()).ok());
+    }
+    CHECK(server.rss() < baseline + 64u * (1u << 20) + 48u * (1u << 20));
+    server.RequireServing();
+  }
+
+  SECTION("NaN and infinite gradients are refused, naming the table and the key, and not applied") {
+    std::vector<uint64_t> keys = {11, 12, 13};
+    std::vector<float> g(keys.size() * kDim, 0.25f);
+    g[kDim + 5] = std::numeric_limits<float>::quiet_NaN();  // key 12
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreatePushSparseRequest(fbb, 0, fbb.CreateVector(keys), fbb.CreateVector(g)));
+    auto r = server.polite->CallSync(type(MessageType::PushSparse), fbb.Release());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(r.status().message(), Catch::Contains("'emb'") && Catch::Contains("key 12"));
+    auto pulled = server.polite->CallSync(type(MessageType::PullSparse), PullSparse(11, 3));
+    REQUIRE(pulled.ok());
+    auto* v = flatbuffers::GetRoot<wire::PullSparseReply>(pulled->data())->values();
+    for (float x : *v) CHECK(x == 0.0f);  // key 11 and 13 were not applied either
+
+    std::vector<float> dense(kDense, 1.0f);
+    dense[7] = std::numeric_limits<float>::infinity();
+    flatbuffers::FlatBufferBuilder d;
+    d.Finish(wire::CreatePushDenseRequest(d, 1, 0, d.CreateVector(dense)));
+    auto dr = server.polite->CallSync(type(MessageType::PushDense), d.Release());
+    CHECK(dr.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(dr.status().message(), Catch::Contains("offset 7"));
+    CHECK(server.Dense() == std::vector<float>(kDense, 0.0f));
+  }
+
+  SECTION("a duplicated sync push does not complete the step in another trainer's place") {
+    const std::vector<float> g(kDense, 1.0f);
+    REQUIRE(server.polite->CallSync(type(MessageType::PushDense), SyncPush(0, g, 0, 2)).ok());
+    auto dup = server.polite->CallSync(type(MessageType::PushDense), SyncPush(0, g, 0, 2));
+    CHECK(dup.status().code() == StatusCode::kInvalidArgument);
+    CHECK(server.Dense() == std::vector<float>(kDense, 0.0f));  // still waiting for trainer 1
+    REQUIRE(server.polite->CallSync(type(MessageType::PushDense), SyncPush(0, g, 1, 2)).ok());
+    CHECK(server.Dense() == std::vector<float>(kDense, -1.0f));  // one step, mean gradient 1
+    auto anonymous = server.polite->CallSync(type(MessageType::PushDense), SyncPush(0, g, -1, 2));
+    CHECK(anonymous.status().code() == StatusCode::kInvalidArgument);
+  }
+
+  SECTION("connections beyond max_connections are refused; the server keeps serving") {
+    std::vector<std::unique_ptr<RawPeer>> peers;
+    for (uint32_t i = 0; i < kMaxConnections + 8; ++i) peers.push_back(std::make_unique<RawPeer>(server.port));
+    // The last one is over the cap: it is told why, then closed.
+    timeval tv{5, 0};
+    setsockopt(peers.back()->socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    uint8_t header[net::kFrameHeaderSize];
+    boost::system::error_code ec;
+    asio::read(peers.back()->socket, asio::buffer(header), ec);
+    REQUIRE_FALSE(ec);
+    wire::FrameHeader h;
+    REQUIRE(net::DecodeFrameHeader(header, 1u << 20, "server", &h).ok());
+    std::vector<uint8_t> payload(h.payload_length());
+    asio::read(peers.back()->socket, asio::buffer(payload), ec);
+    const Status refused = net::ParseErrorReply(payload.data(), payload.size(), "server");
+    CHECK(refused.code() == StatusCode::kUnavailable);
+    CHECK_THAT(refused.message(), Catch::Contains("max_connections"));
+    peers.clear();  // the refused ones were closed by the server; the rest close now
+    std::this_thread::sleep_for(300ms);
+    server.RequireServing();
+  }
+
+  server.RequireServing();
+}
+
+}  // namespace
+}  // namespace fleetps
