@@ -1,0 +1,221 @@
+// PsClient against a real pserver (the App in-process on loopback) behind a TcpProxy that
+// scripts the network's failures: a pserver that accepts connections but never answers
+// (a stopped process), one frozen in the middle of a job, a connection dropped after a
+// push reached the server (reported Unavailable, applied exactly once) or after a pull
+// (re-sent), and a barrier bounded by its own timeout plus a margin.
+#include <boost/asio.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "server/app/app.h"
+#include "test/common/net/tcp_proxy.h"
+#include "test/support/process.h"
+#include "trainer/client/ps_client.h"
+
+namespace fleetps::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using Proxy = net::testing::TcpProxy;
+constexpr uint32_t kSparse = 0, kDense = 1;
+
+TableOptions Table(uint32_t id, TableKind kind, uint64_t dim) {
+  TableOptions t;
+  t.id = id;
+  t.name = kind == TableKind::kSparse ? "emb" : "dense";
+  t.kind = kind;
+  t.dim = dim;
+  t.shards = 2;
+  t.optimizer.kind = OptimizerKind::kSgd;
+  t.optimizer.learning_rate = 1.0f;
+  t.initializer.kind = InitializerKind::kZeros;
+  return t;
+}
+
+// A pserver `index` of `endpoints` holding a dim-2 sparse table and a 3-float dense one,
+// both SGD lr 1 from zeros (a row is minus the sum of the gradients it was pushed).
+std::unique_ptr<server::App> StartServer(const std::vector<net::Endpoint>& endpoints, uint32_t index) {
+  config::ServerOptions o;
+  o.endpoints = endpoints;
+  o.index = index;
+  o.bind_host = "127.0.0.1";
+  o.io_threads = 1;
+  o.shard_threads = 1;
+  o.tables = {Table(kSparse, TableKind::kSparse, 2), Table(kDense, TableKind::kDense, 3)};
+  auto app = std::make_unique<server::App>(o);
+  REQUIRE(app->Start().ok());
+  return app;
+}
+
+PsClientOptions Fast(std::vector<net::Endpoint> servers) {
+  PsClientOptions o;
+  o.servers = std::move(servers);
+  o.io_threads = 1;
+  o.rpc.request_timeout = milliseconds(300);
+  o.rpc.connect_timeout = milliseconds(2000);
+  o.rpc.initial_backoff = milliseconds(10);
+  o.rpc.max_backoff = milliseconds(50);
+  return o;
+}
+
+milliseconds Since(Clock::time_point t) { return std::chrono::duration_cast<milliseconds>(Clock::now() - t); }
+
+// One pserver reached through a proxy (the client's view, faults scripted), plus a direct
+// client that sees the true state of the tables.
+struct ProxiedServer {
+  uint16_t port = testing::FreePorts(1)[0];
+  std::unique_ptr<server::App> app;
+  std::unique_ptr<Proxy> proxy;
+  std::unique_ptr<PsClient> direct;
+  net::Endpoint via;
+
+  ProxiedServer() {
+    // The server's own list names the proxy: that is where the trainers reach it.
+    app = StartServer({{"127.0.0.1", port}}, 0);
+    proxy = std::make_unique<Proxy>(port);
+    via = {"127.0.0.1", proxy->port()};
+    auto d = PsClient::Connect(Fast({{"127.0.0.1", port}}));
+    REQUIRE(d.ok());
+    direct = std::move(*d);
+  }
+  ~ProxiedServer() {
+    direct.reset();
+    proxy.reset();
+    app->Shutdown();
+  }
+  std::unique_ptr<PsClient> Client(PsClientOptions o) {
+    auto c = PsClient::Connect(std::move(o));
+    REQUIRE(c.ok());
+    return std::move(*c);
+  }
+  std::vector<float> Row(uint64_t key) {
+    std::vector<float> row(2);
+    const std::vector<uint64_t> keys = {key};
+    REQUIRE(direct->PullSparse(kSparse, keys, row.data()).get().ok());
+    return row;
+  }
+};
+
+TEST_CASE("A pserver that accepts connections but never answers fails Connect, naming it, within the deadline") {
+  // pserver 1 is a listening socket nobody accepts from: the kernel completes the TCP
+  // handshake, nothing ever answers, as with a SIGSTOPped process.
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor stopped(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  const uint16_t port0 = testing::FreePorts(1)[0];
+  const std::vector<net::Endpoint> eps = {{"127.0.0.1", port0}, {"127.0.0.1", stopped.local_endpoint().port()}};
+  auto app = StartServer(eps, 0);
+  const auto start = Clock::now();
+  auto client = PsClient::Connect(Fast(eps));
+  REQUIRE_FALSE(client.ok());
+  INFO(client.status().ToString());
+  CHECK(client.status().IsTimedOut());
+  CHECK_THAT(client.status().message(), Catch::Contains("Ping to pserver 1 (" + eps[1].ToString() + ")"));
+  CHECK(Since(start) < milliseconds(1500));
+  app->Shutdown();
+}
+
+TEST_CASE("A pserver frozen in the middle of a job: pulls and pushes fail within the deadline, naming it") {
+  ProxiedServer s;
+  auto client = s.Client(Fast({s.via}));
+  std::vector<uint64_t> keys = {1, 2, 3};
+  std::vector<float> rows(6), grads(6, 1.0f), dense(3, 1.0f);
+  REQUIRE(client->PullSparse(kSparse, keys, rows.data()).get().ok());
+  s.proxy->Freeze(Proxy::Frozen::kBoth);
+  const std::string who = "pserver 0 (" + s.via.ToString() + ")";
+  auto start = Clock::now();
+  Status pull = client->PullSparse(kSparse, keys, rows.data()).get();
+  CHECK(pull.IsTimedOut());
+  CHECK_THAT(pull.message(), Catch::Contains("PullSparse to " + who));
+  CHECK(Since(start) < milliseconds(1000));
+  start = Clock::now();
+  Status push = client->PushDense(kDense, dense).get();
+  CHECK(push.IsTimedOut());
+  CHECK_THAT(push.message(), Catch::Contains("PushDense to " + who));
+  CHECK_THAT(push.message(), Catch::Contains("may have been applied"));
+  CHECK(Since(start) < milliseconds(1000));
+  // Nothing waits forever and nothing is left pending.
+  CHECK(client->Stats().status().IsTimedOut());
+}
+
+TEST_CASE("A push whose reply is lost with its connection: Unavailable, and applied exactly once") {
+  ProxiedServer s;
+  PsClientOptions o = Fast({s.via});
+  o.rpc.request_timeout = milliseconds(3000);
+  auto client = s.Client(o);
+  std::vector<uint64_t> keys = {42};
+  std::vector<float> grads = {1.0f, 2.0f};
+  s.proxy->Freeze(Proxy::Frozen::kToClient);  // requests arrive, replies are held
+  auto push = client->PushSparse(kSparse, keys, grads);
+  // The server applied it (seen directly), but its reply is stuck in the proxy.
+  const auto deadline = Clock::now() + milliseconds(2000);
+  while (s.Row(42) != std::vector<float>{-1.0f, -2.0f} && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  REQUIRE(s.Row(42) == std::vector<float>{-1.0f, -2.0f});
+  s.proxy->Cut();
+  s.proxy->Freeze(Proxy::Frozen::kNone);
+  Status st = push.get();
+  INFO(st.ToString());
+  CHECK(st.IsUnavailable());
+  CHECK_THAT(st.message(), Catch::Contains("PushSparse to pserver 0 (" + s.via.ToString() + ")"));
+  // The client works again through a new connection, and the push was not sent twice.
+  std::vector<float> row(2);
+  REQUIRE(client->PullSparse(kSparse, keys, row.data()).get().ok());
+  CHECK(row == std::vector<float>{-1.0f, -2.0f});
+  CHECK(client->counters().reconnects == 1);
+  CHECK(client->counters().resent == 0);
+}
+
+TEST_CASE("A pull whose reply is lost with its connection is re-sent after reconnecting") {
+  ProxiedServer s;
+  PsClientOptions o = Fast({s.via});
+  o.rpc.request_timeout = milliseconds(3000);
+  auto client = s.Client(o);
+  std::vector<uint64_t> keys = {5, 6, 7, 8};
+  std::vector<float> grads(8, 0.5f);
+  REQUIRE(s.direct->PushSparse(kSparse, keys, grads).get().ok());
+  std::vector<float> rows(8, 9.0f);
+  s.proxy->Freeze(Proxy::Frozen::kToClient);
+  auto pull = client->PullSparse(kSparse, keys, rows.data());
+  std::this_thread::sleep_for(milliseconds(50));
+  s.proxy->Cut();
+  s.proxy->Freeze(Proxy::Frozen::kNone);
+  Status st = pull.get();
+  INFO(st.ToString());
+  REQUIRE(st.ok());
+  CHECK(rows == std::vector<float>(8, -0.5f));
+  CHECK(client->counters().resent >= 1);
+}
+
+TEST_CASE("A barrier waits its own timeout plus the margin, not the request deadline") {
+  ProxiedServer s;
+  PsClientOptions o = Fast({s.via});
+  o.rpc.request_timeout = milliseconds(100);
+  o.rpc.keepalive_interval = milliseconds(0);  // the deadline alone bounds it here
+  o.barrier_margin = milliseconds(300);
+  auto a = s.Client(o);
+  auto b = s.Client(o);
+  // Longer than request_timeout: the second trainer arrives after 400 ms.
+  auto late = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(milliseconds(400));
+    return b->Barrier("meet", 1, 2, milliseconds(2000)).status();
+  });
+  auto r = a->Barrier("meet", 0, 2, milliseconds(2000));
+  INFO(r.status().ToString());
+  CHECK(r.ok());
+  CHECK(late.get().ok());
+  // A frozen server 0: the barrier's call ends at timeout + margin, naming the server.
+  s.proxy->Freeze(Proxy::Frozen::kBoth);
+  const auto start = Clock::now();
+  auto frozen = a->Barrier("frozen", 0, 2, milliseconds(200));
+  CHECK(frozen.status().IsTimedOut());
+  CHECK_THAT(frozen.status().message(), Catch::Contains("Barrier to pserver 0 (" + s.via.ToString() + ")"));
+  CHECK(Since(start) >= milliseconds(500));
+  CHECK(Since(start) < milliseconds(1500));
+}
+
+}  // namespace
+}  // namespace fleetps::trainer
