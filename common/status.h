@@ -29,6 +29,7 @@ enum class StatusCode : uint8_t {
   kUnavailable = 7,
   kInternal = 8,
   kAborted = 9,
+  kPermissionDenied = 10,
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -48,6 +49,7 @@ class [[nodiscard]] Status {
   static Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
   static Status Aborted(std::string msg) { return {StatusCode::kAborted, std::move(msg)}; }
+  static Status PermissionDenied(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
 
   bool ok() const { return state_ == nullptr; }
   StatusCode code() const { return state_ ? state_->code : StatusCode::kOk; }

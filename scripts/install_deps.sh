@@ -12,6 +12,7 @@ PACKAGES=(
   libcli11-dev
   catch2
   libyaml-cpp-dev
+  libssl-dev
   libopenblas-dev
   iperf3
   procps

@@ -288,10 +288,24 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     req.request_id = header_.request_id();
     req.payload_size = header_.payload_length();
     req.payload = std::move(payload);
+    req.authenticated = authenticated_;
     auto& srv = *server_;
     ++srv.in_flight;
     ++pending_requests_;
     Responder responder(shared_from_this(), req.type, req.request_id, req.payload_size);
+    if (req.type == static_cast<uint16_t>(wire::MessageType::AuthHello) ||
+        req.type == static_cast<uint16_t>(wire::MessageType::AuthProve)) {
+      Authenticate(req, responder);
+      return ReadHeader();
+    }
+    if (options().auth_required && !authenticated_) {
+      spdlog::warn("closing connection {}: {} before authenticating", peer_, MessageTypeName(req.type));
+      responder.SendError(Status::PermissionDenied(
+          "this pserver requires authentication: give the client the cluster's shared secret "
+          "(FLEETPS_AUTH_SECRET_FILE or server.auth_secret_file)"));
+      close_after_flush_ = true;
+      return;
+    }
     const Responder keep = responder;  // answers if the handler throws before replying
     try {
       srv.handler(std::move(req), std::move(responder));
@@ -301,6 +315,52 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
       keep.SendError(Status::Internal(std::string("the server failed with an exception: ") + e.what()));
     }
     ReadHeader();
+  }
+
+  // The two steps of the exchange in common/net/auth.h.
+  void Authenticate(const Request& req, const Responder& responder) {
+    const auto& key = options().auth_key;
+    if (!key) {
+      return responder.SendError(Status::Unavailable(
+          "authentication is not configured on this server (no server.auth_secret_file); connect without a secret"));
+    }
+    flatbuffers::Verifier verifier(req.data(), req.payload_size);
+    if (req.type == static_cast<uint16_t>(wire::MessageType::AuthHello)) {
+      const auto* msg = req.payload_size > 0 && verifier.VerifyBuffer<wire::AuthHelloRequest>(nullptr)
+                            ? flatbuffers::GetRoot<wire::AuthHelloRequest>(req.data())
+                            : nullptr;
+      if (msg == nullptr || msg->client_nonce() == nullptr || msg->client_nonce()->size() != kAuthNonceBytes) {
+        return responder.SendError(Status::InvalidArgument("malformed AuthHello from " + peer_));
+      }
+      client_nonce_.assign(reinterpret_cast<const char*>(msg->client_nonce()->data()), kAuthNonceBytes);
+      server_nonce_ = RandomNonce();
+      const std::string proof = key->Proof("server", client_nonce_, server_nonce_);
+      flatbuffers::FlatBufferBuilder fbb(128);
+      auto nonce = fbb.CreateVector(reinterpret_cast<const uint8_t*>(server_nonce_.data()), server_nonce_.size());
+      auto p = fbb.CreateVector(reinterpret_cast<const uint8_t*>(proof.data()), proof.size());
+      fbb.Finish(wire::CreateAuthHelloReply(fbb, nonce, p));
+      return responder.Send(ReplyType(wire::MessageType::AuthHello), fbb.Release());
+    }
+    const auto* msg = req.payload_size > 0 && verifier.VerifyBuffer<wire::AuthProveRequest>(nullptr)
+                          ? flatbuffers::GetRoot<wire::AuthProveRequest>(req.data())
+                          : nullptr;
+    const bool ok = msg != nullptr && msg->client_proof() != nullptr && !server_nonce_.empty() &&
+                    key->Verify(std::string_view(reinterpret_cast<const char*>(msg->client_proof()->data()),
+                                                 msg->client_proof()->size()),
+                                "client", server_nonce_, client_nonce_);
+    server_nonce_.clear();  // one proof per nonce
+    if (!ok) {
+      spdlog::warn("closing connection {}: authentication failed", peer_);
+      responder.SendError(Status::PermissionDenied(
+          "authentication failed: the client's shared secret differs from the server's (check "
+          "FLEETPS_AUTH_SECRET_FILE on both ends)"));
+      close_after_flush_ = true;
+      return;
+    }
+    authenticated_ = true;
+    flatbuffers::FlatBufferBuilder fbb(32);
+    fbb.Finish(wire::CreateAuthProveReply(fbb));
+    responder.Send(ReplyType(wire::MessageType::AuthProve), fbb.Release());
   }
 
   void DoWrite() {
@@ -354,6 +414,8 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   bool paused_ = false;   // reading stopped by max_write_queue_bytes
   bool close_after_flush_ = false;
   bool closed_ = false;
+  bool authenticated_ = false;
+  std::string client_nonce_, server_nonce_;  // of the exchange under way
 };
 
 // ---- Responder ---------------------------------------------------------------------

@@ -8,6 +8,9 @@
 // re-synchronised: the connection gets an ErrorReply and is closed; other connections
 // are unaffected. The payload is NOT interpreted here: the handler verifies it.
 //
+// Authentication (options.auth_key): the AuthHello/AuthProve exchange is answered here; a
+// wrong proof closes the connection; with auth_required nothing else is served before it.
+//
 // Bounds (a hostile or broken peer cannot exhaust the server):
 //  - at most max_connections connections; one more is answered Unavailable and closed;
 //    accept errors (EMFILE, ...) back off instead of spinning;
@@ -38,6 +41,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include "common/net/auth.h"
 #include "common/net/io_threads.h"
 #include "common/status.h"
 
@@ -49,6 +53,8 @@ struct Request {
   uint64_t request_id = 0;
   std::shared_ptr<uint8_t[]> payload;
   uint32_t payload_size = 0;
+  // The connection proved it holds the shared secret (AuthHello/AuthProve, common/net/auth.h).
+  bool authenticated = false;
   const uint8_t* data() const { return payload.get(); }
 };
 
@@ -89,6 +95,11 @@ struct RpcServerOptions {
   std::chrono::milliseconds read_timeout{30000};   // to finish a started frame or a write; 0 = never
   uint64_t max_write_queue_bytes = 64ull << 20;    // per connection: in service + unwritten
                                                    // replies; above it reading pauses
+  // Set: connections may authenticate (AuthHello/AuthProve are answered here, never reach
+  // the handler). auth_required: any other request before that is answered
+  // PermissionDenied and the connection closed.
+  std::shared_ptr<const AuthKey> auth_key = nullptr;
+  bool auth_required = false;
 };
 
 class RpcServer {

@@ -55,6 +55,10 @@ Status App::Start() {
   rpc_options.idle_timeout = std::chrono::seconds(options_.idle_timeout_s);
   rpc_options.read_timeout = std::chrono::seconds(options_.read_timeout_s);
   rpc_options.max_write_queue_bytes = options_.max_write_queue_bytes;
+  if (!options_.auth_secret_file.empty()) {
+    ASSIGN_OR_RETURN(rpc_options.auth_key, net::AuthKey::Load(options_.auth_secret_file));
+  }
+  rpc_options.auth_required = config::AuthRequired(options_);
   rpc_ = std::make_unique<net::RpcServer>(
       *io_, rpc_options, [svc = service_.get()](net::Request req, net::Responder resp) {
         svc->Handle(std::move(req), std::move(resp));

@@ -105,7 +105,19 @@ size_t PsService::SparseLane(uint32_t table_id, uint32_t shard) const {
 size_t PsService::DenseLane(uint32_t table_id) const { return static_cast<size_t>(table_id) * 7 + 3; }
 
 void PsService::Handle(net::Request request, net::Responder responder) {
-  switch (static_cast<MessageType>(request.type)) {
+  const auto type = static_cast<MessageType>(request.type);
+  const bool admin = type == MessageType::Stop || type == MessageType::Save || type == MessageType::Load ||
+                     type == MessageType::Shrink;
+  // With a shared secret configured, only peers that proved they hold it may run admin
+  // operations (whatever server.auth says about the data path).
+  if (admin && !options_.auth_secret_file.empty() && !request.authenticated) {
+    spdlog::warn("{}: refused {} from unauthenticated peer {}", Where(), net::MessageTypeName(request.type),
+                 responder.peer());
+    return responder.SendError(Status::PermissionDenied(
+        net::MessageTypeName(request.type) + " is an admin operation: the client must authenticate with the "
+        "cluster's shared secret (FLEETPS_AUTH_SECRET_FILE)"));
+  }
+  switch (type) {
     case MessageType::PullSparse: return PullSparse(request, responder);
     case MessageType::PushSparse: return PushSparse(request, responder);
     case MessageType::PullDense: return PullDense(request, responder);
