@@ -83,11 +83,22 @@ bool IsLoopbackHost(std::string_view host) {
   return false;
 }
 
+std::string BindHost(const ServerOptions& o) {
+  if (!o.bind_host.empty()) return o.bind_host;
+  if (o.index >= o.endpoints.size()) return "0.0.0.0";
+  const std::string& host = o.self().host;
+  if (host == "localhost") return "127.0.0.1";
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1) return host;
+  return "0.0.0.0";  // a host name: listen everywhere
+}
+
 bool AuthRequired(const ServerOptions& o) {
   switch (o.auth) {
     case AuthMode::kRequired: return true;
     case AuthMode::kOff: return false;
-    case AuthMode::kAuto: return !IsLoopbackHost(o.bind_host);
+    case AuthMode::kAuto: return !IsLoopbackHost(BindHost(o));
   }
   return true;
 }
@@ -433,7 +444,7 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (AuthRequired(o) && o.auth_secret_file.empty()) {
     const std::string why = o.auth == AuthMode::kRequired
                                 ? "server.auth is required"
-                                : "server.auth is auto and bind_host '" + o.bind_host + "' is not a loopback address";
+                                : "server.auth is auto and bind address '" + BindHost(o) + "' is not a loopback address";
     return Status::InvalidArgument(
         (o.source.empty() ? "" : o.source + ": ") + why +
         ", so peers must authenticate, but no shared secret is configured: set server.auth_secret_file (or "

@@ -47,7 +47,9 @@ struct ServerOptions {
   // 127.0.0.1:8500.
   std::vector<net::Endpoint> endpoints;
   uint32_t index = 0;                    // this server's position in `endpoints`
-  std::string bind_host = "0.0.0.0";     // address the listener binds to
+  // Address the listener binds to. Empty (default): this server's endpoint host (POD_IP)
+  // when it is an IP address (localhost: 127.0.0.1), else 0.0.0.0; see BindHost().
+  std::string bind_host;
   int io_threads = 2;                    // network threads (>= 1)
   int shard_threads = 2;                 // table executor threads (>= 1); shard s runs on s % n
   uint32_t max_message_bytes = 256u << 20;     // largest accepted frame payload, bytes
@@ -131,6 +133,8 @@ Status ValidateServerOptions(const ServerOptions& options);
 // True when peers must authenticate: auth is required, or auto and bind_host is not a
 // loopback address (IsLoopbackHost).
 bool AuthRequired(const ServerOptions& options);
+// The address the listener binds to (bind_host, or the default described there).
+std::string BindHost(const ServerOptions& options);
 // True for "localhost", IPv4 127.0.0.0/8, "::1" and IPv4-mapped ::ffff:127.x.y.z (brackets
 // allowed around IPv6). False for anything else, including "0.0.0.0", "::" and "".
 bool IsLoopbackHost(std::string_view host);

@@ -47,7 +47,7 @@ Status App::Start() {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
   net::RpcServerOptions rpc_options;
-  rpc_options.host = options_.bind_host;
+  rpc_options.host = config::BindHost(options_);
   rpc_options.port = options_.self().port;
   rpc_options.max_payload = options_.max_message_bytes;
   rpc_options.max_inflight_bytes = options_.max_inflight_bytes;
@@ -79,7 +79,7 @@ Status App::Start() {
               ")";
   }
   spdlog::info("pserver {}/{} listening on {}:{} (endpoint {}), io_threads={}, shard_threads={}, tables: {}",
-               options_.index, options_.endpoints.size(), options_.bind_host, rpc_->port(),
+               options_.index, options_.endpoints.size(), config::BindHost(options_), rpc_->port(),
                options_.self().ToString(), options_.io_threads, options_.shard_threads, tables);
   if (options_.index == 0 && options_.save_interval_s > 0 && !options_.save_dir.empty()) {
     spdlog::info("pserver 0: saving every table to {} every {} s (mode {})", options_.save_dir,

@@ -348,6 +348,17 @@ TEST_CASE("auth resolves to required off loopback, and then needs a secret file"
   o.tables[0].name = "e";
   o.source = "ps.yaml";
 
+  // The default bind address is the endpoint's host: loopback here, POD_IP in a cluster.
+  CHECK(BindHost(o) == "127.0.0.1");
+  CHECK_FALSE(AuthRequired(o));
+  o.endpoints = {{"localhost", 8500}};
+  CHECK(BindHost(o) == "127.0.0.1");
+  o.endpoints = {{"10.0.0.2", 8500}};
+  CHECK(BindHost(o) == "10.0.0.2");
+  CHECK(AuthRequired(o));
+  o.endpoints = {{"node-7.cluster", 8500}};
+  CHECK(BindHost(o) == "0.0.0.0");
+  o.endpoints = {{"127.0.0.1", 8500}};
   o.bind_host = "127.0.0.1";
   o.auth = AuthMode::kAuto;
   CHECK_FALSE(AuthRequired(o));
@@ -363,7 +374,7 @@ TEST_CASE("auth resolves to required off loopback, and then needs a secret file"
   o.auth = AuthMode::kAuto;
   CHECK(AuthRequired(o));
   CHECK_THAT(ValidateServerOptions(o).message(),
-             Catch::StartsWith("ps.yaml: server.auth is auto and bind_host '0.0.0.0' is not a loopback address, so "
+             Catch::StartsWith("ps.yaml: server.auth is auto and bind address '0.0.0.0' is not a loopback address, so "
                                "peers must authenticate, but no shared secret is configured: set "
                                "server.auth_secret_file"));
   o.auth = AuthMode::kOff;
