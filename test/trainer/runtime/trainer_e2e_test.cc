@@ -1,10 +1,14 @@
 // End-to-end: the real cpu-trainer and pserver binaries on loopback, on data from the
 // real generator. Every training mode must finish with every process exiting 0 and reach
 // a test AUC that an untrained model (AUC ~0.5) cannot, and the model trainer 0 saves must
-// score the test split identically when loaded by infer mode.
+// score the test split identically when loaded by infer mode. A pserver stopped with
+// SIGSTOP must make a trainer fail within its RPC deadline, naming that pserver.
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -246,6 +250,66 @@ TEST_CASE("Async training on an InMemoryDataset shuffled globally across the tra
   }
 }
 TEST_CASE("GEO training with 2 pservers and 2 trainers") { ClusterRun("geo"); }
+
+// A pserver stopped with SIGSTOP keeps its connections open and never answers: the trainer
+// must fail within its RPC deadline with an error naming that pserver, not hang.
+TEST_CASE("A stopped pserver fails the trainer within the RPC deadline, naming the pserver") {
+  Workdir w;
+  const auto ports = testing::FreePorts(2);
+  const std::string endpoints = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+  const std::string frozen = "pserver 1 (127.0.0.1:" + std::to_string(ports[1]) + ")";
+  ChildProcess servers[2];
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(servers[i].Start({testing::BinaryPath("server/pserver"), "--config", w.dir + "/job.yaml", "--bind",
+                              "127.0.0.1"},
+                             {{"TRAINING_ROLE", "PSERVER"},
+                              {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
+                              {"POD_IP", "127.0.0.1"},
+                              {"PADDLE_PORT", std::to_string(ports[i])}},
+                             w.dir + "/pserver" + std::to_string(i) + ".log"));
+  }
+  for (uint16_t p : ports) REQUIRE(testing::WaitForPort(p, std::chrono::seconds(30)));
+  const std::map<std::string, std::string> env = {{"TRAINING_ROLE", "TRAINER"},
+                                                  {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
+                                                  {"PADDLE_TRAINERS_NUM", "1"},
+                                                  {"PADDLE_TRAINER_ID", "0"}};
+  const auto trainer = [&](const std::string& name) {
+    auto p = std::make_unique<ChildProcess>();
+    REQUIRE(p->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml", "--epochs",
+                      "1000", "--rpc-timeout-ms", "2000"},
+                     env, w.dir + "/" + name + ".log"));
+    return p;
+  };
+
+  // Stopped in the middle of training: the trainer's pulls and pushes to it time out.
+  auto running = trainer("mid-training");
+  const auto started = std::chrono::steady_clock::now();
+  while (testing::ReadFile(w.dir + "/mid-training.log").find(" step ") == std::string::npos) {
+    REQUIRE(std::chrono::steady_clock::now() - started < std::chrono::seconds(60));
+    REQUIRE(running->running());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  servers[1].Signal(SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  int rc = running->Wait(std::chrono::seconds(30));
+  std::string log = testing::ReadFile(w.dir + "/mid-training.log");
+  INFO(log);
+  CHECK(rc == 1);
+  CHECK(std::chrono::steady_clock::now() - stopped < std::chrono::seconds(15));
+  CHECK_THAT(log, Catch::Contains("cpu-trainer: TimedOut: "));
+  CHECK_THAT(log, Catch::Contains(frozen));
+
+  // Stopped before the trainer starts: the start-up handshake times out.
+  auto late = trainer("at-start");
+  rc = late->Wait(std::chrono::seconds(30));
+  log = testing::ReadFile(w.dir + "/at-start.log");
+  INFO(log);
+  CHECK(rc == 1);
+  CHECK_THAT(log, Catch::Contains("Ping to " + frozen));
+
+  servers[1].Signal(SIGCONT);
+  for (auto& s : servers) s.Signal(SIGKILL);
+}
 
 }  // namespace
 }  // namespace fleetps
