@@ -136,6 +136,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     FrameQueue queue;
     uint8_t header_buf[kFrameHeaderSize];
     Clock::time_point quiet_since;  // last frame received, or the start of the current wait
+    Clock::time_point last_used;    // last frame sent or received
     uint64_t probe_id = 0;          // liveness Ping awaiting an answer; 0 = none
     Clock::time_point probe_sent;
   };
@@ -165,6 +166,10 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
 
   // Sends on the current connection, or waits for the next one.
   void Dispatch(const CallPtr& call) {
+    if (conn && by_request.empty() && options.max_idle.count() > 0 &&
+        Clock::now() - conn->last_used >= options.max_idle) {
+      Retire();
+    }
     if (conn) return Send(call);
     waiting.push_back(call);
     EnsureConnecting();
@@ -175,7 +180,8 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     call->request_id = id;
     call->written = false;
     call->last_busy = Status::OK();
-    if (by_request.empty()) conn->quiet_since = Clock::now();  // a reply is awaited from now on
+    conn->last_used = Clock::now();
+    if (by_request.empty()) conn->quiet_since = conn->last_used;  // a reply is awaited from now on
     by_request.emplace(id, call);
     conn->queue.Push(call->type, id, call->payload);
     if (!conn->queue.writing()) DoWrite(conn);
@@ -224,6 +230,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
 
   void OnReply(const ConnPtr& c, const wire::FrameHeader& header, std::shared_ptr<uint8_t[]> payload) {
     c->quiet_since = Clock::now();  // any frame shows the server is alive
+    c->last_used = c->quiet_since;
     c->probe_id = 0;
     auto it = by_request.find(header.request_id());
     if (it == by_request.end()) return;  // a probe's answer, or a call that already timed out
@@ -306,6 +313,16 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     if (!waiting.empty()) EnsureConnecting();
   }
 
+  // Closes the current connection, which has nothing in flight (max_idle).
+  void Retire() {
+    spdlog::debug("{}: replacing a connection idle for {}", name, Ms(options.max_idle));
+    boost::system::error_code ignored;
+    conn->socket.close(ignored);
+    conn.reset();
+    connected = false;
+    retired = true;
+  }
+
   // ---- (re)connecting ----
 
   void EnsureConnecting() {
@@ -379,11 +396,16 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     conn = std::make_shared<Conn>(std::move(socket));
-    conn->quiet_since = Clock::now();
+    conn->quiet_since = conn->last_used = Clock::now();
     if (ever_connected) {
       ++reconnects;
-      spdlog::info("{}: reconnected; re-sending {} request(s)", name, waiting.size());
+      if (retired) {
+        spdlog::debug("{}: connected again after idling", name);
+      } else {
+        spdlog::info("{}: reconnected; {} request(s) waiting go out now", name, waiting.size());
+      }
     }
+    retired = false;
     ever_connected = true;
     connected = true;
     for (auto& w : waiters) w.done->set_value(Status::OK());
@@ -535,6 +557,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   std::shared_ptr<tcp::socket> connecting_socket;
   bool connecting = false;  // an attempt or its back-off is under way
   bool ever_connected = false;
+  bool retired = false;  // the last connection was closed by max_idle, not lost
   bool sweep_armed = false;
   std::chrono::milliseconds backoff{0};
   uint64_t connect_attempts = 0;

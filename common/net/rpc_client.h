@@ -70,6 +70,10 @@ struct RpcClientOptions {
   std::chrono::milliseconds busy_initial_backoff{2};      // first delay before re-sending a Busy request
   std::chrono::milliseconds busy_max_backoff{100};        // cap of that delay
   std::chrono::milliseconds keepalive_interval{10000};    // silence before a liveness probe; 0 = no probes
+  // A connection unused for this long is replaced before the next call goes out. Servers
+  // close idle connections (server.idle_timeout_s, default 600 s); a push sent just as the
+  // server closes could not be re-sent, so the client retires the connection first. 0 = never.
+  std::chrono::milliseconds max_idle{300000};
 };
 
 // Which Busy answers a call retries (with back-off, until its deadline).

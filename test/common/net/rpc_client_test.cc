@@ -366,6 +366,23 @@ TEST_CASE("Many pipelined pulls cut mid-flight all complete after the reconnect"
   CHECK(client.counters().reconnects >= 1);
 }
 
+TEST_CASE("A connection idle for max_idle is replaced before the next call, not raced against the server's close") {
+  ScriptedServer s([](ScriptedServer&, const Request& req, const Responder& r) { Answer(req, r); });
+  TcpProxy proxy(s.port());
+  IoThreads io(1);
+  RpcClientOptions o = Fast();
+  o.max_idle = milliseconds(100);
+  RpcClient client(io, Endpoint{"127.0.0.1", proxy.port()}, o);
+  REQUIRE(client.Connect().ok());
+  REQUIRE(client.CallSync(kPush, PushRequest()).ok());
+  REQUIRE(client.CallSync(kPush, PushRequest()).ok());  // in use: the same connection
+  CHECK(proxy.accepted() == 1);
+  std::this_thread::sleep_for(milliseconds(150));
+  REQUIRE(client.CallSync(kPush, PushRequest()).ok());
+  CHECK(proxy.accepted() == 2);
+  CHECK(s.requests == 3);
+}
+
 // A port that was free a moment ago (a server bound it and went away).
 uint16_t FreePort() {
   ScriptedServer s([](ScriptedServer&, const Request& req, const Responder& r) { Answer(req, r); });
