@@ -52,5 +52,5 @@ int main(int argc, char** argv) {
   if (auto st = app.Start(); !st.ok()) return Fail(st);
   app.WaitForShutdown(/*handle_signals=*/true);
   app.Shutdown();
-  return 0;
+  return app.exit_code();
 }

@@ -148,9 +148,38 @@ void App::ArmBarrierSweep() {
   timers_->sweep.expires_after(std::chrono::milliseconds(50));
   timers_->sweep.async_wait([this](boost::system::error_code ec) {
     if (ec) return;
-    service_->barriers().ExpireDeadlines(std::chrono::steady_clock::now());
+    const auto now = std::chrono::steady_clock::now();
+    service_->barriers().ExpireDeadlines(now);
+    if (++sweeps_ % 10 == 0) SweepTrainers(now);
     ArmBarrierSweep();
   });
+}
+
+void App::SweepTrainers(std::chrono::steady_clock::time_point now) {
+  const TrainerRegistry::Sweep sweep = service_->trainers().Expire(now);
+  for (uint32_t id : sweep.newly_gone) {
+    spdlog::error("pserver {}: trainer {} is gone: no heartbeat for {} s (server.trainer_lease_s); barriers fail "
+                  "until it is back",
+                  options_.index, id, options_.trainer_lease_s);
+  }
+  const auto gone = service_->trainers().gone();
+  std::string failure;
+  for (uint32_t id : gone) failure += (failure.empty() ? "trainer " : ", ") + std::to_string(id);
+  if (!failure.empty()) {
+    failure += fmt::format(" {} gone (no heartbeat for {} s on pserver {}); the job cannot complete",
+                           gone.size() == 1 ? "is" : "are", options_.trainer_lease_s, options_.index);
+  }
+  service_->barriers().SetJobFailure(failure);
+  if (sweep.ended && options_.exit_when_trainers_gone) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shutdown_requested_) return;
+      exit_code_ = sweep.clean ? 0 : 1;
+    }
+    spdlog::log(sweep.clean ? spdlog::level::info : spdlog::level::err, "pserver {}: every trainer has ended ({}); exiting",
+                options_.index, sweep.summary);
+    RequestShutdown("every trainer has ended: " + sweep.summary);
+  }
 }
 
 uint16_t App::port() const { return rpc_ ? rpc_->port() : 0; }

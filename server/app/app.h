@@ -12,6 +12,7 @@
 // Thread-safety: Start/WaitForShutdown/Shutdown from one controlling thread;
 // RequestShutdown() from anywhere.
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -49,10 +50,19 @@ class App {
   void Shutdown();
 
   const config::ServerOptions& options() const { return options_; }
+  // The process exit code: 1 when the server exited by itself because the job's trainers
+  // ended and some failed or were gone; 0 otherwise.
+  int exit_code() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exit_code_;
+  }
   TableSet& tables() { return *tables_; }
 
  private:
   void ArmBarrierSweep();  // io thread only
+  // Every 500 ms: trainers past their lease are gone (barriers fail while one is); once
+  // every trainer has ended and exit_when_trainers_gone, the server shuts down.
+  void SweepTrainers(std::chrono::steady_clock::time_point now);
   // The periodic saver's thread: every save_interval_s until Shutdown, one save.
   void PeriodicSaveLoop();
   // Saves every table of every server to save_dir (phase 1 on all, commit on server 0).
@@ -65,12 +75,14 @@ class App {
   std::unique_ptr<PsService> service_;
   std::unique_ptr<net::RpcServer> rpc_;
 
-  std::mutex mu_;  // guards shutdown_requested_, shutdown_reason_, stopped_, saver_stop_
+  mutable std::mutex mu_;  // guards shutdown_requested_, shutdown_reason_, stopped_, saver_stop_, exit_code_
   std::condition_variable cv_;
   bool shutdown_requested_ = false;
   std::string shutdown_reason_;
   bool stopped_ = false;
   bool saver_stop_ = false;  // tells the periodic saver to end
+  int exit_code_ = 0;
+  uint64_t sweeps_ = 0;  // io thread only
   std::thread saver_;
 
   struct Timers;

@@ -26,7 +26,9 @@ void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32
   Status error;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (barriers_.find(name) == barriers_.end() && !MakeRoom()) {
+    if (!job_failure_.empty()) {
+      error = Status::Aborted("barrier '" + name + "': " + job_failure_);
+    } else if (barriers_.find(name) == barriers_.end() && !MakeRoom()) {
       error = Status::Busy("barrier '" + name + "': " + std::to_string(kMaxBarriers) +
                            " barriers have trainers waiting; retry later");
     } else if (waiting_bytes_ + value_bytes > kMaxWaitingBytes) {
@@ -143,6 +145,15 @@ void BarrierManager::ExpireDeadlines(Clock::time_point now) {
                                 " timed out waiting for the other trainers; " + rolls[i] +
                                 " (did a trainer fail? see its log)"));
   }
+}
+
+void BarrierManager::SetJobFailure(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job_failure_ == why) return;
+    job_failure_ = why;
+  }
+  if (!why.empty()) AbortAll(why);
 }
 
 void BarrierManager::AbortAll(const std::string& why) {

@@ -41,6 +41,10 @@ class BarrierManager {
   void ExpireDeadlines(Clock::time_point now);
   // Fails every waiter with Aborted (server stopping).
   void AbortAll(const std::string& why);
+  // While set (non-empty), the job cannot complete a barrier (a trainer is gone): every
+  // waiter is failed with Aborted(why) now, and so is every later arrival until cleared
+  // with an empty string.
+  void SetJobFailure(const std::string& why);
   size_t waiting() const;
 
  private:
@@ -65,6 +69,7 @@ class BarrierManager {
   mutable std::mutex mu_;  // guards barriers_, waiting_bytes_
   std::map<std::string, Barrier> barriers_;
   uint64_t waiting_bytes_ = 0;
+  std::string job_failure_;
 };
 
 // MetricBoard: the latest metric vector of each trainer under a name, summed on demand

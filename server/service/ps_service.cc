@@ -83,6 +83,7 @@ PsService::PsService(const config::ServerOptions& options, TableSet& tables, Exe
       tables_(tables),
       executors_(executors),
       on_stop_(std::move(on_stop)),
+      trainers_(std::chrono::seconds(options.trainer_lease_s)),
       shuffle_mailbox_(options.shuffle_buffer_bytes),
       checkpoints_(
           tables, executors, [this](uint32_t table_id, uint32_t shard) { return SparseLane(table_id, shard); },
@@ -133,6 +134,7 @@ void PsService::Handle(net::Request request, net::Responder responder) {
     case MessageType::MetricReport: return MetricReport(request, responder);
     case MessageType::ShuffleSend: return ShuffleSend(request, responder);
     case MessageType::ShuffleFetch: return ShuffleFetch(request, responder);
+    case MessageType::Heartbeat: return Heartbeat(request, responder);
     default:
       responder.SendError(Status::InvalidArgument("unknown message type " + std::to_string(request.type) + " (" +
                                                   net::MessageTypeName(request.type) + ") from " +
@@ -510,6 +512,18 @@ void PsService::ShuffleFetch(const net::Request& req, const net::Responder& resp
   }
   fbb.Finish(wire::CreateShuffleFetchReply(fbb, fbb.CreateVector(mail), taken.senders_done, taken.complete));
   responder.Send(net::ReplyType(MessageType::ShuffleFetch), fbb.Release());
+}
+
+void PsService::Heartbeat(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::HeartbeatRequest>(req, responder);
+  if (msg == nullptr) return;
+  auto gone = trainers_.Heartbeat(msg->trainer_id(), msg->trainers(), msg->finished(), msg->failed(),
+                                  msg->reason() ? msg->reason()->str() : std::string(),
+                                  std::chrono::steady_clock::now());
+  if (!gone.ok()) return responder.SendError(gone.status().WithContext("Heartbeat from " + responder.peer()));
+  flatbuffers::FlatBufferBuilder fbb(64);
+  fbb.Finish(wire::CreateHeartbeatReply(fbb, fbb.CreateVector(*gone)));
+  responder.Send(net::ReplyType(MessageType::Heartbeat), fbb.Release());
 }
 
 void PsService::Barrier(const net::Request& req, const net::Responder& responder) {

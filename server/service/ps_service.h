@@ -28,6 +28,7 @@
 #include "server/checkpoint/checkpoint_runner.h"
 #include "server/service/barrier.h"
 #include "server/service/shuffle_mailbox.h"
+#include "server/service/trainer_registry.h"
 #include "server/table/dense_table.h"
 #include "server/table/sparse_table.h"
 #include "server/table/table_set.h"
@@ -45,6 +46,7 @@ class PsService {
 
   void Handle(net::Request request, net::Responder responder);
   BarrierManager& barriers() { return barriers_; }
+  TrainerRegistry& trainers() { return trainers_; }
   // Save / load / shrink over this server's tables (also used by the App at start-up).
   CheckpointRunner& checkpoints() { return checkpoints_; }
 
@@ -63,6 +65,7 @@ class PsService {
   void MetricReport(const net::Request& req, const net::Responder& responder);
   void ShuffleSend(const net::Request& req, const net::Responder& responder);
   void ShuffleFetch(const net::Request& req, const net::Responder& responder);
+  void Heartbeat(const net::Request& req, const net::Responder& responder);
 
   // Counts (and logs, sparingly) values dropped under nonfinite_gradients: skip.
   void CountSkipped(const std::string& table, uint64_t count, const char* what);
@@ -77,6 +80,7 @@ class PsService {
   ExecutorPool& executors_;
   std::function<void(const std::string&)> on_stop_;
   BarrierManager barriers_;
+  TrainerRegistry trainers_;
   MetricBoard metrics_;
   ShuffleMailbox shuffle_mailbox_;
   std::atomic<uint64_t> nonfinite_skipped_{0};

@@ -1,0 +1,66 @@
+#pragma once
+// TrainerRegistry: which trainers of the job are alive, finished or gone, from their
+// heartbeats (HeartbeatRequest, sent by every trainer to every pserver every few seconds
+// and once more when it ends).
+//
+// A trainer is gone when nothing was heard from it for `lease`: a trainer that has been
+// heard from and then falls silent (killed, partitioned), or one of the job's
+// `trainers` ids that never showed up within `lease` of the first heartbeat. A gone
+// trainer that heartbeats again is alive again. The job has ended when every id in
+// [0, trainers) is finished or gone (the pserver may then exit by itself). With lease 0
+// nobody is ever gone, and the job ends only when every trainer said it finished.
+// Thread-safety: all methods are thread-safe.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace fleetps::server {
+
+class TrainerRegistry {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr uint32_t kMaxTrainers = 1u << 16;
+
+  explicit TrainerRegistry(std::chrono::milliseconds lease) : lease_(lease) {}
+
+  // Records a heartbeat of trainer `id` of `trainers`; `finished` once it has ended
+  // (`failed` with `reason` when it ended with an error). Returns the ids counted as gone.
+  // InvalidArgument when trainers is 0 or above kMaxTrainers, id >= trainers, or trainers
+  // differs from the first heartbeat's (PADDLE_TRAINERS_NUM differs between trainers).
+  StatusOr<std::vector<uint32_t>> Heartbeat(uint32_t id, uint32_t trainers, bool finished, bool failed,
+                                            const std::string& reason, Clock::time_point now);
+
+  struct Sweep {
+    std::vector<uint32_t> newly_gone;  // gone since the previous sweep
+    bool ended = false;                // every trainer finished or gone (and at least one heartbeat)
+    bool clean = false;                // ended, and every trainer finished without failing
+    std::string summary;               // "trainers finished: 0, 1; failed: -; gone: 2 (no heartbeat for 60 s)"
+  };
+  // Marks trainers silent for longer than the lease as gone.
+  Sweep Expire(Clock::time_point now);
+  std::vector<uint32_t> gone() const;
+
+ private:
+  struct Entry {
+    Clock::time_point last_seen;
+    bool seen = false;
+    bool finished = false;
+    bool failed = false;
+    bool gone = false;
+  };
+  std::vector<uint32_t> GoneLocked() const;
+
+  const std::chrono::milliseconds lease_;
+  mutable std::mutex mu_;  // guards the members below
+  uint32_t trainers_ = 0;  // 0 until the first heartbeat
+  Clock::time_point first_heartbeat_;
+  std::vector<Entry> entries_;  // trainers_ entries
+};
+
+}  // namespace fleetps::server

@@ -1,0 +1,66 @@
+#include "server/service/trainer_registry.h"
+
+#include <catch2/catch.hpp>
+
+namespace fleetps::server {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = TrainerRegistry::Clock;
+
+TEST_CASE("TrainerRegistry: a silent trainer is gone after the lease; the job ends when all ended") {
+  TrainerRegistry reg(10s);
+  const auto t0 = Clock::now();
+  REQUIRE(reg.Heartbeat(0, 2, false, false, "", t0).ok());
+  REQUIRE(reg.Heartbeat(1, 2, false, false, "", t0 + 1s).ok());
+  auto s = reg.Expire(t0 + 9s);
+  CHECK(s.newly_gone.empty());
+  CHECK_FALSE(s.ended);
+  REQUIRE(reg.Heartbeat(0, 2, false, false, "", t0 + 9s).ok());
+  s = reg.Expire(t0 + 12s);  // trainer 1 silent for 11 s
+  CHECK(s.newly_gone == std::vector<uint32_t>{1});
+  CHECK_FALSE(s.ended);  // trainer 0 still runs
+  CHECK(reg.Expire(t0 + 13s).newly_gone.empty());  // reported once
+  auto gone = reg.Heartbeat(0, 2, true, true, "barrier failed", t0 + 14s);
+  REQUIRE(gone.ok());
+  CHECK(*gone == std::vector<uint32_t>{1});
+  s = reg.Expire(t0 + 15s);
+  CHECK(s.ended);
+  CHECK_FALSE(s.clean);
+  CHECK(s.summary == "trainers finished: -; failed: 0; gone: 1 (no heartbeat for 10 s)");
+}
+
+TEST_CASE("TrainerRegistry: finished trainers end the job cleanly; a missing one is gone after the lease") {
+  TrainerRegistry reg(5s);
+  const auto t0 = Clock::now();
+  REQUIRE(reg.Heartbeat(1, 3, true, false, "", t0).ok());
+  REQUIRE(reg.Heartbeat(0, 3, true, false, "", t0 + 1s).ok());
+  auto s = reg.Expire(t0 + 2s);
+  CHECK_FALSE(s.ended);  // trainer 2 not seen yet, lease not over
+  s = reg.Expire(t0 + 6s);
+  CHECK(s.newly_gone == std::vector<uint32_t>{2});
+  CHECK(s.ended);
+  CHECK_FALSE(s.clean);
+  // It shows up after all: alive again.
+  REQUIRE(reg.Heartbeat(2, 3, false, false, "", t0 + 7s).ok());
+  CHECK(reg.gone().empty());
+  REQUIRE(reg.Heartbeat(2, 3, true, false, "", t0 + 8s).ok());
+  s = reg.Expire(t0 + 8s);
+  CHECK(s.ended);
+  CHECK(s.clean);
+  CHECK(s.summary == "trainers finished: 0, 1, 2; failed: -; gone: -");
+}
+
+TEST_CASE("TrainerRegistry: lease 0 never counts anyone gone; bad heartbeats are refused") {
+  TrainerRegistry reg(0s);
+  const auto t0 = Clock::now();
+  REQUIRE(reg.Heartbeat(0, 2, false, false, "", t0).ok());
+  CHECK(reg.Expire(t0 + 1000h).newly_gone.empty());
+  CHECK(reg.Heartbeat(2, 2, false, false, "", t0).status().IsInvalidArgument());
+  CHECK(reg.Heartbeat(0, 3, false, false, "", t0).status().IsInvalidArgument());
+  CHECK(reg.Heartbeat(0, 0, false, false, "", t0).status().IsInvalidArgument());
+  CHECK(reg.Heartbeat(0, TrainerRegistry::kMaxTrainers + 1, false, false, "", t0).status().IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace fleetps::server
