@@ -29,7 +29,7 @@ RowAccessor::RowAccessor(const AccessorOptions& options, uint32_t dim, const opt
 void RowAccessor::InitRow(float* row) const {
   std::fill(row + create_weights_, row + dim_, 0.0f);
   optimizer_.InitState(row + dim_, dim_);
-  SetFlags(row, ctr_ && create_weights_ == dim_ ? kExtended : 0);
+  SetFlags(row, (ctr_ && create_weights_ == dim_ ? kExtended : 0) | kDirty);
   if (ctr_) std::fill(row + stats_offset(), row + stats_offset() + kNumStats, 0.0f);
 }
 
@@ -49,7 +49,7 @@ bool RowAccessor::ApplyPush(float* row, const float* grad, float show, float cli
     float* state = row + dim_;
     optimizer_.UpdateSpan(row, state + shared_floats_, state, grad, n);
   }
-  SetFlags(row, flags | kChanged);
+  SetFlags(row, flags | kChanged | kDirty);
   return ctr_ && (flags & kExtended) == 0 &&
          Score(row[stats_offset() + kShow], row[stats_offset() + kClick]) >= options_.embedx_threshold;
 }
@@ -73,6 +73,17 @@ bool RowAccessor::Shrink(float* row) const {
   stats[kClick] *= options_.show_click_decay_rate;
   return Score(stats[kShow], stats[kClick]) < options_.delete_threshold ||
          stats[kUnseenDays] > static_cast<float>(options_.delete_after_unseen_days);
+}
+
+bool RowAccessor::HasAfterSave(disk::SaveMode mode) const {
+  return mode == disk::SaveMode::Delta || mode == disk::SaveMode::Base || (mode == disk::SaveMode::Batch && ctr_);
+}
+
+bool RowAccessor::MarkSaved(float* row) const {
+  const uint32_t flags = Flags(row);
+  if ((flags & kDirty) == 0) return false;
+  SetFlags(row, flags & ~kDirty);
+  return true;
 }
 
 bool RowAccessor::AfterSave(disk::SaveMode mode, float* row) const {

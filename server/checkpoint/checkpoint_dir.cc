@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <iterator>
 #include <cstdio>
 #include <map>
 #include <utility>
@@ -111,6 +112,80 @@ uint32_t SavedPayloadFloats(const disk::TableEntry& table, disk::RowContent cont
   const auto n = static_cast<uint32_t>(!ctr || extended ? table.dim() : 1);
   if (content == disk::RowContent::WeightsOnly) return n;
   return n + table.shared_state_floats() + n * table.element_state_floats() + (ctr ? 4u : 0u);
+}
+
+// ---- paths from the network ---------------------------------------------------------
+
+namespace {
+
+// True when `path` is `root` or lies below it, component by component.
+bool IsUnder(const std::filesystem::path& path, const std::filesystem::path& root) {
+  auto p = path.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++p) {
+    if (r->empty() && std::next(r) == root.end()) break;  // a trailing '/' of root
+    if (p == path.end() || *p != *r) return false;
+  }
+  return true;
+}
+
+// Without a trailing '/' (lexically_normal keeps one as an empty last component).
+std::filesystem::path StripTrailingSlash(std::filesystem::path p) {
+  if (!p.empty() && p.filename().empty() && p != p.root_path()) p = p.parent_path();
+  return p;
+}
+
+}  // namespace
+
+StatusOr<std::string> ConfineCheckpointPath(const std::string& root, const std::string& requested) {
+  namespace fs = std::filesystem;
+  const std::string shown = "'" + requested.substr(0, requested.find('\0')) + "'";
+  auto refuse = [&](const std::string& why) {
+    return Status::InvalidArgument("checkpoint path " + shown + " refused: " + why);
+  };
+  if (root.empty()) {
+    return Status::InvalidArgument("checkpoint path " + shown +
+                                   " refused: saving and loading by a network request is disabled on this "
+                                   "server; set server.checkpoint_root (or server.save_dir) to the directory "
+                                   "that requests may save into and load from");
+  }
+  if (requested.empty()) return refuse("empty path (name a directory below the checkpoint root)");
+  if (requested.find('\0') != std::string::npos) return refuse("it contains a NUL byte");
+  const fs::path rel(requested);
+  if (rel.has_root_directory()) {
+    return refuse("absolute path; requests name a directory relative to the checkpoint root");
+  }
+  for (const fs::path& part : rel) {
+    if (part == "..") return refuse("'..' is not allowed in a checkpoint path");
+  }
+  const fs::path base = StripTrailingSlash(fs::path(root).lexically_normal());
+  const fs::path joined = StripTrailingSlash((base / rel).lexically_normal());
+  if (joined == base) return refuse("it names the checkpoint root itself; name a directory below it");
+  if (!IsUnder(joined, base)) return refuse("it leaves the checkpoint root");  // not reachable without ".."
+  std::error_code ec;
+  // A dangling symlink on the way would be followed by a later mkdir or open, wherever it
+  // points, and weakly_canonical cannot resolve it: refused.
+  fs::path walk = base;
+  for (const fs::path& part : joined.lexically_relative(base)) {
+    walk /= part;
+    const fs::file_status link = fs::symlink_status(walk, ec);
+    if (ec || !fs::exists(link)) break;  // the rest does not exist yet
+    if (fs::is_symlink(link) && !fs::exists(fs::status(walk, ec))) {
+      return refuse(walk.string() + " is a symbolic link to nothing");
+    }
+  }
+  ec.clear();
+  const fs::path real_root = fs::weakly_canonical(base, ec);
+  if (ec) return Status::IOError("cannot resolve the checkpoint root " + base.string() + ": " + ec.message());
+  const fs::path real = fs::weakly_canonical(joined, ec);
+  if (ec) return Status::IOError("cannot resolve checkpoint path " + joined.string() + ": " + ec.message());
+  const fs::path real_base = StripTrailingSlash(real_root);
+  const fs::path real_path = StripTrailingSlash(real);
+  if (real_path == real_base) return refuse("it resolves to the checkpoint root itself (through a symbolic link)");
+  if (!IsUnder(real_path, real_base)) {
+    return refuse("it resolves to " + real_path.string() + ", outside the checkpoint root " + real_base.string() +
+                  " (through a symbolic link)");
+  }
+  return joined.string();
 }
 
 // ---- Checkpoint ---------------------------------------------------------------------

@@ -38,6 +38,18 @@ std::string DenseFileName(uint32_t table_id);
 
 disk::RowContent ContentOf(disk::SaveMode mode);
 
+// The directory that a Save or Load request from the network may use: root/requested,
+// lexically normalised (no "." components, no trailing '/'), for a `requested` that is a
+// non-empty relative path without NUL bytes and without any ".." component, that names
+// something below `root` (not root itself) and that stays below root after symlinks are
+// resolved (std::filesystem::weakly_canonical of both; a symlink inside root that points
+// elsewhere is refused). `root` is the operator's configured checkpoint root; when it is
+// empty, remote saves and loads are disabled. Errors: InvalidArgument naming the request
+// (and, for a disabled root, the server.checkpoint_root / server.save_dir setting); IOError
+// when the paths cannot be resolved. The check is made now: a symlink created later inside
+// root is not seen.
+StatusOr<std::string> ConfineCheckpointPath(const std::string& root, const std::string& requested);
+
 // Floats of one row's payload in a SparseRowBlock of `table` (schemas/checkpoint.fbs), from
 // the layout the manifest records; for readers without the table (pserver_tool). The table
 // side is RowAccessor::PayloadFloats; both follow the schema's formula.

@@ -13,6 +13,7 @@
 
 #include "common/sharding.h"
 #include "server/checkpoint/checkpoint_dir.h"
+#include "server/checkpoint/dir_lock.h"
 #include "server/checkpoint/row_file.h"
 #include "server/table/table_common.h"
 
@@ -93,6 +94,121 @@ void CheckpointRunner::RunSequenced(std::vector<LaneTask> tasks, std::function<v
   for (size_t g = 0; g < seq->groups.size(); ++g) RunNext(executors_, seq, g, 0);
 }
 
+// ---- commands and pending saves --------------------------------------------------------
+
+namespace {
+
+// What a command holds until it ends: its lock files and its place in the command queue.
+// Shared by the command's callbacks; End() runs once, whichever callback reaches it.
+struct CommandScope {
+  std::vector<std::unique_ptr<DirLock>> locks;
+  std::function<void()> end_command;
+  void End() {
+    locks.clear();
+    if (end_command) {
+      auto end = std::move(end_command);
+      end_command = nullptr;
+      end();
+    }
+  }
+};
+
+std::string Trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+void CheckpointRunner::Enqueue(std::function<void()> command) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (command_running_) {
+      waiting_.push_back(std::move(command));
+      return;
+    }
+    command_running_ = true;
+  }
+  executors_.Post(0, std::move(command));
+}
+
+void CheckpointRunner::EndCommand() {
+  std::function<void()> next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (waiting_.empty()) {
+      command_running_ = false;
+      return;
+    }
+    next = std::move(waiting_.front());
+    waiting_.pop_front();
+  }
+  executors_.Post(0, std::move(next));
+}
+
+void CheckpointRunner::Settle(Uncommitted uncommitted, std::optional<std::pair<std::string, std::string>> only,
+                              std::function<void(Status)> done) {
+  std::optional<PendingSave> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_ && (!only || (pending_->dir == only->first && pending_->version == only->second))) {
+      pending = pending_;
+    }
+  }
+  if (!pending) return done(Status::OK());
+  const std::string what = "the after-save changes (mode " + std::string(ModeName(pending->mode)) + ") of " +
+                           pending->dir + "/" + pending->version + " on pserver " + std::to_string(server_index_);
+  // Committed when CURRENT names the version; CURRENT is replaced last by a commit.
+  auto current = ReadSmallFile(pending->dir + "/" + kCurrentFile);
+  const bool committed = current.ok() && Trimmed(*current) == pending->version;
+  if (!committed) {
+    if (uncommitted == Uncommitted::kKeep) return done(Status::OK());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.reset();
+    }
+    if (!current.ok() && !current.status().IsNotFound()) {
+      spdlog::warn("{} dropped: cannot read {}/CURRENT ({}); rows keep their state", what, pending->dir,
+                   current.status().ToString());
+    } else {
+      spdlog::info("{} dropped: that save was not committed; rows keep their state", what);
+    }
+    return done(Status::OK());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.reset();
+  }
+  auto changed = std::make_shared<std::atomic<uint64_t>>(0);
+  std::vector<LaneTask> tasks;
+  for (uint32_t id : pending->tables) {
+    SparseTable* t = tables_.sparse(id);
+    if (t == nullptr) continue;
+    for (uint32_t s = 0; s < t->num_shards(); ++s) {
+      tasks.push_back({sparse_lane_(id, s), [t, s, changed, mode = pending->mode]() -> Status {
+                         ASSIGN_OR_RETURN(uint64_t n, t->ApplySaveEffects(s, mode));
+                         *changed += n;
+                         return Status::OK();
+                       }});
+    }
+  }
+  RunSequenced(std::move(tasks), [what, changed, done](Status st) {
+    if (!st.ok()) return done(st.WithContext("applying " + what + " (partly applied)"));
+    spdlog::info("applied {} to {} rows", what, changed->load());
+    done(Status::OK());
+  });
+}
+
+void CheckpointRunner::FinishSave(const std::string& dir, const std::string& version,
+                                  std::function<void(Status)> done) {
+  Enqueue([this, dir, version, done] {
+    Settle(Uncommitted::kDrop, std::make_pair(dir, version), [this, done](Status st) {
+      EndCommand();
+      done(st);
+    });
+  });
+}
+
 // ---- save ---------------------------------------------------------------------------
 
 void CheckpointRunner::SavePart(const SaveSpec& spec, std::function<void(StatusOr<SaveOutcome>)> done) {
@@ -114,6 +230,13 @@ void CheckpointRunner::SavePart(const SaveSpec& spec, std::function<void(StatusO
     ids.push_back(*spec.table_id);
   } else {
     for (const auto& [id, t] : tables_.all()) ids.push_back(id);
+  }
+  // Sparse tables whose rows this save changes once committed.
+  std::vector<uint32_t> after_save;
+  for (uint32_t id : ids) {
+    if (SparseTable* t = tables_.sparse(id); t != nullptr && t->accessor().HasAfterSave(spec.mode)) {
+      after_save.push_back(id);
+    }
   }
   const std::string server_dir = TmpVersionDir(spec.dir, spec.version) + "/" + ServerDirName(server_index_);
 
@@ -160,8 +283,15 @@ void CheckpointRunner::SavePart(const SaveSpec& spec, std::function<void(StatusO
     }
   }
 
-  auto finish = [this, spec, server_dir, results, ids, where, done](Status st) {
-    if (!st.ok()) return done(st.WithContext(where));
+  auto scope = std::make_shared<CommandScope>();
+  // Every way out of the command: lock released and next command started before the reply.
+  auto reply = [scope, done](StatusOr<SaveOutcome> result) {
+    scope->End();
+    done(std::move(result));
+  };
+
+  auto finish = [this, spec, server_dir, results, ids, after_save, where, reply](Status st) {
+    if (!st.ok()) return reply(st.WithContext(where));
     flatbuffers::FlatBufferBuilder fbb(4096);
     std::vector<flatbuffers::Offset<disk::TableEntry>> entries;
     SaveOutcome outcome;
@@ -193,32 +323,82 @@ void CheckpointRunner::SavePart(const SaveSpec& spec, std::function<void(StatusO
     fbb.Finish(disk::CreateCheckpointPart(fbb, fbb.CreateString(spec.version), spec.mode, server_index_, num_servers_,
                                           fbb.CreateVector(entries)));
     Status written = WriteFlatBufferFileAtomic(server_dir + "/" + kPartFile, disk::FileKind::Part, fbb.Release());
-    if (!written.ok()) return done(written.WithContext(where));
-    done(outcome);
+    if (!written.ok()) return reply(written.WithContext(where));
+    if (!after_save.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_ = PendingSave{spec.dir, spec.version, spec.mode, after_save};
+    }
+    reply(outcome);
   };
 
-  // The directory is prepared on a lane (filesystem calls stay off the io threads), then
-  // the files are written.
-  executors_.Post(0, [this, spec, server_dir, where, tasks = std::move(tasks), finish, done]() mutable {
-    if (PathExists(spec.dir + "/" + spec.version)) {
-      return done(Status::InvalidArgument(where + ": " + spec.dir + "/" + spec.version +
-                                          " is already a committed checkpoint; use a new version name"));
-    }
-    Status st = RemoveAll(server_dir);  // leftovers of an earlier attempt with this version
-    if (st.ok()) st = MakeDirs(server_dir);
-    if (!st.ok()) return done(st.WithContext(where));
-    RunSequenced(std::move(tasks), finish);
+  // The lock is taken and the directory prepared on a lane (filesystem calls stay off the
+  // io threads); a held lock is refused at once. Then, in the command queue: the previous
+  // pending save is settled and the files are written.
+  executors_.Post(0, [this, spec, server_dir, where, tasks = std::move(tasks), finish, reply, scope,
+                      has_after_save = !after_save.empty(), done]() mutable {
+    if (Status st = MakeDirs(spec.dir); !st.ok()) return done(st.WithContext(where));
+    auto lock = DirLock::Acquire(spec.dir, ServerLockName(server_index_),
+                                 "part of save " + spec.version + " (mode " + ModeName(spec.mode) + ") on pserver " +
+                                     std::to_string(server_index_));
+    if (!lock.ok()) return done(lock.status().WithContext(where));
+    scope->locks.push_back(std::move(lock).value());
+    Enqueue([this, spec, server_dir, where, tasks = std::move(tasks), finish, reply, scope,
+             has_after_save]() mutable {
+      scope->end_command = [this] { EndCommand(); };
+      if (PathExists(spec.dir + "/" + spec.version)) {
+        return reply(Status::InvalidArgument(where + ": " + spec.dir + "/" + spec.version +
+                                             " is already a committed checkpoint; use a new version name"));
+      }
+      Status st = RemoveAll(server_dir);  // leftovers of an earlier attempt with this version
+      if (st.ok()) st = MakeDirs(server_dir);
+      if (!st.ok()) return reply(st.WithContext(where));
+      // One pending save per server: a save that marks rows settles the previous one first.
+      Settle(has_after_save ? Uncommitted::kDrop : Uncommitted::kKeep, std::nullopt,
+             [this, tasks = std::move(tasks), finish, reply, where](Status settled) mutable {
+               if (!settled.ok()) return reply(settled.WithContext(where));
+               RunSequenced(std::move(tasks), finish);
+             });
+    });
   });
 }
 
 void CheckpointRunner::Commit(const std::string& dir, const std::string& version, disk::SaveMode mode,
                               std::function<void(StatusOr<SaveOutcome>)> done) {
   executors_.Post(0, [this, dir, version, mode, done] {
-    auto summary = CommitCheckpoint(dir, version, num_servers_, mode, fleetps_version_);
-    if (!summary.ok()) return done(summary.status());
-    spdlog::info("checkpoint {}/{} committed: mode {}, {} servers, {} sparse rows, {} bytes", dir, version,
-                 ModeName(mode), num_servers_, summary->rows, summary->bytes);
-    done(SaveOutcome{summary->rows, summary->bytes});
+    const std::string where = "commit of " + dir + "/" + version;
+    auto scope = std::make_shared<CommandScope>();
+    // Every server's lock file: no part (of another save) is being written while the
+    // commit removes abandoned temporary directories.
+    if (IsValidVersionName(version)) {
+      for (uint32_t s = 0; s < num_servers_; ++s) {
+        auto lock = DirLock::Acquire(dir, ServerLockName(s), "commit of save " + version + " by pserver " +
+                                                                 std::to_string(server_index_));
+        if (!lock.ok()) {
+          if (lock.status().IsNotFound()) break;  // no DIR: CommitCheckpoint says what is missing
+          return done(lock.status().WithContext(where));
+        }
+        scope->locks.push_back(std::move(lock).value());
+      }
+    }
+    Enqueue([this, dir, version, mode, done, scope, where] {
+      scope->end_command = [this] { EndCommand(); };
+      auto summary = CommitCheckpoint(dir, version, num_servers_, mode, fleetps_version_);
+      scope->locks.clear();
+      if (!summary.ok()) {
+        scope->End();
+        return done(summary.status());
+      }
+      spdlog::info("checkpoint {}/{} committed: mode {}, {} servers, {} sparse rows, {} bytes", dir, version,
+                   ModeName(mode), num_servers_, summary->rows, summary->bytes);
+      const SaveOutcome outcome{summary->rows, summary->bytes};
+      Settle(Uncommitted::kKeep, std::make_pair(dir, version), [scope, done, outcome, where](Status st) {
+        // The checkpoint is committed whatever happens here; a failure leaves rows as they
+        // were (some with their changes).
+        if (!st.ok()) spdlog::error("{}: {}", where, st.ToString());
+        scope->End();
+        done(outcome);
+      });
+    });
   });
 }
 
@@ -379,73 +559,86 @@ Status CheckpointRunner::LoadDense(const LoadPlan& plan, uint32_t table_id,
   return Status::OK();
 }
 
-void CheckpointRunner::Load(const std::string& dir, std::function<void(StatusOr<LoadOutcome>)> done) {
-  executors_.Post(0, [this, dir, done] {
-    auto planned = PlanLoad(dir);
-    if (!planned.ok()) return done(planned.status());
-    std::shared_ptr<LoadPlan> plan = std::move(planned).value();
-    // Pass 1: every file this server reads, checked against the manifest, before any row
-    // changes.
-    std::vector<LaneTask> verify;
-    size_t lane = 0;
+void CheckpointRunner::Load(const std::string& dir, std::function<void(StatusOr<LoadOutcome>)> reply) {
+  Enqueue([this, dir, reply] {
+    // The command ends before the reply.
+    auto done = [this, reply](StatusOr<LoadOutcome> result) {
+      EndCommand();
+      reply(std::move(result));
+    };
+    // Rows are about to be replaced: a pending save that has not committed is dropped.
+    Settle(Uncommitted::kDrop, std::nullopt, [this, dir, done](Status settled) {
+      if (!settled.ok()) return done(settled.WithContext("load of " + dir + " refused, nothing loaded"));
+      LoadSettled(dir, done);
+    });
+  });
+}
+
+void CheckpointRunner::LoadSettled(const std::string& dir, std::function<void(StatusOr<LoadOutcome>)> done) {
+  auto planned = PlanLoad(dir);
+  if (!planned.ok()) return done(planned.status());
+  std::shared_ptr<LoadPlan> plan = std::move(planned).value();
+  // Pass 1: every file this server reads, checked against the manifest, before any row
+  // changes.
+  std::vector<LaneTask> verify;
+  size_t lane = 0;
+  for (const auto& t : plan->tables) {
+    for (const disk::FileEntry* f : t.files) {
+      verify.push_back({lane++, [plan, f] { return plan->checkpoint.VerifyFile(*f); }});
+    }
+  }
+  RunSequenced(std::move(verify), [this, plan, dir, done](Status st) {
+    if (!st.ok()) return done(st.WithContext("load of " + dir + " refused, nothing changed"));
+    // Pass 2: replace (or merge) the rows.
+    const size_t threads = executors_.num_threads();
+    auto rows = std::make_shared<std::vector<uint64_t>>();
+    std::vector<LaneTask> tasks;
+    const bool replace = !plan->merge;
     for (const auto& t : plan->tables) {
-      for (const disk::FileEntry* f : t.files) {
-        verify.push_back({lane++, [plan, f] { return plan->checkpoint.VerifyFile(*f); }});
+      if (t.dense) {
+        const uint32_t id = t.id;
+        auto files = t.files;
+        tasks.push_back({dense_lane_(id), [this, plan, id, files] { return LoadDense(*plan, id, files); }});
+        continue;
+      }
+      SparseTable* table = tables_.sparse(t.id);
+      // Shards grouped per task: aligned, one shard and its own file per task; otherwise
+      // one task per executor thread reads every file once for all the shards it owns.
+      std::map<size_t, std::vector<uint32_t>> groups;
+      for (uint32_t s = 0; s < table->num_shards(); ++s) {
+        groups[t.aligned ? s : sparse_lane_(t.id, s) % threads].push_back(s);
+      }
+      for (auto& [key, shards] : groups) {
+        std::vector<const disk::FileEntry*> files;
+        for (const disk::FileEntry* f : t.files) {
+          if (!t.aligned || f->shard() == shards[0]) files.push_back(f);
+        }
+        const size_t slot = rows->size();
+        rows->push_back(0);
+        const uint32_t id = t.id;
+        tasks.push_back({sparse_lane_(id, shards[0]),
+                         [this, plan, table, id, shards, files, rows, slot, replace,
+                          aligned = t.aligned]() -> Status {
+                           // Rows expected per shard: the files' rows (aligned), or this
+                           // server's even share of the whole table.
+                           uint64_t expected = 0;
+                           for (const disk::FileEntry* f : files) expected += f->rows();
+                           if (!aligned) expected = expected / num_servers_ / table->num_shards();
+                           for (uint32_t s : shards) {
+                             if (replace) RETURN_IF_ERROR(table->ClearShard(s));
+                             table->ReserveShard(s, static_cast<size_t>(expected + expected / 8));
+                           }
+                           return LoadSparse(*plan, id, shards, files, &(*rows)[slot]);
+                         }});
       }
     }
-    RunSequenced(std::move(verify), [this, plan, dir, done](Status st) {
-      if (!st.ok()) return done(st.WithContext("load of " + dir + " refused, nothing changed"));
-      // Pass 2: replace (or merge) the rows.
-      const size_t threads = executors_.num_threads();
-      auto rows = std::make_shared<std::vector<uint64_t>>();
-      std::vector<LaneTask> tasks;
-      const bool replace = !plan->merge;
-      for (const auto& t : plan->tables) {
-        if (t.dense) {
-          const uint32_t id = t.id;
-          auto files = t.files;
-          tasks.push_back({dense_lane_(id), [this, plan, id, files] { return LoadDense(*plan, id, files); }});
-          continue;
-        }
-        SparseTable* table = tables_.sparse(t.id);
-        // Shards grouped per task: aligned, one shard and its own file per task; otherwise
-        // one task per executor thread reads every file once for all the shards it owns.
-        std::map<size_t, std::vector<uint32_t>> groups;
-        for (uint32_t s = 0; s < table->num_shards(); ++s) {
-          groups[t.aligned ? s : sparse_lane_(t.id, s) % threads].push_back(s);
-        }
-        for (auto& [key, shards] : groups) {
-          std::vector<const disk::FileEntry*> files;
-          for (const disk::FileEntry* f : t.files) {
-            if (!t.aligned || f->shard() == shards[0]) files.push_back(f);
-          }
-          const size_t slot = rows->size();
-          rows->push_back(0);
-          const uint32_t id = t.id;
-          tasks.push_back({sparse_lane_(id, shards[0]),
-                           [this, plan, table, id, shards, files, rows, slot, replace,
-                            aligned = t.aligned]() -> Status {
-                             // Rows expected per shard: the files' rows (aligned), or this
-                             // server's even share of the whole table.
-                             uint64_t expected = 0;
-                             for (const disk::FileEntry* f : files) expected += f->rows();
-                             if (!aligned) expected = expected / num_servers_ / table->num_shards();
-                             for (uint32_t s : shards) {
-                               if (replace) RETURN_IF_ERROR(table->ClearShard(s));
-                               table->ReserveShard(s, static_cast<size_t>(expected + expected / 8));
-                             }
-                             return LoadSparse(*plan, id, shards, files, &(*rows)[slot]);
-                           }});
-        }
-      }
-      RunSequenced(std::move(tasks), [plan, rows, dir, done](Status st) {
-        if (!st.ok()) return done(st.WithContext("load of " + dir + " failed part-way; tables may be partly loaded"));
-        LoadOutcome outcome;
-        for (uint64_t r : *rows) outcome.rows += r;
-        outcome.version = Str(plan->checkpoint.manifest().version());
-        outcome.mode = plan->checkpoint.manifest().mode();
-        done(outcome);
-      });
+    RunSequenced(std::move(tasks), [plan, rows, dir, done](Status st) {
+      if (!st.ok()) return done(st.WithContext("load of " + dir + " failed part-way; tables may be partly loaded"));
+      LoadOutcome outcome;
+      for (uint64_t r : *rows) outcome.rows += r;
+      outcome.version = Str(plan->checkpoint.manifest().version());
+      outcome.mode = plan->checkpoint.manifest().mode();
+      done(outcome);
     });
   });
 }
@@ -489,9 +682,20 @@ void CheckpointRunner::Shrink(std::optional<uint32_t> table_id, std::function<vo
                        }});
     }
   }
-  RunSequenced(std::move(tasks), [counts, done](Status st) {
-    if (!st.ok()) return done(st);
-    done(ShrinkOutcome{counts->deleted.load(), counts->rows.load()});
+  // A committed batch save's unseen_days come first; a pending save that has not committed
+  // stays pending (shrink does not touch what its changes depend on).
+  Enqueue([this, tasks = std::move(tasks), counts, done]() mutable {
+    Settle(Uncommitted::kKeep, std::nullopt, [this, tasks = std::move(tasks), counts, done](Status settled) mutable {
+      if (!settled.ok()) {
+        EndCommand();
+        return done(settled.WithContext("Shrink"));
+      }
+      RunSequenced(std::move(tasks), [this, counts, done](Status st) {
+        EndCommand();
+        if (!st.ok()) return done(st);
+        done(ShrinkOutcome{counts->deleted.load(), counts->rows.load()});
+      });
+    });
   });
 }
 

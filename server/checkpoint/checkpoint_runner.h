@@ -6,11 +6,14 @@
 // run one after another, each posted when the previous one ends, so requests for other
 // shards on that thread are served in between (a save holds up a shard for the time of
 // that shard's file only). Filesystem work outside the tables (PART, MANIFEST, CURRENT,
-// verifying checksums) also runs on lanes, never on the caller's (io) thread.
+// verifying checksums, locks) also runs on lanes, never on the caller's (io) thread.
 //
 //  - SavePart: phase 1 of a save. Writes this server's files of the chosen tables under
-//    DIR/<version>.tmp/server-<i>/, then its PART.
-//  - Commit: phase 2, on server 0 once every server finished phase 1 (CommitCheckpoint).
+//    DIR/<version>.tmp/server-<i>/, then its PART, holding DIR's lock file of this server
+//    (DirLock, ServerLockName(i)): a second save into DIR on this server meanwhile is
+//    refused (Busy, naming the holder).
+//  - Commit: phase 2, on server 0 once every server finished phase 1 (CommitCheckpoint),
+//    holding the lock files of all servers of the save.
 //  - Load: opens DIR's manifest, checks every table it names against the configured one
 //    (kind and dim; for Full content also optimizer and accessor; accessor for all), verifies
 //    the size and CRC of every file this server will read, and only then replaces each
@@ -20,14 +23,34 @@
 //    Tables configured but absent from the checkpoint are left alone.
 //  - Shrink: RowAccessor shrink rules on every shard of the chosen tables.
 //
+// After-save changes (Delta/Base clear Changed and delta_score, Batch ages unseen_days)
+// belong to the committed checkpoint, so they are applied only once it has committed:
+// SavePart writes the rows unchanged (marking them, SparseTable::SaveShard) and keeps the
+// save as this server's pending save; they are applied (SparseTable::ApplySaveEffects) when
+// this server settles it and DIR/CURRENT names its version, and dropped when it does not. A
+// server settles its pending save: on server 0, at the end of that save's Commit; on every
+// server, at the start of its next SavePart, Load and Shrink, and on FinishSave. Whoever
+// reads the affected state (a save, a shrink) therefore sees the changes of every committed
+// save before it. A failed or abandoned save leaves rows as they were: the next delta still
+// holds them. A server keeps one pending save: a SavePart with after-save changes settles
+// the previous one first, dropping it if it has not committed yet (a save interleaved with
+// another's phases); SavePart in mode Checkpoint, Shrink and FinishSave keep a pending save
+// that has not committed (its commit may still come); Load drops it (rows are replaced).
+//
+// Commands (SavePart, Commit, Load, Shrink, FinishSave) run one at a time per server, in
+// arrival order (a lock refusal is answered at once, before queueing).
+//
 // Completion callbacks run on a lane thread, once. Thread-safety: all methods are
 // thread-safe; LoadSync must not be called from a lane thread. The tables and executors
 // outlive the runner; operations in flight when the executors stop are dropped.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/executor.h"
 #include "common/status.h"
@@ -68,9 +91,18 @@ class CheckpointRunner {
   CheckpointRunner(TableSet& tables, ExecutorPool& executors, SparseLaneFn sparse_lane, DenseLaneFn dense_lane,
                    uint32_t server_index, uint32_t num_servers, std::string fleetps_version);
 
+  // Phase 1 (see the class comment). Busy when DIR's lock file of this server is held.
   void SavePart(const SaveSpec& spec, std::function<void(StatusOr<SaveOutcome>)> done);
+  // Phase 2, server 0 only; then settles server 0's pending save when it is this one. Busy
+  // when a lock file of DIR is held (a part of another save is being written).
   void Commit(const std::string& dir, const std::string& version, disk::SaveMode mode,
               std::function<void(StatusOr<SaveOutcome>)> done);
+  // Settles this server's pending save now when it is (dir, version): its after-save
+  // changes are applied when DIR/CURRENT names the version, dropped otherwise. OK, with
+  // nothing done, when this server has no pending save or another one. Optional: for a
+  // caller that knows the commit's outcome (e.g. a client's "finish" after Commit); without
+  // it the changes are settled by the server's next SavePart, Load or Shrink.
+  void FinishSave(const std::string& dir, const std::string& version, std::function<void(Status)> done);
   void Load(const std::string& dir, std::function<void(StatusOr<LoadOutcome>)> done);
   void Shrink(std::optional<uint32_t> table_id, std::function<void(StatusOr<ShrinkOutcome>)> done);
 
@@ -89,10 +121,30 @@ class CheckpointRunner {
   struct LoadPlan;
   // Builds what Load does after the manifest is read: checks and the file list.
   StatusOr<std::shared_ptr<LoadPlan>> PlanLoad(const std::string& dir);
+  // Load, inside its command, once the pending save is settled.
+  void LoadSettled(const std::string& dir, std::function<void(StatusOr<LoadOutcome>)> done);
   // Loads the rows of one sparse table that belong to the shards in `shards` from `files`.
   Status LoadSparse(const LoadPlan& plan, uint32_t table_id, const std::vector<uint32_t>& shards,
                     const std::vector<const disk::FileEntry*>& files, uint64_t* rows);
   Status LoadDense(const LoadPlan& plan, uint32_t table_id, const std::vector<const disk::FileEntry*>& files);
+
+  // A save whose after-save changes wait for its commit (class comment).
+  struct PendingSave {
+    std::string dir;
+    std::string version;
+    disk::SaveMode mode = disk::SaveMode::Checkpoint;
+    std::vector<uint32_t> tables;  // sparse tables with after-save changes in this mode
+  };
+  // What Settle does with a pending save whose version DIR/CURRENT does not name.
+  enum class Uncommitted : uint8_t { kKeep, kDrop };
+
+  // Runs `command` on lane 0 after every command enqueued before it has called
+  // EndCommand(); `command` must call EndCommand() once, when it is done.
+  void Enqueue(std::function<void()> command);
+  void EndCommand();
+  // Inside a command: settles the pending save (only when it is `only`, if given).
+  void Settle(Uncommitted uncommitted, std::optional<std::pair<std::string, std::string>> only,
+              std::function<void(Status)> done);
 
   TableSet& tables_;
   ExecutorPool& executors_;
@@ -101,6 +153,11 @@ class CheckpointRunner {
   const uint32_t server_index_;
   const uint32_t num_servers_;
   const std::string fleetps_version_;
+
+  std::mutex mu_;  // guards the members below
+  bool command_running_ = false;
+  std::deque<std::function<void()>> waiting_;  // commands after the running one
+  std::optional<PendingSave> pending_;         // read and written by the running command
 };
 
 }  // namespace fleetps::server

@@ -170,10 +170,11 @@ Status SparseTable::PushShard(uint32_t shard, const uint64_t* keys, const uint32
     const uint32_t* batch_idx = idx + begin;
     RETURN_IF_ERROR(FetchRows(s, shard, keys, batch_idx, m, /*create=*/true, row_floats_, batch_keys, rows));
     if (plain_ && !delta) {
-      // The hot path: a plain row's only flag is Changed.
+      // The hot path: a plain row's only flags are Changed and kDirty.
+      constexpr float kPushedFlags = static_cast<float>(RowAccessor::kChanged | RowAccessor::kDirty);
       for (size_t k = 0; k < m; ++k) {
         optimizer_->Update(rows[k], rows[k] + dim_, grads + size_t{batch_idx[k]} * dim_, dim_);
-        rows[k][flags_offset] = static_cast<float>(RowAccessor::kChanged);
+        rows[k][flags_offset] = kPushedFlags;
       }
     } else {
       ApplyRows(batch_keys, rows, batch_idx, m, grads, counters, delta);
@@ -229,22 +230,29 @@ StatusOr<ShardSaveResult> SparseTable::SaveShard(uint32_t shard, disk::SaveMode 
   const bool full = mode == disk::SaveMode::Checkpoint || mode == disk::SaveMode::Batch;
   const bool only_changed = mode == disk::SaveMode::Delta;
   std::vector<float> payload(row_floats_);
-  Status error;
-  auto write = [&](uint64_t key, const float* row) -> Status {
-    const uint32_t flags = accessor_.Flags(row);
-    if (only_changed && (flags & RowAccessor::kChanged) == 0) return Status::OK();
+  // Writes the row when the mode takes it; *taken says whether it did.
+  auto write = [&](uint64_t key, const float* row, bool* taken) -> Status {
+    const uint32_t flags = accessor_.SavedFlags(row);
+    *taken = !only_changed || (flags & RowAccessor::kChanged) != 0;
+    if (!*taken) return Status::OK();
     const uint32_t n = accessor_.Encode(row, full, payload.data());
     return (*writer)->Add(key, static_cast<uint8_t>(flags), payload.data(), n);
   };
   Status st;
-  if (mode == disk::SaveMode::Checkpoint) {
-    st = shards_[shard].store->ForEach(write);
+  if (!accessor_.HasAfterSave(mode)) {
+    // Nothing to mark: a read-only pass (a tiered store writes nothing back).
+    st = shards_[shard].store->ForEach([&](uint64_t key, const float* row) {
+      bool taken = false;
+      return write(key, row, &taken);
+    });
   } else {
+    Status error;
     st = shards_[shard].store->Rewrite([&](uint64_t key, float* row) {
       if (!error.ok()) return RowStore::RowAction::kKeep;
-      error = write(key, row);
-      if (!error.ok()) return RowStore::RowAction::kKeep;
-      return accessor_.AfterSave(mode, row) ? RowStore::RowAction::kModified : RowStore::RowAction::kKeep;
+      bool taken = false;
+      error = write(key, row, &taken);
+      if (!error.ok() || !taken) return RowStore::RowAction::kKeep;
+      return accessor_.MarkSaved(row) ? RowStore::RowAction::kModified : RowStore::RowAction::kKeep;
     });
     if (st.ok()) st = error;
   }
@@ -255,6 +263,21 @@ StatusOr<ShardSaveResult> SparseTable::SaveShard(uint32_t shard, disk::SaveMode 
   if (!digest.ok()) return digest.status().WithContext(where);
   result.file = *digest;
   return result;
+}
+
+StatusOr<uint64_t> SparseTable::ApplySaveEffects(uint32_t shard, disk::SaveMode mode) {
+  FLEETPS_CHECK_LT(shard, num_shards());
+  if (!accessor_.HasAfterSave(mode)) return uint64_t{0};
+  uint64_t changed = 0;
+  Status st = shards_[shard].store->Rewrite([&](uint64_t, float* row) {
+    if (accessor_.Dirty(row) || !accessor_.AfterSave(mode, row)) return RowStore::RowAction::kKeep;
+    ++changed;
+    return RowStore::RowAction::kModified;
+  });
+  if (!st.ok()) {
+    return st.WithContext(TableLabel(options_) + " shard " + std::to_string(shard) + ": after-save changes");
+  }
+  return changed;
 }
 
 Status SparseTable::ClearShard(uint32_t shard) {
@@ -305,7 +328,7 @@ Status SparseTable::LoadRows(uint32_t shard, const uint64_t* keys, const uint8_t
       } else {
         accessor_.MergeWeights(flags[begin + k], payloads[begin + k], rows[k]);
       }
-      accessor_.SetFlags(rows[k], accessor_.Flags(rows[k]) | RowAccessor::kChanged);
+      accessor_.SetFlags(rows[k], accessor_.Flags(rows[k]) | RowAccessor::kChanged | RowAccessor::kDirty);
     }
   }
   return Status::OK();

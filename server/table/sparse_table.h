@@ -134,9 +134,20 @@ class SparseTable {
 
   // Writes the shard's rows for a save in `mode` to a SparseRows file at `path` (created,
   // fsynced, closed): Checkpoint and Batch every row in full, Base every row's weights,
-  // Delta the weights of rows changed since the last Delta or Base save. Then updates the
-  // rows as the mode says (RowAccessor::AfterSave).
+  // Delta the weights of rows changed since the last Delta or Base save (Changed flag).
+  // The rows' saved state (flags, statistics) stays as it is: the mode's after-save changes
+  // (RowAccessor::AfterSave) belong to the committed checkpoint and are applied by
+  // ApplySaveEffects once it has committed. For a mode with after-save changes the pass
+  // marks the rows it considered (RowAccessor::MarkSaved: every row, or Delta's Changed
+  // rows), so ApplySaveEffects can leave out rows changed after the save.
   StatusOr<ShardSaveResult> SaveShard(uint32_t shard, disk::SaveMode mode, const std::string& path);
+
+  // The after-save changes of a committed save in `mode` whose SaveShard pass was the last
+  // marking pass on this shard: applied to every row not dirty since (RowAccessor class
+  // comment); a row created, pushed or merged after the pass keeps its state. Call at most
+  // once per pass. Returns the rows changed. Errors come from the store; on error a prefix
+  // of the rows may have been changed.
+  StatusOr<uint64_t> ApplySaveEffects(uint32_t shard, disk::SaveMode mode);
 
   // Removes every row of the shard.
   Status ClearShard(uint32_t shard);
@@ -147,8 +158,8 @@ class SparseTable {
   // payloads[i] (RowAccessor::PayloadFloats(full, flags[i]) floats, checked by the caller).
   // Without `merge` the keys must be absent and distinct (the shard was cleared; checkpoint
   // keys are unique). With `merge` (Delta checkpoints) an existing row takes the saved
-  // weights, a missing one is created; both are marked Changed. Every key must belong to
-  // `shard` of this server (checked in debug builds).
+  // weights, a missing one is created; both are marked Changed and dirty. Every key must
+  // belong to `shard` of this server (checked in debug builds).
   Status LoadRows(uint32_t shard, const uint64_t* keys, const uint8_t* flags, const float* const* payloads,
                   size_t n, bool full, bool merge);
 

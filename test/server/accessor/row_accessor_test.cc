@@ -51,14 +51,15 @@ TEST_CASE("RowAccessor: plain layout is weights, optimizer state, flags", "[acce
   std::vector<float> row(plain.row_floats(), -1.0f);
   for (int i = 0; i < 4; ++i) row[i] = 1.0f;  // the table writes the initial weights
   plain.InitRow(row.data());
-  CHECK(plain.Flags(row.data()) == 0);
+  CHECK(plain.SavedFlags(row.data()) == 0);
+  CHECK(plain.Dirty(row.data()));  // new since the last save
   CHECK(row[4] == 7.0f);  // g2sum starts at initial_accumulator
   // g = 3 on w0: g2sum 16, w0 = 1 - 0.1 * 3 / (4 + 1) = 0.94. Changed is set.
   const float grad[4] = {3, 0, 0, 0};
   CHECK_FALSE(plain.ApplyPush(row.data(), grad, 5.0f, 1.0f, false));
   CHECK(row[0] == Approx(0.94f));
   CHECK(row[4] == 16.0f);
-  CHECK(plain.Flags(row.data()) == RowAccessor::kChanged);
+  CHECK(plain.Flags(row.data()) == (RowAccessor::kChanged | RowAccessor::kDirty));
   CHECK_FALSE(plain.Shrink(row.data()));  // plain rows are never shrunk
   // Delta: w += d, state untouched.
   const float delta[4] = {0.5f, 1, 2, 3};
@@ -81,7 +82,7 @@ TEST_CASE("RowAccessor: CTR statistics, score and lazy embedx by hand", "[access
   std::vector<float> row(ctr.row_floats(), -1.0f);
   row[0] = 0.25f;  // embed_w from the initializer
   ctr.InitRow(row.data());
-  CHECK(row == std::vector<float>{0.25f, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(row == std::vector<float>{0.25f, 0, 0, static_cast<float>(RowAccessor::kDirty), 0, 0, 0, 0});
   CHECK_FALSE(ctr.Extended(row.data()));
 
   // Push 1: show 10, click 1: score 0.9 + 2 = 2.9 < 5: embed_w only.
@@ -93,7 +94,8 @@ TEST_CASE("RowAccessor: CTR statistics, score and lazy embedx by hand", "[access
   CHECK(ctr.StatOf(row.data(), RowAccessor::kShow) == 10);
   CHECK(ctr.StatOf(row.data(), RowAccessor::kClick) == 1);
   CHECK(ctr.StatOf(row.data(), RowAccessor::kDeltaScore) == Approx(2.9f));
-  CHECK(ctr.Flags(row.data()) == RowAccessor::kChanged);
+  CHECK(ctr.SavedFlags(row.data()) == RowAccessor::kChanged);
+  CHECK(ctr.Dirty(row.data()));
 
   // Push 2: show 2, click 1: totals 12, 2: score 1 + 4 = 5 >= 5: extend after the update.
   CHECK(ctr.ApplyPush(row.data(), g, 2, 1, false));
@@ -163,7 +165,16 @@ TEST_CASE("RowAccessor: after-save rules per mode", "[accessor]") {
   ctr.InitRow(row.data());
   const float g[2] = {0, 0};
   ctr.ApplyPush(row.data(), g, 1, 1, false);
-  REQUIRE(ctr.Flags(row.data()) == RowAccessor::kChanged);
+  REQUIRE(ctr.Flags(row.data()) == (RowAccessor::kChanged | RowAccessor::kDirty));
+  CHECK_FALSE(ctr.HasAfterSave(disk::SaveMode::Checkpoint));
+  CHECK(ctr.HasAfterSave(disk::SaveMode::Delta));
+  CHECK(ctr.HasAfterSave(disk::SaveMode::Base));
+  CHECK(ctr.HasAfterSave(disk::SaveMode::Batch));
+  // A save pass clears kDirty only; the saved state stays.
+  CHECK(ctr.MarkSaved(row.data()));
+  CHECK_FALSE(ctr.MarkSaved(row.data()));
+  CHECK(ctr.Flags(row.data()) == RowAccessor::kChanged);
+  CHECK(row[st + RowAccessor::kDeltaScore] != 0);
   CHECK_FALSE(ctr.AfterSave(disk::SaveMode::Checkpoint, row.data()));
   CHECK(ctr.AfterSave(disk::SaveMode::Batch, row.data()));
   CHECK(row[st + RowAccessor::kUnseenDays] == 1);
@@ -172,6 +183,11 @@ TEST_CASE("RowAccessor: after-save rules per mode", "[accessor]") {
   CHECK(ctr.Flags(row.data()) == 0);
   CHECK(row[st + RowAccessor::kDeltaScore] == 0);
   CHECK_FALSE(ctr.AfterSave(disk::SaveMode::Base, row.data()));
+
+  // Plain rows: Batch changes nothing afterwards.
+  RowAccessor plain(AccessorOptions{}, 2, *sgd);
+  CHECK_FALSE(plain.HasAfterSave(disk::SaveMode::Batch));
+  CHECK(plain.HasAfterSave(disk::SaveMode::Delta));
 }
 
 TEST_CASE("RowAccessor: payloads round-trip; CTR rows without embedx store only embed_w", "[accessor]") {
@@ -183,7 +199,7 @@ TEST_CASE("RowAccessor: payloads round-trip; CTR rows without embedx store only 
   const float g[4] = {1, 1, 1, 1};
   ctr.ApplyPush(row.data(), g, 3, 0, false);
   REQUIRE_FALSE(ctr.Extended(row.data()));
-  const uint32_t flags = ctr.Flags(row.data());
+  const uint32_t flags = ctr.SavedFlags(row.data());  // as a checkpoint stores them
   // Full: w0, g2sum(w0), 4 statistics.  Weights only: w0.
   CHECK(ctr.PayloadFloats(true, flags) == 1 + 1 + 4);
   CHECK(ctr.PayloadFloats(false, flags) == 1);
@@ -192,7 +208,12 @@ TEST_CASE("RowAccessor: payloads round-trip; CTR rows without embedx store only 
   CHECK(ctr.Encode(row.data(), true, payload.data()) == 6);
   std::vector<float> back(ctr.row_floats(), 99.0f);
   ctr.Decode(flags, true, payload.data(), back.data());
+  CHECK_FALSE(ctr.Dirty(back.data()));  // a loaded row is as saved
+  ctr.SetFlags(back.data(), ctr.Flags(back.data()) | RowAccessor::kDirty);
   CHECK(back == row);  // every float, embedx state included
+  // kDirty in the flags handed to Decode is ignored.
+  ctr.Decode(flags | RowAccessor::kDirty, true, payload.data(), back.data());
+  CHECK_FALSE(ctr.Dirty(back.data()));
 
   // Weights only: fresh state and statistics, Changed cleared.
   CHECK(ctr.Encode(row.data(), false, payload.data()) == 1);

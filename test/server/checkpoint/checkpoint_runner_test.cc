@@ -2,6 +2,7 @@
 // executor pools, sharing one checkpoint directory like pservers on one machine.
 #include "server/checkpoint/checkpoint_runner.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -9,12 +10,16 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include "common/sharding.h"
 #include "server/checkpoint/checkpoint_dir.h"
+#include "server/checkpoint/dir_lock.h"
 #include "test/support/process.h"
 
 namespace fleetps::server {
@@ -87,7 +92,16 @@ class Server {
     runner_->Commit(dir, version, mode, [&](StatusOr<SaveOutcome> r) { p.set_value(r); });
     return p.get_future().get();
   }
+  Status FinishSave(const std::string& dir, const std::string& version) {
+    std::promise<Status> p;
+    runner_->FinishSave(dir, version, [&](Status st) { p.set_value(st); });
+    return p.get_future().get();
+  }
   StatusOr<LoadOutcome> Load(const std::string& dir) { return runner_->LoadSync(dir); }
+  // Holds executor lane `lane` (its thread) until `release` is ready.
+  void BlockLane(size_t lane, std::shared_future<void> release) {
+    pool_.Post(lane, [release] { release.wait(); });
+  }
   StatusOr<ShrinkOutcome> Shrink() {
     std::promise<StatusOr<ShrinkOutcome>> p;
     runner_->Shrink(std::nullopt, [&](StatusOr<ShrinkOutcome> r) { p.set_value(r); });
@@ -127,8 +141,10 @@ class Server {
     for (auto& x : grads) x = g(rng);
     REQUIRE(d->Push(d->begin(), grads.size(), grads.data()).ok());
   }
-  RowMap Rows(uint32_t table_id) {
+  // Every stored row; the RAM-only kDirty bit is left out of the flags unless `raw`.
+  RowMap Rows(uint32_t table_id, bool raw = false) {
     SparseTable* t = tables_->sparse(table_id);
+    const RowAccessor& acc = t->accessor();
     RowMap rows;
     for (uint32_t s = 0; s < t->num_shards(); ++s) {
       REQUIRE(t->ForEachRow(s, [&](uint64_t key, const float* row) {
@@ -136,7 +152,9 @@ class Server {
                  const KeyPlacement p = PlaceKey(key, static_cast<uint32_t>(options_.endpoints.size()), t->num_shards());
                  CHECK(p.server == index());
                  CHECK(p.shard == s);
-                 rows[key].assign(row, row + t->row_floats());
+                 auto& copy = rows[key];
+                 copy.assign(row, row + t->row_floats());
+                 if (!raw) acc.SetFlags(copy.data(), acc.SavedFlags(row));
                  return Status::OK();
                }).ok());
     }
@@ -431,6 +449,216 @@ TEST_CASE("Saving one table writes a checkpoint of that table only", "[checkpoin
   REQUIRE(target[0]->Load(dir).ok());
   CHECK(target[0]->DenseSlice() == source[0]->DenseSlice());
   CHECK(target[0]->Rows(kSparse) == untouched);
+}
+
+// ---- after-save changes wait for the commit --------------------------------------------
+
+// Unseen days of every CTR row of the cluster.
+std::map<uint64_t, float> UnseenDays(std::vector<std::unique_ptr<Server>>& servers) {
+  std::map<uint64_t, float> days;
+  const RowAccessor& acc = servers[0]->tables().sparse(kCtr)->accessor();
+  for (const auto& [k, row] : Union(servers, kCtr)) days[k] = acc.StatOf(row.data(), RowAccessor::kUnseenDays);
+  return days;
+}
+
+// Checks that every value of `days` is `want`; returns how many rows there are.
+size_t AllEqual(const std::map<uint64_t, float>& days, float want) {
+  size_t bad = 0;
+  for (const auto& [k, d] : days) bad += d != want;
+  CHECK(bad == 0);
+  return days.size();
+}
+
+TEST_CASE("A save that does not commit leaves Changed, delta_score and unseen_days; the next delta holds the rows",
+          "[checkpoint]") {
+  auto cluster = Cluster(2);
+  Train(cluster, 2, 20);
+  const std::string base = testing::MakeTempDir("effects_base");
+  SaveAll(cluster, base, disk::SaveMode::Base, "b1");
+  for (auto& s : cluster) REQUIRE(s->FinishSave(base, "b1").ok());  // server 1 applies it now
+  for (const auto& [k, row] : Union(cluster, kSparse)) {
+    REQUIRE(cluster[0]->tables().sparse(kSparse)->accessor().Flags(row.data()) == 0);
+  }
+  // 100 rows change after the base.
+  const auto touched = Keys(100, 21);
+  std::mt19937_64 rng(22);
+  for (auto& s : cluster) {
+    s->Push(kSparse, touched, rng);
+    s->Push(kCtr, touched, rng, /*counters=*/true);
+  }
+  const RowMap sparse = Union(cluster, kSparse), ctr = Union(cluster, kCtr);
+
+  SECTION("phase 1 everywhere, then no commit (the client died)") {
+    const std::string lost = testing::MakeTempDir("effects_lost");
+    for (auto& s : cluster) REQUIRE(s->SavePart(lost, "d1", disk::SaveMode::Delta).ok());
+    CHECK(Union(cluster, kSparse) == sparse);
+    CHECK(Union(cluster, kCtr) == ctr);
+  }
+  SECTION("phase 1 everywhere, the commit fails, the client reports it") {
+    const std::string failed = testing::MakeTempDir("effects_failed");
+    for (auto& s : cluster) REQUIRE(s->SavePart(failed, "d1", disk::SaveMode::Delta).ok());
+    std::filesystem::remove(failed + "/d1.tmp/" + ServerDirName(1) + "/PART");
+    REQUIRE_FALSE(cluster[0]->Commit(failed, "d1", disk::SaveMode::Delta).ok());
+    for (auto& s : cluster) REQUIRE(s->FinishSave(failed, "d1").ok());  // dropped
+    CHECK(Union(cluster, kSparse) == sparse);
+    CHECK(Union(cluster, kCtr) == ctr);
+  }
+  SECTION("server 1 fails its part (its lock file is held); server 0's part is not committed") {
+    const std::string half = testing::MakeTempDir("effects_half");
+    auto held = DirLock::Acquire(half, ServerLockName(1), "a test holding server 1's lock");
+    REQUIRE(held.ok());
+    REQUIRE(cluster[0]->SavePart(half, "d1", disk::SaveMode::Delta).ok());
+    auto refused = cluster[1]->SavePart(half, "d1", disk::SaveMode::Delta);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().IsBusy());
+    CHECK(Union(cluster, kSparse) == sparse);
+    CHECK(Union(cluster, kCtr) == ctr);
+  }
+  // The next delta, into another directory, still holds every changed row.
+  const std::string next = testing::MakeTempDir("effects_next");
+  SaveAll(cluster, next, disk::SaveMode::Delta, "d2");
+  auto delta = Checkpoint::Open(next);
+  REQUIRE(delta.ok());
+  CHECK(delta->table(kSparse)->rows() == 100);
+  CHECK(delta->table(kCtr)->rows() == 100);
+  // Once committed and settled, the rows are clean: a delta right after is empty.
+  for (auto& s : cluster) REQUIRE(s->FinishSave(next, "d2").ok());
+  const RowAccessor& ctr_acc = cluster[0]->tables().sparse(kCtr)->accessor();
+  for (const auto& [k, row] : Union(cluster, kCtr)) {
+    CHECK((ctr_acc.Flags(row.data()) & RowAccessor::kChanged) == 0);
+    CHECK(ctr_acc.StatOf(row.data(), RowAccessor::kDeltaScore) == 0);
+  }
+  const RowAccessor& acc = cluster[0]->tables().sparse(kSparse)->accessor();
+  for (const auto& [k, row] : Union(cluster, kSparse)) CHECK(acc.Flags(row.data()) == 0);
+  const std::string empty = testing::MakeTempDir("effects_empty");
+  SaveAll(cluster, empty, disk::SaveMode::Delta, "d3");
+  auto none = Checkpoint::Open(empty);
+  REQUIRE(none.ok());
+  CHECK(none->table(kSparse)->rows() == 0);
+  CHECK(none->table(kCtr)->rows() == 0);
+}
+
+TEST_CASE("A row pushed between a save's part and its commit stays Changed for the next delta", "[checkpoint]") {
+  auto cluster = Cluster(1);
+  Train(cluster, 1, 30);
+  SaveAll(cluster, testing::MakeTempDir("between_base"), disk::SaveMode::Base, "b1");
+  std::mt19937_64 rng(31);
+  const auto first = Keys(200, 32);
+  cluster[0]->Push(kSparse, first, rng);
+  cluster[0]->Push(kCtr, first, rng, /*counters=*/true);
+  const std::string dir = testing::MakeTempDir("between");
+  REQUIRE(cluster[0]->SavePart(dir, "d1", disk::SaveMode::Delta).ok());
+  // 20 of those rows and 30 new ones change before the commit.
+  std::vector<uint64_t> again(first.begin(), first.begin() + 20);
+  const auto fresh = Keys(30, 33);
+  again.insert(again.end(), fresh.begin(), fresh.end());
+  cluster[0]->Push(kSparse, again, rng);
+  cluster[0]->Push(kCtr, again, rng, /*counters=*/true);
+  REQUIRE(cluster[0]->Commit(dir, "d1", disk::SaveMode::Delta).ok());
+  auto d1 = Checkpoint::Open(dir);
+  REQUIRE(d1.ok());
+  CHECK(d1->table(kSparse)->rows() == 200);
+  const std::string next = testing::MakeTempDir("between_next");
+  SaveAll(cluster, next, disk::SaveMode::Delta, "d2");
+  auto d2 = Checkpoint::Open(next);
+  REQUIRE(d2.ok());
+  CHECK(d2->table(kSparse)->rows() == 50);
+  CHECK(d2->table(kCtr)->rows() == 50);
+}
+
+TEST_CASE("Batch saves age unseen_days exactly once per committed save, on every server", "[checkpoint]") {
+  auto cluster = Cluster(2);
+  Train(cluster, 2, 40);
+  const size_t rows = AllEqual(UnseenDays(cluster), 0);
+  REQUIRE(rows > 0);
+  const std::string dir = testing::MakeTempDir("days");
+  SaveAll(cluster, dir, disk::SaveMode::Batch, "day1");
+  // Server 0 applies at the commit; server 1 when it next settles (here: FinishSave).
+  const RowAccessor& acc = cluster[0]->tables().sparse(kCtr)->accessor();
+  for (uint32_t i = 0; i < 2; ++i) {
+    REQUIRE(cluster[i]->Rows(kCtr).size() > 0);
+    for (const auto& [k, row] : cluster[i]->Rows(kCtr)) {
+      CHECK(acc.StatOf(row.data(), RowAccessor::kUnseenDays) == (i == 0 ? 1 : 0));
+    }
+  }
+  REQUIRE(cluster[1]->FinishSave(dir, "day1").ok());
+  REQUIRE(cluster[1]->FinishSave(dir, "day1").ok());  // settled once only
+  AllEqual(UnseenDays(cluster), 1);
+
+  // Phase 1 sent twice (a retry), then committed: one day.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (auto& s : cluster) REQUIRE(s->SavePart(dir, "day2", disk::SaveMode::Batch).ok());
+  }
+  REQUIRE(cluster[0]->Commit(dir, "day2", disk::SaveMode::Batch).ok());
+  // A batch save that never commits: no day. Server 1's part settles day2 first.
+  for (auto& s : cluster) REQUIRE(s->SavePart(dir, "day3", disk::SaveMode::Batch).ok());
+  // The next committed one: server 1's part drops day3; its Shrink settles day4.
+  SaveAll(cluster, dir, disk::SaveMode::Batch, "day4");
+  REQUIRE(cluster[1]->Shrink().ok());
+  AllEqual(UnseenDays(cluster), 3);  // (the shrink deleted server 1's rows with low scores)
+  // The files hold the rows as they were when saved: day4's rows had 2 days.
+  auto target = Cluster(1);
+  REQUIRE(target[0]->Load(dir).ok());
+  CHECK(AllEqual(UnseenDays(target), 2) == rows);
+}
+
+// ---- one save per directory -------------------------------------------------------------
+
+TEST_CASE("One save per directory: a second save into it is refused while the first holds the lock",
+          "[checkpoint]") {
+  const std::string dir = testing::MakeTempDir("locked");
+  // Two jobs (two one-server clusters) saving into one directory.
+  auto a = Cluster(1);
+  auto b = Cluster(1);
+  Train(a, 1, 50);
+  Train(b, 1, 51);
+
+  SECTION("a holder outside the runner") {
+    auto held = DirLock::Acquire(dir, ServerLockName(0), "save of version vX by a test");
+    REQUIRE(held.ok());
+    auto refused = b[0]->SavePart(dir, "vb", disk::SaveMode::Checkpoint);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().IsBusy());
+    const std::string& msg = refused.status().message();
+    CHECK(msg.find(dir) != std::string::npos);
+    CHECK(msg.find(ServerLockName(0)) != std::string::npos);
+    CHECK(msg.find("save of version vX by a test") != std::string::npos);
+    CHECK(msg.find("pid " + std::to_string(getpid())) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir + "/vb.tmp"));  // refused before writing anything
+    // A commit needs every server's lock too.
+    REQUIRE(a[0]->SavePart(testing::MakeTempDir("elsewhere"), "va", disk::SaveMode::Checkpoint).ok());
+    auto commit = a[0]->Commit(dir, "va", disk::SaveMode::Checkpoint);
+    CHECK(commit.status().IsBusy());
+  }
+  SECTION("a save in progress on another server, and on the same one") {
+    // Hold one of a's executor threads: its save takes the lock and then waits mid-way.
+    std::promise<void> release;
+    a[0]->BlockLane(1, release.get_future().share());
+    std::promise<StatusOr<SaveOutcome>> first;
+    std::thread saver([&] { first.set_value(a[0]->SavePart(dir, "va", disk::SaveMode::Checkpoint)); });
+    const std::string lock_file = dir + "/" + ServerLockName(0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline &&
+           (!std::filesystem::exists(lock_file) || testing::ReadFile(lock_file).find("save va ") == std::string::npos)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    auto other = b[0]->SavePart(dir, "vb", disk::SaveMode::Checkpoint);
+    REQUIRE_FALSE(other.ok());
+    CHECK(other.status().IsBusy());
+    CHECK(other.status().message().find("part of save va") != std::string::npos);
+    auto same = a[0]->SavePart(dir, "vc", disk::SaveMode::Checkpoint);
+    CHECK(same.status().IsBusy());
+    release.set_value();
+    saver.join();
+    auto done = first.get_future().get();
+    REQUIRE(done.ok());
+    REQUIRE(a[0]->Commit(dir, "va", disk::SaveMode::Checkpoint).ok());
+  }
+  // Once released, the directory takes the next save.
+  SaveAll(b, dir, disk::SaveMode::Checkpoint, "vd");
+  auto target = Cluster(1);
+  REQUIRE(target[0]->Load(dir).ok());
+  CHECK(target[0]->Rows(kSparse) == b[0]->Rows(kSparse));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // RocksDB tier, shrink. Single server; keys are grouped by shard like the service does.
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -10,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/sharding.h"
+#include "server/checkpoint/row_file.h"
 #include "server/table/dense_table.h"
 #include "server/table/sparse_table.h"
 #include "test/support/process.h"
@@ -89,7 +91,7 @@ TEST_CASE("SparseTable: a GEO delta push adds to the weights and leaves optimize
   // Optimizer state untouched: g2sum still at initial_accumulator (0) for every weight.
   for (const auto& [key, row] : Rows(*t)) {
     for (uint32_t i = 0; i < 3; ++i) CHECK(row[3 + i] == 0.0f);
-    CHECK(t->accessor().Flags(row.data()) == RowAccessor::kChanged);
+    CHECK(t->accessor().Flags(row.data()) == (RowAccessor::kChanged | RowAccessor::kDirty));
   }
   // A gradient push afterwards does use the optimizer (Adagrad: g2sum = 4).
   Push(*t, {2}, {2.0f, 0.0f, 0.0f});
@@ -203,6 +205,88 @@ TEST_CASE("SparseTable: a budget too small for the shards is refused", "[sparse_
   o.shards = 1;
   auto missing = SparseTable::Create(o, 0, 1);
   CHECK(missing.status().IsInvalidArgument());
+}
+
+// Keys of a SparseRows file.
+std::vector<uint64_t> FileKeys(const std::string& path) {
+  std::vector<uint64_t> keys;
+  auto reader = BlockFileReader::Open(path, disk::FileKind::SparseRows);
+  REQUIRE(reader.ok());
+  while (true) {
+    auto block = NextSparseBlock(**reader);
+    REQUIRE(block.ok());
+    if (*block == nullptr) break;
+    keys.insert(keys.end(), (*block)->keys()->begin(), (*block)->keys()->end());
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+// Every row's floats with the RAM-only kDirty bit left out.
+std::map<uint64_t, std::vector<float>> SavedRows(const SparseTable& t) {
+  auto rows = Rows(t);
+  for (auto& [k, row] : rows) t.accessor().SetFlags(row.data(), t.accessor().SavedFlags(row.data()));
+  return rows;
+}
+
+TEST_CASE("SparseTable: SaveShard leaves rows as they are; ApplySaveEffects skips rows changed since",
+          "[sparse_table]") {
+  for (uint64_t budget : {uint64_t{0}, uint64_t{1} << 20}) {
+    CAPTURE(budget);
+    TableOptions o = Options(4, 1, OptimizerKind::kAdagrad);
+    o.accessor.kind = AccessorKind::kCtr;
+    o.accessor.embedx_threshold = 0;
+    o.memory_budget_bytes = budget;
+    const std::string dir = testing::MakeTempDir("save_effects");
+    auto t = Make(o, StorageOptions{dir + "/spill"});
+    std::mt19937_64 rng(7);
+    std::vector<uint64_t> keys(budget == 0 ? 500 : 20000);  // tiered: thousands of rows on RocksDB
+    for (auto& k : keys) k = rng();
+    std::vector<float> grads(keys.size() * 4, 0.5f), shows(keys.size(), 2.0f), clicks(keys.size(), 1.0f);
+    Push(*t, keys, grads, PushMode::kGradient, shows, clicks);
+    if (budget != 0) CHECK(t->Stats(0).disk_rows > 0);
+    const RowAccessor& acc = t->accessor();
+    const uint32_t st = acc.stats_offset();
+
+    for (disk::SaveMode mode : {disk::SaveMode::Delta, disk::SaveMode::Batch}) {
+      CAPTURE(static_cast<int>(mode));
+      const auto before = SavedRows(*t);
+      auto saved = t->SaveShard(0, mode, dir + "/shard-" + std::to_string(static_cast<int>(mode)));
+      REQUIRE(saved.ok());
+      CHECK(SavedRows(*t) == before);  // a save alone changes nothing a checkpoint or a pull sees
+      // 10 rows change after the save.
+      const std::vector<uint64_t> later(keys.begin(), keys.begin() + 10);
+      Push(*t, later, std::vector<float>(40, 0.25f), PushMode::kGradient, std::vector<float>(10, 1.0f),
+           std::vector<float>(10, 0.0f));
+      const auto pushed = SavedRows(*t);
+      auto changed = t->ApplySaveEffects(0, mode);
+      REQUIRE(changed.ok());
+      CHECK(*changed == keys.size() - later.size());
+      auto after = SavedRows(*t);
+      for (const auto& [k, row] : after) {
+        const bool is_later = std::find(later.begin(), later.end(), k) != later.end();
+        if (is_later) {
+          CHECK(row == pushed.at(k));  // kept its new state
+          CHECK((acc.Flags(row.data()) & RowAccessor::kChanged) != 0);
+          continue;
+        }
+        if (mode == disk::SaveMode::Delta) {
+          CHECK((acc.Flags(row.data()) & RowAccessor::kChanged) == 0);
+          CHECK(row[st + RowAccessor::kDeltaScore] == 0.0f);
+        } else {
+          CHECK(row[st + RowAccessor::kUnseenDays] == before.at(k)[st + RowAccessor::kUnseenDays] + 1);
+        }
+      }
+    }
+    // The next delta holds exactly the rows changed after the last one.
+    const std::string next = dir + "/next";
+    auto delta = t->SaveShard(0, disk::SaveMode::Delta, next);
+    REQUIRE(delta.ok());
+    CHECK(delta->rows == 10);
+    std::vector<uint64_t> want(keys.begin(), keys.begin() + 10);
+    std::sort(want.begin(), want.end());
+    CHECK(FileKeys(next) == want);
+  }
 }
 
 }  // namespace
