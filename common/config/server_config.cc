@@ -444,7 +444,8 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (AuthRequired(o) && o.auth_secret_file.empty()) {
     const std::string why = o.auth == AuthMode::kRequired
                                 ? "server.auth is required"
-                                : "server.auth is auto and bind address '" + BindHost(o) + "' is not a loopback address";
+                                : "server.auth is auto and bind address '" + BindHost(o) +
+                                      "' is not a loopback address";
     return Status::InvalidArgument(
         (o.source.empty() ? "" : o.source + ": ") + why +
         ", so peers must authenticate, but no shared secret is configured: set server.auth_secret_file (or "

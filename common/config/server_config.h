@@ -130,8 +130,8 @@ Status ApplyServerFlags(const ServerFlags& flags, ServerOptions* options);
 // file when AuthRequired(), ...).
 Status ValidateServerOptions(const ServerOptions& options);
 
-// True when peers must authenticate: auth is required, or auto and bind_host is not a
-// loopback address (IsLoopbackHost).
+// True when peers must authenticate: auth is required, or auto and the bind address
+// (BindHost) is not a loopback address (IsLoopbackHost).
 bool AuthRequired(const ServerOptions& options);
 // The address the listener binds to (bind_host, or the default described there).
 std::string BindHost(const ServerOptions& options);
