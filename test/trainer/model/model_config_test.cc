@@ -91,7 +91,7 @@ TEST_CASE("ModelOptions errors name file, line, key and the allowed values", "[m
        "test.yaml:3: hyper_parameters.optimizer.class: expected one of sgd, adagrad, adam (case-insensitive), "
        "got \"Momentum\""},
       {"hyper_parameters:\n  optimizer: {class: adam, learning_rte: 0.1}\n",
-       "test.yaml:2: hyper_parameters.optimizer: unknown key 'learning_rte'"},
+       "test.yaml:2:28: unknown key 'learning_rte' under 'hyper_parameters.optimizer' (did you mean 'learning_rate'?)"},
       {"hyper_parameters:\n  optimizer: {learning_rate: -1}\n",
        "test.yaml:2: hyper_parameters.optimizer.learning_rate: expected a number > 0, got \"-1\""},
       {"hyper_parameters:\n  optimizer: {beta1: 1}\n",
