@@ -18,6 +18,7 @@
 #include "common/logging.h"
 #include "server/app/app.h"
 #include "trainer/client/ps_client.h"
+#include "trainer/runtime/heartbeat.h"
 #include "trainer/runtime/job.h"
 
 namespace {
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
   std::optional<uint32_t> trainer_id, trainers, epochs, threads;
   trainer::JobFlags flags;
   trainer::TrainerRpcOptions rpc;
-  std::optional<int64_t> rpc_timeout_ms, connect_timeout_ms;
+  std::optional<int64_t> rpc_timeout_ms, connect_timeout_ms, heartbeat_interval_ms;
   cli.add_option("-c,--config", config_path, "job YAML (PaddleRec runner + hyper_parameters)")->required();
   cli.add_option("--mode", mode, "train | infer")->check(CLI::IsMember({"train", "infer"}));
   cli.add_option("--servers", servers, "pserver endpoints (overrides PADDLE_PSERVERS_IP_PORT_LIST)");
@@ -58,6 +59,10 @@ int main(int argc, char** argv) {
   cli.add_option("--connect-timeout-ms", connect_timeout_ms,
                  "how long to wait for the pservers to accept connections at start-up (default 60000)")
       ->check(CLI::PositiveNumber);
+  cli.add_option("--heartbeat-interval-ms", heartbeat_interval_ms,
+                 "how often the trainer renews its lease on the pservers (default 5000; keep it well below "
+                 "server.trainer_lease_s)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(cli, argc, argv);
 
   auto options = config::LoadTrainerYaml(config_path);
@@ -78,6 +83,7 @@ int main(int argc, char** argv) {
   if (!model_dir.empty()) options->infer_load_path = model_dir;
   if (rpc_timeout_ms) rpc.request_timeout = std::chrono::milliseconds(*rpc_timeout_ms);
   if (connect_timeout_ms) rpc.connect_timeout = std::chrono::milliseconds(*connect_timeout_ms);
+  if (heartbeat_interval_ms) rpc.heartbeat_interval = std::chrono::milliseconds(*heartbeat_interval_ms);
   if (!sync_mode.empty() && !config::SyncModeFromName(sync_mode, &options->sync_mode)) {
     return Fail(Status::InvalidArgument("--sync-mode must be async, sync or geo"));
   }
@@ -109,8 +115,17 @@ int main(int argc, char** argv) {
   }
   auto client = trainer::PsClient::Connect(client_options);
   if (!client.ok()) return Fail(client.status());
+  // Distributed training keeps a lease on every pserver and says when it has ended.
+  std::optional<trainer::Heartbeat> heartbeat;
+  if (mode == "train" && !options->local()) {
+    heartbeat.emplace(**client, options->trainer_id, options->trainers_num, rpc.heartbeat_interval);
+  }
   const Status st = mode == "train" ? trainer::RunTrainJob(*options, **client, flags)
                                     : trainer::RunInferJob(*options, **client, flags);
+  if (heartbeat) heartbeat->Finish(st);
+  if (st.ok() && mode == "train") {
+    if (auto stopped = trainer::StopServersAtEnd(*options, **client); !stopped.ok()) return Fail(stopped);
+  }
   client->reset();
   if (local_server) {
     local_server->Shutdown();

@@ -1,5 +1,6 @@
 #include "trainer/client/ps_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -530,6 +531,35 @@ Status PsClient::StopServers(const std::string& reason) {
     if (!r.ok() && first.ok()) first = r.status();
   }
   return first;
+}
+
+StatusOr<std::vector<uint32_t>> PsClient::Heartbeat(uint32_t trainer_id, uint32_t trainers, bool finished,
+                                                    bool failed, const std::string& reason,
+                                                    std::chrono::milliseconds timeout) {
+  net::CallOptions call;
+  call.timeout = timeout;
+  call.idempotent = true;
+  call.busy = net::BusyRetry::kAlways;
+  std::vector<std::promise<StatusOr<net::Reply>>> promises(clients_.size());
+  for (size_t s = 0; s < clients_.size(); ++s) {
+    flatbuffers::FlatBufferBuilder fbb(64 + reason.size());
+    fbb.Finish(wire::CreateHeartbeatRequest(fbb, trainer_id, trainers, finished, failed, fbb.CreateString(reason)));
+    clients_[s]->Call(static_cast<uint16_t>(MessageType::Heartbeat), fbb.Release(), call,
+                      [p = &promises[s]](StatusOr<net::Reply> r) { p->set_value(std::move(r)); });
+  }
+  std::vector<StatusOr<net::Reply>> replies;
+  for (auto& p : promises) replies.push_back(p.get_future().get());
+  std::vector<uint32_t> gone;
+  for (size_t s = 0; s < replies.size(); ++s) {
+    if (!replies[s].ok()) return replies[s].status();
+    Status error;
+    const auto* reply = VerifiedReply<wire::HeartbeatReply>(*replies[s], "pserver " + std::to_string(s), &error);
+    if (reply == nullptr) return error;
+    if (reply->gone() != nullptr) gone.insert(gone.end(), reply->gone()->begin(), reply->gone()->end());
+  }
+  std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+  return gone;
 }
 
 std::vector<StatusOr<net::Reply>> PsClient::CallEveryServer(

@@ -192,6 +192,12 @@ class PsClient {
   StatusOr<ShrinkResult> Shrink(std::optional<uint32_t> table_id = std::nullopt);
   // Asks every server to shut down cleanly.
   Status StopServers(const std::string& reason);
+  // Tells every server that trainer `trainer_id` of `trainers` is alive, or with `finished`
+  // that it has ended (`failed`: with the error `reason`). Returns the trainers that some
+  // server counts as gone (sorted, unique), or the first server's error.
+  // Bounded by `timeout` (re-sent after a connection loss: a heartbeat is idempotent).
+  StatusOr<std::vector<uint32_t>> Heartbeat(uint32_t trainer_id, uint32_t trainers, bool finished, bool failed,
+                                            const std::string& reason, std::chrono::milliseconds timeout);
 
  private:
   explicit PsClient(PsClientOptions options);

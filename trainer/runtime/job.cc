@@ -91,11 +91,13 @@ Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobF
   RETURN_IF_ERROR(WriteReport(flags.report_path, o, epochs, test ? &*test : nullptr));
   RETURN_IF_ERROR(trainer.Barrier("finished"));
   if (!o.model_save_path.empty()) RETURN_IF_ERROR(SaveModel(o, client));
-  if (o.trainer_id == 0 && !o.local() && o.stop_servers_at_end) {
-    spdlog::info("trainer 0: all trainers finished; stopping the pservers");
-    RETURN_IF_ERROR(client.StopServers("training finished"));
-  }
   return Status::OK();
+}
+
+Status StopServersAtEnd(const config::TrainerOptions& o, PsClient& client) {
+  if (o.trainer_id != 0 || o.local() || !o.stop_servers_at_end) return Status::OK();
+  spdlog::info("trainer 0: all trainers finished; stopping the pservers");
+  return client.StopServers("training finished");
 }
 
 Status RunInferJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags) {

@@ -24,10 +24,16 @@ struct TrainerRpcOptions {
   std::chrono::milliseconds admin_timeout{3600000};     // Save, Load, Shrink
   std::chrono::milliseconds keepalive_interval{10000};  // silence before a liveness Ping
   std::chrono::milliseconds barrier_margin{10000};      // a barrier waits barrier_timeout_ms + this
+  // Heartbeat period (trainer leases, server.trainer_lease_s: keep it well below the lease).
+  std::chrono::milliseconds heartbeat_interval{5000};
 };
 
 // The PsClient options of a job: its pservers and `rpc`.
 PsClientOptions JobClientOptions(const config::TrainerOptions& options, const TrainerRpcOptions& rpc);
+
+// Trainer 0 of a distributed job with fleetps.stop_servers_at_end: asks every pserver to
+// stop (after the job and its final heartbeat; the others have passed the last barrier).
+Status StopServersAtEnd(const config::TrainerOptions& options, PsClient& client);
 
 struct JobFlags {
   std::string report_path;       // JSON summary written at the end ("" = none)

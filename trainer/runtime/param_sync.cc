@@ -1,5 +1,7 @@
 #include "trainer/runtime/param_sync.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -196,6 +198,16 @@ class AsyncSync : public ParamSync {
           keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, keys, grads, sparse_options);
       auto dense_done = client_.PushDense(o_.dense_table.id, dense);
       Status st = Wait(sparse_done, dense_done);
+      if (st.IsUnavailable()) {
+        // The connection to a pserver dropped with the push in flight: the pserver died (it
+        // restarts from its last checkpoint, so the updates since are lost anyway) or the
+        // push was never delivered. Async training goes on; a pserver that stays away fails
+        // the next pull.
+        ++lost_pushes_;
+        spdlog::warn("async communicator: a push was lost with its pserver connection ({} so far): {}",
+                     lost_pushes_, st.ToString());
+        st = Status::OK();
+      }
       std::shared_ptr<std::vector<float>> fresh;
       if (st.ok() && ++sends % o_.dense_pull_interval == 0) {
         fresh = std::make_shared<std::vector<float>>(o_.dense_table.dim);
@@ -227,6 +239,7 @@ class AsyncSync : public ParamSync {
   bool flush_requested_ = false;
   bool stopping_ = false;
   Status error_;
+  uint64_t lost_pushes_ = 0;  // send thread only
   std::shared_ptr<const std::vector<float>> dense_;  // snapshot read by workers
   std::thread sender_;
 };
