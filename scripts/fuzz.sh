@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (test/fuzz, docs/FUZZING.md) with clang + ASan + UBSan into
+# build-fuzz/ and runs each one for a fixed time, one after another (one process each).
+#   scripts/fuzz.sh                       every target, 60 s each
+#   scripts/fuzz.sh 20                    every target, 20 s each (scripts/test.sh)
+#   scripts/fuzz.sh 180 ps_service_fuzz   one target for 3 minutes
+# Environment: FLEETPS_FUZZ_BUILD (build dir, default build-fuzz), FLEETPS_FUZZ_CXX (the
+# clang++; default clang++-16, Debian 12's newest, else clang++: fleetps needs clang >= 16
+# for C++20 lambda captures of structured bindings), FLEETPS_JOBS (parallel compile jobs,
+# default 2), FLEETPS_FUZZ_ARGS (extra libFuzzer flags).
+# Per target, under build-fuzz/fuzz/<target>/: seeds/ (written by the target itself),
+# corpus/ (kept between runs and grown by them), findings/ (crash-*, timeout-*, oom-*
+# inputs), last.log. Prints the executions of every target; exits 1 when any target found
+# something (its input and stack are named), 0 otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SECONDS_EACH="${1:-60}"
+shift || true
+ALL_TARGETS=(frame_fuzz config_fuzz data_format_fuzz checkpoint_fuzz ps_service_fuzz)
+if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL_TARGETS[@]}"); fi
+BUILD_DIR="${FLEETPS_FUZZ_BUILD:-build-fuzz}"
+JOBS="${FLEETPS_JOBS:-2}"
+
+CXX_FUZZ="${FLEETPS_FUZZ_CXX:-}"
+if [ -z "$CXX_FUZZ" ]; then
+  if command -v clang++-16 >/dev/null; then CXX_FUZZ=clang++-16; else CXX_FUZZ=clang++; fi
+fi
+if ! command -v "$CXX_FUZZ" >/dev/null; then
+  echo "fuzz: $CXX_FUZZ not found (scripts/install_deps.sh installs clang-16 and libFuzzer)" >&2
+  exit 1
+fi
+CC_FUZZ="${CXX_FUZZ/clang++/clang}"
+
+echo "== fuzz build ($BUILD_DIR/: $CXX_FUZZ, libFuzzer, ASan + UBSan)"
+cmake -S . -B "$BUILD_DIR" -G Ninja \
+  -DCMAKE_C_COMPILER="$CC_FUZZ" -DCMAKE_CXX_COMPILER="$CXX_FUZZ" \
+  -DFLEETPS_BUILD_FUZZ=ON -DFLEETPS_SANITIZE=ON -DFLEETPS_WITH_CUDA=OFF \
+  -DFLEETPS_BUILD_TESTS=OFF -DFLEETPS_BUILD_BENCH=OFF -DFLEETPS_BUILD_E2E=OFF >/dev/null
+ninja -C "$BUILD_DIR" -j "$JOBS" "${TARGETS[@]}"
+
+# Stacks name functions and lines: llvm-symbolizer when installed, else binutils' addr2line.
+for s in llvm-symbolizer-16 llvm-symbolizer addr2line; do
+  if command -v "$s" >/dev/null; then export ASAN_SYMBOLIZER_PATH="$(command -v "$s")"; break; fi
+done
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:handle_abort=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+failed=()
+summary=()
+for t in "${TARGETS[@]}"; do
+  bin="$BUILD_DIR/test/fuzz/$t"
+  dir="$BUILD_DIR/fuzz/$t"
+  rm -rf "$dir/seeds"
+  mkdir -p "$dir/corpus" "$dir/findings"
+  FLEETPS_FUZZ_SEEDS="$dir/seeds" "$bin" >/dev/null 2>"$dir/seeds.log" || {
+    cat "$dir/seeds.log" >&2
+    echo "fuzz: $t could not write its seeds" >&2
+    failed+=("$t")
+    continue
+  }
+  echo "== $t: ${SECONDS_EACH} s ($(ls "$dir/seeds" | wc -l) seeds, $(ls "$dir/corpus" | wc -l) corpus inputs)"
+  rc=0
+  # The outer timeout only catches a run that does not stop by itself (a hang that
+  # libFuzzer's -timeout cannot interrupt).
+  timeout --kill-after=10 $((SECONDS_EACH + 180)) \
+    "$bin" "$dir/corpus" "$dir/seeds" -max_total_time="$SECONDS_EACH" -timeout=60 -rss_limit_mb=4096 \
+    -print_final_stats=1 -artifact_prefix="$dir/findings/" ${FLEETPS_FUZZ_ARGS:-} >"$dir/last.log" 2>&1 || rc=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/last.log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$dir/last.log" | tail -1 | cut -d' ' -f2)
+  summary+=("$(printf '%-18s %12s execs  cov %6s  %s' "$t" "${execs:-?}" "${cov:-?}" \
+    "$([ "$rc" -eq 0 ] && echo ok || echo "FINDING (exit $rc)")")")
+  if [ "$rc" -ne 0 ]; then
+    failed+=("$t")
+    echo "fuzz: $t FOUND A PROBLEM (exit $rc); log $dir/last.log, input(s):" >&2
+    ls -1 "$dir/findings" >&2 || true
+    grep -E "ERROR: |FLEETPS FUZZ FINDING|runtime error|SUMMARY|^    #[0-9]+ " "$dir/last.log" | head -60 >&2 || true
+    echo "reproduce: $bin $dir/findings/<file>" >&2
+  fi
+done
+
+echo "== fuzz summary (${SECONDS_EACH} s per target)"
+printf '%s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz: findings in: ${failed[*]}" >&2
+  exit 1
+fi

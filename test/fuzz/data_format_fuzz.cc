@@ -1,0 +1,233 @@
+// Fuzz target: the three data-line formats (trainer/data/line_format.h: rank_dnn
+// `name:value`, MultiSlot, slot_dnn `value:slot`) and RecordBlock::Parse
+// (trainer/data/record_block.h), the bytes a trainer receives in a global shuffle.
+//
+// Input: byte 0 selects what the rest is:
+//   0..5  text lines ('\n'-separated) for a format: 0 rank_dnn, 1 multislot, 2 slot_dnn
+//         with PaddleRec's default slots; 3..5 the same formats with 2 dense floats and
+//         sparse slots [26, 3, 7] (short lines the fuzzer completes more easily)
+//   6, 7  a serialized RecordBlock, parsed with the shape of byte 1 (6) or rank_dnn's
+//         13 dense floats x 26 slots (7)
+// Checks, besides the sanitizers:
+//  - a line that parses has the configured shape, a 0/1 label and finite dense values, and
+//    LineFormat::Write gives a line that parses back to the same Example;
+//  - the parsed examples of one input, appended to a RecordBlock, survive Serialize and
+//    Parse unchanged and give the same Batch as appending the examples directly;
+//  - a RecordBlock that Parse accepts can be read whole (AppendToBatch every record) and
+//    re-serialized to an equal block.
+#include <cmath>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/config/data_config.h"
+#include "common/config/yaml_util.h"
+#include "trainer/data/batch.h"
+#include "trainer/data/line_format.h"
+#include "trainer/data/record_block.h"
+#include "test/fuzz/fuzz_util.h"
+
+namespace fleetps::fuzz {
+namespace {
+
+using data::Batch;
+using data::Example;
+using data::RecordBlock;
+
+struct Format {
+  config::DataOptions options;
+  std::unique_ptr<const data::LineFormat> format;
+};
+
+config::DataOptions OptionsFromYaml(const std::string& yaml) {
+  auto node = config::LoadYamlString(yaml, "<fuzz>");
+  if (!node.ok()) Fail("fuzz data options: " + node.status().ToString());
+  config::DataOptions options;
+  const Status st = config::ParseDataOptions(*node, config::YamlContext{"<fuzz>", "data"}, &options);
+  if (!st.ok()) Fail("fuzz data options: " + st.ToString());
+  return options;
+}
+
+std::vector<Format>& Formats() {
+  static std::vector<Format>* formats = [] {
+    auto* f = new std::vector<Format>;
+    const char* yamls[] = {
+        "data_format: rank_dnn",
+        "data_format: multislot",
+        "data_format: slot_dnn",
+        "{data_format: rank_dnn, dense_input_dim: 2, sparse_slots: ['26', '3', '7']}",
+        "{data_format: multislot, dense_input_dim: 2, sparse_slots: ['26', '3', '7']}",
+        "{data_format: slot_dnn, sparse_slots: ['26', '3', '7']}",
+    };
+    for (const char* yaml : yamls) {
+      Format fmt;
+      fmt.options = OptionsFromYaml(yaml);
+      fmt.format = data::MakeLineFormat(fmt.options);
+      f->push_back(std::move(fmt));
+    }
+    return f;
+  }();
+  return *formats;
+}
+
+std::string Describe(const Example& e) {
+  std::string s = "label " + std::to_string(e.label) + ", " + std::to_string(e.dense.size()) + " dense, slots";
+  for (const auto& ids : e.slots) s += " " + std::to_string(ids.size());
+  return s;
+}
+
+void CheckBlockRoundTrip(const RecordBlock& block, const std::string& what) {
+  const auto bytes = block.Serialize();
+  auto again = RecordBlock::Parse(bytes, block.dense_dim(), block.num_slots(), "round trip");
+  if (!again.ok()) Fail(what + ": a serialized RecordBlock does not parse: " + again.status().ToString());
+  if (!(*again == block)) Fail(what + ": a RecordBlock changed through Serialize and Parse");
+}
+
+void FuzzLines(const Format& fmt, std::string_view text) {
+  const auto& o = fmt.options;
+  RecordBlock block(o.dense_dim, static_cast<uint32_t>(o.sparse_slots.size()));
+  Batch direct(o.dense_dim, o.sparse_slots.size());
+  Example ex, again;
+  std::string written;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    const Status st = fmt.format->Parse(line, &ex);
+    if (!st.ok()) {
+      if (!st.IsInvalidArgument() || st.message().empty()) Fail("Parse failed with " + st.ToString());
+      continue;
+    }
+    if (ex.dense.size() != o.dense_dim || ex.slots.size() != o.sparse_slots.size() ||
+        (ex.label != 0.0f && ex.label != 1.0f)) {
+      Fail("Parse accepted a line into an Example of the wrong shape: " + Describe(ex));
+    }
+    for (float v : ex.dense) {
+      if (!std::isfinite(v)) Fail("Parse accepted a non-finite dense value");
+    }
+    written.clear();
+    fmt.format->Write(ex, &written);
+    const Status st2 = fmt.format->Parse(written, &again);
+    if (!st2.ok()) Fail("Write gave a line that does not parse (" + st2.ToString() + "): " + written);
+    if (!(again == ex)) Fail("Write + Parse changed the example " + Describe(ex) + " into " + Describe(again));
+    block.Append(ex);
+    direct.Append(ex);
+  }
+  CheckBlockRoundTrip(block, "lines");
+  Batch from_block(o.dense_dim, o.sparse_slots.size());
+  for (size_t i = 0; i < block.size(); ++i) block.AppendToBatch(i, &from_block);
+  if (from_block.labels != direct.labels || from_block.dense != direct.dense || !(from_block.slots == direct.slots)) {
+    Fail("a RecordBlock gives a different Batch than its examples");
+  }
+}
+
+void FuzzRecordBlock(std::span<const uint8_t> input, uint32_t dense_dim, uint32_t num_slots) {
+  // A heap copy, as the trainer's PsClient::ShuffleFetch hands Parse (malloc-aligned).
+  const std::vector<uint8_t> bytes(input.begin(), input.end());
+  auto block = RecordBlock::Parse(bytes, dense_dim, num_slots, "fuzz");
+  if (!block.ok()) {
+    if (!block.status().IsCorruption()) Fail("RecordBlock::Parse failed with " + block.status().ToString());
+    return;
+  }
+  Batch batch(dense_dim, num_slots);
+  for (size_t i = 0; i < block->size(); ++i) block->AppendToBatch(i, &batch);
+  if (batch.size() != block->size()) Fail("AppendToBatch lost records");
+  CheckBlockRoundTrip(*block, "parsed block");
+  RecordBlock copy(dense_dim, num_slots);
+  for (size_t i = 0; i < block->size(); ++i) copy.AppendRecord(*block, i);
+  if (!(copy == *block)) Fail("AppendRecord of every record gives a different block");
+}
+
+// ---- seeds ----------------------------------------------------------------------------
+
+std::vector<std::string> SampleLines(const std::string& path, size_t max_lines) {
+  const std::string text = ReadBytes(path);
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  while (pos < text.size() && lines.size() < max_lines) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    lines.push_back(text.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return lines;
+}
+
+void WriteSeeds(SeedWriter& seeds) {
+  auto& formats = Formats();
+  const char* shared = std::getenv("FLEETPS_PADDLEREC_DIR");
+  const std::string dir = shared != nullptr ? shared : FLEETPS_SOURCE_DIR "/../shared/data/paddlerec";
+  // Real PaddleRec lines (rank_dnn: a few; slot_dnn lines are ~10 KB, one is enough).
+  for (const auto& line : SampleLines(dir + "/rank_dnn/data/sample_data/train/sample_train.txt", 3)) {
+    seeds.Add(std::string(1, '\0') + line);
+  }
+  for (const auto& line : SampleLines(dir + "/slot_dnn/data/demo_10", 1)) {
+    seeds.Add(std::string(1, '\2') + line.substr(0, 2000));  // a prefix: still a valid line
+  }
+  // Lines written by each format from a small example, and RecordBlocks of them.
+  for (size_t f = 0; f < formats.size(); ++f) {
+    const auto& o = formats[f].options;
+    Example ex;
+    ex.Reset(o.sparse_slots.size());
+    ex.label = f % 2 == 0 ? 1.0f : 0.0f;
+    for (uint32_t j = 0; j < o.dense_dim; ++j) ex.dense.push_back(0.5f * static_cast<float>(j) - 0.125f);
+    for (size_t s = 0; s < ex.slots.size() && s < 4; ++s) {
+      for (size_t k = 0; k <= s % 3; ++k) ex.slots[s].push_back(1000 * s + k + 18446744073709551000ull * (k == 2));
+    }
+    if (f == 0 || f == 3 || f == 1 || f == 4) {
+      for (auto& ids : ex.slots) {
+        if (ids.empty()) ids.push_back(7);  // rank_dnn needs every slot; multislot any count
+      }
+    }
+    std::string line;
+    formats[f].format->Write(ex, &line);
+    seeds.Add(std::string(1, static_cast<char>(f)) + line + "\n" + line);
+    if (f >= 3) {
+      RecordBlock block(o.dense_dim, static_cast<uint32_t>(o.sparse_slots.size()));
+      block.Append(ex);
+      block.Append(ex);
+      const auto bytes = block.Serialize();
+      const char shape = static_cast<char>((o.dense_dim & 3) | ((o.sparse_slots.size() & 0x3f) << 2));
+      seeds.Add(std::string(1, '\6') + shape + std::string(bytes.begin(), bytes.end()));
+    }
+  }
+  {
+    const auto& o = formats[0].options;  // 13 x 26
+    Example ex;
+    ex.Reset(o.sparse_slots.size());
+    ex.dense.assign(o.dense_dim, 1.0f);
+    for (auto& ids : ex.slots) ids.push_back(3);
+    RecordBlock block(o.dense_dim, static_cast<uint32_t>(o.sparse_slots.size()));
+    block.Append(ex);
+    const auto bytes = block.Serialize();
+    seeds.Add(std::string(1, '\7') + std::string(bytes.begin(), bytes.end()));
+  }
+}
+
+}  // namespace
+}  // namespace fleetps::fuzz
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  fleetps::fuzz::MaybeWriteSeeds("data_format_fuzz", fleetps::fuzz::WriteSeeds);
+  fleetps::fuzz::QuietLogs();
+  fleetps::fuzz::Formats();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace fleetps::fuzz;
+  if (size == 0) return 0;
+  const uint8_t selector = data[0] % 8;
+  if (selector < 6) {
+    FuzzLines(Formats()[selector], std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
+  } else if (selector == 6) {
+    if (size < 2) return 0;
+    // Byte 1: dense_dim in bits 0-1, num_slots in bits 2-7.
+    FuzzRecordBlock({data + 2, size - 2}, data[1] & 3, data[1] >> 2);
+  } else {
+    FuzzRecordBlock({data + 1, size - 1}, 13, 26);
+  }
+  return 0;
+}
