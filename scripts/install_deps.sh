@@ -16,6 +16,7 @@ PACKAGES=(
   libopenblas-dev
   iperf3
   procps
+  clang-16 libclang-rt-16-dev
 )
 
 missing=()
