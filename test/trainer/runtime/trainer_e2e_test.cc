@@ -276,10 +276,20 @@ TEST_CASE("A stopped pserver fails the trainer within the RPC deadline, naming t
   const auto trainer = [&](const std::string& name) {
     auto p = std::make_unique<ChildProcess>();
     REQUIRE(p->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml", "--epochs",
-                      "1000", "--rpc-timeout-ms", "2000"},
+                      "1000", "--rpc-timeout-ms", "2000", "--connect-timeout-ms", "10000"},
                      env, w.dir + "/" + name + ".log"));
     return p;
   };
+
+  // Stopped before the trainer starts: the start-up handshake times out.
+  servers[1].Signal(SIGSTOP);
+  auto early = trainer("at-start");
+  int rc = early->Wait(std::chrono::seconds(30));
+  std::string log = testing::ReadFile(w.dir + "/at-start.log");
+  INFO(log);
+  CHECK(rc == 1);
+  CHECK_THAT(log, Catch::Contains("Ping to " + frozen));
+  servers[1].Signal(SIGCONT);
 
   // Stopped in the middle of training: the trainer's pulls and pushes to it time out.
   auto running = trainer("mid-training");
@@ -291,21 +301,13 @@ TEST_CASE("A stopped pserver fails the trainer within the RPC deadline, naming t
   }
   servers[1].Signal(SIGSTOP);
   const auto stopped = std::chrono::steady_clock::now();
-  int rc = running->Wait(std::chrono::seconds(30));
-  std::string log = testing::ReadFile(w.dir + "/mid-training.log");
+  rc = running->Wait(std::chrono::seconds(30));
+  log = testing::ReadFile(w.dir + "/mid-training.log");
   INFO(log);
   CHECK(rc == 1);
   CHECK(std::chrono::steady_clock::now() - stopped < std::chrono::seconds(15));
   CHECK_THAT(log, Catch::Contains("cpu-trainer: TimedOut: "));
   CHECK_THAT(log, Catch::Contains(frozen));
-
-  // Stopped before the trainer starts: the start-up handshake times out.
-  auto late = trainer("at-start");
-  rc = late->Wait(std::chrono::seconds(30));
-  log = testing::ReadFile(w.dir + "/at-start.log");
-  INFO(log);
-  CHECK(rc == 1);
-  CHECK_THAT(log, Catch::Contains("Ping to " + frozen));
 
   servers[1].Signal(SIGCONT);
   for (auto& s : servers) s.Signal(SIGKILL);
