@@ -135,6 +135,15 @@ TEST_CASE("DirLock: another process's lock refuses; its death releases it", "[ch
     _exit(0);
   }
   close(ready[1]);
+  // The child goes whatever happens below.
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid <= 0) return;
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } reaper{child};
   char c = 0;
   REQUIRE(read(ready[0], &c, 1) == 1);
   close(ready[0]);
@@ -145,8 +154,8 @@ TEST_CASE("DirLock: another process's lock refuses; its death releases it", "[ch
   CHECK(refused.status().message().find("pid " + std::to_string(child) + " ") != std::string::npos);
   CHECK(refused.status().message().find("a child process") != std::string::npos);
   kill(child, SIGKILL);
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(waitpid(child, nullptr, 0) == child);
+  reaper.pid = 0;
   CHECK(DirLock::Acquire(dir, ServerLockName(0), "the parent").ok());
 }
 

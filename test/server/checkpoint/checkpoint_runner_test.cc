@@ -636,6 +636,15 @@ TEST_CASE("One save per directory: a second save into it is refused while the fi
     a[0]->BlockLane(1, release.get_future().share());
     std::promise<StatusOr<SaveOutcome>> first;
     std::thread saver([&] { first.set_value(a[0]->SavePart(dir, "va", disk::SaveMode::Checkpoint)); });
+    // The lane and the saver go whatever happens below.
+    struct Unblock {
+      std::promise<void>* release;
+      std::thread* saver;
+      ~Unblock() {
+        if (release != nullptr) release->set_value();
+        saver->join();
+      }
+    } unblock{&release, &saver};
     const std::string lock_file = dir + "/" + ServerLockName(0);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < deadline &&
@@ -649,7 +658,7 @@ TEST_CASE("One save per directory: a second save into it is refused while the fi
     auto same = a[0]->SavePart(dir, "vc", disk::SaveMode::Checkpoint);
     CHECK(same.status().IsBusy());
     release.set_value();
-    saver.join();
+    unblock.release = nullptr;
     auto done = first.get_future().get();
     REQUIRE(done.ok());
     REQUIRE(a[0]->Commit(dir, "va", disk::SaveMode::Checkpoint).ok());
