@@ -109,6 +109,11 @@ int main(int argc, char** argv) {
       }
     }
     server_options.source = "local tables of " + config_path;
+    // This process saves and loads its model through its own server.
+    const std::string& model = mode == "infer" ? options->infer_load_path : options->model_save_path;
+    if (!model.empty()) {
+      server_options.checkpoint_root = std::filesystem::absolute(model).lexically_normal().parent_path().string();
+    }
     local_server = std::make_unique<server::App>(server_options);
     if (auto st = local_server->Start(); !st.ok()) return Fail(st);
     client_options.servers = {{"127.0.0.1", local_server->port()}};

@@ -1,5 +1,7 @@
 #include "common/config/server_config.h"
 
+#include <filesystem>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -318,6 +320,11 @@ StatusOr<ServerOptions> ParseServerYaml(const std::string& text, const std::stri
     const YAML::Node ext = root["fleetps"];
     if (ext && ext.IsMap() && ext["server"]) {
       RETURN_IF_ERROR(ParseServerSection(ext["server"], YamlContext{file_name, "fleetps.server"}, &out));
+    }
+    // Trainer 0 saves the model into runner.model_save_path: its directory is where network
+    // Save/Load requests may go unless fleetps.server.checkpoint_root says otherwise.
+    if (out.checkpoint_root.empty() && !job.model_save_path.empty()) {
+      out.checkpoint_root = std::filesystem::path(job.model_save_path).parent_path().string();
     }
     return out;
   }

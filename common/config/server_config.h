@@ -93,8 +93,10 @@ struct ServerOptions {
   // File holding the shared secret; required when AuthRequired(). Env FLEETPS_AUTH_SECRET_FILE
   // overrides the YAML; deliberately no command-line flag. Default empty.
   std::string auth_secret_file;
-  // Save/Load requests from the network name directories relative to this root. Empty
-  // (default): the save_dir when set, else remote Save/Load is refused.
+  // Save/Load requests from the network name directories below this root (relative to it,
+  // or absolute inside it); the parent of save_dir is a root too. Empty and no save_dir:
+  // remote Save/Load is refused. A job YAML's default: the directory holding
+  // runner.model_save_path.
   std::string checkpoint_root;
 
   std::string source;                    // where the options came from, for messages

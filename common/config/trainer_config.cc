@@ -158,8 +158,9 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(ReadUint32(runner, "thread_num", rctx, &o.worker_threads));
     RETURN_IF_ERROR(ReadString(runner, "model_save_path", rctx, &o.model_save_path));
     RETURN_IF_ERROR(ReadString(runner, "infer_load_path", rctx, &o.infer_load_path));
-    // Like the data paths, model paths are relative to the YAML file's directory.
-    const std::filesystem::path base = std::filesystem::path(file_name).parent_path();
+    // Like the data paths, model paths are relative to the YAML file's directory; made
+    // absolute, since the pservers resolve them too (below their checkpoint root).
+    const std::filesystem::path base = std::filesystem::absolute(file_name).parent_path();
     for (std::string* p : {&o.model_save_path, &o.infer_load_path}) {
       if (!p->empty() && std::filesystem::path(*p).is_relative()) *p = (base / *p).lexically_normal().string();
     }

@@ -1,6 +1,7 @@
 #include "server/service/ps_service.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <bit>
 #include <cmath>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "common/sharding.h"
 #include "fleetps/config.h"
 #include "schemas/ps_generated.h"
+#include "server/checkpoint/checkpoint_dir.h"
 
 namespace fleetps::server {
 
@@ -88,7 +90,37 @@ PsService::PsService(const config::ServerOptions& options, TableSet& tables, Exe
       checkpoints_(
           tables, executors, [this](uint32_t table_id, uint32_t shard) { return SparseLane(table_id, shard); },
           [this](uint32_t table_id) { return DenseLane(table_id); }, options.index,
-          static_cast<uint32_t>(options.endpoints.size()), FLEETPS_VERSION) {}
+          static_cast<uint32_t>(options.endpoints.size()), FLEETPS_VERSION) {
+  namespace fs = std::filesystem;
+  if (!options.checkpoint_root.empty()) checkpoint_roots_.push_back(fs::absolute(options.checkpoint_root).string());
+  if (!options.save_dir.empty()) {
+    checkpoint_roots_.push_back(fs::absolute(options.save_dir).lexically_normal().parent_path().string());
+  }
+}
+
+StatusOr<std::string> PsService::RequestPath(const std::string& op, const std::string& requested) const {
+  namespace fs = std::filesystem;
+  Status first;
+  for (const std::string& root : checkpoint_roots_) {
+    std::string candidate = requested;
+    if (fs::path(requested).is_absolute()) {
+      const fs::path rel = fs::path(requested).lexically_normal().lexically_relative(fs::path(root).lexically_normal());
+      if (rel.empty() || *rel.begin() == "..") {
+        if (first.ok()) first = Status::InvalidArgument("'" + requested + "' is not inside " + root);
+        continue;
+      }
+      candidate = rel.string();
+    }
+    auto confined = ConfineCheckpointPath(root, candidate);
+    if (confined.ok()) return confined;
+    if (first.ok()) first = confined.status();
+  }
+  if (checkpoint_roots_.empty()) return ConfineCheckpointPath("", requested).status().WithContext(op);
+  std::string roots;
+  for (const auto& r : checkpoint_roots_) roots += (roots.empty() ? "" : ", ") + r;
+  return Status::PermissionDenied(op + " on " + Where() + ": " + first.message() + " (checkpoint roots: " + roots +
+                                  "; name a directory below one, or set server.checkpoint_root)");
+}
 
 Status PsService::MissingTable(const std::string& request, const std::string& kind, uint32_t table_id) const {
   return Status::NotFound(request + ": no " + kind + " table with id " + std::to_string(table_id) + " on " + Where() +
@@ -671,7 +703,9 @@ void PsService::Save(const net::Request& req, const net::Responder& responder) {
   const auto* msg = Verified<wire::SaveRequest>(req, responder);
   if (msg == nullptr) return;
   SaveSpec spec;
-  spec.dir = msg->path() ? msg->path()->str() : std::string();
+  auto dir = RequestPath("Save", msg->path() ? msg->path()->str() : std::string());
+  if (!dir.ok()) return responder.SendError(dir.status());
+  spec.dir = *dir;
   spec.version = msg->version() ? msg->version()->str() : std::string();
   spec.mode = msg->mode();
   if (!msg->all_tables()) spec.table_id = msg->table_id();
@@ -705,7 +739,9 @@ void PsService::Save(const net::Request& req, const net::Responder& responder) {
 void PsService::Load(const net::Request& req, const net::Responder& responder) {
   const auto* msg = Verified<wire::LoadRequest>(req, responder);
   if (msg == nullptr) return;
-  const std::string dir = msg->path() ? msg->path()->str() : std::string();
+  auto confined = RequestPath("Load", msg->path() ? msg->path()->str() : std::string());
+  if (!confined.ok()) return responder.SendError(confined.status());
+  const std::string dir = *confined;
   checkpoints_.Load(dir, [responder, dir, where = Where()](StatusOr<LoadOutcome> result) {
     if (!result.ok()) return responder.SendError(result.status());
     spdlog::info("{}: loaded {} (version {}, mode {}): {} sparse rows", where, dir, result->version,

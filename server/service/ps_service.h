@@ -67,6 +67,10 @@ class PsService {
   void ShuffleFetch(const net::Request& req, const net::Responder& responder);
   void Heartbeat(const net::Request& req, const net::Responder& responder);
 
+  // The directory a Save or Load request names, confined to a checkpoint root: a path
+  // relative to a root, or an absolute one inside it ('..' and symbolic-link escapes
+  // refused). Roots: server.checkpoint_root, and the parent of server.save_dir.
+  StatusOr<std::string> RequestPath(const std::string& op, const std::string& requested) const;
   // Counts (and logs, sparingly) values dropped under nonfinite_gradients: skip.
   void CountSkipped(const std::string& table, uint64_t count, const char* what);
   size_t SparseLane(uint32_t table_id, uint32_t shard) const;
@@ -84,6 +88,7 @@ class PsService {
   MetricBoard metrics_;
   ShuffleMailbox shuffle_mailbox_;
   std::atomic<uint64_t> nonfinite_skipped_{0};
+  std::vector<std::string> checkpoint_roots_;
   CheckpointRunner checkpoints_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> stop_requested_{false};

@@ -28,8 +28,9 @@ constexpr uint64_t kDenseSize = 1000;
 std::string Yaml(const std::vector<uint16_t>& ports, const std::string& data_dir, uint64_t budget) {
   std::string eps;
   for (uint16_t p : ports) eps += (eps.empty() ? "\"127.0.0.1:" : ", \"127.0.0.1:") + std::to_string(p) + "\"";
+  // Network saves and loads go below the checkpoint root: the test's directory.
   return "server:\n  endpoints: [" + eps + "]\n  shard_threads: 2\n  data_dir: " + data_dir +
-         "\n"
+         "\n  checkpoint_root: " + std::filesystem::path(data_dir).parent_path().string() + "\n"
          "tables:\n"
          "  - {id: 0, name: emb, dim: 8, shards: 4, memory_budget_bytes: " +
          std::to_string(budget) +

@@ -25,7 +25,7 @@ struct Cluster {
     testing::WriteFile(dir + "/ps.yaml",
                        "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) + "\", \"127.0.0.1:" +
                            std::to_string(ports[1]) + "\"]\n  shard_threads: 2\n  data_dir: " + dir +
-                           "/data\n" + server_extra +
+                           "/data\n  checkpoint_root: " + dir + "\n" + server_extra +
                            "tables:\n"
                            "  - {id: 0, name: emb, dim: 4, shards: 4, memory_budget_bytes: 600000,\n"
                            "     optimizer: {name: adagrad, learning_rate: 0.1}, initializer: {name: uniform, seed: 3}}\n"
@@ -157,6 +157,27 @@ TEST_CASE("Save, change, load: the table is back at the saved state; shrink appl
   auto missing = client->Load(cluster.dir + "/nowhere");
   CHECK(missing.status().IsNotFound());
   CHECK(client->Save(ckpt, 7).status().IsInvalidArgument());
+
+  // Network saves and loads stay below the checkpoint root: relative names resolve in it;
+  // absolute paths elsewhere, '..' and symbolic links leading out are refused, and nothing
+  // is written there.
+  auto relative = client->Save("by-name", trainer::kSaveCheckpoint);
+  REQUIRE(relative.ok());
+  CHECK(std::filesystem::exists(cluster.dir + "/by-name/CURRENT"));
+  REQUIRE(client->Load("by-name").ok());
+  const std::string outside = testing::MakeTempDir("outside");
+  std::filesystem::create_directory_symlink(outside, cluster.dir + "/escape");
+  for (const std::string& bad : {outside + "/ckpt", std::string("../ckpt"), std::string("by-name/../../x"),
+                                 std::string("escape/ckpt"), std::string("/etc/fleetps-ckpt")}) {
+    INFO(bad);
+    auto refused = client->Save(bad, trainer::kSaveCheckpoint);
+    CHECK_FALSE(refused.ok());
+    CHECK((refused.status().code() == StatusCode::kPermissionDenied ||
+           refused.status().code() == StatusCode::kInvalidArgument));
+    CHECK_THAT(refused.status().message(), Catch::Contains("checkpoint root"));
+    CHECK_FALSE(client->Load(bad).ok());
+  }
+  CHECK(std::filesystem::is_empty(outside));
 }
 
 TEST_CASE("Server 0 saves every table periodically when save_interval_s is set") {

@@ -588,12 +588,6 @@ std::string NewVersionName() {
   return "ckpt-" + std::to_string(ms) + "-" + suffix;
 }
 
-std::string AbsolutePath(const std::string& dir) {
-  std::error_code ec;
-  auto abs = std::filesystem::absolute(dir, ec);
-  return ec ? dir : abs.lexically_normal().string();
-}
-
 }  // namespace
 
 StatusOr<SaveResult> PsClient::Save(const std::string& dir, uint32_t mode, std::optional<uint32_t> table_id) {
@@ -603,7 +597,7 @@ StatusOr<SaveResult> PsClient::Save(const std::string& dir, uint32_t mode, std::
                                    " (use 0 checkpoint, 1 delta, 2 base, 3 batch)");
   }
   if (table_id) RETURN_IF_ERROR(Table(*table_id).status());
-  const std::string path = AbsolutePath(dir);
+  const std::string& path = dir;  // resolved by the servers, below their checkpoint root
   const std::string version = NewVersionName();
   auto build = [&](bool commit) {
     flatbuffers::FlatBufferBuilder fbb(256);
@@ -628,7 +622,7 @@ StatusOr<SaveResult> PsClient::Save(const std::string& dir, uint32_t mode, std::
 
 StatusOr<LoadResult> PsClient::Load(const std::string& dir) {
   if (dir.empty()) return Status::InvalidArgument("Load: empty checkpoint directory");
-  const std::string path = AbsolutePath(dir);
+  const std::string& path = dir;
   LoadResult result;
   auto replies = CallEveryServer(static_cast<uint16_t>(MessageType::Load), [&](size_t) {
     flatbuffers::FlatBufferBuilder fbb(128);

@@ -176,8 +176,9 @@ class PsClient {
 
   // ---- storage commands: blocking; every server, then the result (docs/STORAGE.md) ----
   // Saves every table (or only `table_id`) into `dir`, a path every pserver can write (the
-  // same path on each; a shared mount when they run on several machines; a relative path is
-  // made absolute here, against this process's working directory). `mode`: kSaveCheckpoint,
+  // same path on each; a shared mount when they run on several machines), below the
+  // pservers' checkpoint root: a relative path names a directory in that root, an absolute
+  // one must lie inside it (server.checkpoint_root). `mode`: kSaveCheckpoint,
   // kSaveDelta, kSaveBase or kSaveBatch. Returns once the checkpoint is committed: every
   // server wrote its part, then server 0 wrote the manifest and pointed dir/CURRENT at it.
   // On error the previous checkpoint in `dir` is intact.

@@ -159,7 +159,14 @@ struct Trainer::Impl {
 };
 
 Trainer::Trainer(config::TrainerOptions options, PsClient& client)
-    : options_(std::move(options)), client_(client), impl_(std::make_unique<Impl>(options_, client_)) {}
+    : options_(std::move(options)), client_(client), impl_(std::make_unique<Impl>(options_, client_)) {
+  // One BLAS thread per worker, unless the user chose otherwise: Hogwild workers already use
+  // the cores, and a GEMM split over threads rounds differently, so a saved model would not
+  // reproduce the trainer's predictions exactly in infer mode (one worker) otherwise.
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr && model::SetBlasThreads(1)) {
+    spdlog::debug("trainer {}: {} worker threads, 1 BLAS thread each", options_.trainer_id, options_.worker_threads);
+  }
+}
 
 Trainer::~Trainer() = default;
 
@@ -186,11 +193,6 @@ Status Trainer::Start() {
                                      "') has dim " + std::to_string(sparse.dim) + " but the model's embedding is " +
                                      std::to_string(impl.pool->dim()) + " wide");
     }
-  }
-  // Several Hogwild workers: one BLAS thread each, unless the user chose otherwise.
-  if (options_.worker_threads > 1 && std::getenv("OPENBLAS_NUM_THREADS") == nullptr &&
-      model::SetBlasThreads(1)) {
-    spdlog::debug("trainer {}: {} worker threads, 1 BLAS thread each", options_.trainer_id, options_.worker_threads);
   }
   ASSIGN_OR_RETURN(impl.sync, MakeParamSync(options_, client_, options_.worker_threads));
   if (options_.trainer_id == 0) {
