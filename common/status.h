@@ -67,6 +67,7 @@ class [[nodiscard]] Status {
   bool IsTimedOut() const { return code() == StatusCode::kTimedOut; }
   bool IsBusy() const { return code() == StatusCode::kBusy; }
   bool IsUnavailable() const { return code() == StatusCode::kUnavailable; }
+  bool IsPermissionDenied() const { return code() == StatusCode::kPermissionDenied; }
 
   // Explicitly discards a status where ignoring it is correct; say why at the call.
   void IgnoreError() const {}

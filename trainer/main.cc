@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/config/server_config.h"
 #include "common/config/trainer_config.h"
 #include "common/logging.h"
 #include "server/app/app.h"
@@ -117,6 +118,19 @@ int main(int argc, char** argv) {
     local_server = std::make_unique<server::App>(server_options);
     if (auto st = local_server->Start(); !st.ok()) return Fail(st);
     client_options.servers = {{"127.0.0.1", local_server->port()}};
+  } else {
+    // The cluster's shared secret, when it has one: FLEETPS_AUTH_SECRET_FILE, else the job
+    // YAML's fleetps.server.auth_secret_file (the file the pservers read).
+    std::string secret_file;
+    if (const char* env = std::getenv("FLEETPS_AUTH_SECRET_FILE"); env != nullptr) secret_file = env;
+    if (secret_file.empty()) {
+      if (auto view = config::LoadServerYaml(config_path); view.ok()) secret_file = view->auth_secret_file;
+    }
+    if (!secret_file.empty()) {
+      auto key = net::AuthKey::Load(secret_file);
+      if (!key.ok()) return Fail(key.status());
+      client_options.rpc.auth_key = *key;
+    }
   }
   auto client = trainer::PsClient::Connect(client_options);
   if (!client.ok()) return Fail(client.status());

@@ -139,6 +139,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     Clock::time_point last_used;    // last frame sent or received
     uint64_t probe_id = 0;          // liveness Ping awaiting an answer; 0 = none
     Clock::time_point probe_sent;
+    bool ready = false;             // authenticated (or no auth): calls may be sent
   };
   using ConnPtr = std::shared_ptr<Conn>;
 
@@ -170,7 +171,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
         Clock::now() - conn->last_used >= options.max_idle) {
       Retire();
     }
-    if (conn) return Send(call);
+    if (conn && conn->ready) return Send(call);
     waiting.push_back(call);
     EnsureConnecting();
   }
@@ -406,16 +407,94 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
       }
     }
     retired = false;
+    ReadHeader(conn);
+    if (options.auth_key) return Authenticate(conn);
+    Ready();
+  }
+
+  // The connection may carry calls: Connect() returns, waiting calls go out.
+  void Ready() {
+    conn->ready = true;
     ever_connected = true;
     connected = true;
     for (auto& w : waiters) w.done->set_value(Status::OK());
     waiters.clear();
-    ReadHeader(conn);
     std::deque<CallPtr> queued;
     queued.swap(waiting);
     for (const CallPtr& call : queued) {
       if (!call->done && conn) Send(call);
     }
+  }
+
+  // ---- authentication (common/net/auth.h) ----
+
+  // Sends an exchange message on `c` ahead of the waiting calls; `next` runs on the strand
+  // with the answer.
+  void SendAuth(MessageType type, flatbuffers::DetachedBuffer payload, std::function<void(StatusOr<Reply>)> next) {
+    auto call = std::make_shared<CallState>();
+    call->type = static_cast<uint16_t>(type);
+    call->payload = std::make_shared<const flatbuffers::DetachedBuffer>(std::move(payload));
+    call->options.busy = BusyRetry::kNever;
+    call->options.timeout =
+        options.request_timeout.count() > 0 ? options.request_timeout : std::chrono::milliseconds(60000);
+    call->deadline = Clock::now() + call->options.timeout;
+    call->callback = std::move(next);
+    call->id = next_call_id++;
+    calls.emplace(call->id, call);
+    ArmSweep();
+    Send(call);
+  }
+
+  void Authenticate(const ConnPtr& c) {
+    const std::string client_nonce = RandomNonce();
+    flatbuffers::FlatBufferBuilder fbb(128);
+    fbb.Finish(wire::CreateAuthHelloRequest(
+        fbb, fbb.CreateVector(reinterpret_cast<const uint8_t*>(client_nonce.data()), client_nonce.size())));
+    SendAuth(MessageType::AuthHello, fbb.Release(), [self = shared_from_this(), c, client_nonce](StatusOr<Reply> r) {
+      if (c != self->conn) return;  // lost meanwhile: the next connection starts over
+      if (!r.ok()) return self->AuthFailed(c, r.status());
+      flatbuffers::Verifier verifier(r->data(), r->payload_size);
+      const auto* hello = verifier.VerifyBuffer<wire::AuthHelloReply>(nullptr)
+                              ? flatbuffers::GetRoot<wire::AuthHelloReply>(r->data())
+                              : nullptr;
+      const auto bytes = [](const flatbuffers::Vector<uint8_t>* v) {
+        return v == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(v->data()), v->size());
+      };
+      const std::string server_nonce = hello ? bytes(hello->server_nonce()) : std::string();
+      if (hello == nullptr || server_nonce.size() != kAuthNonceBytes ||
+          !self->options.auth_key->Verify(bytes(hello->server_proof()), "server", client_nonce, server_nonce)) {
+        return self->AuthFailed(c, Status::PermissionDenied(
+                                       self->name + " could not prove that it holds the shared secret (a different "
+                                                    "secret, or not a fleetps server of this cluster)"));
+      }
+      const std::string proof = self->options.auth_key->Proof("client", server_nonce, client_nonce);
+      flatbuffers::FlatBufferBuilder fbb(128);
+      fbb.Finish(wire::CreateAuthProveRequest(
+          fbb, fbb.CreateVector(reinterpret_cast<const uint8_t*>(proof.data()), proof.size())));
+      self->SendAuth(MessageType::AuthProve, fbb.Release(), [self, c](StatusOr<Reply> proved) {
+        if (c != self->conn) return;
+        if (!proved.ok()) return self->AuthFailed(c, proved.status());
+        self->Ready();
+      });
+    });
+  }
+
+  // A failed exchange is not retried: the secrets differ until an operator fixes them.
+  void AuthFailed(const ConnPtr& c, const Status& st) {
+    const Status error = st.IsPermissionDenied() || st.IsUnavailable()
+                             ? Status(st.code(), "authentication with " + name + " failed: " + st.message())
+                             : st.WithContext("authentication with " + name);
+    spdlog::error("{}", error.ToString());
+    last_error = error.message();
+    conn.reset();
+    connected = false;
+    boost::system::error_code ignored;
+    c->socket.close(ignored);
+    for (auto& w : waiters) w.done->set_value(error);
+    waiters.clear();
+    std::deque<CallPtr> queued;
+    queued.swap(waiting);
+    for (const CallPtr& call : queued) Complete(call, Status(error.code(), Describe(*call) + ": " + error.message()));
   }
 
   void ExpireConnectWaiters(Clock::time_point now) {

@@ -41,6 +41,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include "common/net/auth.h"
 #include "common/net/endpoint.h"
 #include "common/net/io_threads.h"
 #include "common/status.h"
@@ -70,6 +71,10 @@ struct RpcClientOptions {
   std::chrono::milliseconds busy_initial_backoff{2};      // first delay before re-sending a Busy request
   std::chrono::milliseconds busy_max_backoff{100};        // cap of that delay
   std::chrono::milliseconds keepalive_interval{10000};    // silence before a liveness probe; 0 = no probes
+  // Set: every new connection first runs the AuthHello/AuthProve exchange (common/net/auth.h)
+  // and checks the server's proof; requests go out only after it. A wrong secret on either
+  // side fails the waiting calls and Connect() with PermissionDenied.
+  std::shared_ptr<const AuthKey> auth_key = nullptr;
   // A connection unused for this long is replaced before the next call goes out. Servers
   // close idle connections (server.idle_timeout_s, default 600 s); a push sent just as the
   // server closes could not be re-sent, so the client retires the connection first. 0 = never.

@@ -56,8 +56,9 @@ Status App::Start() {
   rpc_options.read_timeout = std::chrono::seconds(options_.read_timeout_s);
   rpc_options.max_write_queue_bytes = options_.max_write_queue_bytes;
   if (!options_.auth_secret_file.empty()) {
-    ASSIGN_OR_RETURN(rpc_options.auth_key, net::AuthKey::Load(options_.auth_secret_file));
+    ASSIGN_OR_RETURN(auth_key_, net::AuthKey::Load(options_.auth_secret_file));
   }
+  rpc_options.auth_key = auth_key_;
   rpc_options.auth_required = config::AuthRequired(options_);
   rpc_ = std::make_unique<net::RpcServer>(
       *io_, rpc_options, [svc = service_.get()](net::Request req, net::Responder resp) {
@@ -124,6 +125,7 @@ Status App::SaveEverywhere() {
   };
   net::RpcClientOptions rpc_options;
   rpc_options.connect_timeout = std::chrono::milliseconds(10000);
+  rpc_options.auth_key = auth_key_;  // Save is an admin operation
   std::vector<std::unique_ptr<net::RpcClient>> clients;
   for (const auto& ep : options_.endpoints) {
     clients.push_back(std::make_unique<net::RpcClient>(*io_, ep, rpc_options));

@@ -25,6 +25,7 @@
 namespace fleetps {
 class ExecutorPool;
 namespace net {
+class AuthKey;
 class IoThreads;
 class RpcServer;
 }  // namespace net
@@ -69,6 +70,7 @@ class App {
   Status SaveEverywhere();
 
   config::ServerOptions options_;
+  std::shared_ptr<const net::AuthKey> auth_key_;  // the shared secret, when configured
   std::unique_ptr<net::IoThreads> io_;
   std::unique_ptr<ExecutorPool> executors_;
   std::unique_ptr<TableSet> tables_;

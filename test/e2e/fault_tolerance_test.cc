@@ -1,10 +1,14 @@
-// Jobs that survive killed processes, with the real binaries on loopback:
+// Jobs that survive killed processes, and a cluster that admits only holders of its
+// secret, with the real binaries on loopback:
 //  - kill -9 one pserver in the middle of a 2 pserver + 2 trainer async job and restart it
 //    from the last periodic checkpoint: the job finishes, every process exits 0, and the
 //    test AUC is within 0.01 of the same job run without interruption;
 //  - kill -9 a trainer: the other trainer and both pservers end within the lease-based
-//    bound, with errors naming the dead trainer, instead of waiting forever.
+//    bound, with errors naming the dead trainer, instead of waiting forever;
+//  - with server.auth: required, trainers holding the secret train and save; a trainer
+//    without it, or with another one, is refused with an error that says so.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -73,16 +77,17 @@ fleetps:
                                {"PADDLE_PORT", std::to_string(ports[i])}},
                               dir + "/pserver" + std::to_string(i) + ".log"));
   }
-  void StartTrainer(int i, const std::string& name) {
+  void StartTrainer(int i, const std::string& name, std::map<std::string, std::string> env = {},
+                    const std::string& config = "job.yaml") {
+    env.insert({{"TRAINING_ROLE", "TRAINER"},
+                {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
+                {"PADDLE_TRAINERS_NUM", "2"},
+                {"PADDLE_TRAINER_ID", std::to_string(i)}});
     trainers[i] = std::make_unique<ChildProcess>();
-    REQUIRE(trainers[i]->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml",
+    REQUIRE(trainers[i]->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/" + config,
                                 "--sync-mode", "async", "--report", dir + "/" + name + ".json",
                                 "--heartbeat-interval-ms", "500"},
-                               {{"TRAINING_ROLE", "TRAINER"},
-                                {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
-                                {"PADDLE_TRAINERS_NUM", "2"},
-                                {"PADDLE_TRAINER_ID", std::to_string(i)}},
-                               dir + "/" + name + ".log"));
+                               env, dir + "/" + name + ".log"));
   }
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
   // Waits until `name`'s log contains `text`, failing after `timeout`.
@@ -185,6 +190,51 @@ TEST_CASE("kill -9 of a trainer: the other trainer and the pservers end within t
   }
   // Lease 3 s + sweeps and the final heartbeat: well under the test's bound.
   CHECK(std::chrono::steady_clock::now() - killed < 30s);
+}
+
+TEST_CASE("A cluster with server.auth: required admits only trainers holding its secret", "[e2e]") {
+  Job job("    auth: required\n    auth_secret_file: secret\n", 1);
+  // The pservers read the secret file named in the job YAML (relative to their working
+  // directory: write it with an absolute path instead).
+  const std::string secret = job.dir + "/secret", other = job.dir + "/other-secret";
+  testing::WriteFile(secret, "correct horse battery staple 0123\n");
+  testing::WriteFile(other, "a different cluster's secret 4567\n");
+  ::chmod(secret.c_str(), 0600);
+  ::chmod(other.c_str(), 0600);
+  std::string yaml = testing::ReadFile(job.dir + "/job.yaml");
+  yaml.replace(yaml.find("auth_secret_file: secret"), 24, "auth_secret_file: " + secret);
+  testing::WriteFile(job.dir + "/job.yaml", yaml);
+  for (int i = 0; i < 2; ++i) job.StartServer(i);
+  for (uint16_t p : job.ports) REQUIRE(testing::WaitForPort(p, 30s));
+
+  // Intruders, each refused with a message that says why: one with another cluster's
+  // secret (it does not even trust the servers), one with none (a job YAML without it).
+  job.StartTrainer(0, "wrong", {{"FLEETPS_AUTH_SECRET_FILE", other}});
+  CHECK(job.trainers[0]->Wait(60s) == 1);
+  CHECK_THAT(job.Log("wrong"), Catch::Contains("PermissionDenied") &&
+                                   Catch::Contains("could not prove that it holds the shared secret"));
+  std::string open_yaml = yaml;
+  open_yaml.erase(open_yaml.find("    auth: required\n"), 19);
+  open_yaml.erase(open_yaml.find("    auth_secret_file: "), 23 + secret.size());
+  testing::WriteFile(job.dir + "/open.yaml", open_yaml);
+  job.StartTrainer(0, "anonymous", {}, "open.yaml");
+  CHECK(job.trainers[0]->Wait(60s) == 1);
+  CHECK_THAT(job.Log("anonymous"), Catch::Contains("PermissionDenied") &&
+                                       Catch::Contains("requires authentication"));
+  // The members: the secret from the job YAML.
+  for (int i = 0; i < 2; ++i) job.StartTrainer(i, "trainer" + std::to_string(i));
+  for (int i = 0; i < 2; ++i) {
+    const int rc = job.trainers[i]->Wait(120s);
+    INFO(job.Log("trainer" + std::to_string(i)));
+    REQUIRE(rc == 0);
+  }
+  for (int i = 0; i < 2; ++i) {
+    const int rc = job.servers[i]->Wait(30s);
+    INFO(job.Log("pserver" + std::to_string(i)));
+    CHECK(rc == 0);
+  }
+  CHECK_THAT(job.Log("pserver0"), Catch::Contains("before authenticating"));
+  CHECK(TestAuc(job.dir + "/trainer0.json") > 0.6);
 }
 
 }  // namespace

@@ -222,7 +222,10 @@ TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
     std::vector<float> g(keys.size() * kDim, 0.0f);
     flatbuffers::FlatBufferBuilder fbb;
     fbb.Finish(wire::CreatePushSparseRequest(fbb, 0, fbb.CreateVector(keys), fbb.CreateVector(g)));
-    auto r = server.polite->CallSync(type(MessageType::PushSparse), fbb.Release());
+    net::CallOptions no_retry;  // a Busy answer must reach the test, not be retried away
+    no_retry.timeout = std::chrono::milliseconds(10000);
+    no_retry.busy = net::BusyRetry::kNever;
+    auto r = server.polite->CallSync(type(MessageType::PushSparse), fbb.Release(), no_retry);
     CHECK(r.ok());
     // An absurd barrier is refused outright.
     flatbuffers::FlatBufferBuilder bad;

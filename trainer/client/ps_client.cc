@@ -553,7 +553,7 @@ StatusOr<std::vector<uint32_t>> PsClient::Heartbeat(uint32_t trainer_id, uint32_
   for (size_t s = 0; s < replies.size(); ++s) {
     if (!replies[s].ok()) return replies[s].status();
     Status error;
-    const auto* reply = VerifiedReply<wire::HeartbeatReply>(*replies[s], "pserver " + std::to_string(s), &error);
+    const auto* reply = VerifiedReply<wire::HeartbeatReply>(*replies[s], clients_[s]->name(), &error);
     if (reply == nullptr) return error;
     if (reply->gone() != nullptr) gone.insert(gone.end(), reply->gone()->begin(), reply->gone()->end());
   }

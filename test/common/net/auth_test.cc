@@ -11,6 +11,7 @@
 
 #include "common/net/auth.h"
 #include "common/net/frame.h"
+#include "common/net/rpc_client.h"
 #include "common/net/rpc_server.h"
 #include "schemas/ps_generated.h"
 
@@ -161,6 +162,67 @@ TEST_CASE("RpcServer serves only authenticated peers when authentication is requ
   CHECK(member.Ping().error.ok());
   CHECK(member.Ping().error.ok());
   CHECK(authenticated_requests == 2);
+  server.Stop();
+  io.Stop();
+}
+
+TEST_CASE("RpcClient runs the exchange on every connection and refuses servers without the secret") {
+  IoThreads io(1);
+  auto key = std::make_shared<const AuthKey>("the-cluster-secret-0123");
+  RpcServerOptions o;
+  o.host = "127.0.0.1";
+  o.auth_key = key;
+  o.auth_required = true;
+  std::atomic<int> served{0};
+  RpcServer server(io, o, [&](Request req, Responder resp) {
+    served += req.authenticated;
+    flatbuffers::FlatBufferBuilder fbb(32);
+    fbb.Finish(wire::CreatePingReply(fbb));
+    resp.Send(ReplyType(MessageType::Ping), fbb.Release());
+  });
+  REQUIRE(server.Start().ok());
+  const auto ping = [] {
+    flatbuffers::FlatBufferBuilder fbb(32);
+    fbb.Finish(wire::CreatePingRequest(fbb));
+    return fbb.Release();
+  };
+  const Endpoint ep{"127.0.0.1", server.port()};
+
+  RpcClientOptions with_key;
+  with_key.auth_key = key;
+  with_key.connect_timeout = std::chrono::milliseconds(3000);
+  RpcClient member(io, ep, with_key);
+  REQUIRE(member.Connect().ok());
+  for (int i = 0; i < 3; ++i) REQUIRE(member.CallSync(static_cast<uint16_t>(MessageType::Ping), ping()).ok());
+  CHECK(served == 3);
+
+  RpcClientOptions wrong = with_key;
+  wrong.auth_key = std::make_shared<const AuthKey>("some-other-secret-4567");
+  RpcClient impostor(io, ep, wrong);
+  const Status refused = impostor.Connect();
+  CHECK(refused.IsPermissionDenied());
+  CHECK_THAT(refused.message(), Catch::Contains("could not prove"));  // the client checks the server first
+
+  RpcClientOptions no_key;
+  no_key.connect_timeout = std::chrono::milliseconds(3000);
+  RpcClient anonymous(io, ep, no_key);
+  REQUIRE(anonymous.Connect().ok());  // TCP only; the first request is refused
+  auto r = anonymous.CallSync(static_cast<uint16_t>(MessageType::Ping), ping());
+  CHECK(r.status().IsPermissionDenied());
+  CHECK(served == 3);
+
+  // A server without a secret cannot answer the exchange: the client does not trust it.
+  RpcServerOptions open;
+  open.host = "127.0.0.1";
+  RpcServer plain(io, open, [](Request, Responder resp) { resp.SendError(Status::Internal("unreachable")); });
+  REQUIRE(plain.Start().ok());
+  RpcClient careful(io, Endpoint{"127.0.0.1", plain.port()}, with_key);
+  CHECK_FALSE(careful.Connect().ok());
+  member.Close();
+  impostor.Close();
+  anonymous.Close();
+  careful.Close();
+  plain.Stop();
   server.Stop();
   io.Stop();
 }

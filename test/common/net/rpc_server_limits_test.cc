@@ -185,6 +185,7 @@ TEST_CASE("Requests over the in-flight budget are answered Busy without being he
   }));
   std::lock_guard<std::mutex> lock(mu);
   held[1].Send(ReplyType(MessageType::Ping), PingReply(0));
+  held.clear();  // responders hold their connection: release it before the server goes
 }
 
 TEST_CASE("Released request bytes do not count: long waits cannot lock others out") {
@@ -207,6 +208,7 @@ TEST_CASE("Released request bytes do not count: long waits cannot lock others ou
   CHECK(WaitFor([&] { return srv.server.in_flight_bytes() == 0; }));
   std::lock_guard<std::mutex> lock(mu);
   for (auto& r : held) r.Send(ReplyType(MessageType::Ping), PingReply(0));
+  held.clear();
 }
 
 TEST_CASE("A peer that never reads its replies stops being read; others are served") {
@@ -297,6 +299,8 @@ TEST_CASE("Idle connections and half-sent frames are closed; a waiting request i
   REQUIRE(f.ok());
   CHECK(f->id == 5);
   CHECK(waiting.ClosedWithin(3000ms));  // idle again afterwards
+  std::lock_guard<std::mutex> lock(mu);
+  held.clear();
 }
 
 TEST_CASE("Connections beyond max_connections are refused with Unavailable") {
@@ -355,6 +359,8 @@ TEST_CASE("After StopAccepting, open connections get Unavailable for new request
   CHECK(f->id == 1);
   CHECK(f->error.ok());
   CHECK(srv.server.Drain(1000ms));
+  std::lock_guard<std::mutex> lock(mu);
+  held.clear();
 }
 
 }  // namespace
