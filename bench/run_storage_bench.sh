@@ -28,7 +28,8 @@ for mode in memory tiered; do
     config=bench/ps_bench/pserver_storage_tiered.yaml
     extra=(--data-dir "$WORK/data")
   fi
-  "$PSERVER" --config "$config" --endpoints "127.0.0.1:$PORT" --index 0 --log-level warn "${extra[@]}" &
+  "$PSERVER" --config "$config" --endpoints "127.0.0.1:$PORT" --index 0 --log-level warn \
+    --checkpoint-root "$WORK" "${extra[@]}" &
   pid=$!
   sleep 0.5
   echo "== $mode: pserver pid $pid, $(rss)"

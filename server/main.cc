@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   cli.add_option("--load", flags.load_dir,
                  "checkpoint directory to load before listening (each server takes the rows it owns)");
   cli.add_option("--data-dir", flags.data_dir, "root of the RocksDB tier of tables with a memory budget");
+  cli.add_option("--checkpoint-root", flags.checkpoint_root,
+                 "directory below which Save/Load requests from the network may save and load");
   CLI11_PARSE(cli, argc, argv);
 
   auto options = fleetps::config::LoadServerYaml(config_path);

@@ -409,6 +409,7 @@ Status ApplyServerFlags(const ServerFlags& flags, ServerOptions* options) {
   }
   if (flags.index) options->index = *flags.index;
   if (flags.bind_host) options->bind_host = *flags.bind_host;
+  if (flags.checkpoint_root) options->checkpoint_root = *flags.checkpoint_root;
   if (flags.io_threads) options->io_threads = *flags.io_threads;
   if (flags.shard_threads) options->shard_threads = *flags.shard_threads;
   if (flags.log_level) options->log_level = *flags.log_level;

@@ -115,6 +115,7 @@ struct ServerFlags {
   std::optional<std::string> log_level;
   std::optional<std::string> load_dir;   // --load
   std::optional<std::string> data_dir;   // --data-dir
+  std::optional<std::string> checkpoint_root;  // --checkpoint-root
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
