@@ -7,6 +7,11 @@
 // server's dense slice) is answered with an ErrorReply naming the table and what is
 // wrong, and the connection keeps serving.
 //
+// One file per message family, so each bound and auth rule has one home: data_path.cc
+// (pulls and pushes), coordination.cc (barriers, metrics, heartbeats, shuffle mail, Ping,
+// TableStats), admin.cc (Stop, Save, Load, Shrink; admin-only with a secret configured,
+// paths confined to the checkpoint roots); ps_service.cc dispatches.
+//
 // Threading: Handle() runs on an io thread and only validates and partitions; table
 // work is posted to the ExecutorPool lane that owns the shard (sparse) or table
 // (dense), so rows are touched by one thread and need no locks. Replies are built in

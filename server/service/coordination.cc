@@ -1,0 +1,207 @@
+#include "server/service/ps_service.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "fleetps/config.h"
+#include <spdlog/spdlog.h>
+
+#include "schemas/ps_generated.h"
+#include "server/service/handler_util.h"
+
+namespace fleetps::server {
+
+using wire::MessageType;
+
+// Barriers, metric boards, heartbeats, the global-shuffle mailbox, Ping and TableStats.
+
+void PsService::MetricReport(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::MetricReportRequest>(req, responder);
+  if (msg == nullptr) return;
+  std::vector<double> values;
+  if (msg->values() != nullptr) values.assign(msg->values()->begin(), msg->values()->end());
+  auto result = metrics_.Report(msg->name() ? msg->name()->str() : std::string(), msg->trainer_id(), std::move(values));
+  if (!result.ok()) return responder.SendError(result.status());
+  flatbuffers::FlatBufferBuilder fbb(64 + result->first.size() * 8);
+  auto sum = fbb.CreateVector(result->first);
+  fbb.Finish(wire::CreateMetricReportReply(fbb, sum, result->second));
+  responder.Send(net::ReplyType(MessageType::MetricReport), fbb.Release());
+}
+
+void PsService::ShuffleSend(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::ShuffleSendRequest>(req, responder);
+  if (msg == nullptr) return;
+  const auto num_servers = static_cast<uint32_t>(options_.endpoints.size());
+  if (msg->to() % num_servers != options_.index) {
+    return responder.SendError(Status::InvalidArgument(
+        "ShuffleSend from " + responder.peer() + ": records for trainer " + std::to_string(msg->to()) +
+        " go to pserver " + std::to_string(msg->to() % num_servers) + ", this is " + Where()));
+  }
+  std::vector<uint8_t> block;
+  if (msg->block() != nullptr) block.assign(msg->block()->begin(), msg->block()->end());
+  auto held = shuffle_mailbox_.Post(msg->round(), msg->from(), msg->to(), std::move(block), msg->last());
+  if (!held.ok()) return responder.SendError(held.status());
+  flatbuffers::FlatBufferBuilder fbb(32);
+  fbb.Finish(wire::CreateShuffleSendReply(fbb, *held));
+  responder.Send(net::ReplyType(MessageType::ShuffleSend), fbb.Release());
+}
+
+void PsService::ShuffleFetch(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::ShuffleFetchRequest>(req, responder);
+  if (msg == nullptr) return;
+  // Leave room for the reply's own framing under the client's message limit.
+  const uint64_t max_bytes = std::min<uint64_t>(msg->max_bytes(), options_.max_message_bytes / 2);
+  auto taken = shuffle_mailbox_.Take(msg->round(), msg->to(), msg->senders(), max_bytes);
+  size_t bytes = 0;
+  for (const auto& m : taken.mail) bytes += m.block.size();
+  flatbuffers::FlatBufferBuilder fbb(256 + bytes + taken.mail.size() * 32);
+  std::vector<flatbuffers::Offset<wire::ShuffleMail>> mail;
+  mail.reserve(taken.mail.size());
+  for (const auto& m : taken.mail) {
+    mail.push_back(wire::CreateShuffleMail(fbb, m.from, fbb.CreateVector(m.block)));
+  }
+  fbb.Finish(wire::CreateShuffleFetchReply(fbb, fbb.CreateVector(mail), taken.senders_done, taken.complete));
+  responder.Send(net::ReplyType(MessageType::ShuffleFetch), fbb.Release());
+}
+
+void PsService::Heartbeat(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::HeartbeatRequest>(req, responder);
+  if (msg == nullptr) return;
+  auto gone = trainers_.Heartbeat(msg->trainer_id(), msg->trainers(), msg->finished(), msg->failed(),
+                                  msg->reason() ? msg->reason()->str() : std::string(),
+                                  std::chrono::steady_clock::now());
+  if (!gone.ok()) return responder.SendError(gone.status().WithContext("Heartbeat from " + responder.peer()));
+  flatbuffers::FlatBufferBuilder fbb(64);
+  fbb.Finish(wire::CreateHeartbeatReply(fbb, fbb.CreateVector(*gone)));
+  responder.Send(net::ReplyType(MessageType::Heartbeat), fbb.Release());
+}
+
+void PsService::Barrier(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::BarrierRequest>(req, responder);
+  if (msg == nullptr) return;
+  const std::string name = msg->name() ? msg->name()->str() : std::string();
+  if (msg->timeout_ms() > kMaxBarrierTimeoutMs) {
+    return responder.SendError(Status::InvalidArgument(
+        "barrier '" + name + "' from " + responder.peer() + ": timeout_ms " + std::to_string(msg->timeout_ms()) +
+        " is above the limit of " + std::to_string(kMaxBarrierTimeoutMs) + " (1 hour)"));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(msg->timeout_ms());
+  std::vector<double> values;
+  if (msg->values() != nullptr) values.assign(msg->values()->begin(), msg->values()->end());
+  // The waiter keeps a copy; the payload's bytes must not stay counted while it waits.
+  responder.ReleaseRequestBytes();
+  barriers_.Arrive(name, msg->trainer_id(), msg->participants(), deadline, std::move(values), msg->done(),
+                   [responder](StatusOr<BarrierManager::Result> result) {
+                     if (!result.ok()) return responder.SendError(result.status());
+                     flatbuffers::FlatBufferBuilder fbb(64 + result->sum.size() * 8);
+                     auto sum = fbb.CreateVector(result->sum);
+                     fbb.Finish(wire::CreateBarrierReply(fbb, result->generation, sum, result->all_done));
+                     responder.Send(net::ReplyType(MessageType::Barrier), fbb.Release());
+                   });
+}
+
+namespace {
+
+flatbuffers::Offset<wire::TableInfo> BuildTableInfo(flatbuffers::FlatBufferBuilder& fbb, const TableOptions& t,
+                                                    const TableSet& tables) {
+  uint64_t begin = 0, end = 0;
+  if (const DenseTable* d = tables.dense(t.id)) {
+    begin = d->begin();
+    end = d->end();
+  }
+  return wire::CreateTableInfo(fbb, t.id, fbb.CreateString(t.name), t.kind == TableKind::kDense, t.dim, t.shards,
+                               begin, end);
+}
+
+}  // namespace
+
+void PsService::Ping(const net::Request& req, const net::Responder& responder) {
+  if (Verified<wire::PingRequest>(req, responder) == nullptr) return;
+  flatbuffers::FlatBufferBuilder fbb(512);
+  std::vector<flatbuffers::Offset<wire::TableInfo>> infos;
+  for (const auto& [id, t] : tables_.all()) infos.push_back(BuildTableInfo(fbb, t, tables_));
+  const auto uptime = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_);
+  fbb.Finish(wire::CreatePingReply(fbb, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
+                                   static_cast<uint64_t>(uptime.count()), fbb.CreateString(FLEETPS_VERSION),
+                                   fbb.CreateVector(infos)));
+  responder.Send(net::ReplyType(MessageType::Ping), fbb.Release());
+}
+
+void PsService::TableStats(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::TableStatsRequest>(req, responder);
+  if (msg == nullptr) return;
+  std::vector<uint32_t> ids;
+  if (msg->all_tables()) {
+    for (const auto& [id, t] : tables_.all()) ids.push_back(id);
+  } else if (tables_.options(msg->table_id()) != nullptr) {
+    ids.push_back(msg->table_id());
+  } else {
+    return responder.SendError(Status::NotFound("TableStats: no table with id " + std::to_string(msg->table_id()) +
+                                                " on " + Where() + " (tables: " + tables_.Describe() + ")"));
+  }
+  // Shard statistics are read on each shard's owner lane; collect them, then reply.
+  struct Collect : Fanout {
+    using Fanout::Fanout;
+    std::vector<uint32_t> ids;
+    std::map<uint32_t, std::vector<std::pair<uint32_t, ShardStats>>> stats;  // guarded by Fanout::mu
+  };
+  auto state = std::make_shared<Collect>(req, responder);
+  state->ids = ids;
+  uint32_t tasks = 0;
+  for (uint32_t id : ids) {
+    if (SparseTable* t = tables_.sparse(id)) tasks += t->num_shards();
+    else tasks += 1;
+  }
+  state->remaining = tasks;
+  auto finish = [this, state] {
+    flatbuffers::FlatBufferBuilder fbb(1024);
+    std::vector<flatbuffers::Offset<wire::TableStatsEntry>> entries;
+    for (uint32_t id : state->ids) {
+      uint64_t rows = 0, bytes = 0, disk_rows = 0;
+      std::vector<flatbuffers::Offset<wire::ShardStats>> shards;
+      auto& per_shard = state->stats[id];
+      std::sort(per_shard.begin(), per_shard.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& [shard, s] : per_shard) {
+        rows += s.rows;
+        bytes += s.memory_bytes;
+        disk_rows += s.disk_rows;
+        shards.push_back(
+            wire::CreateShardStats(fbb, shard, s.rows, s.memory_bytes, s.pulls, s.pushes, s.disk_rows));
+      }
+      entries.push_back(wire::CreateTableStatsEntry(fbb, BuildTableInfo(fbb, *tables_.options(id), tables_), rows,
+                                                    bytes, fbb.CreateVector(shards), disk_rows));
+    }
+    fbb.Finish(wire::CreateTableStatsReply(fbb, fbb.CreateVector(entries)));
+    state->responder.Send(net::ReplyType(MessageType::TableStats), fbb.Release());
+  };
+  for (uint32_t id : ids) {
+    if (SparseTable* t = tables_.sparse(id)) {
+      for (uint32_t s = 0; s < t->num_shards(); ++s) {
+        executors_.Post(SparseLane(id, s), [state, t, s, id, finish] {
+          const ShardStats st = t->Stats(s);
+          {
+            std::lock_guard<std::mutex> lock(state->mu);
+            state->stats[id].emplace_back(s, st);
+          }
+          if (state->Done()) finish();
+        });
+      }
+    } else {
+      DenseTable* d = tables_.dense(id);
+      executors_.Post(DenseLane(id), [state, d, id, finish] {
+        ShardStats st{};
+        st.rows = d->end() - d->begin();
+        st.memory_bytes = st.rows * sizeof(float);  // weights; optimizer state not counted
+        {
+          std::lock_guard<std::mutex> lock(state->mu);
+          state->stats[id].emplace_back(0, st);
+        }
+        if (state->Done()) finish();
+      });
+    }
+  }
+}
+
+}  // namespace fleetps::server

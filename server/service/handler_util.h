@@ -1,0 +1,56 @@
+#pragma once
+// Pieces shared by PsService's handler files (internal to server/service): payload
+// verification, spans over FlatBuffers vectors, and the fan-out state of a request that
+// runs on several executor lanes.
+
+#include <atomic>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include <flatbuffers/flatbuffers.h>
+
+#include "common/net/frame.h"
+#include "common/net/rpc_server.h"
+#include "common/status.h"
+
+namespace fleetps::server {
+
+// Verifies the payload as a T; on failure answers the request and returns null.
+template <typename T>
+const T* Verified(const net::Request& req, const net::Responder& responder) {
+  flatbuffers::Verifier verifier(req.data(), req.payload_size);
+  if (req.payload_size == 0 || !verifier.VerifyBuffer<T>(nullptr)) {
+    responder.SendError(Status::InvalidArgument(
+        "malformed " + net::MessageTypeName(req.type) + " request from " + responder.peer() + " (" +
+        std::to_string(req.payload_size) + " payload bytes failed FlatBuffers verification)"));
+    return nullptr;
+  }
+  return flatbuffers::GetRoot<T>(req.data());
+}
+
+template <typename T>
+std::span<const T> Span(const flatbuffers::Vector<T>* v) {
+  if (v == nullptr) return {};
+  return {v->data(), v->size()};
+}
+
+// Keeps a request's payload alive while its shard tasks run, counts them down, and
+// remembers the first error.
+struct Fanout {
+  net::Request request;
+  net::Responder responder;
+  std::atomic<uint32_t> remaining{0};
+  std::mutex mu;  // guards error
+  Status error;
+
+  Fanout(net::Request r, net::Responder p) : request(std::move(r)), responder(std::move(p)) {}
+  void Fail(const Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (error.ok()) error = st;
+  }
+  // True for the task that finished last.
+  bool Done() { return remaining.fetch_sub(1) == 1; }
+};
+
+}  // namespace fleetps::server
