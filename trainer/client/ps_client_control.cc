@@ -1,0 +1,250 @@
+#include "trainer/client/ps_client.h"
+
+// PsClient's coordination calls (barriers, metrics, shuffle mail, heartbeats) and admin
+// calls (stats, stop, save, load, shrink); the data path is in ps_client.cc.
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <random>
+
+#include "schemas/ps_generated.h"
+#include "trainer/client/reply_util.h"
+
+namespace fleetps::trainer {
+
+using wire::MessageType;
+
+StatusOr<PsClient::BarrierResult> PsClient::Barrier(const std::string& name, uint32_t trainer_id,
+                                                    uint32_t participants, std::chrono::milliseconds timeout,
+                                                    std::span<const double> values, bool done) {
+  flatbuffers::FlatBufferBuilder fbb(128 + values.size() * 8);
+  auto name_off = fbb.CreateString(name);
+  auto values_off = fbb.CreateVector(values.data(), values.size());
+  fbb.Finish(wire::CreateBarrierRequest(fbb, name_off, trainer_id, participants,
+                                        static_cast<uint32_t>(timeout.count()), values_off, done));
+  // The server answers TimedOut at `timeout`; this side waits that long plus a margin, so a
+  // server that cannot answer at all is still noticed (sooner by the liveness probe).
+  net::CallOptions call = net::DefaultCallOptions(static_cast<uint16_t>(MessageType::Barrier), options_.rpc);
+  call.timeout = timeout + options_.barrier_margin;
+  ASSIGN_OR_RETURN(net::Reply reply,
+                   clients_[0]->CallSync(static_cast<uint16_t>(MessageType::Barrier), fbb.Release(), call));
+  Status error;
+  const auto* msg = VerifiedReply<wire::BarrierReply>(reply, clients_[0]->name(), &error);
+  if (msg == nullptr) return error;
+  BarrierResult result;
+  result.generation = msg->generation();
+  result.all_done = msg->all_done();
+  if (msg->sum() != nullptr) result.sum.assign(msg->sum()->begin(), msg->sum()->end());
+  return result;
+}
+
+StatusOr<PsClient::MetricSum> PsClient::ReportMetric(const std::string& name, uint32_t trainer_id,
+                                                     std::span<const double> values) {
+  flatbuffers::FlatBufferBuilder fbb(128 + values.size() * 8);
+  auto name_off = fbb.CreateString(name);
+  auto values_off = fbb.CreateVector(values.data(), values.size());
+  fbb.Finish(wire::CreateMetricReportRequest(fbb, name_off, trainer_id, values_off));
+  ASSIGN_OR_RETURN(net::Reply reply,
+                   clients_[0]->CallSync(static_cast<uint16_t>(MessageType::MetricReport), fbb.Release()));
+  Status error;
+  const auto* msg = VerifiedReply<wire::MetricReportReply>(reply, clients_[0]->name(), &error);
+  if (msg == nullptr) return error;
+  MetricSum out;
+  out.reporters = msg->reporters();
+  if (msg->sum() != nullptr) out.sum.assign(msg->sum()->begin(), msg->sum()->end());
+  return out;
+}
+
+
+Status PsClient::ShuffleSend(uint64_t round, uint32_t from, uint32_t to, std::span<const uint8_t> block, bool last,
+                             std::chrono::milliseconds timeout) {
+  auto& server = clients_[to % clients_.size()];
+  flatbuffers::FlatBufferBuilder fbb(128 + block.size());
+  // An empty block (a bare `last` marker) is left out: an empty nested buffer does not verify.
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> block_off;
+  if (!block.empty()) block_off = fbb.CreateVector(block.data(), block.size());
+  fbb.Finish(wire::CreateShuffleSendRequest(fbb, round, from, to, block_off, last));
+  const auto type = static_cast<uint16_t>(MessageType::ShuffleSend);
+  net::CallOptions call = net::DefaultCallOptions(type, options_.rpc);
+  if (timeout.count() > 0) call.timeout = timeout;
+  ASSIGN_OR_RETURN(net::Reply reply, server->CallSync(type, fbb.Release(), call));
+  Status error;
+  if (VerifiedReply<wire::ShuffleSendReply>(reply, server->name(), &error) == nullptr) return error;
+  return Status::OK();
+}
+
+StatusOr<PsClient::ShuffleFetchResult> PsClient::ShuffleFetch(uint64_t round, uint32_t to, uint32_t senders) {
+  auto& server = clients_[to % clients_.size()];
+  flatbuffers::FlatBufferBuilder fbb(64);
+  fbb.Finish(wire::CreateShuffleFetchRequest(fbb, round, to, senders));
+  ASSIGN_OR_RETURN(net::Reply reply, server->CallSync(static_cast<uint16_t>(MessageType::ShuffleFetch), fbb.Release()));
+  Status error;
+  const auto* msg = VerifiedReply<wire::ShuffleFetchReply>(reply, server->name(), &error);
+  if (msg == nullptr) return error;
+  ShuffleFetchResult out;
+  out.senders_done = msg->senders_done();
+  out.complete = msg->complete();
+  if (msg->mail() != nullptr) {
+    for (const auto* m : *msg->mail()) {
+      ShuffleMail mail{m->from(), {}};
+      if (m->block() != nullptr) mail.block.assign(m->block()->begin(), m->block()->end());
+      out.mail.push_back(std::move(mail));
+    }
+  }
+  return out;
+}
+
+StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {
+  std::map<uint32_t, TableStatsSummary> by_id;
+  for (auto& c : clients_) {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreateTableStatsRequest(fbb, 0, true));
+    ASSIGN_OR_RETURN(net::Reply reply, c->CallSync(static_cast<uint16_t>(MessageType::TableStats), fbb.Release()));
+    Status error;
+    const auto* msg = VerifiedReply<wire::TableStatsReply>(reply, c->name(), &error);
+    if (msg == nullptr) return error;
+    if (msg->tables() == nullptr) continue;
+    for (const auto* e : *msg->tables()) {
+      if (e->info() == nullptr) continue;
+      auto& s = by_id[e->info()->id()];
+      s.id = e->info()->id();
+      s.name = e->info()->name() ? e->info()->name()->str() : "";
+      s.rows += e->rows();
+      s.memory_bytes += e->memory_bytes();
+      s.disk_rows += e->disk_rows();
+      s.rows_per_server.push_back(e->rows());
+    }
+  }
+  std::vector<TableStatsSummary> out;
+  for (auto& [id, s] : by_id) out.push_back(std::move(s));
+  return out;
+}
+
+Status PsClient::StopServers(const std::string& reason) {
+  Status first;
+  for (auto& c : clients_) {
+    flatbuffers::FlatBufferBuilder fbb(64 + reason.size());
+    fbb.Finish(wire::CreateStopRequest(fbb, fbb.CreateString(reason)));
+    auto r = c->CallSync(static_cast<uint16_t>(MessageType::Stop), fbb.Release());
+    if (!r.ok() && first.ok()) first = r.status();
+  }
+  return first;
+}
+
+StatusOr<std::vector<uint32_t>> PsClient::Heartbeat(uint32_t trainer_id, uint32_t trainers, bool finished,
+                                                    bool failed, const std::string& reason,
+                                                    std::chrono::milliseconds timeout) {
+  net::CallOptions call;
+  call.timeout = timeout;
+  call.idempotent = true;
+  call.busy = net::BusyRetry::kAlways;
+  std::vector<std::promise<StatusOr<net::Reply>>> promises(clients_.size());
+  for (size_t s = 0; s < clients_.size(); ++s) {
+    flatbuffers::FlatBufferBuilder fbb(64 + reason.size());
+    fbb.Finish(wire::CreateHeartbeatRequest(fbb, trainer_id, trainers, finished, failed, fbb.CreateString(reason)));
+    clients_[s]->Call(static_cast<uint16_t>(MessageType::Heartbeat), fbb.Release(), call,
+                      [p = &promises[s]](StatusOr<net::Reply> r) { p->set_value(std::move(r)); });
+  }
+  std::vector<StatusOr<net::Reply>> replies;
+  for (auto& p : promises) replies.push_back(p.get_future().get());
+  std::vector<uint32_t> gone;
+  for (size_t s = 0; s < replies.size(); ++s) {
+    if (!replies[s].ok()) return replies[s].status();
+    Status error;
+    const auto* reply = VerifiedReply<wire::HeartbeatReply>(*replies[s], clients_[s]->name(), &error);
+    if (reply == nullptr) return error;
+    if (reply->gone() != nullptr) gone.insert(gone.end(), reply->gone()->begin(), reply->gone()->end());
+  }
+  std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+  return gone;
+}
+
+
+namespace {
+
+// A fresh checkpoint version name: "ckpt-<unix ms>-<4 hex digits>".
+std::string NewVersionName() {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  std::random_device rd;
+  char suffix[8];
+  std::snprintf(suffix, sizeof(suffix), "%04x", static_cast<unsigned>(rd() & 0xffff));
+  return "ckpt-" + std::to_string(ms) + "-" + suffix;
+}
+
+}  // namespace
+
+StatusOr<SaveResult> PsClient::Save(const std::string& dir, uint32_t mode, std::optional<uint32_t> table_id) {
+  if (dir.empty()) return Status::InvalidArgument("Save: empty checkpoint directory");
+  if (mode > kSaveBatch) {
+    return Status::InvalidArgument("Save: mode " + std::to_string(mode) +
+                                   " (use 0 checkpoint, 1 delta, 2 base, 3 batch)");
+  }
+  if (table_id) RETURN_IF_ERROR(Table(*table_id).status());
+  const std::string& path = dir;  // resolved by the servers, below their checkpoint root
+  const std::string version = NewVersionName();
+  auto build = [&](bool commit) {
+    flatbuffers::FlatBufferBuilder fbb(256);
+    auto p = fbb.CreateString(path);
+    auto v = fbb.CreateString(version);
+    fbb.Finish(wire::CreateSaveRequest(fbb, p, v, static_cast<disk::SaveMode>(mode), table_id.value_or(0),
+                                       !table_id.has_value(), commit));
+    return fbb.Release();
+  };
+  const auto type = static_cast<uint16_t>(MessageType::Save);
+  // Phase 1: every server writes its part.
+  for (auto& r : CallEveryServer(type, [&](size_t) { return build(false); })) {
+    if (!r.ok()) return r.status().WithContext("Save to " + path + " (the previous checkpoint there is intact)");
+  }
+  // Phase 2: server 0 commits.
+  ASSIGN_OR_RETURN(net::Reply reply, clients_[0]->CallSync(type, build(true)));
+  Status error;
+  const auto* msg = VerifiedReply<wire::SaveReply>(reply, clients_[0]->name(), &error);
+  if (msg == nullptr) return error;
+  return SaveResult{version, msg->rows(), msg->bytes()};
+}
+
+StatusOr<LoadResult> PsClient::Load(const std::string& dir) {
+  if (dir.empty()) return Status::InvalidArgument("Load: empty checkpoint directory");
+  const std::string& path = dir;
+  LoadResult result;
+  auto replies = CallEveryServer(static_cast<uint16_t>(MessageType::Load), [&](size_t) {
+    flatbuffers::FlatBufferBuilder fbb(128);
+    fbb.Finish(wire::CreateLoadRequest(fbb, fbb.CreateString(path)));
+    return fbb.Release();
+  });
+  for (size_t s = 0; s < replies.size(); ++s) {
+    if (!replies[s].ok()) return replies[s].status();
+    Status error;
+    const auto* msg = VerifiedReply<wire::LoadReply>(*replies[s], clients_[s]->name(), &error);
+    if (msg == nullptr) return error;
+    result.rows += msg->rows();
+    result.version = msg->version() ? msg->version()->str() : "";
+    result.mode = static_cast<uint32_t>(msg->mode());
+  }
+  return result;
+}
+
+StatusOr<ShrinkResult> PsClient::Shrink(std::optional<uint32_t> table_id) {
+  if (table_id) RETURN_IF_ERROR(Table(*table_id).status());
+  ShrinkResult result;
+  auto replies = CallEveryServer(static_cast<uint16_t>(MessageType::Shrink), [&](size_t) {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreateShrinkRequest(fbb, table_id.value_or(0), !table_id.has_value()));
+    return fbb.Release();
+  });
+  for (size_t s = 0; s < replies.size(); ++s) {
+    if (!replies[s].ok()) return replies[s].status();
+    Status error;
+    const auto* msg = VerifiedReply<wire::ShrinkReply>(*replies[s], clients_[s]->name(), &error);
+    if (msg == nullptr) return error;
+    result.deleted += msg->deleted();
+    result.rows += msg->rows();
+  }
+  return result;
+}
+
+}  // namespace fleetps::trainer
