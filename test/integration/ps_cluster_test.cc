@@ -254,7 +254,9 @@ TEST_CASE("Concurrent pushes to 2 pservers are applied exactly once while a bad 
 
 TEST_CASE("SIGTERM drains and exits 0; a trainer then sees the server as unavailable") {
   Cluster cluster;
-  auto client = trainer::PsClient::Connect(cluster.ClientOptions());
+  auto options = cluster.ClientOptions();
+  options.rpc.request_timeout = std::chrono::milliseconds(2000);  // the pull below waits this long
+  auto client = trainer::PsClient::Connect(options);
   REQUIRE(client.ok());
   std::vector<uint64_t> keys = {1, 2, 3};
   std::vector<float> grads(keys.size() * kDim, 1.0f);
