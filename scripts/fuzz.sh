@@ -7,7 +7,8 @@
 # Environment: FLEETPS_FUZZ_BUILD (build dir, default build-fuzz), FLEETPS_FUZZ_CXX (the
 # clang++; default clang++-16, Debian 12's newest, else clang++: fleetps needs clang >= 16
 # for C++20 lambda captures of structured bindings), FLEETPS_JOBS (parallel compile jobs,
-# default 2), FLEETPS_FUZZ_ARGS (extra libFuzzer flags).
+# default 2), FLEETPS_FUZZ_ARGS (extra libFuzzer flags), FLEETPS_FUZZ_EXTRA_FLAGS (extra
+# compile flags, ;-separated, e.g. -fno-sanitize=alignment with FLEETPS_FUZZ_BUILD=build-fuzz-noalign).
 # Per target, under build-fuzz/fuzz/<target>/: seeds/ (written by the target itself),
 # corpus/ (kept between runs and grown by them), findings/ (crash-*, timeout-*, oom-*
 # inputs), last.log. Prints the executions of every target; exits 1 when any target found
@@ -36,7 +37,8 @@ echo "== fuzz build ($BUILD_DIR/: $CXX_FUZZ, libFuzzer, ASan + UBSan)"
 cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_C_COMPILER="$CC_FUZZ" -DCMAKE_CXX_COMPILER="$CXX_FUZZ" \
   -DFLEETPS_BUILD_FUZZ=ON -DFLEETPS_SANITIZE=ON -DFLEETPS_WITH_CUDA=OFF \
-  -DFLEETPS_BUILD_TESTS=OFF -DFLEETPS_BUILD_BENCH=OFF -DFLEETPS_BUILD_E2E=OFF >/dev/null
+  -DFLEETPS_BUILD_TESTS=OFF -DFLEETPS_BUILD_BENCH=OFF -DFLEETPS_BUILD_E2E=OFF \
+  -DFLEETPS_FUZZ_EXTRA_FLAGS="${FLEETPS_FUZZ_EXTRA_FLAGS:-}" >/dev/null
 ninja -C "$BUILD_DIR" -j "$JOBS" "${TARGETS[@]}"
 
 # Stacks name functions and lines: llvm-symbolizer when installed, else binutils' addr2line.

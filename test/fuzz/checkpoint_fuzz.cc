@@ -20,8 +20,9 @@
 //               two (set: every file is read and filtered)
 //   flags bit 0 set: the CRC-32C of every complete block is recomputed before the bytes are
 //   written (so mutations get past the checksums to the FlatBuffers verifier and the
-//   loader); in load mode the manifest's size and CRC of the replaced file are then
-//   updated too.
+//   loader); in load mode the manifest is then made consistent too: the size and CRC of
+//   the replaced file, and the row sums (table rows, total rows) re-derived from the file
+//   rows, so that one mutated row count reaches the loader.
 // Checks, besides the sanitizers: readers fail only with Corruption / NotFound / IOError /
 // InvalidArgument; a successful load leaves every row on the shard PlaceKey names.
 #include <algorithm>
@@ -272,26 +273,37 @@ void ReadSingle(int op, std::string bytes) {
 
 // ---- load ------------------------------------------------------------------------------
 
-// Sets the size and CRC of `rel` in the MANIFEST bytes (fields present in the saved
-// manifest; FlatBuffers tables are patched in place) and fixes the manifest block's CRC.
+// Makes MANIFEST bytes consistent with what the fuzzer changed, so that a mutation gets
+// past the checks that only catch accidental damage: sets the size and CRC of the data file
+// `rel` (when not empty), re-derives each table's rows and the total from the file rows
+// (the sums CheckManifest compares) and fixes the block CRC. FlatBuffers fields are
+// patched in place; one the saver left out (a default value) stays as it is.
 void PatchManifest(std::string* manifest, const std::string& rel, uint64_t bytes, uint32_t crc) {
   if (manifest->size() < kFileHeader + kBlockHeader) return;
   auto* payload = reinterpret_cast<uint8_t*>(manifest->data() + kFileHeader + kBlockHeader);
   const size_t size = manifest->size() - kFileHeader - kBlockHeader;
   flatbuffers::Verifier v(payload, size);
-  if (!v.VerifyBuffer<disk::CheckpointManifest>(nullptr)) return;
+  if (!v.VerifyBuffer<disk::CheckpointManifest>(nullptr)) return FixCrcs(manifest);
   auto* m = flatbuffers::GetMutableRoot<disk::CheckpointManifest>(payload);
-  if (m->tables() == nullptr) return;
-  for (const auto* t : *m->tables()) {
-    if (t->files() == nullptr) continue;
-    for (const auto* f : *t->files()) {
-      if (f->path() == nullptr || f->path()->str() != rel) continue;
-      // The generated FileEntry is a flatbuffers::Table (private base): patch through it.
-      auto* table = reinterpret_cast<flatbuffers::Table*>(const_cast<disk::FileEntry*>(f));
-      table->SetField<uint64_t>(disk::FileEntry::VT_BYTES, bytes, 0);
-      table->SetField<uint32_t>(disk::FileEntry::VT_CRC32C, crc, 0);
+  // The generated tables are flatbuffers::Table underneath (a private base): patch through it.
+  auto fields = [](const void* t) { return reinterpret_cast<flatbuffers::Table*>(const_cast<void*>(t)); };
+  uint64_t total = 0;
+  if (m->tables() != nullptr) {
+    for (const auto* t : *m->tables()) {
+      if (t->files() == nullptr) continue;
+      uint64_t rows = 0;
+      for (const auto* f : *t->files()) {
+        if (!rel.empty() && f->path() != nullptr && f->path()->str() == rel) {
+          fields(f)->SetField<uint64_t>(disk::FileEntry::VT_BYTES, bytes, 0);
+          fields(f)->SetField<uint32_t>(disk::FileEntry::VT_CRC32C, crc, 0);
+        }
+        rows += f->rows();
+      }
+      fields(t)->SetField<uint64_t>(disk::TableEntry::VT_ROWS, rows, 0);
+      if (!t->dense()) total += rows;
     }
   }
+  fields(m)->SetField<uint64_t>(disk::CheckpointManifest::VT_TOTAL_ROWS, total, 0);
   FixCrcs(manifest);
 }
 
@@ -316,9 +328,10 @@ void Load(uint8_t flags, uint8_t which, std::string bytes) {
   const std::string rel = t.files[which % t.files.size()];
   if (fix) FixCrcs(&bytes);
   WriteBytes(version_dir + "/" + rel, bytes.data(), bytes.size());
-  if (fix && rel != server::kManifestFile) {
+  if (fix) {
     std::string manifest = ReadBytes(version_dir + "/" + server::kManifestFile);
-    PatchManifest(&manifest, rel, bytes.size(), server::Crc32c(bytes.data(), bytes.size()));
+    const bool data_file = rel != server::kManifestFile;
+    PatchManifest(&manifest, data_file ? rel : std::string(), bytes.size(), server::Crc32c(bytes.data(), bytes.size()));
     WriteBytes(version_dir + "/" + server::kManifestFile, manifest.data(), manifest.size());
   }
   auto loaded = loader.runner().LoadSync(dir);
