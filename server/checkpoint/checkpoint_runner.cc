@@ -1,6 +1,7 @@
 #include "server/checkpoint/checkpoint_runner.h"
 
 #include <algorithm>
+#include <exception>
 #include <atomic>
 #include <future>
 #include <map>
@@ -58,7 +59,12 @@ void RunNext(ExecutorPool& executors, const std::shared_ptr<Sequence>& seq, size
   const size_t lane = seq->groups[group][index].lane;
   executors.Post(lane, [&executors, seq, group, index] {
     if (!seq->failed.load()) {  // after a failure the rest is skipped
-      Status st = seq->groups[group][index].run();
+      Status st;
+      try {  // a task that throws (bad_alloc) fails the sequence; it must still end
+        st = seq->groups[group][index].run();
+      } catch (const std::exception& e) {
+        st = Status::Internal(std::string("a storage task failed with an exception: ") + e.what());
+      }
       if (!st.ok()) {
         std::lock_guard<std::mutex> lock(seq->mu);
         if (seq->error.ok()) seq->error = st;
@@ -621,8 +627,10 @@ void CheckpointRunner::LoadSettled(const std::string& dir, std::function<void(St
                           aligned = t.aligned]() -> Status {
                            // Rows expected per shard: the files' rows (aligned), or this
                            // server's even share of the whole table.
+                           // A row takes at least its 8-byte key in a file (verified by
+                           // now): a manifest cannot make the reservation exceed the data.
                            uint64_t expected = 0;
-                           for (const disk::FileEntry* f : files) expected += f->rows();
+                           for (const disk::FileEntry* f : files) expected += std::min(f->rows(), f->bytes() / 8);
                            if (!aligned) expected = expected / num_servers_ / table->num_shards();
                            for (uint32_t s : shards) {
                              if (replace) RETURN_IF_ERROR(table->ClearShard(s));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/flatbuffer_align.h"
+
 namespace fleetps::server {
 
 StatusOr<std::unique_ptr<SparseRowWriter>> SparseRowWriter::Create(const std::string& path) {
@@ -48,6 +50,9 @@ StatusOr<const disk::SparseRowBlock*> NextSparseBlock(BlockFileReader& reader) {
     return Status::Corruption(reader.path() + ": a block fails FlatBuffers verification as SparseRowBlock");
   }
   const auto* block = flatbuffers::GetRoot<disk::SparseRowBlock>(bytes.data());
+  if (!ElementsAligned(block->keys())) {
+    return Status::Corruption(reader.path() + ": a SparseRowBlock's keys are not 8-byte aligned");
+  }
   if (block->keys() == nullptr || block->flags() == nullptr || block->values() == nullptr ||
       block->keys()->size() != block->flags()->size()) {
     return Status::Corruption(reader.path() + ": a SparseRowBlock without keys, flags and values of equal count");

@@ -19,7 +19,7 @@ using wire::MessageType;
 
 void PsService::MetricReport(const net::Request& req, const net::Responder& responder) {
   const auto* msg = Verified<wire::MetricReportRequest>(req, responder);
-  if (msg == nullptr) return;
+  if (msg == nullptr || !Aligned(msg->values(), "values", req, responder)) return;
   std::vector<double> values;
   if (msg->values() != nullptr) values.assign(msg->values()->begin(), msg->values()->end());
   auto result = metrics_.Report(msg->name() ? msg->name()->str() : std::string(), msg->trainer_id(), std::move(values));
@@ -80,7 +80,7 @@ void PsService::Heartbeat(const net::Request& req, const net::Responder& respond
 
 void PsService::Barrier(const net::Request& req, const net::Responder& responder) {
   const auto* msg = Verified<wire::BarrierRequest>(req, responder);
-  if (msg == nullptr) return;
+  if (msg == nullptr || !Aligned(msg->values(), "values", req, responder)) return;
   const std::string name = msg->name() ? msg->name()->str() : std::string();
   if (msg->timeout_ms() > kMaxBarrierTimeoutMs) {
     return responder.SendError(Status::InvalidArgument(

@@ -94,7 +94,7 @@ std::vector<uint8_t> NonFiniteKeys(size_t keys, uint32_t dim, std::span<const fl
 
 void PsService::PullSparse(const net::Request& req, const net::Responder& responder) {
   const auto* msg = Verified<wire::PullSparseRequest>(req, responder);
-  if (msg == nullptr) return;
+  if (msg == nullptr || !Aligned(msg->keys(), "keys", req, responder)) return;
   SparseTable* table = tables_.sparse(msg->table_id());
   if (table == nullptr) {
     return responder.SendError(MissingTable("PullSparse", "sparse", msg->table_id()));
@@ -147,7 +147,7 @@ void PsService::PullSparse(const net::Request& req, const net::Responder& respon
 
 void PsService::PushSparse(const net::Request& req, const net::Responder& responder) {
   const auto* msg = Verified<wire::PushSparseRequest>(req, responder);
-  if (msg == nullptr) return;
+  if (msg == nullptr || !Aligned(msg->keys(), "keys", req, responder)) return;
   SparseTable* table = tables_.sparse(msg->table_id());
   if (table == nullptr) {
     return responder.SendError(MissingTable("PushSparse", "sparse", msg->table_id()));

@@ -10,6 +10,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include "common/flatbuffer_align.h"
 #include "common/net/frame.h"
 #include "common/net/rpc_server.h"
 #include "common/status.h"
@@ -27,6 +28,19 @@ const T* Verified(const net::Request& req, const net::Responder& responder) {
     return nullptr;
   }
   return flatbuffers::GetRoot<T>(req.data());
+}
+
+// False (after answering InvalidArgument) when the 8-byte elements of `v` are misaligned in
+// the payload (common/flatbuffer_align.h): only a hand-crafted buffer does that.
+template <typename T>
+bool Aligned(const flatbuffers::Vector<T>* v, const char* field, const net::Request& req,
+             const net::Responder& responder) {
+  if (ElementsAligned(v)) return true;
+  responder.SendError(Status::InvalidArgument("malformed " + net::MessageTypeName(req.type) + " request from " +
+                                              responder.peer() + ": its '" + field +
+                                              "' vector is not 8-byte aligned (not written by a FlatBuffers "
+                                              "builder)"));
+  return false;
 }
 
 template <typename T>

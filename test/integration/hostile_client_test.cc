@@ -283,6 +283,29 @@ TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
     CHECK(anonymous.status().code() == StatusCode::kInvalidArgument);
   }
 
+  SECTION("a hand-crafted payload whose 8-byte keys are misaligned is refused, not read") {
+    // From the fuzzer (test/fuzz/findings/ps_service_fuzz-pullsparse-misaligned-keys): a
+    // PullSparseRequest that passes FlatBuffers verification with `keys` at 4 mod 8.
+    const std::string found = testing::ReadFile(std::string(FLEETPS_SOURCE_DIR) +
+                                                "/test/fuzz/findings/ps_service_fuzz-pullsparse-misaligned-keys");
+    REQUIRE(found.size() == 49);
+    RawPeer peer(server.port);
+    uint8_t header[net::kFrameHeaderSize];
+    net::EncodeFrameHeader(type(MessageType::PullSparse), 9, 44, header);
+    asio::write(peer.socket, asio::buffer(header));
+    asio::write(peer.socket, asio::buffer(found.data() + 5, 44));
+    asio::read(peer.socket, asio::buffer(header));
+    wire::FrameHeader h;
+    REQUIRE(net::DecodeFrameHeader(header, 1u << 20, "server", &h).ok());
+    std::vector<uint8_t> payload(h.payload_length());
+    asio::read(peer.socket, asio::buffer(payload));
+    REQUIRE(h.type() == type(MessageType::ErrorReply));
+    const Status refused = net::ParseErrorReply(payload.data(), payload.size(), "server");
+    CHECK(refused.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(refused.message(), Catch::Contains("not 8-byte aligned"));
+    server.RequireServing();
+  }
+
   SECTION("connections beyond max_connections are refused; the server keeps serving") {
     std::vector<std::unique_ptr<RawPeer>> peers;
     for (uint32_t i = 0; i < kMaxConnections + 8; ++i) peers.push_back(std::make_unique<RawPeer>(server.port));

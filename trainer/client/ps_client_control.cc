@@ -32,6 +32,9 @@ StatusOr<PsClient::BarrierResult> PsClient::Barrier(const std::string& name, uin
   Status error;
   const auto* msg = VerifiedReply<wire::BarrierReply>(reply, clients_[0]->name(), &error);
   if (msg == nullptr) return error;
+  if (!ElementsAligned(msg->sum())) {
+    return Status::Corruption("Barrier reply from " + clients_[0]->name() + ": misaligned sum");
+  }
   BarrierResult result;
   result.generation = msg->generation();
   result.all_done = msg->all_done();
@@ -50,6 +53,9 @@ StatusOr<PsClient::MetricSum> PsClient::ReportMetric(const std::string& name, ui
   Status error;
   const auto* msg = VerifiedReply<wire::MetricReportReply>(reply, clients_[0]->name(), &error);
   if (msg == nullptr) return error;
+  if (!ElementsAligned(msg->sum())) {
+    return Status::Corruption("MetricReport reply from " + clients_[0]->name() + ": misaligned sum");
+  }
   MetricSum out;
   out.reporters = msg->reporters();
   if (msg->sum() != nullptr) out.sum.assign(msg->sum()->begin(), msg->sum()->end());

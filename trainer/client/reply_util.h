@@ -5,6 +5,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include "common/flatbuffer_align.h"
 #include "common/net/frame.h"
 #include "common/net/rpc_client.h"
 #include "common/status.h"

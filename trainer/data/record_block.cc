@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/check.h"
+#include "common/flatbuffer_align.h"
 #include "schemas/records_generated.h"
 
 namespace fleetps::data {
@@ -102,6 +103,9 @@ StatusOr<RecordBlock> RecordBlock::Parse(std::span<const uint8_t> bytes, uint32_
   RecordBlock block(dense_dim, num_slots);
   if (msg->begins() == nullptr || msg->begins()->size() == 0 || msg->begins()->Get(0) != 0) {
     return bad("begins must start with 0");
+  }
+  if (!ElementsAligned(msg->begins()) || !ElementsAligned(msg->words())) {
+    return bad("a vector of 8-byte values is not 8-byte aligned (not written by a FlatBuffers builder)");
   }
   const size_t num_words = msg->words() ? msg->words()->size() : 0;
   block.begins_.assign(msg->begins()->begin(), msg->begins()->end());
