@@ -11,7 +11,8 @@
 # compile flags, ;-separated, e.g. -fno-sanitize=alignment with FLEETPS_FUZZ_BUILD=build-fuzz-noalign).
 # Per target, under build-fuzz/fuzz/<target>/: seeds/ (written by the target itself),
 # corpus/ (kept between runs and grown by them), findings/ (crash-*, timeout-*, oom-*
-# inputs), last.log. Prints the executions of every target; exits 1 when any target found
+# inputs), last.log. The inputs of fixed findings, test/fuzz/regressions/<target>/, are
+# run at the start of every run. Prints the executions of every target; exits 1 when any target found
 # something (its input and stack are named), 0 otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,11 +63,14 @@ for t in "${TARGETS[@]}"; do
     continue
   }
   echo "== $t: ${SECONDS_EACH} s ($(ls "$dir/seeds" | wc -l) seeds, $(ls "$dir/corpus" | wc -l) corpus inputs)"
+  # Inputs of fixed findings (test/fuzz/regressions/<target>/) run at the start of every run.
+  inputs=("$dir/corpus" "$dir/seeds")
+  if [ -d "test/fuzz/regressions/$t" ]; then inputs+=("test/fuzz/regressions/$t"); fi
   rc=0
   # The outer timeout only catches a run that does not stop by itself (a hang that
   # libFuzzer's -timeout cannot interrupt).
   timeout --kill-after=10 $((SECONDS_EACH + 180)) \
-    "$bin" "$dir/corpus" "$dir/seeds" -max_total_time="$SECONDS_EACH" -timeout=60 -rss_limit_mb=4096 \
+    "$bin" "${inputs[@]}" -max_total_time="$SECONDS_EACH" -timeout=60 -rss_limit_mb=4096 \
     -print_final_stats=1 -artifact_prefix="$dir/findings/" ${FLEETPS_FUZZ_ARGS:-} >"$dir/last.log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/last.log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$dir/last.log" | tail -1 | cut -d' ' -f2)
