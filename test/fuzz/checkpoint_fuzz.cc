@@ -353,9 +353,12 @@ void WriteSeeds(SeedWriter& seeds) {
       if (bytes.size() > 6000) continue;  // keep the corpus small
       const std::string& rel = t.files[f];
       int op = 2;
-      if (rel == server::kManifestFile) op = 0;
-      else if (rel.find(server::kPartFile) != std::string::npos) op = 1;
-      else if (rel.find(".dense") != std::string::npos) op = 3;
+      if (rel == server::kManifestFile)
+        op = 0;
+      else if (rel.find(server::kPartFile) != std::string::npos)
+        op = 1;
+      else if (rel.find(".dense") != std::string::npos)
+        op = 3;
       // As a single file (once per file kind and template), and as a replacement to load.
       seeds.Add(std::string{static_cast<char>(op), 1, 0} + bytes);
       for (uint8_t loader = 0; loader < 2; ++loader) {

@@ -19,16 +19,16 @@
 #include "common/config/server_config.h"
 #include "common/config/trainer_config.h"
 #include "common/net/endpoint.h"
-#include "trainer/data/line_format.h"
 #include "test/fuzz/fuzz_util.h"
+#include "trainer/data/line_format.h"
 
 namespace fleetps::fuzz {
 namespace {
 
 constexpr const char* kFile = "fuzz.yaml";
-constexpr const char* kEnvNames[] = {"TRAINING_ROLE",       "PADDLE_PSERVERS_IP_PORT_LIST", "POD_IP",
-                                     "PADDLE_PORT",         "PADDLE_TRAINERS_NUM",          "PADDLE_TRAINER_ID",
-                                     "FLEETPS_LOG_LEVEL",   "FLEETPS_AUTH_SECRET_FILE"};
+constexpr const char* kEnvNames[] = {"TRAINING_ROLE",     "PADDLE_PSERVERS_IP_PORT_LIST", "POD_IP",
+                                     "PADDLE_PORT",       "PADDLE_TRAINERS_NUM",          "PADDLE_TRAINER_ID",
+                                     "FLEETPS_LOG_LEVEL", "FLEETPS_AUTH_SECRET_FILE"};
 constexpr size_t kNumEnv = sizeof(kEnvNames) / sizeof(kEnvNames[0]);
 
 std::string SourceDir() {
@@ -54,7 +54,8 @@ void FuzzYaml(const std::string& text) {
     RequireNamesFile(server.status(), "ParseServerYaml");
   } else if (config::ValidateServerOptions(*server).ok()) {
     for (const auto& t : server->tables) {
-      if (Status st = config::ValidateTable(t); !st.ok()) Fail("a validated pserver config has a bad table: " + st.ToString());
+      if (Status st = config::ValidateTable(t); !st.ok())
+        Fail("a validated pserver config has a bad table: " + st.ToString());
     }
   }
   auto job = config::ParseTrainerYaml(text, kFile);

@@ -24,10 +24,10 @@
 
 #include "common/config/data_config.h"
 #include "common/config/yaml_util.h"
+#include "test/fuzz/fuzz_util.h"
 #include "trainer/data/batch.h"
 #include "trainer/data/line_format.h"
 #include "trainer/data/record_block.h"
-#include "test/fuzz/fuzz_util.h"
 
 namespace fleetps::fuzz {
 namespace {

@@ -22,7 +22,8 @@ void CheckHeader(const uint8_t* in, uint32_t max_payload) {
   const Status st = net::DecodeFrameHeader(in, max_payload, "fuzz-peer", &h);
   if (!st.ok()) {
     if (!st.IsInvalidArgument()) Fail("DecodeFrameHeader failed with " + st.ToString());
-    if (st.message().find("fuzz-peer") == std::string::npos) Fail("header error does not name the peer: " + st.ToString());
+    if (st.message().find("fuzz-peer") == std::string::npos)
+      Fail("header error does not name the peer: " + st.ToString());
     return;
   }
   if (h.magic() != net::kFrameMagic || h.version() != net::kProtocolVersion || h.flags() != 0 ||
@@ -38,7 +39,7 @@ void CheckHeader(const uint8_t* in, uint32_t max_payload) {
 void CheckErrorReply(const uint8_t* data, size_t size) {
   const Status st = net::ParseErrorReply(data, size, "fuzz-peer");
   if (st.ok()) Fail("ParseErrorReply returned OK");
-  if (st.ToString().empty()) Fail("Status::ToString returned nothing");  // any code, known or not
+  if (st.ToString().empty()) Fail("Status::ToString returned nothing");                  // any code, known or not
   if (st.IsCorruption() && st.message().rfind("malformed error reply", 0) == 0) return;  // refused
   // A parsed error: rebuilding and re-parsing it keeps the code and the message.
   const auto rebuilt = net::BuildErrorReply(st);
@@ -63,7 +64,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
       for (const Status& err : errors) {
         const auto payload = net::BuildErrorReply(err);
         std::string bytes(net::kFrameHeaderSize, '\0');
-        net::EncodeFrameHeader(type, id++, static_cast<uint32_t>(payload.size()), reinterpret_cast<uint8_t*>(bytes.data()));
+        net::EncodeFrameHeader(type, id++, static_cast<uint32_t>(payload.size()),
+                               reinterpret_cast<uint8_t*>(bytes.data()));
         bytes.append(reinterpret_cast<const char*>(payload.data()), payload.size());
         seeds.Add(bytes);
       }

@@ -6,8 +6,11 @@
 // LLVMFuzzerInitialize writes the seeds into DIR and exits (scripts/fuzz.sh does this
 // before each run), so seeds always follow the current schemas and no corpus is committed.
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -59,9 +62,16 @@ inline std::string ScratchDir(const std::string& name) {
     return true;
   }();
   (void)registered;
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("fleetps_fuzz_" + name + "_" + std::to_string(::getpid()));
+  const std::string prefix = "fleetps_fuzz_" + name + "_";
   std::error_code ec;
+  // Directories of earlier runs that crashed (their process is gone) are removed.
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec)) {
+    const std::string base = e.path().filename().string();
+    if (base.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(base.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove_all(e.path(), ec);
+  }
+  const auto dir = std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()));
   std::filesystem::remove_all(dir, ec);
   std::filesystem::create_directories(dir);
   ScratchDirs().push_back(dir.string());

@@ -31,13 +31,12 @@
 // left waiting at the end of an input are expired through BarrierManager::ExpireDeadlines
 // (what the pserver's 50 ms sweep does), so each input ends with nothing in flight.
 #include <fcntl.h>
+#include <fuzzer/FuzzedDataProvider.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <fuzzer/FuzzedDataProvider.h>
 
 #include <array>
 #include <cerrno>
@@ -66,10 +65,10 @@ namespace {
 using wire::MessageType;
 using Clock = std::chrono::steady_clock;
 
-constexpr MessageType kTypes[] = {
-    MessageType::Ping,        MessageType::PullSparse, MessageType::PushSparse,   MessageType::PullDense,
-    MessageType::PushDense,   MessageType::PushDenseParam, MessageType::Barrier,  MessageType::TableStats,
-    MessageType::MetricReport, MessageType::ShuffleSend, MessageType::ShuffleFetch};
+constexpr MessageType kTypes[] = {MessageType::Ping,        MessageType::PullSparse,  MessageType::PushSparse,
+                                  MessageType::PullDense,   MessageType::PushDense,   MessageType::PushDenseParam,
+                                  MessageType::Barrier,     MessageType::TableStats,  MessageType::MetricReport,
+                                  MessageType::ShuffleSend, MessageType::ShuffleFetch};
 constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 constexpr uint16_t kRawTypes[] = {0, 18, 99, 0x7ffe, 0x7fff, 0x8001, 0x8002, 0xffff, 1000, 0x4000};
 constexpr size_t kMaxMessages = 16;
@@ -207,7 +206,8 @@ size_t Around(FuzzedDataProvider& p, size_t want) {
 }
 
 uint32_t TableId(FuzzedDataProvider& p) {
-  return p.ConsumeIntegralInRange<int>(0, 9) == 0 ? p.ConsumeIntegral<uint32_t>() : p.ConsumeIntegralInRange<uint32_t>(0, 3);
+  return p.ConsumeIntegralInRange<int>(0, 9) == 0 ? p.ConsumeIntegral<uint32_t>()
+                                                  : p.ConsumeIntegralInRange<uint32_t>(0, 3);
 }
 
 uint64_t Key(FuzzedDataProvider& p) {
@@ -248,9 +248,7 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
   FuzzedDataProvider p(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   flatbuffers::FlatBufferBuilder fbb;
   switch (type) {
-    case MessageType::Ping:
-      fbb.Finish(wire::CreatePingRequest(fbb, p.ConsumeIntegral<int32_t>()));
-      break;
+    case MessageType::Ping: fbb.Finish(wire::CreatePingRequest(fbb, p.ConsumeIntegral<int32_t>())); break;
     case MessageType::PullSparse: {
       const uint32_t table = TableId(p);
       std::vector<uint64_t> keys(p.ConsumeIntegralInRange<size_t>(0, 64));
@@ -279,7 +277,8 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
     case MessageType::PullDense: {
       const uint32_t table = TableId(p);
       const uint64_t offset = Offset(p);
-      const uint64_t count = p.ConsumeBool() ? p.ConsumeIntegral<uint64_t>() : p.ConsumeIntegralInRange<uint64_t>(0, 70);
+      const uint64_t count =
+          p.ConsumeBool() ? p.ConsumeIntegral<uint64_t>() : p.ConsumeIntegralInRange<uint64_t>(0, 70);
       fbb.Finish(wire::CreatePullDenseRequest(fbb, table, offset, count));
       break;
     }
@@ -303,17 +302,17 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
     case MessageType::Barrier: {
       const std::string name = p.ConsumeRandomLengthString(16);
       const uint32_t trainer = p.ConsumeIntegralInRange<uint32_t>(0, 4);
-      const uint32_t participants = p.ConsumeBool() ? p.ConsumeIntegral<uint32_t>() : p.ConsumeIntegralInRange<uint32_t>(0, 3);
-      const uint32_t timeout = p.ConsumeBool() ? p.ConsumeIntegral<uint32_t>() : p.ConsumeIntegralInRange<uint32_t>(0, 100);
+      const uint32_t participants =
+          p.ConsumeBool() ? p.ConsumeIntegral<uint32_t>() : p.ConsumeIntegralInRange<uint32_t>(0, 3);
+      const uint32_t timeout =
+          p.ConsumeBool() ? p.ConsumeIntegral<uint32_t>() : p.ConsumeIntegralInRange<uint32_t>(0, 100);
       const auto values = Doubles(p);
       const bool done = p.ConsumeBool();
       fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString(name), trainer, participants, timeout,
                                             fbb.CreateVector(values), done));
       break;
     }
-    case MessageType::TableStats:
-      fbb.Finish(wire::CreateTableStatsRequest(fbb, TableId(p), p.ConsumeBool()));
-      break;
+    case MessageType::TableStats: fbb.Finish(wire::CreateTableStatsRequest(fbb, TableId(p), p.ConsumeBool())); break;
     case MessageType::MetricReport: {
       const std::string name = p.ConsumeRandomLengthString(16);
       const uint32_t trainer = p.ConsumeIntegralInRange<uint32_t>(0, 4);
@@ -334,12 +333,12 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
       const uint64_t round = p.ConsumeIntegralInRange<uint64_t>(0, 3);
       const uint32_t to = p.ConsumeIntegralInRange<uint32_t>(0, 3);
       const uint32_t senders = p.ConsumeIntegralInRange<uint32_t>(0, 4);
-      const uint64_t max_bytes = p.ConsumeBool() ? p.ConsumeIntegral<uint64_t>() : p.ConsumeIntegralInRange<uint64_t>(0, 256);
+      const uint64_t max_bytes =
+          p.ConsumeBool() ? p.ConsumeIntegral<uint64_t>() : p.ConsumeIntegralInRange<uint64_t>(0, 256);
       fbb.Finish(wire::CreateShuffleFetchRequest(fbb, round, to, senders, max_bytes));
       break;
     }
-    default:
-      return std::string(bytes);
+    default: return std::string(bytes);
   }
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
@@ -472,7 +471,8 @@ void Exchange(Server& server, const std::vector<std::pair<uint16_t, std::string>
       const size_t total = net::kFrameHeaderSize + h.payload_length();
       if (in.size() < total) break;
       const auto it = pending.find(h.request_id());
-      if (it == pending.end()) Fail("reply for request id " + std::to_string(h.request_id()) + ", which is not pending");
+      if (it == pending.end())
+        Fail("reply for request id " + std::to_string(h.request_id()) + ", which is not pending");
       CheckReply(it->second, h.type(), in.substr(net::kFrameHeaderSize, h.payload_length()), server.options());
       pending.erase(it);
       in.erase(0, total);
@@ -595,8 +595,8 @@ void WriteSeeds(SeedWriter& seeds) {
   // structure-aware messages.
   std::string all[2] = {std::string(1, '\0'), std::string(1, '\1')};
   for (const auto& [type, payload] : requests) {
-    for (char server : {'\0', '\1'}) {
-      seeds.Add(std::string(1, server) + Message(Selector(type), 0, payload));
+    for (int server : {0, 1}) {
+      seeds.Add(std::string(1, static_cast<char>(server)) + Message(Selector(type), 0, payload));
       if (all[server].size() < 3000) all[server] += Message(Selector(type), 0, payload);
     }
   }
@@ -635,7 +635,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint16_t type = selector < 0xF0 ? static_cast<uint16_t>(kTypes[selector % kNumTypes])
                                           : kRawTypes[(selector - 0xF0) % (sizeof(kRawTypes) / sizeof(kRawTypes[0]))];
     if (!Sendable(type)) continue;
-    std::string payload = (mode & 1) ? Build(static_cast<MessageType>(type), bytes, server.options()) : std::string(bytes);
+    std::string payload =
+        (mode & 1) ? Build(static_cast<MessageType>(type), bytes, server.options()) : std::string(bytes);
     messages.emplace_back(type, std::move(payload));
   }
   if (!messages.empty()) Exchange(server, messages);
