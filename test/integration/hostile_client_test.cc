@@ -291,10 +291,10 @@ TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
   }
 
   SECTION("a hand-crafted payload whose 8-byte keys are misaligned is refused, not read") {
-    // From the fuzzer (test/fuzz/findings/ps_service_fuzz-pullsparse-misaligned-keys): a
+    // From the fuzzer (test/fuzz/regressions/ps_service_fuzz/pullsparse-misaligned-keys): a
     // PullSparseRequest that passes FlatBuffers verification with `keys` at 4 mod 8.
     const std::string found = testing::ReadFile(std::string(FLEETPS_SOURCE_DIR) +
-                                                "/test/fuzz/findings/ps_service_fuzz-pullsparse-misaligned-keys");
+                                                "/test/fuzz/regressions/ps_service_fuzz/pullsparse-misaligned-keys");
     REQUIRE(found.size() == 49);
     RawPeer peer(server.port);
     uint8_t header[net::kFrameHeaderSize];
