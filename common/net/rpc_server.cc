@@ -56,7 +56,7 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
 
 namespace {
 
-std::string Seconds(std::chrono::milliseconds ms) { return std::to_string(ms.count() / 1000.0).substr(0, 5) + " s"; }
+std::string Seconds(std::chrono::milliseconds ms) { return fmt::format("{:g} s", ms.count() / 1000.0); }
 
 }  // namespace
 
@@ -151,12 +151,14 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
       paused_ = false;
       ReadHeader();
     } else if (!in_frame_ && !paused_ && pending_requests_ == 0 && queue_.empty()) {
-      ArmReadTimer(options().idle_timeout, "idle");  // idle from now on
+      ArmReadTimer(options().idle_timeout, ReadWait::kIdle);  // idle from now on
     }
   }
 
   // One timer per direction; a stale expiry (re-armed or cancelled since) does nothing.
-  void ArmReadTimer(std::chrono::milliseconds timeout, const char* what) {
+  // One read timer: kIdle (nothing in service, no request) or kFrame (a started frame).
+  enum class ReadWait { kIdle, kFrame };
+  void ArmReadTimer(std::chrono::milliseconds timeout, ReadWait wait) {
     ++read_timer_generation_;
     if (timeout.count() == 0 || closed_) {
       read_timer_.cancel();
@@ -164,17 +166,17 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     }
     read_timer_.expires_after(timeout);
     read_timer_.async_wait(asio::bind_executor(
-        strand_, [self = shared_from_this(), generation = read_timer_generation_, what, timeout](
+        strand_, [self = shared_from_this(), generation = read_timer_generation_, wait, timeout](
                      boost::system::error_code ec) {
           if (ec || generation != self->read_timer_generation_ || self->closed_) return;
-          if (std::string_view(what) == "idle" && (self->pending_requests_ > 0 || !self->queue_.empty())) {
+          const bool idle = wait == ReadWait::kIdle;
+          if (idle && (self->pending_requests_ > 0 || !self->queue_.empty())) {
             // Requests of this connection are still in service (a barrier): not idle.
-            self->ArmReadTimer(timeout, what);
+            self->ArmReadTimer(timeout, wait);
             return;
           }
           spdlog::warn("closing connection {}: {} for {} (server.{}_timeout_s)", self->peer_,
-                       std::string_view(what) == "idle" ? "no request" : "frame incomplete", Seconds(timeout),
-                       std::string_view(what) == "idle" ? "idle" : "read");
+                       idle ? "no request" : "frame incomplete", Seconds(timeout), idle ? "idle" : "read");
           self->CloseNow();
         }));
   }
@@ -188,7 +190,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     reading_ = true;
     // Idle only while nothing of this connection is in service; Unpend arms it later.
     ArmReadTimer(pending_requests_ == 0 && queue_.empty() ? options().idle_timeout : std::chrono::milliseconds(0),
-                 "idle");
+                 ReadWait::kIdle);
     asio::async_read(socket_, asio::buffer(header_buf_),
                      asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
                        self->OnHeader(ec);
@@ -238,7 +240,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
       Dispatch(nullptr);
       return;
     }
-    ArmReadTimer(options().read_timeout, "frame");
+    ArmReadTimer(options().read_timeout, ReadWait::kFrame);
     reading_ = true;
     in_frame_ = true;
     std::shared_ptr<uint8_t[]> payload(new uint8_t[length]);
@@ -260,7 +262,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   // Reads and drops `remaining` payload bytes of a refused request, then answers it.
   void Skip(uint32_t remaining, Status refuse) {
     if (!scratch_) scratch_ = std::make_unique<uint8_t[]>(kScratchBytes);
-    ArmReadTimer(options().read_timeout, "frame");
+    ArmReadTimer(options().read_timeout, ReadWait::kFrame);
     reading_ = true;
     in_frame_ = true;
     const size_t n = std::min<size_t>(remaining, kScratchBytes);

@@ -164,7 +164,7 @@ void App::SweepTrainers(std::chrono::steady_clock::time_point now) {
                   "until it is back",
                   options_.index, id, options_.trainer_lease_s);
   }
-  const auto gone = service_->trainers().gone();
+  const auto& gone = sweep.gone;
   std::string failure;
   for (uint32_t id : gone) failure += (failure.empty() ? "trainer " : ", ") + std::to_string(id);
   if (!failure.empty()) {

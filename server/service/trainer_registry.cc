@@ -58,7 +58,10 @@ TrainerRegistry::Sweep TrainerRegistry::Expire(Clock::time_point now) {
     }
     if (e.finished && !e.failed) add(finished, id);
     if (e.finished && e.failed) add(failed, id);
-    if (e.gone) add(gone, id);
+    if (e.gone) {
+      add(gone, id);
+      sweep.gone.push_back(id);
+    }
     sweep.ended = sweep.ended && (e.finished || e.gone);
     sweep.clean = sweep.clean && e.finished && !e.failed;
   }

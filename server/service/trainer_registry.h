@@ -38,6 +38,7 @@ class TrainerRegistry {
 
   struct Sweep {
     std::vector<uint32_t> newly_gone;  // gone since the previous sweep
+    std::vector<uint32_t> gone;        // every trainer counted as gone now
     bool ended = false;                // every trainer finished or gone (and at least one heartbeat)
     bool clean = false;                // ended, and every trainer finished without failing
     std::string summary;               // "trainers finished: 0, 1; failed: -; gone: 2 (no heartbeat for 60 s)"
