@@ -11,7 +11,8 @@
 # rows, default 200000), FLEETPS_PSERVERS / FLEETPS_TRAINERS (default 2 / 2),
 # FLEETPS_SYNC_MODE (async|sync|geo; default: the YAML's), FLEETPS_EPOCHS (default: the YAML's),
 # FLEETPS_BASE_PORT (default 18500),
-# FLEETPS_OUT (logs and reports, default build/local_run).
+# FLEETPS_OUT (logs and reports, default build/local_run), FLEETPS_SKIP_SETUP (set: no
+# install or build step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -22,8 +23,10 @@ TRAINERS="${FLEETPS_TRAINERS:-2}"
 BASE_PORT="${FLEETPS_BASE_PORT:-18500}"
 OUT="${FLEETPS_OUT:-$BUILD/local_run}"
 
-scripts/install_deps.sh
-FLEETPS_TARGETS="pserver cpu-trainer fleetps-datagen" BUILD="$BUILD" scripts/build.sh
+if [ -z "${FLEETPS_SKIP_SETUP:-}" ]; then  # set: use the binaries already built in $BUILD
+  scripts/install_deps.sh
+  FLEETPS_TARGETS="pserver cpu-trainer fleetps-datagen" BUILD="$BUILD" scripts/build.sh
+fi
 
 TRAIN_DATA="${FLEETPS_TRAIN_DATA:-}"
 TEST_DATA="${FLEETPS_TEST_DATA:-}"

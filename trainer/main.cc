@@ -4,6 +4,8 @@
 //   PADDLE_PSERVERS_IP_PORT_LIST=... PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ID=0
 //   TRAINING_ROLE=TRAINER cpu-trainer --config job.yaml           parameter-server training
 //   cpu-trainer --config job.yaml --mode infer --model DIR       score the test data
+//   PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST=... (plus the above)    heterogeneous training: the
+//                                                                 dense part on heter-trainers
 //
 // Precedence: flags > environment > YAML > defaults (common/config/trainer_config.h).
 // Local mode runs an in-process pserver (the same tables and service, on loopback).
@@ -34,7 +36,8 @@ int Fail(const fleetps::Status& st) {
 int main(int argc, char** argv) {
   using namespace fleetps;
   CLI::App cli{"fleetps CPU trainer"};
-  std::string config_path, mode = "train", servers, sync_mode, train_data, test_data, log_level, model_dir;
+  std::string config_path, mode = "train", servers, heter_trainers, sync_mode, train_data, test_data, log_level,
+      model_dir;
   std::optional<uint32_t> trainer_id, trainers, epochs, threads;
   trainer::JobFlags flags;
   trainer::TrainerRpcOptions rpc;
@@ -44,7 +47,9 @@ int main(int argc, char** argv) {
   cli.add_option("--servers", servers, "pserver endpoints (overrides PADDLE_PSERVERS_IP_PORT_LIST)");
   cli.add_option("--trainer-id", trainer_id, "this trainer's id (overrides PADDLE_TRAINER_ID)");
   cli.add_option("--trainers", trainers, "number of trainers (overrides PADDLE_TRAINERS_NUM)");
-  cli.add_option("--sync-mode", sync_mode, "async | sync | geo (overrides runner.sync_mode)");
+  cli.add_option("--heter-trainers", heter_trainers,
+                 "heter-trainer endpoints: train in heter mode (overrides PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST)");
+  cli.add_option("--sync-mode", sync_mode, "async | sync | geo | heter (overrides runner.sync_mode)");
   cli.add_option("--epochs", epochs, "epochs (overrides runner.epochs)");
   cli.add_option("--threads", threads, "worker threads (overrides runner.thread_num)");
   cli.add_option("--train-data", train_data, "training file or directory (overrides runner.train_data_dir)");
@@ -86,8 +91,16 @@ int main(int argc, char** argv) {
   if (connect_timeout_ms) rpc.connect_timeout = std::chrono::milliseconds(*connect_timeout_ms);
   if (heartbeat_interval_ms) rpc.heartbeat_interval = std::chrono::milliseconds(*heartbeat_interval_ms);
   if (!sync_mode.empty() && !config::SyncModeFromName(sync_mode, &options->sync_mode)) {
-    return Fail(Status::InvalidArgument("--sync-mode must be async, sync or geo"));
+    return Fail(Status::InvalidArgument("--sync-mode must be async, sync, geo or heter"));
   }
+  if (!heter_trainers.empty()) {
+    auto eps = net::ParseEndpointList(heter_trainers);
+    if (!eps.ok()) return Fail(eps.status().WithContext("--heter-trainers"));
+    options->heter_trainers = *eps;
+    options->sync_mode = config::SyncMode::kHeter;
+  }
+  // Scoring a saved model needs no heter-trainer: the forward pass runs here.
+  if (mode == "infer" && options->heter_mode()) options->sync_mode = config::SyncMode::kAsync;
   if (auto st = config::ValidateTrainerOptions(*options); !st.ok()) return Fail(st);
   if (auto st = SetUpLogging({options->log_level, "trainer:" + std::to_string(options->trainer_id)}); !st.ok()) {
     return Fail(st);
@@ -134,17 +147,36 @@ int main(int argc, char** argv) {
   }
   auto client = trainer::PsClient::Connect(client_options);
   if (!client.ok()) return Fail(client.status());
-  // Distributed training keeps a lease on every pserver and says when it has ended.
-  std::optional<trainer::Heartbeat> heartbeat;
+  std::unique_ptr<trainer::HeterClient> heter;
+  if (options->heter_mode()) {
+    auto heter_options = trainer::JobHeterClientOptions(*options, rpc);
+    heter_options.rpc.auth_key = client_options.rpc.auth_key;
+    auto connected = trainer::HeterClient::Connect(std::move(heter_options));
+    if (!connected.ok()) return Fail(connected.status());
+    heter = std::move(*connected);
+  }
+  // Distributed training keeps a lease on every pserver (and heter-trainer) and says when
+  // it has ended.
+  std::optional<trainer::Heartbeat> heartbeat, heter_heartbeat;
   if (mode == "train" && !options->local()) {
     heartbeat.emplace(**client, options->trainer_id, options->trainers_num, rpc.heartbeat_interval);
   }
-  const Status st = mode == "train" ? trainer::RunTrainJob(*options, **client, flags)
+  if (heter) {
+    heter_heartbeat.emplace(
+        "the heter-trainers",
+        [&heter](bool finished, bool failed, const std::string& reason, std::chrono::milliseconds timeout) {
+          return heter->Heartbeat(finished, failed, reason, timeout);
+        },
+        options->trainer_id, rpc.heartbeat_interval);
+  }
+  const Status st = mode == "train" ? trainer::RunTrainJob(*options, **client, flags, heter.get())
                                     : trainer::RunInferJob(*options, **client, flags);
+  if (heter_heartbeat) heter_heartbeat->Finish(st);
   if (heartbeat) heartbeat->Finish(st);
   if (st.ok() && mode == "train") {
     if (auto stopped = trainer::StopServersAtEnd(*options, **client); !stopped.ok()) return Fail(stopped);
   }
+  heter.reset();
   client->reset();
   if (local_server) {
     local_server->Shutdown();

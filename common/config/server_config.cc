@@ -96,6 +96,20 @@ std::string BindHost(const ServerOptions& o) {
   return "0.0.0.0";  // a host name: listen everywhere
 }
 
+net::RpcServerOptions RpcServerOptionsOf(const ServerOptions& o) {
+  net::RpcServerOptions r;
+  r.host = BindHost(o);
+  r.port = o.index < o.endpoints.size() ? o.self().port : 0;
+  r.max_payload = o.max_message_bytes;
+  r.max_inflight_bytes = o.max_inflight_bytes;
+  r.max_connections = o.max_connections;
+  r.idle_timeout = std::chrono::seconds(o.idle_timeout_s);
+  r.read_timeout = std::chrono::seconds(o.read_timeout_s);
+  r.max_write_queue_bytes = o.max_write_queue_bytes;
+  r.auth_required = AuthRequired(o);
+  return r;
+}
+
 bool AuthRequired(const ServerOptions& o) {
   switch (o.auth) {
     case AuthMode::kRequired: return true;

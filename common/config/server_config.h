@@ -22,6 +22,7 @@
 #include "common/config/table_options.h"
 #include "common/config/yaml_util.h"
 #include "common/net/endpoint.h"
+#include "common/net/rpc_server.h"
 #include "common/status.h"
 
 namespace fleetps::config {
@@ -138,6 +139,9 @@ Status ValidateServerOptions(const ServerOptions& options);
 bool AuthRequired(const ServerOptions& options);
 // The address the listener binds to (bind_host, or the default described there).
 std::string BindHost(const ServerOptions& options);
+// The RPC server options of `options` (bind host, port, limits, timeouts, auth_required);
+// the auth key is the caller's to load.
+net::RpcServerOptions RpcServerOptionsOf(const ServerOptions& options);
 // True for "localhost", IPv4 127.0.0.0/8, "::1" and IPv4-mapped ::ffff:127.x.y.z (brackets
 // allowed around IPv6). False for anything else, including "0.0.0.0", "::" and "".
 bool IsLoopbackHost(std::string_view host);

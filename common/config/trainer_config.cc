@@ -12,12 +12,13 @@ std::string_view SyncModeName(SyncMode mode) {
     case SyncMode::kAsync: return "async";
     case SyncMode::kSync: return "sync";
     case SyncMode::kGeo: return "geo";
+    case SyncMode::kHeter: return "heter";
   }
   return "?";
 }
 
 bool SyncModeFromName(std::string_view name, SyncMode* mode) {
-  for (SyncMode m : {SyncMode::kAsync, SyncMode::kSync, SyncMode::kGeo}) {
+  for (SyncMode m : {SyncMode::kAsync, SyncMode::kSync, SyncMode::kGeo, SyncMode::kHeter}) {
     if (name == SyncModeName(m)) {
       *mode = m;
       return true;
@@ -125,6 +126,29 @@ Status ParseTableOverride(const YAML::Node& node, const YamlContext& ctx, bool d
   return Status::OK();
 }
 
+// fleetps.heter: heterogeneous training.
+Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* h) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map");
+  RETURN_IF_ERROR(RejectUnknownKeys(node, {"route", "inflight", "timeout_ms", "failover", "lanes"}, ctx));
+  std::string route = h->route == HeterRoute::kTrainerId ? "trainer_id" : "round_robin";
+  RETURN_IF_ERROR(ReadString(node, "route", ctx, &route));
+  if (route == "round_robin") {
+    h->route = HeterRoute::kRoundRobin;
+  } else if (route == "trainer_id") {
+    h->route = HeterRoute::kTrainerId;
+  } else {
+    return ctx.Child("route").Error(node["route"], "unknown route '" + route + "' (use round_robin or trainer_id)");
+  }
+  RETURN_IF_ERROR(ReadUint32(node, "inflight", ctx, &h->inflight));
+  RETURN_IF_ERROR(ReadUint32(node, "timeout_ms", ctx, &h->timeout_ms));
+  RETURN_IF_ERROR(ReadBool(node, "failover", ctx, &h->failover));
+  RETURN_IF_ERROR(ReadUint32(node, "lanes", ctx, &h->lanes));
+  if (h->inflight == 0 || h->inflight > 64) return ctx.Child("inflight").Error(node["inflight"], "must be in [1, 64]");
+  if (h->lanes == 0 || h->lanes > 64) return ctx.Child("lanes").Error(node["lanes"], "must be in [1, 64]");
+  if (h->timeout_ms < 100) return ctx.Child("timeout_ms").Error(node["timeout_ms"], "must be >= 100");
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::string& file_name) {
@@ -150,7 +174,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(ReadString(runner, "sync_mode", rctx, &mode));
     if (!SyncModeFromName(mode, &o.sync_mode)) {
       return rctx.Child("sync_mode").Error(runner["sync_mode"],
-                                           "unknown sync_mode '" + mode + "' (use async, sync or geo)");
+                                           "unknown sync_mode '" + mode + "' (use async, sync, geo or heter)");
     }
     RETURN_IF_ERROR(ReadUint32(runner, "geo_step", rctx, &o.geo_step));
     RETURN_IF_ERROR(ReadUint32(runner, "epochs", rctx, &o.epochs));
@@ -199,7 +223,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(RejectUnknownKeys(ext,
                                       {"sparse_table", "dense_table", "stop_servers_at_end", "barrier_timeout_ms",
                                        "dense_pull_interval", "max_merge_steps", "local_shards", "log_level",
-                                       "save_every_epoch", "server"},
+                                       "save_every_epoch", "server", "heter"},
                                       ectx));
     if (ext["sparse_table"]) {
       RETURN_IF_ERROR(ParseTableOverride(ext["sparse_table"], ectx.Child("sparse_table"), false, &o.sparse_table));
@@ -214,6 +238,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(ReadUint32(ext, "local_shards", ectx, &o.local_shards));
     RETURN_IF_ERROR(ReadString(ext, "log_level", ectx, &o.log_level));
     RETURN_IF_ERROR(ReadBool(ext, "save_every_epoch", ectx, &o.save_every_epoch));
+    if (ext["heter"]) RETURN_IF_ERROR(ParseHeter(ext["heter"], ectx.Child("heter"), &o.heter));
     if (ext["server"]) {
       // The pservers' options (ParseServerYaml reads them from this file); checked here too
       // so that a trainer, local mode included, refuses a config its pservers would refuse.
@@ -280,6 +305,19 @@ Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* o) {
     o->pservers = *eps;
   }
   if (auto level = env("FLEETPS_LOG_LEVEL")) o->log_level = *level;
+  return ApplyHeterEndpointsEnv(env, o);
+}
+
+Status ApplyHeterEndpointsEnv(const EnvLookup& env, TrainerOptions* o) {
+  for (const char* name : {"PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST", "PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST"}) {
+    auto list = env(name);
+    if (!list || list->empty()) continue;
+    auto eps = net::ParseEndpointList(*list);
+    if (!eps.ok()) return eps.status().WithContext(name);
+    o->heter_trainers = *eps;
+    o->sync_mode = SyncMode::kHeter;
+    break;
+  }
   return Status::OK();
 }
 
@@ -288,6 +326,16 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.trainer_id >= o.trainers_num) {
     return Status::InvalidArgument("PADDLE_TRAINER_ID=" + std::to_string(o.trainer_id) +
                                    " must be below PADDLE_TRAINERS_NUM=" + std::to_string(o.trainers_num));
+  }
+  if (o.heter_mode() && o.heter_trainers.empty()) {
+    return Status::InvalidArgument(
+        "sync_mode heter needs the heter-trainers' endpoints: set PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST "
+        "(or --heter-trainers)");
+  }
+  if (o.heter_mode() && o.local()) {
+    return Status::InvalidArgument(
+        "heterogeneous training needs pservers (PADDLE_PSERVERS_IP_PORT_LIST): the heter-trainers push the dense "
+        "gradients to them");
   }
   if (o.local() && o.trainers_num > 1) {
     return Status::InvalidArgument("PADDLE_TRAINERS_NUM=" + std::to_string(o.trainers_num) +

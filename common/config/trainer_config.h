@@ -17,7 +17,8 @@
 // Precedence (highest first): command-line flags > environment > YAML > defaults.
 // Environment (as Paddle's PaddleCloudRoleMaker reads it): TRAINING_ROLE (TRAINER when
 // set), PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ID, PADDLE_PSERVERS_IP_PORT_LIST (absent:
-// local training with in-process tables).
+// local training with in-process tables), PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST /
+// PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST (set: heterogeneous training).
 
 #include <cstdint>
 #include <string>
@@ -36,10 +37,28 @@ enum class SyncMode : uint8_t {
   kAsync = 0,  // pull, train, push through a merging background communicator
   kSync = 1,   // all workers meet every step; dense gradients averaged before the update
   kGeo = 2,    // train local copies for geo_step steps, then push parameter deltas
+  kHeter = 3,  // heterogeneous: the dense part runs on heter-trainers; sparse as async
 };
 std::string_view SyncModeName(SyncMode mode);
-// Parses "async" | "sync" | "geo"; false for anything else.
+// Parses "async" | "sync" | "geo" | "heter"; false for anything else.
 bool SyncModeFromName(std::string_view name, SyncMode* mode);
+
+// How a cpu-trainer picks the heter-trainer of a micro-batch.
+enum class HeterRoute : uint8_t {
+  kRoundRobin = 0,  // micro-batches in turn to every heter-trainer of the next stage
+  kTrainerId = 1,   // every micro-batch of trainer t to heter-trainer t % heter-trainers
+};
+
+// Heterogeneous training (runner.sync_mode: heter, or PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST
+// set): the `fleetps.heter` map of the job YAML.
+struct HeterOptions {
+  HeterRoute route = HeterRoute::kRoundRobin;  // `route`: round_robin | trainer_id
+  uint32_t inflight = 2;          // `inflight`: micro-batches in flight per worker thread, [1, 64]
+  uint32_t timeout_ms = 20000;    // `timeout_ms`: a heter-trainer silent this long fails the cpu-trainer
+  bool failover = false;          // `failover`: re-send a micro-batch whose heter-trainer failed to
+                                  //   the next live one (instead of failing the cpu-trainer)
+  uint32_t lanes = 2;             // `lanes`: micro-batches a heter-trainer computes at once, [1, 64]
+};
 
 struct TrainerOptions {
   std::string config_path;  // the YAML this came from ("" when built in code)
@@ -60,6 +79,9 @@ struct TrainerOptions {
   uint32_t trainer_id = 0;                // PADDLE_TRAINER_ID
   uint32_t trainers_num = 1;              // PADDLE_TRAINERS_NUM
   std::vector<net::Endpoint> pservers;    // PADDLE_PSERVERS_IP_PORT_LIST; empty = local mode
+  // The heter-trainers of the next stage: PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST, else
+  // PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST. Set: heterogeneous training (sync_mode kHeter).
+  std::vector<net::Endpoint> heter_trainers;
 
   // ---- fleetps extensions ----
   TableOptions sparse_table;   // fleetps.sparse_table: id/name/shards/initializer/optimizer overrides
@@ -70,8 +92,10 @@ struct TrainerOptions {
   uint32_t max_merge_steps = 4;           // fleetps.max_merge_steps: async, steps merged per send
   uint32_t local_shards = 8;              // fleetps.local_shards: shards of in-process tables
   std::string log_level = "info";         // fleetps.log_level / FLEETPS_LOG_LEVEL
+  HeterOptions heter;                     // fleetps.heter
 
   bool local() const { return pservers.empty(); }
+  bool heter_mode() const { return sync_mode == SyncMode::kHeter; }
 };
 
 // Floats in the dense part of the model (DenseNet's flat parameter vector).
@@ -82,6 +106,9 @@ std::vector<TableOptions> JobTables(const TrainerOptions& options);
 StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::string& file_name);
 StatusOr<TrainerOptions> LoadTrainerYaml(const std::string& path);
 Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* options);
+// Reads the heter-trainer endpoints of the environment (the NEXT list, else the ALL list);
+// a cpu-trainer given some runs in heter mode.
+Status ApplyHeterEndpointsEnv(const EnvLookup& env, TrainerOptions* options);
 Status ValidateTrainerOptions(const TrainerOptions& options);
 
 // True when the YAML document is a job config (has `hyper_parameters`), so pserver can

@@ -86,6 +86,11 @@ CallOptions DefaultCallOptions(uint16_t type, const RpcClientOptions& options) {
     case MessageType::ShuffleSend:
       c.busy = BusyRetry::kAlways;
       break;
+    case MessageType::HeterHello:
+    case MessageType::HeterFlush:  // flushing twice sends nothing more
+      c.idempotent = true;
+      c.busy = BusyRetry::kAlways;
+      break;
     case MessageType::Save:
     case MessageType::Load:
     case MessageType::Shrink:

@@ -46,20 +46,11 @@ Status App::Start() {
                  loaded->rows,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
-  net::RpcServerOptions rpc_options;
-  rpc_options.host = config::BindHost(options_);
-  rpc_options.port = options_.self().port;
-  rpc_options.max_payload = options_.max_message_bytes;
-  rpc_options.max_inflight_bytes = options_.max_inflight_bytes;
-  rpc_options.max_connections = options_.max_connections;
-  rpc_options.idle_timeout = std::chrono::seconds(options_.idle_timeout_s);
-  rpc_options.read_timeout = std::chrono::seconds(options_.read_timeout_s);
-  rpc_options.max_write_queue_bytes = options_.max_write_queue_bytes;
+  net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_);
   if (!options_.auth_secret_file.empty()) {
     ASSIGN_OR_RETURN(auth_key_, net::AuthKey::Load(options_.auth_secret_file));
   }
   rpc_options.auth_key = auth_key_;
-  rpc_options.auth_required = config::AuthRequired(options_);
   rpc_ = std::make_unique<net::RpcServer>(
       *io_, rpc_options, [svc = service_.get()](net::Request req, net::Responder resp) {
         svc->Handle(std::move(req), std::move(resp));

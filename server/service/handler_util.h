@@ -1,5 +1,5 @@
 #pragma once
-// Pieces shared by PsService's handler files (internal to server/service): payload
+// Pieces shared by PsService's handler files and the heter-trainer's service: payload
 // verification, spans over FlatBuffers vectors, and the fan-out state of a request that
 // runs on several executor lanes.
 

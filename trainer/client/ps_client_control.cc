@@ -9,6 +9,7 @@
 #include <random>
 
 #include "schemas/ps_generated.h"
+#include "trainer/client/heartbeat_rpc.h"
 #include "trainer/client/reply_util.h"
 
 namespace fleetps::trainer {
@@ -141,32 +142,8 @@ Status PsClient::StopServers(const std::string& reason) {
 StatusOr<std::vector<uint32_t>> PsClient::Heartbeat(uint32_t trainer_id, uint32_t trainers, bool finished,
                                                     bool failed, const std::string& reason,
                                                     std::chrono::milliseconds timeout) {
-  net::CallOptions call;
-  call.timeout = timeout;
-  call.idempotent = true;
-  call.busy = net::BusyRetry::kAlways;
-  std::vector<std::promise<StatusOr<net::Reply>>> promises(clients_.size());
-  for (size_t s = 0; s < clients_.size(); ++s) {
-    flatbuffers::FlatBufferBuilder fbb(64 + reason.size());
-    fbb.Finish(wire::CreateHeartbeatRequest(fbb, trainer_id, trainers, finished, failed, fbb.CreateString(reason)));
-    clients_[s]->Call(static_cast<uint16_t>(MessageType::Heartbeat), fbb.Release(), call,
-                      [p = &promises[s]](StatusOr<net::Reply> r) { p->set_value(std::move(r)); });
-  }
-  std::vector<StatusOr<net::Reply>> replies;
-  for (auto& p : promises) replies.push_back(p.get_future().get());
-  std::vector<uint32_t> gone;
-  for (size_t s = 0; s < replies.size(); ++s) {
-    if (!replies[s].ok()) return replies[s].status();
-    Status error;
-    const auto* reply = VerifiedReply<wire::HeartbeatReply>(*replies[s], clients_[s]->name(), &error);
-    if (reply == nullptr) return error;
-    if (reply->gone() != nullptr) gone.insert(gone.end(), reply->gone()->begin(), reply->gone()->end());
-  }
-  std::sort(gone.begin(), gone.end());
-  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
-  return gone;
+  return HeartbeatAll(clients_, trainer_id, trainers, finished, failed, reason, timeout);
 }
-
 
 namespace {
 

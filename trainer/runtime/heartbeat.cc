@@ -4,10 +4,19 @@
 
 namespace fleetps::trainer {
 
-Heartbeat::Heartbeat(PsClient& client, uint32_t trainer_id, uint32_t trainers, std::chrono::milliseconds interval)
-    : client_(client), trainer_id_(trainer_id), trainers_(trainers), interval_(interval) {
+Heartbeat::Heartbeat(std::string servers, Sender send, uint32_t trainer_id, std::chrono::milliseconds interval)
+    : servers_(std::move(servers)), send_(std::move(send)), trainer_id_(trainer_id), interval_(interval) {
   thread_ = std::thread([this] { Loop(); });
 }
+
+Heartbeat::Heartbeat(PsClient& client, uint32_t trainer_id, uint32_t trainers, std::chrono::milliseconds interval)
+    : Heartbeat(
+          "the pservers",
+          [&client, trainer_id, trainers](bool finished, bool failed, const std::string& reason,
+                                          std::chrono::milliseconds timeout) {
+            return client.Heartbeat(trainer_id, trainers, finished, failed, reason, timeout);
+          },
+          trainer_id, interval) {}
 
 Heartbeat::~Heartbeat() { StopThread(); }
 
@@ -15,15 +24,15 @@ void Heartbeat::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     lock.unlock();
-    auto gone = client_.Heartbeat(trainer_id_, trainers_, false, false, "", interval_);
+    auto gone = send_(false, false, "", interval_);
     if (!gone.ok()) {
-      spdlog::warn("trainer {}: heartbeat failed: {}", trainer_id_, gone.status().ToString());
+      spdlog::warn("trainer {}: heartbeat to {} failed: {}", trainer_id_, servers_, gone.status().ToString());
     } else if (!gone->empty()) {
       std::string ids;
       for (uint32_t id : *gone) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-      spdlog::error("trainer {}: the pservers count trainer(s) {} as gone (no heartbeat within "
+      spdlog::error("trainer {}: {} count trainer(s) {} as gone (no heartbeat within "
                     "server.trainer_lease_s); the job cannot complete",
-                    trainer_id_, ids);
+                    trainer_id_, servers_, ids);
     }
     lock.lock();
     cv_.wait_for(lock, interval_, [this] { return stop_; });
@@ -42,9 +51,10 @@ void Heartbeat::StopThread() {
 void Heartbeat::Finish(const Status& job) {
   StopThread();
   // Short: a pserver that is already gone must not hold the trainer's exit.
-  auto sent = client_.Heartbeat(trainer_id_, trainers_, true, !job.ok(), job.ok() ? "" : job.ToString(),
-                                std::chrono::milliseconds(2000));
-  if (!sent.ok()) spdlog::warn("trainer {}: final heartbeat failed: {}", trainer_id_, sent.status().ToString());
+  auto sent = send_(true, !job.ok(), job.ok() ? "" : job.ToString(), std::chrono::milliseconds(2000));
+  if (!sent.ok()) {
+    spdlog::warn("trainer {}: final heartbeat to {} failed: {}", trainer_id_, servers_, sent.status().ToString());
+  }
 }
 
 }  // namespace fleetps::trainer

@@ -1,15 +1,19 @@
 #pragma once
-// Heartbeat: keeps this trainer's lease on every pserver (server.trainer_lease_s) by
-// sending a Heartbeat every `interval` from a background thread, and tells the pservers
-// when the job has ended, so that they can exit by themselves once every trainer has.
-// A failed heartbeat is only logged: a pserver that is down fails the training calls
-// themselves, with their own deadlines. Thread-safety: Finish() from the owning thread.
+// Heartbeat: keeps this trainer's lease on a set of servers — the pservers
+// (server.trainer_lease_s) or the heter-trainers — by sending a Heartbeat every
+// `interval` from a background thread, and tells them when the job has ended, so that
+// they can exit by themselves once every trainer has. A failed heartbeat is only logged:
+// a server that is down fails the training calls themselves, with their own deadlines.
+// Thread-safety: Finish() from the owning thread.
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/status.h"
 #include "trainer/client/ps_client.h"
@@ -18,7 +22,13 @@ namespace fleetps::trainer {
 
 class Heartbeat {
  public:
-  // `client` outlives this object.
+  // Sends one heartbeat to every server of the set and returns the trainers some server
+  // counts as gone (PsClient::Heartbeat, HeterClient::Heartbeat).
+  using Sender = std::function<StatusOr<std::vector<uint32_t>>(bool finished, bool failed, const std::string& reason,
+                                                               std::chrono::milliseconds timeout)>;
+  // `servers` names the set in logs ("the pservers").
+  Heartbeat(std::string servers, Sender send, uint32_t trainer_id, std::chrono::milliseconds interval);
+  // The pservers of `client`, which outlives this object.
   Heartbeat(PsClient& client, uint32_t trainer_id, uint32_t trainers, std::chrono::milliseconds interval);
   ~Heartbeat();  // stops the thread; no final message unless Finish() was called
   Heartbeat(const Heartbeat&) = delete;
@@ -32,9 +42,9 @@ class Heartbeat {
   void Loop();
   void StopThread();
 
-  PsClient& client_;
+  const std::string servers_;
+  const Sender send_;
   const uint32_t trainer_id_;
-  const uint32_t trainers_;
   const std::chrono::milliseconds interval_;
   std::mutex mu_;  // guards stop_
   std::condition_variable cv_;

@@ -65,13 +65,32 @@ PsClientOptions JobClientOptions(const config::TrainerOptions& o, const TrainerR
   return client;
 }
 
-Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags) {
-  Trainer trainer(o, client);
+HeterClientOptions JobHeterClientOptions(const config::TrainerOptions& o, const TrainerRpcOptions& rpc) {
+  HeterClientOptions h;
+  h.heter_trainers = o.heter_trainers;
+  h.route_by_trainer_id = o.heter.route == config::HeterRoute::kTrainerId;
+  h.failover = o.heter.failover;
+  h.trainer_id = o.trainer_id;
+  h.trainers = o.trainers_num;
+  h.input_width = static_cast<uint32_t>(DenseInputDim(o.model));
+  h.dense_params = o.dense_table.dim;
+  h.rpc.connect_timeout = rpc.connect_timeout;
+  h.rpc.request_timeout = std::chrono::milliseconds(o.heter.timeout_ms);
+  // A frozen heter-trainer is noticed within the micro-batch deadline.
+  h.rpc.keepalive_interval = std::chrono::milliseconds(std::max<uint32_t>(o.heter.timeout_ms / 4, 50));
+  return h;
+}
+
+Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, HeterClient* heter) {
+  Trainer trainer(o, client, heter);
   RETURN_IF_ERROR(trainer.Start());
-  spdlog::info("trainer {}/{}: {} training, {} worker threads, {} epochs, model {} ({} dense parameters)",
+  spdlog::info("trainer {}/{}: {} training, {} worker threads, {} epochs, model {} ({} dense parameters){}",
                o.trainer_id, o.trainers_num, o.local() ? "local" : std::string(config::SyncModeName(o.sync_mode)),
                o.worker_threads, o.epochs, o.model.type == ModelType::kCtrDnn ? "ctr_dnn" : "mlp",
-               o.dense_table.dim);
+               o.dense_table.dim,
+               o.heter_mode() ? fmt::format(", dense part on {} heter-trainer(s), {} micro-batches in flight per thread",
+                                            o.heter_trainers.size(), o.heter.inflight)
+                              : "");
   std::vector<PassReport> epochs;
   for (uint32_t e = 1; e <= o.epochs; ++e) {
     ASSIGN_OR_RETURN(PassReport r, trainer.TrainEpoch(e));

@@ -8,6 +8,7 @@
 
 #include "common/config/trainer_config.h"
 #include "common/status.h"
+#include "trainer/client/heter_client.h"
 #include "trainer/client/ps_client.h"
 
 namespace fleetps::trainer {
@@ -30,6 +31,8 @@ struct TrainerRpcOptions {
 
 // The PsClient options of a job: its pservers and `rpc`.
 PsClientOptions JobClientOptions(const config::TrainerOptions& options, const TrainerRpcOptions& rpc);
+// The HeterClient options of a heter-mode job: its heter-trainers and fleetps.heter.
+HeterClientOptions JobHeterClientOptions(const config::TrainerOptions& options, const TrainerRpcOptions& rpc);
 
 // Trainer 0 of a distributed job with fleetps.stop_servers_at_end: asks every pserver to
 // stop (after the job and its final heartbeat; the others have passed the last barrier).
@@ -40,7 +43,9 @@ struct JobFlags {
   std::string predictions_path;  // infer/eval: "label prediction" lines ("" = none)
 };
 
-Status RunTrainJob(const config::TrainerOptions& options, PsClient& client, const JobFlags& flags);
+// `heter`: the heter-trainers of a heter-mode job (null otherwise).
+Status RunTrainJob(const config::TrainerOptions& options, PsClient& client, const JobFlags& flags,
+                   HeterClient* heter = nullptr);
 Status RunInferJob(const config::TrainerOptions& options, PsClient& client, const JobFlags& flags);
 
 }  // namespace fleetps::trainer

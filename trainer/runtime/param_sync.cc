@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -83,10 +84,14 @@ class DirectSync : public ParamSync {
 
 // ---- Async: merging background communicator -------------------------------------------
 
+// Which tables an AsyncSync sends: both (async mode), or one side of heter mode.
+enum class AsyncParts : uint8_t { kBoth, kSparseOnly, kDenseOnly };  // kDenseOnly: pushes carry no keys
+
 class AsyncSync : public ParamSync {
  public:
-  AsyncSync(const TrainerOptions& o, PsClient& client) : o_(o), client_(client), dim_(o.sparse_table.dim) {
-    dense_sum_.assign(o.dense_table.dim, 0.0f);
+  AsyncSync(const TrainerOptions& o, PsClient& client, AsyncParts parts)
+      : o_(o), client_(client), dim_(o.sparse_table.dim), sends_dense_(parts != AsyncParts::kSparseOnly) {
+    dense_sum_.assign(sends_dense_ ? o.dense_table.dim : 0, 0.0f);
     sender_ = std::thread([this] { SendLoop(); });
   }
   ~AsyncSync() override {
@@ -103,22 +108,27 @@ class AsyncSync : public ParamSync {
     return client_.PullSparse(o_.sparse_table.id, keys, rows).get();
   }
 
-  Status DenseParams(uint32_t, std::vector<float>* params) override {
+  Status DenseParams(uint32_t worker, std::vector<float>* params) override {
+    ASSIGN_OR_RETURN(auto snapshot, DenseSnapshot(worker));
+    *params = *snapshot;
+    return Status::OK();
+  }
+
+  StatusOr<std::shared_ptr<const std::vector<float>>> DenseSnapshot(uint32_t) override {
     std::shared_ptr<const std::vector<float>> snapshot;
     {
       std::lock_guard<std::mutex> lock(mu_);
       RETURN_IF_ERROR(error_);
-      snapshot = dense_;
+      snapshot = snapshot_;
     }
     if (snapshot == nullptr) {  // first use: pull once
       auto fresh = std::make_shared<std::vector<float>>(o_.dense_table.dim);
       RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, *fresh).get());
       std::lock_guard<std::mutex> lock(mu_);
-      if (dense_ == nullptr) dense_ = fresh;
-      snapshot = dense_;
+      if (snapshot_ == nullptr) snapshot_ = fresh;
+      snapshot = snapshot_;
     }
-    *params = *snapshot;
-    return Status::OK();
+    return snapshot;
   }
 
   Status Push(uint32_t, const StepGrads& step) override {
@@ -143,8 +153,15 @@ class AsyncSync : public ParamSync {
         merged_clicks_[rows_[i]] += step.clicks[i];
       }
     }
-    for (size_t j = 0; j < step.dense_grads.size(); ++j) dense_sum_[j] += step.dense_grads[j];
+    if (sends_dense_) {
+      if (step.dense_grads.size() != dense_sum_.size()) {
+        return Status::InvalidArgument("dense gradient has " + std::to_string(step.dense_grads.size()) +
+                                       " floats, the dense table " + std::to_string(dense_sum_.size()));
+      }
+      for (size_t j = 0; j < step.dense_grads.size(); ++j) dense_sum_[j] += step.dense_grads[j];
+    }
     ++merged_steps_;
+    ++accepted_;
     lock.unlock();
     cv_.notify_all();
     return Status::OK();
@@ -152,16 +169,23 @@ class AsyncSync : public ParamSync {
 
   Status Flush() override {
     std::unique_lock<std::mutex> lock(mu_);
-    flush_requested_ = true;
+    // Done when every step accepted so far has been sent: later pushes of other threads
+    // (a heter-trainer serving other cpu-trainers) do not hold this flush.
+    const uint64_t target = accepted_;
+    if (target == flushed_) return Status::OK();  // nothing new since the last flush
+    ++flushes_waiting_;
     cv_.notify_all();
-    cv_.wait(lock, [this] { return (merged_steps_ == 0 && !sending_) || !error_.ok(); });
-    flush_requested_ = false;
+    cv_.wait(lock, [&] { return sent_ >= target || !error_.ok(); });
+    --flushes_waiting_;
     RETURN_IF_ERROR(error_);
-    lock.unlock();
-    auto fresh = std::make_shared<std::vector<float>>(o_.dense_table.dim);
-    RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, *fresh).get());
-    lock.lock();
-    dense_ = fresh;
+    if (sends_dense_) {
+      lock.unlock();
+      auto fresh = std::make_shared<std::vector<float>>(o_.dense_table.dim);
+      RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, *fresh).get());
+      lock.lock();
+      snapshot_ = fresh;
+    }
+    flushed_ = std::max(flushed_, target);
     return Status::OK();
   }
 
@@ -174,19 +198,19 @@ class AsyncSync : public ParamSync {
       if (merged_steps_ == 0 || !error_.ok()) return;  // stopping
       // Send when a merge window is full, on flush, or after a short wait for more steps.
       cv_.wait_for(lock, std::chrono::milliseconds(2), [this] {
-        return stopping_ || flush_requested_ || merged_steps_ >= o_.max_merge_steps;
+        return stopping_ || flushes_waiting_ > 0 || merged_steps_ >= o_.max_merge_steps;
       });
       // Take the merged window; workers keep merging into fresh buffers meanwhile.
       std::vector<float> grads, shows, clicks;
-      std::vector<float> dense(o_.dense_table.dim, 0.0f);
+      std::vector<float> dense(dense_sum_.size(), 0.0f);
       std::vector<uint64_t> keys = merged_.TakeKeys();
       grads.swap(merged_grads_);
       shows.swap(merged_shows_);
       clicks.swap(merged_clicks_);
       dense.swap(dense_sum_);
       const float scale = 1.0f / static_cast<float>(merged_steps_);
+      const uint64_t window_end = accepted_;
       merged_steps_ = 0;
-      sending_ = true;
       lock.unlock();
       cv_.notify_all();
 
@@ -196,7 +220,7 @@ class AsyncSync : public ParamSync {
       sparse_options.clicks = clicks;
       auto sparse_done =
           keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, keys, grads, sparse_options);
-      auto dense_done = client_.PushDense(o_.dense_table.id, dense);
+      auto dense_done = sends_dense_ ? client_.PushDense(o_.dense_table.id, dense) : Ready();
       Status st = Wait(sparse_done, dense_done);
       if (st.IsUnavailable()) {
         // The connection to a pserver dropped with the push in flight: the pserver died (it
@@ -209,15 +233,15 @@ class AsyncSync : public ParamSync {
         st = Status::OK();
       }
       std::shared_ptr<std::vector<float>> fresh;
-      if (st.ok() && ++sends % o_.dense_pull_interval == 0) {
+      if (st.ok() && sends_dense_ && ++sends % o_.dense_pull_interval == 0) {
         fresh = std::make_shared<std::vector<float>>(o_.dense_table.dim);
         st = client_.PullDense(o_.dense_table.id, *fresh).get();
       }
 
       lock.lock();
-      sending_ = false;
+      sent_ = window_end;
       if (!st.ok() && error_.ok()) error_ = st.WithContext("async communicator");
-      if (fresh != nullptr && st.ok()) dense_ = fresh;
+      if (fresh != nullptr && st.ok()) snapshot_ = fresh;
       cv_.notify_all();
     }
   }
@@ -225,6 +249,7 @@ class AsyncSync : public ParamSync {
   const TrainerOptions& o_;
   PsClient& client_;
   const uint32_t dim_;
+  const bool sends_dense_;  // false: a heter cpu-trainer's (the heter-trainers own the dense part)
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
@@ -235,12 +260,14 @@ class AsyncSync : public ParamSync {
   std::vector<float> merged_clicks_;
   std::vector<float> dense_sum_;
   uint32_t merged_steps_ = 0;
-  bool sending_ = false;
-  bool flush_requested_ = false;
+  uint64_t accepted_ = 0;  // steps pushed so far
+  uint64_t sent_ = 0;      // of those, steps whose send completed
+  uint64_t flushed_ = 0;   // steps covered by the latest completed Flush
+  uint32_t flushes_waiting_ = 0;
   bool stopping_ = false;
   Status error_;
   uint64_t lost_pushes_ = 0;  // send thread only
-  std::shared_ptr<const std::vector<float>> dense_;  // snapshot read by workers
+  std::shared_ptr<const std::vector<float>> snapshot_;  // dense parameters read by workers
   std::thread sender_;
 };
 
@@ -455,9 +482,24 @@ StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const TrainerOptions& options
   if (options.local() || options.sync_mode == SyncMode::kSync) {
     return std::unique_ptr<ParamSync>(new DirectSync(options, client, worker_threads));
   }
-  if (options.sync_mode == SyncMode::kAsync) return std::unique_ptr<ParamSync>(new AsyncSync(options, client));
+  if (options.sync_mode == SyncMode::kAsync) {
+    return std::unique_ptr<ParamSync>(new AsyncSync(options, client, AsyncParts::kBoth));
+  }
+  if (options.sync_mode == SyncMode::kHeter) {
+    return std::unique_ptr<ParamSync>(new AsyncSync(options, client, AsyncParts::kSparseOnly));
+  }
   ASSIGN_OR_RETURN(auto geo, GeoSync::Create(options, client));
   return std::unique_ptr<ParamSync>(std::move(geo));
+}
+
+std::unique_ptr<ParamSync> MakeHeterDenseSync(const TrainerOptions& options, PsClient& client) {
+  return std::unique_ptr<ParamSync>(new AsyncSync(options, client, AsyncParts::kDenseOnly));
+}
+
+StatusOr<std::shared_ptr<const std::vector<float>>> ParamSync::DenseSnapshot(uint32_t worker) {
+  auto params = std::make_shared<std::vector<float>>();
+  RETURN_IF_ERROR(DenseParams(worker, params.get()));
+  return std::shared_ptr<const std::vector<float>>(std::move(params));
 }
 
 }  // namespace fleetps::trainer

@@ -10,6 +10,9 @@
 //   Async: pulls sparse rows directly; dense parameters come from a snapshot that a
 //     background communicator refreshes; pushes go to the communicator, which merges
 //     gradients (summed per key, dense averaged over steps) and sends in the background.
+//   Heter: a cpu-trainer's side is Async for the sparse table only (the heter-trainers
+//     own the dense part); a heter-trainer's side (MakeHeterDenseSync) is Async for the
+//     dense table only.
 //   Geo: workers train local copies (sparse rows cached on first use, the dense vector)
 //     with the local optimizer rule; every geo_step steps the trainer pushes the deltas
 //     since the last exchange (scaled by 1/trainers) and refreshes its copies. The other
@@ -47,18 +50,24 @@ class ParamSync {
   virtual Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) = 0;
   // The dense parameters to use for the next step.
   virtual Status DenseParams(uint32_t worker, std::vector<float>* params) = 0;
+  // The same, shared: the snapshot stays valid while held, and the same pointer comes back
+  // until the parameters are refreshed (so a device copy can be kept until it changes).
+  virtual StatusOr<std::shared_ptr<const std::vector<float>>> DenseSnapshot(uint32_t worker);
   virtual Status Push(uint32_t worker, const StepGrads& grads) = 0;
   // Sync mode: called by every worker once per step, also by workers without data
   // (`out_of_data`); returns true when every worker of every trainer is out of data.
   // Other modes return out_of_data.
   virtual StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) { return out_of_data; }
-  // Sends everything pending and waits for it (end of a pass).
+  // Sends everything pushed before the call and waits for it (end of a pass), then
+  // refreshes the dense snapshot. Pushes of other threads during the call may go along.
   virtual Status Flush() = 0;
 };
 
-// Creates the ParamSync for options.sync_mode (Direct for local training).
-// `client` outlives the result.
+// Creates the ParamSync for options.sync_mode (Direct for local training; heter mode:
+// the sparse table only). `client` outlives the result.
 StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const config::TrainerOptions& options, PsClient& client,
                                                   uint32_t worker_threads);
+// A heter-trainer's ParamSync: the dense table only, through the async communicator.
+std::unique_ptr<ParamSync> MakeHeterDenseSync(const config::TrainerOptions& options, PsClient& client);
 
 }  // namespace fleetps::trainer

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
@@ -42,15 +43,25 @@ struct WorkerState {
   std::vector<float> clicks;
   std::vector<float> params;
   std::vector<float> param_grads;
+  std::vector<float> predictions;  // heter mode: the answer's, kept for the metrics
   double dense_seconds = 0;
+};
+
+// Heter mode: one micro-batch from its read to its sparse push. The request's spans point
+// into batch and state, so a slot is reused only after its answer arrived.
+struct InFlight {
+  data::Batch batch;
+  WorkerState state;
+  std::future<StatusOr<HeterStep>> reply;
 };
 
 }  // namespace
 
 struct Trainer::Impl {
-  Impl(const config::TrainerOptions& o, PsClient& c)
+  Impl(const config::TrainerOptions& o, PsClient& c, HeterClient* h)
       : options(o),
         client(c),
+        heter(h),
         net(model::DenseNet::FromOptions(o.model)),
         pool(o.model.type == ModelType::kCtrDnn ? std::make_unique<model::EmbeddingPool>(
                                                       model::EmbeddingPool::FromOptions(o.model))
@@ -58,6 +69,8 @@ struct Trainer::Impl {
 
   const config::TrainerOptions& options;
   PsClient& client;
+  HeterClient* const heter;  // heter mode only
+  std::atomic<uint64_t> next_batch_id{0};
   const model::DenseNet net;
   const std::unique_ptr<model::EmbeddingPool> pool;  // null for mlp
   std::unique_ptr<ParamSync> sync;
@@ -130,6 +143,39 @@ struct Trainer::Impl {
     return loss;
   }
 
+  // Heter mode, first half of a step: activations of the batch, sent to a heter-trainer.
+  Status BeginHeterStep(uint32_t worker, InFlight& f) {
+    WorkerState& w = f.state;
+    RETURN_IF_ERROR(BuildActivations(f.batch, w, [&](std::span<const uint64_t> keys, float* rows) {
+      return sync->PullSparse(worker, keys, rows);
+    }));
+    f.reply = heter->Train(next_batch_id++, static_cast<uint32_t>(f.batch.size()), w.activations, f.batch.labels);
+    return Status::OK();
+  }
+
+  // Second half: the heter-trainer's answer back-propagated into the embeddings and the
+  // sparse gradients pushed. Leaves the predictions in f.state.predictions.
+  StatusOr<float> FinishHeterStep(uint32_t worker, InFlight& f) {
+    WorkerState& w = f.state;
+    const auto t0 = Clock::now();
+    auto answer = f.reply.get();
+    w.dense_seconds += Seconds(t0);
+    RETURN_IF_ERROR(answer.status());
+    w.predictions.assign(answer->predictions.begin(), answer->predictions.end());
+    w.shows.clear();
+    w.clicks.clear();
+    if (pool) {
+      w.key_grads.resize(w.keys.size() * pool->dim());
+      pool->Backward(w.views, w.index, answer->activation_grads, w.key_grads);
+      if (options.sparse_table.accessor.kind == AccessorKind::kCtr) CountShowsClicks(f.batch, w);
+    } else {
+      w.keys.clear();
+      w.key_grads.clear();
+    }
+    RETURN_IF_ERROR(sync->Push(worker, StepGrads{w.keys, w.key_grads, w.shows, w.clicks, {}}));
+    return answer->loss;
+  }
+
   StatusOr<std::unique_ptr<data::Dataset>> OpenDataset(const std::vector<std::string>& paths, size_t batch_size,
                                                        bool allow_in_memory) {
     ASSIGN_OR_RETURN(auto files, data::ListTrainerFiles(paths, options.data.split_file_list, options.trainer_id,
@@ -158,8 +204,12 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(config::TrainerOptions options, PsClient& client)
-    : options_(std::move(options)), client_(client), impl_(std::make_unique<Impl>(options_, client_)) {
+Trainer::Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter)
+    : options_(std::move(options)),
+      client_(client),
+      heter_(options_.heter_mode() ? heter : nullptr),
+      impl_(std::make_unique<Impl>(options_, client_, heter_)) {
+
   // One BLAS thread per worker, unless the user chose otherwise: Hogwild workers already use
   // the cores, and a GEMM split over threads rounds differently, so a saved model would not
   // reproduce the trainer's predictions exactly in infer mode (one worker) otherwise.
@@ -205,6 +255,9 @@ Status Trainer::Start() {
 
 StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   auto& impl = *impl_;
+  if (options_.heter_mode() && heter_ == nullptr) {
+    return Status::InvalidArgument("heter mode needs the heter-trainers (no HeterClient given)");
+  }
   if (impl.train_data == nullptr) {
     ASSIGN_OR_RETURN(impl.train_data, impl.OpenDataset(options_.data.train_paths, options_.data.batch_size, true));
   }
@@ -236,6 +289,51 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   const uint32_t threads = options_.worker_threads;
   std::vector<WorkerState> states(threads);
 
+  // Metrics of one finished step.
+  auto record = [&](float loss, std::span<const float> predictions, const data::Batch& batch) {
+    examples += batch.size();
+    const uint64_t step = ++steps;
+    std::unique_lock<std::mutex> lock(mu);
+    epoch_auc.Add(predictions, batch.labels);
+    interval_auc.Add(predictions, batch.labels);
+    interval_loss += loss;
+    ++interval_batches;
+    interval_examples += batch.size();
+    if (step % options_.print_interval != 0) return;
+    const double secs = Seconds(interval_start);
+    const std::string line =
+        fmt::format("trainer {} epoch {} step {}: loss {:.5f} auc {:.5f} ({} examples, {:.0f} examples/s)",
+                    options_.trainer_id, epoch, step, interval_loss / interval_batches, interval_auc.Auc(),
+                    interval_examples, interval_examples / std::max(secs, 1e-9));
+    const std::vector<double> cumulative(epoch_auc.state().begin(), epoch_auc.state().end());
+    interval_auc.Reset();
+    interval_loss = 0;
+    interval_batches = 0;
+    interval_examples = 0;
+    interval_start = Clock::now();
+    lock.unlock();
+    if (options_.trainers_num == 1) {
+      spdlog::info("{}", line);
+      return;
+    }
+    // The epoch so far on every trainer: each reports its cumulative buckets to server 0
+    // and gets back the sum of everyone's latest report (no waiting).
+    auto global = client_.ReportMetric("auc-epoch-" + std::to_string(epoch), options_.trainer_id, cumulative);
+    if (global.ok()) {
+      model::AucCalculator merged;
+      merged.MergeState(global->sum);
+      spdlog::info("{}; epoch so far, {}/{} trainers: auc {:.5f} loss {:.5f}", line, global->reporters,
+                   options_.trainers_num, merged.Auc(), merged.MeanLoss());
+    } else {
+      spdlog::info("{} (cluster metric unavailable: {})", line, global.status().ToString());
+    }
+  };
+  auto fail = [&](const Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (first_error.ok()) first_error = st;
+    failed = true;
+  };
+
   auto worker = [&](uint32_t w) {
     WorkerState& ws = states[w];
     data::Batch batch;
@@ -247,46 +345,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
       if (st.ok() && got) {
         auto loss = impl.Step(w, batch, ws);
         st = loss.status();
-        if (st.ok()) {
-          examples += batch.size();
-          const uint64_t step = ++steps;
-          std::unique_lock<std::mutex> lock(mu);
-          epoch_auc.Add(ws.ws.predictions(), batch.labels);
-          interval_auc.Add(ws.ws.predictions(), batch.labels);
-          interval_loss += *loss;
-          ++interval_batches;
-          interval_examples += batch.size();
-          if (step % options_.print_interval == 0) {
-            const double secs = Seconds(interval_start);
-            const std::string line = fmt::format(
-                "trainer {} epoch {} step {}: loss {:.5f} auc {:.5f} ({} examples, {:.0f} examples/s)",
-                options_.trainer_id, epoch, step, interval_loss / interval_batches, interval_auc.Auc(),
-                interval_examples, interval_examples / std::max(secs, 1e-9));
-            const std::vector<double> cumulative(epoch_auc.state().begin(), epoch_auc.state().end());
-            interval_auc.Reset();
-            interval_loss = 0;
-            interval_batches = 0;
-            interval_examples = 0;
-            interval_start = Clock::now();
-            lock.unlock();
-            if (options_.trainers_num == 1) {
-              spdlog::info("{}", line);
-            } else {
-              // The epoch so far on every trainer: each reports its cumulative buckets to
-              // server 0 and gets back the sum of everyone's latest report (no waiting).
-              auto global = client_.ReportMetric("auc-epoch-" + std::to_string(epoch), options_.trainer_id,
-                                                 cumulative);
-              if (global.ok()) {
-                model::AucCalculator merged;
-                merged.MergeState(global->sum);
-                spdlog::info("{}; epoch so far, {}/{} trainers: auc {:.5f} loss {:.5f}", line, global->reporters,
-                             options_.trainers_num, merged.Auc(), merged.MeanLoss());
-              } else {
-                spdlog::info("{} (cluster metric unavailable: {})", line, global.status().ToString());
-              }
-            }
-          }
-        }
+        if (st.ok()) record(*loss, ws.ws.predictions(), batch);
       }
       if (st.ok()) {
         // Sync mode keeps every worker stepping until all are out of data.
@@ -294,20 +353,68 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
         st = all_done.status();
         done = st.ok() && *all_done;
       }
-      if (!st.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = st;
-        failed = true;
+      if (!st.ok()) fail(st);
+    }
+  };
+
+  // Heter mode: up to heter.inflight micro-batches of this worker in flight at once.
+  auto heter_worker = [&](uint32_t w) {
+    const size_t depth = options_.heter.inflight;
+    std::deque<std::unique_ptr<InFlight>> pending, free;
+    bool out_of_data = false;
+    while (true) {
+      if (!out_of_data && !failed && pending.size() < depth) {
+        std::unique_ptr<InFlight> slot;
+        if (free.empty()) {
+          slot = std::make_unique<InFlight>();
+        } else {
+          slot = std::move(free.front());
+          free.pop_front();
+        }
+        auto has = dataset.NextBatch(&slot->batch);
+        Status st = has.status();
+        if (st.ok() && *has && !slot->batch.empty()) {
+          st = impl.BeginHeterStep(w, *slot);
+          if (st.ok()) {
+            pending.push_back(std::move(slot));
+            continue;
+          }
+        } else if (st.ok()) {
+          out_of_data = true;
+        }
+        if (!st.ok()) fail(st);
+        free.push_back(std::move(slot));
       }
+      if (pending.empty()) break;
+      // The oldest answer; after a failure the rest are still awaited (they hold spans
+      // into their slots) but nothing new is sent.
+      std::unique_ptr<InFlight> slot = std::move(pending.front());
+      pending.pop_front();
+      auto loss = impl.FinishHeterStep(w, *slot);
+      if (!loss.ok()) {
+        fail(loss.status());
+      } else if (!failed) {
+        record(*loss, slot->state.predictions, slot->batch);
+      }
+      states[w].dense_seconds += slot->state.dense_seconds;
+      slot->state.dense_seconds = 0;
+      free.push_back(std::move(slot));
     }
   };
   std::vector<std::thread> pool;
-  for (uint32_t w = 0; w < threads; ++w) pool.emplace_back(worker, w);
+  for (uint32_t w = 0; w < threads; ++w) {
+    if (heter_ != nullptr) {
+      pool.emplace_back(heter_worker, w);
+    } else {
+      pool.emplace_back(worker, w);
+    }
+  }
   for (auto& t : pool) t.join();
   dataset.EndPass();
   RETURN_IF_ERROR(first_error.WithContext("trainer " + std::to_string(options_.trainer_id) + " epoch " +
                                           std::to_string(epoch)));
   RETURN_IF_ERROR(impl.sync->Flush());
+  if (heter_ != nullptr) RETURN_IF_ERROR(heter_->Flush().WithContext("flushing the heter-trainers' dense gradients"));
 
   PassReport report;
   report.epoch = epoch;

@@ -10,7 +10,16 @@
 // current parameters, also summed across trainers.
 //
 // The model is a ctr_dnn (embedding lookup + sum-pooling + DenseNet) or an mlp (DenseNet
-// over the dense features). Thread-safety: one controlling thread calls the methods.
+// over the dense features).
+//
+// Heter mode (options.heter_mode(), with a HeterClient): the DenseNet runs on the
+// heter-trainers. Each worker thread keeps up to heter.inflight micro-batches in flight:
+// it reads, pulls and pools the next ones while earlier ones are computed remotely, and
+// on each answer back-propagates into the embeddings and pushes the sparse gradients
+// (async communicator, sparse table only). At the end of a pass the heter-trainers
+// flush their dense gradients before the pass's barrier. Evaluation runs the forward
+// pass here with the dense parameters pulled from the pservers.
+// Thread-safety: one controlling thread calls the methods.
 
 #include <cstdint>
 #include <memory>
@@ -19,6 +28,7 @@
 
 #include "common/config/trainer_config.h"
 #include "common/status.h"
+#include "trainer/client/heter_client.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/data/dataset.h"
 #include "trainer/runtime/param_sync.h"
@@ -35,13 +45,14 @@ struct PassReport {
   double seconds = 0;         // wall time of the pass
   double examples_per_sec = 0;     // this trainer's
   double dense_compute_sec = 0;    // summed over worker threads: DenseNet forward/backward
+                                   // (heter mode: waiting for the heter-trainers' answers)
   uint64_t skipped_lines = 0;      // bad lines skipped (skip_bad_lines)
 };
 
 class Trainer {
  public:
-  // `client` outlives the Trainer.
-  Trainer(config::TrainerOptions options, PsClient& client);
+  // `client` (and `heter`, required in heter mode, else ignored) outlive the Trainer.
+  Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter = nullptr);
   ~Trainer();
 
   // Initial dense parameters (trainer 0) and the start barrier.
@@ -60,6 +71,7 @@ class Trainer {
   struct Impl;
   config::TrainerOptions options_;
   PsClient& client_;
+  HeterClient* heter_;  // heter mode only
   std::unique_ptr<Impl> impl_;
 };
 

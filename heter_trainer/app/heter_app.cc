@@ -1,0 +1,180 @@
+#include "heter_trainer/app/heter_app.h"
+
+#include <csignal>
+#include <cstdlib>
+
+#include <boost/asio.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/net/auth.h"
+#include "common/net/io_threads.h"
+#include "common/net/rpc_server.h"
+#include "heter_trainer/device/dense_device.h"
+#include "heter_trainer/service/heter_service.h"
+#include "server/service/trainer_registry.h"
+#include "trainer/client/ps_client.h"
+#include "trainer/model/dense_net.h"
+#include "trainer/model/layers.h"
+#include "trainer/runtime/job.h"
+#include "trainer/runtime/param_sync.h"
+
+namespace fleetps::heter {
+
+namespace asio = boost::asio;
+
+HeterApp::HeterApp(config::HeterTrainerOptions options) : options_(std::move(options)) {}
+
+HeterApp::~HeterApp() { Shutdown(); }
+
+namespace {
+
+// The device HETER_DEVICE_TYPE asks for.
+StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOptions& o,
+                                                  const trainer::model::DenseNet& net) {
+  if (o.device == "cpu" || (o.device == "auto" && VisibleCudaDevices() == 0)) {
+    // The lanes are the parallelism: one BLAS thread each, unless the user chose otherwise.
+    if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) trainer::model::SetBlasThreads(1);
+    return MakeCpuDevice(net);
+  }
+  return MakeCudaDevice(net, o.gpus.front());
+}
+
+}  // namespace
+
+Status HeterApp::Start() {
+  const auto& job = options_.job;
+  const std::string self = "heter-trainer " + std::to_string(options_.server.index);
+  net_ = std::make_unique<trainer::model::DenseNet>(trainer::model::DenseNet::FromOptions(job.model));
+  ASSIGN_OR_RETURN(device_, OpenDevice(options_, *net_));
+
+  // The pservers, with the cluster's secret when it has one.
+  std::shared_ptr<const net::AuthKey> auth_key;
+  if (!options_.server.auth_secret_file.empty()) {
+    ASSIGN_OR_RETURN(auth_key, net::AuthKey::Load(options_.server.auth_secret_file));
+  }
+  trainer::PsClientOptions client_options = trainer::JobClientOptions(job, trainer::TrainerRpcOptions{});
+  client_options.rpc.auth_key = auth_key;
+  ASSIGN_OR_RETURN(client_, trainer::PsClient::Connect(client_options));
+  ASSIGN_OR_RETURN(auto dense, client_->Table(job.dense_table.id));
+  if (!dense.dense || dense.dim != net_->num_params()) {
+    return Status::InvalidArgument("pserver table " + std::to_string(dense.id) + " ('" + dense.name + "') has " +
+                                   std::to_string(dense.dim) + " floats but the model has " +
+                                   std::to_string(net_->num_params()) +
+                                   " dense parameters (start the pservers with the same job YAML)");
+  }
+  dense_ = trainer::MakeHeterDenseSync(job, *client_);
+  trainers_ = std::make_unique<server::TrainerRegistry>(std::chrono::seconds(options_.server.trainer_lease_s));
+
+  service_ = std::make_unique<HeterService>(options_, *net_, *device_, *dense_, *trainers_);
+  RETURN_IF_ERROR(service_->Start());
+  io_ = std::make_unique<net::IoThreads>(options_.server.io_threads);
+  net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_.server);
+  rpc_options.auth_key = auth_key;
+  rpc_ = std::make_unique<net::RpcServer>(*io_, rpc_options, [svc = service_.get()](net::Request req,
+                                                                                    net::Responder resp) {
+    svc->Handle(std::move(req), std::move(resp));
+  });
+  RETURN_IF_ERROR(rpc_->Start().WithContext(self));
+  spdlog::info("{}/{} (stage {} of {}) listening on {}:{} (endpoint {}): dense part of {} parameters on {}, {} lanes; "
+               "serving {} cpu-trainer(s), pushing to {} pserver(s)",
+               self, options_.server.endpoints.size(), options_.stage_id, options_.stage_num, rpc_options.host,
+               rpc_->port(), options_.server.self().ToString(), net_->num_params(), device_->Describe(),
+               job.heter.lanes, job.trainers_num, job.pservers.size());
+  sweeper_ = std::thread([this] { SweepLoop(); });
+  return Status::OK();
+}
+
+uint16_t HeterApp::port() const { return rpc_ ? rpc_->port() : 0; }
+
+int HeterApp::exit_code() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return exit_code_;
+}
+
+void HeterApp::SweepLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return shutdown_requested_; })) {
+    lock.unlock();
+    const auto sweep = trainers_->Expire(std::chrono::steady_clock::now());
+    for (uint32_t id : sweep.newly_gone) {
+      spdlog::error("heter-trainer {}: cpu-trainer {} is gone: no heartbeat for {} s (server.trainer_lease_s)",
+                    options_.server.index, id, options_.server.trainer_lease_s);
+    }
+    lock.lock();
+    if (sweep.ended && options_.server.exit_when_trainers_gone && !shutdown_requested_) {
+      exit_code_ = sweep.clean ? 0 : 1;
+      lock.unlock();
+      spdlog::log(sweep.clean ? spdlog::level::info : spdlog::level::err,
+                  "heter-trainer {}: every cpu-trainer has ended ({}); exiting", options_.server.index, sweep.summary);
+      RequestShutdown("every cpu-trainer has ended: " + sweep.summary);
+      lock.lock();
+    }
+  }
+}
+
+void HeterApp::RequestShutdown(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_requested_) return;
+    shutdown_requested_ = true;
+    shutdown_reason_ = reason;
+  }
+  cv_.notify_all();
+}
+
+void HeterApp::WaitForShutdown(bool handle_signals) {
+  std::unique_ptr<asio::signal_set> signals;
+  if (handle_signals && io_) {
+    signals = std::make_unique<asio::signal_set>(io_->context(), SIGINT, SIGTERM);
+    signals->async_wait([this](boost::system::error_code ec, int signo) {
+      if (!ec) RequestShutdown(signo == SIGINT ? "SIGINT" : "SIGTERM");
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return shutdown_requested_; });
+  }
+  if (signals) {
+    boost::system::error_code ignored;
+    signals->cancel(ignored);
+    // The handler may still be queued on an io thread; it only reads `this`, which lives on.
+  }
+}
+
+void HeterApp::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    shutdown_requested_ = true;
+  }
+  cv_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
+  if (rpc_) {
+    spdlog::info("heter-trainer {} shutting down ({}): draining {} in-flight requests", options_.server.index,
+                 shutdown_reason_.empty() ? "shutdown" : shutdown_reason_, rpc_->in_flight());
+    rpc_->StopAccepting();
+    if (!rpc_->Drain(std::chrono::milliseconds(options_.server.drain_timeout_ms))) {
+      spdlog::warn("heter-trainer {}: {} requests still in flight; closing anyway", options_.server.index,
+                   rpc_->in_flight());
+    }
+  }
+  if (service_) service_->Stop();
+  if (dense_) {
+    // Dense gradients accepted since the last HeterFlush. The pservers may be gone already
+    // (the job ended): then there is nothing left to train and nothing to lose.
+    if (Status st = dense_->Flush(); !st.ok()) {
+      spdlog::warn("heter-trainer {}: final dense push: {}", options_.server.index, st.ToString());
+    }
+  }
+  if (rpc_) rpc_->Stop();
+  if (io_) io_->Stop();
+  const uint64_t steps = service_ ? service_->steps() : 0;
+  rpc_.reset();
+  service_.reset();
+  dense_.reset();
+  client_.reset();
+  spdlog::info("heter-trainer {}: {} micro-batches trained; stopped", options_.server.index, steps);
+}
+
+}  // namespace fleetps::heter

@@ -1,0 +1,84 @@
+#pragma once
+// The heter-trainer composition root: the dense model, its device, the pserver client and
+// the dense communicator, the cpu-trainer registry, the service and the RPC server.
+// main() only parses options and runs a HeterApp; tests run the same App in-process.
+//
+// Lifecycle: Start() picks the device (HETER_DEVICE_TYPE; "auto" = a GPU when one is
+// visible), connects to the pservers and checks the dense table's size, starts the device
+// lanes and listens. WaitForShutdown() blocks until SIGINT/SIGTERM, or until every
+// cpu-trainer of the job has finished or is gone (the heartbeats' registry, swept every
+// 500 ms). Shutdown() stops accepting, drains, pushes the dense gradients still pending and
+// tears down in reverse order.
+// Thread-safety: Start/WaitForShutdown/Shutdown from one controlling thread;
+// RequestShutdown() from anywhere.
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/config/heter_config.h"
+#include "common/status.h"
+
+namespace fleetps {
+namespace net {
+class IoThreads;
+class RpcServer;
+}  // namespace net
+namespace server {
+class TrainerRegistry;
+}
+namespace trainer {
+class ParamSync;
+class PsClient;
+namespace model {
+class DenseNet;
+}
+}  // namespace trainer
+}  // namespace fleetps
+
+namespace fleetps::heter {
+
+class DenseDevice;
+class HeterService;
+
+class HeterApp {
+ public:
+  explicit HeterApp(config::HeterTrainerOptions options);
+  ~HeterApp();  // Shutdown()s
+  HeterApp(const HeterApp&) = delete;
+  HeterApp& operator=(const HeterApp&) = delete;
+
+  Status Start();
+  uint16_t port() const;
+  void WaitForShutdown(bool handle_signals);
+  void RequestShutdown(const std::string& reason);
+  void Shutdown();
+  // 1 when it exited by itself because the cpu-trainers ended and some failed or were
+  // gone; 0 otherwise.
+  int exit_code() const;
+
+ private:
+  void SweepLoop();
+
+  config::HeterTrainerOptions options_;
+  std::unique_ptr<trainer::model::DenseNet> net_;
+  std::unique_ptr<DenseDevice> device_;
+  std::unique_ptr<trainer::PsClient> client_;
+  std::unique_ptr<trainer::ParamSync> dense_;
+  std::unique_ptr<server::TrainerRegistry> trainers_;
+  std::unique_ptr<net::IoThreads> io_;
+  std::unique_ptr<HeterService> service_;
+  std::unique_ptr<net::RpcServer> rpc_;
+  std::thread sweeper_;
+
+  mutable std::mutex mu_;  // guards the members below
+  std::condition_variable cv_;
+  bool shutdown_requested_ = false;
+  std::string shutdown_reason_;
+  bool stopped_ = false;
+  int exit_code_ = 0;
+};
+
+}  // namespace fleetps::heter

@@ -1,0 +1,84 @@
+#pragma once
+// DenseDevice: where a heter-trainer runs the dense part of a model (model::DenseNet) —
+// the CPU (the BLAS code cpu-trainer uses) or one CUDA GPU (cuBLAS GEMMs and fused
+// kernels). Both compute the same thing: forward, the loss, and backward of the mean loss
+// over a micro-batch, with the parameter layout of model::DenseNet.
+//
+// A device hands out lanes. A lane is one independent stream of work: its own scratch
+// buffers (on a GPU: a CUDA stream, a cuBLAS handle, device buffers and pinned host
+// staging buffers), so that several lanes driven by several threads overlap — on a GPU
+// the copy of one lane's micro-batch to the device runs while another lane computes.
+//
+// Thread-safety: NewLane() is thread-safe; a lane is used by one thread at a time.
+// Errors are values: every CUDA or cuBLAS failure becomes a Status naming the call and
+// the error string; nothing here aborts on a device error.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "trainer/model/dense_net.h"
+
+namespace fleetps::heter {
+
+namespace model = ::fleetps::trainer::model;
+
+enum class DeviceType : uint8_t { kCpu = 0, kGpu = 1 };
+std::string_view DeviceTypeName(DeviceType type);
+// "cpu" | "gpu"; false for anything else.
+bool DeviceTypeFromName(std::string_view name, DeviceType* type);
+
+// One micro-batch step's outputs, in caller memory (host).
+struct DenseStepOutput {
+  std::span<float> predictions;       // [batch]: click probability per example
+  std::span<float> activation_grads;  // [batch x in_dim]: d(mean loss)/d(activations); empty = not wanted
+  std::span<float> param_grads;       // [num_params]: d(mean loss)/d(params); empty = forward only
+};
+
+class DenseLane {
+ public:
+  virtual ~DenseLane() = default;
+
+  // Makes `params` (num_params floats, DenseNet layout) the parameters of the following
+  // steps. The lane keeps its own copy (on a GPU: uploaded once here, not per step).
+  virtual Status SetParams(std::span<const float> params) = 0;
+
+  // Forward for `batch` rows of `activations` ([batch x in_dim]) with the parameters of
+  // the latest SetParams, writing out.predictions. With out.param_grads non-empty also the
+  // loss against `labels` ([batch]) and backward: param_grads and, when non-empty,
+  // activation_grads; returns the mean loss. Forward only (param_grads empty): labels are
+  // ignored and 0 is returned. Sizes are checked (CheckStepShapes): a mismatch is
+  // InvalidArgument, not a crash.
+  virtual StatusOr<float> Step(std::span<const float> activations, std::span<const float> labels, size_t batch,
+                               const DenseStepOutput& out) = 0;
+};
+
+class DenseDevice {
+ public:
+  virtual ~DenseDevice() = default;
+  virtual DeviceType type() const = 0;
+  // For logs: "cpu" or "gpu 0 (NVIDIA H100 80GB HBM3, 132 SMs)".
+  virtual std::string Describe() const = 0;
+  virtual StatusOr<std::unique_ptr<DenseLane>> NewLane() = 0;
+};
+
+// The shape checks every lane runs before a step: InvalidArgument naming what is wrong.
+Status CheckStepShapes(const model::DenseNet& net, size_t params_size, std::span<const float> activations,
+                       std::span<const float> labels, size_t batch, const DenseStepOutput& out);
+
+// The CPU device: model::DenseNet over BLAS. `net` outlives the device.
+std::unique_ptr<DenseDevice> MakeCpuDevice(const model::DenseNet& net);
+
+// The CUDA device `gpu` (an index among the visible devices). `net` outlives the device.
+// Unavailable when this build has no CUDA, or no GPU is visible, or `gpu` is out of
+// range — with a message saying so and how to run on the CPU (HETER_DEVICE_TYPE=cpu).
+StatusOr<std::unique_ptr<DenseDevice>> MakeCudaDevice(const model::DenseNet& net, int gpu);
+
+// The number of CUDA devices visible to this process (0 without CUDA or without a GPU).
+int VisibleCudaDevices();
+
+}  // namespace fleetps::heter

@@ -1,0 +1,225 @@
+#include "heter_trainer/service/heter_service.h"
+
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "schemas/heter_generated.h"
+#include "schemas/ps_generated.h"
+#include "server/service/handler_util.h"
+
+namespace fleetps::heter {
+
+using server::Aligned;
+using server::Span;
+using server::Verified;
+using wire::MessageType;
+
+HeterService::HeterService(const config::HeterTrainerOptions& options, const trainer::model::DenseNet& net,
+                           DenseDevice& device, trainer::ParamSync& dense, server::TrainerRegistry& trainers)
+    : options_(options), net_(net), device_(device), dense_(dense), trainers_(trainers) {}
+
+HeterService::~HeterService() { Stop(); }
+
+Status HeterService::Start() {
+  const uint32_t lanes = options_.job.heter.lanes;
+  lanes_.resize(lanes);
+  for (uint32_t i = 0; i < lanes; ++i) {
+    ASSIGN_OR_RETURN(lanes_[i].device, device_.NewLane());
+  }
+  for (uint32_t i = 0; i < lanes; ++i) threads_.emplace_back([this, i] { LaneLoop(i); });
+  return Status::OK();
+}
+
+void HeterService::Stop() {
+  std::deque<Work> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    dropped.swap(queue_);
+  }
+  cv_.notify_all();
+  for (auto& w : dropped) w.responder.SendError(Status::Unavailable("the heter-trainer is shutting down"));
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  control_.Stop();
+}
+
+void HeterService::Handle(net::Request request, net::Responder responder) {
+  switch (static_cast<MessageType>(request.type)) {
+    case MessageType::Ping: {
+      flatbuffers::FlatBufferBuilder fbb(16);
+      fbb.Finish(wire::CreatePingReply(fbb, options_.server.index,
+                                       static_cast<uint32_t>(options_.server.endpoints.size())));
+      return responder.Send(net::ReplyType(MessageType::Ping), fbb.Release());
+    }
+    case MessageType::HeterHello: return Hello(request, responder);
+    case MessageType::HeterTrain: return Train(std::move(request), std::move(responder));
+    case MessageType::HeterFlush: return Flush(request, responder);
+    case MessageType::Heartbeat: return Heartbeat(request, responder);
+    default:
+      return responder.SendError(Status::InvalidArgument(
+          net::MessageTypeName(request.type) + " from " + responder.peer() +
+          " is not served by a heter-trainer (it serves HeterHello, HeterTrain, HeterFlush, Heartbeat, Ping)"));
+  }
+}
+
+void HeterService::Hello(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::HeterHelloRequest>(req, responder);
+  if (msg == nullptr) return;
+  const std::string who = "cpu-trainer " + std::to_string(msg->trainer_id()) + " (" + responder.peer() + ")";
+  Status mismatch;
+  if (msg->trainers() != options_.job.trainers_num) {
+    mismatch = Status::InvalidArgument(who + " says PADDLE_TRAINERS_NUM=" + std::to_string(msg->trainers()) +
+                                       ", this heter-trainer has " + std::to_string(options_.job.trainers_num));
+  } else if (msg->trainer_id() >= options_.job.trainers_num) {
+    mismatch = Status::InvalidArgument(who + ": trainer id out of range [0, " +
+                                       std::to_string(options_.job.trainers_num) + ")");
+  } else if (msg->input_width() != net_.in_dim() || msg->dense_params() != net_.num_params()) {
+    mismatch = Status::InvalidArgument(
+        who + " sends activation rows of " + std::to_string(msg->input_width()) + " floats for a dense part of " +
+        std::to_string(msg->dense_params()) + " parameters; this heter-trainer's model takes " +
+        std::to_string(net_.in_dim()) + " and has " + std::to_string(net_.num_params()) +
+        " (start every role with the same job YAML)");
+  }
+  if (!mismatch.ok()) return responder.SendError(mismatch);
+  flatbuffers::FlatBufferBuilder fbb(128);
+  fbb.Finish(wire::CreateHeterHelloReply(fbb, options_.stage_id, fbb.CreateString(device_.Describe()),
+                                         static_cast<uint32_t>(lanes_.size())));
+  responder.Send(net::ReplyType(MessageType::HeterHello), fbb.Release());
+}
+
+namespace {
+
+// Why a micro-batch is malformed, or OK.
+Status CheckMicroBatch(const wire::HeterTrainRequest& msg, size_t in_dim, uint32_t trainers) {
+  if (msg.trainer_id() >= trainers) {
+    return Status::InvalidArgument("trainer id " + std::to_string(msg.trainer_id()) + " is out of range [0, " +
+                                   std::to_string(trainers) + ")");
+  }
+  const uint64_t rows = msg.rows();
+  if (rows == 0) return Status::InvalidArgument("it has no rows");
+  if (msg.width() != in_dim) {
+    return Status::InvalidArgument("its rows are " + std::to_string(msg.width()) + " floats wide, the model takes " +
+                                   std::to_string(in_dim));
+  }
+  const auto acts = Span(msg.activations());
+  const auto labels = Span(msg.labels());
+  if (acts.size() != rows * in_dim) {
+    return Status::InvalidArgument("it has " + std::to_string(acts.size()) + " activations for " +
+                                   std::to_string(rows) + " rows of " + std::to_string(in_dim));
+  }
+  if (labels.size() != rows) {
+    return Status::InvalidArgument("it has " + std::to_string(labels.size()) + " labels for " +
+                                   std::to_string(rows) + " rows");
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (!(labels[i] >= 0.0f && labels[i] <= 1.0f)) {
+      return Status::InvalidArgument("label " + std::to_string(i) + " is " + std::to_string(labels[i]) +
+                                     ", not in [0, 1]");
+    }
+  }
+  for (size_t i = 0; i < acts.size(); ++i) {
+    if (!std::isfinite(acts[i])) {
+      return Status::InvalidArgument("activation " + std::to_string(i) + " (row " + std::to_string(i / in_dim) +
+                                     ") is not finite");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+void HeterService::Train(net::Request req, net::Responder responder) {
+  const auto* msg = Verified<wire::HeterTrainRequest>(req, responder);
+  if (msg == nullptr || !Aligned(msg->activations(), "activations", req, responder) ||
+      !Aligned(msg->labels(), "labels", req, responder)) {
+    return;
+  }
+  if (Status st = CheckMicroBatch(*msg, net_.in_dim(), options_.job.trainers_num); !st.ok()) {
+    return responder.SendError(Status::InvalidArgument("HeterTrain micro-batch " + std::to_string(msg->batch_id()) +
+                                                       " from " + responder.peer() + ": " + st.message()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(Work{std::move(req), responder});
+      cv_.notify_one();
+      return;
+    }
+  }
+  responder.SendError(Status::Unavailable("the heter-trainer is shutting down"));
+}
+
+void HeterService::LaneLoop(uint32_t lane) {
+  while (true) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping
+    Work work = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    RunStep(lane, work);
+  }
+}
+
+void HeterService::RunStep(uint32_t index, const Work& work) {
+  const auto* msg = flatbuffers::GetRoot<wire::HeterTrainRequest>(work.request.data());  // verified in Train
+  const std::string what = "HeterTrain micro-batch " + std::to_string(msg->batch_id()) + " of cpu-trainer " +
+                           std::to_string(msg->trainer_id()) + " (" + work.responder.peer() + ")";
+  Lane& lane = lanes_[index];
+  const size_t rows = msg->rows();
+  auto run = [&]() -> StatusOr<float> {
+    ASSIGN_OR_RETURN(auto snapshot, dense_.DenseSnapshot(index));
+    if (snapshot != lane.params) {
+      RETURN_IF_ERROR(lane.device->SetParams(*snapshot));
+      lane.params = std::move(snapshot);
+    }
+    lane.predictions.resize(rows);
+    lane.activation_grads.resize(rows * net_.in_dim());
+    lane.param_grads.resize(net_.num_params());
+    ASSIGN_OR_RETURN(float loss, lane.device->Step(Span(msg->activations()), Span(msg->labels()), rows,
+                                                   {lane.predictions, lane.activation_grads, lane.param_grads}));
+    RETURN_IF_ERROR(dense_.Push(index, trainer::StepGrads{{}, {}, {}, {}, lane.param_grads}));
+    return loss;
+  };
+  auto loss = run();
+  if (!loss.ok()) {
+    spdlog::warn("{} failed: {}", what, loss.status().ToString());
+    return work.responder.SendError(loss.status().WithContext(what));
+  }
+  ++steps_;
+  flatbuffers::FlatBufferBuilder fbb(256 + (rows + lane.activation_grads.size()) * sizeof(float));
+  auto predictions = fbb.CreateVector(lane.predictions);
+  auto grads = fbb.CreateVector(lane.activation_grads);
+  fbb.Finish(wire::CreateHeterTrainReply(fbb, msg->batch_id(), *loss, predictions, grads));
+  work.responder.Send(net::ReplyType(MessageType::HeterTrain), fbb.Release());
+}
+
+void HeterService::Flush(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::HeterFlushRequest>(req, responder);
+  if (msg == nullptr) return;
+  responder.ReleaseRequestBytes();
+  control_.Post(0, [this, responder] {
+    Status st = dense_.Flush();
+    if (!st.ok()) return responder.SendError(st.WithContext("HeterFlush from " + responder.peer()));
+    flatbuffers::FlatBufferBuilder fbb(32);
+    fbb.Finish(wire::CreateHeterFlushReply(fbb, steps_.load()));
+    responder.Send(net::ReplyType(MessageType::HeterFlush), fbb.Release());
+  });
+}
+
+void HeterService::Heartbeat(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::HeartbeatRequest>(req, responder);
+  if (msg == nullptr) return;
+  auto gone = trainers_.Heartbeat(msg->trainer_id(), msg->trainers(), msg->finished(), msg->failed(),
+                                  msg->reason() ? msg->reason()->str() : std::string(),
+                                  std::chrono::steady_clock::now());
+  if (!gone.ok()) return responder.SendError(gone.status().WithContext("Heartbeat from " + responder.peer()));
+  flatbuffers::FlatBufferBuilder fbb(64);
+  fbb.Finish(wire::CreateHeartbeatReply(fbb, fbb.CreateVector(*gone)));
+  responder.Send(net::ReplyType(MessageType::Heartbeat), fbb.Release());
+}
+
+}  // namespace fleetps::heter

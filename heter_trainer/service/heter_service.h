@@ -1,0 +1,95 @@
+#pragma once
+// HeterService: the heter-trainer's request handler (schemas/heter.fbs). It only decodes,
+// checks and dispatches; the dense compute is a DenseDevice's, the dense parameters and
+// gradient pushes a ParamSync's (the async communicator, dense table only).
+//
+//   HeterHello  answered at once: the job's shapes must match (else InvalidArgument)
+//   HeterTrain  checked (widths, counts, finite values, labels in [0, 1]) and queued; one
+//               thread per device lane takes micro-batches from the queue, refreshes the
+//               lane's parameters when the communicator has a newer snapshot, runs forward,
+//               loss and backward, hands the dense gradient to the communicator and
+//               answers with the loss, predictions and activation gradients
+//   HeterFlush  on a control thread: every dense gradient accepted so far is pushed to
+//               the pservers, then the parameters are refreshed
+//   Heartbeat   the cpu-trainers' leases (TrainerRegistry): the heter-trainer exits when
+//               every cpu-trainer has finished or is gone
+// A malformed micro-batch gets an error reply naming the peer, trainer and batch; the
+// service keeps serving. A device error fails that micro-batch only.
+// Thread-safety: Handle() is called from io threads concurrently; Start/Stop from one
+// controlling thread.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/config/heter_config.h"
+#include "common/executor.h"
+#include "common/net/rpc_server.h"
+#include "common/status.h"
+#include "heter_trainer/device/dense_device.h"
+#include "server/service/trainer_registry.h"
+#include "trainer/model/dense_net.h"
+#include "trainer/runtime/param_sync.h"
+
+namespace fleetps::heter {
+
+class HeterService {
+ public:
+  // Everything passed in outlives the service.
+  HeterService(const config::HeterTrainerOptions& options, const trainer::model::DenseNet& net, DenseDevice& device,
+               trainer::ParamSync& dense, server::TrainerRegistry& trainers);
+  ~HeterService();  // Stop()s
+  HeterService(const HeterService&) = delete;
+  HeterService& operator=(const HeterService&) = delete;
+
+  // Creates one device lane per options.job.heter.lanes and starts their threads.
+  Status Start();
+  // Answers queued micro-batches Unavailable and joins the threads. Idempotent.
+  void Stop();
+
+  void Handle(net::Request request, net::Responder responder);
+
+  uint64_t steps() const { return steps_.load(); }  // micro-batches trained
+
+ private:
+  struct Work {
+    net::Request request;
+    net::Responder responder;
+  };
+  void Hello(const net::Request& req, const net::Responder& responder);
+  void Train(net::Request req, net::Responder responder);
+  void Flush(const net::Request& req, const net::Responder& responder);
+  void Heartbeat(const net::Request& req, const net::Responder& responder);
+  void LaneLoop(uint32_t lane);
+  // Runs one verified micro-batch on `lane`.
+  void RunStep(uint32_t lane, const Work& work);
+
+  const config::HeterTrainerOptions& options_;
+  const trainer::model::DenseNet& net_;
+  DenseDevice& device_;
+  trainer::ParamSync& dense_;
+  server::TrainerRegistry& trainers_;
+
+  // Per lane: the device lane, the snapshot its parameters came from, scratch buffers.
+  struct Lane {
+    std::unique_ptr<DenseLane> device;
+    std::shared_ptr<const std::vector<float>> params;
+    std::vector<float> predictions, activation_grads, param_grads;
+  };
+  std::vector<Lane> lanes_;
+  std::vector<std::thread> threads_;
+  ExecutorPool control_{1};  // HeterFlush: waits for pushes to the pservers
+
+  std::mutex mu_;  // guards queue_, stopping_
+  std::condition_variable cv_;
+  std::deque<Work> queue_;
+  bool stopping_ = false;
+  std::atomic<uint64_t> steps_{0};
+};
+
+}  // namespace fleetps::heter

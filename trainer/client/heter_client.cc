@@ -1,0 +1,198 @@
+#include "trainer/client/heter_client.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/flatbuffer_align.h"
+#include "common/net/io_threads.h"
+#include "schemas/heter_generated.h"
+#include "trainer/client/heartbeat_rpc.h"
+#include "trainer/client/reply_util.h"
+
+namespace fleetps::trainer {
+
+using wire::MessageType;
+using Clock = std::chrono::steady_clock;
+
+struct HeterClient::Call {
+  uint64_t batch_id = 0;
+  uint32_t rows = 0;
+  std::span<const float> activations;
+  std::span<const float> labels;
+  std::promise<StatusOr<HeterStep>> done;
+  uint32_t attempts = 0;
+};
+
+HeterClient::HeterClient(HeterClientOptions options)
+    : options_(std::move(options)), failed_until_(options_.heter_trainers.size()) {}
+
+HeterClient::~HeterClient() {
+  clients_.clear();  // closes the connections while the io threads still run
+  if (io_) io_->Stop();
+}
+
+StatusOr<std::unique_ptr<HeterClient>> HeterClient::Connect(HeterClientOptions options) {
+  if (options.heter_trainers.empty()) {
+    return Status::InvalidArgument("no heter-trainer endpoints given (set PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST)");
+  }
+  std::unique_ptr<HeterClient> client(new HeterClient(std::move(options)));
+  client->io_ = std::make_unique<net::IoThreads>(client->options_.io_threads);
+  for (size_t i = 0; i < client->options_.heter_trainers.size(); ++i) {
+    const auto& ep = client->options_.heter_trainers[i];
+    client->clients_.push_back(std::make_unique<net::RpcClient>(
+        *client->io_, ep, client->options_.rpc, "heter-trainer " + std::to_string(i) + " (" + ep.ToString() + ")"));
+  }
+  for (auto& c : client->clients_) RETURN_IF_ERROR(c->Connect());
+  for (size_t i = 0; i < client->clients_.size(); ++i) RETURN_IF_ERROR(client->Hello(i));
+  return client;
+}
+
+Status HeterClient::Hello(size_t i) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  fbb.Finish(wire::CreateHeterHelloRequest(fbb, options_.trainer_id, options_.trainers, options_.input_width,
+                                           options_.dense_params, /*stage_id=*/1));
+  ASSIGN_OR_RETURN(auto reply, clients_[i]->CallSync(static_cast<uint16_t>(MessageType::HeterHello), fbb.Release()));
+  Status error;
+  const auto* hello = VerifiedReply<wire::HeterHelloReply>(reply, clients_[i]->name(), &error);
+  if (hello == nullptr) return error;
+  spdlog::info("trainer {}: {} is stage {} on {} with {} lanes", options_.trainer_id, clients_[i]->name(),
+               hello->stage_id(), hello->device() ? hello->device()->str() : "?", hello->lanes());
+  return Status::OK();
+}
+
+bool HeterClient::InQuarantine(size_t i, Clock::time_point now) { return failed_until_[i] > now; }
+
+size_t HeterClient::Route() {
+  const size_t n = clients_.size();
+  size_t first = options_.route_by_trainer_id ? options_.trainer_id % n : next_.fetch_add(1) % n;
+  if (!options_.failover) return first;
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (first + k) % n;
+    if (!InQuarantine(i, now)) return i;
+  }
+  return first;  // every one failed recently: try the routed one again
+}
+
+int HeterClient::NextLive(size_t failed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  failed_until_[failed] = now + options_.failover_quarantine;
+  const size_t n = clients_.size();
+  for (size_t k = 1; k < n; ++k) {
+    const size_t i = (failed + k) % n;
+    if (!InQuarantine(i, now)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::future<StatusOr<HeterStep>> HeterClient::Train(uint64_t batch_id, uint32_t rows,
+                                                    std::span<const float> activations,
+                                                    std::span<const float> labels) {
+  auto call = std::make_shared<Call>();
+  call->batch_id = batch_id;
+  call->rows = rows;
+  call->activations = activations;
+  call->labels = labels;
+  auto future = call->done.get_future();
+  if (rows == 0 || labels.size() != rows || activations.size() != size_t{rows} * options_.input_width) {
+    call->done.set_value(Status::InvalidArgument(
+        "micro-batch " + std::to_string(batch_id) + ": " + std::to_string(activations.size()) + " activations and " +
+        std::to_string(labels.size()) + " labels for " + std::to_string(rows) + " rows of width " +
+        std::to_string(options_.input_width)));
+    return future;
+  }
+  Send(std::move(call), Route());
+  return future;
+}
+
+void HeterClient::Send(std::shared_ptr<Call> call, size_t target) {
+  ++call->attempts;
+  flatbuffers::FlatBufferBuilder fbb(64 + (call->activations.size() + call->labels.size()) * sizeof(float));
+  auto acts = fbb.CreateVector(call->activations.data(), call->activations.size());
+  auto labels = fbb.CreateVector(call->labels.data(), call->labels.size());
+  fbb.Finish(wire::CreateHeterTrainRequest(fbb, options_.trainer_id, call->batch_id, call->rows,
+                                           options_.input_width, acts, labels));
+  clients_[target]->Call(static_cast<uint16_t>(MessageType::HeterTrain), fbb.Release(),
+                         [this, call, target](StatusOr<net::Reply> reply) { OnReply(call, target, std::move(reply)); });
+}
+
+void HeterClient::OnReply(std::shared_ptr<Call> call, size_t target, StatusOr<net::Reply> reply) {
+  if (!reply.ok()) {
+    const Status& st = reply.status();
+    const bool lost = st.IsUnavailable() || st.IsTimedOut();
+    if (lost && options_.failover && call->attempts < clients_.size()) {
+      const int next = NextLive(target);
+      if (next >= 0) {
+        spdlog::warn("trainer {}: micro-batch {} failed on {} ({}); sending it to {}", options_.trainer_id,
+                     call->batch_id, clients_[target]->name(), st.ToString(), clients_[next]->name());
+        Send(std::move(call), static_cast<size_t>(next));  // on an io thread: Call() does not block
+        return;
+      }
+    }
+    call->done.set_value(st);
+    return;
+  }
+  Status error;
+  const auto* r = VerifiedReply<wire::HeterTrainReply>(*reply, clients_[target]->name(), &error);
+  if (r == nullptr) {
+    call->done.set_value(error);
+    return;
+  }
+  const size_t rows = call->rows;
+  const size_t width = options_.input_width;
+  if (r->batch_id() != call->batch_id || r->predictions() == nullptr || r->predictions()->size() != rows ||
+      r->activation_grads() == nullptr || r->activation_grads()->size() != rows * width ||
+      !ElementsAligned(r->predictions()) || !ElementsAligned(r->activation_grads())) {
+    call->done.set_value(Status::Corruption("HeterTrain reply from " + clients_[target]->name() +
+                                            " does not match micro-batch " + std::to_string(call->batch_id) + " (" +
+                                            std::to_string(rows) + " rows of width " + std::to_string(width) + ")"));
+    return;
+  }
+  HeterStep step;
+  step.loss = r->loss();
+  step.predictions = {r->predictions()->data(), rows};
+  step.activation_grads = {r->activation_grads()->data(), rows * width};
+  step.reply = std::move(*reply);
+  call->done.set_value(std::move(step));
+}
+
+Status HeterClient::Flush() {
+  std::vector<std::future<StatusOr<net::Reply>>> replies;
+  std::vector<size_t> targets;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = Clock::now();
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      if (!options_.failover || !InQuarantine(i, now)) targets.push_back(i);
+    }
+  }
+  for (size_t i : targets) {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreateHeterFlushRequest(fbb, options_.trainer_id));
+    auto p = std::make_shared<std::promise<StatusOr<net::Reply>>>();
+    replies.push_back(p->get_future());
+    clients_[i]->Call(static_cast<uint16_t>(MessageType::HeterFlush), fbb.Release(),
+                      [p](StatusOr<net::Reply> r) { p->set_value(std::move(r)); });
+  }
+  Status first;
+  for (size_t k = 0; k < replies.size(); ++k) {
+    auto r = replies[k].get();
+    if (!r.ok()) {
+      if (first.ok()) first = r.status();
+      continue;
+    }
+    Status error;
+    if (VerifiedReply<wire::HeterFlushReply>(*r, clients_[targets[k]]->name(), &error) == nullptr && first.ok()) {
+      first = error;
+    }
+  }
+  return first;
+}
+
+StatusOr<std::vector<uint32_t>> HeterClient::Heartbeat(bool finished, bool failed, const std::string& reason,
+                                                       std::chrono::milliseconds timeout) {
+  return HeartbeatAll(clients_, options_.trainer_id, options_.trainers, finished, failed, reason, timeout);
+}
+
+}  // namespace fleetps::trainer

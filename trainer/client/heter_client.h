@@ -1,0 +1,101 @@
+#pragma once
+// HeterClient: a cpu-trainer's client of the heter-trainers of the next stage
+// (heterogeneous training, schemas/heter.fbs).
+//
+// Train() sends one micro-batch's activations and labels to a heter-trainer — in turn
+// (round robin) or always the same one (by trainer id) — and completes its future with
+// the loss, predictions and activation gradients. Many micro-batches may be in flight at
+// once over the pipelined connections; the caller bounds how many. Every call has a
+// deadline (rpc.request_timeout): a heter-trainer that died or stopped answering fails
+// the call with an error naming it (Unavailable or TimedOut). With failover, such a
+// micro-batch is sent again to the next heter-trainer that has not failed recently, and
+// the failed one is avoided for a while; the call fails only when none is left.
+// Thread-safety: all methods are thread-safe.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/net/endpoint.h"
+#include "common/net/rpc_client.h"
+#include "common/status.h"
+
+namespace fleetps::net {
+class IoThreads;
+}
+
+namespace fleetps::trainer {
+
+struct HeterClientOptions {
+  std::vector<net::Endpoint> heter_trainers;  // the next stage, in order
+  bool route_by_trainer_id = false;           // false: round robin
+  bool failover = false;
+  uint32_t trainer_id = 0;
+  uint32_t trainers = 1;        // PADDLE_TRAINERS_NUM
+  uint32_t input_width = 0;     // floats per activation row
+  uint64_t dense_params = 0;    // floats of the dense table the model needs
+  int io_threads = 2;
+  net::RpcClientOptions rpc;    // request_timeout: the deadline of a micro-batch
+  std::chrono::milliseconds failover_quarantine{10000};  // how long a failed heter-trainer is avoided
+};
+
+// One micro-batch's answer. The spans point into `reply`.
+struct HeterStep {
+  net::Reply reply;
+  float loss = 0;
+  std::span<const float> predictions;       // rows
+  std::span<const float> activation_grads;  // rows x width
+};
+
+class HeterClient {
+ public:
+  // Connects to every heter-trainer (retrying until rpc.connect_timeout) and checks with
+  // HeterHello that each serves this job (the same input width and dense size).
+  static StatusOr<std::unique_ptr<HeterClient>> Connect(HeterClientOptions options);
+  ~HeterClient();
+  HeterClient(const HeterClient&) = delete;
+  HeterClient& operator=(const HeterClient&) = delete;
+
+  // Sends one micro-batch: activations [rows x input_width], labels [rows]. Both spans
+  // must stay valid until the future is ready (a failover re-sends them).
+  std::future<StatusOr<HeterStep>> Train(uint64_t batch_id, uint32_t rows, std::span<const float> activations,
+                                         std::span<const float> labels);
+  // Every heter-trainer pushes its pending dense gradients to the pservers and waits for
+  // them (HeterFlush). Heter-trainers in quarantine are skipped when failover is on.
+  Status Flush();
+  // This trainer's heartbeat to every heter-trainer (they exit when every cpu-trainer
+  // has finished). Returns the trainers some heter-trainer counts as gone.
+  StatusOr<std::vector<uint32_t>> Heartbeat(bool finished, bool failed, const std::string& reason,
+                                            std::chrono::milliseconds timeout);
+
+  size_t size() const { return clients_.size(); }
+  // "heter-trainer 0 (10.0.0.5:8600)"
+  const std::string& name(size_t i) const { return clients_[i]->name(); }
+
+ private:
+  struct Call;  // one Train() from send to answer
+  explicit HeterClient(HeterClientOptions options);
+  Status Hello(size_t i);
+  void Send(std::shared_ptr<Call> call, size_t target);
+  void OnReply(std::shared_ptr<Call> call, size_t target, StatusOr<net::Reply> reply);
+  // The heter-trainer of a fresh micro-batch; after a failure of `failed`, the next one
+  // not in quarantine (or -1 when none).
+  size_t Route();
+  int NextLive(size_t failed);
+  bool InQuarantine(size_t i, std::chrono::steady_clock::time_point now);
+
+  const HeterClientOptions options_;
+  std::unique_ptr<net::IoThreads> io_;
+  std::vector<std::unique_ptr<net::RpcClient>> clients_;
+  std::atomic<uint64_t> next_{0};
+  std::mutex mu_;  // guards failed_until_
+  std::vector<std::chrono::steady_clock::time_point> failed_until_;
+};
+
+}  // namespace fleetps::trainer
