@@ -1,0 +1,159 @@
+// Heterogeneous training options: fleetps.heter in the job YAML, Paddle's heter-PS
+// environment on both sides (common/config/heter_config.h, trainer_config.h).
+#include "common/config/heter_config.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+namespace fleetps::config {
+namespace {
+
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+const std::string kJob = "runner: {sync_mode: heter}\nhyper_parameters: {fc_sizes: [8]}\n";
+
+TEST_CASE("fleetps.heter is parsed and checked") {
+  auto o = ParseTrainerYaml(kJob + "fleetps:\n  heter: {route: trainer_id, inflight: 3, timeout_ms: 5000, "
+                                   "failover: true, lanes: 6}\n",
+                            "job.yaml");
+  REQUIRE(o.ok());
+  CHECK(o->heter_mode());
+  CHECK(o->heter.route == HeterRoute::kTrainerId);
+  CHECK(o->heter.inflight == 3);
+  CHECK(o->heter.timeout_ms == 5000);
+  CHECK(o->heter.failover);
+  CHECK(o->heter.lanes == 6);
+
+  auto bad_route = ParseTrainerYaml(kJob + "fleetps:\n  heter: {route: random}\n", "job.yaml");
+  REQUIRE_FALSE(bad_route.ok());
+  CHECK(bad_route.status().message() ==
+        "job.yaml:4: fleetps.heter.route: unknown route 'random' (use round_robin or trainer_id)");
+  auto zero = ParseTrainerYaml(kJob + "fleetps:\n  heter:\n    inflight: 0\n", "job.yaml");
+  REQUIRE_FALSE(zero.ok());
+  CHECK_THAT(zero.status().message(), Catch::Contains("job.yaml:5: fleetps.heter.inflight: must be in [1, 64]"));
+  auto typo = ParseTrainerYaml(kJob + "fleetps:\n  heter: {in_flight: 2}\n", "job.yaml");
+  REQUIRE_FALSE(typo.ok());
+  CHECK_THAT(typo.status().message(), Catch::Contains("did you mean 'inflight'?"));
+}
+
+TEST_CASE("A cpu-trainer given heter-trainer endpoints trains in heter mode") {
+  auto o = ParseTrainerYaml("runner: {sync_mode: async}\nhyper_parameters: {fc_sizes: [8]}\n", "job.yaml");
+  REQUIRE(o.ok());
+  CHECK_FALSE(o->heter_mode());
+  REQUIRE(ApplyTrainerEnv(Env({{"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:1"},
+                               {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1:1,10.0.0.2:2"},
+                               {"PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST", "10.0.0.2:2"}}),
+                          &*o)
+              .ok());
+  CHECK(o->heter_mode());
+  REQUIRE(o->heter_trainers.size() == 1);  // the next stage, when given, over all heter-trainers
+  CHECK(o->heter_trainers[0].ToString() == "10.0.0.2:2");
+  CHECK(ValidateTrainerOptions(*o).ok());
+
+  auto all_only = ParseTrainerYaml(kJob, "job.yaml");
+  REQUIRE(ApplyTrainerEnv(Env({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1:1,10.0.0.2:2"}}), &*all_only).ok());
+  CHECK(all_only->heter_trainers.size() == 2);
+
+  auto bad = ParseTrainerYaml(kJob, "job.yaml");
+  Status st = ApplyTrainerEnv(Env({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1"}}), &*bad);
+  CHECK_THAT(st.message(), Catch::Contains("PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST"));
+}
+
+TEST_CASE("Heter mode without heter-trainers or without pservers is refused") {
+  auto o = ParseTrainerYaml(kJob, "job.yaml");
+  REQUIRE(o.ok());
+  o->pservers = {{"127.0.0.1", 1}};
+  CHECK_THAT(ValidateTrainerOptions(*o).message(), Catch::Contains("PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST"));
+  o->heter_trainers = {{"127.0.0.1", 2}};
+  CHECK(ValidateTrainerOptions(*o).ok());
+  o->pservers.clear();
+  CHECK_THAT(ValidateTrainerOptions(*o).message(), Catch::Contains("needs pservers"));
+}
+
+std::map<std::string, std::string> HeterEnv() {
+  return {{"TRAINING_ROLE", "HETER_TRAINER"},
+          {"POD_IP", "127.0.0.1"},
+          {"PADDLE_PORT", "8601"},
+          {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "127.0.0.1:8600,127.0.0.1:8601"},
+          {"PADDLE_PREVIOUS_HETER_TRAINER_IP_PORT_LIST", "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002"},
+          {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:8500"},
+          {"PADDLE_TRAINERS_NUM", "3"},
+          {"STAGE_ID", "2"},
+          {"STAGE_NUM", "2"},
+          {"PADDLE_STAGE_TRAINERS_NUM", "[3, 2]"},
+          {"HETER_DEVICE_TYPE", "cpu"},
+          {"FLAGS_selected_gpus", "1,0"}};
+}
+
+HeterTrainerOptions Base() {
+  HeterTrainerOptions o;
+  auto job = ParseTrainerYaml(kJob, "job.yaml");
+  REQUIRE(job.ok());
+  o.job = *job;
+  return o;
+}
+
+TEST_CASE("A heter-trainer reads Paddle's heter environment") {
+  HeterTrainerOptions o = Base();
+  REQUIRE(ApplyHeterTrainerEnv(Env(HeterEnv()), &o).ok());
+  CHECK(o.server.endpoints.size() == 2);
+  CHECK(o.server.index == 1);
+  CHECK(o.previous.size() == 3);
+  CHECK(o.job.pservers.size() == 1);
+  CHECK(o.job.trainers_num == 3);
+  CHECK(o.stage_trainers == std::vector<uint32_t>{3, 2});
+  CHECK(o.device == "cpu");
+  CHECK(o.gpus == std::vector<int>{1, 0});
+  CHECK(ValidateHeterTrainerOptions(o).ok());
+}
+
+TEST_CASE("A heter environment that does not fit is refused with the variable named") {
+  auto error = [](std::map<std::string, std::string> changes) {
+    HeterTrainerOptions o = Base();
+    auto env = HeterEnv();
+    for (auto& [k, v] : changes) {
+      if (v.empty()) {
+        env.erase(k);
+      } else {
+        env[k] = v;
+      }
+    }
+    Status st = ApplyHeterTrainerEnv(Env(env), &o);
+    if (st.ok()) st = ValidateHeterTrainerOptions(o);
+    REQUIRE_FALSE(st.ok());
+    return st.message();
+  };
+  CHECK_THAT(error({{"TRAINING_ROLE", "TRAINER"}}), Catch::Contains("expected HETER_TRAINER"));
+  CHECK_THAT(error({{"PADDLE_PORT", "9999"}}), Catch::Contains("is not in PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST"));
+  CHECK_THAT(error({{"STAGE_NUM", "3"}, {"PADDLE_STAGE_TRAINERS_NUM", "[3, 2, 1]"}}),
+             Catch::Contains("STAGE_NUM=3: fleetps runs two stages"));
+  CHECK_THAT(error({{"STAGE_ID", "1"}}), Catch::Contains("a heter-trainer is stage 2"));
+  CHECK_THAT(error({{"PADDLE_STAGE_TRAINERS_NUM", "[2, 2]"}}),
+             Catch::Contains("PADDLE_STAGE_TRAINERS_NUM[0]=2 but PADDLE_TRAINERS_NUM=3"));
+  CHECK_THAT(error({{"PADDLE_STAGE_TRAINERS_NUM", "[3, 1]"}}), Catch::Contains("names 2 heter-trainers"));
+  CHECK_THAT(error({{"PADDLE_STAGE_TRAINERS_NUM", "three"}}), Catch::Contains("not a list of non-negative integers"));
+  CHECK_THAT(error({{"HETER_DEVICE_TYPE", "tpu"}}), Catch::Contains("HETER_DEVICE_TYPE='tpu': use gpu or cpu"));
+  CHECK_THAT(error({{"PADDLE_PSERVERS_IP_PORT_LIST", ""}}), Catch::Contains("needs the pservers"));
+  CHECK_THAT(error({{"PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST", "127.0.0.1:9"}}), Catch::Contains("last one"));
+  CHECK_THAT(error({{"PADDLE_PORT", ""}}), Catch::Contains("set both POD_IP and PADDLE_PORT"));
+}
+
+TEST_CASE("ParseUintList takes Paddle's list spellings") {
+  CHECK(*ParseUintList("[2, 1]", "x") == std::vector<uint32_t>{2, 1});
+  CHECK(*ParseUintList("2,1", "x") == std::vector<uint32_t>{2, 1});
+  CHECK(*ParseUintList("7", "x") == std::vector<uint32_t>{7});
+  CHECK(ParseUintList("", "x")->empty());
+  CHECK_FALSE(ParseUintList("2;1", "x").ok());
+  CHECK_FALSE(ParseUintList("12345678901", "x").ok());
+}
+
+}  // namespace
+}  // namespace fleetps::config
