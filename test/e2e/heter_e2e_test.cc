@@ -1,0 +1,167 @@
+// Heterogeneous training with the real binaries on loopback: 2 pservers, 1 heter-trainer
+// (CPU device) and 2 cpu-trainers, launched with Paddle's heter-PS environment.
+//  - the job trains (with server.auth: required, so the heter-trainer's own server and
+//    its pserver client authenticate too), evaluates, saves, and every process exits 0 by
+//    itself: the heter-trainer once both cpu-trainers said they finished;
+//  - kill -9 of the heter-trainer mid-job: the cpu-trainers fail within 30 s with an
+//    error naming its endpoint, and the pservers end — no process hangs.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "test/support/process.h"
+
+namespace fleetps {
+namespace {
+
+using testing::ChildProcess;
+using namespace std::chrono_literals;
+
+struct HeterJob {
+  std::string dir = testing::MakeTempDir("heter_e2e");
+  std::vector<uint16_t> ports = testing::FreePorts(3);
+  std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+  std::string heter = "127.0.0.1:" + std::to_string(ports[2]);
+  std::unique_ptr<ChildProcess> servers[2], trainers[2], heter_trainer;
+
+  HeterJob(uint32_t rows, uint32_t epochs) {
+    ChildProcess gen;
+    REQUIRE(gen.Start({testing::BinaryPath("tools/datagen/fleetps-datagen"), "--out-dir", dir + "/data", "--rows",
+                       std::to_string(rows), "--train-files", "2", "--seed", "11"},
+                      {}, dir + "/datagen.log"));
+    REQUIRE(gen.Wait(60s) == 0);
+    const std::string secret = dir + "/secret";
+    testing::WriteFile(secret, "heterogeneous cluster secret 0123\n");
+    ::chmod(secret.c_str(), 0600);
+    testing::WriteFile(dir + "/job.yaml", R"(
+runner:
+  train_data_dir: "data/train"
+  test_data_dir: "data/test"
+  train_batch_size: 256
+  infer_batch_size: 1024
+  thread_num: 1
+  epochs: )" + std::to_string(epochs) + R"(
+  print_interval: 50
+  sync_mode: heter
+  model_save_path: "model"
+hyper_parameters:
+  model_type: ctr_dnn
+  optimizer: {class: Adam, learning_rate: 0.002}
+  sparse_inputs_slots: 27
+  sparse_feature_dim: 8
+  dense_input_dim: 13
+  fc_sizes: [64, 32]
+fleetps:
+  sparse_table: {shards: 4}
+  heter: {inflight: 2, lanes: 2, timeout_ms: 10000}
+  server:
+    io_threads: 1
+    shard_threads: 1
+    trainer_lease_s: 5
+    auth: required
+    auth_secret_file: )" + secret + "\n");
+  }
+
+  std::map<std::string, std::string> Env(const std::string& role) const {
+    return {{"TRAINING_ROLE", role},
+            {"PADDLE_PSERVERS_IP_PORT_LIST", pservers},
+            {"PADDLE_TRAINERS_NUM", "2"},
+            {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", heter},
+            {"STAGE_NUM", "2"},
+            {"PADDLE_STAGE_TRAINERS_NUM", "[2, 1]"}};
+  }
+  void Start() {
+    for (int i = 0; i < 2; ++i) {
+      auto env = Env("PSERVER");
+      env["POD_IP"] = "127.0.0.1";
+      env["PADDLE_PORT"] = std::to_string(ports[i]);
+      servers[i] = std::make_unique<ChildProcess>();
+      REQUIRE(servers[i]->Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"}, env,
+                                dir + "/pserver" + std::to_string(i) + ".log"));
+    }
+    auto env = Env("HETER_TRAINER");
+    env["POD_IP"] = "127.0.0.1";
+    env["PADDLE_PORT"] = std::to_string(ports[2]);
+    env["STAGE_ID"] = "2";
+    env["HETER_DEVICE_TYPE"] = "cpu";
+    heter_trainer = std::make_unique<ChildProcess>();
+    REQUIRE(heter_trainer->Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"},
+                                 env, dir + "/heter.log"));
+    for (uint16_t p : ports) REQUIRE(testing::WaitForPort(p, 60s));
+    for (int i = 0; i < 2; ++i) {
+      auto tenv = Env("TRAINER");
+      tenv["PADDLE_TRAINER_ID"] = std::to_string(i);
+      tenv["STAGE_ID"] = "1";
+      trainers[i] = std::make_unique<ChildProcess>();
+      REQUIRE(trainers[i]->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml",
+                                  "--report", dir + "/trainer" + std::to_string(i) + ".json",
+                                  "--heartbeat-interval-ms", "500"},
+                                 tenv, dir + "/trainer" + std::to_string(i) + ".log"));
+    }
+  }
+  std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
+  std::string AllLogs() const {
+    return "trainer0:\n" + Log("trainer0") + "\ntrainer1:\n" + Log("trainer1") + "\nheter:\n" + Log("heter") +
+           "\npserver0:\n" + Log("pserver0");
+  }
+};
+
+double TestAuc(const std::string& report) {
+  const std::string text = testing::ReadFile(report);
+  const size_t test = text.find("\"test\": {");
+  REQUIRE(test != std::string::npos);
+  return std::stod(text.substr(text.find("\"auc\": ", test) + 7));
+}
+
+TEST_CASE("Heter job: cpu-trainers + a CPU heter-trainer train, evaluate, save and all exit 0", "[e2e]") {
+  HeterJob job(40000, 1);
+  job.Start();
+  for (int i = 0; i < 2; ++i) {
+    const int rc = job.trainers[i]->Wait(240s);
+    INFO(job.AllLogs());
+    REQUIRE(rc == 0);
+  }
+  const int heter_rc = job.heter_trainer->Wait(30s);
+  INFO(job.AllLogs());
+  CHECK(heter_rc == 0);
+  for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
+  const std::string heter_log = job.Log("heter");
+  CHECK_THAT(heter_log, Catch::Contains("every cpu-trainer has ended"));
+  CHECK_THAT(heter_log, !Catch::Contains(" 0 micro-batches trained"));
+  CHECK_THAT(job.Log("trainer0"), Catch::Contains("heter training") && Catch::Contains("saved the model"));
+  CHECK(TestAuc(job.dir + "/trainer0.json") > 0.6);
+}
+
+TEST_CASE("kill -9 of the heter-trainer: the cpu-trainers fail naming it within 30 s, nothing hangs", "[e2e]") {
+  HeterJob job(200000, 2);
+  job.Start();
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (job.Log("trainer0").find("epoch 1 step") == std::string::npos) {
+    INFO(job.AllLogs());
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(20ms);
+  }
+  job.heter_trainer->Signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  for (int i = 0; i < 2; ++i) {
+    const int rc = job.trainers[i]->Wait(60s);
+    const std::string log = job.Log("trainer" + std::to_string(i));
+    INFO(log);
+    CHECK(rc == 1);
+    CHECK_THAT(log, Catch::Contains("heter-trainer 0 (" + job.heter + ")"));
+  }
+  CHECK(std::chrono::steady_clock::now() - killed < 30s);
+  for (int i = 0; i < 2; ++i) {
+    const int rc = job.servers[i]->Wait(30s);
+    INFO(job.Log("pserver" + std::to_string(i)));
+    CHECK(rc == 1);  // every trainer ended, failed
+  }
+}
+
+}  // namespace
+}  // namespace fleetps
