@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Accuracy of distributed training against local training on the same generated data:
-# test AUC of local (1 process), async, sync and GEO (2 pservers + 2 trainers each),
-# next to the generator's Bayes-optimal AUC. Prints a markdown table.
+# test AUC of local (1 process), async, sync and GEO (2 pservers + 2 trainers each) and
+# heter (2 pservers + 2 cpu-trainers + 1 heter-trainer, scripts/run_heter.sh; the heter
+# device is HETER_DEVICE_TYPE's), next to the generator's Bayes-optimal AUC. Prints a
+# markdown table.
 #   bench/accuracy/run.sh [rows (default 500000)] [modes (default "local async sync geo")] [epochs]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +28,13 @@ for mode in $MODES; do
   if [ "$mode" = local ]; then
     "$BUILD/trainer/cpu-trainer" --config "$CONFIG" --train-data "$DATA/train" --test-data "$DATA/test" \
       --log-level warn --report "$OUT/$mode.json" "${epoch_flags[@]}" || echo "{\"failed\": true}" >"$OUT/$mode.json"
+  elif [ "$mode" = heter ]; then
+    if FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
+        FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 scripts/run_heter.sh >"$OUT/$mode.log" 2>&1; then
+      cp "$OUT/$mode/trainer0.json" "$OUT/$mode.json"
+    else
+      echo "{\"failed\": true}" >"$OUT/$mode.json"
+    fi
   else
     if FLEETPS_SYNC_MODE=$mode FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
         FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 scripts/run_local.sh >"$OUT/$mode.log" 2>&1; then
@@ -55,6 +64,6 @@ for m in modes:
         continue
     t = r["test"]
     diff = t["auc"] - local["auc"] if local else float("nan")
-    procs = "1 trainer" if m == "local" else "2 pservers + 2 trainers"
+    procs = {"local": "1 trainer", "heter": "2 pservers + 2 trainers + 1 heter"}.get(m, "2 pservers + 2 trainers")
     print(f"| {m} | {procs} | {t['auc']:.4f} | {diff:+.4f} | {t['loss']:.4f} | {r['epochs'][-1]['auc']:.4f} | {secs:.0f} |")
 PY
