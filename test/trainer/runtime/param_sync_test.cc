@@ -168,3 +168,47 @@ TEST_CASE("No update is lost while workers train through exchanges and backgroun
 }
 
 }  // namespace fleetps::trainer
+
+namespace fleetps::trainer {
+namespace {
+
+TEST_CASE("Heter mode splits the async communicator: cpu-trainers send sparse only, heter-trainers dense only") {
+  Cluster c;
+  auto cpu_side = c.Options(config::SyncMode::kHeter, 0, 1);
+  cpu_side.heter_trainers = {{"127.0.0.1", 1}};
+  auto made = MakeParamSync(cpu_side, *c.client, 1);
+  REQUIRE(made.ok());
+  ParamSync& sparse_only = **made;
+  REQUIRE(sparse_only.Push(0, StepGrads{std::vector<uint64_t>{7}, std::vector<float>{1, 2}, {}, {}, {}}).ok());
+  REQUIRE(sparse_only.Flush().ok());
+  CHECK(c.Row(7) == std::vector<float>{-1, -2});
+  CHECK(c.Dense() == std::vector<float>{0, 0, 0});
+
+  auto heter_side = c.Options(config::SyncMode::kHeter, 0, 1);
+  auto dense_only = MakeHeterDenseSync(heter_side, *c.client);
+  auto before = dense_only->DenseSnapshot(0);
+  REQUIRE(before.ok());
+  auto again = dense_only->DenseSnapshot(0);
+  CHECK(again->get() == before->get());  // the same snapshot until a refresh
+  // Two steps merged into one send: their average, applied once (SGD lr 1).
+  REQUIRE(dense_only->Push(0, StepGrads{{}, {}, {}, {}, std::vector<float>{2, 0, 4}}).ok());
+  REQUIRE(dense_only->Push(1, StepGrads{{}, {}, {}, {}, std::vector<float>{0, 2, 0}}).ok());
+  CHECK(dense_only->Push(0, StepGrads{{}, {}, {}, {}, std::vector<float>{1}}).IsInvalidArgument());
+  REQUIRE(dense_only->Flush().ok());
+  const auto dense = c.Dense();
+  // Either one window of both steps, or two windows of one step each.
+  const bool one_window = dense == std::vector<float>{-1, -1, -2};
+  const bool two_windows = dense == std::vector<float>{-2, -2, -4};
+  CHECK((one_window || two_windows));
+  auto after = dense_only->DenseSnapshot(0);
+  REQUIRE(after.ok());
+  CHECK(after->get() != before->get());  // Flush refreshed it
+  CHECK(**after == dense);
+  CHECK(c.Row(7) == std::vector<float>{-1, -2});  // the dense side sent no sparse rows
+  // Nothing new since the last flush: returns at once, without a pull.
+  REQUIRE(dense_only->Flush().ok());
+  CHECK(dense_only->DenseSnapshot(0)->get() == after->get());
+}
+
+}  // namespace
+}  // namespace fleetps::trainer
