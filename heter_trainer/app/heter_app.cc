@@ -169,12 +169,13 @@ void HeterApp::Shutdown() {
   }
   if (rpc_) rpc_->Stop();
   if (io_) io_->Stop();
+  const bool started = rpc_ != nullptr;
   const uint64_t steps = service_ ? service_->steps() : 0;
   rpc_.reset();
   service_.reset();
   dense_.reset();
   client_.reset();
-  spdlog::info("heter-trainer {}: {} micro-batches trained; stopped", options_.server.index, steps);
+  if (started) spdlog::info("heter-trainer {}: {} micro-batches trained; stopped", options_.server.index, steps);
 }
 
 }  // namespace fleetps::heter

@@ -4,12 +4,15 @@
 //    its pserver client authenticate too), evaluates, saves, and every process exits 0 by
 //    itself: the heter-trainer once both cpu-trainers said they finished;
 //  - kill -9 of the heter-trainer mid-job: the cpu-trainers fail within 30 s with an
-//    error naming its endpoint, and the pservers end — no process hangs.
+//    error naming its endpoint, and the pservers end — no process hangs;
+//  - HETER_DEVICE_TYPE=gpu where no GPU is visible exits non-zero, saying how to run on
+//    the CPU (skipped on a machine with a GPU).
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <thread>
@@ -161,6 +164,24 @@ TEST_CASE("kill -9 of the heter-trainer: the cpu-trainers fail naming it within 
     INFO(job.Log("pserver" + std::to_string(i)));
     CHECK(rc == 1);  // every trainer ended, failed
   }
+}
+
+TEST_CASE("HETER_DEVICE_TYPE=gpu without a visible GPU exits non-zero and says how to run on the CPU", "[e2e]") {
+  if (::system("nvidia-smi -L >/dev/null 2>&1") == 0) {
+    WARN("skipped: a GPU is visible here");
+    return;
+  }
+  HeterJob job(1000, 1);
+  auto env = job.Env("HETER_TRAINER");
+  env["POD_IP"] = "127.0.0.1";
+  env["PADDLE_PORT"] = std::to_string(job.ports[2]);
+  env["STAGE_ID"] = "2";
+  env["HETER_DEVICE_TYPE"] = "gpu";
+  ChildProcess heter;
+  REQUIRE(heter.Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", job.dir + "/job.yaml"}, env,
+                      job.dir + "/heter.log"));
+  CHECK(heter.Wait(30s) == 2);
+  CHECK_THAT(job.Log("heter"), Catch::Contains("HETER_DEVICE_TYPE=cpu"));
 }
 
 }  // namespace
