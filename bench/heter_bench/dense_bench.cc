@@ -1,4 +1,4 @@
-#include "bench/heter_bench_dense.h"
+#include "bench/heter_bench/dense_bench.h"
 
 #include <chrono>
 #include <cstdio>
