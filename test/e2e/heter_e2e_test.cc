@@ -5,6 +5,7 @@
 //    itself: the heter-trainer once both cpu-trainers said they finished;
 //  - kill -9 of the heter-trainer mid-job: the cpu-trainers fail within 30 s with an
 //    error naming its endpoint, and the pservers end — no process hangs;
+//  - a frozen heter-trainer (SIGSTOP): the same, through the micro-batch deadline;
 //  - HETER_DEVICE_TYPE=gpu where no GPU is visible exits non-zero, saying how to run on
 //    the CPU (skipped on a machine with a GPU).
 #include <signal.h>
@@ -140,7 +141,9 @@ TEST_CASE("Heter job: cpu-trainers + a CPU heter-trainer train, evaluate, save a
   CHECK(TestAuc(job.dir + "/trainer0.json") > 0.6);
 }
 
-TEST_CASE("kill -9 of the heter-trainer: the cpu-trainers fail naming it within 30 s, nothing hangs", "[e2e]") {
+// Stops the heter-trainer mid-job with `signo`: the cpu-trainers fail within 30 s naming
+// it, and the pservers end.
+void HeterTrainerLost(int signo) {
   HeterJob job(200000, 2);
   job.Start();
   const auto deadline = std::chrono::steady_clock::now() + 120s;
@@ -149,8 +152,8 @@ TEST_CASE("kill -9 of the heter-trainer: the cpu-trainers fail naming it within 
     REQUIRE(std::chrono::steady_clock::now() < deadline);
     std::this_thread::sleep_for(20ms);
   }
-  job.heter_trainer->Signal(SIGKILL);
-  const auto killed = std::chrono::steady_clock::now();
+  job.heter_trainer->Signal(signo);
+  const auto lost = std::chrono::steady_clock::now();
   for (int i = 0; i < 2; ++i) {
     const int rc = job.trainers[i]->Wait(60s);
     const std::string log = job.Log("trainer" + std::to_string(i));
@@ -158,12 +161,20 @@ TEST_CASE("kill -9 of the heter-trainer: the cpu-trainers fail naming it within 
     CHECK(rc == 1);
     CHECK_THAT(log, Catch::Contains("heter-trainer 0 (" + job.heter + ")"));
   }
-  CHECK(std::chrono::steady_clock::now() - killed < 30s);
+  CHECK(std::chrono::steady_clock::now() - lost < 30s);
   for (int i = 0; i < 2; ++i) {
     const int rc = job.servers[i]->Wait(30s);
     INFO(job.Log("pserver" + std::to_string(i)));
     CHECK(rc == 1);  // every trainer ended, failed
   }
+}
+
+TEST_CASE("kill -9 of the heter-trainer: the cpu-trainers fail naming it within 30 s, nothing hangs", "[e2e]") {
+  HeterTrainerLost(SIGKILL);
+}
+
+TEST_CASE("A frozen heter-trainer (SIGSTOP): the cpu-trainers fail naming it within 30 s", "[e2e]") {
+  HeterTrainerLost(SIGSTOP);  // the stopped process is killed when the test ends
 }
 
 TEST_CASE("HETER_DEVICE_TYPE=gpu without a visible GPU exits non-zero and says how to run on the CPU", "[e2e]") {
