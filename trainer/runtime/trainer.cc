@@ -2,9 +2,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -209,7 +209,6 @@ Trainer::Trainer(config::TrainerOptions options, PsClient& client, HeterClient* 
       client_(client),
       heter_(options_.heter_mode() ? heter : nullptr),
       impl_(std::make_unique<Impl>(options_, client_, heter_)) {
-
   // One BLAS thread per worker, unless the user chose otherwise: Hogwild workers already use
   // the cores, and a GEMM split over threads rounds differently, so a saved model would not
   // reproduce the trainer's predictions exactly in infer mode (one worker) otherwise.
