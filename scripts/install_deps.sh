@@ -13,6 +13,7 @@ PACKAGES=(
   catch2
   libyaml-cpp-dev
   libssl-dev
+  libgloo-dev
   libopenblas-dev
   iperf3
   procps

@@ -1,0 +1,139 @@
+// The Gloo communicator with every rank a thread of this process, over loopback TCP and
+// the RPC rendezvous: broadcast makes differently initialized ranks identical, allreduce
+// leaves every rank bitwise the same sum (checked against a double-precision reference),
+// and a rank that never comes fails the others within the timeout instead of hanging.
+#include "trainer/collective/communicator.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "test/support/process.h"
+#include "trainer/collective/rendezvous.h"
+
+namespace fleetps::trainer::collective {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<net::Endpoint> Endpoints(int n) {
+  std::vector<net::Endpoint> eps;
+  for (uint16_t p : testing::FreePorts(n)) eps.push_back({"127.0.0.1", p});
+  return eps;
+}
+
+// Runs body(comm) on `ranks` threads, each with its own communicator.
+void OnRanks(int ranks, const std::function<void(Communicator&)>& body) {
+  const auto eps = Endpoints(ranks);
+  std::vector<std::thread> threads;
+  std::vector<Status> results(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      CollectiveOptions o;
+      o.rank = static_cast<uint32_t>(r);
+      o.endpoints = eps;
+      o.timeout = 20s;
+      auto comm = MakeGlooCommunicator(o);
+      results[r] = comm.status();
+      if (comm.ok()) body(**comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < ranks; ++r) {
+    INFO("rank " << r << ": " << results[r].ToString());
+    REQUIRE(results[r].ok());
+  }
+}
+
+TEST_CASE("Broadcast makes every rank hold the root's values") {
+  std::vector<std::vector<float>> params(3);
+  OnRanks(3, [&](Communicator& comm) {
+    auto& p = params[comm.rank()];
+    p.assign(1000, static_cast<float>(comm.rank() + 1));  // initialized differently
+    REQUIRE(comm.Broadcast(p, 1).ok());
+  });
+  for (const auto& p : params) CHECK(p == std::vector<float>(1000, 2.0f));
+}
+
+TEST_CASE("Allreduce leaves every rank bitwise the same sum") {
+  const size_t n = 300001;  // several ring segments, not a multiple of the rank count
+  std::vector<std::vector<float>> data(3);
+  std::vector<std::vector<double>> counts(3);
+  for (int r = 0; r < 3; ++r) {
+    std::mt19937 rng(r + 1);
+    std::uniform_real_distribution<float> u(-1, 1);
+    data[r].resize(n);
+    for (float& v : data[r]) v = u(rng);
+    counts[r] = {double(r), 1e15, 0.5};
+  }
+  std::vector<double> want(n, 0.0);
+  for (int r = 0; r < 3; ++r) {
+    for (size_t i = 0; i < n; ++i) want[i] += data[r][i];
+  }
+  OnRanks(3, [&](Communicator& comm) {
+    REQUIRE(comm.AllreduceSum(data[comm.rank()]).ok());
+    REQUIRE(comm.AllreduceSum(counts[comm.rank()]).ok());
+    CHECK(comm.backend() == "gloo");
+    CHECK(comm.size() == 3);
+  });
+  CHECK(data[0] == data[1]);  // bitwise: operator== on floats
+  CHECK(data[0] == data[2]);
+  double max_err = 0;
+  for (size_t i = 0; i < n; ++i) max_err = std::max(max_err, std::abs(data[0][i] - want[i]));
+  CHECK(max_err < 1e-5);
+  for (const auto& c : counts) CHECK(c == std::vector<double>{3, 3e15, 1.5});
+}
+
+TEST_CASE("AllreduceMean divides by the world size; one rank is a no-op") {
+  std::vector<std::vector<float>> data = {{2, 4}, {4, 8}};
+  OnRanks(2, [&](Communicator& comm) { REQUIRE(AllreduceMean(comm, data[comm.rank()]).ok()); });
+  CHECK(data[0] == std::vector<float>{3, 6});
+  CHECK(data[1] == std::vector<float>{3, 6});
+  std::vector<float> single = {1, 2};
+  OnRanks(1, [&](Communicator& comm) {
+    REQUIRE(AllreduceMean(comm, single).ok());
+    REQUIRE(comm.Barrier().ok());
+  });
+  CHECK(single == std::vector<float>{1, 2});
+}
+
+TEST_CASE("A rank that never comes fails the others within the timeout, naming what is missing") {
+  const auto eps = Endpoints(3);
+  std::vector<Status> results(2);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {  // rank 2 never starts
+    threads.emplace_back([&, r] {
+      CollectiveOptions o;
+      o.rank = static_cast<uint32_t>(r);
+      o.endpoints = eps;
+      o.timeout = 1500ms;
+      results[r] = MakeGlooCommunicator(o).status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& st : results) {
+    REQUIRE_FALSE(st.ok());
+    CHECK_THAT(st.message(), Catch::Contains("rank 2 (" + eps[2].ToString() + ") did not join within 1500 ms"));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 15s);
+}
+
+TEST_CASE("The rendezvous refuses oversized keys and values") {
+  auto server = RendezvousServer::Start("127.0.0.1", 0, nullptr);
+  REQUIRE(server.ok());
+  auto client = RendezvousClient::Connect({"127.0.0.1", (*server)->port()}, 5s, nullptr);
+  REQUIRE(client.ok());
+  const std::vector<uint8_t> small = {1, 2, 3};
+  REQUIRE((*client)->Set("k", small).ok());
+  CHECK(*(*client)->Get("k", 1s) == small);
+  CHECK((*client)->Get("missing", 100ms).status().IsTimedOut());
+  CHECK((*client)->Set(std::string(2000, 'x'), small).IsInvalidArgument());
+  CHECK((*client)->Set("big", std::vector<uint8_t>((1u << 20) + 1)).IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace fleetps::trainer::collective

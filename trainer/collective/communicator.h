@@ -1,0 +1,60 @@
+#pragma once
+// Communicator: the collective operations of data-parallel training among the ranks of
+// PADDLE_TRAINER_ENDPOINTS — broadcast from a root, allreduce (sum) in place, barrier.
+// One interface, one implementation per backend: Gloo over TCP (CPUs; this file's
+// MakeGlooCommunicator), NCCL on GPUs. Every rank ends an allreduce with bitwise the same
+// values (the ring algorithm reduces each element once and passes the result around).
+//
+// Set-up: rank 0 serves the rendezvous (rendezvous.h) on its endpoint; every rank
+// publishes its transport addresses there and connects to every other rank. Every
+// operation is bounded by options.timeout: a rank that died or never came fails the
+// others with an error naming the operation, never a hang.
+// Thread-safety: one thread at a time calls the operations (they are issued in the same
+// order on every rank).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/net/auth.h"
+#include "common/net/endpoint.h"
+#include "common/status.h"
+
+namespace fleetps::trainer::collective {
+
+struct CollectiveOptions {
+  uint32_t rank = 0;                      // PADDLE_TRAINER_ID
+  std::vector<net::Endpoint> endpoints;   // PADDLE_TRAINER_ENDPOINTS, one per rank, in rank order
+  // Keys of this job in the rendezvous (several communicators of one job use distinct ones).
+  std::string prefix = "fleetps";
+  std::chrono::milliseconds timeout{300000};  // set-up, and each operation
+  std::shared_ptr<const net::AuthKey> auth_key;  // the cluster's secret, when it has one
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual uint32_t rank() const = 0;
+  virtual uint32_t size() const = 0;
+  virtual std::string backend() const = 0;  // "gloo" | "nccl"
+
+  // Every rank's `data` becomes root's.
+  virtual Status Broadcast(std::span<float> data, uint32_t root) = 0;
+  // data = the element-wise sum of every rank's data (in place, the same on every rank).
+  virtual Status AllreduceSum(std::span<float> data) = 0;
+  virtual Status AllreduceSum(std::span<double> data) = 0;
+  virtual Status Barrier() = 0;
+};
+
+// The Gloo (TCP) communicator of options.rank among options.endpoints.size() ranks. Its
+// transport listens on the rank's endpoint host (ports of the system's choosing); rank 0's
+// endpoint port serves the rendezvous.
+StatusOr<std::unique_ptr<Communicator>> MakeGlooCommunicator(const CollectiveOptions& options);
+
+// data /= size after a sum: the mean every rank applies.
+Status AllreduceMean(Communicator& comm, std::span<float> data);
+
+}  // namespace fleetps::trainer::collective
