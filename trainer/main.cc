@@ -6,6 +6,8 @@
 //   cpu-trainer --config job.yaml --mode infer --model DIR       score the test data
 //   PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST=... (plus the above)    heterogeneous training: the
 //                                                                 dense part on heter-trainers
+//   PADDLE_TRAINER_ENDPOINTS=h:p,h:p PADDLE_TRAINER_ID=0 ...       collective (data-parallel)
+//                                                                 training; with pservers, the hybrid
 //
 // Precedence: flags > environment > YAML > defaults (common/config/trainer_config.h).
 // Local mode runs an in-process pserver (the same tables and service, on loopback).
@@ -21,6 +23,7 @@
 #include "common/logging.h"
 #include "server/app/app.h"
 #include "trainer/client/ps_client.h"
+#include "trainer/collective/communicator.h"
 #include "trainer/runtime/heartbeat.h"
 #include "trainer/runtime/job.h"
 
@@ -49,7 +52,8 @@ int main(int argc, char** argv) {
   cli.add_option("--trainers", trainers, "number of trainers (overrides PADDLE_TRAINERS_NUM)");
   cli.add_option("--heter-trainers", heter_trainers,
                  "heter-trainer endpoints: train in heter mode (overrides PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST)");
-  cli.add_option("--sync-mode", sync_mode, "async | sync | geo | heter (overrides runner.sync_mode)");
+  cli.add_option("--sync-mode", sync_mode,
+                 "async | sync | geo | heter | collective (overrides runner.sync_mode)");
   cli.add_option("--epochs", epochs, "epochs (overrides runner.epochs)");
   cli.add_option("--threads", threads, "worker threads (overrides runner.thread_num)");
   cli.add_option("--train-data", train_data, "training file or directory (overrides runner.train_data_dir)");
@@ -91,7 +95,7 @@ int main(int argc, char** argv) {
   if (connect_timeout_ms) rpc.connect_timeout = std::chrono::milliseconds(*connect_timeout_ms);
   if (heartbeat_interval_ms) rpc.heartbeat_interval = std::chrono::milliseconds(*heartbeat_interval_ms);
   if (!sync_mode.empty() && !config::SyncModeFromName(sync_mode, &options->sync_mode)) {
-    return Fail(Status::InvalidArgument("--sync-mode must be async, sync, geo or heter"));
+    return Fail(Status::InvalidArgument("--sync-mode must be async, sync, geo, heter or collective"));
   }
   if (!heter_trainers.empty()) {
     auto eps = net::ParseEndpointList(heter_trainers);
@@ -99,8 +103,14 @@ int main(int argc, char** argv) {
     options->heter_trainers = *eps;
     options->sync_mode = config::SyncMode::kHeter;
   }
-  // Scoring a saved model needs no heter-trainer: the forward pass runs here.
-  if (mode == "infer" && options->heter_mode()) options->sync_mode = config::SyncMode::kAsync;
+  // Scoring a saved model needs no heter-trainer or other rank: the forward pass runs here.
+  if (mode == "infer" && (options->heter_mode() || options->collective_mode())) {
+    options->sync_mode = config::SyncMode::kAsync;
+    if (options->local()) {  // a collective job's rank: score alone
+      options->trainers_num = 1;
+      options->trainer_id = 0;
+    }
+  }
   if (auto st = config::ValidateTrainerOptions(*options); !st.ok()) return Fail(st);
   if (auto st = SetUpLogging({options->log_level, "trainer:" + std::to_string(options->trainer_id)}); !st.ok()) {
     return Fail(st);
@@ -155,6 +165,18 @@ int main(int argc, char** argv) {
     if (!connected.ok()) return Fail(connected.status());
     heter = std::move(*connected);
   }
+  std::unique_ptr<trainer::collective::Communicator> comm;
+  if (mode == "train" && options->collective_mode()) {
+    trainer::collective::CollectiveOptions co;
+    co.rank = options->trainer_id;
+    co.endpoints = options->trainer_endpoints;
+    if (co.endpoints.empty()) co.endpoints = {{"127.0.0.1", 0}};  // a single rank
+    co.timeout = std::chrono::milliseconds(options->collective.timeout_ms);
+    co.auth_key = client_options.rpc.auth_key;
+    auto made = trainer::collective::MakeGlooCommunicator(co);
+    if (!made.ok()) return Fail(made.status());
+    comm = std::move(*made);
+  }
   // Distributed training keeps a lease on every pserver (and heter-trainer) and says when
   // it has ended.
   std::optional<trainer::Heartbeat> heartbeat, heter_heartbeat;
@@ -169,7 +191,7 @@ int main(int argc, char** argv) {
         },
         options->trainer_id, rpc.heartbeat_interval);
   }
-  const Status st = mode == "train" ? trainer::RunTrainJob(*options, **client, flags, heter.get())
+  const Status st = mode == "train" ? trainer::RunTrainJob(*options, **client, flags, heter.get(), comm.get())
                                     : trainer::RunInferJob(*options, **client, flags);
   if (heter_heartbeat) heter_heartbeat->Finish(st);
   if (heartbeat) heartbeat->Finish(st);
@@ -177,6 +199,7 @@ int main(int argc, char** argv) {
     if (auto stopped = trainer::StopServersAtEnd(*options, **client); !stopped.ok()) return Fail(stopped);
   }
   heter.reset();
+  comm.reset();
   client->reset();
   if (local_server) {
     local_server->Shutdown();

@@ -13,12 +13,13 @@ std::string_view SyncModeName(SyncMode mode) {
     case SyncMode::kSync: return "sync";
     case SyncMode::kGeo: return "geo";
     case SyncMode::kHeter: return "heter";
+    case SyncMode::kCollective: return "collective";
   }
   return "?";
 }
 
 bool SyncModeFromName(std::string_view name, SyncMode* mode) {
-  for (SyncMode m : {SyncMode::kAsync, SyncMode::kSync, SyncMode::kGeo, SyncMode::kHeter}) {
+  for (SyncMode m : {SyncMode::kAsync, SyncMode::kSync, SyncMode::kGeo, SyncMode::kHeter, SyncMode::kCollective}) {
     if (name == SyncModeName(m)) {
       *mode = m;
       return true;
@@ -149,6 +150,31 @@ Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* 
   return Status::OK();
 }
 
+// fleetps.collective: data-parallel training.
+Status ParseCollective(const YAML::Node& node, const YamlContext& ctx, DataParallelOptions* c) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map");
+  RETURN_IF_ERROR(
+      RejectUnknownKeys(node, {"fuse_grad_size_in_MB", "lr_scaling", "warmup_steps", "drop_last", "timeout_ms"}, ctx));
+  RETURN_IF_ERROR(ReadUint32(node, "fuse_grad_size_in_MB", ctx, &c->fuse_grad_size_mb));
+  std::string scaling = c->lr_scaling == LrScaling::kNone ? "none" : "linear";
+  RETURN_IF_ERROR(ReadString(node, "lr_scaling", ctx, &scaling));
+  if (scaling == "linear") {
+    c->lr_scaling = LrScaling::kLinear;
+  } else if (scaling == "none") {
+    c->lr_scaling = LrScaling::kNone;
+  } else {
+    return ctx.Child("lr_scaling").Error(node["lr_scaling"], "unknown lr_scaling '" + scaling + "' (use linear or none)");
+  }
+  RETURN_IF_ERROR(ReadUint32(node, "warmup_steps", ctx, &c->warmup_steps));
+  RETURN_IF_ERROR(ReadBool(node, "drop_last", ctx, &c->drop_last));
+  RETURN_IF_ERROR(ReadUint32(node, "timeout_ms", ctx, &c->timeout_ms));
+  if (c->fuse_grad_size_mb == 0 || c->fuse_grad_size_mb > 1024) {
+    return ctx.Child("fuse_grad_size_in_MB").Error(node["fuse_grad_size_in_MB"], "must be in [1, 1024]");
+  }
+  if (c->timeout_ms < 100) return ctx.Child("timeout_ms").Error(node["timeout_ms"], "must be >= 100");
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::string& file_name) {
@@ -174,7 +200,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(ReadString(runner, "sync_mode", rctx, &mode));
     if (!SyncModeFromName(mode, &o.sync_mode)) {
       return rctx.Child("sync_mode").Error(runner["sync_mode"],
-                                           "unknown sync_mode '" + mode + "' (use async, sync, geo or heter)");
+                                           "unknown sync_mode '" + mode + "' (use async, sync, geo, heter or collective)");
     }
     RETURN_IF_ERROR(ReadUint32(runner, "geo_step", rctx, &o.geo_step));
     RETURN_IF_ERROR(ReadUint32(runner, "epochs", rctx, &o.epochs));
@@ -223,7 +249,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(RejectUnknownKeys(ext,
                                       {"sparse_table", "dense_table", "stop_servers_at_end", "barrier_timeout_ms",
                                        "dense_pull_interval", "max_merge_steps", "local_shards", "log_level",
-                                       "save_every_epoch", "server", "heter"},
+                                       "save_every_epoch", "server", "heter", "collective"},
                                       ectx));
     if (ext["sparse_table"]) {
       RETURN_IF_ERROR(ParseTableOverride(ext["sparse_table"], ectx.Child("sparse_table"), false, &o.sparse_table));
@@ -239,6 +265,9 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(ReadString(ext, "log_level", ectx, &o.log_level));
     RETURN_IF_ERROR(ReadBool(ext, "save_every_epoch", ectx, &o.save_every_epoch));
     if (ext["heter"]) RETURN_IF_ERROR(ParseHeter(ext["heter"], ectx.Child("heter"), &o.heter));
+    if (ext["collective"]) {
+      RETURN_IF_ERROR(ParseCollective(ext["collective"], ectx.Child("collective"), &o.collective));
+    }
     if (ext["server"]) {
       // The pservers' options (ParseServerYaml reads them from this file); checked here too
       // so that a trainer, local mode included, refuses a config its pservers would refuse.
@@ -305,6 +334,27 @@ Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* o) {
     o->pservers = *eps;
   }
   if (auto level = env("FLEETPS_LOG_LEVEL")) o->log_level = *level;
+  if (auto list = env("PADDLE_TRAINER_ENDPOINTS"); list && !list->empty()) {
+    auto eps = net::ParseEndpointList(*list);
+    if (!eps.ok()) return eps.status().WithContext("PADDLE_TRAINER_ENDPOINTS");
+    o->trainer_endpoints = *eps;
+    if (!env("PADDLE_TRAINERS_NUM")) o->trainers_num = static_cast<uint32_t>(eps->size());
+    if (eps->size() > 1) o->sync_mode = SyncMode::kCollective;
+    if (auto current = env("PADDLE_CURRENT_ENDPOINT"); current && !current->empty()) {
+      auto self = net::ParseEndpoint(*current);
+      if (!self.ok()) return self.status().WithContext("PADDLE_CURRENT_ENDPOINT");
+      auto it = std::find(eps->begin(), eps->end(), *self);
+      if (it == eps->end()) {
+        return Status::InvalidArgument("PADDLE_CURRENT_ENDPOINT=" + *current + " is not in PADDLE_TRAINER_ENDPOINTS");
+      }
+      if (!env("PADDLE_TRAINER_ID")) o->trainer_id = static_cast<uint32_t>(it - eps->begin());
+      if (o->trainer_id != static_cast<uint32_t>(it - eps->begin())) {
+        return Status::InvalidArgument("PADDLE_CURRENT_ENDPOINT=" + *current + " is entry " +
+                                       std::to_string(it - eps->begin()) + " of PADDLE_TRAINER_ENDPOINTS but "
+                                       "PADDLE_TRAINER_ID=" + std::to_string(o->trainer_id));
+      }
+    }
+  }
   return ApplyHeterEndpointsEnv(env, o);
 }
 
@@ -336,6 +386,25 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
     return Status::InvalidArgument(
         "heterogeneous training needs pservers (PADDLE_PSERVERS_IP_PORT_LIST): the heter-trainers push the dense "
         "gradients to them");
+  }
+  if (o.collective_mode()) {
+    // No endpoints: a single, non-distributed run (world size 1).
+    const bool single = o.trainer_endpoints.empty() && o.trainers_num == 1;
+    if (!single && o.trainer_endpoints.size() != o.trainers_num) {
+      return Status::InvalidArgument("collective training: PADDLE_TRAINER_ENDPOINTS names " +
+                                     std::to_string(o.trainer_endpoints.size()) + " ranks but PADDLE_TRAINERS_NUM=" +
+                                     std::to_string(o.trainers_num));
+    }
+    if (o.worker_threads != 1) {
+      return Status::InvalidArgument("collective training runs one worker thread per rank (runner.thread_num is " +
+                                     std::to_string(o.worker_threads) + "); start more ranks instead");
+    }
+    if (o.local() && o.model.type == ModelType::kCtrDnn) {
+      return Status::InvalidArgument(
+          "ctr_dnn in collective mode keeps its embeddings on pservers (the hybrid): set "
+          "PADDLE_PSERVERS_IP_PORT_LIST, or train an mlp");
+    }
+    return Status::OK();
   }
   if (o.local() && o.trainers_num > 1) {
     return Status::InvalidArgument("PADDLE_TRAINERS_NUM=" + std::to_string(o.trainers_num) +

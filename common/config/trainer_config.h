@@ -18,7 +18,9 @@
 // Environment (as Paddle's PaddleCloudRoleMaker reads it): TRAINING_ROLE (TRAINER when
 // set), PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ID, PADDLE_PSERVERS_IP_PORT_LIST (absent:
 // local training with in-process tables), PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST /
-// PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST (set: heterogeneous training).
+// PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST (set: heterogeneous training),
+// PADDLE_TRAINER_ENDPOINTS / PADDLE_CURRENT_ENDPOINT (several: collective training; with
+// PADDLE_PSERVERS_IP_PORT_LIST too, the hybrid: sparse on the pservers, dense by allreduce).
 
 #include <cstdint>
 #include <string>
@@ -38,9 +40,10 @@ enum class SyncMode : uint8_t {
   kSync = 1,   // all workers meet every step; dense gradients averaged before the update
   kGeo = 2,    // train local copies for geo_step steps, then push parameter deltas
   kHeter = 3,  // heterogeneous: the dense part runs on heter-trainers; sparse as async
+  kCollective = 4,  // data parallel: dense replicas kept equal by allreduce; sparse (if any) as async
 };
 std::string_view SyncModeName(SyncMode mode);
-// Parses "async" | "sync" | "geo" | "heter"; false for anything else.
+// Parses "async" | "sync" | "geo" | "heter" | "collective"; false for anything else.
 bool SyncModeFromName(std::string_view name, SyncMode* mode);
 
 // How a cpu-trainer picks the heter-trainer of a micro-batch.
@@ -58,6 +61,24 @@ struct HeterOptions {
   bool failover = false;          // `failover`: re-send a micro-batch whose heter-trainer failed to
                                   //   the next live one (instead of failing the cpu-trainer)
   uint32_t lanes = 2;             // `lanes`: micro-batches a heter-trainer computes at once, [1, 64]
+};
+
+// How learning rates follow the world size of a collective job.
+enum class LrScaling : uint8_t {
+  kNone = 0,    // `none`: the configured rate as is
+  kLinear = 1,  // `linear`: rate x world size (the global batch is per-rank batch x world size)
+};
+
+// Collective (data-parallel) training: the `fleetps.collective` map of the job YAML.
+struct DataParallelOptions {
+  uint32_t fuse_grad_size_mb = 32;   // `fuse_grad_size_in_MB`: gradient bucket size, [1, 1024]
+  LrScaling lr_scaling = LrScaling::kLinear;  // `lr_scaling`: linear | none
+  uint32_t warmup_steps = 0;         // `warmup_steps`: linear warm-up of the dense rate over these steps
+  // `drop_last`: true = every rank stops when the first runs out of data (the others'
+  // remainders are dropped); false = ranks out of data keep joining each step's allreduce
+  // with no gradient until all are done (the mean is over the ranks that had data).
+  bool drop_last = false;
+  uint32_t timeout_ms = 300000;      // `timeout_ms`: set-up and each collective operation
 };
 
 struct TrainerOptions {
@@ -82,6 +103,9 @@ struct TrainerOptions {
   // The heter-trainers of the next stage: PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST, else
   // PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST. Set: heterogeneous training (sync_mode kHeter).
   std::vector<net::Endpoint> heter_trainers;
+  // Every rank of a collective job (PADDLE_TRAINER_ENDPOINTS), in rank order. More than one:
+  // collective training (sync_mode kCollective), this rank = trainer_id.
+  std::vector<net::Endpoint> trainer_endpoints;
 
   // ---- fleetps extensions ----
   TableOptions sparse_table;   // fleetps.sparse_table: id/name/shards/initializer/optimizer overrides
@@ -93,9 +117,11 @@ struct TrainerOptions {
   uint32_t local_shards = 8;              // fleetps.local_shards: shards of in-process tables
   std::string log_level = "info";         // fleetps.log_level / FLEETPS_LOG_LEVEL
   HeterOptions heter;                     // fleetps.heter
+  DataParallelOptions collective;         // fleetps.collective
 
   bool local() const { return pservers.empty(); }
   bool heter_mode() const { return sync_mode == SyncMode::kHeter; }
+  bool collective_mode() const { return sync_mode == SyncMode::kCollective; }
 };
 
 // Floats in the dense part of the model (DenseNet's flat parameter vector).

@@ -9,6 +9,12 @@
 namespace fleetps::trainer {
 namespace {
 
+// "local", "async", ..., "collective", or "hybrid" (collective with pservers).
+std::string ModeName(const config::TrainerOptions& o) {
+  if (o.collective_mode()) return o.local() ? "collective" : "hybrid";
+  return o.local() ? "local" : std::string(config::SyncModeName(o.sync_mode));
+}
+
 std::string PassJson(const PassReport& r) {
   return fmt::format(
       "{{\"epoch\": {}, \"examples\": {}, \"loss\": {:.6f}, \"auc\": {:.6f}, \"actual_ctr\": {:.6f}, "
@@ -23,7 +29,7 @@ Status WriteReport(const std::string& path, const config::TrainerOptions& o, con
   if (path.empty()) return Status::OK();
   std::ofstream out(path, std::ios::trunc);
   if (!out) return Status::IOError("cannot write report " + path);
-  out << "{\"mode\": \"" << (o.local() ? "local" : config::SyncModeName(o.sync_mode)) << "\", \"trainer_id\": "
+  out << "{\"mode\": \"" << ModeName(o) << "\", \"trainer_id\": "
       << o.trainer_id << ", \"trainers\": " << o.trainers_num << ", \"threads\": " << o.worker_threads
       << ", \"epochs\": [";
   for (size_t i = 0; i < epochs.size(); ++i) out << (i ? ", " : "") << PassJson(epochs[i]);
@@ -41,15 +47,13 @@ void LogPass(const char* what, const config::TrainerOptions& o, const PassReport
 
 // Trainer 0 saves every table (sparse rows on the servers plus the dense parameters) as
 // one checkpoint in model_save_path; the others wait for it.
-Status SaveModel(const config::TrainerOptions& o, PsClient& client) {
+Status SaveModel(const config::TrainerOptions& o, PsClient& client, Trainer& trainer) {
   if (o.trainer_id == 0) {
     ASSIGN_OR_RETURN(SaveResult saved, client.Save(o.model_save_path, kSaveCheckpoint));
     spdlog::info("trainer 0: saved the model to {} (version {}, {} sparse rows, {:.1f} MB)", o.model_save_path,
                  saved.version, saved.rows, saved.bytes / 1e6);
   }
-  return client
-      .Barrier("model-saved", o.trainer_id, o.trainers_num, std::chrono::milliseconds(o.barrier_timeout_ms))
-      .status();
+  return trainer.Barrier("model-saved");
 }
 
 }  // namespace
@@ -81,11 +85,12 @@ HeterClientOptions JobHeterClientOptions(const config::TrainerOptions& o, const 
   return h;
 }
 
-Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, HeterClient* heter) {
-  Trainer trainer(o, client, heter);
+Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, HeterClient* heter,
+                   collective::Communicator* comm) {
+  Trainer trainer(o, client, heter, comm);
   RETURN_IF_ERROR(trainer.Start());
   spdlog::info("trainer {}/{}: {} training, {} worker threads, {} epochs, model {} ({} dense parameters){}",
-               o.trainer_id, o.trainers_num, o.local() ? "local" : std::string(config::SyncModeName(o.sync_mode)),
+               o.trainer_id, o.trainers_num, ModeName(o),
                o.worker_threads, o.epochs, o.model.type == ModelType::kCtrDnn ? "ctr_dnn" : "mlp",
                o.dense_table.dim,
                o.heter_mode() ? fmt::format(", dense part on {} heter-trainer(s), {} micro-batches in flight per thread",
@@ -98,7 +103,7 @@ Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobF
     epochs.push_back(r);
     if (o.save_every_epoch && e < o.epochs && !o.model_save_path.empty()) {
       RETURN_IF_ERROR(trainer.Barrier(fmt::format("epoch-{}-saved", e)));  // every push is in
-      RETURN_IF_ERROR(SaveModel(o, client));
+      RETURN_IF_ERROR(SaveModel(o, client, trainer));
     }
   }
   std::optional<PassReport> test;
@@ -109,7 +114,7 @@ Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobF
   }
   RETURN_IF_ERROR(WriteReport(flags.report_path, o, epochs, test ? &*test : nullptr));
   RETURN_IF_ERROR(trainer.Barrier("finished"));
-  if (!o.model_save_path.empty()) RETURN_IF_ERROR(SaveModel(o, client));
+  if (!o.model_save_path.empty()) RETURN_IF_ERROR(SaveModel(o, client, trainer));
   return Status::OK();
 }
 

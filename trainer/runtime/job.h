@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "trainer/client/heter_client.h"
 #include "trainer/client/ps_client.h"
+#include "trainer/collective/communicator.h"
 
 namespace fleetps::trainer {
 
@@ -43,9 +44,10 @@ struct JobFlags {
   std::string predictions_path;  // infer/eval: "label prediction" lines ("" = none)
 };
 
-// `heter`: the heter-trainers of a heter-mode job (null otherwise).
+// `heter`: the heter-trainers of a heter-mode job, `comm`: the ranks of a collective job
+// (null otherwise).
 Status RunTrainJob(const config::TrainerOptions& options, PsClient& client, const JobFlags& flags,
-                   HeterClient* heter = nullptr);
+                   HeterClient* heter = nullptr, collective::Communicator* comm = nullptr);
 Status RunInferJob(const config::TrainerOptions& options, PsClient& client, const JobFlags& flags);
 
 }  // namespace fleetps::trainer

@@ -485,8 +485,9 @@ StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const TrainerOptions& options
   if (options.sync_mode == SyncMode::kAsync) {
     return std::unique_ptr<ParamSync>(new AsyncSync(options, client, AsyncParts::kBoth));
   }
-  if (options.sync_mode == SyncMode::kHeter) {
-    return std::unique_ptr<ParamSync>(new AsyncSync(options, client, AsyncParts::kSparseOnly));
+  if (options.sync_mode == SyncMode::kHeter) return MakeSparseAsyncSync(options, client);
+  if (options.sync_mode == SyncMode::kCollective) {
+    return Status::InvalidArgument("collective mode's ParamSync is a CollectiveSync (it needs the communicator)");
   }
   ASSIGN_OR_RETURN(auto geo, GeoSync::Create(options, client));
   return std::unique_ptr<ParamSync>(std::move(geo));
@@ -494,6 +495,10 @@ StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const TrainerOptions& options
 
 std::unique_ptr<ParamSync> MakeHeterDenseSync(const TrainerOptions& options, PsClient& client) {
   return std::unique_ptr<ParamSync>(new AsyncSync(options, client, AsyncParts::kDenseOnly));
+}
+
+std::unique_ptr<ParamSync> MakeSparseAsyncSync(const TrainerOptions& options, PsClient& client) {
+  return std::unique_ptr<ParamSync>(new AsyncSync(options, client, AsyncParts::kSparseOnly));
 }
 
 StatusOr<std::shared_ptr<const std::vector<float>>> ParamSync::DenseSnapshot(uint32_t worker) {

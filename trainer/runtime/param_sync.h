@@ -54,9 +54,9 @@ class ParamSync {
   // until the parameters are refreshed (so a device copy can be kept until it changes).
   virtual StatusOr<std::shared_ptr<const std::vector<float>>> DenseSnapshot(uint32_t worker);
   virtual Status Push(uint32_t worker, const StepGrads& grads) = 0;
-  // Sync mode: called by every worker once per step, also by workers without data
-  // (`out_of_data`); returns true when every worker of every trainer is out of data.
-  // Other modes return out_of_data.
+  // Sync and collective mode: called by every worker once per step, also by workers
+  // without data (`out_of_data`); returns true when the pass is over for every worker of
+  // every trainer. Other modes return out_of_data.
   virtual StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) { return out_of_data; }
   // Sends everything pushed before the call and waits for it (end of a pass), then
   // refreshes the dense snapshot. Pushes of other threads during the call may go along.
@@ -69,5 +69,8 @@ StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const config::TrainerOptions&
                                                   uint32_t worker_threads);
 // A heter-trainer's ParamSync: the dense table only, through the async communicator.
 std::unique_ptr<ParamSync> MakeHeterDenseSync(const config::TrainerOptions& options, PsClient& client);
+// The sparse table only, through the async communicator (heter-mode cpu-trainers, the
+// collective hybrid).
+std::unique_ptr<ParamSync> MakeSparseAsyncSync(const config::TrainerOptions& options, PsClient& client);
 
 }  // namespace fleetps::trainer

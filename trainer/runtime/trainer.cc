@@ -18,6 +18,7 @@
 #include "trainer/model/dense_net.h"
 #include "trainer/model/embedding_pool.h"
 #include "trainer/model/layers.h"
+#include "trainer/runtime/collective_sync.h"
 #include "trainer/runtime/global_shuffle.h"
 
 namespace fleetps::trainer {
@@ -58,10 +59,11 @@ struct InFlight {
 }  // namespace
 
 struct Trainer::Impl {
-  Impl(const config::TrainerOptions& o, PsClient& c, HeterClient* h)
+  Impl(const config::TrainerOptions& o, PsClient& c, HeterClient* h, collective::Communicator* m)
       : options(o),
         client(c),
         heter(h),
+        comm(m),
         net(model::DenseNet::FromOptions(o.model)),
         pool(o.model.type == ModelType::kCtrDnn ? std::make_unique<model::EmbeddingPool>(
                                                       model::EmbeddingPool::FromOptions(o.model))
@@ -70,6 +72,8 @@ struct Trainer::Impl {
   const config::TrainerOptions& options;
   PsClient& client;
   HeterClient* const heter;  // heter mode only
+  collective::Communicator* const comm;  // collective mode only
+  CollectiveSync* collective = nullptr;  // collective mode: `sync`, typed
   std::atomic<uint64_t> next_batch_id{0};
   const model::DenseNet net;
   const std::unique_ptr<model::EmbeddingPool> pool;  // null for mlp
@@ -193,6 +197,12 @@ struct Trainer::Impl {
   // Sums the AUC state of every trainer; returns the merged calculator.
   StatusOr<model::AucCalculator> GlobalAuc(const std::string& name, const model::AucCalculator& local) {
     model::AucCalculator merged;
+    if (comm != nullptr) {
+      std::vector<double> state(local.state().begin(), local.state().end());
+      RETURN_IF_ERROR(comm->AllreduceSum(state).WithContext(name + " metrics"));
+      merged.MergeState(state);
+      return merged;
+    }
     if (options.trainers_num == 1) {
       merged.Merge(local);
       return merged;
@@ -204,11 +214,12 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter)
+Trainer::Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter, collective::Communicator* comm)
     : options_(std::move(options)),
       client_(client),
       heter_(options_.heter_mode() ? heter : nullptr),
-      impl_(std::make_unique<Impl>(options_, client_, heter_)) {
+      comm_(options_.collective_mode() ? comm : nullptr),
+      impl_(std::make_unique<Impl>(options_, client_, heter_, comm_)) {
   // One BLAS thread per worker, unless the user chose otherwise: Hogwild workers already use
   // the cores, and a GEMM split over threads rounds differently, so a saved model would not
   // reproduce the trainer's predictions exactly in infer mode (one worker) otherwise.
@@ -220,6 +231,7 @@ Trainer::Trainer(config::TrainerOptions options, PsClient& client, HeterClient* 
 Trainer::~Trainer() = default;
 
 Status Trainer::Barrier(const std::string& name) {
+  if (comm_ != nullptr) return comm_->Barrier().WithContext("barrier '" + name + "'");
   return client_
       .Barrier(name, options_.trainer_id, options_.trainers_num, std::chrono::milliseconds(options_.barrier_timeout_ms))
       .status();
@@ -242,6 +254,17 @@ Status Trainer::Start() {
                                      "') has dim " + std::to_string(sparse.dim) + " but the model's embedding is " +
                                      std::to_string(impl.pool->dim()) + " wide");
     }
+  }
+  if (options_.collective_mode()) {
+    if (comm_ == nullptr) return Status::InvalidArgument("collective mode needs a communicator");
+    ASSIGN_OR_RETURN(auto collective, CollectiveSync::Create(options_, client_, *comm_));
+    // Each rank starts from its own draw; the broadcast makes them all rank 0's.
+    std::vector<float> params(impl.net.num_params());
+    impl.net.InitParams(params, options_.model.init_seed + options_.trainer_id);
+    RETURN_IF_ERROR(collective->SetInitialParams(std::move(params)));
+    impl.collective = collective.get();
+    impl.sync = std::move(collective);
+    return Barrier("start");
   }
   ASSIGN_OR_RETURN(impl.sync, MakeParamSync(options_, client_, options_.worker_threads));
   if (options_.trainer_id == 0) {
@@ -311,7 +334,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     interval_examples = 0;
     interval_start = Clock::now();
     lock.unlock();
-    if (options_.trainers_num == 1) {
+    if (options_.trainers_num == 1 || (comm_ != nullptr && options_.local())) {
       spdlog::info("{}", line);
       return;
     }
@@ -414,6 +437,10 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
                                           std::to_string(epoch)));
   RETURN_IF_ERROR(impl.sync->Flush());
   if (heter_ != nullptr) RETURN_IF_ERROR(heter_->Flush().WithContext("flushing the heter-trainers' dense gradients"));
+  if (impl.collective != nullptr) {
+    spdlog::info("trainer {} epoch {}: {} steps on {} ranks, parameter checksum {}", options_.trainer_id, epoch,
+                 impl.collective->steps(), comm_->size(), impl.collective->Checksum());
+  }
 
   PassReport report;
   report.epoch = epoch;

@@ -19,6 +19,10 @@
 // (async communicator, sparse table only). At the end of a pass the heter-trainers
 // flush their dense gradients before the pass's barrier. Evaluation runs the forward
 // pass here with the dense parameters pulled from the pservers.
+// Collective mode (with a Communicator): every rank trains a replica of the dense part
+// (CollectiveSync: initial parameters broadcast from rank 0, gradients averaged by
+// allreduce each step); barriers and the AUC sums go through the communicator, and each
+// rank logs its parameters' checksum at the end of every epoch.
 // Thread-safety: one controlling thread calls the methods.
 
 #include <cstdint>
@@ -30,6 +34,7 @@
 #include "common/status.h"
 #include "trainer/client/heter_client.h"
 #include "trainer/client/ps_client.h"
+#include "trainer/collective/communicator.h"
 #include "trainer/data/dataset.h"
 #include "trainer/runtime/param_sync.h"
 
@@ -51,8 +56,10 @@ struct PassReport {
 
 class Trainer {
  public:
-  // `client` (and `heter`, required in heter mode, else ignored) outlive the Trainer.
-  Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter = nullptr);
+  // `client` (and `heter`, required in heter mode, and `comm`, required in collective mode,
+  // else ignored) outlive the Trainer.
+  Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter = nullptr,
+          collective::Communicator* comm = nullptr);
   ~Trainer();
 
   // Initial dense parameters (trainer 0) and the start barrier.
@@ -71,7 +78,8 @@ class Trainer {
   struct Impl;
   config::TrainerOptions options_;
   PsClient& client_;
-  HeterClient* heter_;  // heter mode only
+  HeterClient* heter_;              // heter mode only
+  collective::Communicator* comm_;  // collective mode only: barriers and metric sums go through it
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,210 @@
+// CollectiveSync with every rank a thread of this process (Gloo over loopback): 2 ranks of
+// batch B follow 1 rank of batch 2B; ranks hold bitwise-equal replicas; uneven shards end
+// without deadlock with and without drop_last; learning-rate scaling and warm-up match
+// hand-computed SGD steps; different initial draws end up as rank 0's.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "common/config/trainer_config.h"
+#include "server/app/app.h"
+#include "test/support/process.h"
+#include "trainer/collective/communicator.h"
+#include "trainer/model/dense_net.h"
+#include "trainer/runtime/collective_sync.h"
+
+namespace fleetps::trainer {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A job of an mlp over 6 inputs (one hidden layer of 5, softmax2), SGD lr 0.1, and an
+// in-process pserver holding its dense table (CollectiveSync::Flush writes there).
+struct Job {
+  config::TrainerOptions options;
+  std::unique_ptr<server::App> app;
+  std::unique_ptr<PsClient> client;
+  model::DenseNet net{6, {5}, OutputKind::kSoftmax2};
+
+  explicit Job(config::LrScaling scaling = config::LrScaling::kNone, uint32_t warmup = 0, bool drop_last = false) {
+    options.model.type = ModelType::kMlp;
+    options.dense_table.id = 1;
+    options.dense_table.name = "dense";
+    options.dense_table.kind = TableKind::kDense;
+    options.dense_table.dim = net.num_params();
+    options.dense_table.shards = 1;
+    options.dense_table.optimizer.kind = OptimizerKind::kSgd;
+    options.dense_table.optimizer.learning_rate = 0.1f;
+    options.sync_mode = config::SyncMode::kCollective;
+    options.collective.lr_scaling = scaling;
+    options.collective.warmup_steps = warmup;
+    options.collective.drop_last = drop_last;
+    config::ServerOptions so;
+    so.endpoints = {{"127.0.0.1", testing::FreePorts(1)[0]}};
+    so.io_threads = 1;
+    so.shard_threads = 1;
+    so.tables = {options.dense_table};
+    app = std::make_unique<server::App>(so);
+    REQUIRE(app->Start().ok());
+    PsClientOptions po;
+    po.servers = so.endpoints;
+    auto c = PsClient::Connect(po);
+    REQUIRE(c.ok());
+    client = std::move(*c);
+  }
+  ~Job() {
+    client.reset();
+    app->Shutdown();
+  }
+};
+
+// Runs body(rank, sync) on `ranks` threads, each with its communicator and CollectiveSync
+// started from initial parameters drawn with seed 7 + rank.
+void OnRanks(Job& job, int ranks, const std::function<void(uint32_t, CollectiveSync&)>& body) {
+  std::vector<net::Endpoint> eps;
+  for (uint16_t p : testing::FreePorts(ranks)) eps.push_back({"127.0.0.1", p});
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      auto options = job.options;
+      options.trainer_id = r;
+      options.trainers_num = ranks;
+      collective::CollectiveOptions co;
+      co.rank = r;
+      co.endpoints = eps;
+      co.timeout = 20s;
+      auto comm = collective::MakeGlooCommunicator(co);
+      if (!comm.ok()) return void(errors[r] = comm.status().ToString());
+      auto sync = CollectiveSync::Create(options, *job.client, **comm);
+      if (!sync.ok()) return void(errors[r] = sync.status().ToString());
+      std::vector<float> init(job.net.num_params());
+      job.net.InitParams(init, 7 + r);
+      if (Status st = (*sync)->SetInitialParams(init); !st.ok()) return void(errors[r] = st.ToString());
+      body(r, **sync);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < ranks; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    REQUIRE(errors[r].empty());
+  }
+}
+
+struct Batches {
+  std::vector<std::vector<float>> x, y;  // per step: [rows x 6], [rows]
+  Batches(int steps, size_t rows, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (int s = 0; s < steps; ++s) {
+      x.emplace_back(rows * 6);
+      y.emplace_back(rows);
+      for (float& v : x.back()) v = u(rng);
+      for (size_t i = 0; i < rows; ++i) y.back()[i] = static_cast<float>(x.back()[i * 6] + x.back()[i * 6 + 1] > 0);
+    }
+  }
+};
+
+// One training step on rows [begin, end) of a batch; returns the loss.
+float Step(const model::DenseNet& net, CollectiveSync& sync, const Batches& b, int step, size_t begin, size_t end) {
+  std::vector<float> params, grads(net.num_params());
+  REQUIRE(sync.DenseParams(0, &params).ok());
+  model::DenseNet::Workspace ws;
+  const size_t rows = end - begin;
+  std::span<const float> x(b.x[step].data() + begin * 6, rows * 6), y(b.y[step].data() + begin, rows);
+  const float loss = net.ForwardBackward(params, x, y, rows, grads, {}, &ws);
+  REQUIRE(sync.Push(0, StepGrads{{}, {}, {}, {}, grads}).ok());
+  return loss;
+}
+
+TEST_CASE("2 ranks of batch B follow 1 rank of batch 2B, and the ranks stay bitwise equal") {
+  Job job;
+  const int steps = 20;
+  const size_t B = 16;
+  Batches batches(steps, 2 * B, 3);
+  std::vector<float> single, single_losses(steps);
+  OnRanks(job, 1, [&](uint32_t, CollectiveSync& sync) {
+    for (int s = 0; s < steps; ++s) {
+      single_losses[s] = Step(job.net, sync, batches, s, 0, 2 * B);
+      REQUIRE_FALSE(*sync.EndStep(0, false));
+    }
+    single = sync.params();
+  });
+  std::vector<std::vector<float>> replicas(2);
+  std::vector<std::vector<float>> losses(2, std::vector<float>(steps));
+  std::vector<std::string> checksums(2);
+  OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync) {
+    for (int s = 0; s < steps; ++s) {
+      losses[r][s] = Step(job.net, sync, batches, s, r * B, (r + 1) * B);
+      REQUIRE_FALSE(*sync.EndStep(0, false));
+    }
+    replicas[r] = sync.params();
+    checksums[r] = sync.Checksum();
+  });
+  CHECK(replicas[0] == replicas[1]);  // bitwise
+  CHECK(checksums[0] == checksums[1]);
+  double max_diff = 0;
+  for (size_t i = 0; i < single.size(); ++i) max_diff = std::max(max_diff, std::abs(double(single[i]) - replicas[0][i]));
+  CHECK(max_diff < 1e-5);
+  for (int s = 0; s < steps; ++s) CHECK((losses[0][s] + losses[1][s]) / 2 == Approx(single_losses[s]).epsilon(1e-4));
+  CHECK(single_losses.back() < single_losses.front());  // it learned
+}
+
+TEST_CASE("Uneven shards finish together, with and without drop_last") {
+  const bool drop_last = GENERATE(false, true);
+  Job job(config::LrScaling::kNone, 0, drop_last);
+  Batches batches(5, 8, 4);
+  const int have[2] = {5, 3};  // rank 1 runs out first
+  std::vector<uint64_t> steps(2);
+  std::vector<std::vector<float>> replicas(2);
+  OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync) {
+    for (int s = 0;; ++s) {
+      const bool has = s < have[r];
+      if (has) Step(job.net, sync, batches, s, 0, 8);
+      auto done = sync.EndStep(0, !has);
+      REQUIRE(done.ok());
+      if (*done) break;
+      REQUIRE(s < 10);
+    }
+    steps[r] = sync.steps();
+    replicas[r] = sync.params();
+  });
+  CHECK(steps[0] == (drop_last ? 3u : 5u));
+  CHECK(steps[1] == steps[0]);
+  CHECK(replicas[0] == replicas[1]);
+}
+
+TEST_CASE("Linear learning-rate scaling and warm-up give the hand-computed SGD steps") {
+  Job job(config::LrScaling::kLinear, 2);
+  std::vector<std::vector<float>> replicas(2);
+  std::vector<float> start;
+  OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync) {
+    if (r == 0) start = sync.params();
+    std::vector<float> g(job.net.num_params(), r == 0 ? 1.0f : 3.0f);  // mean 2
+    for (int s = 0; s < 3; ++s) {
+      REQUIRE(sync.Push(0, StepGrads{{}, {}, {}, {}, g}).ok());
+      REQUIRE_FALSE(*sync.EndStep(0, false));
+    }
+    replicas[r] = sync.params();
+  });
+  // lr = 0.1 x 2 ranks, warmed up over 2 steps: 0.1, 0.2, 0.2; each step w -= lr x 2.
+  for (size_t i = 0; i < start.size(); ++i) {
+    CHECK(replicas[0][i] == Approx(start[i] - (0.1f + 0.2f + 0.2f) * 2.0f).margin(1e-5));
+  }
+  CHECK(replicas[0] == replicas[1]);
+}
+
+TEST_CASE("Ranks drawing different initial parameters all start from rank 0's") {
+  Job job;
+  std::vector<std::vector<float>> replicas(3);
+  OnRanks(job, 3, [&](uint32_t r, CollectiveSync& sync) { replicas[r] = sync.params(); });
+  std::vector<float> rank0(job.net.num_params());
+  job.net.InitParams(rank0, 7);
+  for (const auto& p : replicas) CHECK(p == rank0);
+}
+
+}  // namespace
+}  // namespace fleetps::trainer
