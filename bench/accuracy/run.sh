@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Accuracy of distributed training against local training on the same generated data:
 # test AUC of local (1 process), async, sync and GEO (2 pservers + 2 trainers each) and
-# heter (2 pservers + 2 cpu-trainers + 1 heter-trainer, scripts/run_heter.sh; the heter
+# collective (the hybrid: 2 pservers + 2 ranks, dense by allreduce) and heter (2 pservers +
+# 2 cpu-trainers + 1 heter-trainer, scripts/run_heter.sh; the heter
 # device is HETER_DEVICE_TYPE's), next to the generator's Bayes-optimal AUC. Prints a
 # markdown table.
 #   bench/accuracy/run.sh [rows (default 500000)] [modes (default "local async sync geo")] [epochs]
@@ -65,5 +66,6 @@ for m in modes:
     t = r["test"]
     diff = t["auc"] - local["auc"] if local else float("nan")
     procs = {"local": "1 trainer", "heter": "2 pservers + 2 trainers + 1 heter"}.get(m, "2 pservers + 2 trainers")
+    if m == "collective": procs = "2 pservers + 2 ranks (hybrid)"
     print(f"| {m} | {procs} | {t['auc']:.4f} | {diff:+.4f} | {t['loss']:.4f} | {r['epochs'][-1]['auc']:.4f} | {secs:.0f} |")
 PY

@@ -1,0 +1,158 @@
+// Collective training with the real binaries, started by scripts/launch_collective.sh:
+//  - 2 ranks of the quick-start mlp (no pservers): every process exits 0 and both ranks log
+//    the same parameter checksum after every epoch;
+//  - a rank that fails stops the job: the launcher exits non-zero naming it, with the tail
+//    of its log, and leaves no rank running;
+//  - the hybrid (ctr_dnn: sparse on 2 pservers, dense by allreduce): trains, saves, every
+//    process exits 0, the ranks agree.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <regex>
+#include <thread>
+
+#include "test/support/process.h"
+
+namespace fleetps {
+namespace {
+
+using testing::ChildProcess;
+using namespace std::chrono_literals;
+
+std::string Launcher() { return std::string(FLEETPS_SOURCE_DIR) + "/scripts/launch_collective.sh"; }
+
+void Generate(const std::string& dir, const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {testing::BinaryPath("tools/datagen/fleetps-datagen"), "--out-dir", dir + "/data",
+                                   "--train-files", "2", "--seed", "5"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  ChildProcess gen;
+  REQUIRE(gen.Start(argv, {}, dir + "/datagen.log"));
+  REQUIRE(gen.Wait(60s) == 0);
+}
+
+// The "parameter checksum" of every epoch in a log, in order.
+std::vector<std::string> Checksums(const std::string& log) {
+  std::vector<std::string> out;
+  std::regex re("parameter checksum ([0-9a-f]{16})");
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) out.push_back((*it)[1]);
+  return out;
+}
+
+const char* kMlp = R"(
+runner:
+  data_format: multislot
+  train_data_dir: "data/train"
+  test_data_dir: "data/test"
+  train_batch_size: 64
+  infer_batch_size: 1024
+  epochs: 2
+  print_interval: 100
+hyper_parameters:
+  model_type: mlp
+  input_dim: 32
+  dense_input_dim: 32
+  sparse_inputs_slots: 2
+  fc_sizes: [32, 32]
+  output: softmax2
+  optimizer: {class: SGD, learning_rate: 0.05}
+fleetps:
+  collective: {fuse_grad_size_in_MB: 1, warmup_steps: 10}
+)";
+
+TEST_CASE("Two collective ranks of the quick-start mlp agree and exit 0", "[e2e]") {
+  const std::string dir = testing::MakeTempDir("collective_e2e");
+  Generate(dir, {"--rows", "20000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"});
+  testing::WriteFile(dir + "/mlp.yaml", kMlp);
+  ChildProcess launcher;
+  REQUIRE(launcher.Start({Launcher(), "--nproc", "2", "--log_dir", dir + "/logs",
+                          testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/mlp.yaml", "--report",
+                          dir + "/report.json"},
+                         {}, dir + "/launcher.log"));
+  const int rc = launcher.Wait(120s);
+  const std::string log0 = testing::ReadFile(dir + "/logs/workerlog.0");
+  const std::string log1 = testing::ReadFile(dir + "/logs/workerlog.1");
+  INFO("launcher:\n" << testing::ReadFile(dir + "/launcher.log") << "\nrank 1:\n" << log1);
+  REQUIRE(rc == 0);
+  CHECK_THAT(log0, Catch::Contains("trainer 0/2: collective training"));
+  const auto sums0 = Checksums(log0), sums1 = Checksums(log1);
+  CHECK(sums0.size() == 2);
+  CHECK(sums0 == sums1);
+  CHECK(sums0.front() != sums0.back());  // it trained
+  const std::string report = testing::ReadFile(dir + "/report.json");
+  const double auc = std::stod(report.substr(report.find("\"auc\": ", report.find("\"test\": {")) + 7));
+  CHECK(auc > 0.6);
+}
+
+TEST_CASE("A failing rank stops the collective job: the launcher names it and no rank is left", "[e2e]") {
+  const std::string dir = testing::MakeTempDir("collective_fail");
+  Generate(dir, {"--rows", "2000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"});
+  // Rank 1 reads a data directory that does not exist; rank 0 would wait for it forever.
+  testing::WriteFile(dir + "/run.sh", "#!/bin/sh\nif [ \"$PADDLE_TRAINER_ID\" = 1 ]; then extra=\"--train-data " +
+                                          dir + "/missing\"; fi\nexec " + testing::BinaryPath("trainer/cpu-trainer") +
+                                          " --config " + dir + "/mlp.yaml $extra\n");
+  testing::WriteFile(dir + "/mlp.yaml", kMlp);
+  ChildProcess launcher;
+  REQUIRE(launcher.Start({Launcher(), "--nproc", "2", "--log_dir", dir + "/logs", "/bin/sh", dir + "/run.sh"}, {},
+                         dir + "/launcher.log"));
+  const int rc = launcher.Wait(60s);
+  const std::string out = testing::ReadFile(dir + "/launcher.log");
+  INFO(out);
+  CHECK(rc != 0);
+  CHECK_THAT(out, Catch::Contains("rank 1 exited with code") && Catch::Contains("missing"));
+  // ("[m]lp": the pattern must not match pgrep's own shell.)
+  CHECK(::system(("pgrep -f '" + dir + "/[m]lp.yaml' >/dev/null").c_str()) != 0);  // nothing left running
+}
+
+TEST_CASE("Hybrid ctr_dnn: sparse on the pservers, dense by allreduce; trains, saves, all exit 0", "[e2e]") {
+  const std::string dir = testing::MakeTempDir("hybrid_e2e");
+  Generate(dir, {"--rows", "30000"});
+  testing::WriteFile(dir + "/job.yaml", R"(
+runner:
+  train_data_dir: "data/train"
+  test_data_dir: "data/test"
+  train_batch_size: 256
+  epochs: 1
+  print_interval: 50
+  model_save_path: "model"
+hyper_parameters:
+  model_type: ctr_dnn
+  optimizer: {class: Adam, learning_rate: 0.001}
+  sparse_inputs_slots: 27
+  sparse_feature_dim: 8
+  dense_input_dim: 13
+  fc_sizes: [64, 32]
+fleetps:
+  sparse_table: {shards: 4}
+  server: {io_threads: 1, shard_threads: 1}
+)");
+  const auto ports = testing::FreePorts(2);
+  const std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+  std::unique_ptr<ChildProcess> servers[2];
+  for (int i = 0; i < 2; ++i) {
+    servers[i] = std::make_unique<ChildProcess>();
+    REQUIRE(servers[i]->Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"},
+                              {{"TRAINING_ROLE", "PSERVER"},
+                               {"PADDLE_PSERVERS_IP_PORT_LIST", pservers},
+                               {"POD_IP", "127.0.0.1"},
+                               {"PADDLE_PORT", std::to_string(ports[i])}},
+                              dir + "/pserver" + std::to_string(i) + ".log"));
+  }
+  for (uint16_t p : ports) REQUIRE(testing::WaitForPort(p, 30s));
+  ChildProcess launcher;
+  REQUIRE(launcher.Start({Launcher(), "--nproc", "2", "--log_dir", dir + "/logs",
+                          testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml"},
+                         {{"PADDLE_PSERVERS_IP_PORT_LIST", pservers}}, dir + "/launcher.log"));
+  const int rc = launcher.Wait(180s);
+  const std::string log0 = testing::ReadFile(dir + "/logs/workerlog.0");
+  INFO(log0 << "\nrank 1:\n" << testing::ReadFile(dir + "/logs/workerlog.1"));
+  REQUIRE(rc == 0);
+  for (int i = 0; i < 2; ++i) CHECK(servers[i]->Wait(30s) == 0);
+  CHECK_THAT(log0, Catch::Contains("hybrid training") && Catch::Contains("saved the model"));
+  const auto sums = Checksums(log0);
+  CHECK(sums.size() == 1);
+  CHECK(sums == Checksums(testing::ReadFile(dir + "/logs/workerlog.1")));
+}
+
+}  // namespace
+}  // namespace fleetps
