@@ -154,7 +154,9 @@ Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* 
 Status ParseCollective(const YAML::Node& node, const YamlContext& ctx, DataParallelOptions* c) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
   RETURN_IF_ERROR(
-      RejectUnknownKeys(node, {"fuse_grad_size_in_MB", "lr_scaling", "warmup_steps", "drop_last", "timeout_ms"}, ctx));
+      RejectUnknownKeys(node, {"fuse_grad_size_in_MB", "lr_scaling", "warmup_steps", "overlap", "drop_last",
+                               "timeout_ms"},
+                        ctx));
   RETURN_IF_ERROR(ReadUint32(node, "fuse_grad_size_in_MB", ctx, &c->fuse_grad_size_mb));
   std::string scaling = c->lr_scaling == LrScaling::kNone ? "none" : "linear";
   RETURN_IF_ERROR(ReadString(node, "lr_scaling", ctx, &scaling));
@@ -166,6 +168,7 @@ Status ParseCollective(const YAML::Node& node, const YamlContext& ctx, DataParal
     return ctx.Child("lr_scaling").Error(node["lr_scaling"], "unknown lr_scaling '" + scaling + "' (use linear or none)");
   }
   RETURN_IF_ERROR(ReadUint32(node, "warmup_steps", ctx, &c->warmup_steps));
+  RETURN_IF_ERROR(ReadBool(node, "overlap", ctx, &c->overlap));
   RETURN_IF_ERROR(ReadBool(node, "drop_last", ctx, &c->drop_last));
   RETURN_IF_ERROR(ReadUint32(node, "timeout_ms", ctx, &c->timeout_ms));
   if (c->fuse_grad_size_mb == 0 || c->fuse_grad_size_mb > 1024) {

@@ -74,6 +74,7 @@ struct DataParallelOptions {
   uint32_t fuse_grad_size_mb = 32;   // `fuse_grad_size_in_MB`: gradient bucket size, [1, 1024]
   LrScaling lr_scaling = LrScaling::kLinear;  // `lr_scaling`: linear | none
   uint32_t warmup_steps = 0;         // `warmup_steps`: linear warm-up of the dense rate over these steps
+  bool overlap = true;               // `overlap`: start a bucket's allreduce during the backward pass
   // `drop_last`: true = every rank stops when the first runs out of data (the others'
   // remainders are dropped); false = ranks out of data keep joining each step's allreduce
   // with no gradient until all are done (the mean is over the ranks that had data).

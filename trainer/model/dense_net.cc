@@ -54,7 +54,8 @@ std::span<const float> DenseNet::Forward(std::span<const float> params, std::spa
 
 float DenseNet::ForwardBackward(std::span<const float> params, std::span<const float> activations,
                                 std::span<const float> labels, size_t batch, std::span<float> param_grads,
-                                std::span<float> activation_grads, Workspace* ws) const {
+                                std::span<float> activation_grads, Workspace* ws,
+                                const GradsReady& grads_ready) const {
   FLEETPS_CHECK_EQ(labels.size(), batch);
   FLEETPS_CHECK_EQ(param_grads.size(), num_params_);
   FLEETPS_CHECK(activation_grads.empty() || activation_grads.size() == batch * in_dim_)
@@ -65,14 +66,19 @@ float DenseNet::ForwardBackward(std::span<const float> params, std::span<const f
 
   for (size_t l = layers_.size(); l-- > 0;) {
     const FullyConnected& layer = layers_[l];
+    auto ready = [&] {
+      if (grads_ready) grads_ready(layer.param_offset(), layer.param_offset() + layer.num_params());
+    };
     if (l == 0) {
       layer.Backward(params, activations, ws->grad_, batch, param_grads, activation_grads);
+      ready();
       break;
     }
     // The input of layer l is the ReLU output of layer l - 1.
     const std::vector<float>& x = ws->outputs_[l - 1];
     ws->next_grad_.resize(x.size());
     layer.Backward(params, x, ws->grad_, batch, param_grads, ws->next_grad_);
+    ready();
     ReluBackward(x, ws->next_grad_);
     std::swap(ws->grad_, ws->next_grad_);
   }

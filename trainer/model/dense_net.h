@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -74,10 +75,14 @@ class DenseNet {
   // [batch], click labels in [0, 1]. Overwrites param_grads (num_params() floats) and
   // activation_grads ([batch x in_dim]; pass an empty span when the input needs no
   // gradient, which saves one matrix product). The predictions are left in
-  // ws->predictions().
+  // ws->predictions(). `grads_ready`, when set, is called after each layer's gradients are
+  // final, with their range [begin, end) in param_grads — last layer first — so that a
+  // caller can start sending them while earlier layers are still being differentiated.
+  using GradsReady = std::function<void(size_t begin, size_t end)>;
   float ForwardBackward(std::span<const float> params, std::span<const float> activations,
                         std::span<const float> labels, size_t batch, std::span<float> param_grads,
-                        std::span<float> activation_grads, Workspace* ws) const;
+                        std::span<float> activation_grads, Workspace* ws,
+                        const GradsReady& grads_ready = nullptr) const;
 
  private:
   // Runs the layers; leaves the logits in ws->outputs_.back().

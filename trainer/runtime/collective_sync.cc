@@ -1,6 +1,7 @@
 #include "trainer/runtime/collective_sync.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -17,7 +18,41 @@ StatusOr<std::unique_ptr<CollectiveSync>> CollectiveSync::Create(const config::T
 
 CollectiveSync::CollectiveSync(const config::TrainerOptions& o, PsClient& client, collective::Communicator& comm,
                                std::unique_ptr<ParamSync> sparse)
-    : o_(o), client_(client), comm_(comm), sparse_(std::move(sparse)) {}
+    : o_(o), client_(client), comm_(comm), sparse_(std::move(sparse)) {
+  comm_thread_ = std::thread([this] { CommLoop(); });
+}
+
+CollectiveSync::~CollectiveSync() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  comm_thread_.join();
+}
+
+void CollectiveSync::CommLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping
+    const size_t k = queue_.front();
+    queue_.pop_front();
+    const bool skip = !comm_error_.ok();  // after a failure the step is lost anyway
+    lock.unlock();
+    Status st;
+    if (!skip) {
+      const auto [begin, end] = buckets_[k];
+      st = comm_.AllreduceSum(std::span<float>(buffer_).subspan(begin, end - begin))
+               .WithContext("step " + std::to_string(steps_ + 1) + " gradient allreduce (bucket " +
+                            std::to_string(k) + ")");
+    }
+    lock.lock();
+    if (!st.ok() && comm_error_.ok()) comm_error_ = st;
+    ++reduced_;
+    cv_.notify_all();
+  }
+}
 
 Status CollectiveSync::SetInitialParams(std::vector<float> params) {
   if (params.size() != o_.dense_table.dim) {
@@ -26,6 +61,15 @@ Status CollectiveSync::SetInitialParams(std::vector<float> params) {
   }
   RETURN_IF_ERROR(comm_.Broadcast(params, 0).WithContext("broadcasting the initial parameters from rank 0"));
   params_ = std::move(params);
+  // Buckets of fuse_grad_size_in_MB over [had data | gradient].
+  buffer_.assign(params_.size() + 1, 0.0f);
+  buckets_.clear();
+  const size_t bucket = size_t{o_.collective.fuse_grad_size_mb} << 18;  // floats
+  for (size_t begin = 0; begin < buffer_.size(); begin += bucket) {
+    buckets_.emplace_back(begin, std::min(begin + bucket, buffer_.size()));
+  }
+  filled_.assign(buckets_.size(), 0);
+  next_bucket_ = static_cast<int>(buckets_.size()) - 1;
   ASSIGN_OR_RETURN(auto opt, optimizer::CreateOptimizer(o_.dense_table.optimizer));
   state_.assign(params_.size() * opt->element_state_size(), 0.0f);
   shared_state_.assign(opt->shared_state_size(), 0.0f);
@@ -53,6 +97,32 @@ Status CollectiveSync::DenseParams(uint32_t, std::vector<float>* params) {
   return Status::OK();
 }
 
+void CollectiveSync::Filled(size_t begin, size_t end) {
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const size_t lo = std::max(begin, buckets_[k].first), hi = std::min(end, buckets_[k].second);
+    if (lo < hi) filled_[k] += hi - lo;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  bool queued = false;
+  while (next_bucket_ >= 0) {
+    const auto [b, e] = buckets_[next_bucket_];
+    if (filled_[next_bucket_] < e - b) break;
+    queue_.push_back(static_cast<size_t>(next_bucket_--));
+    queued = true;
+  }
+  if (queued) cv_.notify_all();
+}
+
+void CollectiveSync::GradsReady(std::span<const float> grads, size_t begin, size_t end) {
+  if (!has_grads_) {  // the first range of a step with data: count this rank in
+    has_grads_ = true;
+    buffer_[0] = 1.0f;
+    Filled(0, 1);
+  }
+  std::copy(grads.begin() + begin, grads.begin() + end, buffer_.begin() + 1 + begin);
+  Filled(1 + begin, 1 + end);
+}
+
 Status CollectiveSync::Push(uint32_t worker, const StepGrads& g) {
   if (!g.keys.empty()) {
     if (sparse_ == nullptr) return Status::InvalidArgument("collective training without pservers has no sparse table");
@@ -62,8 +132,8 @@ Status CollectiveSync::Push(uint32_t worker, const StepGrads& g) {
     return Status::InvalidArgument("dense gradient has " + std::to_string(g.dense_grads.size()) +
                                    " floats, the replica " + std::to_string(params_.size()));
   }
-  grads_.assign(g.dense_grads.begin(), g.dense_grads.end());
-  has_grads_ = true;
+  // Whatever the backward hook did not hand over yet (all of it without the hook).
+  if (!has_grads_) GradsReady(g.dense_grads, 0, g.dense_grads.size());
   return Status::OK();
 }
 
@@ -77,28 +147,36 @@ float CollectiveSync::LearningRate() const {
 }
 
 StatusOr<bool> CollectiveSync::EndStep(uint32_t, bool out_of_data) {
-  // Every rank joins every step's allreduce with the same element count: a rank without
-  // data adds zeros and a 0 in the last slot, which counts the ranks that had data.
-  const size_t n = params_.size();
-  if (!has_grads_ || out_of_data) grads_.assign(n, 0.0f);
-  grads_.resize(n + 1);
-  grads_[n] = has_grads_ && !out_of_data ? 1.0f : 0.0f;
-  has_grads_ = false;
-  const size_t bucket = size_t{o_.collective.fuse_grad_size_mb} << 18;  // floats per bucket
-  for (size_t begin = 0; begin < grads_.size(); begin += bucket) {
-    const size_t count = std::min(bucket, grads_.size() - begin);
-    RETURN_IF_ERROR(comm_.AllreduceSum(std::span<float>(grads_).subspan(begin, count))
-                        .WithContext("step " + std::to_string(steps_ + 1) + " gradient allreduce"));
+  // Every rank joins every step's allreduce with the same buckets: a rank without data
+  // adds zeros and a 0 in the first slot, which counts the ranks that had data.
+  if (!has_grads_) {  // out of data this step (nothing of it handed out yet)
+    std::fill(buffer_.begin(), buffer_.end(), 0.0f);
+    Filled(0, buffer_.size());
   }
-  const float with_data = grads_[n];
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return reduced_ == buckets_.size(); });
+    comm_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    reduced_ = 0;
+    RETURN_IF_ERROR(comm_error_);
+  }
+  // Ready for the next step.
+  std::fill(filled_.begin(), filled_.end(), 0);
+  next_bucket_ = static_cast<int>(buckets_.size()) - 1;
+  has_grads_ = false;
+
+  const size_t n = params_.size();
+  const float with_data = buffer_[0];
   if (with_data == 0.0f) return true;  // every rank is out of data
   if (o_.collective.drop_last && with_data < static_cast<float>(comm_.size())) return true;
   const float scale = 1.0f / with_data;
-  for (size_t i = 0; i < n; ++i) grads_[i] *= scale;
+  float* grads = buffer_.data() + 1;
+  for (size_t i = 0; i < n; ++i) grads[i] *= scale;
   OptimizerOptions opt_options = o_.dense_table.optimizer;
   opt_options.learning_rate = LearningRate();
   ASSIGN_OR_RETURN(auto opt, optimizer::CreateOptimizer(opt_options));
-  opt->UpdateSpan(params_.data(), state_.data(), shared_state_.data(), grads_.data(), n);
+  opt->UpdateSpan(params_.data(), state_.data(), shared_state_.data(), grads, n);
   ++steps_;
   return false;  // some rank still had data: everyone joins the next step
 }

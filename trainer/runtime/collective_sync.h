@@ -5,21 +5,32 @@
 // replica, so the replicas stay bitwise equal. In the hybrid (pservers given) the sparse
 // embeddings live on the pservers and go through the async communicator, as in async mode.
 //
-//   Push(grads)            sparse part to the communicator; dense part kept for EndStep
-//   EndStep(out_of_data)   the step's allreduce, joined by every rank every step, also by a
-//                          rank without data (it adds nothing): the mean is over the ranks
-//                          that had data; with drop_last every rank stops as soon as one
-//                          is out of data. Returns true when the pass is over for all.
+//   GradsReady(range)      (optional, from DenseNet's backward hook) a layer's dense gradients
+//                          are final: every bucket they complete is handed to the
+//                          communication thread at once, so its allreduce overlaps the
+//                          backward of the earlier layers (fleetps.collective.overlap)
+//   Push(grads)            sparse part to the communicator; dense buckets not sent yet go now
+//   EndStep(out_of_data)   waits for the step's allreduce, joined by every rank every step,
+//                          also by a rank without data (it adds nothing): the mean is over
+//                          the ranks that had data; with drop_last every rank stops as soon
+//                          as one is out of data. Returns true when the pass is over for all.
+// Buckets are sent in the same order on every rank (last bucket first), as collectives
+// require. The first float of the reduced buffer counts the ranks that had data; bucket 0
+// holds it together with the first layer's gradients, the last to be ready.
 //   Flush()                sparse pushes, then the replica to the dense table of `client`
 //                          (rank 0 in the hybrid, every rank's own in-process table
 //                          otherwise), where evaluation and saving read it.
 //
 // Learning rate: the dense optimizer's rate x world size with lr_scaling linear, ramped
 // linearly over warmup_steps. Thread-safety: one worker thread (collective mode runs one
-// per rank).
+// per rank) calls the methods; a communication thread of its own runs the allreduces.
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +49,7 @@ class CollectiveSync : public ParamSync {
   // `client` and `comm` outlive the result.
   static StatusOr<std::unique_ptr<CollectiveSync>> Create(const config::TrainerOptions& options, PsClient& client,
                                                           collective::Communicator& comm);
+  ~CollectiveSync() override;
 
   // Start of training: every rank passes its own initial parameters; all end up with rank
   // 0's (broadcast), whatever they passed.
@@ -46,6 +58,11 @@ class CollectiveSync : public ParamSync {
   std::string Checksum() const;
   const std::vector<float>& params() const { return params_; }
   uint64_t steps() const { return steps_; }
+  // Seconds EndStep spent waiting for allreduces to finish (communication not hidden).
+  double comm_wait_seconds() const { return comm_wait_seconds_; }
+
+  // grads[begin, end) of this step's dense gradient are final (DenseNet's backward hook).
+  void GradsReady(std::span<const float> grads, size_t begin, size_t end);
 
   Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) override;
   Status DenseParams(uint32_t worker, std::vector<float>* params) override;
@@ -58,6 +75,10 @@ class CollectiveSync : public ParamSync {
                  std::unique_ptr<ParamSync> sparse);
   // The dense rate of step steps_ (scaling, warm-up).
   float LearningRate() const;
+  // Marks buffer_[begin, end) filled and hands every bucket now complete to the
+  // communication thread, highest bucket first.
+  void Filled(size_t begin, size_t end);
+  void CommLoop();
 
   const config::TrainerOptions& o_;
   PsClient& client_;
@@ -66,9 +87,22 @@ class CollectiveSync : public ParamSync {
   std::vector<float> params_;          // the replica
   std::vector<float> state_;           // the dense optimizer's element state
   std::vector<float> shared_state_;    // and its shared state (Adam's beta powers)
-  std::vector<float> grads_;           // the step's dense gradient + 1 float: "had data"
-  bool has_grads_ = false;
-  uint64_t steps_ = 0;                 // optimizer steps applied
+  // The step's reduce buffer: [had data (1 float) | dense gradient], in buckets.
+  std::vector<float> buffer_;
+  std::vector<std::pair<size_t, size_t>> buckets_;  // [begin, end) in buffer_, ascending
+  std::vector<size_t> filled_;                      // per bucket: floats filled this step
+  int next_bucket_ = -1;                            // highest bucket not handed out yet
+  bool has_grads_ = false;                          // this step had data
+  uint64_t steps_ = 0;                              // optimizer steps applied
+  double comm_wait_seconds_ = 0;
+
+  std::mutex mu_;  // guards the members below
+  std::condition_variable cv_;
+  std::deque<size_t> queue_;  // buckets to reduce, in order
+  size_t reduced_ = 0;        // buckets reduced this step
+  Status comm_error_;
+  bool stopping_ = false;
+  std::thread comm_thread_;
 };
 
 }  // namespace fleetps::trainer

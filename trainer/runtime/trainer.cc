@@ -130,8 +130,13 @@ struct Trainer::Impl {
     w.param_grads.resize(net.num_params());
     w.activation_grads.resize(pool ? w.activations.size() : 0);
     const auto t0 = Clock::now();
-    const float loss =
-        net.ForwardBackward(w.params, w.activations, batch.labels, b, w.param_grads, w.activation_grads, &w.ws);
+    // Collective mode: each layer's gradients go to the allreduce as soon as they are final.
+    model::DenseNet::GradsReady ready;
+    if (collective != nullptr && options.collective.overlap) {
+      ready = [&](size_t begin, size_t end) { collective->GradsReady(w.param_grads, begin, end); };
+    }
+    const float loss = net.ForwardBackward(w.params, w.activations, batch.labels, b, w.param_grads,
+                                           w.activation_grads, &w.ws, ready);
     w.dense_seconds += Seconds(t0);
     w.shows.clear();
     w.clicks.clear();
@@ -438,8 +443,9 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   RETURN_IF_ERROR(impl.sync->Flush());
   if (heter_ != nullptr) RETURN_IF_ERROR(heter_->Flush().WithContext("flushing the heter-trainers' dense gradients"));
   if (impl.collective != nullptr) {
-    spdlog::info("trainer {} epoch {}: {} steps on {} ranks, parameter checksum {}", options_.trainer_id, epoch,
-                 impl.collective->steps(), comm_->size(), impl.collective->Checksum());
+    spdlog::info("trainer {} epoch {}: {} steps on {} ranks, {:.2f} s waiting for allreduces, parameter checksum {}",
+                 options_.trainer_id, epoch, impl.collective->steps(), comm_->size(),
+                 impl.collective->comm_wait_seconds(), impl.collective->Checksum());
   }
 
   PassReport report;

@@ -27,9 +27,11 @@ struct Job {
   config::TrainerOptions options;
   std::unique_ptr<server::App> app;
   std::unique_ptr<PsClient> client;
-  model::DenseNet net{6, {5}, OutputKind::kSoftmax2};
+  model::DenseNet net;
 
-  explicit Job(config::LrScaling scaling = config::LrScaling::kNone, uint32_t warmup = 0, bool drop_last = false) {
+  explicit Job(config::LrScaling scaling = config::LrScaling::kNone, uint32_t warmup = 0, bool drop_last = false,
+               size_t in_dim = 6, uint32_t hidden = 5)
+      : net(in_dim, {hidden}, OutputKind::kSoftmax2) {
     options.model.type = ModelType::kMlp;
     options.dense_table.id = 1;
     options.dense_table.name = "dense";
@@ -95,27 +97,34 @@ void OnRanks(Job& job, int ranks, const std::function<void(uint32_t, CollectiveS
 }
 
 struct Batches {
-  std::vector<std::vector<float>> x, y;  // per step: [rows x 6], [rows]
-  Batches(int steps, size_t rows, uint32_t seed) {
+  size_t width;
+  std::vector<std::vector<float>> x, y;  // per step: [rows x width], [rows]
+  Batches(int steps, size_t rows, uint32_t seed, size_t w = 6) : width(w) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1, 1);
     for (int s = 0; s < steps; ++s) {
-      x.emplace_back(rows * 6);
+      x.emplace_back(rows * width);
       y.emplace_back(rows);
       for (float& v : x.back()) v = u(rng);
-      for (size_t i = 0; i < rows; ++i) y.back()[i] = static_cast<float>(x.back()[i * 6] + x.back()[i * 6 + 1] > 0);
+      for (size_t i = 0; i < rows; ++i) {
+        y.back()[i] = static_cast<float>(x.back()[i * width] + x.back()[i * width + 1] > 0);
+      }
     }
   }
 };
 
-// One training step on rows [begin, end) of a batch; returns the loss.
-float Step(const model::DenseNet& net, CollectiveSync& sync, const Batches& b, int step, size_t begin, size_t end) {
+// One training step on rows [begin, end) of a batch; returns the loss. With `hook`, each
+// layer's gradients go to the sync from the backward pass, as the Trainer does.
+float Step(const model::DenseNet& net, CollectiveSync& sync, const Batches& b, int step, size_t begin, size_t end,
+           bool hook = false) {
   std::vector<float> params, grads(net.num_params());
   REQUIRE(sync.DenseParams(0, &params).ok());
   model::DenseNet::Workspace ws;
-  const size_t rows = end - begin;
-  std::span<const float> x(b.x[step].data() + begin * 6, rows * 6), y(b.y[step].data() + begin, rows);
-  const float loss = net.ForwardBackward(params, x, y, rows, grads, {}, &ws);
+  const size_t rows = end - begin, w = b.width;
+  std::span<const float> x(b.x[step].data() + begin * w, rows * w), y(b.y[step].data() + begin, rows);
+  model::DenseNet::GradsReady ready;
+  if (hook) ready = [&](size_t lo, size_t hi) { sync.GradsReady(grads, lo, hi); };
+  const float loss = net.ForwardBackward(params, x, y, rows, grads, {}, &ws, ready);
   REQUIRE(sync.Push(0, StepGrads{{}, {}, {}, {}, grads}).ok());
   return loss;
 }
@@ -151,6 +160,26 @@ TEST_CASE("2 ranks of batch B follow 1 rank of batch 2B, and the ranks stay bitw
   CHECK(max_diff < 1e-5);
   for (int s = 0; s < steps; ++s) CHECK((losses[0][s] + losses[1][s]) / 2 == Approx(single_losses[s]).epsilon(1e-4));
   CHECK(single_losses.back() < single_losses.front());  // it learned
+}
+
+TEST_CASE("Buckets sent from the backward pass (several of them) give the same replicas as one send") {
+  // 512 inputs x 600 hidden: 309k floats, two 1 MB buckets; the hook hands the output
+  // layer, then the hidden layer over to the communication thread.
+  Job job(config::LrScaling::kNone, 0, false, 512, 600);
+  job.options.collective.fuse_grad_size_mb = 1;
+  Batches batches(3, 8, 5, 512);
+  std::vector<std::vector<float>> hooked(2), plain(2);
+  for (bool hook : {true, false}) {
+    OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync) {
+      for (int s = 0; s < 3; ++s) {
+        Step(job.net, sync, batches, s, r * 4, (r + 1) * 4, hook);
+        REQUIRE_FALSE(*sync.EndStep(0, false));
+      }
+      (hook ? hooked : plain)[r] = sync.params();
+    });
+  }
+  CHECK(hooked[0] == hooked[1]);
+  CHECK(hooked[0] == plain[0]);  // the same sums, bucket by bucket
 }
 
 TEST_CASE("Uneven shards finish together, with and without drop_last") {
