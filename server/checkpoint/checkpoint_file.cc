@@ -115,6 +115,9 @@ StatusOr<std::unique_ptr<BlockFileReader>> BlockFileReader::Open(const std::stri
     return Errno("cannot open", path);
   }
   std::unique_ptr<BlockFileReader> reader(new BlockFileReader(path, fd));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Errno("cannot stat", path);
+  reader->file_bytes_ = static_cast<uint64_t>(st.st_size);
   disk::FileHeader header;
   ASSIGN_OR_RETURN(bool got, reader->ReadExactly(&header, sizeof(header)));
   if (!got) return Status::Corruption(path + ": empty file (expected a fleetps checkpoint " + KindName(kind) + " file)");
@@ -159,6 +162,13 @@ StatusOr<std::span<const uint8_t>> BlockFileReader::Next() {
   if (n == 0 || n > kMaxBlockBytes) {
     return Status::Corruption(path_ + ": block at byte " + std::to_string(at) + " claims " + std::to_string(n) +
                               " bytes");
+  }
+  // Checked before allocating: a corrupt length must not make the reader reserve up to
+  // kMaxBlockBytes for a file that cannot hold them.
+  const uint64_t left = file_bytes_ > digest_.bytes ? file_bytes_ - digest_.bytes : 0;
+  if (n > left) {
+    return Status::Corruption(path_ + ": block at byte " + std::to_string(at) + " claims " + std::to_string(n) +
+                              " bytes but only " + std::to_string(left) + " follow (truncated or corrupt file)");
   }
   block_.resize((n + 7) / 8);
   ASSIGN_OR_RETURN(bool full, ReadExactly(block_.data(), n));

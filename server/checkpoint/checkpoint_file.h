@@ -80,6 +80,7 @@ class BlockFileReader {
 
   const std::string path_;
   int fd_;
+  uint64_t file_bytes_ = 0;      // the file's size when opened: no block may claim more than is left
   std::vector<uint64_t> block_;  // aligned storage of the current payload
   FileDigest digest_;
 };
