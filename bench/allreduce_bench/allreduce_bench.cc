@@ -18,8 +18,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/net/io_threads.h"
-#include "common/net/rpc_server.h"
+#include "bench/free_port.h"
 #include "trainer/collective/communicator.h"
 
 namespace {
@@ -27,16 +26,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace fleetps;
 
-uint16_t PickPort() {
-  net::IoThreads io(1);
-  net::RpcServerOptions options;
-  options.host = "127.0.0.1";
-  net::RpcServer probe(io, options, [](net::Request, net::Responder) {});
-  if (!probe.Start().ok()) return 0;
-  const uint16_t port = probe.port();
-  probe.Stop();
-  return port;
-}
 
 }  // namespace
 
@@ -53,7 +42,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
 
   std::vector<net::Endpoint> endpoints;
-  for (uint32_t r = 0; r < ranks; ++r) endpoints.push_back({"127.0.0.1", PickPort()});
+  for (uint32_t r = 0; r < ranks; ++r) endpoints.push_back({"127.0.0.1", bench::FreeLoopbackPort()});
   std::vector<std::unique_ptr<trainer::collective::Communicator>> comms(ranks);
   std::vector<Status> errors(ranks);
   {

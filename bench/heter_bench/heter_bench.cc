@@ -26,12 +26,11 @@
 #include <random>
 #include <thread>
 
+#include "bench/free_port.h"
 #include "bench/heter_bench/dense_bench.h"
 #include "common/config/heter_config.h"
 #include "common/config/trainer_config.h"
 #include "common/net/endpoint.h"
-#include "common/net/io_threads.h"
-#include "common/net/rpc_server.h"
 #include "heter_trainer/app/heter_app.h"
 #include "server/app/app.h"
 #include "trainer/client/heter_client.h"
@@ -43,17 +42,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace fleetps;
 
-// A free loopback port: bind to 0 and read it back.
-uint16_t PickPort() {
-  net::IoThreads io(1);
-  net::RpcServerOptions options;
-  options.host = "127.0.0.1";
-  net::RpcServer probe(io, options, [](net::Request, net::Responder) {});
-  if (!probe.Start().ok()) return 0;
-  const uint16_t port = probe.port();
-  probe.Stop();
-  return port;
-}
 
 struct Served {
   double examples_per_s = 0;
@@ -169,7 +157,7 @@ int main(int argc, char** argv) {
   for (uint32_t s : senders) max_senders = std::max(max_senders, s);
   job->trainers_num = max_senders;
   config::ServerOptions so;
-  so.endpoints = {{"127.0.0.1", PickPort()}};
+  so.endpoints = {{"127.0.0.1", bench::FreeLoopbackPort()}};
   so.tables = config::JobTables(*job);
   server::App pserver(so);
   if (auto st = pserver.Start(); !st.ok()) return Fail(st);
@@ -189,7 +177,7 @@ int main(int argc, char** argv) {
   ho.job.heter.lanes = lanes;
   ho.device = device;
   ho.gpus = {gpu};
-  ho.server.endpoints = {{"127.0.0.1", PickPort()}};
+  ho.server.endpoints = {{"127.0.0.1", bench::FreeLoopbackPort()}};
   heter::HeterApp heter(ho);
   if (auto st = heter.Start(); !st.ok()) return Fail(st);
 

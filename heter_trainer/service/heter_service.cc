@@ -57,7 +57,7 @@ void HeterService::Handle(net::Request request, net::Responder responder) {
     case MessageType::HeterHello: return Hello(request, responder);
     case MessageType::HeterTrain: return Train(std::move(request), std::move(responder));
     case MessageType::HeterFlush: return Flush(request, responder);
-    case MessageType::Heartbeat: return Heartbeat(request, responder);
+    case MessageType::Heartbeat: return server::AnswerHeartbeat(trainers_, request, responder);
     default:
       return responder.SendError(Status::InvalidArgument(
           net::MessageTypeName(request.type) + " from " + responder.peer() +
@@ -208,18 +208,6 @@ void HeterService::Flush(const net::Request& req, const net::Responder& responde
     fbb.Finish(wire::CreateHeterFlushReply(fbb, steps_.load()));
     responder.Send(net::ReplyType(MessageType::HeterFlush), fbb.Release());
   });
-}
-
-void HeterService::Heartbeat(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::HeartbeatRequest>(req, responder);
-  if (msg == nullptr) return;
-  auto gone = trainers_.Heartbeat(msg->trainer_id(), msg->trainers(), msg->finished(), msg->failed(),
-                                  msg->reason() ? msg->reason()->str() : std::string(),
-                                  std::chrono::steady_clock::now());
-  if (!gone.ok()) return responder.SendError(gone.status().WithContext("Heartbeat from " + responder.peer()));
-  flatbuffers::FlatBufferBuilder fbb(64);
-  fbb.Finish(wire::CreateHeartbeatReply(fbb, fbb.CreateVector(*gone)));
-  responder.Send(net::ReplyType(MessageType::Heartbeat), fbb.Release());
 }
 
 }  // namespace fleetps::heter

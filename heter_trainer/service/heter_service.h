@@ -64,7 +64,6 @@ class HeterService {
   void Hello(const net::Request& req, const net::Responder& responder);
   void Train(net::Request req, net::Responder responder);
   void Flush(const net::Request& req, const net::Responder& responder);
-  void Heartbeat(const net::Request& req, const net::Responder& responder);
   void LaneLoop(uint32_t lane);
   // Runs one verified micro-batch on `lane`.
   void RunStep(uint32_t lane, const Work& work);

@@ -67,15 +67,7 @@ void PsService::ShuffleFetch(const net::Request& req, const net::Responder& resp
 }
 
 void PsService::Heartbeat(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::HeartbeatRequest>(req, responder);
-  if (msg == nullptr) return;
-  auto gone = trainers_.Heartbeat(msg->trainer_id(), msg->trainers(), msg->finished(), msg->failed(),
-                                  msg->reason() ? msg->reason()->str() : std::string(),
-                                  std::chrono::steady_clock::now());
-  if (!gone.ok()) return responder.SendError(gone.status().WithContext("Heartbeat from " + responder.peer()));
-  flatbuffers::FlatBufferBuilder fbb(64);
-  fbb.Finish(wire::CreateHeartbeatReply(fbb, fbb.CreateVector(*gone)));
-  responder.Send(net::ReplyType(MessageType::Heartbeat), fbb.Release());
+  AnswerHeartbeat(trainers_, req, responder);
 }
 
 void PsService::Barrier(const net::Request& req, const net::Responder& responder) {

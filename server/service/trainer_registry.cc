@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "schemas/ps_generated.h"
+#include "server/service/handler_util.h"
+
 namespace fleetps::server {
 
 StatusOr<std::vector<uint32_t>> TrainerRegistry::Heartbeat(uint32_t id, uint32_t trainers, bool finished, bool failed,
@@ -83,6 +86,18 @@ std::vector<uint32_t> TrainerRegistry::GoneLocked() const {
     if (entries_[id].gone) out.push_back(id);
   }
   return out;
+}
+
+void AnswerHeartbeat(TrainerRegistry& registry, const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::HeartbeatRequest>(req, responder);
+  if (msg == nullptr) return;
+  auto gone = registry.Heartbeat(msg->trainer_id(), msg->trainers(), msg->finished(), msg->failed(),
+                                 msg->reason() ? msg->reason()->str() : std::string(),
+                                 std::chrono::steady_clock::now());
+  if (!gone.ok()) return responder.SendError(gone.status().WithContext("Heartbeat from " + responder.peer()));
+  flatbuffers::FlatBufferBuilder fbb(64);
+  fbb.Finish(wire::CreateHeartbeatReply(fbb, fbb.CreateVector(*gone)));
+  responder.Send(net::ReplyType(wire::MessageType::Heartbeat), fbb.Release());
 }
 
 }  // namespace fleetps::server

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/net/rpc_server.h"
 #include "common/status.h"
 
 namespace fleetps::server {
@@ -63,5 +64,9 @@ class TrainerRegistry {
   Clock::time_point first_heartbeat_;
   std::vector<Entry> entries_;  // trainers_ entries
 };
+
+// Answers a Heartbeat request (schemas/ps.fbs) from `registry`: the pservers' and the
+// heter-trainers' handler.
+void AnswerHeartbeat(TrainerRegistry& registry, const net::Request& req, const net::Responder& responder);
 
 }  // namespace fleetps::server
