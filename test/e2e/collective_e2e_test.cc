@@ -12,6 +12,7 @@
 #include <regex>
 #include <thread>
 
+#include "test/support/job.h"
 #include "test/support/process.h"
 
 namespace fleetps {
@@ -21,15 +22,6 @@ using testing::ChildProcess;
 using namespace std::chrono_literals;
 
 std::string Launcher() { return std::string(FLEETPS_SOURCE_DIR) + "/scripts/launch_collective.sh"; }
-
-void Generate(const std::string& dir, const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {testing::BinaryPath("tools/datagen/fleetps-datagen"), "--out-dir", dir + "/data",
-                                   "--train-files", "2", "--seed", "5"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  ChildProcess gen;
-  REQUIRE(gen.Start(argv, {}, dir + "/datagen.log"));
-  REQUIRE(gen.Wait(60s) == 0);
-}
 
 // The "parameter checksum" of every epoch in a log, in order.
 std::vector<std::string> Checksums(const std::string& log) {
@@ -62,7 +54,8 @@ fleetps:
 
 TEST_CASE("Two collective ranks of the quick-start mlp agree and exit 0", "[e2e]") {
   const std::string dir = testing::MakeTempDir("collective_e2e");
-  Generate(dir, {"--rows", "20000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"});
+  REQUIRE(testing::GenerateData(
+      dir, {"--train-files", "2", "--rows", "20000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"}));
   testing::WriteFile(dir + "/mlp.yaml", kMlp);
   ChildProcess launcher;
   REQUIRE(launcher.Start({Launcher(), "--nproc", "2", "--log_dir", dir + "/logs",
@@ -79,14 +72,13 @@ TEST_CASE("Two collective ranks of the quick-start mlp agree and exit 0", "[e2e]
   CHECK(sums0.size() == 2);
   CHECK(sums0 == sums1);
   CHECK(sums0.front() != sums0.back());  // it trained
-  const std::string report = testing::ReadFile(dir + "/report.json");
-  const double auc = std::stod(report.substr(report.find("\"auc\": ", report.find("\"test\": {")) + 7));
-  CHECK(auc > 0.6);
+  CHECK(testing::ReportTestAuc(dir + "/report.json") > 0.6);
 }
 
 TEST_CASE("A failing rank stops the collective job: the launcher names it and no rank is left", "[e2e]") {
   const std::string dir = testing::MakeTempDir("collective_fail");
-  Generate(dir, {"--rows", "2000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"});
+  REQUIRE(testing::GenerateData(
+      dir, {"--train-files", "2", "--rows", "2000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"}));
   // Rank 1 reads a data directory that does not exist; rank 0 would wait for it forever.
   testing::WriteFile(dir + "/run.sh", "#!/bin/sh\nif [ \"$PADDLE_TRAINER_ID\" = 1 ]; then extra=\"--train-data " +
                                           dir + "/missing\"; fi\nexec " + testing::BinaryPath("trainer/cpu-trainer") +
@@ -106,7 +98,7 @@ TEST_CASE("A failing rank stops the collective job: the launcher names it and no
 
 TEST_CASE("Hybrid ctr_dnn: sparse on the pservers, dense by allreduce; trains, saves, all exit 0", "[e2e]") {
   const std::string dir = testing::MakeTempDir("hybrid_e2e");
-  Generate(dir, {"--rows", "30000"});
+  REQUIRE(testing::GenerateData(dir, {"--train-files", "2", "--rows", "30000"}));
   testing::WriteFile(dir + "/job.yaml", R"(
 runner:
   train_data_dir: "data/train"

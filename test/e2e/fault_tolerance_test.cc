@@ -16,6 +16,7 @@
 #include <memory>
 #include <thread>
 
+#include "test/support/job.h"
 #include "test/support/process.h"
 
 namespace fleetps {
@@ -34,11 +35,7 @@ struct Job {
   std::unique_ptr<ChildProcess> trainers[2];
 
   Job(const std::string& server_extra, uint32_t epochs, uint32_t rows = 60000) {
-    ChildProcess gen;
-    REQUIRE(gen.Start({testing::BinaryPath("tools/datagen/fleetps-datagen"), "--out-dir", dir + "/data", "--rows",
-                       std::to_string(rows), "--train-files", "2", "--seed", "11"},
-                      {}, dir + "/datagen.log"));
-    REQUIRE(gen.Wait(60s) == 0);
+    REQUIRE(testing::GenerateData(dir, {"--rows", std::to_string(rows), "--train-files", "2"}));
     testing::WriteFile(dir + "/job.yaml", R"(
 runner:
   train_data_dir: "data/train"
@@ -92,23 +89,11 @@ fleetps:
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
   // Waits until `name`'s log contains `text`, failing after `timeout`.
   void AwaitLog(const std::string& name, const std::string& text, std::chrono::seconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (Log(name).find(text) == std::string::npos) {
-      INFO(name << " log:\n" << Log(name));
-      REQUIRE(std::chrono::steady_clock::now() < deadline);
-      std::this_thread::sleep_for(20ms);
-    }
+    const bool found = testing::WaitForLog(dir + "/" + name + ".log", text, timeout);
+    INFO(name << " log:\n" << Log(name));
+    REQUIRE(found);
   }
 };
-
-double TestAuc(const std::string& report) {
-  const std::string text = testing::ReadFile(report);
-  const size_t test = text.find("\"test\": {");
-  REQUIRE(test != std::string::npos);
-  const size_t auc = text.find("\"auc\": ", test);
-  REQUIRE(auc != std::string::npos);
-  return std::stod(text.substr(auc + 7));
-}
 
 // Runs the whole job; returns trainer 0's test AUC. With `kill_server_1`, pserver 1 is
 // killed with -9 after pserver 0 has made a periodic save during training, then
@@ -156,7 +141,7 @@ double RunJob(bool kill_server_1) {
     const std::string logs = job.Log("trainer0") + job.Log("trainer1");
     CHECK_THAT(logs, Catch::Contains("pserver 1"));
   }
-  return TestAuc(job.dir + "/trainer0.json");
+  return testing::ReportTestAuc(job.dir + "/trainer0.json");
 }
 
 TEST_CASE("kill -9 of a pserver mid-job, restarted from the last periodic checkpoint: the job finishes",
@@ -236,7 +221,7 @@ TEST_CASE("A cluster with server.auth: required admits only trainers holding its
     CHECK(rc == 0);
   }
   CHECK_THAT(job.Log("pserver0"), Catch::Contains("before authenticating"));
-  CHECK(TestAuc(job.dir + "/trainer0.json") > 0.6);
+  CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.6);
 }
 
 }  // namespace

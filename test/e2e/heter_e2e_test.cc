@@ -18,6 +18,7 @@
 #include <memory>
 #include <thread>
 
+#include "test/support/job.h"
 #include "test/support/process.h"
 
 namespace fleetps {
@@ -34,11 +35,7 @@ struct HeterJob {
   std::unique_ptr<ChildProcess> servers[2], trainers[2], heter_trainer;
 
   HeterJob(uint32_t rows, uint32_t epochs) {
-    ChildProcess gen;
-    REQUIRE(gen.Start({testing::BinaryPath("tools/datagen/fleetps-datagen"), "--out-dir", dir + "/data", "--rows",
-                       std::to_string(rows), "--train-files", "2", "--seed", "11"},
-                      {}, dir + "/datagen.log"));
-    REQUIRE(gen.Wait(60s) == 0);
+    REQUIRE(testing::GenerateData(dir, {"--rows", std::to_string(rows), "--train-files", "2"}));
     const std::string secret = dir + "/secret";
     testing::WriteFile(secret, "heterogeneous cluster secret 0123\n");
     ::chmod(secret.c_str(), 0600);
@@ -115,13 +112,6 @@ fleetps:
   }
 };
 
-double TestAuc(const std::string& report) {
-  const std::string text = testing::ReadFile(report);
-  const size_t test = text.find("\"test\": {");
-  REQUIRE(test != std::string::npos);
-  return std::stod(text.substr(text.find("\"auc\": ", test) + 7));
-}
-
 TEST_CASE("Heter job: cpu-trainers + a CPU heter-trainer train, evaluate, save and all exit 0", "[e2e]") {
   HeterJob job(40000, 1);
   job.Start();
@@ -138,7 +128,7 @@ TEST_CASE("Heter job: cpu-trainers + a CPU heter-trainer train, evaluate, save a
   CHECK_THAT(heter_log, Catch::Contains("every cpu-trainer has ended"));
   CHECK_THAT(heter_log, !Catch::Contains(" 0 micro-batches trained"));
   CHECK_THAT(job.Log("trainer0"), Catch::Contains("heter training") && Catch::Contains("saved the model"));
-  CHECK(TestAuc(job.dir + "/trainer0.json") > 0.6);
+  CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.6);
 }
 
 // Stops the heter-trainer mid-job with `signo`: the cpu-trainers fail within 30 s naming
@@ -146,12 +136,9 @@ TEST_CASE("Heter job: cpu-trainers + a CPU heter-trainer train, evaluate, save a
 void HeterTrainerLost(int signo) {
   HeterJob job(200000, 2);
   job.Start();
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (job.Log("trainer0").find("epoch 1 step") == std::string::npos) {
-    INFO(job.AllLogs());
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(20ms);
-  }
+  const bool training = testing::WaitForLog(job.dir + "/trainer0.log", "epoch 1 step", 120s);
+  INFO(job.AllLogs());
+  REQUIRE(training);
   job.heter_trainer->Signal(signo);
   const auto lost = std::chrono::steady_clock::now();
   for (int i = 0; i < 2; ++i) {

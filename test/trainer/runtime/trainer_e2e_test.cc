@@ -6,12 +6,14 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <sstream>
 #include <thread>
 
+#include "test/support/job.h"
 #include "test/support/process.h"
 
 namespace fleetps {
@@ -25,11 +27,7 @@ struct Workdir {
   std::string dir = testing::MakeTempDir("trainer_e2e");
   // `runner_extra`: more `runner:` keys, each line indented by two spaces.
   explicit Workdir(const std::string& runner_extra = "") {
-    ChildProcess gen;
-    REQUIRE(gen.Start({testing::BinaryPath("tools/datagen/fleetps-datagen"), "--out-dir", dir + "/data", "--rows",
-                       "60000", "--train-files", "2", "--seed", "11"},
-                      {}, dir + "/datagen.log"));
-    REQUIRE(gen.Wait(std::chrono::seconds(60)) == 0);
+    REQUIRE(testing::GenerateData(dir, {"--rows", "60000", "--train-files", "2"}));
     testing::WriteFile(dir + "/job.yaml", R"(
 runner:
   train_data_dir: "data/train"
@@ -56,14 +54,11 @@ fleetps:
   }
 };
 
-// Reads the "test" AUC out of a cpu-trainer --report file.
+// The test AUC of a report; fails the test when the report has none.
 double TestAuc(const std::string& report) {
-  const std::string text = testing::ReadFile(report);
-  const size_t test = text.find("\"test\": {");
-  REQUIRE(test != std::string::npos);
-  const size_t auc = text.find("\"auc\": ", test);
-  REQUIRE(auc != std::string::npos);
-  return std::stod(text.substr(auc + 7));
+  const double auc = testing::ReportTestAuc(report);
+  REQUIRE_FALSE(std::isnan(auc));
+  return auc;
 }
 
 double TrainerRun(const Workdir& w, const std::string& name, const std::vector<std::string>& extra,
