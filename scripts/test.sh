@@ -16,8 +16,10 @@ echo "== tests (build/)"
 ctest --test-dir build --output-on-failure --timeout 600 -j 2
 
 if [ "${FLEETPS_SKIP_SANITIZE:-0}" != "1" ]; then
+  # Without CUDA: its kernels are not sanitized, and its tests (label gpu) need a GPU.
   echo "== sanitizer build (build-asan/: ASan + UBSan, unit + integration tests)"
-  FLEETPS_SANITIZE=ON FLEETPS_BUILD_BENCH=OFF FLEETPS_CMAKE_ARGS=-DFLEETPS_BUILD_E2E=OFF BUILD=build-asan \
+  FLEETPS_SANITIZE=ON FLEETPS_BUILD_BENCH=OFF FLEETPS_CMAKE_ARGS="-DFLEETPS_BUILD_E2E=OFF -DFLEETPS_WITH_CUDA=OFF" \
+    BUILD=build-asan \
     scripts/build.sh
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure --timeout 900 -j 2 -L "unit|integration"
