@@ -83,10 +83,31 @@ while [ ${#live[@]} -gt 0 ]; do
   for p in "${live[@]}"; do [ "$p" != "$done_pid" ] && rest+=("$p"); done
   live=("${rest[@]}")
   if [ $rc -ne 0 ]; then
-    failed="?"
-    for ((i = 0; i < NPROC; i++)); do [ "${pids[$i]}" = "$done_pid" ] && failed=$i; done
-    echo "launch_collective: rank $failed exited with code $rc; stopping the other ranks. Tail of $LOG_DIR/workerlog.$failed:" >&2
-    tail -n 20 "$LOG_DIR/workerlog.$failed" >&2 || true
+    # The others may be failing too (a rank's death breaks theirs): name every rank that
+    # has ended with an error, the one reaped first included.
+    sleep 0.2
+    failures=("$done_pid:$rc")
+    for p in "${live[@]}"; do
+      # Ended: gone (bash reaped it and keeps its status for `wait`) or a zombie.
+      if ! kill -0 "$p" 2>/dev/null || [ "$(ps -o stat= -p "$p" 2>/dev/null | cut -c1)" = Z ]; then
+        set +e
+        wait "$p"
+        prc=$?
+        set -e
+        if [ $prc -ne 0 ]; then failures+=("$p:$prc"); fi
+      fi
+    done
+    for f in "${failures[@]}"; do
+      fpid=${f%%:*}
+      frc=${f##*:}
+      for ((i = 0; i < NPROC; i++)); do
+        if [ "${pids[$i]}" = "$fpid" ]; then
+          echo "launch_collective: rank $i exited with code $frc. Tail of $LOG_DIR/workerlog.$i:" >&2
+          tail -n 20 "$LOG_DIR/workerlog.$i" >&2 || true
+        fi
+      done
+    done
+    echo "launch_collective: stopping the other ranks" >&2
     status=$rc
     break
   fi

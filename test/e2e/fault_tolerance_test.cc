@@ -45,14 +45,7 @@ runner:
   thread_num: 1
   epochs: )" + std::to_string(epochs) + R"(
   print_interval: 50
-hyper_parameters:
-  model_type: ctr_dnn
-  optimizer: {class: Adam, learning_rate: 0.002}
-  sparse_inputs_slots: 27
-  sparse_feature_dim: 8
-  dense_input_dim: 13
-  fc_sizes: [64, 32]
-fleetps:
+)" + testing::kSmallCtrDnnModel + R"(fleetps:
   sparse_table: {shards: 4}
   server:
     io_threads: 1

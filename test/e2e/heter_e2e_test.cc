@@ -50,14 +50,7 @@ runner:
   print_interval: 50
   sync_mode: heter
   model_save_path: "model"
-hyper_parameters:
-  model_type: ctr_dnn
-  optimizer: {class: Adam, learning_rate: 0.002}
-  sparse_inputs_slots: 27
-  sparse_feature_dim: 8
-  dense_input_dim: 13
-  fc_sizes: [64, 32]
-fleetps:
+)" + testing::kSmallCtrDnnModel + R"(fleetps:
   sparse_table: {shards: 4}
   heter: {inflight: 2, lanes: 2, timeout_ms: 10000}
   server:

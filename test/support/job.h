@@ -8,6 +8,17 @@
 
 namespace fleetps::testing {
 
+// The `hyper_parameters:` section of the small ctr_dnn the end-to-end jobs train on the
+// generated data (26 slots x 8 + 13 dense features -> 64 -> 32 -> 2, Adam 0.002).
+inline const std::string kSmallCtrDnnModel = R"(hyper_parameters:
+  model_type: ctr_dnn
+  optimizer: {class: Adam, learning_rate: 0.002}
+  sparse_inputs_slots: 27
+  sparse_feature_dim: 8
+  dense_input_dim: 13
+  fc_sizes: [64, 32]
+)";
+
 // Runs fleetps-datagen --out-dir DIR/data --seed 11 (plus `args`, e.g. --rows, --format);
 // its output goes to DIR/datagen.log. False when it did not exit 0 within a minute.
 bool GenerateData(const std::string& dir, const std::vector<std::string>& args);

@@ -40,14 +40,7 @@ runner:
   geo_step: 10
   model_save_path: "model"
 )" + runner_extra + R"(
-hyper_parameters:
-  model_type: ctr_dnn
-  optimizer: {class: Adam, learning_rate: 0.002}
-  sparse_inputs_slots: 27
-  sparse_feature_dim: 8
-  dense_input_dim: 13
-  fc_sizes: [64, 32]
-fleetps:
+)" + testing::kSmallCtrDnnModel + R"(fleetps:
   sparse_table: {shards: 4}
   server: {io_threads: 1, shard_threads: 1}
 )");
