@@ -74,6 +74,7 @@ Status CollectiveSync::SetInitialParams(std::vector<float> params) {
   state_.assign(params_.size() * opt->element_state_size(), 0.0f);
   shared_state_.assign(opt->shared_state_size(), 0.0f);
   opt->InitSpanState(state_.data(), shared_state_.data(), params_.size());
+  optimizer_.reset();
   steps_ = 0;
   return Status::OK();
 }
@@ -173,10 +174,14 @@ StatusOr<bool> CollectiveSync::EndStep(uint32_t, bool out_of_data) {
   const float scale = 1.0f / with_data;
   float* grads = buffer_.data() + 1;
   for (size_t i = 0; i < n; ++i) grads[i] *= scale;
-  OptimizerOptions opt_options = o_.dense_table.optimizer;
-  opt_options.learning_rate = LearningRate();
-  ASSIGN_OR_RETURN(auto opt, optimizer::CreateOptimizer(opt_options));
-  opt->UpdateSpan(params_.data(), state_.data(), shared_state_.data(), grads, n);
+  // The rule is immutable with its rate: rebuilt only while the rate changes (warm-up).
+  const float lr = LearningRate();
+  if (optimizer_ == nullptr || lr != optimizer_->options().learning_rate) {
+    OptimizerOptions opt_options = o_.dense_table.optimizer;
+    opt_options.learning_rate = lr;
+    ASSIGN_OR_RETURN(optimizer_, optimizer::CreateOptimizer(opt_options));
+  }
+  optimizer_->UpdateSpan(params_.data(), state_.data(), shared_state_.data(), grads, n);
   ++steps_;
   return false;  // some rank still had data: everyone joins the next step
 }

@@ -85,6 +85,7 @@ class CollectiveSync : public ParamSync {
   collective::Communicator& comm_;
   std::unique_ptr<ParamSync> sparse_;  // hybrid only
   std::vector<float> params_;          // the replica
+  std::unique_ptr<optimizer::Optimizer> optimizer_;  // the dense rule at the current rate
   std::vector<float> state_;           // the dense optimizer's element state
   std::vector<float> shared_state_;    // and its shared state (Adam's beta powers)
   // The step's reduce buffer: [had data (1 float) | dense gradient], in buckets.
