@@ -8,13 +8,21 @@
 //
 // Precedence: flags > environment > YAML > defaults (common/config/heter_config.h). It
 // exits 0 by itself once every cpu-trainer has finished (1 when one failed or is gone).
+//
+// GPU-PS pass mode (runner.sync_mode: gpubox, or --sync-mode gpubox): the heter-trainer is
+// itself the trainer of its node, as a PaddleRec gpubox job (scripts/run_gpubox.sh):
+//   TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=0 PADDLE_TRAINERS_NUM=1 FLAGS_selected_gpus=0,1
+//   PADDLE_PSERVERS_IP_PORT_LIST=... [HETER_DEVICE_TYPE=cpu] heter-trainer --config job.yaml
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "common/config/heter_config.h"
 #include "common/logging.h"
+#include "common/systemd/notifier.h"
+#include "fleetps/config.h"
 #include "heter_trainer/app/heter_app.h"
+#include "heter_trainer/gpups/gpups_job.h"
 
 namespace {
 
@@ -24,6 +32,40 @@ int Fail(const fleetps::Status& st) {
 }
 
 }  // namespace
+
+// GPU-PS pass mode: the job YAML read as a trainer reads it, then the gpubox job.
+int GpuBoxMain(const std::string& config_path, const std::string& device, const std::string& gpus,
+               const std::string& servers, const std::string& log_level, const fleetps::trainer::JobFlags& flags,
+               const std::string& train_data, const std::string& test_data, std::optional<uint32_t> epochs,
+               const std::string& merge) {
+  using namespace fleetps;
+  auto options = config::LoadTrainerYaml(config_path);
+  if (!options.ok()) return Fail(options.status());
+  options->sync_mode = config::SyncMode::kGpuBox;
+  if (auto st = config::ApplyTrainerEnv(config::ProcessEnv(), &*options); !st.ok()) return Fail(st);
+  if (!servers.empty()) {
+    auto eps = net::ParseEndpointList(servers);
+    if (!eps.ok()) return Fail(eps.status().WithContext("--servers"));
+    options->pservers = *eps;
+  }
+  if (!device.empty()) options->gpups.device = device;
+  if (!gpus.empty()) {
+    auto list = config::ParseUintList(gpus, "--gpus");
+    if (!list.ok()) return Fail(list.status());
+    options->gpups.devices.assign(list->begin(), list->end());
+  }
+  if (!train_data.empty()) options->data.train_paths = {train_data};
+  if (!test_data.empty()) options->data.test_paths = {test_data};
+  if (epochs) options->epochs = *epochs;
+  if (!merge.empty()) options->gpups.average_merge = merge == "average";
+  if (!log_level.empty()) options->log_level = log_level;
+  if (auto st = config::ValidateTrainerOptions(*options); !st.ok()) return Fail(st);
+  if (auto st = SetUpLogging({options->log_level, "gpups:" + std::to_string(options->trainer_id)}); !st.ok()) {
+    return Fail(st);
+  }
+  if (auto st = heter::RunGpuPsJob(*options, trainer::TrainerRpcOptions{}, flags); !st.ok()) return Fail(st);
+  return 0;
+}
 
 int main(int argc, char** argv) {
   using namespace fleetps;
@@ -42,7 +84,27 @@ int main(int argc, char** argv) {
   cli.add_option("--lanes", lanes, "micro-batches computed at once (overrides fleetps.heter.lanes)")
       ->check(CLI::Range(1, 64));
   cli.add_option("--log-level", log_level, "trace|debug|info|warn|error|off");
+  std::string sync_mode, gpus, train_data, test_data, merge;
+  std::optional<uint32_t> epochs;
+  trainer::JobFlags flags;
+  cli.add_option("--sync-mode", sync_mode, "gpubox: GPU-PS pass mode (overrides runner.sync_mode)")
+      ->check(CLI::IsMember({"gpubox"}));
+  cli.add_option("--gpus", gpus, "gpubox: devices, e.g. 0,1 (overrides FLAGS_selected_gpus)");
+  cli.add_option("--train-data", train_data, "gpubox: training file or directory (overrides runner.train_data_dir)");
+  cli.add_option("--test-data", test_data, "gpubox: test file or directory (overrides runner.test_data_dir)");
+  cli.add_option("--epochs", epochs, "gpubox: passes over the training data (overrides runner.epochs)");
+  cli.add_option("--report", flags.report_path, "gpubox: write a JSON summary here");
+  cli.add_option("--merge", merge, "gpubox: add | average (overrides fleetps.gpups.merge)")
+      ->check(CLI::IsMember({"add", "average"}));
+  cli.set_version_flag("--version", std::string("heter-trainer (fleetps) ") + FLEETPS_VERSION);
   CLI11_PARSE(cli, argc, argv);
+
+  if (sync_mode == "gpubox") {
+    return GpuBoxMain(config_path, device, gpus, servers, log_level, flags, train_data, test_data, epochs, merge);
+  }
+  if (auto job = config::LoadTrainerYaml(config_path); job.ok() && job->gpubox_mode()) {
+    return GpuBoxMain(config_path, device, gpus, servers, log_level, flags, train_data, test_data, epochs, merge);
+  }
 
   auto options = config::LoadHeterTrainerYaml(config_path);
   if (!options.ok()) return Fail(options.status());
@@ -78,9 +140,14 @@ int main(int argc, char** argv) {
     return Fail(st);
   }
 
+  systemd::Notifier notifier;  // Type=notify units: READY=1 once it listens, STOPPING=1 at shutdown
   heter::HeterApp app(std::move(*options));
   if (auto st = app.Start(); !st.ok()) return Fail(st);
+  if (auto st = notifier.Ready("heter-trainer listening on port " + std::to_string(app.port())); !st.ok()) {
+    return Fail(st);
+  }
   app.WaitForShutdown(/*handle_signals=*/true);
+  notifier.Stopping("heter-trainer shutting down").IgnoreError();  // best effort: the manager sees the exit
   app.Shutdown();
   return app.exit_code();
 }

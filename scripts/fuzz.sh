@@ -8,7 +8,9 @@
 # clang++; default clang++-16, Debian 12's newest, else clang++: fleetps needs clang >= 16
 # for C++20 lambda captures of structured bindings), FLEETPS_JOBS (parallel compile jobs,
 # default 2), FLEETPS_FUZZ_ARGS (extra libFuzzer flags), FLEETPS_FUZZ_EXTRA_FLAGS (extra
-# compile flags, ;-separated, e.g. -fno-sanitize=alignment with FLEETPS_FUZZ_BUILD=build-fuzz-noalign).
+# compile flags, ;-separated, e.g. -fno-sanitize=alignment with FLEETPS_FUZZ_BUILD=build-fuzz-noalign),
+# FLEETPS_FUZZ_BUILD_TESTS=ON (also build the unit and integration tests in the same
+# sanitized tree: scripts/test.sh runs them there), FLEETPS_FUZZ_BUILD_ONLY=1 (build, do not run).
 # Per target, under build-fuzz/fuzz/<target>/: seeds/ (written by the target itself),
 # corpus/ (kept between runs and grown by them), findings/ (crash-*, timeout-*, oom-*
 # inputs), last.log. The inputs of fixed findings, test/fuzz/regressions/<target>/, are
@@ -38,9 +40,14 @@ echo "== fuzz build ($BUILD_DIR/: $CXX_FUZZ, libFuzzer, ASan + UBSan)"
 cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_C_COMPILER="$CC_FUZZ" -DCMAKE_CXX_COMPILER="$CXX_FUZZ" \
   -DFLEETPS_BUILD_FUZZ=ON -DFLEETPS_SANITIZE=ON -DFLEETPS_WITH_CUDA=OFF \
-  -DFLEETPS_BUILD_TESTS=OFF -DFLEETPS_BUILD_BENCH=OFF -DFLEETPS_BUILD_E2E=OFF \
+  -DFLEETPS_BUILD_TESTS="${FLEETPS_FUZZ_BUILD_TESTS:-OFF}" -DFLEETPS_BUILD_BENCH=OFF -DFLEETPS_BUILD_E2E=OFF \
   -DFLEETPS_FUZZ_EXTRA_FLAGS="${FLEETPS_FUZZ_EXTRA_FLAGS:-}" >/dev/null
-ninja -C "$BUILD_DIR" -j "$JOBS" "${TARGETS[@]}"
+if [ "${FLEETPS_FUZZ_BUILD_TESTS:-OFF}" = "ON" ]; then
+  ninja -C "$BUILD_DIR" -j "$JOBS" all "${TARGETS[@]}"
+else
+  ninja -C "$BUILD_DIR" -j "$JOBS" "${TARGETS[@]}"
+fi
+if [ "${FLEETPS_FUZZ_BUILD_ONLY:-0}" = "1" ]; then exit 0; fi
 
 # Stacks name functions and lines: llvm-symbolizer when installed, else binutils' addr2line.
 for s in llvm-symbolizer-16 llvm-symbolizer addr2line; do

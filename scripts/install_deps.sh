@@ -12,11 +12,15 @@ PACKAGES=(
   libcli11-dev
   catch2
   libyaml-cpp-dev
-  libssl-dev
+  libssl-dev openssl
   libgloo-dev
   libopenblas-dev
+  libsystemd-dev systemd
+  prometheus-cpp-dev
+  zlib1g-dev
   iperf3
   procps
+  python3
   clang-16 libclang-rt-16-dev
 )
 

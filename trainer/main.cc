@@ -21,6 +21,8 @@
 #include "common/config/server_config.h"
 #include "common/config/trainer_config.h"
 #include "common/logging.h"
+#include "common/metrics/registry.h"
+#include "fleetps/config.h"
 #include "server/app/app.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
@@ -41,10 +43,11 @@ int main(int argc, char** argv) {
   CLI::App cli{"fleetps CPU trainer"};
   std::string config_path, mode = "train", servers, heter_trainers, sync_mode, train_data, test_data, log_level,
       model_dir;
-  std::optional<uint32_t> trainer_id, trainers, epochs, threads;
+  std::optional<uint32_t> trainer_id, trainers, epochs, threads, print_interval;
   trainer::JobFlags flags;
   trainer::TrainerRpcOptions rpc;
   std::optional<int64_t> rpc_timeout_ms, connect_timeout_ms, heartbeat_interval_ms;
+  std::optional<uint16_t> metrics_port;
   cli.add_option("-c,--config", config_path, "job YAML (PaddleRec runner + hyper_parameters)")->required();
   cli.add_option("--mode", mode, "train | infer")->check(CLI::IsMember({"train", "infer"}));
   cli.add_option("--servers", servers, "pserver endpoints (overrides PADDLE_PSERVERS_IP_PORT_LIST)");
@@ -56,11 +59,18 @@ int main(int argc, char** argv) {
                  "async | sync | geo | heter | collective (overrides runner.sync_mode)");
   cli.add_option("--epochs", epochs, "epochs (overrides runner.epochs)");
   cli.add_option("--threads", threads, "worker threads (overrides runner.thread_num)");
+  cli.add_option("--metrics-port", metrics_port,
+                 "serve /metrics (examples/s, loss, AUC, pull/push latency), /healthz, /readyz on this port "
+                 "(default: FLEETPS_TRAINER_METRICS_PORT; unset: off)");
+  cli.add_option("--print-interval", print_interval,
+                 "steps between progress log lines and --report curve points (overrides runner.print_interval)")
+      ->check(CLI::PositiveNumber);
   cli.add_option("--train-data", train_data, "training file or directory (overrides runner.train_data_dir)");
   cli.add_option("--test-data", test_data, "test file or directory (overrides runner.test_data_dir)");
   cli.add_option("--model", model_dir, "infer: saved model directory (overrides runner.infer_load_path)");
-  cli.add_option("--report", flags.report_path, "write a JSON summary here");
-  cli.add_option("--predictions", flags.predictions_path, "write 'label prediction' lines here (evaluation)");
+  cli.add_option("--report", flags.report_path,
+                 "write a JSON summary here ({trainer_id} in the path: this trainer's id)");
+  cli.add_option("--predictions", flags.predictions_path, "write 'label prediction' lines here (evaluation; {trainer_id} as in --report)");
   cli.add_option("--log-level", log_level, "trace|debug|info|warn|error|off");
   cli.add_option("--rpc-timeout-ms", rpc_timeout_ms,
                  "deadline of every pserver request; an unresponsive pserver fails the trainer after this long "
@@ -73,6 +83,7 @@ int main(int argc, char** argv) {
                  "how often the trainer renews its lease on the pservers (default 5000; keep it well below "
                  "server.trainer_lease_s)")
       ->check(CLI::PositiveNumber);
+  cli.set_version_flag("--version", std::string("cpu-trainer (fleetps) ") + FLEETPS_VERSION);
   CLI11_PARSE(cli, argc, argv);
 
   auto options = config::LoadTrainerYaml(config_path);
@@ -87,6 +98,7 @@ int main(int argc, char** argv) {
   if (trainers) options->trainers_num = *trainers;
   if (epochs) options->epochs = *epochs;
   if (threads) options->worker_threads = *threads;
+  if (print_interval) options->print_interval = *print_interval;
   if (!train_data.empty()) options->data.train_paths = {train_data};
   if (!test_data.empty()) options->data.test_paths = {test_data};
   if (!log_level.empty()) options->log_level = log_level;
@@ -97,6 +109,12 @@ int main(int argc, char** argv) {
   if (!sync_mode.empty() && !config::SyncModeFromName(sync_mode, &options->sync_mode)) {
     return Fail(Status::InvalidArgument("--sync-mode must be async, sync, geo, heter or collective"));
   }
+  if (options->gpubox_mode() && mode == "train") {
+    return Fail(Status::InvalidArgument(
+        "runner.sync_mode gpubox (GPU-PS passes) is trained by heter-trainer, one process per node driving the "
+        "devices of FLAGS_selected_gpus (scripts/run_gpubox.sh), not by cpu-trainer"));
+  }
+  if (options->gpubox_mode()) options->sync_mode = config::SyncMode::kAsync;  // infer: score alone
   if (!heter_trainers.empty()) {
     auto eps = net::ParseEndpointList(heter_trainers);
     if (!eps.ok()) return Fail(eps.status().WithContext("--heter-trainers"));
@@ -112,6 +130,8 @@ int main(int argc, char** argv) {
     }
   }
   if (auto st = config::ValidateTrainerOptions(*options); !st.ok()) return Fail(st);
+  flags.report_path = trainer::PerTrainerPath(flags.report_path, options->trainer_id);
+  flags.predictions_path = trainer::PerTrainerPath(flags.predictions_path, options->trainer_id);
   if (auto st = SetUpLogging({options->log_level, "trainer:" + std::to_string(options->trainer_id)}); !st.ok()) {
     return Fail(st);
   }
@@ -142,18 +162,40 @@ int main(int argc, char** argv) {
     if (auto st = local_server->Start(); !st.ok()) return Fail(st);
     client_options.servers = {{"127.0.0.1", local_server->port()}};
   } else {
-    // The cluster's shared secret, when it has one: FLEETPS_AUTH_SECRET_FILE, else the job
-    // YAML's fleetps.server.auth_secret_file (the file the pservers read).
-    std::string secret_file;
-    if (const char* env = std::getenv("FLEETPS_AUTH_SECRET_FILE"); env != nullptr) secret_file = env;
-    if (secret_file.empty()) {
-      if (auto view = config::LoadServerYaml(config_path); view.ok()) secret_file = view->auth_secret_file;
-    }
-    if (!secret_file.empty()) {
-      auto key = net::AuthKey::Load(secret_file);
+    // The cluster's shared secret and TLS files, when it has them: the job YAML's
+    // fleetps.server section (what the pservers read), overridden by FLEETPS_AUTH_SECRET_FILE
+    // and FLEETPS_TLS_*_FILE.
+    config::ServerOptions security;
+    if (auto view = config::LoadServerYaml(config_path); view.ok()) security = std::move(*view);
+    config::ApplySecurityEnv(config::ProcessEnv(), &security);
+    if (!security.auth_secret_file.empty()) {
+      auto key = net::AuthKey::Load(security.auth_secret_file);
       if (!key.ok()) return Fail(key.status());
       client_options.rpc.auth_key = *key;
     }
+    if (security.tls.enabled()) {
+      auto tls = net::TlsContext::Load(security.tls);
+      if (!tls.ok()) return Fail(tls.status());
+      client_options.rpc.tls = *tls;
+    }
+  }
+  // Metrics are opt-in on trainers: --metrics-port or FLEETPS_TRAINER_METRICS_PORT.
+  if (const char* env = std::getenv("FLEETPS_TRAINER_METRICS_PORT"); !metrics_port && env != nullptr && *env) {
+    char* end = nullptr;
+    const unsigned long p = std::strtoul(env, &end, 10);
+    if (*end != '\0' || p > 65535 || env[0] == '-') {
+      return Fail(Status::InvalidArgument(std::string("FLEETPS_TRAINER_METRICS_PORT='") + env +
+                                          "' is not a port number (0-65535)"));
+    }
+    metrics_port = static_cast<uint16_t>(p);
+  }
+  metrics::Registry metrics_registry;
+  std::unique_ptr<net::HttpEndpoint> metrics_endpoint;
+  if (metrics_port) {
+    auto served = trainer::ServeTrainerMetrics(metrics_registry, *metrics_port);
+    if (!served.ok()) return Fail(served.status());
+    metrics_endpoint = std::move(*served);
+    flags.metrics = &metrics_registry;
   }
   auto client = trainer::PsClient::Connect(client_options);
   if (!client.ok()) return Fail(client.status());
@@ -161,6 +203,7 @@ int main(int argc, char** argv) {
   if (options->heter_mode()) {
     auto heter_options = trainer::JobHeterClientOptions(*options, rpc);
     heter_options.rpc.auth_key = client_options.rpc.auth_key;
+    heter_options.rpc.tls = client_options.rpc.tls;
     auto connected = trainer::HeterClient::Connect(std::move(heter_options));
     if (!connected.ok()) return Fail(connected.status());
     heter = std::move(*connected);

@@ -3,8 +3,11 @@
 # test AUC of local (1 process), async, sync and GEO (2 pservers + 2 trainers each) and
 # collective (the hybrid: 2 pservers + 2 ranks, dense by allreduce) and heter (2 pservers +
 # 2 cpu-trainers + 1 heter-trainer, scripts/run_heter.sh; the heter
-# device is HETER_DEVICE_TYPE's), next to the generator's Bayes-optimal AUC. Prints a
-# markdown table.
+# device is HETER_DEVICE_TYPE's), gpubox (GPU-PS passes: 2 pservers + 1 heter-trainer node
+# x 2 devices, scripts/run_gpubox.sh; the host twin unless HETER_DEVICE_TYPE=gpu) and
+# gpubox-2nodes (the same with 2 nodes x 2 devices; gpubox-2nodes-average with
+# fleetps.gpups.merge: average), next to the generator's Bayes-optimal AUC. Prints a markdown
+# table.
 #   bench/accuracy/run.sh [rows (default 500000)] [modes (default "local async sync geo")] [epochs]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,6 +32,19 @@ for mode in $MODES; do
   if [ "$mode" = local ]; then
     "$BUILD/trainer/cpu-trainer" --config "$CONFIG" --train-data "$DATA/train" --test-data "$DATA/test" \
       --log-level warn --report "$OUT/$mode.json" "${epoch_flags[@]}" || echo "{\"failed\": true}" >"$OUT/$mode.json"
+  elif [ "$mode" = gpubox ] || [ "$mode" = gpubox-2nodes ] || [ "$mode" = gpubox-2nodes-average ]; then
+    nodes=1
+    merge=add
+    if [ "$mode" != gpubox ]; then nodes=2; fi
+    if [ "$mode" = gpubox-2nodes-average ]; then merge=average; fi
+    if FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
+        FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 FLEETPS_PSERVERS=2 FLEETPS_TRAINERS=$nodes FLEETPS_GPUPS_MERGE=$merge \
+        HETER_DEVICE_TYPE="${HETER_DEVICE_TYPE:-cpu}" FLAGS_selected_gpus="${FLAGS_selected_gpus:-0,1}" \
+        scripts/run_gpubox.sh >"$OUT/$mode.log" 2>&1; then
+      cp "$OUT/$mode/trainer0.json" "$OUT/$mode.json"
+    else
+      echo "{\"failed\": true}" >"$OUT/$mode.json"
+    fi
   elif [ "$mode" = heter ]; then
     if FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
         FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 scripts/run_heter.sh >"$OUT/$mode.log" 2>&1; then
@@ -67,5 +83,8 @@ for m in modes:
     diff = t["auc"] - local["auc"] if local else float("nan")
     procs = {"local": "1 trainer", "heter": "2 pservers + 2 trainers + 1 heter"}.get(m, "2 pservers + 2 trainers")
     if m == "collective": procs = "2 pservers + 2 ranks (hybrid)"
+    if m == "gpubox": procs = "2 pservers + 1 node x 2 devices"
+    if m == "gpubox-2nodes": procs = "2 pservers + 2 nodes x 2 devices"
+    if m == "gpubox-2nodes-average": procs = "2 pservers + 2 nodes x 2 devices, merge: average"
     print(f"| {m} | {procs} | {t['auc']:.4f} | {diff:+.4f} | {t['loss']:.4f} | {r['epochs'][-1]['auc']:.4f} | {secs:.0f} |")
 PY

@@ -24,6 +24,7 @@
 #include <random>
 
 #include "common/net/endpoint.h"
+#include "common/net/tls.h"
 #include "trainer/client/ps_client.h"
 
 namespace {
@@ -93,6 +94,8 @@ int main(int argc, char** argv) {
   cli.add_option("--seconds", seconds, "seconds per measurement");
   cli.add_option("--wire-mbps", wire_mbps, "loopback TCP bandwidth in MB/s (iperf3), for the ratio column");
   cli.add_option("--label", label, "text printed in the first column (e.g. '2 servers')");
+  std::string tls_ca;
+  cli.add_option("--tls-ca", tls_ca, "connect over TLS, verifying the servers against this CA file (server.tls)");
   cli.add_option("--save-dir", save_dir, "after the cells, save every table here and load it back, timed");
   cli.add_flag("--fill-only", fill_only, "fill the key space, skip the pull/push cells");
   cli.add_flag("--skip-fill", skip_fill, "the key space is already filled (by an earlier --fill-only run)");
@@ -109,6 +112,14 @@ int main(int argc, char** argv) {
   fleetps::trainer::PsClientOptions options;
   options.servers = *endpoints;
   options.io_threads = 2;
+  if (!tls_ca.empty()) {
+    auto tls = fleetps::net::TlsContext::Load({"", "", tls_ca});
+    if (!tls.ok()) {
+      std::fprintf(stderr, "ps_bench: %s\n", tls.status().ToString().c_str());
+      return 2;
+    }
+    options.rpc.tls = *tls;
+  }
   auto client = PsClient::Connect(options);
   if (!client.ok()) {
     std::fprintf(stderr, "ps_bench: %s\n", client.status().ToString().c_str());

@@ -27,6 +27,11 @@ constexpr std::pair<std::string_view, ShuffleMode> kShuffleModes[] = {
     {"global", ShuffleMode::kGlobal},
 };
 
+constexpr std::pair<std::string_view, SamplerKind> kSamplers[] = {
+    {"files", SamplerKind::kFiles},
+    {"distributed", SamplerKind::kDistributed},
+};
+
 bool Has(const YAML::Node& map, const std::string& key) {
   return map && map.IsMap() && map[key] && !map[key].IsNull();
 }
@@ -149,6 +154,17 @@ Status ParseSection(const YAML::Node& section, const YamlContext& ctx, ShapeKeys
   RETURN_IF_ERROR(ReadEnum(section, "data_format", ctx, kFormats, &o.format));
   RETURN_IF_ERROR(ReadEnum(section, "reader_type", ctx, kDatasetKinds, &o.dataset));
   RETURN_IF_ERROR(ReadEnum(section, "shuffle", ctx, kShuffleModes, &o.shuffle));
+  RETURN_IF_ERROR(ReadEnum(section, "sampler", ctx, kSamplers, &o.sampler));
+  if (o.sampler == SamplerKind::kDistributed) {
+    if (o.dataset != DatasetKind::kInMemory) {
+      return ctx.Child("sampler").Error(section["sampler"],
+                                        "distributed needs reader_type: InMemoryDataset (it samples the loaded records)");
+    }
+    if (o.shuffle == ShuffleMode::kGlobal) {
+      return ctx.Child("sampler").Error(
+          section["sampler"], "distributed cannot be combined with shuffle: global (use shuffle: local or none)");
+    }
+  }
   const bool slot_dnn = o.format == DataFormat::kSlotDnn;
 
   // Format-dependent defaults first, then the explicit keys.
@@ -247,7 +263,8 @@ std::vector<std::string> DataOptionKeys() {
   return {"data_format",     "label_slot",       "dense_slot",       "dense_input_dim", "sparse_inputs_slots",
           "slot_num",        "sparse_slots",     "multislot_slots",  "train_data_dir",  "train_files",
           "test_data_dir",   "test_files",       "split_file_list",  "train_batch_size", "infer_batch_size",
-          "thread_num",      "reader_type",      "skip_bad_lines",   "queue_capacity",  "shuffle",  "shuffle_seed"};
+          "thread_num",      "reader_type",      "skip_bad_lines",   "queue_capacity",  "shuffle",  "shuffle_seed",
+          "sampler"};
 }
 
 std::vector<std::string> DataShapeKeys() { return {"dense_input_dim", "sparse_inputs_slots", "slot_num"}; }

@@ -8,7 +8,7 @@
 // shapes (dense_input_dim, sparse_inputs_slots, slot_num), so a PaddleRec rank_dnn or
 // slot_dnn config is read as is. Keys PaddleRec does not have are fleetps extensions:
 // data_format, label_slot, dense_slot, sparse_slots, multislot_slots, skip_bad_lines,
-// queue_capacity, shuffle, shuffle_seed.
+// queue_capacity, shuffle, shuffle_seed, sampler.
 
 #include <cstdint>
 #include <string>
@@ -44,6 +44,12 @@ enum class ShuffleMode : uint8_t {
   kNone = 0,    // file order
   kLocal = 1,   // this trainer's records, locally
   kGlobal = 2,  // every trainer's records redistributed across trainers, then locally
+};
+
+// Which records of the data set a trainer trains on in a pass.
+enum class SamplerKind : uint8_t {
+  kFiles = 0,        // the trainer's files (split_file_list), every record of them
+  kDistributed = 1,  // Paddle's DistributedBatchSampler: a strided share of every record
 };
 
 std::string_view DataFormatName(DataFormat format);  // "rank_dnn" | "multislot" | "slot_dnn"
@@ -121,6 +127,15 @@ struct DataOptions {
 
   // `shuffle_seed`: seed of InMemoryDataset local / global shuffles. Default 0.
   uint64_t shuffle_seed = 0;
+
+  // `sampler`: files | distributed. `distributed` (InMemoryDataset only; shuffle none or
+  // local) is Paddle's DistributedBatchSampler, as collective data-parallel jobs read: every
+  // trainer loads every file (split_file_list is not used), and before each pass orders all
+  // records alike on every trainer (shuffled from shuffle_seed and the epoch unless shuffle
+  // is none), pads that order by repeating its first records to a multiple of the trainer
+  // count, and trains on the positions trainer_id, trainer_id + trainers_num, ...: disjoint
+  // shares of equal size, reshuffled every epoch (Paddle's set_epoch). Default files.
+  SamplerKind sampler = SamplerKind::kFiles;
 };
 
 // Reads DataOptions from a fleetps `data:` map (key names listed in the header comment,

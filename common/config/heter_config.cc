@@ -97,7 +97,7 @@ Status ApplyHeterTrainerEnv(const EnvLookup& env, HeterTrainerOptions* o) {
     }
   }
   if (auto level = env("FLEETPS_LOG_LEVEL")) o->job.log_level = *level;
-  if (auto secret = env("FLEETPS_AUTH_SECRET_FILE"); secret && !secret->empty()) o->server.auth_secret_file = *secret;
+  ApplySecurityEnv(env, &o->server);
   return Status::OK();
 }
 

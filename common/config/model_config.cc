@@ -10,9 +10,42 @@
 
 namespace fleetps {
 
+const std::vector<std::pair<std::string, ModelType>>& ModelTypeNames() {
+  static const std::vector<std::pair<std::string, ModelType>> names = {
+      {"mlp", ModelType::kMlp}, {"ctr_dnn", ModelType::kCtrDnn}, {"wide_deep", ModelType::kWideDeep},
+      {"deepfm", ModelType::kDeepFm}, {"dcn", ModelType::kDcn},   {"dlrm", ModelType::kDlrm},
+  };
+  return names;
+}
+
+std::string ModelTypeName(ModelType type) {
+  for (const auto& [name, t] : ModelTypeNames()) {
+    if (t == type) return name;
+  }
+  return "?";
+}
+
+bool HasSparseSlots(const ModelOptions& options) { return options.type != ModelType::kMlp; }
+
+bool HasFirstOrderWeight(const ModelOptions& options) {
+  return options.type == ModelType::kWideDeep || options.type == ModelType::kDeepFm;
+}
+
+size_t SparseRowDim(const ModelOptions& options) {
+  if (!HasSparseSlots(options)) return 0;
+  return size_t{options.sparse_feature_dim} + (HasFirstOrderWeight(options) ? 1 : 0);
+}
+
+size_t SlotBlockDim(const ModelOptions& options, size_t slot) {
+  if (options.slot_dims.empty()) return SparseRowDim(options);
+  return size_t{options.slot_dims.at(slot)} + (HasFirstOrderWeight(options) ? 1 : 0);
+}
+
 size_t DenseInputDim(const ModelOptions& options) {
   if (options.type == ModelType::kMlp) return options.input_dim;
-  return size_t{options.num_sparse_slots} * options.sparse_feature_dim + options.dense_input_dim;
+  size_t width = options.dense_input_dim;
+  for (size_t s = 0; s < options.num_sparse_slots; ++s) width += SlotBlockDim(options, s);
+  return width;
 }
 
 namespace config {
@@ -61,8 +94,10 @@ Status ReadEnum(const YAML::Node& map, const std::string& key, const YamlContext
 }  // namespace
 
 std::vector<std::string> ModelOptionKeys() {
-  return {"model_type",  "sparse_feature_dim", "emb_dim", "sparse_inputs_slots", "dense_input_dim", "input_dim",
-          "fc_sizes",    "layer_sizes",        "output",  "init_seed",           "optimizer"};
+  return {"model_type", "sparse_feature_dim", "emb_dim",    "sparse_inputs_slots", "dense_input_dim",
+          "input_dim",  "fc_sizes",           "layer_sizes", "output",             "init_seed",
+          "optimizer",  "cross_num",          "cross_type", "bot_layer_sizes",     "top_layer_sizes",
+          "num_field",  "slot_dims"};
 }
 
 Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& ctx, ModelOptions* options) {
@@ -72,8 +107,7 @@ Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& 
   ModelOptions o = *options;
   const auto at_least_1 = [](uint32_t v) { return v >= 1; };
 
-  RETURN_IF_ERROR(ReadEnum<ModelType>(hp, "model_type", ctx,
-                                      {{"mlp", ModelType::kMlp}, {"ctr_dnn", ModelType::kCtrDnn}}, &o.type));
+  RETURN_IF_ERROR(ReadEnum<ModelType>(hp, "model_type", ctx, ModelTypeNames(), &o.type));
   RETURN_IF_ERROR(ReadChecked(hp, "sparse_feature_dim", ctx, ReadUint32, at_least_1, "an integer >= 1",
                               &o.sparse_feature_dim));
   if (Present(hp, "emb_dim")) {
@@ -91,6 +125,15 @@ Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& 
                               "an integer >= 2 (PaddleRec counts the label slot: 27 means 26 sparse slots)",
                               &paddle_slots));
   o.num_sparse_slots = paddle_slots - 1;
+  if (Present(hp, "num_field")) {  // PaddleRec dlrm's count of sparse slots: must agree
+    uint32_t fields = 0;
+    RETURN_IF_ERROR(ReadUint32(hp, "num_field", ctx, &fields));
+    if (fields != o.num_sparse_slots) {
+      return ctx.Child("num_field").Error(hp["num_field"], "is " + std::to_string(fields) + " but the model has " +
+                                                               std::to_string(o.num_sparse_slots) +
+                                                               " sparse slots (sparse_inputs_slots - 1)");
+    }
+  }
   RETURN_IF_ERROR(ReadUint32(hp, "dense_input_dim", ctx, &o.dense_input_dim));
   RETURN_IF_ERROR(ReadChecked(hp, "input_dim", ctx, ReadUint32, at_least_1, "an integer >= 1", &o.input_dim));
 
@@ -120,11 +163,69 @@ Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& 
     o.fc_sizes = std::move(layer_sizes);
   }
 
+  RETURN_IF_ERROR(ReadChecked(hp, "cross_num", ctx, ReadUint32, [](uint32_t v) { return v >= 1 && v <= 64; },
+                              "an integer in [1, 64]", &o.cross_num));
+  RETURN_IF_ERROR(
+      ReadEnum<CrossType>(hp, "cross_type", ctx, {{"v1", CrossType::kV1}, {"v2", CrossType::kV2}}, &o.cross_type));
+  RETURN_IF_ERROR(read_widths("bot_layer_sizes", &o.bot_layer_sizes));
+  RETURN_IF_ERROR(read_widths("top_layer_sizes", &o.top_layer_sizes));
+
   RETURN_IF_ERROR(ReadEnum<OutputKind>(hp, "output", ctx,
                                        {{"softmax2", OutputKind::kSoftmax2}, {"sigmoid", OutputKind::kSigmoid}},
                                        &o.output));
   RETURN_IF_ERROR(ReadUint64(hp, "init_seed", ctx, &o.init_seed));
   if (Present(hp, "optimizer")) RETURN_IF_ERROR(ParseOptimizer(hp["optimizer"], ctx.Child("optimizer"), &o.optimizer));
+
+  if (Present(hp, "slot_dims")) {
+    RETURN_IF_ERROR(read_widths("slot_dims", &o.slot_dims));
+    const YAML::Node node = hp["slot_dims"];
+    if (o.type != ModelType::kCtrDnn && o.type != ModelType::kWideDeep && o.type != ModelType::kDcn) {
+      return ctx.Child("slot_dims").Error(node, "per-slot embedding widths are for ctr_dnn, wide_deep and dcn; " +
+                                                    ModelTypeName(o.type) +
+                                                    " takes dot products between slots, which need one width");
+    }
+    if (o.slot_dims.size() != o.num_sparse_slots) {
+      return ctx.Child("slot_dims").Error(node, "has " + std::to_string(o.slot_dims.size()) +
+                                                    " widths but the model has " + std::to_string(o.num_sparse_slots) +
+                                                    " sparse slots (sparse_inputs_slots - 1)");
+    }
+    for (size_t i = 0; i < o.slot_dims.size(); ++i) {
+      if (o.slot_dims[i] > o.sparse_feature_dim) {
+        return ctx.Child("slot_dims").Index(i).Error(
+            node[i], "expected a width in [1, sparse_feature_dim = " + std::to_string(o.sparse_feature_dim) +
+                         "] (the rows are sparse_feature_dim wide), got " + std::to_string(o.slot_dims[i]));
+      }
+    }
+  }
+
+  if (o.type == ModelType::kDlrm) {
+    // PaddleRec's top_layer_sizes ends with the output layer: its width picks the loss.
+    const std::string top_key = "top_layer_sizes";
+    const YAML::Node top_node = Present(hp, top_key) ? hp[top_key] : hp;
+    if (o.top_layer_sizes.empty() || o.top_layer_sizes.back() > 2) {
+      return ctx.Child(top_key).Error(top_node, "the last entry is dlrm's output layer: expected 1 (sigmoid) or 2 "
+                                                "(softmax2), e.g. [512, 256, 2]");
+    }
+    const OutputKind from_top = o.top_layer_sizes.back() == 2 ? OutputKind::kSoftmax2 : OutputKind::kSigmoid;
+    if (Present(hp, "output") && o.output != from_top) {
+      return ctx.Child("output").Error(hp["output"], "disagrees with the last entry of top_layer_sizes (" +
+                                                         std::to_string(o.top_layer_sizes.back()) +
+                                                         "); give one of them");
+    }
+    o.output = from_top;
+    const YAML::Node bot_node = Present(hp, "bot_layer_sizes") ? hp["bot_layer_sizes"] : hp;
+    if (o.bot_layer_sizes.empty() || o.bot_layer_sizes.back() != o.sparse_feature_dim) {
+      return ctx.Child("bot_layer_sizes")
+          .Error(bot_node, "dlrm's bottom MLP must end at the embedding width: expected a non-empty list whose last "
+                           "entry is sparse_feature_dim (" +
+                               std::to_string(o.sparse_feature_dim) + ")");
+    }
+    if (o.dense_input_dim == 0) {
+      return ctx.Child("dense_input_dim")
+          .Error(Present(hp, "dense_input_dim") ? hp["dense_input_dim"] : hp,
+                 "dlrm's bottom MLP reads the dense features: expected an integer >= 1");
+    }
+  }
 
   *options = std::move(o);
   return Status::OK();

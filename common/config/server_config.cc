@@ -1,5 +1,8 @@
 #include "common/config/server_config.h"
 
+#include <cerrno>
+#include <cstdlib>
+
 #include <filesystem>
 
 #include <arpa/inet.h>
@@ -267,7 +270,7 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
        "shuffle_buffer_bytes", "drain_timeout_ms", "log_level", "data_dir", "load_dir", "save_dir", "save_interval_s",
        "save_mode", "max_connections", "idle_timeout_s", "read_timeout_s", "max_write_queue_bytes",
        "nonfinite_gradients", "trainer_lease_s", "exit_when_trainers_gone", "auth", "auth_secret_file",
-       "checkpoint_root"},
+       "tls", "checkpoint_root", "metrics_port"},
       sctx));
   std::vector<std::string> endpoints;
   RETURN_IF_ERROR(ReadStringList(server, "endpoints", sctx, &endpoints));
@@ -299,7 +302,25 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
   RETURN_IF_ERROR(ReadBool(server, "exit_when_trainers_gone", sctx, &out.exit_when_trainers_gone));
   RETURN_IF_ERROR(ReadChoice(server, "auth", sctx, kAuthModes, &out.auth));
   RETURN_IF_ERROR(ReadString(server, "auth_secret_file", sctx, &out.auth_secret_file));
+  if (server["tls"] && !server["tls"].IsNull()) {
+    const YAML::Node tls = server["tls"];
+    const YamlContext tctx = sctx.Child("tls");
+    if (!tls.IsMap()) return tctx.Error(tls, "expected a map with cert_file, key_file, ca_file");
+    RETURN_IF_ERROR(RejectUnknownKeys(tls, {"cert_file", "key_file", "ca_file"}, tctx));
+    RETURN_IF_ERROR(ReadString(tls, "cert_file", tctx, &out.tls.cert_file));
+    RETURN_IF_ERROR(ReadString(tls, "key_file", tctx, &out.tls.key_file));
+    RETURN_IF_ERROR(ReadString(tls, "ca_file", tctx, &out.tls.ca_file));
+    if (out.tls.cert_file.empty() != out.tls.key_file.empty()) {
+      return tctx.Error(tls, "cert_file and key_file go together");
+    }
+  }
   RETURN_IF_ERROR(ReadString(server, "checkpoint_root", sctx, &out.checkpoint_root));
+  uint32_t metrics_port = out.metrics_port;
+  RETURN_IF_ERROR(ReadUint32(server, "metrics_port", sctx, &metrics_port));
+  if (metrics_port > 65535) {
+    return sctx.Child("metrics_port").Error(server["metrics_port"], "a port is at most 65535 (0: no metrics endpoint)");
+  }
+  out.metrics_port = static_cast<uint16_t>(metrics_port);
   if (out.max_connections < 1) {
     return sctx.Child("max_connections").Error(server["max_connections"], "must be >= 1");
   }
@@ -409,10 +430,28 @@ Status ApplyServerEnv(const EnvLookup& env, ServerOptions* options) {
     }
   }
   if (auto level = env("FLEETPS_LOG_LEVEL")) options->log_level = *level;
-  if (auto secret = env("FLEETPS_AUTH_SECRET_FILE"); secret && !secret->empty()) {
-    options->auth_secret_file = *secret;
+  ApplySecurityEnv(env, options);
+  if (auto port = env("FLEETPS_METRICS_PORT"); port && !port->empty()) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long p = std::strtoul(port->c_str(), &end, 10);
+    if (errno != 0 || end == port->c_str() || *end != '\0' || p > 65535 || (*port)[0] == '-') {
+      return Status::InvalidArgument("FLEETPS_METRICS_PORT='" + *port +
+                                     "' is not a port number (0-65535; 0 turns the metrics endpoint off)");
+    }
+    options->metrics_port = static_cast<uint16_t>(p);
   }
   return Status::OK();
+}
+
+void ApplySecurityEnv(const EnvLookup& env, ServerOptions* options) {
+  const auto set = [&env](const char* name, std::string* field) {
+    if (auto value = env(name); value && !value->empty()) *field = *value;
+  };
+  set("FLEETPS_AUTH_SECRET_FILE", &options->auth_secret_file);
+  set("FLEETPS_TLS_CERT_FILE", &options->tls.cert_file);
+  set("FLEETPS_TLS_KEY_FILE", &options->tls.key_file);
+  set("FLEETPS_TLS_CA_FILE", &options->tls.ca_file);
 }
 
 Status ApplyServerFlags(const ServerFlags& flags, ServerOptions* options) {
@@ -424,6 +463,7 @@ Status ApplyServerFlags(const ServerFlags& flags, ServerOptions* options) {
   if (flags.index) options->index = *flags.index;
   if (flags.bind_host) options->bind_host = *flags.bind_host;
   if (flags.checkpoint_root) options->checkpoint_root = *flags.checkpoint_root;
+  if (flags.metrics_port) options->metrics_port = *flags.metrics_port;
   if (flags.io_threads) options->io_threads = *flags.io_threads;
   if (flags.shard_threads) options->shard_threads = *flags.shard_threads;
   if (flags.log_level) options->log_level = *flags.log_level;

@@ -8,7 +8,8 @@
 //          (all server endpoints, in order), POD_IP + PADDLE_PORT (this server's endpoint;
 //          its index is its position in the list), FLEETPS_LOG_LEVEL,
 //          FLEETPS_AUTH_SECRET_FILE (server.auth_secret_file; never a flag, so the path
-//          does not show in `ps`).
+//          does not show in `ps`), FLEETPS_TLS_CERT_FILE / FLEETPS_TLS_KEY_FILE /
+//          FLEETPS_TLS_CA_FILE (server.tls.cert_file / key_file / ca_file).
 //   Flags: applied by the caller with ApplyServerFlags().
 
 #include <cstdint>
@@ -94,11 +95,20 @@ struct ServerOptions {
   // File holding the shared secret; required when AuthRequired(). Env FLEETPS_AUTH_SECRET_FILE
   // overrides the YAML; deliberately no command-line flag. Default empty.
   std::string auth_secret_file;
+  // `tls: {cert_file, key_file, ca_file}`: TLS on every connection (common/net/tls.h). A
+  // process that serves (pserver, heter-trainer) presents cert_file/key_file; one that dials
+  // verifies the server against ca_file. Default off (all empty).
+  net::TlsFiles tls;
   // Save/Load requests from the network name directories below this root (relative to it,
   // or absolute inside it); the parent of save_dir is a root too. Empty and no save_dir:
   // remote Save/Load is refused. A job YAML's default: the directory holding
   // runner.model_save_path.
   std::string checkpoint_root;
+
+  // ---- operations ----
+  // HTTP port of /metrics (Prometheus), /healthz and /readyz, on the bind address; 0
+  // (default): off. YAML server.metrics_port, env FLEETPS_METRICS_PORT, --metrics-port.
+  uint16_t metrics_port = 0;
 
   std::string source;                    // where the options came from, for messages
 
@@ -117,6 +127,7 @@ struct ServerFlags {
   std::optional<std::string> load_dir;   // --load
   std::optional<std::string> data_dir;   // --data-dir
   std::optional<std::string> checkpoint_root;  // --checkpoint-root
+  std::optional<uint16_t> metrics_port;        // --metrics-port
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
@@ -129,6 +140,9 @@ StatusOr<ServerOptions> LoadServerYaml(const std::string& path);
 
 // Applies the Paddle environment variables to `options`.
 Status ApplyServerEnv(const EnvLookup& env, ServerOptions* options);
+// The security part of ApplyServerEnv, shared by every role: FLEETPS_AUTH_SECRET_FILE and
+// FLEETPS_TLS_{CERT,KEY,CA}_FILE (non-empty values) override the YAML.
+void ApplySecurityEnv(const EnvLookup& env, ServerOptions* options);
 Status ApplyServerFlags(const ServerFlags& flags, ServerOptions* options);
 // Final checks after all sources are applied (index in range, tables valid, limits, a secret
 // file when AuthRequired(), ...).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/config/heter_config.h"
 #include "common/config/yaml_util.h"
 
 namespace fleetps::config {
@@ -14,12 +15,14 @@ std::string_view SyncModeName(SyncMode mode) {
     case SyncMode::kGeo: return "geo";
     case SyncMode::kHeter: return "heter";
     case SyncMode::kCollective: return "collective";
+    case SyncMode::kGpuBox: return "gpubox";
   }
   return "?";
 }
 
 bool SyncModeFromName(std::string_view name, SyncMode* mode) {
-  for (SyncMode m : {SyncMode::kAsync, SyncMode::kSync, SyncMode::kGeo, SyncMode::kHeter, SyncMode::kCollective}) {
+  for (SyncMode m : {SyncMode::kAsync, SyncMode::kSync, SyncMode::kGeo, SyncMode::kHeter, SyncMode::kCollective,
+                     SyncMode::kGpuBox}) {
     if (name == SyncModeName(m)) {
       *mode = m;
       return true;
@@ -28,20 +31,56 @@ bool SyncModeFromName(std::string_view name, SyncMode* mode) {
   return false;
 }
 
-uint64_t DenseParamCount(const ModelOptions& model) {
-  uint64_t in = DenseInputDim(model);
+namespace {
+
+// Floats of an MLP in -> widths[0] -> ... -> widths.back() (weights and biases).
+uint64_t MlpParamCount(uint64_t in, const std::vector<uint32_t>& widths) {
   uint64_t total = 0;
-  for (uint32_t out : model.fc_sizes) {
+  for (uint32_t out : widths) {
     total += in * out + out;
     in = out;
   }
+  return total;
+}
+
+}  // namespace
+
+// Must agree with model::DenseNet::FromOptions(model).num_params() (model_registry_test
+// checks every model type).
+uint64_t DenseParamCount(const ModelOptions& model) {
+  const uint64_t in = DenseInputDim(model);
   const uint64_t logits = model.output == OutputKind::kSoftmax2 ? 2 : 1;
-  return total + in * logits + logits;
+  std::vector<uint32_t> with_output = model.fc_sizes;
+  with_output.push_back(static_cast<uint32_t>(logits));
+  const uint64_t mlp = MlpParamCount(in, with_output);
+  const uint64_t dense = model.dense_input_dim;
+  switch (model.type) {
+    case ModelType::kMlp:
+    case ModelType::kCtrDnn:
+      return mlp;
+    case ModelType::kWideDeep:  // + the wide weights of the dense features
+      return mlp + dense;
+    case ModelType::kDeepFm:  // + first-order weights and FM embeddings of the dense features
+      return mlp + dense + dense * model.sparse_feature_dim;
+    case ModelType::kDcn: {
+      const uint64_t cross = model.cross_type == CrossType::kV1 ? 2 * in : in * in + in;
+      const uint64_t deep = MlpParamCount(in, model.fc_sizes);
+      const uint64_t joined = in + (model.fc_sizes.empty() ? 0 : model.fc_sizes.back());
+      return model.cross_num * cross + deep + joined * logits + logits;
+    }
+    case ModelType::kDlrm: {
+      const uint64_t bottom = MlpParamCount(dense, model.bot_layer_sizes);
+      const uint64_t vectors = uint64_t{model.num_sparse_slots} + 1;
+      const uint64_t top_in = model.sparse_feature_dim + vectors * (vectors - 1) / 2;
+      return bottom + MlpParamCount(top_in, model.top_layer_sizes);
+    }
+  }
+  return mlp;
 }
 
 std::vector<TableOptions> JobTables(const TrainerOptions& o) {
   std::vector<TableOptions> tables;
-  if (o.model.type == ModelType::kCtrDnn) tables.push_back(o.sparse_table);
+  if (HasSparseSlots(o.model)) tables.push_back(o.sparse_table);
   tables.push_back(o.dense_table);
   return tables;
 }
@@ -84,6 +123,10 @@ std::vector<std::string> PaddleRecIgnoredHyperParameterKeys() {
       "sparse_feature_number", "dict_dim",
       // Paddle: 1 puts the embedding on the pservers; fleetps's always lives there.
       "distributed_embedding",
+      // PaddleRec rank/dcn's regularization and Paddle-graph switches, which fleetps's dcn
+      // does not have: the L2 penalty of the cross weights, batch norm in the MLP (off in
+      // PaddleRec's configs), gradient clipping by norm, and Paddle's sparse-gradient flag.
+      "l2_reg_cross", "dnn_use_bn", "clip_by_norm", "is_sparse",
   };
 }
 
@@ -203,7 +246,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(ReadString(runner, "sync_mode", rctx, &mode));
     if (!SyncModeFromName(mode, &o.sync_mode)) {
       return rctx.Child("sync_mode").Error(runner["sync_mode"],
-                                           "unknown sync_mode '" + mode + "' (use async, sync, geo, heter or collective)");
+                                           "unknown sync_mode '" + mode + "' (use async, sync, geo, heter, collective or gpubox)");
     }
     RETURN_IF_ERROR(ReadUint32(runner, "geo_step", rctx, &o.geo_step));
     RETURN_IF_ERROR(ReadUint32(runner, "epochs", rctx, &o.epochs));
@@ -230,7 +273,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
   o.sparse_table.id = 0;
   o.sparse_table.name = "embedding";
   o.sparse_table.kind = TableKind::kSparse;
-  o.sparse_table.dim = o.model.sparse_feature_dim;
+  o.sparse_table.dim = SparseRowDim(o.model);
   o.sparse_table.shards = 8;
   o.sparse_table.optimizer = o.model.optimizer;
   o.sparse_table.initializer.kind = InitializerKind::kUniform;
@@ -252,7 +295,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(RejectUnknownKeys(ext,
                                       {"sparse_table", "dense_table", "stop_servers_at_end", "barrier_timeout_ms",
                                        "dense_pull_interval", "max_merge_steps", "local_shards", "log_level",
-                                       "save_every_epoch", "server", "heter", "collective"},
+                                       "save_every_epoch", "server", "heter", "collective", "gpups"},
                                       ectx));
     if (ext["sparse_table"]) {
       RETURN_IF_ERROR(ParseTableOverride(ext["sparse_table"], ectx.Child("sparse_table"), false, &o.sparse_table));
@@ -271,6 +314,19 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     if (ext["collective"]) {
       RETURN_IF_ERROR(ParseCollective(ext["collective"], ectx.Child("collective"), &o.collective));
     }
+    if (ext["gpups"]) {
+      const YAML::Node g = ext["gpups"];
+      const YamlContext gctx = ectx.Child("gpups");
+      if (!g.IsMap()) return gctx.Error(g, "expected a map");
+      RETURN_IF_ERROR(RejectUnknownKeys(g, {"device_memory_mb", "merge"}, gctx));
+      RETURN_IF_ERROR(ReadUint64(g, "device_memory_mb", gctx, &o.gpups.device_memory_mb));
+      std::string merge = o.gpups.average_merge ? "average" : "add";
+      RETURN_IF_ERROR(ReadString(g, "merge", gctx, &merge));
+      if (merge != "add" && merge != "average") {
+        return gctx.Child("merge").Error(g["merge"], "unknown merge '" + merge + "' (use add or average)");
+      }
+      o.gpups.average_merge = merge == "average";
+    }
     if (ext["server"]) {
       // The pservers' options (ParseServerYaml reads them from this file); checked here too
       // so that a trainer, local mode included, refuses a config its pservers would refuse.
@@ -288,13 +344,13 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     Status st = ValidateTable(t);
     if (!st.ok()) return Status::InvalidArgument(file_name + ": " + st.message());
   }
-  if (o.model.type == ModelType::kCtrDnn && o.data.sparse_slots.size() != o.model.num_sparse_slots) {
+  if (HasSparseSlots(o.model) && o.data.sparse_slots.size() != o.model.num_sparse_slots) {
     return ctx.Error(root["hyper_parameters"],
                      "the data has " + std::to_string(o.data.sparse_slots.size()) + " sparse slots but the model " +
                          std::to_string(o.model.num_sparse_slots) +
                          " (check sparse_inputs_slots / slot_num / sparse_slots)");
   }
-  if (o.model.type == ModelType::kCtrDnn && o.data.dense_dim != o.model.dense_input_dim) {
+  if (HasSparseSlots(o.model) && o.data.dense_dim != o.model.dense_input_dim) {
     return ctx.Error(root["hyper_parameters"], "the data has " + std::to_string(o.data.dense_dim) +
                                                    " dense features but the model " +
                                                    std::to_string(o.model.dense_input_dim));
@@ -342,7 +398,8 @@ Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* o) {
     if (!eps.ok()) return eps.status().WithContext("PADDLE_TRAINER_ENDPOINTS");
     o->trainer_endpoints = *eps;
     if (!env("PADDLE_TRAINERS_NUM")) o->trainers_num = static_cast<uint32_t>(eps->size());
-    if (eps->size() > 1) o->sync_mode = SyncMode::kCollective;
+    // In gpubox mode the endpoints name the nodes whose devices all-reduce the dense part.
+    if (eps->size() > 1 && o->sync_mode != SyncMode::kGpuBox) o->sync_mode = SyncMode::kCollective;
     if (auto current = env("PADDLE_CURRENT_ENDPOINT"); current && !current->empty()) {
       auto self = net::ParseEndpoint(*current);
       if (!self.ok()) return self.status().WithContext("PADDLE_CURRENT_ENDPOINT");
@@ -358,6 +415,12 @@ Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* o) {
       }
     }
   }
+  if (auto v = env("FLAGS_selected_gpus"); v && !v->empty()) {
+    ASSIGN_OR_RETURN(auto devices, ParseUintList(*v, "FLAGS_selected_gpus"));
+    o->gpups.devices.assign(devices.begin(), devices.end());
+  }
+  if (auto v = env("HETER_DEVICE_TYPE"); v && !v->empty()) o->gpups.device = *v;
+  if (o->gpubox_mode()) return Status::OK();  // a GPU-PS trainer has no heter stage
   return ApplyHeterEndpointsEnv(env, o);
 }
 
@@ -390,6 +453,30 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
         "heterogeneous training needs pservers (PADDLE_PSERVERS_IP_PORT_LIST): the heter-trainers push the dense "
         "gradients to them");
   }
+  if (o.gpubox_mode()) {
+    if (o.local()) {
+      return Status::InvalidArgument(
+          "sync_mode gpubox pulls each pass's rows from pservers and writes them back: set "
+          "PADDLE_PSERVERS_IP_PORT_LIST");
+    }
+    if (o.model.type != ModelType::kCtrDnn) {
+      return Status::InvalidArgument("sync_mode gpubox trains sparse embeddings: use the ctr_dnn model");
+    }
+    if (o.gpups.devices.empty() || o.gpups.devices.size() > 64) {
+      return Status::InvalidArgument("FLAGS_selected_gpus must name 1 to 64 devices");
+    }
+    if (o.gpups.device != "gpu" && o.gpups.device != "cpu" && o.gpups.device != "auto") {
+      return Status::InvalidArgument("HETER_DEVICE_TYPE='" + o.gpups.device + "': use gpu or cpu");
+    }
+    const bool single = o.trainer_endpoints.empty() && o.trainers_num == 1;
+    if (!single && o.trainer_endpoints.size() != o.trainers_num) {
+      return Status::InvalidArgument("sync_mode gpubox with " + std::to_string(o.trainers_num) +
+                                     " trainers all-reduces the dense part across the nodes: "
+                                     "PADDLE_TRAINER_ENDPOINTS must name one endpoint per trainer (it names " +
+                                     std::to_string(o.trainer_endpoints.size()) + ")");
+    }
+    return Status::OK();
+  }
   if (o.collective_mode()) {
     // No endpoints: a single, non-distributed run (world size 1).
     const bool single = o.trainer_endpoints.empty() && o.trainers_num == 1;
@@ -402,9 +489,9 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
       return Status::InvalidArgument("collective training runs one worker thread per rank (runner.thread_num is " +
                                      std::to_string(o.worker_threads) + "); start more ranks instead");
     }
-    if (o.local() && o.model.type == ModelType::kCtrDnn) {
+    if (o.local() && HasSparseSlots(o.model)) {
       return Status::InvalidArgument(
-          "ctr_dnn in collective mode keeps its embeddings on pservers (the hybrid): set "
+          ModelTypeName(o.model.type) + " in collective mode keeps its embeddings on pservers (the hybrid): set "
           "PADDLE_PSERVERS_IP_PORT_LIST, or train an mlp");
     }
     return Status::OK();

@@ -20,7 +20,9 @@
 // local training with in-process tables), PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST /
 // PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST (set: heterogeneous training),
 // PADDLE_TRAINER_ENDPOINTS / PADDLE_CURRENT_ENDPOINT (several: collective training; with
-// PADDLE_PSERVERS_IP_PORT_LIST too, the hybrid: sparse on the pservers, dense by allreduce).
+// PADDLE_PSERVERS_IP_PORT_LIST too, the hybrid: sparse on the pservers, dense by allreduce;
+// in gpubox mode: the nodes, whose devices' dense replicas are all-reduced together),
+// FLAGS_selected_gpus and HETER_DEVICE_TYPE (gpubox mode's devices).
 
 #include <cstdint>
 #include <string>
@@ -41,9 +43,10 @@ enum class SyncMode : uint8_t {
   kGeo = 2,    // train local copies for geo_step steps, then push parameter deltas
   kHeter = 3,  // heterogeneous: the dense part runs on heter-trainers; sparse as async
   kCollective = 4,  // data parallel: dense replicas kept equal by allreduce; sparse (if any) as async
+  kGpuBox = 5,      // GPU-PS passes: a pass's rows in (GPU or host-twin) device tables, dense by allreduce
 };
 std::string_view SyncModeName(SyncMode mode);
-// Parses "async" | "sync" | "geo" | "heter" | "collective"; false for anything else.
+// Parses "async" | "sync" | "geo" | "heter" | "collective" | "gpubox"; false for anything else.
 bool SyncModeFromName(std::string_view name, SyncMode* mode);
 
 // How a cpu-trainer picks the heter-trainer of a micro-batch.
@@ -82,13 +85,33 @@ struct DataParallelOptions {
   uint32_t timeout_ms = 300000;      // `timeout_ms`: set-up and each collective operation
 };
 
+// GPU-PS pass mode (runner.sync_mode: gpubox, run by heter-trainer): the `fleetps.gpups` map
+// of the job YAML, FLAGS_selected_gpus and HETER_DEVICE_TYPE.
+struct GpuPsOptions {
+  // FLAGS_selected_gpus: the devices one process drives; the pass table is sharded by key
+  // over them and each trains its share of the batches (one worker thread per device).
+  std::vector<int> devices = {0};
+  // HETER_DEVICE_TYPE: gpu | cpu | auto (gpu when one is visible and this build has CUDA).
+  // cpu: the host-memory twin, one host shard per entry of FLAGS_selected_gpus.
+  std::string device = "auto";
+  // `device_memory_mb`: memory a pass table may take per device, MiB; a pass that needs more
+  // is refused naming its key count and bytes. 0: the GPU's free memory less a reserve
+  // (host twin: no limit).
+  uint64_t device_memory_mb = 0;
+  // `merge`: how end_pass writes a row another trainer changed during the pass. false (`add`,
+  // default): the pass's difference is added, every trainer's updates count in full; true
+  // (`average`): the row becomes the mean of the stored row and the pass's (model averaging of
+  // the nodes' copies of shared keys). show/click add up either way.
+  bool average_merge = false;
+};
+
 struct TrainerOptions {
   std::string config_path;  // the YAML this came from ("" when built in code)
   DataOptions data;
   ModelOptions model;
 
   // ---- runner ----
-  SyncMode sync_mode = SyncMode::kAsync;  // `sync_mode`: async | sync | geo
+  SyncMode sync_mode = SyncMode::kAsync;  // `sync_mode`: async | sync | geo | heter | collective | gpubox
   uint32_t geo_step = 100;                // `geo_step`: local steps between GEO exchanges, >= 1
   uint32_t epochs = 1;                    // `epochs`, >= 1
   uint32_t print_interval = 100;          // `print_interval`: steps between progress lines, >= 1
@@ -119,10 +142,12 @@ struct TrainerOptions {
   std::string log_level = "info";         // fleetps.log_level / FLEETPS_LOG_LEVEL
   HeterOptions heter;                     // fleetps.heter
   DataParallelOptions collective;         // fleetps.collective
+  GpuPsOptions gpups;                     // fleetps.gpups, FLAGS_selected_gpus, HETER_DEVICE_TYPE
 
   bool local() const { return pservers.empty(); }
   bool heter_mode() const { return sync_mode == SyncMode::kHeter; }
   bool collective_mode() const { return sync_mode == SyncMode::kCollective; }
+  bool gpubox_mode() const { return sync_mode == SyncMode::kGpuBox; }
 };
 
 // Floats in the dense part of the model (DenseNet's flat parameter vector).

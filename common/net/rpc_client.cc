@@ -13,6 +13,7 @@
 
 #include "common/net/frame.h"
 #include "common/net/frame_queue.h"
+#include "common/net/stream.h"
 #include "schemas/ps_generated.h"
 
 namespace fleetps::net {
@@ -76,6 +77,7 @@ CallOptions DefaultCallOptions(uint16_t type, const RpcClientOptions& options) {
   switch (static_cast<MessageType>(type)) {
     case MessageType::Ping:
     case MessageType::PullSparse:
+    case MessageType::PullRows:
     case MessageType::PullDense:
     case MessageType::TableStats:
     case MessageType::MetricReport:
@@ -136,8 +138,8 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   // One TCP connection; replaced by a fresh one after a loss, so handlers of an old one
   // recognise themselves as stale (conn != current).
   struct Conn {
-    explicit Conn(tcp::socket s) : socket(std::move(s)) {}
-    tcp::socket socket;
+    explicit Conn(Stream s) : stream(std::move(s)) {}
+    Stream stream;
     FrameQueue queue;
     uint8_t header_buf[kFrameHeaderSize];
     Clock::time_point quiet_since;  // last frame received, or the start of the current wait
@@ -145,6 +147,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     uint64_t probe_id = 0;          // liveness Ping awaiting an answer; 0 = none
     Clock::time_point probe_sent;
     bool ready = false;             // authenticated (or no auth): calls may be sent
+    bool answered = false;          // a frame has arrived on it
   };
   using ConnPtr = std::shared_ptr<Conn>;
 
@@ -200,7 +203,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
       auto it = by_request.find(c->queue.batch_request_id(i));
       if (it != by_request.end()) it->second->written = true;
     }
-    asio::async_write(c->socket, buffers,
+    asio::async_write(c->stream, buffers,
                       asio::bind_executor(strand, [self = shared_from_this(), c](boost::system::error_code ec, size_t) {
                         c->queue.FinishBatch();
                         if (c != self->conn) return;
@@ -210,7 +213,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   }
 
   void ReadHeader(const ConnPtr& c) {
-    asio::async_read(c->socket, asio::buffer(c->header_buf),
+    asio::async_read(c->stream, asio::buffer(c->header_buf),
                      asio::bind_executor(strand, [self = shared_from_this(), c](boost::system::error_code ec, size_t) {
                        self->OnHeader(c, ec);
                      }));
@@ -224,7 +227,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     if (!st.ok()) return Lost(c, StatusCode::kUnavailable, "connection dropped after a bad frame (" + st.message() + ")");
     std::shared_ptr<uint8_t[]> payload(new uint8_t[std::max<uint32_t>(header.payload_length(), 1)]);
     uint8_t* data = payload.get();
-    asio::async_read(c->socket, asio::buffer(data, header.payload_length()),
+    asio::async_read(c->stream, asio::buffer(data, header.payload_length()),
                      asio::bind_executor(strand, [self = shared_from_this(), c, header, payload = std::move(payload)](
                                                      boost::system::error_code ec, size_t) mutable {
                        if (c != self->conn) return;
@@ -238,6 +241,8 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     c->quiet_since = Clock::now();  // any frame shows the server is alive
     c->last_used = c->quiet_since;
     c->probe_id = 0;
+    c->answered = true;
+    silent_losses = 0;
     auto it = by_request.find(header.request_id());
     if (it == by_request.end()) return;  // a probe's answer, or a call that already timed out
     CallPtr call = it->second;
@@ -291,7 +296,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     conn.reset();
     connected = false;
     boost::system::error_code ignored;
-    c->socket.close(ignored);
+    c->stream.socket().close(ignored);
     last_error = reason;
     std::vector<CallPtr> sent;
     sent.reserve(by_request.size());
@@ -316,14 +321,29 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     } else {
       spdlog::debug("{}: {} while idle", name, reason);
     }
-    if (!waiting.empty()) EnsureConnecting();
+    if (waiting.empty()) return;
+    if (c->answered) return EnsureConnecting();
+    // Closed without a single answer (the server refuses this client: its connection cap, a
+    // TLS mismatch, ...): reconnecting at once would spin, so wait as after a failed attempt.
+    ReconnectLater(options.initial_backoff * (1u << std::min(silent_losses++, 16u)));
+  }
+
+  void ReconnectLater(std::chrono::milliseconds delay) {
+    if (closed.load() || conn || connecting) return;
+    connecting = true;
+    backoff = std::min(delay * 2, options.max_backoff);
+    backoff_timer.expires_after(Jittered(std::min(delay, options.max_backoff)));
+    backoff_timer.async_wait(asio::bind_executor(strand, [self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->closed.load()) return;
+      self->Attempt();
+    }));
   }
 
   // Closes the current connection, which has nothing in flight (max_idle).
   void Retire() {
     spdlog::debug("{}: replacing a connection idle for {}", name, Ms(options.max_idle));
     boost::system::error_code ignored;
-    conn->socket.close(ignored);
+    conn->stream.socket().close(ignored);
     conn.reset();
     connected = false;
     retired = true;
@@ -351,30 +371,60 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   }
 
   void ConnectTo(const tcp::resolver::results_type& results) {
-    auto socket = std::make_shared<tcp::socket>(strand);
-    connecting_socket = socket;
+    auto stream = options.tls ? std::make_shared<Stream>(tcp::socket(strand), *options.tls)
+                              : std::make_shared<Stream>(tcp::socket(strand));
+    connecting_stream = stream;
     const uint64_t attempt = ++attempt_seq;
+    // One deadline for the TCP connect and the TLS handshake.
     connect_timer.expires_after(options.connect_attempt_timeout);
     connect_timer.async_wait(
-        asio::bind_executor(strand, [self = shared_from_this(), socket, attempt](boost::system::error_code ec) {
+        asio::bind_executor(strand, [self = shared_from_this(), stream, attempt](boost::system::error_code ec) {
           if (ec || attempt != self->attempt_seq) return;  // cancelled, or the attempt is over
+          self->attempt_timed_out = true;
           boost::system::error_code ignored;
-          socket->close(ignored);
+          stream->socket().close(ignored);
         }));
+    attempt_timed_out = false;
     asio::async_connect(
-        *socket, results,
-        asio::bind_executor(strand, [self = shared_from_this(), socket](boost::system::error_code ec,
+        stream->socket(), results,
+        asio::bind_executor(strand, [self = shared_from_this(), stream](boost::system::error_code ec,
                                                                         const tcp::endpoint&) {
-          ++self->attempt_seq;  // the attempt timer may no longer close this socket
-          self->connect_timer.cancel();
-          self->connecting_socket.reset();
+          if (!ec && !self->closed.load() && stream->is_tls()) return self->Handshake(stream);
+          self->EndAttempt();
           if (self->closed.load()) return;
-          if (ec == asio::error::operation_aborted) {
+          if (self->attempt_timed_out) {
             return self->AttemptFailed("no answer to connect within " + Ms(self->options.connect_attempt_timeout));
           }
           if (ec) return self->AttemptFailed(ec.message());
-          self->OnConnected(std::move(*socket));
+          self->OnConnected(std::move(*stream));
         }));
+  }
+
+  void Handshake(const std::shared_ptr<Stream>& stream) {
+    stream->AsyncHandshake(
+        /*as_server=*/false, endpoint.host,
+        asio::bind_executor(strand, [self = shared_from_this(), stream](boost::system::error_code ec) {
+          self->EndAttempt();
+          if (self->closed.load()) return;
+          if (self->attempt_timed_out) {
+            return self->AttemptFailed("no TLS handshake within " + Ms(self->options.connect_attempt_timeout) +
+                                       " (does the server serve TLS? server.tls)");
+          }
+          if (ec) {
+            return self->AttemptFailed("TLS handshake failed: " + ec.message() +
+                                       " (the server must serve TLS, server.tls, with a certificate signed by "
+                                       "server.tls.ca_file that names " + self->endpoint.host +
+                                       " in its subjectAltName)");
+          }
+          self->OnConnected(std::move(*stream));
+        }));
+  }
+
+  // The connect attempt is over: its timer may no longer close the socket.
+  void EndAttempt() {
+    ++attempt_seq;
+    connect_timer.cancel();
+    connecting_stream.reset();
   }
 
   void AttemptFailed(const std::string& error) {
@@ -397,11 +447,11 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     }));
   }
 
-  void OnConnected(tcp::socket socket) {
+  void OnConnected(Stream stream) {
     connecting = false;
     boost::system::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);
-    conn = std::make_shared<Conn>(std::move(socket));
+    stream.socket().set_option(tcp::no_delay(true), ignored);
+    conn = std::make_shared<Conn>(std::move(stream));
     conn->quiet_since = conn->last_used = Clock::now();
     if (ever_connected) {
       ++reconnects;
@@ -494,7 +544,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     conn.reset();
     connected = false;
     boost::system::error_code ignored;
-    c->socket.close(ignored);
+    c->stream.socket().close(ignored);
     for (auto& w : waiters) w.done->set_value(error);
     waiters.clear();
     std::deque<CallPtr> queued;
@@ -596,9 +646,9 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   void Shutdown() {
     connected = false;
     boost::system::error_code ignored;
-    if (conn) conn->socket.close(ignored);
+    if (conn) conn->stream.socket().close(ignored);
     conn.reset();
-    if (connecting_socket) connecting_socket->close(ignored);
+    if (connecting_stream) connecting_stream->socket().close(ignored);
     resolver.cancel();
     connect_timer.cancel();
     backoff_timer.cancel();
@@ -638,7 +688,9 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   asio::steady_timer sweep_timer;
   std::minstd_rand rng;  // back-off jitter
   ConnPtr conn;          // null while disconnected
-  std::shared_ptr<tcp::socket> connecting_socket;
+  std::shared_ptr<Stream> connecting_stream;  // of the connect attempt under way
+  uint32_t silent_losses = 0;  // connections lost in a row before any frame arrived
+  bool attempt_timed_out = false;
   bool connecting = false;  // an attempt or its back-off is under way
   bool ever_connected = false;
   bool retired = false;  // the last connection was closed by max_idle, not lost
@@ -663,6 +715,10 @@ RpcClient::~RpcClient() { Close(); }
 Status RpcClient::Connect() {
   if (impl_->connected.load()) return Status::OK();
   if (impl_->closed.load()) return Status::Aborted("connection to " + impl_->name + " closed by the client");
+  if (impl_->options.tls && !impl_->options.tls->can_dial()) {
+    return Status::InvalidArgument("cannot verify " + impl_->name +
+                                   " over TLS: no CA certificate (set server.tls.ca_file or FLEETPS_TLS_CA_FILE)");
+  }
   auto done = std::make_shared<std::promise<Status>>();
   auto future = done->get_future();
   const auto deadline = std::chrono::steady_clock::now() + impl_->options.connect_timeout;

@@ -44,6 +44,7 @@
 #include "common/net/auth.h"
 #include "common/net/endpoint.h"
 #include "common/net/io_threads.h"
+#include "common/net/tls.h"
 #include "common/status.h"
 
 namespace fleetps::net {
@@ -75,6 +76,10 @@ struct RpcClientOptions {
   // and checks the server's proof; requests go out only after it. A wrong secret on either
   // side fails the waiting calls and Connect() with PermissionDenied.
   std::shared_ptr<const AuthKey> auth_key = nullptr;
+  // Set: every connection is TLS (common/net/tls.h): the server's certificate must be signed
+  // by the context's CA and name the endpoint's host; a failed handshake is a failed
+  // connect attempt (retried; Connect() reports it).
+  std::shared_ptr<TlsContext> tls = nullptr;
   // A connection unused for this long is replaced before the next call goes out. Servers
   // close idle connections (server.idle_timeout_s, default 600 s); a push sent just as the
   // server closes could not be re-sent, so the client retires the connection first. 0 = never.

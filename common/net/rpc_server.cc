@@ -12,6 +12,7 @@
 
 #include "common/net/frame.h"
 #include "common/net/frame_queue.h"
+#include "common/net/stream.h"
 
 namespace fleetps::net {
 
@@ -68,15 +69,15 @@ std::string Seconds(std::chrono::milliseconds ms) { return fmt::format("{:g} s",
 class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
  public:
   ServerConnection(tcp::socket socket, std::shared_ptr<RpcServer::Impl> server)
-      : socket_(std::move(socket)),
+      : stream_(server->options.tls ? Stream(std::move(socket), *server->options.tls) : Stream(std::move(socket))),
         strand_(asio::make_strand(server->io.context())),
         read_timer_(strand_),
         write_timer_(strand_),
         server_(std::move(server)) {
     boost::system::error_code ec;
-    auto remote = socket_.remote_endpoint(ec);
+    auto remote = stream_.socket().remote_endpoint(ec);
     peer_ = ec ? std::string("unknown peer") : remote.address().to_string() + ":" + std::to_string(remote.port());
-    socket_.set_option(tcp::no_delay(true), ec);
+    stream_.socket().set_option(tcp::no_delay(true), ec);
     ++server_->connection_count;
   }
   ~ServerConnection() {
@@ -85,7 +86,21 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   }
 
   void Start() {
-    asio::dispatch(strand_, [self = shared_from_this()] { self->ReadHeader(); });
+    asio::dispatch(strand_, [self = shared_from_this()] {
+      if (!self->stream_.is_tls()) return self->ReadHeader();
+      self->ArmReadTimer(self->options().read_timeout, ReadWait::kFrame);
+      self->stream_.AsyncHandshake(
+          /*as_server=*/true, "", asio::bind_executor(self->strand_, [self](boost::system::error_code ec) {
+            if (self->closed_) return;
+            if (ec) {
+              spdlog::warn("closing connection {}: TLS handshake failed: {} (does the peer use TLS, with server.tls "
+                           "set?)",
+                           self->peer_, ec.message());
+              return self->CloseNow();
+            }
+            self->ReadHeader();
+          }));
+    });
   }
 
   // Thread-safe: queues one reply frame for writing; `request_bytes` of the request it
@@ -137,8 +152,8 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     boost::system::error_code ec;
     read_timer_.cancel();
     write_timer_.cancel();
-    socket_.shutdown(tcp::socket::shutdown_both, ec);
-    socket_.close(ec);
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
   }
 
   // Drops `bytes` from this connection's pending bytes and the server's count, and resumes
@@ -191,7 +206,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     // Idle only while nothing of this connection is in service; Unpend arms it later.
     ArmReadTimer(pending_requests_ == 0 && queue_.empty() ? options().idle_timeout : std::chrono::milliseconds(0),
                  ReadWait::kIdle);
-    asio::async_read(socket_, asio::buffer(header_buf_),
+    asio::async_read(stream_, asio::buffer(header_buf_),
                      asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
                        self->OnHeader(ec);
                      }));
@@ -245,7 +260,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     in_frame_ = true;
     std::shared_ptr<uint8_t[]> payload(new uint8_t[length]);
     uint8_t* data = payload.get();
-    asio::async_read(socket_, asio::buffer(data, length),
+    asio::async_read(stream_, asio::buffer(data, length),
                      asio::bind_executor(strand_, [self = shared_from_this(), payload = std::move(payload)](
                                                       boost::system::error_code ec, size_t) mutable {
                        self->reading_ = false;
@@ -266,7 +281,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     reading_ = true;
     in_frame_ = true;
     const size_t n = std::min<size_t>(remaining, kScratchBytes);
-    asio::async_read(socket_, asio::buffer(scratch_.get(), n),
+    asio::async_read(stream_, asio::buffer(scratch_.get(), n),
                      asio::bind_executor(strand_, [self = shared_from_this(), remaining, n, refuse](
                                                       boost::system::error_code ec, size_t) {
                        self->reading_ = false;
@@ -382,7 +397,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
         self->CloseNow();
       }));
     }
-    asio::async_write(socket_, buffers,
+    asio::async_write(stream_, buffers,
                       asio::bind_executor(strand_, [self = shared_from_this(), batch_bytes](
                                                        boost::system::error_code ec, size_t) {
                         self->queue_.FinishBatch();
@@ -398,7 +413,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   static constexpr size_t kScratchBytes = 64 * 1024;
 
-  tcp::socket socket_;
+  Stream stream_;
   asio::strand<asio::io_context::executor_type> strand_;
   asio::steady_timer read_timer_;
   asio::steady_timer write_timer_;
@@ -427,10 +442,16 @@ struct Responder::State {
   uint16_t request_type;
   uint64_t request_id;
   std::atomic<uint64_t> request_bytes;
+  uint64_t payload_bytes = 0;  // the request's, for on_reply
+  std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
   std::atomic<bool> sent{false};
 
   void Send(uint16_t type, flatbuffers::DetachedBuffer payload) {
     if (sent.exchange(true)) return;
+    const auto& on_reply = conn->server().options.on_reply;
+    if (on_reply) {
+      on_reply(ReplyInfo{request_type, payload_bytes, type, payload.size(), std::chrono::steady_clock::now() - arrived});
+    }
     conn->Enqueue(type, request_id, std::move(payload), request_bytes.exchange(0), false);
     conn->server().OnReplied();
   }
@@ -449,6 +470,7 @@ Responder::Responder(std::shared_ptr<ServerConnection> conn, uint16_t request_ty
   state_->request_type = request_type;
   state_->request_id = request_id;
   state_->request_bytes = request_bytes;
+  state_->payload_bytes = request_bytes;
 }
 
 void Responder::Send(uint16_t type, flatbuffers::DetachedBuffer payload) const {
@@ -479,6 +501,10 @@ void RpcServer::Impl::Refuse(tcp::socket socket) {
   EncodeFrameHeader(static_cast<uint16_t>(wire::MessageType::ErrorReply), 0, static_cast<uint32_t>(payload.size()),
                     header);
   boost::system::error_code ec;
+  if (options.tls) {  // a plain frame would garble the peer's TLS handshake: just close
+    socket.close(ec);
+    return;
+  }
   socket.non_blocking(true, ec);
   const std::array<asio::const_buffer, 2> buffers{asio::buffer(header), asio::buffer(payload.data(), payload.size())};
   socket.write_some(buffers, ec);
@@ -534,6 +560,10 @@ Status RpcServer::Start() {
   if (ec) return Status::InvalidArgument("cannot bind to '" + impl_->options.host + "': not an IP address");
   tcp::endpoint ep(address, impl_->options.port);
   const std::string where = impl_->options.host + ":" + std::to_string(impl_->options.port);
+  if (impl_->options.tls && !impl_->options.tls->can_serve()) {
+    return Status::InvalidArgument("cannot serve TLS on " + where +
+                                   ": no certificate (set server.tls.cert_file and server.tls.key_file)");
+  }
   impl_->acceptor.open(ep.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(ep, ec);

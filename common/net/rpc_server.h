@@ -8,6 +8,9 @@
 // re-synchronised: the connection gets an ErrorReply and is closed; other connections
 // are unaffected. The payload is NOT interpreted here: the handler verifies it.
 //
+// TLS (options.tls): each accepted connection first completes a TLS handshake; a peer
+// that does not speak TLS is logged and closed.
+//
 // Authentication (options.auth_key): the AuthHello/AuthProve exchange is answered here; a
 // wrong proof closes the connection; with auth_required nothing else is served before it.
 //
@@ -43,6 +46,7 @@
 
 #include "common/net/auth.h"
 #include "common/net/io_threads.h"
+#include "common/net/tls.h"
 #include "common/status.h"
 
 namespace fleetps::net {
@@ -83,6 +87,15 @@ class Responder {
 
 using RequestHandler = std::function<void(Request request, Responder responder)>;
 
+// One answered request, for metrics (RpcServerOptions::on_reply).
+struct ReplyInfo {
+  uint16_t request_type = 0;
+  uint64_t request_bytes = 0;  // payload
+  uint16_t reply_type = 0;     // ErrorReply for errors
+  uint64_t reply_bytes = 0;    // payload
+  std::chrono::nanoseconds latency{0};  // from the request's arrival to its answer
+};
+
 struct RpcServerOptions {
   std::string host = "0.0.0.0";           // address to bind
   uint16_t port = 0;                      // 0 = pick a free port (see RpcServer::port())
@@ -100,6 +113,12 @@ struct RpcServerOptions {
   // PermissionDenied and the connection closed.
   std::shared_ptr<const AuthKey> auth_key = nullptr;
   bool auth_required = false;
+  // Set: every connection is TLS (common/net/tls.h); the context must hold a certificate.
+  // The handshake must complete within read_timeout.
+  std::shared_ptr<TlsContext> tls = nullptr;
+  // Called once per answered request, on the thread that answers it (io thread or shard
+  // lane): must be cheap and thread-safe. Null: nothing.
+  std::function<void(const ReplyInfo&)> on_reply = nullptr;
 };
 
 class RpcServer {

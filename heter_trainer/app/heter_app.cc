@@ -36,6 +36,11 @@ StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOpti
     if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) trainer::model::SetBlasThreads(1);
     return MakeCpuDevice(net);
   }
+  // The CUDA device implements the MLP models only; the CPU twin runs every model.
+  if (!net.is_mlp()) {
+    return Status::InvalidArgument("heter-trainer: the GPU device runs only the mlp and ctr_dnn models, not model_type " +
+                                   ModelTypeName(net.type()) + "; run it on the CPU (HETER_DEVICE_TYPE=cpu)");
+  }
   return MakeCudaDevice(net, o.gpus.front());
 }
 
@@ -47,13 +52,18 @@ Status HeterApp::Start() {
   net_ = std::make_unique<trainer::model::DenseNet>(trainer::model::DenseNet::FromOptions(job.model));
   ASSIGN_OR_RETURN(device_, OpenDevice(options_, *net_));
 
-  // The pservers, with the cluster's secret when it has one.
+  // The pservers, with the cluster's secret and TLS when it has them.
   std::shared_ptr<const net::AuthKey> auth_key;
   if (!options_.server.auth_secret_file.empty()) {
     ASSIGN_OR_RETURN(auth_key, net::AuthKey::Load(options_.server.auth_secret_file));
   }
+  std::shared_ptr<net::TlsContext> tls;
+  if (options_.server.tls.enabled()) {
+    ASSIGN_OR_RETURN(tls, net::TlsContext::Load(options_.server.tls));
+  }
   trainer::PsClientOptions client_options = trainer::JobClientOptions(job, trainer::TrainerRpcOptions{});
   client_options.rpc.auth_key = auth_key;
+  client_options.rpc.tls = tls;
   ASSIGN_OR_RETURN(client_, trainer::PsClient::Connect(client_options));
   ASSIGN_OR_RETURN(auto dense, client_->Table(job.dense_table.id));
   if (!dense.dense || dense.dim != net_->num_params()) {
@@ -70,15 +80,16 @@ Status HeterApp::Start() {
   io_ = std::make_unique<net::IoThreads>(options_.server.io_threads);
   net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_.server);
   rpc_options.auth_key = auth_key;
+  rpc_options.tls = tls;
   rpc_ = std::make_unique<net::RpcServer>(*io_, rpc_options, [svc = service_.get()](net::Request req,
                                                                                     net::Responder resp) {
     svc->Handle(std::move(req), std::move(resp));
   });
   RETURN_IF_ERROR(rpc_->Start().WithContext(self));
-  spdlog::info("{}/{} (stage {} of {}) listening on {}:{} (endpoint {}): dense part of {} parameters on {}, {} lanes; "
+  spdlog::info("{}/{} (stage {} of {}) listening on {}:{} (endpoint {}{}): dense part of {} parameters on {}, {} lanes; "
                "serving {} cpu-trainer(s), pushing to {} pserver(s)",
                self, options_.server.endpoints.size(), options_.stage_id, options_.stage_num, rpc_options.host,
-               rpc_->port(), options_.server.self().ToString(), net_->num_params(), device_->Describe(),
+               rpc_->port(), options_.server.self().ToString(), tls ? ", TLS" : "", net_->num_params(), device_->Describe(),
                job.heter.lanes, job.trainers_num, job.pservers.size());
   sweeper_ = std::thread([this] { SweepLoop(); });
   return Status::OK();

@@ -1,5 +1,5 @@
 # Shared by scripts/run_local.sh and scripts/run_heter.sh (sourced, not run): the pieces of a
-# job on loopback. The caller sets BUILD, CONFIG, PSERVERS, TRAINERS, BASE_PORT and OUT.
+# job on loopback. The caller sets BUILD, CONFIG, TRAINERS, BASE_PORT and OUT.
 
 # Installs and builds TARGETS unless FLEETPS_SKIP_SETUP is set (then $BUILD's binaries are used).
 cluster_setup() {
@@ -26,35 +26,21 @@ cluster_data() {
   fi
 }
 
-# Starts the pservers on BASE_PORT.. and sets PSERVER_LIST and server_pids; every process
-# the caller adds to pids is stopped when the script exits.
-pids=()
-cluster_cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-}
-trap cluster_cleanup EXIT
-cluster_start_pservers() {
+# cluster_launch LAUNCH_FLAGS... -- TRAINER_FLAGS...: one fleetps-launch command runs the
+# job (pservers, heter-trainers, cpu-trainers; logs OUT/serverlog.N, heterlog.N,
+# workerlog.N; reports OUT/trainerN.json; worker 0's output streamed), then trainer 0's
+# report is summarised. Exits non-zero (the launcher printed the failing log's tail) when
+# a process failed; the launcher leaves no process behind either way.
+cluster_launch() {
+  local launch_flags=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do launch_flags+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
   mkdir -p "$OUT"
-  PSERVER_LIST=""
-  for ((i = 0; i < PSERVERS; i++)); do PSERVER_LIST+="${PSERVER_LIST:+,}127.0.0.1:$((BASE_PORT + i))"; done
-  echo "== starting $PSERVERS pservers: $PSERVER_LIST"
-  server_pids=()
-  for ((i = 0; i < PSERVERS; i++)); do
-    TRAINING_ROLE=PSERVER PADDLE_PSERVERS_IP_PORT_LIST="$PSERVER_LIST" POD_IP=127.0.0.1 PADDLE_PORT=$((BASE_PORT + i)) \
-      "$BUILD/server/pserver" --config "$CONFIG" >"$OUT/pserver$i.log" 2>&1 &
-    pids+=($!)
-    server_pids+=($!)
-  done
-}
-
-# Waits for every pid given, then prints trainer 0's report; exits 1 if any failed.
-cluster_finish() {
-  local status=0
-  for p in "$@"; do wait "$p" || status=1; done
-  pids=()
-  if [ $status -ne 0 ]; then
-    echo "== FAILED: a process exited non-zero; see $OUT/*.log" >&2
+  echo "== fleetps-launch: logs in $OUT"
+  if ! FLAGS_START_PORT="$BASE_PORT" "$BUILD/tools/launch/fleetps-launch" "${launch_flags[@]}" --log_dir "$OUT" \
+      "$BUILD/trainer/cpu-trainer" --config "$CONFIG" --train-data "$TRAIN_DATA" --test-data "$TEST_DATA" \
+      --report "$OUT/trainer{trainer_id}.json" "$@"; then
+    echo "== FAILED: a process exited non-zero; see $OUT/*log.*" >&2
     exit 1
   fi
   python3 - "$OUT/trainer0.json" <<'PY'

@@ -10,6 +10,7 @@
 #include "common/net/rpc_client.h"
 #include "common/net/rpc_server.h"
 #include "schemas/ps_generated.h"
+#include "server/app/server_metrics.h"
 #include "server/service/ps_service.h"
 
 namespace fleetps::server {
@@ -33,6 +34,21 @@ Status App::Start() {
   executors_ = std::make_unique<ExecutorPool>(static_cast<size_t>(options_.shard_threads));
   service_ = std::make_unique<PsService>(options_, *tables_, *executors_,
                                          [this](const std::string& reason) { RequestShutdown(reason); });
+  metrics_ = std::make_unique<ServerMetrics>(options_.index, options_.self().ToString());
+  if (options_.metrics_port != 0) {
+    // Up before the load, so /healthz answers and /readyz says why it is not ready yet.
+    RETURN_IF_ERROR(metrics_->Serve(
+        config::BindHost(options_), options_.metrics_port,
+        [this] { return IoResponsive(std::chrono::seconds(1)); },
+        [this]() -> std::string {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (stopped_ || shutdown_requested_) return "shutting down";
+          if (!started_) return options_.load_dir.empty() ? "starting" : "loading checkpoint " + options_.load_dir;
+          return "";
+        }).WithContext("pserver " + std::to_string(options_.index)));
+    spdlog::info("pserver {}: metrics on http://{}:{}/metrics (/healthz, /readyz)", options_.index,
+                 config::BindHost(options_), metrics_->port());
+  }
   if (!options_.load_dir.empty()) {
     // Before listening: no trainer sees the initial values of a server started with --load.
     const auto started = std::chrono::steady_clock::now();
@@ -41,21 +57,33 @@ Status App::Start() {
       return loaded.status().WithContext("pserver " + std::to_string(options_.index) + ": --load " +
                                          options_.load_dir);
     }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     spdlog::info("pserver {}: loaded checkpoint {} (version {}, mode {}): {} sparse rows in {:.2f} s",
                  options_.index, options_.load_dir, loaded->version, disk::EnumNameSaveMode(loaded->mode),
-                 loaded->rows,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+                 loaded->rows, seconds);
+    metrics_->SetStartupLoad(seconds, loaded->rows);
   }
   net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_);
   if (!options_.auth_secret_file.empty()) {
     ASSIGN_OR_RETURN(auth_key_, net::AuthKey::Load(options_.auth_secret_file));
   }
   rpc_options.auth_key = auth_key_;
+  if (options_.tls.enabled()) {
+    ASSIGN_OR_RETURN(tls_, net::TlsContext::Load(options_.tls));
+  }
+  rpc_options.tls = tls_;
+  rpc_options.on_reply = [m = metrics_.get()](const net::ReplyInfo& reply) { m->OnReply(reply); };
   rpc_ = std::make_unique<net::RpcServer>(
       *io_, rpc_options, [svc = service_.get()](net::Request req, net::Responder resp) {
         svc->Handle(std::move(req), std::move(resp));
       });
   RETURN_IF_ERROR(rpc_->Start().WithContext("pserver " + std::to_string(options_.index)));
+
+  metrics_->SetSources({service_.get(), rpc_.get()});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = true;
+  }
 
   // Barrier deadlines are swept every 50 ms.
   timers_ = std::make_unique<Timers>(io_->context());
@@ -70,15 +98,28 @@ Status App::Start() {
                                             : "dense size " + std::to_string(t.dim)) +
               ")";
   }
-  spdlog::info("pserver {}/{} listening on {}:{} (endpoint {}), io_threads={}, shard_threads={}, tables: {}",
+  spdlog::info("pserver {}/{} listening on {}:{} (endpoint {}{}{}), io_threads={}, shard_threads={}, tables: {}",
                options_.index, options_.endpoints.size(), config::BindHost(options_), rpc_->port(),
-               options_.self().ToString(), options_.io_threads, options_.shard_threads, tables);
+               options_.self().ToString(), tls_ ? ", TLS" : "", auth_key_ ? ", shared-secret auth" : "",
+               options_.io_threads, options_.shard_threads, tables);
   if (options_.index == 0 && options_.save_interval_s > 0 && !options_.save_dir.empty()) {
     spdlog::info("pserver 0: saving every table to {} every {} s (mode {})", options_.save_dir,
                  options_.save_interval_s, options_.save_mode);
     saver_ = std::thread([this] { PeriodicSaveLoop(); });
   }
   return Status::OK();
+}
+
+bool App::IoResponsive(std::chrono::milliseconds timeout) {
+  {
+    // Callers (the watchdog, /healthz) are stopped before Shutdown tears io_ down.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_ || io_stopped_) return false;
+  }
+  auto ran = std::make_shared<std::promise<void>>();
+  auto future = ran->get_future();
+  asio::post(io_->context(), [ran] { ran->set_value(); });
+  return future.wait_for(timeout) == std::future_status::ready;
 }
 
 void App::PeriodicSaveLoop() {
@@ -117,6 +158,7 @@ Status App::SaveEverywhere() {
   net::RpcClientOptions rpc_options;
   rpc_options.connect_timeout = std::chrono::milliseconds(10000);
   rpc_options.auth_key = auth_key_;  // Save is an admin operation
+  rpc_options.tls = tls_;
   std::vector<std::unique_ptr<net::RpcClient>> clients;
   for (const auto& ep : options_.endpoints) {
     clients.push_back(std::make_unique<net::RpcClient>(*io_, ep, rpc_options));
@@ -176,6 +218,7 @@ void App::SweepTrainers(std::chrono::steady_clock::time_point now) {
 }
 
 uint16_t App::port() const { return rpc_ ? rpc_->port() : 0; }
+uint16_t App::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 void App::RequestShutdown(const std::string& reason) {
   {
@@ -218,6 +261,14 @@ void App::Shutdown() {
                    rpc_->in_flight(), options_.drain_timeout_ms);
     }
     rpc_->Stop();
+  }
+  if (metrics_) {  // the scrapes read the service and the io threads: end them first
+    metrics_->SetSources({});
+    metrics_->StopServing();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    io_stopped_ = true;
   }
   if (executors_) executors_->Stop();
   if (io_) io_->Stop();  // no handler runs after this; pending ones are destroyed with io_

@@ -34,6 +34,7 @@ class RpcServer;
 namespace fleetps::server {
 
 class PsService;
+class ServerMetrics;
 class TableSet;
 
 class App {
@@ -45,9 +46,13 @@ class App {
 
   Status Start();
   uint16_t port() const;  // the bound port (useful with port 0)
+  uint16_t metrics_port() const;  // the /metrics port (0: off)
   // Blocks until a shutdown is requested; with handle_signals, SIGINT/SIGTERM request one.
   void WaitForShutdown(bool handle_signals);
   void RequestShutdown(const std::string& reason);
+  // True when an io thread runs a task posted now within `timeout`: the service still makes
+  // progress (the systemd watchdog's check). False before Start and after Shutdown.
+  bool IoResponsive(std::chrono::milliseconds timeout);
   void Shutdown();
 
   const config::ServerOptions& options() const { return options_; }
@@ -71,13 +76,19 @@ class App {
 
   config::ServerOptions options_;
   std::shared_ptr<const net::AuthKey> auth_key_;  // the shared secret, when configured
+  std::shared_ptr<net::TlsContext> tls_;          // server.tls, when configured
   std::unique_ptr<net::IoThreads> io_;
   std::unique_ptr<ExecutorPool> executors_;
   std::unique_ptr<TableSet> tables_;
   std::unique_ptr<PsService> service_;
   std::unique_ptr<net::RpcServer> rpc_;
 
-  mutable std::mutex mu_;  // guards shutdown_requested_, shutdown_reason_, stopped_, saver_stop_, exit_code_
+  std::unique_ptr<ServerMetrics> metrics_;  // outlives rpc_ (its on_reply hook)
+
+  // guards shutdown_requested_, shutdown_reason_, stopped_, saver_stop_, exit_code_, started_, io_stopped_
+  mutable std::mutex mu_;
+  bool started_ = false;     // Start() has finished: serving
+  bool io_stopped_ = false;  // Shutdown() is tearing the io threads down
   std::condition_variable cv_;
   bool shutdown_requested_ = false;
   std::string shutdown_reason_;

@@ -190,6 +190,34 @@ StatusOr<std::string> ConfineCheckpointPath(const std::string& root, const std::
 
 // ---- Checkpoint ---------------------------------------------------------------------
 
+StatusOr<std::string> FindLatestCheckpoint(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return std::string();
+  auto usable = [](const std::string& candidate) {
+    auto opened = Checkpoint::Open(candidate);
+    if (!opened.ok() && !opened.status().IsNotFound()) {
+      spdlog::warn("skipping checkpoint {}: {}", candidate, opened.status().ToString());
+    }
+    return opened.ok();
+  };
+  if (PathExists(dir + "/" + kCurrentFile)) return usable(dir) ? dir : std::string();
+  std::string best;
+  std::filesystem::file_time_type best_time;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code entry_ec;
+    if (!entry.is_directory(entry_ec)) continue;
+    const std::string candidate = entry.path().string();
+    const auto current = std::filesystem::last_write_time(candidate + "/" + kCurrentFile, entry_ec);
+    if (entry_ec) continue;  // no committed checkpoint there
+    if ((best.empty() || current > best_time) && usable(candidate)) {
+      best = candidate;
+      best_time = current;
+    }
+  }
+  if (ec) return Status::IOError("cannot list " + dir + ": " + ec.message());
+  return best;
+}
+
 StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
   std::string version_dir;
   if (PathExists(dir + "/" + kCurrentFile)) {

@@ -55,6 +55,14 @@ StatusOr<std::string> ConfineCheckpointPath(const std::string& root, const std::
 // side is RowAccessor::PayloadFloats; both follow the schema's formula.
 uint32_t SavedPayloadFloats(const disk::TableEntry& table, disk::RowContent content, uint8_t flags);
 
+// The newest complete checkpoint at or under `dir`, for a restart (pserver --resume): `dir`
+// itself when it holds one (CURRENT, as server.save_dir does), else the immediate
+// subdirectory whose committed checkpoint opens and was committed last (CURRENT's
+// modification time). An empty string when there is none, or `dir` does not exist: the
+// server then starts with fresh tables. Checkpoints that fail to open (a corrupt
+// manifest) are skipped with a warning naming them.
+StatusOr<std::string> FindLatestCheckpoint(const std::string& dir);
+
 // An opened checkpoint: its verified manifest. Files are checked separately (VerifyFile),
 // as readers usually do that in parallel.
 class Checkpoint {

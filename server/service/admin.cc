@@ -83,7 +83,15 @@ void PsService::Save(const net::Request& req, const net::Responder& responder) {
     }
     return checkpoints_.Commit(spec.dir, spec.version, spec.mode, reply);
   }
-  checkpoints_.SavePart(spec, [reply, spec, where = Where()](StatusOr<SaveOutcome> result) {
+  checkpoints_.SavePart(spec, [this, reply, spec, where = Where()](StatusOr<SaveOutcome> result) {
+    auto& c = checkpoint_counters_;
+    if (result.ok()) {
+      c.saves.fetch_add(1);
+      c.saved_rows.fetch_add(result->rows);
+      c.saved_bytes.fetch_add(result->bytes);
+    } else {
+      c.save_failures.fetch_add(1);
+    }
     if (result.ok()) {
       spdlog::info("{}: saved its part of {}/{} (mode {}): {} sparse rows, {} bytes", where, spec.dir, spec.version,
                    disk::EnumNameSaveMode(spec.mode), result->rows, result->bytes);
@@ -98,8 +106,13 @@ void PsService::Load(const net::Request& req, const net::Responder& responder) {
   auto confined = RequestPath("Load", msg->path() ? msg->path()->str() : std::string());
   if (!confined.ok()) return responder.SendError(confined.status());
   const std::string dir = *confined;
-  checkpoints_.Load(dir, [responder, dir, where = Where()](StatusOr<LoadOutcome> result) {
-    if (!result.ok()) return responder.SendError(result.status());
+  checkpoints_.Load(dir, [this, responder, dir, where = Where()](StatusOr<LoadOutcome> result) {
+    if (!result.ok()) {
+      checkpoint_counters_.load_failures.fetch_add(1);
+      return responder.SendError(result.status());
+    }
+    checkpoint_counters_.loads.fetch_add(1);
+    checkpoint_counters_.loaded_rows.fetch_add(result->rows);
     spdlog::info("{}: loaded {} (version {}, mode {}): {} sparse rows", where, dir, result->version,
                  disk::EnumNameSaveMode(result->mode), result->rows);
     flatbuffers::FlatBufferBuilder fbb(128);

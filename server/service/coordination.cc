@@ -1,6 +1,7 @@
 #include "server/service/ps_service.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -194,6 +195,61 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
       });
     }
   }
+}
+
+std::vector<TableTotals> PsService::CollectTableStats(std::chrono::milliseconds timeout) {
+  struct Gather {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<uint32_t, TableTotals> totals;  // guarded by mu
+    size_t remaining = 0;                    // guarded by mu
+  };
+  auto g = std::make_shared<Gather>();
+  std::vector<std::function<void()>> tasks;
+  std::vector<size_t> lanes;
+  for (const auto& [id, opts] : tables_.all()) {
+    TableTotals t;
+    t.id = id;
+    t.name = opts.name;
+    t.sparse = tables_.sparse(id) != nullptr;
+    g->totals[id] = t;
+  }
+  auto add = [g](uint32_t id, const ShardStats& st) {
+    std::lock_guard<std::mutex> lock(g->mu);
+    TableTotals& t = g->totals[id];
+    t.rows += st.rows;
+    t.disk_rows += st.disk_rows;
+    t.memory_bytes += st.memory_bytes;
+    t.pulls += st.pulls;
+    t.pushes += st.pushes;
+    if (--g->remaining == 0) g->cv.notify_all();
+  };
+  for (const auto& [id, opts] : tables_.all()) {
+    if (SparseTable* t = tables_.sparse(id)) {
+      for (uint32_t s = 0; s < t->num_shards(); ++s) {
+        lanes.push_back(SparseLane(id, s));
+        tasks.push_back([add, t, s, id = id] { add(id, t->Stats(s)); });
+      }
+    } else if (DenseTable* d = tables_.dense(id)) {
+      lanes.push_back(DenseLane(id));
+      tasks.push_back([add, d, id = id] {
+        ShardStats st{};
+        st.rows = d->end() - d->begin();
+        st.memory_bytes = st.rows * sizeof(float);
+        add(id, st);
+      });
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(g->mu);
+    g->remaining = tasks.size();
+  }
+  for (size_t i = 0; i < tasks.size(); ++i) executors_.Post(lanes[i], std::move(tasks[i]));
+  std::unique_lock<std::mutex> lock(g->mu);
+  g->cv.wait_for(lock, timeout, [&] { return g->remaining == 0; });
+  std::vector<TableTotals> out;
+  for (const auto& [id, t] : g->totals) out.push_back(t);
+  return out;
 }
 
 }  // namespace fleetps::server

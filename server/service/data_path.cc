@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "common/key_index.h"
 #include "common/sharding.h"
 #include <spdlog/spdlog.h>
 
@@ -216,6 +217,170 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
       if (!state->Done()) return;
       if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("PushSparse"));
       reply(state->responder);
+    });
+  }
+}
+
+void PsService::PullRows(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::PullRowsRequest>(req, responder);
+  if (msg == nullptr || !Aligned(msg->keys(), "keys", req, responder)) return;
+  SparseTable* table = tables_.sparse(msg->table_id());
+  if (table == nullptr) return responder.SendError(MissingTable("PullRows", "sparse", msg->table_id()));
+  const std::string& name = table->options().name;
+  auto keys = Span(msg->keys());
+  if (keys.empty()) return responder.SendError(Status::InvalidArgument("PullRows on table '" + name + "': empty key list"));
+  const uint32_t core = table->core_floats();
+  const bool ctr = table->accessor().ctr();
+  const uint64_t per_key = uint64_t{core} * sizeof(float) + 1 + (ctr ? 2 * sizeof(float) : 0);
+  const uint64_t reply_bytes = uint64_t{keys.size()} * per_key + 256;
+  if (reply_bytes > options_.max_message_bytes) {
+    return responder.SendError(Status::InvalidArgument(
+        "PullRows on table '" + name + "': " + std::to_string(keys.size()) + " keys of " + std::to_string(core) +
+        " row floats need a " + std::to_string(reply_bytes) + "-byte reply, above max_message_bytes " +
+        std::to_string(options_.max_message_bytes) + " (send fewer keys per request)"));
+  }
+  auto part = std::make_shared<ShardPartition>();
+  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
+                            part.get());
+  if (!st.ok()) return responder.SendError(st.WithContext("PullRows"));
+
+  struct PullState : Fanout {
+    using Fanout::Fanout;
+    flatbuffers::FlatBufferBuilder fbb;
+    flatbuffers::Offset<flatbuffers::Vector<float>> rows, stats;
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> flags;
+  };
+  auto state = std::make_shared<PullState>(req, responder);
+  state->fbb = flatbuffers::FlatBufferBuilder(static_cast<size_t>(reply_bytes));
+  float* rows = nullptr;
+  float* stats = nullptr;
+  uint8_t* flags = nullptr;
+  state->rows = state->fbb.CreateUninitializedVector(keys.size() * core, &rows);
+  state->flags = state->fbb.CreateUninitializedVector(keys.size(), &flags);
+  if (ctr) state->stats = state->fbb.CreateUninitializedVector(keys.size() * 2, &stats);
+
+  const uint32_t table_id = msg->table_id();
+  const uint32_t dim = table->dim();
+  state->remaining = part->NonEmptyShards();
+  for (uint32_t s = 0; s < table->num_shards(); ++s) {
+    const uint32_t b = part->begin[s], e = part->begin[s + 1];
+    if (b == e) continue;
+    executors_.Post(SparseLane(table_id, s), [state, part, table, s, b, e, keys, rows, flags, stats, table_id, dim,
+                                              core] {
+      Status st = table->PullRowsShard(s, keys.data(), part->idx.data() + b, e - b, rows, flags, stats);
+      if (!st.ok()) state->Fail(st);
+      if (!state->Done()) return;
+      if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("PullRows"));
+      auto& fbb = state->fbb;
+      fbb.Finish(wire::CreatePullRowsReply(fbb, table_id, dim, core, state->rows, state->flags, state->stats));
+      state->responder.Send(net::ReplyType(MessageType::PullRows), fbb.Release());
+    });
+  }
+}
+
+void PsService::WriteRows(const net::Request& req, const net::Responder& responder) {
+  const auto* msg = Verified<wire::WriteRowsRequest>(req, responder);
+  if (msg == nullptr || !Aligned(msg->keys(), "keys", req, responder)) return;
+  SparseTable* table = tables_.sparse(msg->table_id());
+  if (table == nullptr) return responder.SendError(MissingTable("WriteRows", "sparse", msg->table_id()));
+  const std::string& name = table->options().name;
+  const std::string what = "WriteRows on table '" + name + "' from " + responder.peer();
+  auto keys = Span(msg->keys());
+  auto begin = Span(msg->begin());
+  auto end = Span(msg->end());
+  auto extended = Span(msg->extended());
+  auto shows = Span(msg->shows());
+  auto clicks = Span(msg->clicks());
+  const uint32_t core = table->core_floats();
+  if (keys.empty()) return responder.SendError(Status::InvalidArgument(what + ": empty key list"));
+  const uint64_t want = uint64_t{keys.size()} * core;
+  if (begin.size() != want || end.size() != want) {
+    return responder.SendError(Status::InvalidArgument(
+        what + ": " + std::to_string(keys.size()) + " keys need " + std::to_string(want) + " floats in begin and end (" +
+        std::to_string(core) + " per row: dim " + std::to_string(table->dim()) +
+        " and the optimizer state), got " + std::to_string(begin.size()) + " and " + std::to_string(end.size()) +
+        " (do the trainer and the pservers use the same table config?)"));
+  }
+  auto one_per_key = [&](size_t size, const char* field) -> Status {
+    if (size == 0 || size == keys.size()) return Status::OK();
+    return Status::InvalidArgument(what + ": '" + field + "' must be empty or one per key (" +
+                                   std::to_string(keys.size()) + " keys), got " + std::to_string(size));
+  };
+  for (const auto& [size, field] : {std::pair<size_t, const char*>{extended.size(), "extended"},
+                                    {shows.size(), "shows"},
+                                    {clicks.size(), "clicks"}}) {
+    Status bad = one_per_key(size, field);
+    if (!bad.ok()) return responder.SendError(bad);
+  }
+  for (size_t i = 0; i < extended.size(); ++i) {
+    if (extended[i] > 1) {
+      return responder.SendError(Status::InvalidArgument(what + ": extended[" + std::to_string(i) + "] is " +
+                                                         std::to_string(extended[i]) + ", must be 0 or 1"));
+    }
+  }
+  if (!extended.empty() && !table->accessor().ctr() &&
+      std::find(extended.begin(), extended.end(), 1) != extended.end()) {
+    return responder.SendError(
+        Status::InvalidArgument(what + ": 'extended' is set but the table has the plain accessor (no lazy embedx)"));
+  }
+  // Rows are values, not gradients: a non-finite one is refused whatever
+  // nonfinite_gradients says (skipping it would drop a whole pass of updates).
+  size_t bad = 0;
+  for (const auto& [v, field, width] : {std::tuple<std::span<const float>, const char*, size_t>{begin, "begin", core},
+                                        {end, "end", core},
+                                        {shows, "shows", 1},
+                                        {clicks, "clicks", 1}}) {
+    if (!Finite(v, &bad)) {
+      const size_t k = bad / width;
+      return responder.SendError(Status::InvalidArgument(
+          what + ": key " + std::to_string(keys[k]) + " (position " + std::to_string(k) + ") has a NaN or infinite " +
+          field + " value; nothing was written (the pass diverged: lower the learning rate or clip gradients)"));
+    }
+  }
+  {
+    KeyIndex seen(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (seen.Insert(keys[i]) != i) {
+        return responder.SendError(Status::InvalidArgument(what + ": key " + std::to_string(keys[i]) +
+                                                           " appears twice (positions " + std::to_string(seen.Find(keys[i])) +
+                                                           " and " + std::to_string(i) + "); keys must be distinct"));
+      }
+    }
+  }
+  auto part = std::make_shared<ShardPartition>();
+  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
+                            part.get());
+  if (!st.ok()) return responder.SendError(st.WithContext("WriteRows"));
+
+  struct WriteState : Fanout {
+    using Fanout::Fanout;
+    std::atomic<uint64_t> written{0}, merged{0};
+  };
+  auto state = std::make_shared<WriteState>(req, responder);
+  SparseTable::RowWrite write;
+  write.begin = begin.data();
+  write.end = end.data();
+  write.extended = extended.empty() ? nullptr : extended.data();
+  write.shows = shows.empty() ? nullptr : shows.data();
+  write.clicks = clicks.empty() ? nullptr : clicks.data();
+  write.average = msg->average();
+  const uint32_t table_id = msg->table_id();
+  state->remaining = part->NonEmptyShards();
+  for (uint32_t s = 0; s < table->num_shards(); ++s) {
+    const uint32_t b = part->begin[s], e = part->begin[s + 1];
+    if (b == e) continue;
+    executors_.Post(SparseLane(table_id, s), [state, part, table, s, b, e, keys, write, table_id] {
+      SparseTable::RowWriteCounts counts;
+      Status st = table->WriteRowsShard(s, keys.data(), part->idx.data() + b, e - b, write, &counts);
+      state->written += counts.written;
+      state->merged += counts.merged;
+      if (!st.ok()) state->Fail(st);
+      if (!state->Done()) return;
+      if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("WriteRows"));
+      flatbuffers::FlatBufferBuilder fbb(64);
+      fbb.Finish(wire::CreateWriteRowsReply(fbb, table_id, static_cast<uint32_t>(state->written.load()),
+                                            static_cast<uint32_t>(state->merged.load())));
+      state->responder.Send(net::ReplyType(MessageType::WriteRows), fbb.Release());
     });
   }
 }

@@ -66,6 +66,8 @@ void PsService::Handle(net::Request request, net::Responder responder) {
   switch (type) {
     case MessageType::PullSparse: return PullSparse(request, responder);
     case MessageType::PushSparse: return PushSparse(request, responder);
+    case MessageType::PullRows: return PullRows(request, responder);
+    case MessageType::WriteRows: return WriteRows(request, responder);
     case MessageType::PullDense: return PullDense(request, responder);
     case MessageType::PushDense: return PushDense(request, responder, false);
     case MessageType::PushDenseParam: return PushDense(request, responder, true);

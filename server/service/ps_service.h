@@ -8,7 +8,7 @@
 // wrong, and the connection keeps serving.
 //
 // One file per message family, so each bound and auth rule has one home: data_path.cc
-// (pulls and pushes), coordination.cc (barriers, metrics, heartbeats, shuffle mail, Ping,
+// (pulls and pushes, and GPU-PS pass mode's PullRows / WriteRows), coordination.cc (barriers, metrics, heartbeats, shuffle mail, Ping,
 // TableStats), admin.cc (Stop, Save, Load, Shrink; admin-only with a secret configured,
 // paths confined to the checkpoint roots); ps_service.cc dispatches.
 //
@@ -40,6 +40,24 @@
 
 namespace fleetps::server {
 
+// A table's statistics summed over this server's shards (PsService::CollectTableStats).
+struct TableTotals {
+  uint32_t id = 0;
+  std::string name;
+  bool sparse = true;
+  uint64_t rows = 0;          // rows held (dense: floats of this server's slice)
+  uint64_t disk_rows = 0;     // of which only on the RocksDB tier
+  uint64_t memory_bytes = 0;  // RAM of the rows (dense: the weights)
+  uint64_t pulls = 0;         // keys pulled since start
+  uint64_t pushes = 0;        // keys pushed since start
+};
+
+// Checkpoint work of this server since start (its part of every save, every load).
+struct CheckpointCounters {
+  std::atomic<uint64_t> saves{0}, saved_rows{0}, saved_bytes{0}, save_failures{0};
+  std::atomic<uint64_t> loads{0}, loaded_rows{0}, load_failures{0};
+};
+
 class PsService {
  public:
   static constexpr uint32_t kMaxBarrierTimeoutMs = 3600 * 1000;
@@ -54,10 +72,16 @@ class PsService {
   TrainerRegistry& trainers() { return trainers_; }
   // Save / load / shrink over this server's tables (also used by the App at start-up).
   CheckpointRunner& checkpoints() { return checkpoints_; }
+  const CheckpointCounters& checkpoint_counters() const { return checkpoint_counters_; }
+  // Every table's statistics, read on the shards' owner lanes; blocks up to `timeout`
+  // (shards that did not answer by then count zero). Not from an io thread or a lane.
+  std::vector<TableTotals> CollectTableStats(std::chrono::milliseconds timeout);
 
  private:
   void PullSparse(const net::Request& req, const net::Responder& responder);
   void PushSparse(const net::Request& req, const net::Responder& responder);
+  void PullRows(const net::Request& req, const net::Responder& responder);
+  void WriteRows(const net::Request& req, const net::Responder& responder);
   void PullDense(const net::Request& req, const net::Responder& responder);
   void PushDense(const net::Request& req, const net::Responder& responder, bool set_params);
   void Barrier(const net::Request& req, const net::Responder& responder);
@@ -95,6 +119,7 @@ class PsService {
   std::atomic<uint64_t> nonfinite_skipped_{0};
   std::vector<std::string> checkpoint_roots_;
   CheckpointRunner checkpoints_;
+  CheckpointCounters checkpoint_counters_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> stop_requested_{false};
 };

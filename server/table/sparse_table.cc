@@ -200,6 +200,86 @@ void SparseTable::ApplyRows(const uint64_t* batch_keys, float* const* rows, cons
   }
 }
 
+Status SparseTable::PullRowsShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n, float* rows,
+                                  uint8_t* flags, float* stats) {
+  Shard& s = ShardFor(shard, keys, idx, n);
+  uint64_t batch_keys[kBatch];
+  float* found[kBatch];
+  const uint32_t core = core_floats();
+  std::vector<float> fresh(row_floats_);
+  for (size_t begin = 0; begin < n; begin += kBatch) {
+    const size_t m = std::min(kBatch, n - begin);
+    const uint32_t* batch_idx = idx + begin;
+    RETURN_IF_ERROR(FetchRows(s, shard, keys, batch_idx, m, /*create=*/false, row_floats_, batch_keys, found));
+    for (size_t k = 0; k < m; ++k) {
+      const float* row = found[k];
+      if (row == nullptr) {  // the row a push would create
+        initializer_.FillRow(batch_keys[k], fresh.data(), accessor_.CreateWeights());
+        accessor_.InitRow(fresh.data());
+        row = fresh.data();
+      }
+      const size_t i = batch_idx[k];
+      CopyRow(row, core, rows + i * core);
+      flags[i] = static_cast<uint8_t>(accessor_.SavedFlags(row));
+      if (stats != nullptr && accessor_.ctr()) {
+        stats[i * 2] = accessor_.StatOf(row, RowAccessor::kShow);
+        stats[i * 2 + 1] = accessor_.StatOf(row, RowAccessor::kClick);
+      }
+    }
+    s.pulls += m;
+  }
+  return Status::OK();
+}
+
+Status SparseTable::WriteRowsShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n,
+                                   const RowWrite& write, RowWriteCounts* counts) {
+  Shard& s = ShardFor(shard, keys, idx, n);
+  uint64_t batch_keys[kBatch];
+  float* rows[kBatch];
+  const uint32_t core = core_floats();
+  std::vector<float> initial;  // a row's initial weights, for an extension
+  for (size_t begin = 0; begin < n; begin += kBatch) {
+    const size_t m = std::min(kBatch, n - begin);
+    const uint32_t* batch_idx = idx + begin;
+    RETURN_IF_ERROR(FetchRows(s, shard, keys, batch_idx, m, /*create=*/true, row_floats_, batch_keys, rows));
+    for (size_t k = 0; k < m; ++k) {
+      float* row = rows[k];
+      const size_t i = batch_idx[k];
+      if (write.extended != nullptr && write.extended[i] != 0 && !accessor_.Extended(row)) {
+        initial.resize(dim_);
+        initializer_.FillRow(batch_keys[k], initial.data(), dim_);
+        std::copy(initial.begin() + 1, initial.end(), row + 1);
+        accessor_.Extend(row);
+      }
+      const float* from = write.begin + i * core;
+      const float* to = write.end + i * core;
+      if (std::memcmp(row, from, core * sizeof(float)) == 0) {
+        CopyRow(to, core, row);
+        ++counts->written;
+      } else {
+        if (write.average) {
+          for (uint32_t j = 0; j < core; ++j) row[j] = 0.5f * (row[j] + to[j]);
+        } else {
+          for (uint32_t j = 0; j < core; ++j) row[j] += to[j] - from[j];
+        }
+        ++counts->merged;
+      }
+      if (accessor_.ctr()) {
+        const float show = write.shows != nullptr ? write.shows[i] : 0.0f;
+        const float click = write.clicks != nullptr ? write.clicks[i] : 0.0f;
+        float* stats = row + accessor_.stats_offset();
+        stats[RowAccessor::kShow] += show;
+        stats[RowAccessor::kClick] += click;
+        stats[RowAccessor::kDeltaScore] += accessor_.Score(show, click);
+        stats[RowAccessor::kUnseenDays] = 0.0f;
+      }
+      accessor_.SetFlags(row, accessor_.Flags(row) | RowAccessor::kChanged | RowAccessor::kDirty);
+    }
+    s.pushes += m;
+  }
+  return Status::OK();
+}
+
 ShardStats SparseTable::Stats(uint32_t shard) const {
   FLEETPS_CHECK_LT(shard, num_shards());
   const Shard& s = shards_[shard];

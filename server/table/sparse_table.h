@@ -124,6 +124,42 @@ class SparseTable {
   Status PushShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n, const float* grads,
                    const PushCounters& counters = {}, PushMode mode = PushMode::kGradient);
 
+  // ---- GPU-PS pass mode (PullRows / WriteRows, schemas/ps.fbs) ----
+
+  // Floats of a row as a pass moves it: the weights and the optimizer state, the first
+  // core_floats() floats of the RowAccessor layout.
+  uint32_t core_floats() const { return accessor_.flags_offset(); }
+  // For k in [0, n): the full row of keys[idx[k]]: its core_floats() floats to
+  // rows + idx[k] * core_floats(), its saved flags to flags[idx[k]] and, for CTR tables when
+  // `stats` is not null, its show and click to stats + idx[k] * 2. A missing key reads as
+  // the row a push would create (not stored). Same key and error rules as PullShard.
+  Status PullRowsShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n, float* rows,
+                       uint8_t* flags, float* stats);
+  // What a WriteRowsShard call brings, indexed like PullRowsShard's outputs (begin/end:
+  // core_floats() per key; extended, shows, clicks: one per key, each may be null).
+  struct RowWrite {
+    const float* begin = nullptr;
+    const float* end = nullptr;
+    const uint8_t* extended = nullptr;
+    const float* shows = nullptr;
+    const float* clicks = nullptr;
+    bool average = false;  // a row changed by another writer: (stored + end) / 2, not += end - begin
+  };
+  // Counts of a WriteRowsShard call.
+  struct RowWriteCounts {
+    uint64_t written = 0;  // rows equal to `begin`: replaced by `end`
+    uint64_t merged = 0;   // rows changed by another writer: end - begin added
+  };
+  // For k in [0, n), in order: the pass's row of keys[idx[k]] written back (schemas/ps.fbs
+  // WriteRows): the stored row (created when missing, extended with its initial embedx when
+  // extended[idx[k]] says so and it is not) takes `end` when its core equals `begin`
+  // bitwise, else end - begin is added to it (write.average: it becomes the mean of itself
+  // and end); CTR statistics take the pass's shows and
+  // clicks as a push does; the row is marked Changed and dirty. Keys must be distinct. Same
+  // key and error rules as PushShard.
+  Status WriteRowsShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n, const RowWrite& write,
+                        RowWriteCounts* counts);
+
   ShardStats Stats(uint32_t shard) const;
 
   // ---- storage commands; each runs on the shard's owner, like the calls above ----

@@ -1,6 +1,8 @@
-// Collective training with the real binaries, started by scripts/launch_collective.sh:
-//  - 2 ranks of the quick-start mlp (no pservers): every process exits 0 and both ranks log
-//    the same parameter checksum after every epoch;
+// Collective training with the real binaries, started by scripts/launch_collective.sh
+// (fleetps-launch --run_mode collective):
+//  - 2 ranks of the quick-start mlp (no pservers) reading one file through the distributed
+//    sampler: every process exits 0, each rank trains on half of the records, and both ranks
+//    log the same parameter checksum after every epoch;
 //  - a rank that fails stops the job: the launcher exits non-zero naming it, with the tail
 //    of its log, and leaves no rank running;
 //  - the hybrid (ctr_dnn: sparse on 2 pservers, dense by allreduce): trains, saves, every
@@ -52,11 +54,14 @@ fleetps:
   collective: {fuse_grad_size_in_MB: 1, warmup_steps: 10}
 )";
 
-TEST_CASE("Two collective ranks of the quick-start mlp agree and exit 0", "[e2e]") {
+TEST_CASE("Two collective ranks of the quick-start mlp share one file's records, agree and exit 0", "[e2e]") {
   const std::string dir = testing::MakeTempDir("collective_e2e");
+  // One file: split by files, rank 1 would get nothing; the sampler splits its records.
   REQUIRE(testing::GenerateData(
-      dir, {"--train-files", "2", "--rows", "20000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"}));
-  testing::WriteFile(dir + "/mlp.yaml", kMlp);
+      dir, {"--train-files", "1", "--rows", "20000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"}));
+  std::string yaml = kMlp;
+  yaml.replace(yaml.find("runner:\n") + 8, 0, "  reader_type: InMemoryDataset\n  sampler: distributed\n  shuffle: local\n");
+  testing::WriteFile(dir + "/mlp.yaml", yaml);
   ChildProcess launcher;
   REQUIRE(launcher.Start({Launcher(), "--nproc", "2", "--log_dir", dir + "/logs",
                           testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/mlp.yaml", "--report",
@@ -68,6 +73,14 @@ TEST_CASE("Two collective ranks of the quick-start mlp agree and exit 0", "[e2e]
   INFO("launcher:\n" << testing::ReadFile(dir + "/launcher.log") << "\nrank 1:\n" << log1);
   REQUIRE(rc == 0);
   CHECK_THAT(log0, Catch::Contains("trainer 0/2: collective training"));
+  // Every rank loads the whole file and trains on ceil(n / 2) of its records per epoch.
+  std::smatch loaded;
+  REQUIRE(std::regex_search(log1, loaded, std::regex("trainer 1: loaded (\\d+) examples into memory")));
+  const long rows = std::stol(loaded[1]);
+  CHECK(rows > 15000);  // the training share of the 20000 generated rows
+  const std::string epoch_examples = "this trainer: " + std::to_string((rows + 1) / 2) + " examples in";
+  CHECK_THAT(log0, Catch::Contains(epoch_examples));
+  CHECK_THAT(log1, Catch::Contains(epoch_examples));
   const auto sums0 = Checksums(log0), sums1 = Checksums(log1);
   CHECK(sums0.size() == 2);
   CHECK(sums0 == sums1);
@@ -91,7 +104,8 @@ TEST_CASE("A failing rank stops the collective job: the launcher names it and no
   const std::string out = testing::ReadFile(dir + "/launcher.log");
   INFO(out);
   CHECK(rc != 0);
-  CHECK_THAT(out, Catch::Contains("rank 1 exited with code") && Catch::Contains("missing"));
+  CHECK_THAT(out, Catch::Contains("worker 1 (pid ") && Catch::Contains("exited with code") &&
+                      Catch::Contains("missing"));
   // ("[m]lp": the pattern must not match pgrep's own shell.)
   CHECK(::system(("pgrep -f '" + dir + "/[m]lp.yaml' >/dev/null").c_str()) != 0);  // nothing left running
 }

@@ -1,8 +1,9 @@
 // Heterogeneous training with the real binaries on loopback: 2 pservers, 1 heter-trainer
 // (CPU device) and 2 cpu-trainers, launched with Paddle's heter-PS environment.
-//  - the job trains (with server.auth: required, so the heter-trainer's own server and
-//    its pserver client authenticate too), evaluates, saves, and every process exits 0 by
-//    itself: the heter-trainer once both cpu-trainers said they finished;
+//  - the job trains (over TLS, with server.auth: required, so the heter-trainer's own
+//    server and its pserver client use TLS and authenticate too), evaluates, saves, and
+//    every process exits 0 by itself: the heter-trainer once both cpu-trainers said they
+//    finished;
 //  - kill -9 of the heter-trainer mid-job: the cpu-trainers fail within 30 s with an
 //    error naming its endpoint, and the pservers end — no process hangs;
 //  - a frozen heter-trainer (SIGSTOP): the same, through the micro-batch deadline;
@@ -20,6 +21,7 @@
 
 #include "test/support/job.h"
 #include "test/support/process.h"
+#include "test/support/tls_files.h"
 
 namespace fleetps {
 namespace {
@@ -39,6 +41,8 @@ struct HeterJob {
     const std::string secret = dir + "/secret";
     testing::WriteFile(secret, "heterogeneous cluster secret 0123\n");
     ::chmod(secret.c_str(), 0600);
+    testing::TlsTestFiles tls;
+    REQUIRE(testing::MakeTlsFiles(dir, "cluster", "IP:127.0.0.1", &tls));
     testing::WriteFile(dir + "/job.yaml", R"(
 runner:
   train_data_dir: "data/train"
@@ -58,7 +62,8 @@ runner:
     shard_threads: 1
     trainer_lease_s: 5
     auth: required
-    auth_secret_file: )" + secret + "\n");
+    auth_secret_file: )" + secret + R"(
+    tls: {cert_file: )" + tls.cert_file + ", key_file: " + tls.key_file + ", ca_file: " + tls.ca_file + "}\n");
   }
 
   std::map<std::string, std::string> Env(const std::string& role) const {
@@ -119,6 +124,8 @@ TEST_CASE("Heter job: cpu-trainers + a CPU heter-trainer train, evaluate, save a
   for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
   const std::string heter_log = job.Log("heter");
   CHECK_THAT(heter_log, Catch::Contains("every cpu-trainer has ended"));
+  CHECK_THAT(heter_log, Catch::Contains(", TLS)"));
+  CHECK_THAT(job.Log("pserver0"), Catch::Contains(", TLS, shared-secret auth)"));
   CHECK_THAT(heter_log, !Catch::Contains(" 0 micro-batches trained"));
   CHECK_THAT(job.Log("trainer0"), Catch::Contains("heter training") && Catch::Contains("saved the model"));
   CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.6);

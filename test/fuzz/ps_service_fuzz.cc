@@ -25,7 +25,8 @@
 // Checks, besides the sanitizers: every request gets exactly one reply with its request
 // id, within kReplyDeadline; the reply is either the request's reply type, whose payload
 // passes the FlatBuffers verifier and agrees with the request (PullSparse: keys x dim
-// values; PullDense: count values; PushSparse: applied + skipped = keys), or an ErrorReply
+// values; PullDense: count values; PushSparse: applied + skipped = keys; PullRows: keys x
+// row floats and one flag per key; WriteRows: written + merged = keys), or an ErrorReply
 // that parses and is not Internal (Internal means a handler threw or dropped a request);
 // an unknown type is answered with an ErrorReply; the connection is never closed. Barriers
 // left waiting at the end of an input are expired through BarrierManager::ExpireDeadlines
@@ -53,6 +54,7 @@
 #include "common/net/frame.h"
 #include "common/net/io_threads.h"
 #include "common/net/rpc_server.h"
+#include "common/optimizer/optimizer.h"
 #include "schemas/ps_generated.h"
 #include "schemas/records_generated.h"
 #include "server/service/ps_service.h"
@@ -68,7 +70,8 @@ using Clock = std::chrono::steady_clock;
 constexpr MessageType kTypes[] = {MessageType::Ping,        MessageType::PullSparse,  MessageType::PushSparse,
                                   MessageType::PullDense,   MessageType::PushDense,   MessageType::PushDenseParam,
                                   MessageType::Barrier,     MessageType::TableStats,  MessageType::MetricReport,
-                                  MessageType::ShuffleSend, MessageType::ShuffleFetch};
+                                  MessageType::ShuffleSend, MessageType::ShuffleFetch, MessageType::PullRows,
+                                  MessageType::WriteRows};
 constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 constexpr uint16_t kRawTypes[] = {0, 18, 99, 0x7ffe, 0x7fff, 0x8001, 0x8002, 0xffff, 1000, 0x4000};
 constexpr size_t kMaxMessages = 16;
@@ -92,6 +95,17 @@ bool Sendable(uint16_t type) {
 uint32_t DimOf(const config::ServerOptions& o, uint32_t table_id) {
   for (const auto& t : o.tables) {
     if (t.id == table_id) return static_cast<uint32_t>(t.dim);
+  }
+  return 0;
+}
+
+// Floats of a sparse row as PullRows / WriteRows carry it: weights and optimizer state.
+uint32_t CoreOf(const config::ServerOptions& o, uint32_t table_id) {
+  for (const auto& t : o.tables) {
+    if (t.id != table_id || t.kind != TableKind::kSparse) continue;
+    auto opt = optimizer::CreateOptimizer(t.optimizer);
+    if (!opt.ok()) Fail("fuzz table optimizer: " + opt.status().ToString());
+    return static_cast<uint32_t>(t.dim) + (*opt)->StateSize(static_cast<uint32_t>(t.dim));
   }
   return 0;
 }
@@ -274,6 +288,34 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
                                                with_counters ? fbb.CreateVector(clicks) : 0, delta));
       break;
     }
+    case MessageType::PullRows: {
+      const uint32_t table = TableId(p);
+      std::vector<uint64_t> keys(p.ConsumeIntegralInRange<size_t>(0, 64));
+      for (auto& k : keys) k = Key(p);
+      fbb.Finish(wire::CreatePullRowsRequest(fbb, table, fbb.CreateVector(keys)));
+      break;
+    }
+    case MessageType::WriteRows: {
+      const uint32_t table = TableId(p);
+      std::vector<uint64_t> keys(p.ConsumeIntegralInRange<size_t>(0, 32));
+      for (auto& k : keys) k = Key(p);
+      const size_t core = CoreOf(o, table) == 0 ? 4 : CoreOf(o, table);
+      const auto begin = Floats(p, Around(p, keys.size() * core));
+      const auto end = Floats(p, Around(p, keys.size() * core));
+      std::vector<uint8_t> extended(p.ConsumeBool() ? Around(p, keys.size()) : 0);
+      for (auto& x : extended) x = p.ConsumeIntegralInRange<uint8_t>(0, 2);
+      const bool with_counters = p.ConsumeBool();
+      std::vector<float> shows, clicks;
+      if (with_counters) {
+        shows = Floats(p, Around(p, keys.size()));
+        clicks = Floats(p, Around(p, keys.size()));
+      }
+      fbb.Finish(wire::CreateWriteRowsRequest(fbb, table, fbb.CreateVector(keys), fbb.CreateVector(begin),
+                                              fbb.CreateVector(end), fbb.CreateVector(extended),
+                                              with_counters ? fbb.CreateVector(shows) : 0,
+                                              with_counters ? fbb.CreateVector(clicks) : 0, p.ConsumeBool()));
+      break;
+    }
     case MessageType::PullDense: {
       const uint32_t table = TableId(p);
       const uint64_t offset = Offset(p);
@@ -413,6 +455,31 @@ void CheckReply(const Sent& req, uint16_t reply_type, const std::string& reply, 
       }
       break;
     }
+    case MessageType::PullRows: {
+      const auto* r = ReplyAs<wire::PullRowsReply>(reply, req);
+      const auto* q = VerifiedAs<wire::PullRowsRequest>(req.payload);
+      if (q == nullptr) Fail("a PullRows request that fails verification was answered with rows");
+      const size_t keys = q->keys() ? q->keys()->size() : 0;
+      const uint32_t core = CoreOf(o, q->table_id());
+      const size_t rows = r->rows() ? r->rows()->size() : 0;
+      const size_t flags = r->flags() ? r->flags()->size() : 0;
+      if (r->row_floats() != core || rows != keys * core || flags != keys) {
+        Fail("PullRows of " + std::to_string(keys) + " keys (" + std::to_string(core) + " row floats) got " +
+             std::to_string(rows) + " floats and " + std::to_string(flags) + " flags");
+      }
+      break;
+    }
+    case MessageType::WriteRows: {
+      const auto* r = ReplyAs<wire::WriteRowsReply>(reply, req);
+      const auto* q = VerifiedAs<wire::WriteRowsRequest>(req.payload);
+      if (q == nullptr) Fail("a WriteRows request that fails verification was applied");
+      const size_t keys = q->keys() ? q->keys()->size() : 0;
+      if (size_t{r->written()} + r->merged() != keys) {
+        Fail("WriteRows of " + std::to_string(keys) + " keys: written " + std::to_string(r->written()) +
+             " + merged " + std::to_string(r->merged()));
+      }
+      break;
+    }
     case MessageType::PullDense: {
       const auto* r = ReplyAs<wire::PullDenseReply>(reply, req);
       const auto* q = VerifiedAs<wire::PullDenseRequest>(req.payload);
@@ -547,6 +614,19 @@ void WriteSeeds(SeedWriter& seeds) {
     push.Finish(wire::CreatePushSparseRequest(push, table, push.CreateVector(keys), push.CreateVector(grads),
                                               push.CreateVector(shows), push.CreateVector(clicks), false));
     add(MessageType::PushSparse, push);
+    // GPU-PS pass mode: the full rows, then the pass's rows written back (the begin rows
+    // are what a fresh table holds only by chance: mostly a merge).
+    flatbuffers::FlatBufferBuilder rows;
+    rows.Finish(wire::CreatePullRowsRequest(rows, table, rows.CreateVector(keys)));
+    add(MessageType::PullRows, rows);
+    const uint32_t core = table == kCtrTable ? kCtrDim * 2 : kPlainDim;  // adagrad | sgd (server 0)
+    std::vector<float> begin(keys.size() * core, 0.0f), end(keys.size() * core, 0.125f);
+    std::vector<uint8_t> extended(keys.size(), table == kCtrTable ? 1 : 0);
+    flatbuffers::FlatBufferBuilder write;
+    write.Finish(wire::CreateWriteRowsRequest(write, table, write.CreateVector(keys), write.CreateVector(begin),
+                                              write.CreateVector(end), write.CreateVector(extended),
+                                              write.CreateVector(shows), write.CreateVector(clicks)));
+    add(MessageType::WriteRows, write);
   }
   {
     flatbuffers::FlatBufferBuilder fbb;

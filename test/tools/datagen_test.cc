@@ -148,6 +148,48 @@ TEST_CASE("ids are Zipf-skewed and never shared between slots", "[datagen]") {
   }
 }
 
+TEST_CASE("the data-limited AUCs", "[datagen]") {
+  data::testing::TempDir dir;
+  DatagenOptions options = SmallOptions(dir.path(), DataFormat::kRankDnn);
+  // A tiny vocabulary: every id of the test rows was seen >= 100 times in training, so every
+  // limit is the true model's AUC on the test rows.
+  options.vocab_size = 5;
+  auto report = GenerateDataset(options);
+  REQUIRE(report.ok());
+  REQUIRE(report->data_limited_auc.size() == std::size(kDataLimitThresholds));
+  for (size_t t = 0; t < std::size(kDataLimitThresholds); ++t) {
+    CHECK(report->data_limited_auc[t].first == kDataLimitThresholds[t]);
+    CHECK(report->data_limited_auc[t].second == report->bayes_test_auc);
+  }
+
+  // A huge vocabulary: (almost) no test id was seen in training, so even k = 1 knows only the
+  // dense features and loses most of the Bayes AUC; larger k never know more.
+  options.vocab_size = uint64_t{1} << 40;
+  options.zipf_exponent = 0;
+  report = GenerateDataset(options);
+  REQUIRE(report.ok());
+  CHECK(report->data_limited_auc[0].second < report->bayes_test_auc - 0.05);
+  CHECK(report->data_limited_auc[0].second > 0.55);  // the dense features still rank
+  for (size_t t = 1; t < report->data_limited_auc.size(); ++t) {
+    CHECK(report->data_limited_auc[t].second <= report->data_limited_auc[t - 1].second);
+  }
+
+  // The default shape: the limits fall with k, all under the Bayes AUC.
+  options = SmallOptions(dir.path(), DataFormat::kRankDnn);
+  report = GenerateDataset(options);
+  REQUIRE(report.ok());
+  CHECK(report->data_limited_auc[0].second < report->bayes_test_auc);
+  for (size_t t = 1; t < report->data_limited_auc.size(); ++t) {
+    CHECK(report->data_limited_auc[t].second < report->data_limited_auc[t - 1].second);
+  }
+
+  // No test rows: no limits.
+  options.test_fraction = 0;
+  report = GenerateDataset(options);
+  REQUIRE(report.ok());
+  CHECK(report->data_limited_auc.empty());
+}
+
 TEST_CASE("bad datagen options are InvalidArgument", "[datagen]") {
   data::testing::TempDir dir;
   DatagenOptions options = SmallOptions(dir.path(), DataFormat::kSlotDnn);

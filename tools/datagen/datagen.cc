@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <unordered_map>
 #include <utility>
 
 #include <yaml-cpp/yaml.h>
@@ -84,27 +85,36 @@ class SyntheticCtrModel {
   // Draws the features and the label into *example; returns the true click probability.
   double Sample(Rng* rng, data::Example* example) const {
     example->Reset(slot_scale_.size());
-    double logit = kBias;
     for (uint32_t s = 0; s < slot_scale_.size(); ++s) {
-      const uint64_t id = s * vocab_size_ + zipf_.Sample(rng->Uniform()) - 1;
-      example->slots[s].push_back(id);
-      // Uniform weights of variance slot_scale^2.
-      logit += slot_scale_[s] * std::sqrt(3.0) * (2 * HashUniform(seed_, kIdWeight, s, id) - 1);
+      example->slots[s].push_back(s * vocab_size_ + zipf_.Sample(rng->Uniform()) - 1);
     }
-    for (double beta : dense_beta_) {
+    for (size_t j = 0; j < dense_beta_.size(); ++j) {
       const double u = rng->Uniform();
       // Rounded to 5 decimals for short lines; the value written is the value modelled.
-      const float x = static_cast<float>(std::round(u * u * 1e5) / 1e5);
-      example->dense.push_back(x);
-      logit += beta * (x - 1.0 / 3);
+      example->dense.push_back(static_cast<float>(std::round(u * u * 1e5) / 1e5));
     }
-    for (const auto& [a, b] : kInteractionPairs) {
-      if (b >= slot_scale_.size()) continue;
-      logit += kInteraction * Interaction(a, example->slots[a][0]) * Interaction(b, example->slots[b][0]);
-    }
-    const double p = 1 / (1 + std::exp(-logit));
+    const double p = 1 / (1 + std::exp(-Logit(*example, [](uint32_t, uint64_t) { return true; })));
     example->label = rng->Uniform() < p ? 1.0f : 0.0f;
     return p;
+  }
+
+  // The true logit of an example's features, where every id for which known(slot, id) is
+  // false has its parameters (weight and interaction factor) at their prior mean, 0.
+  template <typename Known>
+  double Logit(const data::Example& example, Known known) const {
+    double logit = kBias;
+    for (uint32_t s = 0; s < slot_scale_.size(); ++s) {
+      const uint64_t id = example.slots[s][0];
+      // Uniform weights of variance slot_scale^2.
+      if (known(s, id)) logit += slot_scale_[s] * std::sqrt(3.0) * (2 * HashUniform(seed_, kIdWeight, s, id) - 1);
+    }
+    for (size_t j = 0; j < dense_beta_.size(); ++j) logit += dense_beta_[j] * (example.dense[j] - 1.0 / 3);
+    for (const auto& [a, b] : kInteractionPairs) {
+      if (b >= slot_scale_.size()) continue;
+      const uint64_t ida = example.slots[a][0], idb = example.slots[b][0];
+      if (known(a, ida) && known(b, idb)) logit += kInteraction * Interaction(a, ida) * Interaction(b, idb);
+    }
+    return logit;
   }
 
  private:
@@ -232,6 +242,13 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
   for (const auto& path : report.test_files) RETURN_IF_ERROR(open(path, &test));
 
   const SyntheticCtrModel model(options);
+  // Occurrences of each id in the training rows (saturating), for the data-limited AUCs of
+  // the test rows, which come after every training row.
+  std::unordered_map<uint64_t, uint8_t> seen;
+  seen.reserve(std::min<uint64_t>(report.train_rows * options.sparse_slots, uint64_t{1} << 24));
+  std::vector<double> test_probabilities;
+  std::vector<std::vector<double>> limited(std::size(kDataLimitThresholds));
+  std::vector<float> test_labels;
   Rng rng(MixKey(options.seed ^ (uint64_t{kSamples} << 56)));
   std::vector<double> probabilities;
   std::vector<float> labels;
@@ -242,6 +259,24 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
   for (uint64_t r = 0; r < options.rows; ++r) {
     probabilities.push_back(model.Sample(&rng, &example));
     labels.push_back(example.label);
+    if (r < report.train_rows) {
+      for (const auto& ids : example.slots) {
+        for (uint64_t id : ids) {
+          uint8_t& count = seen[id];
+          if (count < 255) ++count;
+        }
+      }
+    } else {
+      test_probabilities.push_back(probabilities.back());
+      test_labels.push_back(example.label);
+      for (size_t t = 0; t < std::size(kDataLimitThresholds); ++t) {
+        const uint32_t k = kDataLimitThresholds[t];
+        limited[t].push_back(model.Logit(example, [&](uint32_t, uint64_t id) {
+          const auto it = seen.find(id);
+          return it != seen.end() && it->second >= k;
+        }));
+      }
+    }
     line.clear();
     format->Write(example, &line);
     LineWriter& writer = r < report.train_rows ? *train[r % train.size()] : *test[0];
@@ -256,6 +291,12 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
   report.label_mean = positives / static_cast<double>(options.rows);
   // All-positive or all-negative data (tiny row counts) has no AUC; report 0.5, chance.
   report.bayes_auc = ExactAuc(probabilities, labels).value_or(0.5);
+  if (!test_labels.empty()) {
+    report.bayes_test_auc = ExactAuc(test_probabilities, test_labels).value_or(0.5);
+    for (size_t t = 0; t < std::size(kDataLimitThresholds); ++t) {
+      report.data_limited_auc.emplace_back(kDataLimitThresholds[t], ExactAuc(limited[t], test_labels).value_or(0.5));
+    }
+  }
   return report;
 }
 

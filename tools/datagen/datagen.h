@@ -11,9 +11,15 @@
 //   logit = bias + sum_s w_s(id_s) + sum_j beta_j (x_j - 1/3)
 //           + sum over the pairs (0,1), (2,3), (4,5): gamma * h_a(id_a) * h_b(id_b)
 //   where w, h are per-id weights hashed from (seed, slot, id); label ~ Bernoulli(sigmoid(logit)).
+//
+// Besides the Bayes-optimal AUC it reports the data-limited limit: the AUC on the test rows
+// of the true model with every id seen fewer than k times in the training rows at its
+// prior mean (w = h = 0), for k in kDataLimitThresholds — what a learner can reach at best
+// from that much data, since an id it has (almost) never seen tells it nothing.
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config/data_config.h"
@@ -34,11 +40,18 @@ struct DatagenOptions {
   double zipf_exponent = 1.1;    // id frequency ~ rank^-zipf_exponent, >= 0
 };
 
+// The k of DatagenReport::data_limited_auc.
+inline constexpr uint32_t kDataLimitThresholds[] = {1, 3, 10, 100};
+
 struct DatagenReport {
   uint64_t train_rows = 0;
   uint64_t test_rows = 0;
   double label_mean = 0;  // share of positive labels over all rows
   double bayes_auc = 0;   // AUC of the true click probabilities against the sampled labels, all rows
+  double bayes_test_auc = 0;  // the same on the test rows only (0 without test rows)
+  // (k, AUC on the test rows of the true model with the ids seen < k times in the training
+  // rows at their prior mean), for every k of kDataLimitThresholds; empty without test rows.
+  std::vector<std::pair<uint32_t, double>> data_limited_auc;
   std::vector<std::string> train_files;
   std::vector<std::string> test_files;
   std::string config_file;  // data section that reads the files back

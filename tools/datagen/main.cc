@@ -45,7 +45,15 @@ int main(int argc, char** argv) {
   std::cout << "rows:       " << report->train_rows << " train (" << report->train_files.size() << " files), "
             << report->test_rows << " test\n"
             << "label mean: " << report->label_mean << "\n"
-            << "bayes auc:  " << report->bayes_auc << "\n"
+            << "bayes auc:  " << report->bayes_auc << "\n";
+  if (!report->data_limited_auc.empty()) {
+    std::cout << "bayes test auc: " << report->bayes_test_auc << " (test rows)\n";
+    for (const auto& [k, auc] : report->data_limited_auc) {
+      std::cout << "limit auc k=" << k << ": " << auc << " (test rows; ids seen < " << k
+                << " times in train at their prior mean)\n";
+    }
+  }
+  std::cout
             << "config:     " << report->config_file << "\n"
             << "seconds:    " << seconds.count() << "\n";
   return 0;

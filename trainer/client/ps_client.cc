@@ -129,13 +129,11 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
   const auto dim = static_cast<uint32_t>(info->dim);
   const auto num_servers = static_cast<uint32_t>(clients_.size());
 
-  // De-duplicate, then group the unique keys by server.
+  // De-duplicate; the unique keys are grouped by server below.
   auto dedup = std::make_shared<KeyIndex>(keys.size());
   auto slot = std::make_shared<std::vector<uint32_t>>(keys.size());
   dedup->InsertAll(keys, slot->data());
   const auto& uniq = dedup->keys();
-  std::vector<std::vector<uint32_t>> by_server(num_servers);
-  for (uint32_t u = 0; u < uniq.size(); ++u) by_server[ServerOfKey(uniq[u], num_servers)].push_back(u);
 
   auto join = std::make_shared<Join>();
   // Without duplicates (slot[i] == i) replies land in `values` directly; otherwise in a
@@ -151,13 +149,7 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
   }
   const size_t chunk = std::max<size_t>(
       1, std::min<size_t>(options_.max_keys_per_request, (options_.rpc.max_payload - 4096) / (dim * 4 + 8)));
-  std::vector<std::pair<uint32_t, std::vector<uint32_t>>> calls;
-  for (uint32_t s = 0; s < num_servers; ++s) {
-    auto& list = by_server[s];
-    for (size_t b = 0; b < list.size(); b += chunk) {
-      calls.emplace_back(s, std::vector<uint32_t>(list.begin() + b, list.begin() + std::min(list.size(), b + chunk)));
-    }
-  }
+  auto calls = CallsByServer(uniq, num_servers, chunk);
   join->remaining = static_cast<uint32_t>(calls.size());
   auto future = join->promise.get_future();
   for (auto& [s, members] : calls) {

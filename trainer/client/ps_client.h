@@ -67,6 +67,18 @@ struct TableStatsSummary {
   uint64_t disk_rows = 0;     // rows held only on the servers' RocksDB tier (in rows)
 };
 
+// One table on one server (PsClient::StatsByServer).
+struct ServerTableStats {
+  uint32_t id = 0;
+  std::string name;
+  bool dense = false;
+  uint64_t rows = 0;          // dense: floats of the server's slice
+  uint64_t memory_bytes = 0;
+  uint64_t disk_rows = 0;     // on the RocksDB tier (included in rows)
+  uint64_t pulls = 0;         // keys pulled since the server started
+  uint64_t pushes = 0;        // keys pushed since the server started
+};
+
 // Save modes (schemas/checkpoint.fbs SaveMode; Paddle's save modes).
 inline constexpr uint32_t kSaveCheckpoint = 0;  // weights, optimizer state, statistics
 inline constexpr uint32_t kSaveDelta = 1;       // weights of rows changed since the last delta/base save
@@ -120,6 +132,35 @@ class PsClient {
   std::future<Status> PushSparse(uint32_t table_id, std::span<const uint64_t> keys, std::span<const float> grads) {
     return PushSparse(table_id, keys, grads, SparsePushOptions{});
   }
+  // ---- GPU-PS pass mode (PullRows / WriteRows, schemas/ps.fbs) ----
+  // A row here is `row_floats` floats: the weights and the optimizer state (the table's
+  // RowAccessor layout); the servers' value must match. Keys must be distinct.
+  struct RowsOut {
+    float* rows = nullptr;     // keys.size() * row_floats
+    uint8_t* flags = nullptr;  // keys.size(): saved RowFlag bits
+    float* stats = nullptr;    // CTR tables: keys.size() * 2 (show, click); null to ignore
+  };
+  // The full rows of `keys` (missing keys: the row a push would create, not stored).
+  std::future<Status> PullRows(uint32_t table_id, std::span<const uint64_t> keys, uint32_t row_floats,
+                               const RowsOut& out);
+  struct RowsIn {
+    std::span<const float> begin;       // keys.size() * row_floats: the rows the pass pulled
+    std::span<const float> end;         // keys.size() * row_floats: the rows it ended with
+    std::span<const uint8_t> extended;  // empty or one per key: the pass extended the row (CTR)
+    std::span<const float> shows;       // empty or one per key: shows counted in the pass
+    std::span<const float> clicks;      // empty or one per key
+    bool average = false;               // rows another writer changed: mean with end, not += end - begin
+  };
+  struct RowsWritten {
+    uint64_t written = 0;  // rows replaced by `end`
+    uint64_t merged = 0;   // rows another writer had changed: end - begin added
+  };
+  // Writes a pass's rows back (WriteRows: see schemas/ps.fbs). Not re-sent after a lost
+  // connection (a second application would add end - begin again): fails Unavailable.
+  // `written` (optional) receives the servers' counts once the future is ready.
+  std::future<Status> WriteRows(uint32_t table_id, std::span<const uint64_t> keys, uint32_t row_floats,
+                                const RowsIn& in, RowsWritten* written = nullptr);
+
   // The whole dense table (values.size() must equal the table size).
   std::future<Status> PullDense(uint32_t table_id, std::span<float> values);
   struct DensePushOptions {
@@ -173,6 +214,8 @@ class PsClient {
   };
   StatusOr<ShuffleFetchResult> ShuffleFetch(uint64_t round, uint32_t to, uint32_t senders);
   StatusOr<std::vector<TableStatsSummary>> Stats();
+  // Every table of every server, in server order (fleetps-ctl status).
+  StatusOr<std::vector<std::vector<ServerTableStats>>> StatsByServer();
 
   // ---- storage commands: blocking; every server, then the result (docs/STORAGE.md) ----
   // Saves every table (or only `table_id`) into `dir`, a path every pserver can write (the

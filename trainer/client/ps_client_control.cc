@@ -128,6 +128,38 @@ StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {
   return out;
 }
 
+StatusOr<std::vector<std::vector<ServerTableStats>>> PsClient::StatsByServer() {
+  std::vector<std::vector<ServerTableStats>> out;
+  for (auto& c : clients_) {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreateTableStatsRequest(fbb, 0, true));
+    ASSIGN_OR_RETURN(net::Reply reply, c->CallSync(static_cast<uint16_t>(MessageType::TableStats), fbb.Release()));
+    Status error;
+    const auto* msg = VerifiedReply<wire::TableStatsReply>(reply, c->name(), &error);
+    if (msg == nullptr) return error;
+    auto& tables = out.emplace_back();
+    if (msg->tables() == nullptr) continue;
+    for (const auto* e : *msg->tables()) {
+      if (e->info() == nullptr) continue;
+      ServerTableStats t;
+      t.id = e->info()->id();
+      t.name = e->info()->name() ? e->info()->name()->str() : "";
+      t.dense = e->info()->dense();
+      t.rows = e->rows();
+      t.memory_bytes = e->memory_bytes();
+      t.disk_rows = e->disk_rows();
+      if (e->shards() != nullptr) {
+        for (const auto* sh : *e->shards()) {
+          t.pulls += sh->pulls();
+          t.pushes += sh->pushes();
+        }
+      }
+      tables.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
 Status PsClient::StopServers(const std::string& reason) {
   Status first;
   for (auto& c : clients_) {

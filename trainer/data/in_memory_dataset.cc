@@ -80,17 +80,37 @@ void InMemoryDataset::SetBlocks(std::vector<RecordBlock> blocks) {
   ReleaseMemory();
   FLEETPS_CHECK_LT(blocks.size(), std::numeric_limits<uint32_t>::max());
   blocks_ = std::move(blocks);
+  order_ = LoadOrder();
+}
+
+std::vector<InMemoryDataset::RowRef> InMemoryDataset::LoadOrder() const {
   size_t rows = 0;
   for (const auto& block : blocks_) rows += block.size();
-  order_.reserve(rows);
+  std::vector<RowRef> order;
+  order.reserve(rows);
   for (uint32_t b = 0; b < blocks_.size(); ++b) {
-    for (uint32_t r = 0; r < blocks_[b].size(); ++r) order_.push_back(RowRef{b, r});
+    for (uint32_t r = 0; r < blocks_[b].size(); ++r) order.push_back(RowRef{b, r});
   }
+  return order;
 }
 
 void InMemoryDataset::LocalShuffle(uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::shuffle(order_.begin(), order_.end(), rng);
+}
+
+void InMemoryDataset::SampleShard(uint32_t rank, uint32_t world, bool shuffle, uint64_t seed) {
+  FLEETPS_CHECK_GE(world, 1u);
+  FLEETPS_CHECK_LT(rank, world);
+  order_ = LoadOrder();
+  if (shuffle) LocalShuffle(seed);
+  const size_t n = order_.size();
+  if (n == 0) return;
+  const size_t share = (n + world - 1) / world;
+  std::vector<RowRef> mine;
+  mine.reserve(share);
+  for (size_t i = 0; i < share; ++i) mine.push_back(order_[(rank + i * world) % n]);
+  order_ = std::move(mine);
 }
 
 Status InMemoryDataset::GlobalShuffle(RecordTransport* transport, uint32_t trainers_num, uint64_t seed) {

@@ -53,6 +53,14 @@ class InMemoryDataset : public Dataset {
   // Permutes the record order with a generator seeded by `seed`.
   void LocalShuffle(uint64_t seed);
 
+  // DistributedBatchSampler (DataOptions::sampler): restores the load order of every record
+  // in memory, permutes it as LocalShuffle(seed) does when `shuffle`, pads it by repeating its
+  // first records (cyclically) to a multiple of `world`, and keeps positions rank,
+  // rank + world, ...: ceil(records / world) of them. Every rank that loaded the same files
+  // and passes the same seed gets a disjoint share (but for the padding) of equal size.
+  // The records stay in memory: the next call samples from all of them again.
+  void SampleShard(uint32_t rank, uint32_t world, bool shuffle, uint64_t seed);
+
   // Sends every record in memory to trainer dest ~ uniform[0, trainers_num) (seeded by
   // `seed` and this trainer's id) through `transport`, in blocks of at most kBlockRows, and
   // empties memory as it goes. On a transport error the unsent records are lost (load
@@ -85,6 +93,8 @@ class InMemoryDataset : public Dataset {
 
   // Replaces the data with `blocks`, in order.
   void SetBlocks(std::vector<RecordBlock> blocks);
+  // Every record of blocks_, in block order.
+  std::vector<RowRef> LoadOrder() const;
   RecordBlock EmptyBlock() const;
 
   const config::DataOptions options_;

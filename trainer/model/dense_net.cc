@@ -8,47 +8,41 @@
 namespace fleetps::trainer::model {
 
 DenseNet::DenseNet(size_t in_dim, const std::vector<uint32_t>& hidden_sizes, OutputKind output)
-    : in_dim_(in_dim), output_(output) {
-  size_t width = in_dim;
-  for (size_t out : hidden_sizes) {
-    layers_.emplace_back(width, out, num_params_);
-    num_params_ += layers_.back().num_params();
-    width = out;
-  }
-  layers_.emplace_back(width, NumLogits(output), num_params_);
-  num_params_ += layers_.back().num_params();
+    : DenseNet(MakeMlpModel(in_dim, hidden_sizes, output, ModelType::kMlp), output) {}
+
+DenseNet::DenseNet(std::shared_ptr<const DenseModel> model, OutputKind output)
+    : model_(std::move(model)), output_(output) {
+  FLEETPS_CHECK(model_ != nullptr);
+  FLEETPS_CHECK_EQ(model_->num_logits(), NumLogits(output));
 }
 
 DenseNet DenseNet::FromOptions(const ModelOptions& options) {
-  return DenseNet(DenseInputDim(options), options.fc_sizes, options.output);
+  return DenseNet(MakeDenseModel(options), options.output);
 }
 
 void DenseNet::InitParams(std::span<float> params, uint64_t seed) const {
-  FLEETPS_CHECK_EQ(params.size(), num_params_);
+  FLEETPS_CHECK_EQ(params.size(), num_params());
   UniformRandom rng(seed);
-  for (const FullyConnected& layer : layers_) layer.InitParams(params, &rng);
+  model_->InitParams(params, &rng);
 }
 
-void DenseNet::RunLayers(std::span<const float> params, std::span<const float> activations, size_t batch,
-                         Workspace* ws) const {
-  FLEETPS_CHECK_EQ(params.size(), num_params_);
-  FLEETPS_CHECK_EQ(activations.size(), batch * in_dim_);
-  ws->outputs_.resize(layers_.size());
-  std::span<const float> x = activations;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    std::vector<float>& y = ws->outputs_[l];
-    y.resize(batch * layers_[l].out_dim());
-    layers_[l].Forward(params, x, batch, y);
-    if (l + 1 < layers_.size()) ReluForward(y);
-    x = y;
+void DenseNet::RunModel(std::span<const float> params, std::span<const float> activations, size_t batch,
+                        Workspace* ws) const {
+  FLEETPS_CHECK_EQ(params.size(), num_params());
+  FLEETPS_CHECK_EQ(activations.size(), batch * in_dim());
+  if (ws->owner_ != model_.get()) {
+    ws->scratch_ = model_->NewScratch();
+    ws->owner_ = model_.get();
   }
+  ws->logits_.resize(batch * model_->num_logits());
+  model_->Forward(params, activations, batch, ws->scratch_.get(), ws->logits_);
   ws->predictions_.resize(batch);
 }
 
 std::span<const float> DenseNet::Forward(std::span<const float> params, std::span<const float> activations,
                                          size_t batch, Workspace* ws) const {
-  RunLayers(params, activations, batch, ws);
-  PredictProbabilities(output_, ws->outputs_.back(), ws->predictions_);
+  RunModel(params, activations, batch, ws);
+  PredictProbabilities(output_, ws->logits_, ws->predictions_);
   return ws->predictions_;
 }
 
@@ -57,31 +51,14 @@ float DenseNet::ForwardBackward(std::span<const float> params, std::span<const f
                                 std::span<float> activation_grads, Workspace* ws,
                                 const GradsReady& grads_ready) const {
   FLEETPS_CHECK_EQ(labels.size(), batch);
-  FLEETPS_CHECK_EQ(param_grads.size(), num_params_);
-  FLEETPS_CHECK(activation_grads.empty() || activation_grads.size() == batch * in_dim_)
+  FLEETPS_CHECK_EQ(param_grads.size(), num_params());
+  FLEETPS_CHECK(activation_grads.empty() || activation_grads.size() == batch * in_dim())
       << "activation_grads has " << activation_grads.size() << " floats";
-  RunLayers(params, activations, batch, ws);
-  ws->grad_.resize(ws->outputs_.back().size());
-  const float loss = CrossEntropy(output_, ws->outputs_.back(), labels, ws->predictions_, ws->grad_);
-
-  for (size_t l = layers_.size(); l-- > 0;) {
-    const FullyConnected& layer = layers_[l];
-    auto ready = [&] {
-      if (grads_ready) grads_ready(layer.param_offset(), layer.param_offset() + layer.num_params());
-    };
-    if (l == 0) {
-      layer.Backward(params, activations, ws->grad_, batch, param_grads, activation_grads);
-      ready();
-      break;
-    }
-    // The input of layer l is the ReLU output of layer l - 1.
-    const std::vector<float>& x = ws->outputs_[l - 1];
-    ws->next_grad_.resize(x.size());
-    layer.Backward(params, x, ws->grad_, batch, param_grads, ws->next_grad_);
-    ready();
-    ReluBackward(x, ws->next_grad_);
-    std::swap(ws->grad_, ws->next_grad_);
-  }
+  RunModel(params, activations, batch, ws);
+  ws->logit_grads_.resize(ws->logits_.size());
+  const float loss = CrossEntropy(output_, ws->logits_, labels, ws->predictions_, ws->logit_grads_);
+  model_->Backward(params, activations, batch, ws->logit_grads_, ws->scratch_.get(), param_grads, activation_grads,
+                   grads_ready);
   return loss;
 }
 

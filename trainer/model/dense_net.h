@@ -2,7 +2,12 @@
 // DenseNet: everything after the embedding/concat boundary of a CTR model, forward and
 // backward, as one unit:
 //
-//   activations [batch x in_dim] -> (FC -> ReLU) per hidden size -> FC -> logits -> loss
+//   activations [batch x in_dim] -> the model (a DenseModel, dense_model.h) -> logits -> loss
+//
+// The model is one of the registry's (model_registry.cc: mlp, ctr_dnn, wide_deep, deepfm,
+// dcn, dlrm; each file says its parameter layout); the MLP of mlp and ctr_dnn is
+//
+//   activations -> (FC -> ReLU) per hidden size -> FC -> logits
 //
 // In: the activation matrix (row-major) and the labels. Out: the mean loss over the
 // batch, the click probability per example, d(mean loss)/d(activations) [batch x in_dim]
@@ -12,10 +17,10 @@
 //
 // Parameter layout: ALL parameters live in ONE contiguous flat float vector of
 // num_params() floats, which the parameter server stores as one dense table and which is
-// pulled and pushed whole. Layer l (0 = first) holds W_l [in_l x out_l] row-major and then
-// b_l [out_l], layers back to back from offset 0, with in_0 = in_dim, out_l = hidden
-// sizes in order, and the last layer's out = NumLogits(output) (2 for softmax2, 1 for
-// sigmoid). Gradients use the same layout in a vector of the same size.
+// pulled and pushed whole. For the MLP: layer l (0 = first) holds W_l [in_l x out_l]
+// row-major and then b_l [out_l], layers back to back from offset 0, with in_0 = in_dim,
+// out_l = hidden sizes in order, and the last layer's out = NumLogits(output) (2 for
+// softmax2, 1 for sigmoid). Gradients use the same layout in a vector of the same size.
 //
 // Thread-safety: DenseNet is immutable after construction; all per-call memory is in a
 // caller-owned Workspace, one per thread. Several threads may run it at once on the same
@@ -25,10 +30,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "common/config/model_config.h"
+#include "trainer/model/dense_model.h"
 #include "trainer/model/layers.h"
 
 namespace fleetps::trainer::model {
@@ -45,25 +52,32 @@ class DenseNet {
 
    private:
     friend class DenseNet;
-    std::vector<std::vector<float>> outputs_;  // per layer [batch x out]: ReLU outputs, last = logits
-    std::vector<float> grad_;                  // d(loss)/d(output of the layer being back-propagated)
-    std::vector<float> next_grad_;             // d(loss)/d(its input)
-    std::vector<float> predictions_;           // [batch]
+    const DenseModel* owner_ = nullptr;              // the model scratch_ was made for
+    std::unique_ptr<DenseModel::Scratch> scratch_;   // the model's per-call memory
+    std::vector<float> logits_;                      // [batch x logits]
+    std::vector<float> logit_grads_;                 // [batch x logits]
+    std::vector<float> predictions_;                 // [batch]
   };
 
-  // hidden_sizes may be empty (a linear model). CHECKs in_dim > 0 and sizes > 0.
+  // An MLP (mlp / ctr_dnn): hidden_sizes may be empty (a linear model). CHECKs in_dim > 0
+  // and sizes > 0.
   DenseNet(size_t in_dim, const std::vector<uint32_t>& hidden_sizes, OutputKind output);
-  // in_dim = DenseInputDim(options), options.fc_sizes, options.output.
+  // The model of options.type (MakeDenseModel), in_dim = DenseInputDim(options).
   static DenseNet FromOptions(const ModelOptions& options);
 
-  size_t in_dim() const { return in_dim_; }
-  size_t num_params() const { return num_params_; }
+  size_t in_dim() const { return model_->in_dim(); }
+  size_t num_params() const { return model_->num_params(); }
   OutputKind output() const { return output_; }
-  // The layers in order, with their offsets in the flat vector.
-  std::span<const FullyConnected> layers() const { return layers_; }
+  ModelType type() const { return model_->type(); }
+  const DenseModel& model() const { return *model_; }
+  // True for the plain MLP models (mlp, ctr_dnn), the only ones layers() describes.
+  bool is_mlp() const { return !model_->mlp_layers().empty(); }
+  // The MLP's layers in order, with their offsets in the flat vector; empty for the other
+  // models (devices that implement only the MLP refuse them).
+  std::span<const FullyConnected> layers() const { return model_->mlp_layers(); }
 
-  // Fills params (num_params() floats): Xavier-uniform weights and zero biases, a pure
-  // function of seed.
+  // Fills params (num_params() floats), a pure function of seed: the MLP's Xavier-uniform
+  // weights and zero biases; each model's file says its own.
   void InitParams(std::span<float> params, uint64_t seed) const;
 
   // Forward only. activations: [batch x in_dim]. Returns the click probability per
@@ -76,8 +90,9 @@ class DenseNet {
   // activation_grads ([batch x in_dim]; pass an empty span when the input needs no
   // gradient, which saves one matrix product). The predictions are left in
   // ws->predictions(). `grads_ready`, when set, is called after each layer's gradients are
-  // final, with their range [begin, end) in param_grads — last layer first — so that a
-  // caller can start sending them while earlier layers are still being differentiated.
+  // final, with their range [begin, end) in param_grads — last layer first; the ranges
+  // cover all of it — so that a caller can start sending them while earlier layers are
+  // still being differentiated.
   using GradsReady = std::function<void(size_t begin, size_t end)>;
   float ForwardBackward(std::span<const float> params, std::span<const float> activations,
                         std::span<const float> labels, size_t batch, std::span<float> param_grads,
@@ -85,14 +100,13 @@ class DenseNet {
                         const GradsReady& grads_ready = nullptr) const;
 
  private:
-  // Runs the layers; leaves the logits in ws->outputs_.back().
-  void RunLayers(std::span<const float> params, std::span<const float> activations, size_t batch,
-                 Workspace* ws) const;
+  DenseNet(std::shared_ptr<const DenseModel> model, OutputKind output);
+  // Runs the model; leaves the logits in ws->logits_.
+  void RunModel(std::span<const float> params, std::span<const float> activations, size_t batch,
+                Workspace* ws) const;
 
-  size_t in_dim_;
+  std::shared_ptr<const DenseModel> model_;  // immutable, shared by copies of this net
   OutputKind output_;
-  std::vector<FullyConnected> layers_;
-  size_t num_params_ = 0;
 };
 
 }  // namespace fleetps::trainer::model

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "common/check.h"
 #include "common/key_index.h"
@@ -63,12 +64,22 @@ void DedupKeys(std::span<const SlotIdsView> slots, std::vector<uint64_t>* keys, 
 }
 
 EmbeddingPool::EmbeddingPool(size_t num_slots, size_t dim, size_t dense_dim)
-    : num_slots_(num_slots), dim_(dim), dense_dim_(dense_dim) {
-  FLEETPS_CHECK(num_slots > 0 && dim > 0) << "num_slots " << num_slots << ", dim " << dim;
+    : EmbeddingPool(dim, std::vector<size_t>(num_slots, dim), dense_dim) {}
+
+EmbeddingPool::EmbeddingPool(size_t dim, std::vector<size_t> slot_widths, size_t dense_dim)
+    : num_slots_(slot_widths.size()), dim_(dim), dense_dim_(dense_dim) {
+  FLEETPS_CHECK(num_slots_ > 0 && dim > 0) << "num_slots " << num_slots_ << ", dim " << dim;
+  offsets_.push_back(0);
+  for (size_t w : slot_widths) {
+    FLEETPS_CHECK(w >= 1 && w <= dim) << "slot width " << w << " outside [1, " << dim << "]";
+    offsets_.push_back(offsets_.back() + w);
+  }
 }
 
 EmbeddingPool EmbeddingPool::FromOptions(const ModelOptions& options) {
-  return EmbeddingPool(options.num_sparse_slots, options.sparse_feature_dim, options.dense_input_dim);
+  std::vector<size_t> widths;
+  for (size_t s = 0; s < options.num_sparse_slots; ++s) widths.push_back(SlotBlockDim(options, s));
+  return EmbeddingPool(SparseRowDim(options), std::move(widths), options.dense_input_dim);
 }
 
 void EmbeddingPool::Forward(std::span<const SlotIdsView> slots, std::span<const uint32_t> index,
@@ -80,13 +91,15 @@ void EmbeddingPool::Forward(std::span<const SlotIdsView> slots, std::span<const 
   FLEETPS_CHECK_EQ(rows.size() % dim_, 0u);
   FLEETPS_CHECK_EQ(dense.size(), batch * dense_dim_);
   FLEETPS_CHECK_EQ(activations.size(), batch * width);
+  const size_t pooled = offsets_.back();
   for (size_t i = 0; i < batch; ++i) {
     float* out = activations.data() + i * width;
-    std::fill(out, out + num_slots_ * dim_, 0.0f);
-    std::copy_n(dense.data() + i * dense_dim_, dense_dim_, out + num_slots_ * dim_);
+    std::fill(out, out + pooled, 0.0f);
+    std::copy_n(dense.data() + i * dense_dim_, dense_dim_, out + pooled);
   }
   ForEachId(slots, index, rows.size() / dim_, [&](size_t example, size_t slot, uint32_t key_row) {
-    AddTo(activations.data() + example * width + slot * dim_, rows.data() + size_t{key_row} * dim_, dim_);
+    AddTo(activations.data() + example * width + offsets_[slot], rows.data() + size_t{key_row} * dim_,
+          slot_width(slot));
   });
 }
 
@@ -99,7 +112,8 @@ void EmbeddingPool::Backward(std::span<const SlotIdsView> slots, std::span<const
   FLEETPS_CHECK_EQ(key_grads.size() % dim_, 0u);
   std::ranges::fill(key_grads, 0.0f);
   ForEachId(slots, index, key_grads.size() / dim_, [&](size_t example, size_t slot, uint32_t key_row) {
-    AddTo(key_grads.data() + size_t{key_row} * dim_, activation_grads.data() + example * width + slot * dim_, dim_);
+    AddTo(key_grads.data() + size_t{key_row} * dim_, activation_grads.data() + example * width + offsets_[slot],
+          slot_width(slot));
   });
 }
 

@@ -41,18 +41,25 @@ class EmbeddingPool {
  public:
   // num_slots >= 1 slots of `dim` >= 1 floats each, then dense_dim >= 0 dense features.
   EmbeddingPool(size_t num_slots, size_t dim, size_t dense_dim);
-  // ctr_dnn options: num_sparse_slots, sparse_feature_dim, dense_input_dim.
+  // Per-slot widths: rows of `dim` floats, slot s pooling the first slot_widths[s] (in
+  // [1, dim]) floats of each of its rows into a block of that width.
+  EmbeddingPool(size_t dim, std::vector<size_t> slot_widths, size_t dense_dim);
+  // The sparse models' options: num_sparse_slots, SparseRowDim (sparse_feature_dim, plus the
+  // first-order weight of wide_deep and deepfm), dense_input_dim.
   static EmbeddingPool FromOptions(const ModelOptions& options);
 
   size_t num_slots() const { return num_slots_; }
+  // Floats per pulled row (and per key gradient).
   size_t dim() const { return dim_; }
   size_t dense_dim() const { return dense_dim_; }
-  // Width of an activation row: [slot 0 | slot 1 | ... | slot S-1 | dense features],
-  // num_slots * dim + dense_dim floats.
-  size_t output_dim() const { return num_slots_ * dim_ + dense_dim_; }
+  // Floats of slot s's block (dim() unless per-slot widths were given).
+  size_t slot_width(size_t s) const { return offsets_[s + 1] - offsets_[s]; }
+  // Width of an activation row: [slot 0 | slot 1 | ... | slot S-1 | dense features], the
+  // slots' widths (num_slots * dim without per-slot widths) + dense_dim floats.
+  size_t output_dim() const { return offsets_.back() + dense_dim_; }
 
   // activations [batch x output_dim()]: for each example and slot, the sum of the rows of
-  // its ids, then the example's dense features. slots: num_slots() entries over the same
+  // its ids (their first slot_width(s) floats), then the example's dense features. slots: num_slots() entries over the same
   // batch; index: from DedupKeys; rows: [num_keys x dim], row k for key k; dense:
   // [batch x dense_dim].
   void Forward(std::span<const SlotIdsView> slots, std::span<const uint32_t> index, std::span<const float> rows,
@@ -71,6 +78,7 @@ class EmbeddingPool {
   size_t num_slots_;
   size_t dim_;
   size_t dense_dim_;
+  std::vector<size_t> offsets_;  // num_slots + 1: slot s's block is [offsets_[s], offsets_[s + 1])
 };
 
 }  // namespace fleetps::trainer::model

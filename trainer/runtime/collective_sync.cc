@@ -12,8 +12,15 @@ StatusOr<std::unique_ptr<CollectiveSync>> CollectiveSync::Create(const config::T
                                                                  collective::Communicator& comm) {
   RETURN_IF_ERROR(optimizer::ValidateOptimizerOptions(o.dense_table.optimizer).WithContext("dense optimizer"));
   std::unique_ptr<ParamSync> sparse;
-  if (!o.local() && o.model.type == ModelType::kCtrDnn) sparse = MakeSparseAsyncSync(o, client);
+  if (!o.local() && HasSparseSlots(o.model)) sparse = MakeSparseAsyncSync(o, client);
   return std::unique_ptr<CollectiveSync>(new CollectiveSync(o, client, comm, std::move(sparse)));
+}
+
+StatusOr<std::unique_ptr<CollectiveSync>> CollectiveSync::CreateDenseOnly(const config::TrainerOptions& o,
+                                                                          PsClient& client,
+                                                                          collective::Communicator& comm) {
+  RETURN_IF_ERROR(optimizer::ValidateOptimizerOptions(o.dense_table.optimizer).WithContext("dense optimizer"));
+  return std::unique_ptr<CollectiveSync>(new CollectiveSync(o, client, comm, nullptr));
 }
 
 CollectiveSync::CollectiveSync(const config::TrainerOptions& o, PsClient& client, collective::Communicator& comm,

@@ -49,6 +49,10 @@ class CollectiveSync : public ParamSync {
   // `client` and `comm` outlive the result.
   static StatusOr<std::unique_ptr<CollectiveSync>> Create(const config::TrainerOptions& options, PsClient& client,
                                                           collective::Communicator& comm);
+  // The dense part only, whatever the model: for a caller that keeps the sparse part
+  // itself (GPU-PS pass mode's device tables). Pushes must carry no keys.
+  static StatusOr<std::unique_ptr<CollectiveSync>> CreateDenseOnly(const config::TrainerOptions& options,
+                                                                   PsClient& client, collective::Communicator& comm);
   ~CollectiveSync() override;
 
   // Start of training: every rank passes its own initial parameters; all end up with rank

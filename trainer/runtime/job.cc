@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/metrics/registry.h"
 #include "trainer/runtime/trainer.h"
 
 namespace fleetps::trainer {
@@ -12,16 +13,30 @@ namespace {
 // "local", "async", ..., "collective", or "hybrid" (collective with pservers).
 std::string ModeName(const config::TrainerOptions& o) {
   if (o.collective_mode()) return o.local() ? "collective" : "hybrid";
+  if (o.gpubox_mode()) return "gpubox";
   return o.local() ? "local" : std::string(config::SyncModeName(o.sync_mode));
+}
+
+// ", \"curve\": [...]": every print_interval steps (none: empty).
+std::string CurveJson(const std::vector<CurvePoint>& curve) {
+  if (curve.empty()) return "";
+  std::string out = ", \"curve\": [";
+  for (size_t i = 0; i < curve.size(); ++i) {
+    const CurvePoint& p = curve[i];
+    out += fmt::format("{}{{\"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {:.6f}, \"auc\": {:.6f}, "
+                       "\"examples_per_sec\": {:.1f}}}",
+                       i ? ", " : "", p.epoch, p.step, p.examples, p.loss, p.auc, p.examples_per_sec);
+  }
+  return out + "]";
 }
 
 std::string PassJson(const PassReport& r) {
   return fmt::format(
       "{{\"epoch\": {}, \"examples\": {}, \"loss\": {:.6f}, \"auc\": {:.6f}, \"actual_ctr\": {:.6f}, "
       "\"predicted_ctr\": {:.6f}, \"seconds\": {:.3f}, \"examples_per_sec\": {:.1f}, "
-      "\"dense_compute_sec\": {:.3f}, \"skipped_lines\": {}}}",
+      "\"dense_compute_sec\": {:.3f}, \"skipped_lines\": {}{}}}",
       r.epoch, r.examples, r.loss, r.auc, r.actual_ctr, r.predicted_ctr, r.seconds, r.examples_per_sec,
-      r.dense_compute_sec, r.skipped_lines);
+      r.dense_compute_sec, r.skipped_lines, CurveJson(r.curve));
 }
 
 Status WriteReport(const std::string& path, const config::TrainerOptions& o, const std::vector<PassReport>& epochs,
@@ -85,13 +100,32 @@ HeterClientOptions JobHeterClientOptions(const config::TrainerOptions& o, const 
   return h;
 }
 
+namespace {
+
+Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer);
+
+}  // namespace
+
 Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, HeterClient* heter,
                    collective::Communicator* comm) {
   Trainer trainer(o, client, heter, comm);
+  return RunTrainer(o, client, flags, trainer);
+}
+
+Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags,
+                   std::unique_ptr<ParamSync> sync) {
+  Trainer trainer(o, client, nullptr, nullptr, std::move(sync));
+  return RunTrainer(o, client, flags, trainer);
+}
+
+namespace {
+
+Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer) {
+  trainer.SetMetrics(flags.metrics);
   RETURN_IF_ERROR(trainer.Start());
   spdlog::info("trainer {}/{}: {} training, {} worker threads, {} epochs, model {} ({} dense parameters){}",
                o.trainer_id, o.trainers_num, ModeName(o),
-               o.worker_threads, o.epochs, o.model.type == ModelType::kCtrDnn ? "ctr_dnn" : "mlp",
+               o.worker_threads, o.epochs, ModelTypeName(o.model.type),
                o.dense_table.dim,
                o.heter_mode() ? fmt::format(", dense part on {} heter-trainer(s), {} micro-batches in flight per thread",
                                             o.heter_trainers.size(), o.heter.inflight)
@@ -116,6 +150,28 @@ Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobF
   RETURN_IF_ERROR(trainer.Barrier("finished"));
   if (!o.model_save_path.empty()) RETURN_IF_ERROR(SaveModel(o, client, trainer));
   return Status::OK();
+}
+
+}  // namespace
+
+std::string PerTrainerPath(std::string path, uint32_t trainer_id) {
+  static const std::string kField = "{trainer_id}";
+  for (size_t at = path.find(kField); at != std::string::npos; at = path.find(kField, at)) {
+    path.replace(at, kField.size(), std::to_string(trainer_id));
+  }
+  return path;
+}
+
+StatusOr<std::unique_ptr<net::HttpEndpoint>> ServeTrainerMetrics(metrics::Registry& registry, uint16_t port) {
+  auto endpoint = std::make_unique<net::HttpEndpoint>("0.0.0.0", port, [&registry](const std::string& path) {
+    if (path == "/metrics") return net::HttpResponse{200, metrics::kTextFormatContentType, registry.Serialize()};
+    if (path == "/healthz" || path == "/readyz") return net::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
+    return net::HttpResponse{404, "text/plain; charset=utf-8",
+                             "not found: " + path + " (try /metrics, /healthz, /readyz)\n"};
+  });
+  RETURN_IF_ERROR(endpoint->Start());
+  spdlog::info("trainer metrics on http://0.0.0.0:{}/metrics", endpoint->port());
+  return endpoint;
 }
 
 Status StopServersAtEnd(const config::TrainerOptions& o, PsClient& client) {

@@ -4,13 +4,20 @@
 // that main() connects either to the pservers or to an in-process server (local mode).
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "common/config/trainer_config.h"
+#include "common/net/http_endpoint.h"
 #include "common/status.h"
 #include "trainer/client/heter_client.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
+#include "trainer/runtime/param_sync.h"
+
+namespace fleetps::metrics {
+class Registry;
+}  // namespace fleetps::metrics
 
 namespace fleetps::trainer {
 
@@ -42,12 +49,25 @@ Status StopServersAtEnd(const config::TrainerOptions& options, PsClient& client)
 struct JobFlags {
   std::string report_path;       // JSON summary written at the end ("" = none)
   std::string predictions_path;  // infer/eval: "label prediction" lines ("" = none)
+  metrics::Registry* metrics = nullptr;  // training series go here (outlives the job; null: none)
 };
+
+// `path` with every "{trainer_id}" replaced by `trainer_id`: the trainers of a job started
+// with one command line (fleetps-launch) write their reports to distinct files.
+std::string PerTrainerPath(std::string path, uint32_t trainer_id);
+
+// cpu-trainer --metrics-port: serves `registry` as /metrics, and /healthz and /readyz
+// (200 while the process runs), on every interface of `port` (0: any free one). Errors
+// name the port.
+StatusOr<std::unique_ptr<net::HttpEndpoint>> ServeTrainerMetrics(metrics::Registry& registry, uint16_t port);
 
 // `heter`: the heter-trainers of a heter-mode job, `comm`: the ranks of a collective job
 // (null otherwise).
 Status RunTrainJob(const config::TrainerOptions& options, PsClient& client, const JobFlags& flags,
                    HeterClient* heter = nullptr, collective::Communicator* comm = nullptr);
+// GPU-PS pass mode: the same job with the heter-trainer's ParamSync (its device tables).
+Status RunTrainJob(const config::TrainerOptions& options, PsClient& client, const JobFlags& flags,
+                   std::unique_ptr<ParamSync> sync);
 Status RunInferJob(const config::TrainerOptions& options, PsClient& client, const JobFlags& flags);
 
 }  // namespace fleetps::trainer

@@ -29,6 +29,7 @@
 #include "common/config/trainer_config.h"
 #include "common/status.h"
 #include "trainer/client/ps_client.h"
+#include "trainer/data/dataset.h"
 
 namespace fleetps::trainer {
 
@@ -40,6 +41,18 @@ struct StepGrads {
   std::span<const float> shows;
   std::span<const float> clicks;
   std::span<const float> dense_grads;    // the dense table's size
+};
+
+// Runs the dense part of a training step on a device of its own (GPU-PS mode: the worker's
+// GPU, or the CPU twin's BLAS): forward, loss and backward of the mean loss over `batch` rows
+// of `activations` with `params`, writing predictions [batch], activation_grads and
+// param_grads; returns the mean loss. One stepper per worker, used by that worker only.
+class DenseStepper {
+ public:
+  virtual ~DenseStepper() = default;
+  virtual StatusOr<float> Step(std::span<const float> params, std::span<const float> activations,
+                               std::span<const float> labels, size_t batch, std::span<float> predictions,
+                               std::span<float> activation_grads, std::span<float> param_grads) = 0;
 };
 
 class ParamSync {
@@ -60,7 +73,14 @@ class ParamSync {
   virtual StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) { return out_of_data; }
   // Sends everything pushed before the call and waits for it (end of a pass), then
   // refreshes the dense snapshot. Pushes of other threads during the call may go along.
+  // GPU-PS pass mode: end_pass (the pass's rows written back to the pservers).
   virtual Status Flush() = 0;
+  // Start of a pass over `dataset`, before its StartPass and the workers (driver thread).
+  // GPU-PS pass mode: begin_pass (reads the pass's keys from the dataset, pulls their rows
+  // and builds the device table). Other modes: nothing.
+  virtual Status BeginPass(data::Dataset& dataset) { return Status::OK(); }
+  // Where `worker` runs its dense steps; null: the Trainer's own DenseNet on the worker thread.
+  virtual DenseStepper* dense_stepper(uint32_t worker) { return nullptr; }
 };
 
 // Creates the ParamSync for options.sync_mode (Direct for local training; heter mode:

@@ -7,10 +7,12 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "common/metrics/registry.h"
 #include "trainer/data/file_list.h"
 #include "trainer/data/in_memory_dataset.h"
 #include "trainer/data/queue_dataset.h"
@@ -20,6 +22,7 @@
 #include "trainer/model/layers.h"
 #include "trainer/runtime/collective_sync.h"
 #include "trainer/runtime/global_shuffle.h"
+#include "trainer/runtime/progress.h"
 
 namespace fleetps::trainer {
 
@@ -44,7 +47,8 @@ struct WorkerState {
   std::vector<float> clicks;
   std::vector<float> params;
   std::vector<float> param_grads;
-  std::vector<float> predictions;  // heter mode: the answer's, kept for the metrics
+  std::vector<float> predictions;  // heter mode: the answer's; GPU-PS: the device's (stepped)
+  bool stepped = false;            // the last step's predictions are in `predictions`, not ws
   double dense_seconds = 0;
 };
 
@@ -65,7 +69,7 @@ struct Trainer::Impl {
         heter(h),
         comm(m),
         net(model::DenseNet::FromOptions(o.model)),
-        pool(o.model.type == ModelType::kCtrDnn ? std::make_unique<model::EmbeddingPool>(
+        pool(HasSparseSlots(o.model) ? std::make_unique<model::EmbeddingPool>(
                                                       model::EmbeddingPool::FromOptions(o.model))
                                                 : nullptr) {}
 
@@ -76,12 +80,21 @@ struct Trainer::Impl {
   CollectiveSync* collective = nullptr;  // collective mode: `sync`, typed
   std::atomic<uint64_t> next_batch_id{0};
   const model::DenseNet net;
-  const std::unique_ptr<model::EmbeddingPool> pool;  // null for mlp
+  const std::unique_ptr<model::EmbeddingPool> pool;  // null for mlp (no sparse slots)
   std::unique_ptr<ParamSync> sync;
   std::unique_ptr<data::Dataset> train_data;  // kept across epochs (InMemoryDataset loads once)
+  uint64_t examples_before_epoch = 0;  // this trainer's, in the epochs before the current one
+  std::optional<uint64_t> last_epoch_examples;  // the previous epoch's: the progress line's ETA
+  ProgressLine progress;  // a status line instead of interval log lines, on a terminal
+  // SetMetrics' series (no-op handles without a registry).
+  struct Series {
+    metrics::Counter examples, steps;
+    metrics::Gauge loss, auc, rate, epoch;
+    metrics::Histogram pull, push;
+  } series;
 
-  // Activations of a batch: pooled embeddings + dense features (ctr_dnn), or the dense
-  // features (mlp). Pulls the sparse rows through `pull`.
+  // Activations of a batch: pooled embeddings + dense features (the sparse models), or the
+  // dense features (mlp). Pulls the sparse rows through `pull`.
   template <typename Pull>
   Status BuildActivations(const data::Batch& batch, WorkerState& w, Pull pull) {
     const size_t b = batch.size();
@@ -123,7 +136,10 @@ struct Trainer::Impl {
   // One training step.
   StatusOr<float> Step(uint32_t worker, const data::Batch& batch, WorkerState& w) {
     RETURN_IF_ERROR(BuildActivations(batch, w, [&](std::span<const uint64_t> keys, float* rows) {
-      return sync->PullSparse(worker, keys, rows);
+      const auto t0 = std::chrono::steady_clock::now();
+      Status st = sync->PullSparse(worker, keys, rows);
+      series.pull.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      return st;
     }));
     RETURN_IF_ERROR(sync->DenseParams(worker, &w.params));
     const size_t b = batch.size();
@@ -135,8 +151,16 @@ struct Trainer::Impl {
     if (collective != nullptr && options.collective.overlap) {
       ready = [&](size_t begin, size_t end) { collective->GradsReady(w.param_grads, begin, end); };
     }
-    const float loss = net.ForwardBackward(w.params, w.activations, batch.labels, b, w.param_grads,
-                                           w.activation_grads, &w.ws, ready);
+    float loss = 0;
+    if (DenseStepper* stepper = sync->dense_stepper(worker)) {  // GPU-PS: the worker's device
+      w.predictions.resize(b);
+      ASSIGN_OR_RETURN(loss, stepper->Step(w.params, w.activations, batch.labels, b, w.predictions,
+                                           w.activation_grads, w.param_grads));
+      w.stepped = true;
+    } else {
+      loss = net.ForwardBackward(w.params, w.activations, batch.labels, b, w.param_grads, w.activation_grads, &w.ws,
+                                 ready);
+    }
     w.dense_seconds += Seconds(t0);
     w.shows.clear();
     w.clicks.clear();
@@ -148,7 +172,9 @@ struct Trainer::Impl {
       w.keys.clear();
       w.key_grads.clear();
     }
+    const auto push_start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(sync->Push(worker, StepGrads{w.keys, w.key_grads, w.shows, w.clicks, w.param_grads}));
+    series.push.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - push_start).count());
     return loss;
   }
 
@@ -187,8 +213,10 @@ struct Trainer::Impl {
 
   StatusOr<std::unique_ptr<data::Dataset>> OpenDataset(const std::vector<std::string>& paths, size_t batch_size,
                                                        bool allow_in_memory) {
-    ASSIGN_OR_RETURN(auto files, data::ListTrainerFiles(paths, options.data.split_file_list, options.trainer_id,
-                                                       options.trainers_num));
+    // The distributed sampler shares records, not files: every trainer loads every file.
+    const bool sampled = allow_in_memory && options.data.sampler == config::SamplerKind::kDistributed;
+    ASSIGN_OR_RETURN(auto files, data::ListTrainerFiles(paths, options.data.split_file_list && !sampled,
+                                                       options.trainer_id, options.trainers_num));
     if (allow_in_memory && options.data.dataset == config::DatasetKind::kInMemory) {
       auto ds = std::make_unique<data::InMemoryDataset>(options.data, files, batch_size, options.trainer_id);
       RETURN_IF_ERROR(ds->LoadIntoMemory());
@@ -219,11 +247,13 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter, collective::Communicator* comm)
+Trainer::Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter, collective::Communicator* comm,
+                 std::unique_ptr<ParamSync> sync)
     : options_(std::move(options)),
       client_(client),
       heter_(options_.heter_mode() ? heter : nullptr),
       comm_(options_.collective_mode() ? comm : nullptr),
+      given_sync_(options_.gpubox_mode() ? std::move(sync) : nullptr),
       impl_(std::make_unique<Impl>(options_, client_, heter_, comm_)) {
   // One BLAS thread per worker, unless the user chose otherwise: Hogwild workers already use
   // the cores, and a GEMM split over threads rounds differently, so a saved model would not
@@ -260,6 +290,11 @@ Status Trainer::Start() {
                                      std::to_string(impl.pool->dim()) + " wide");
     }
   }
+  if (options_.gpubox_mode()) {
+    if (given_sync_ == nullptr) return Status::InvalidArgument("GPU-PS (gpubox) mode needs its device tables' sync");
+    impl.sync = std::move(given_sync_);
+    return Barrier("start");
+  }
   if (options_.collective_mode()) {
     if (comm_ == nullptr) return Status::InvalidArgument("collective mode needs a communicator");
     ASSIGN_OR_RETURN(auto collective, CollectiveSync::Create(options_, client_, *comm_));
@@ -280,6 +315,24 @@ Status Trainer::Start() {
   return Barrier("start");
 }
 
+void Trainer::SetMetrics(metrics::Registry* registry) {
+  if (registry == nullptr) return;
+  auto& s = impl_->series;
+  // Pull/push latency: 50 us x 4^k up to ~52 s.
+  const auto buckets = metrics::ExponentialBuckets(50e-6, 4, 11);
+  s.examples = registry->GetCounter("fleetps_trainer_examples_total", "Examples trained by this trainer");
+  s.steps = registry->GetCounter("fleetps_trainer_steps_total", "Steps (batches) trained by this trainer");
+  s.loss = registry->GetGauge("fleetps_trainer_loss", "Mean log loss of the last print_interval steps");
+  s.auc = registry->GetGauge("fleetps_trainer_auc", "AUC of the last print_interval steps");
+  s.rate = registry->GetGauge("fleetps_trainer_examples_per_second", "Examples/s of the last print_interval steps");
+  s.epoch = registry->GetGauge("fleetps_trainer_epoch", "The epoch being trained (1-based)");
+  s.pull = registry->GetHistogram("fleetps_trainer_pull_seconds", "Sparse pulls of a step, as the worker waits",
+                                  {}, buckets);
+  s.push = registry->GetHistogram("fleetps_trainer_push_seconds",
+                                  "Pushes of a step, as the worker waits (async: handing to the communicator)", {},
+                                  buckets);
+}
+
 StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   auto& impl = *impl_;
   if (options_.heter_mode() && heter_ == nullptr) {
@@ -290,7 +343,10 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   }
   if (auto* mem = dynamic_cast<data::InMemoryDataset*>(impl.train_data.get())) {
     const uint64_t seed = options_.data.shuffle_seed + epoch * 1000003ull;
-    if (options_.data.shuffle == config::ShuffleMode::kGlobal && options_.trainers_num > 1) {
+    if (options_.data.sampler == config::SamplerKind::kDistributed) {
+      mem->SampleShard(options_.trainer_id, options_.trainers_num,
+                       options_.data.shuffle != config::ShuffleMode::kNone, seed);
+    } else if (options_.data.shuffle == config::ShuffleMode::kGlobal && options_.trainers_num > 1) {
       GlobalShuffleOptions shuffle;
       shuffle.trainer_id = options_.trainer_id;
       shuffle.trainers_num = options_.trainers_num;
@@ -302,6 +358,8 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     }
   }
   data::Dataset& dataset = *impl.train_data;
+  RETURN_IF_ERROR(impl.sync->BeginPass(dataset).WithContext("trainer " + std::to_string(options_.trainer_id) +
+                                                             " epoch " + std::to_string(epoch) + " begin_pass"));
   RETURN_IF_ERROR(dataset.StartPass());
 
   std::mutex mu;  // guards the metrics and first_error below
@@ -316,22 +374,49 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   const uint32_t threads = options_.worker_threads;
   std::vector<WorkerState> states(threads);
 
+  impl.series.epoch.Set(epoch);
+  std::vector<CurvePoint> curve;  // guarded by mu
+  TrainingProgress shown;         // guarded by mu: the last interval's loss and AUC, for the progress line
+  shown.epoch = epoch;
+  shown.epochs = options_.epochs;
+  shown.expected = impl.last_epoch_examples;
+
   // Metrics of one finished step.
   auto record = [&](float loss, std::span<const float> predictions, const data::Batch& batch) {
-    examples += batch.size();
+    const uint64_t so_far = examples += batch.size();
     const uint64_t step = ++steps;
+    impl.series.examples.Increment(static_cast<double>(batch.size()));
+    impl.series.steps.Increment();
     std::unique_lock<std::mutex> lock(mu);
     epoch_auc.Add(predictions, batch.labels);
     interval_auc.Add(predictions, batch.labels);
     interval_loss += loss;
     ++interval_batches;
     interval_examples += batch.size();
+    if (impl.progress.enabled()) {
+      shown.examples = so_far;
+      shown.seconds = Seconds(start);
+      impl.progress.Update(FormatTrainingProgress(shown));
+    }
     if (step % options_.print_interval != 0) return;
     const double secs = Seconds(interval_start);
+    CurvePoint point;
+    point.epoch = epoch;
+    point.step = step;
+    point.examples = impl.examples_before_epoch + so_far;
+    point.loss = interval_loss / interval_batches;
+    point.auc = interval_auc.Auc();
+    point.examples_per_sec = interval_examples / std::max(secs, 1e-9);
+    curve.push_back(point);
+    shown.loss = point.loss;
+    shown.auc = point.auc;
+    impl.series.loss.Set(point.loss);
+    impl.series.auc.Set(point.auc);
+    impl.series.rate.Set(point.examples_per_sec);
     const std::string line =
         fmt::format("trainer {} epoch {} step {}: loss {:.5f} auc {:.5f} ({} examples, {:.0f} examples/s)",
-                    options_.trainer_id, epoch, step, interval_loss / interval_batches, interval_auc.Auc(),
-                    interval_examples, interval_examples / std::max(secs, 1e-9));
+                    options_.trainer_id, epoch, step, point.loss, point.auc, interval_examples,
+                    point.examples_per_sec);
     const std::vector<double> cumulative(epoch_auc.state().begin(), epoch_auc.state().end());
     interval_auc.Reset();
     interval_loss = 0;
@@ -339,6 +424,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     interval_examples = 0;
     interval_start = Clock::now();
     lock.unlock();
+    if (impl.progress.enabled()) return;  // the status line shows it
     if (options_.trainers_num == 1 || (comm_ != nullptr && options_.local())) {
       spdlog::info("{}", line);
       return;
@@ -372,7 +458,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
       if (st.ok() && got) {
         auto loss = impl.Step(w, batch, ws);
         st = loss.status();
-        if (st.ok()) record(*loss, ws.ws.predictions(), batch);
+        if (st.ok()) record(*loss, ws.stepped ? std::span<const float>(ws.predictions) : ws.ws.predictions(), batch);
       }
       if (st.ok()) {
         // Sync mode keeps every worker stepping until all are out of data.
@@ -437,9 +523,12 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     }
   }
   for (auto& t : pool) t.join();
+  impl.progress.Clear();
   dataset.EndPass();
   RETURN_IF_ERROR(first_error.WithContext("trainer " + std::to_string(options_.trainer_id) + " epoch " +
                                           std::to_string(epoch)));
+  impl.examples_before_epoch += examples;
+  impl.last_epoch_examples = examples.load();
   RETURN_IF_ERROR(impl.sync->Flush());
   if (heter_ != nullptr) RETURN_IF_ERROR(heter_->Flush().WithContext("flushing the heter-trainers' dense gradients"));
   if (impl.collective != nullptr) {
@@ -455,6 +544,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);
   for (const auto& s : states) report.dense_compute_sec += s.dense_seconds;
   report.skipped_lines = dataset.stats().bad_lines;
+  report.curve = std::move(curve);
   ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("epoch-" + std::to_string(epoch), epoch_auc));
   report.auc = global.Auc();
   report.loss = global.MeanLoss();

@@ -9,8 +9,8 @@
 // (a barrier all-reduce of the bucket counts). Evaluate() scores a data set with the
 // current parameters, also summed across trainers.
 //
-// The model is a ctr_dnn (embedding lookup + sum-pooling + DenseNet) or an mlp (DenseNet
-// over the dense features).
+// The model is one with sparse slots (ctr_dnn, wide_deep, deepfm, dcn, dlrm: embedding
+// lookup + sum-pooling + DenseNet) or an mlp (DenseNet over the dense features).
 //
 // Heter mode (options.heter_mode(), with a HeterClient): the DenseNet runs on the
 // heter-trainers. Each worker thread keeps up to heter.inflight micro-batches in flight:
@@ -23,6 +23,9 @@
 // (CollectiveSync: initial parameters broadcast from rank 0, gradients averaged by
 // allreduce each step); barriers and the AUC sums go through the communicator, and each
 // rank logs its parameters' checksum at the end of every epoch.
+// GPU-PS pass mode (a ParamSync given, options.gpubox_mode()): one worker thread per device;
+// each epoch is a pass: the sync's BeginPass (begin_pass) before the workers start, its
+// Flush (end_pass) after they finish.
 // Thread-safety: one controlling thread calls the methods.
 
 #include <cstdint>
@@ -38,7 +41,22 @@
 #include "trainer/data/dataset.h"
 #include "trainer/runtime/param_sync.h"
 
+namespace fleetps::metrics {
+class Registry;
+}  // namespace fleetps::metrics
+
 namespace fleetps::trainer {
+
+// One point of a training pass's curve, every print_interval steps: the interval's mean
+// loss and AUC on this trainer, against the examples it has trained since the first epoch.
+struct CurvePoint {
+  uint32_t epoch = 0;
+  uint64_t step = 0;      // steps of this trainer in the epoch
+  uint64_t examples = 0;  // this trainer's, since the first epoch began
+  double loss = 0;
+  double auc = 0;
+  double examples_per_sec = 0;  // the interval's
+};
 
 struct PassReport {
   uint32_t epoch = 0;         // 1-based; 0 for evaluation
@@ -52,14 +70,16 @@ struct PassReport {
   double dense_compute_sec = 0;    // summed over worker threads: DenseNet forward/backward
                                    // (heter mode: waiting for the heter-trainers' answers)
   uint64_t skipped_lines = 0;      // bad lines skipped (skip_bad_lines)
+  std::vector<CurvePoint> curve;   // training passes: the per-interval loss/AUC curve
 };
 
 class Trainer {
  public:
   // `client` (and `heter`, required in heter mode, and `comm`, required in collective mode,
-  // else ignored) outlive the Trainer.
+  // else ignored) outlive the Trainer. `sync`: the ParamSync of GPU-PS pass mode (required
+  // there, made by the heter-trainer with its device tables; else ignored).
   Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter = nullptr,
-          collective::Communicator* comm = nullptr);
+          collective::Communicator* comm = nullptr, std::unique_ptr<ParamSync> sync = nullptr);
   ~Trainer();
 
   // Initial dense parameters (trainer 0) and the start barrier.
@@ -73,6 +93,10 @@ class Trainer {
   Status Barrier(const std::string& name);
 
   const config::TrainerOptions& options() const { return options_; }
+  // Publishes the training's series in `registry` (it outlives the Trainer; null: none):
+  // examples and steps trained, the last interval's loss, AUC and examples/s, the epoch,
+  // and the latency of the sparse pulls and of the pushes (cpu-trainer --metrics-port).
+  void SetMetrics(metrics::Registry* registry);
 
  private:
   struct Impl;
@@ -80,6 +104,7 @@ class Trainer {
   PsClient& client_;
   HeterClient* heter_;              // heter mode only
   collective::Communicator* comm_;  // collective mode only: barriers and metric sums go through it
+  std::unique_ptr<ParamSync> given_sync_;  // gpubox mode: handed to impl_ by Start()
   std::unique_ptr<Impl> impl_;
 };
 

@@ -132,6 +132,28 @@ TEST_CASE("Flags override environment, which overrides YAML") {
   CHECK(ValidateServerOptions(*o).message().find("out of range") != std::string::npos);
 }
 
+TEST_CASE("metrics_port: YAML, then FLEETPS_METRICS_PORT, then --metrics-port; bad values are named") {
+  auto o = ParseServerYaml("server:\n  metrics_port: 9100\ntables:\n  - {id: 0, name: e, dim: 8}\n", "ps.yaml");
+  REQUIRE(o.ok());
+  CHECK(o->metrics_port == 9100);
+  CHECK(ParseServerYaml(kGood, "ps.yaml")->metrics_port == 0);  // off by default
+  REQUIRE(ApplyServerEnv(FakeEnv({{"FLEETPS_METRICS_PORT", "9200"}}), &*o).ok());
+  CHECK(o->metrics_port == 9200);
+  ServerFlags flags;
+  flags.metrics_port = 9300;
+  REQUIRE(ApplyServerFlags(flags, &*o).ok());
+  CHECK(o->metrics_port == 9300);
+  for (const char* bad : {"http", "70000", "-1", "91x"}) {
+    const Status st = ApplyServerEnv(FakeEnv({{"FLEETPS_METRICS_PORT", bad}}), &*o);
+    CHECK(st.IsInvalidArgument());
+    CHECK_THAT(st.message(), Catch::Contains(std::string("FLEETPS_METRICS_PORT='") + bad + "'") &&
+                                 Catch::Contains("0-65535"));
+  }
+  auto big = ParseServerYaml("server:\n  metrics_port: 70000\ntables:\n  - {id: 0, name: e, dim: 8}\n", "ps.yaml");
+  REQUIRE_FALSE(big.ok());
+  CHECK_THAT(big.status().message(), Catch::Contains("ps.yaml:2") && Catch::Contains("at most 65535"));
+}
+
 TEST_CASE("Storage keys: accessor, memory budget, data_dir, load and periodic saves") {
   const char* yaml = R"(
 server:
@@ -226,6 +248,7 @@ const char* kNewServerKeys = R"(server:
   exit_when_trainers_gone: false
   auth: required
   auth_secret_file: /etc/fleetps/secret
+  tls: {cert_file: /etc/fleetps/ps.pem, key_file: /etc/fleetps/ps.key, ca_file: /etc/fleetps/ca.pem}
   checkpoint_root: /models
 tables:
   - {id: 0, name: e, dim: 8}
@@ -245,6 +268,9 @@ TEST_CASE("Connection, trainer and security keys parse") {
   CHECK(o->auth == AuthMode::kRequired);
   CHECK(o->auth_secret_file == "/etc/fleetps/secret");
   CHECK(o->checkpoint_root == "/models");
+  CHECK(o->tls.cert_file == "/etc/fleetps/ps.pem");
+  CHECK(o->tls.key_file == "/etc/fleetps/ps.key");
+  CHECK(o->tls.ca_file == "/etc/fleetps/ca.pem");
   o->endpoints.push_back({"127.0.0.1", 8500});
   CHECK(ValidateServerOptions(*o).ok());
 
@@ -312,6 +338,10 @@ TEST_CASE("Bad connection, trainer and security values are refused") {
   CHECK(error("  auth: Required") ==
         "ps.yaml:2: server.auth: expected one of auto, required, off, got \"Required\" (did you mean 'required'?)");
   CHECK(error("  auth_secret_file: [a, b]") == "ps.yaml:2: server.auth_secret_file: expected a string, got a list");
+  CHECK(error("  tls: /etc/fleetps/ps.pem") ==
+        "ps.yaml:2: server.tls: expected a map with cert_file, key_file, ca_file");
+  CHECK(error("  tls: {cert_file: a.pem}") == "ps.yaml:2: server.tls: cert_file and key_file go together");
+  CHECK(error("  tls: {ca: a.pem}") == "ps.yaml:2:9: unknown key 'ca' under 'server.tls' (known keys: cert_file, key_file, ca_file)");
   CHECK(error("  checkpoint_root: {a: 1}") == "ps.yaml:2: server.checkpoint_root: expected a string, got a map");
   CHECK(error("  max_connection: 5") ==
         "ps.yaml:2:3: unknown key 'max_connection' under 'server' (did you mean 'max_connections'?)");
@@ -396,6 +426,14 @@ TEST_CASE("FLEETPS_AUTH_SECRET_FILE overrides the YAML's auth_secret_file") {
   CHECK(o->auth_secret_file == "/run/secrets/ps");
   REQUIRE(ApplyServerEnv(FakeEnv({{"FLEETPS_AUTH_SECRET_FILE", ""}}), &*o).ok());  // empty: unset
   CHECK(o->auth_secret_file == "/run/secrets/ps");
+  REQUIRE(ApplyServerEnv(FakeEnv({{"FLEETPS_TLS_CERT_FILE", "/run/c.pem"},
+                                  {"FLEETPS_TLS_KEY_FILE", "/run/c.key"},
+                                  {"FLEETPS_TLS_CA_FILE", "/run/ca.pem"}}),
+                         &*o)
+              .ok());
+  CHECK(o->tls.cert_file == "/run/c.pem");
+  CHECK(o->tls.key_file == "/run/c.key");
+  CHECK(o->tls.ca_file == "/run/ca.pem");
   // No flag can set it: flags leave it alone.
   REQUIRE(ApplyServerFlags(ServerFlags{}, &*o).ok());
   CHECK(o->auth_secret_file == "/run/secrets/ps");

@@ -4,6 +4,7 @@
 // (pulls re-sent, pushes not), a server that is down and comes back, a frozen server
 // seen by the liveness probe.
 #include <atomic>
+#include <boost/asio.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
@@ -444,6 +445,43 @@ TEST_CASE("A server that stays down: Unavailable at the deadline, naming the ser
   std::this_thread::sleep_for(milliseconds(30));
   client->Close();
   CHECK(waiting.get().status().code() == StatusCode::kAborted);
+}
+
+TEST_CASE("A server that closes every connection unanswered is redialled with back-off, not in a loop") {
+  // Accepts and closes at once, as a server at its connection cap or expecting TLS does.
+  boost::asio::io_context raw;
+  boost::asio::ip::tcp::acceptor acceptor(raw, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  std::atomic<int> accepted{0};
+  std::atomic<bool> stop{false};
+  acceptor.non_blocking(true);
+  std::thread closer([&] {
+    while (!stop) {
+      boost::system::error_code ec;
+      boost::asio::ip::tcp::socket socket = acceptor.accept(ec);
+      if (!ec) {
+        ++accepted;
+        socket.close(ec);
+      } else {
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+    }
+  });
+  IoThreads io(1);
+  RpcClientOptions o = Fast();
+  o.initial_backoff = milliseconds(20);
+  o.max_backoff = milliseconds(200);
+  o.request_timeout = milliseconds(1000);
+  RpcClient client(io, Endpoint{"127.0.0.1", acceptor.local_endpoint().port()}, o);
+  REQUIRE(client.Connect().ok());  // TCP connects
+  auto r = client.CallSync(kPing, PingRequest(), CallOptions{milliseconds(1000), true});
+  stop = true;
+  closer.join();
+  CHECK_FALSE(r.ok());
+  // Delays of 20, 40, 80, 160, 200, 200 ... ms (jittered down to half) over one second:
+  // at most ~15 connections; without the back-off there are thousands.
+  INFO("connections accepted: " << accepted.load());
+  CHECK(accepted.load() >= 2);
+  CHECK(accepted.load() <= 30);
 }
 
 }  // namespace

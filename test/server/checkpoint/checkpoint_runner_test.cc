@@ -672,3 +672,30 @@ TEST_CASE("One save per directory: a second save into it is refused while the fi
 
 }  // namespace
 }  // namespace fleetps::server
+
+namespace fleetps::server {
+namespace {
+
+TEST_CASE("FindLatestCheckpoint: the directory's own checkpoint, else its newest committed subdirectory",
+          "[checkpoint]") {
+  const std::string root = testing::MakeTempDir("latest");
+  CHECK(FindLatestCheckpoint(root + "/missing").value().empty());  // a first start: fresh tables
+  CHECK(FindLatestCheckpoint(root).value().empty());
+  auto cluster = Cluster(1);
+  Train(cluster, 1, 3);
+  SaveAll(cluster, root + "/day1", disk::SaveMode::Checkpoint, "v1");
+  // CURRENT's modification time orders the commits; make day2 clearly the newer one.
+  std::filesystem::last_write_time(root + "/day1/CURRENT",
+                                   std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+  SaveAll(cluster, root + "/day2", disk::SaveMode::Checkpoint, "v1");
+  std::filesystem::create_directories(root + "/uncommitted/v1.tmp");
+  // A checkpoint whose CURRENT names garbage is skipped, even when it is the newest.
+  std::filesystem::create_directories(root + "/broken");
+  testing::WriteFile(root + "/broken/CURRENT", "../../etc\n");
+  CHECK(FindLatestCheckpoint(root).value() == root + "/day2");
+  CHECK(FindLatestCheckpoint(root + "/day1").value() == root + "/day1");  // a save_dir itself
+  CHECK(FindLatestCheckpoint(root + "/broken").value().empty());
+}
+
+}  // namespace
+}  // namespace fleetps::server

@@ -13,6 +13,7 @@ using config::DataFormat;
 using config::DataOptions;
 using config::DatasetKind;
 using config::ShuffleMode;
+using config::SamplerKind;
 using testing::kPaddleRecDir;
 using testing::NumberedNames;
 
@@ -98,6 +99,8 @@ shuffle_seed: 7
 shuffle: global
 split_file_list: false
 )");
+  CHECK(testing::OptionsFromYaml("reader_type: InMemoryDataset\nsampler: distributed\n").sampler ==
+        SamplerKind::kDistributed);
   CHECK(o.format == DataFormat::kMultiSlot);
   CHECK(o.label_slot == "label");
   CHECK(o.dense_dim == 2);
@@ -109,6 +112,7 @@ split_file_list: false
   CHECK(o.shuffle_seed == 7);
   CHECK(o.shuffle == ShuffleMode::kGlobal);
   CHECK_FALSE(o.split_file_list);
+  CHECK(o.sampler == SamplerKind::kFiles);  // the default
 }
 
 TEST_CASE("multislot's default order is label, sparse slots, dense slot", "[data][config]") {
@@ -127,6 +131,12 @@ TEST_CASE("bad data options name file:line, key and allowed values", "[data][con
         "(allowed: QueueDataset, InMemoryDataset, InmemoryDataset)");
   CHECK(ParseError("  shuffle: everywhere\n") ==
         "<test>:2: data.shuffle: unknown value \"everywhere\" (allowed: none, local, global)");
+  CHECK(ParseError("  sampler: random\n") ==
+        "<test>:2: data.sampler: unknown value \"random\" (allowed: files, distributed)");
+  CHECK(ParseError("  sampler: distributed\n") ==
+        "<test>:2: data.sampler: distributed needs reader_type: InMemoryDataset (it samples the loaded records)");
+  CHECK_THAT(ParseError("  reader_type: InMemoryDataset\n  shuffle: global\n  sampler: distributed\n"),
+             Catch::Contains("<test>:4: data.sampler: distributed cannot be combined with shuffle: global"));
   CHECK(ParseError("  thread_num: 0\n") == "<test>:2: data.thread_num: must be >= 1, got 0");
   CHECK(ParseError("  train_batch_size: many\n") ==
         "<test>:2: data.train_batch_size: expected an integer in [0, 4294967295], got \"many\"");

@@ -1,6 +1,7 @@
 // InMemoryDataset: loading, local and global shuffles, batch iteration.
 
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -105,6 +106,58 @@ TEST_CASE("local shuffle is a seeded permutation", "[data][inmemory]") {
   CHECK(KeysInOrder(&b) == keys);     // same seed, same order
   b.LocalShuffle(43);
   CHECK(KeysInOrder(&b) != keys);
+}
+
+TEST_CASE("the distributed sampler gives each rank a disjoint strided share, reshuffled per epoch",
+          "[data][inmemory]") {
+  testing::TempDir dir;
+  // 10 records over 3 ranks: shares of ceil(10 / 3) = 4, padded with the first 2 of the order.
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 2, 5);
+  std::vector<std::unique_ptr<InMemoryDataset>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(std::make_unique<InMemoryDataset>(Options(1), files, 3));
+    REQUIRE(ranks.back()->LoadIntoMemory().ok());
+  }
+  SECTION("without shuffle: positions rank, rank + 3, ... of the load order, padded cyclically") {
+    std::vector<std::vector<uint64_t>> shares;
+    for (uint32_t r = 0; r < 3; ++r) {
+      ranks[r]->SampleShard(r, 3, /*shuffle=*/false, 0);
+      CHECK(ranks[r]->size() == 4);
+      shares.push_back(KeysInOrder(ranks[r].get()));
+    }
+    CHECK(shares[0] == std::vector<uint64_t>{0, 3, 6, 9});
+    CHECK(shares[1] == std::vector<uint64_t>{1, 4, 7, 0});
+    CHECK(shares[2] == std::vector<uint64_t>{2, 5, 8, 1});
+  }
+  SECTION("with shuffle: one permutation shared by the ranks, a new one per seed (epoch)") {
+    std::vector<uint64_t> epoch0;
+    for (uint64_t seed : {100u, 200u}) {
+      std::vector<uint64_t> all;
+      for (uint32_t r = 0; r < 3; ++r) {
+        ranks[r]->SampleShard(r, 3, /*shuffle=*/true, seed);
+        const auto keys = KeysInOrder(ranks[r].get());
+        CHECK(keys.size() == 4);
+        all.insert(all.end(), keys.begin(), keys.end());
+      }
+      // 12 positions: every record once plus the 2 padding repeats.
+      std::vector<uint64_t> distinct = Sorted(all);
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+      CHECK(distinct == Iota(10));
+      if (seed == 100) {
+        epoch0 = all;
+      } else {
+        CHECK(all != epoch0);
+      }
+    }
+    // Sampling again restores every record first: the same seed gives the same share.
+    ranks[1]->SampleShard(1, 3, true, 100);
+    const auto again = KeysInOrder(ranks[1].get());
+    CHECK(again == std::vector<uint64_t>(epoch0.begin() + 4, epoch0.begin() + 8));
+  }
+  SECTION("one rank keeps everything") {
+    ranks[0]->SampleShard(0, 1, false, 0);
+    CHECK(KeysInOrder(ranks[0].get()) == Iota(10));
+  }
 }
 
 TEST_CASE("several workers share a pass: every record once", "[data][inmemory]") {

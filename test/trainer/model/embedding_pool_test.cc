@@ -117,6 +117,26 @@ TEST_CASE("EmbeddingPool backward is the adjoint of forward", "[embedding_pool]"
   CHECK(lhs == Approx(rhs).epsilon(1e-5));
 }
 
+TEST_CASE("EmbeddingPool with per-slot widths pools each slot's leading floats", "[embedding_pool]") {
+  // Rows of 3 floats; slot 0 uses 1 of them, slot 1 all 3. One example: slot 0 ids {a, b},
+  // slot 1 id {a}; then one dense feature.
+  const EmbeddingPool pool(3, {1, 3}, 1);
+  REQUIRE(pool.output_dim() == 1 + 3 + 1);
+  CHECK(pool.slot_width(0) == 1);
+  const std::vector<uint32_t> off0 = {0, 2}, off1 = {0, 1};
+  const std::vector<uint64_t> ids0 = {10, 20}, ids1 = {10};
+  const std::vector<SlotIdsView> slots = {{off0, ids0}, {off1, ids1}};
+  const std::vector<uint32_t> index = {0, 1, 0};
+  const std::vector<float> rows = {1, 2, 3, /*key 20*/ 4, 5, 6};
+  const std::vector<float> dense = {7};
+  std::vector<float> activations(5);
+  pool.Forward(slots, index, rows, dense, activations);
+  CHECK(activations == std::vector<float>{1 + 4, 1, 2, 3, 7});
+  std::vector<float> key_grads(6);
+  pool.Backward(slots, index, std::vector<float>{0.5f, 1, 2, 3, 9}, key_grads);
+  CHECK(key_grads == std::vector<float>{0.5f + 1, 2, 3, 0.5f, 0, 0});
+}
+
 TEST_CASE("EmbeddingPool from the rank/dnn options", "[embedding_pool]") {
   const EmbeddingPool pool = EmbeddingPool::FromOptions(ModelOptions{});
   CHECK(pool.num_slots() == 26);

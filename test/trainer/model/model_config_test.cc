@@ -71,6 +71,43 @@ hyper_parameters:
   CHECK(DenseInputDim(options) == 16);
 }
 
+TEST_CASE("ModelOptions of PaddleRec's ranking models", "[model_config]") {
+  ModelOptions options;
+  REQUIRE(ParseText("hyper_parameters:\n  model_type: DeepFM\n  sparse_feature_dim: 8\n", &options).ok());
+  CHECK(options.type == ModelType::kDeepFm);
+  CHECK(SparseRowDim(options) == 9);  // first-order weight + 8
+  CHECK(DenseInputDim(options) == 26 * 9 + 13);
+
+  options = ModelOptions{};
+  REQUIRE(ParseText("hyper_parameters:\n  model_type: dcn\n  cross_num: 3\n  cross_type: v2\n", &options).ok());
+  CHECK(options.type == ModelType::kDcn);
+  CHECK(options.cross_num == 3);
+  CHECK(options.cross_type == CrossType::kV2);
+  CHECK(SparseRowDim(options) == 9);
+
+  options = ModelOptions{};
+  REQUIRE(ParseText("hyper_parameters:\n  model_type: wide_deep\n  sparse_inputs_slots: 4\n  sparse_feature_dim: 8\n"
+                    "  dense_input_dim: 2\n  slot_dims: [8, 2, 4]\n",
+                    &options)
+              .ok());
+  CHECK(options.slot_dims == std::vector<uint32_t>{8, 2, 4});
+  CHECK(SparseRowDim(options) == 9);
+  CHECK(SlotBlockDim(options, 1) == 3);
+  CHECK(DenseInputDim(options) == 9 + 3 + 5 + 2);
+
+  // PaddleRec rank/dlrm's config.yaml: the output width comes from top_layer_sizes.
+  options = ModelOptions{};
+  REQUIRE(ParseText("hyper_parameters:\n  model_type: dlrm\n  sparse_feature_dim: 16\n"
+                    "  bot_layer_sizes: [512, 256, 64, 16]\n  top_layer_sizes: [512, 256, 1]\n",
+                    &options)
+              .ok());
+  CHECK(options.type == ModelType::kDlrm);
+  CHECK(options.output == OutputKind::kSigmoid);
+  CHECK(options.bot_layer_sizes == std::vector<uint32_t>{512, 256, 64, 16});
+  CHECK(options.top_layer_sizes == std::vector<uint32_t>{512, 256, 1});
+  CHECK(DenseInputDim(options) == 26 * 16 + 13);
+}
+
 TEST_CASE("ModelOptions defaults when keys are absent", "[model_config]") {
   ModelOptions options;
   REQUIRE(ParseText("hyper_parameters:\n  optimizer: {class: SGD}\n", &options).ok());
@@ -97,8 +134,25 @@ TEST_CASE("ModelOptions errors name file, line, key and the allowed values", "[m
       {"hyper_parameters:\n  optimizer: {beta1: 1}\n",
        "hyper_parameters.optimizer.beta1: expected a number in [0, 1), got \"1\""},
       {"hyper_parameters:\n  optimizer: adam\n", "test.yaml:2: hyper_parameters.optimizer: expected a map"},
-      {"hyper_parameters:\n  model_type: wide_deep\n",
-       "test.yaml:2: hyper_parameters.model_type: expected one of mlp, ctr_dnn (case-insensitive), got \"wide_deep\""},
+      {"hyper_parameters:\n  model_type: xdeepfm\n",
+       "test.yaml:2: hyper_parameters.model_type: expected one of mlp, ctr_dnn, wide_deep, deepfm, dcn, dlrm "
+       "(case-insensitive), got \"xdeepfm\""},
+      {"hyper_parameters:\n  model_type: deepfm\n  sparse_inputs_slots: 3\n  slot_dims: [4, 4]\n",
+       "test.yaml:4: hyper_parameters.slot_dims: per-slot embedding widths are for ctr_dnn, wide_deep and dcn; deepfm"},
+      {"hyper_parameters:\n  sparse_inputs_slots: 3\n  slot_dims: [4, 4, 4]\n",
+       "test.yaml:3: hyper_parameters.slot_dims: has 3 widths but the model has 2 sparse slots"},
+      {"hyper_parameters:\n  sparse_inputs_slots: 3\n  sparse_feature_dim: 8\n  slot_dims: [4, 9]\n",
+       "hyper_parameters.slot_dims[1]: expected a width in [1, sparse_feature_dim = 8]"},
+      {"hyper_parameters:\n  model_type: dcn\n  cross_num: 0\n",
+       "test.yaml:3: hyper_parameters.cross_num: expected an integer in [1, 64], got \"0\""},
+      {"hyper_parameters:\n  model_type: dcn\n  cross_type: v3\n",
+       "test.yaml:3: hyper_parameters.cross_type: expected one of v1, v2 (case-insensitive), got \"v3\""},
+      {"hyper_parameters:\n  model_type: dlrm\n  sparse_feature_dim: 16\n  bot_layer_sizes: [64, 8]\n",
+       "test.yaml:4: hyper_parameters.bot_layer_sizes: dlrm's bottom MLP must end at the embedding width"},
+      {"hyper_parameters:\n  model_type: dlrm\n  sparse_feature_dim: 16\n  bot_layer_sizes: [16]\n"
+       "  top_layer_sizes: [64, 32]\n",
+       "test.yaml:5: hyper_parameters.top_layer_sizes: the last entry is dlrm's output layer: expected 1 (sigmoid) "
+       "or 2 (softmax2)"},
       {"hyper_parameters:\n  output: softmax\n",
        "hyper_parameters.output: expected one of softmax2, sigmoid (case-insensitive), got \"softmax\""},
       {"hyper_parameters:\n  dense_input_dim: 13\n  sparse_inputs_slots: 1\n",

@@ -1,0 +1,448 @@
+// The CUDA pass table (heter_trainer/gpups/pass_table.h): per device shard, an open-addressing
+// hash table (keys and row indices, at most half full), the rows being trained and the rows
+// the pass started from (RowAccessor layout), and per-row show/click/touched, all in device
+// memory; every batch is routed by DeviceOfKey and handled on its shard's stream with the
+// kernels of pass_table_kernels.cu. Rows a push must extend come back as a list: their
+// initial embedx weights are computed on the host (server::Initializer, the pservers' code)
+// and written by a kernel, so values match the pservers' bitwise.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <optional>
+
+#include "common/key_index.h"
+#include "heter_trainer/cuda/cuda_resources.h"
+#include "heter_trainer/cuda/cuda_status.h"
+#include "heter_trainer/cuda/pass_table_kernels.h"
+#include "heter_trainer/gpups/pass_table.h"
+#include "server/accessor/row_accessor.h"
+#include "server/table/table_common.h"
+
+namespace fleetps::heter {
+namespace {
+
+using gpu::DeviceBuffer;
+using gpu::DeviceGuard;
+using gpu::Stream;
+
+// Room on a device kept free beside the pass table (CUDA context, cuBLAS, the dense replica).
+constexpr uint64_t kReserveBytes = uint64_t{1} << 30;
+
+uint64_t Capacity(uint64_t keys) {  // slots: a power of two, at most half full
+  uint64_t c = 16;
+  while (c < keys * 2) c <<= 1;
+  return c;
+}
+
+// A growable device buffer (per-call scratch).
+template <typename T>
+Status Reserve(int device, DeviceBuffer<T>* buf, size_t count) {
+  if (buf->size() >= count) return Status::OK();
+  ASSIGN_OR_RETURN(*buf, DeviceBuffer<T>::Allocate(device, std::max<size_t>(count, buf->size() * 2)));
+  return Status::OK();
+}
+
+class CudaPassTable : public PassTable {
+ public:
+  CudaPassTable(const PassTableOptions& options, server::TableParts parts, std::vector<uint64_t> budgets)
+      : options_(options),
+        optimizer_(std::move(parts.optimizer)),
+        initializer_(std::move(parts.initializer)),
+        accessor_(options.table.accessor, static_cast<uint32_t>(options.table.dim), *optimizer_),
+        dim_(accessor_.dim()),
+        core_(accessor_.flags_offset()),
+        row_floats_(accessor_.row_floats()),
+        budgets_(std::move(budgets)) {
+    const auto& opt = options.table.optimizer;
+    rule_.kind = static_cast<int>(opt.kind);
+    rule_.learning_rate = opt.learning_rate;
+    rule_.epsilon = opt.epsilon;
+    rule_.beta1 = opt.beta1;
+    rule_.beta2 = opt.beta2;
+    rule_.initial_accumulator = opt.initial_accumulator;
+    rule_.has_bounds = opt.has_bounds;
+    rule_.bound_min = opt.bound_min;
+    rule_.bound_max = opt.bound_max;
+    rule_.dim = dim_;
+    rule_.shared_floats = optimizer_->shared_state_size();
+    rule_.element_floats = optimizer_->element_state_size();
+    rule_.row_floats = row_floats_;
+    rule_.flags_offset = accessor_.flags_offset();
+    rule_.stats_offset = accessor_.stats_offset();
+    rule_.ctr = accessor_.ctr();
+    rule_.nonclk_coeff = options.table.accessor.nonclk_coeff;
+    rule_.click_coeff = options.table.accessor.click_coeff;
+    rule_.embedx_threshold = options.table.accessor.embedx_threshold;
+  }
+
+  Status Init() {
+    for (uint32_t d = 0; d < options_.devices; ++d) {
+      auto shard = std::make_unique<Shard>();
+      shard->device = DeviceId(d);
+      ASSIGN_OR_RETURN(shard->stream, Stream::Create(shard->device));
+      ASSIGN_OR_RETURN(shard->count, DeviceBuffer<uint32_t>::Allocate(shard->device, 1));
+      shards_.push_back(std::move(shard));
+    }
+    return Status::OK();
+  }
+
+  std::string device_name() const override { return "cuda"; }
+  uint32_t devices() const override { return options_.devices; }
+  uint32_t dim() const override { return dim_; }
+  uint32_t core_floats() const override { return core_; }
+  uint64_t size() const override {
+    uint64_t n = 0;
+    for (const auto& s : shards_) n += s->keys.size();
+    return n;
+  }
+  // Two rows, show/click/touched, and up to 4 table slots (key + row index) per key.
+  uint64_t BytesPerKey() const override { return uint64_t{row_floats_} * 8 + 9 + 4 * 12; }
+
+  Status CheckFits(std::span<const uint64_t> keys) const override {
+    std::vector<uint64_t> count(options_.devices, 0);
+    for (uint64_t k : keys) ++count[DeviceOfKey(k, options_.devices)];
+    for (uint32_t d = 0; d < options_.devices; ++d) {
+      if (count[d] * BytesPerKey() > budgets_[d]) {
+        return Status::InvalidArgument(PassTooLargeMessage(keys.size(), d, count[d], BytesPerKey(), budgets_[d]));
+      }
+    }
+    return Status::OK();
+  }
+
+  Status Build(std::span<const uint64_t> keys, std::span<const float> rows, std::span<const uint8_t> flags,
+               std::span<const float> stats) override {
+    if (rows.size() != keys.size() * core_ || flags.size() != keys.size() ||
+        (!stats.empty() && stats.size() != keys.size() * 2)) {
+      return Status::InvalidArgument("pass table: " + std::to_string(keys.size()) + " keys need " +
+                                     std::to_string(keys.size() * core_) + " row floats, one flag and 0 or 2 stats "
+                                     "each");
+    }
+    Clear();
+    RETURN_IF_ERROR(CheckFits(keys));
+    {
+      KeyIndex seen(keys.size());
+      for (uint64_t k : keys) {
+        const size_t before = seen.size();
+        seen.Insert(k);
+        if (seen.size() == before) return Status::InvalidArgument("pass table: key " + std::to_string(k) + " given twice");
+      }
+    }
+    std::vector<std::vector<uint32_t>> by_device(options_.devices);
+    for (uint32_t i = 0; i < keys.size(); ++i) by_device[DeviceOfKey(keys[i], options_.devices)].push_back(i);
+    for (uint32_t d = 0; d < options_.devices; ++d) {
+      Status st = BuildShard(*shards_[d], keys, rows, flags, stats, by_device[d]);
+      if (!st.ok()) {
+        Clear();
+        return st.WithContext("pass table on GPU " + std::to_string(shards_[d]->device));
+      }
+    }
+    return Status::OK();
+  }
+
+  Status Pull(std::span<const uint64_t> keys, float* out) override {
+    auto by_device = Route(keys);
+    std::vector<uint64_t> sub;
+    std::vector<float> values;
+    for (uint32_t d = 0; d < options_.devices; ++d) {
+      if (by_device[d].empty()) continue;
+      Shard& s = *shards_[d];
+      std::lock_guard<std::mutex> lock(s.mu);
+      ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
+      const uint32_t n = static_cast<uint32_t>(by_device[d].size());
+      sub.resize(n);
+      for (uint32_t k = 0; k < n; ++k) sub[k] = keys[by_device[d][k]];
+      RETURN_IF_ERROR(FindRows(s, sub, d));
+      RETURN_IF_ERROR(Reserve(s.device, &s.values, size_t{n} * dim_));
+      RETURN_IF_ERROR(gpu::LaunchGather(s.found.data(), n, s.rows.data(), row_floats_, dim_, s.values.data(),
+                                        s.stream.get()));
+      values.resize(size_t{n} * dim_);
+      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(values.data(), s.values.data(), values.size() * sizeof(float),
+                                           cudaMemcpyDeviceToHost, s.stream.get()));
+      RETURN_IF_ERROR(s.stream.Synchronize());
+      for (uint32_t k = 0; k < n; ++k) {
+        std::memcpy(out + size_t{by_device[d][k]} * dim_, values.data() + size_t{k} * dim_, dim_ * sizeof(float));
+      }
+    }
+    return Status::OK();
+  }
+
+  Status Push(std::span<const uint64_t> keys, std::span<const float> grads, std::span<const float> shows,
+              std::span<const float> clicks) override {
+    if (grads.size() != keys.size() * dim_ || (!shows.empty() && shows.size() != keys.size()) ||
+        (!clicks.empty() && clicks.size() != keys.size())) {
+      return Status::InvalidArgument("pass table push: " + std::to_string(keys.size()) + " keys need " +
+                                     std::to_string(keys.size() * dim_) + " gradient floats, got " +
+                                     std::to_string(grads.size()));
+    }
+    auto by_device = Route(keys);
+    std::vector<uint64_t> sub;
+    std::vector<float> g, sh, cl, initial;
+    for (uint32_t d = 0; d < options_.devices; ++d) {
+      if (by_device[d].empty()) continue;
+      Shard& s = *shards_[d];
+      std::lock_guard<std::mutex> lock(s.mu);
+      ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
+      const auto& members = by_device[d];
+      const uint32_t n = static_cast<uint32_t>(members.size());
+      sub.resize(n);
+      g.resize(size_t{n} * dim_);
+      sh.assign(shows.empty() ? 0 : n, 0.0f);
+      cl.assign(clicks.empty() ? 0 : n, 0.0f);
+      for (uint32_t k = 0; k < n; ++k) {
+        const uint32_t i = members[k];
+        sub[k] = keys[i];
+        std::memcpy(g.data() + size_t{k} * dim_, grads.data() + size_t{i} * dim_, dim_ * sizeof(float));
+        if (!sh.empty()) sh[k] = shows[i];
+        if (!cl.empty()) cl[k] = clicks[i];
+      }
+      RETURN_IF_ERROR(FindRows(s, sub, d));
+      RETURN_IF_ERROR(Reserve(s.device, &s.values, g.size()));
+      RETURN_IF_ERROR(Reserve(s.device, &s.shows_in, size_t{n} * 2));
+      RETURN_IF_ERROR(Reserve(s.device, &s.extend, n));
+      cudaStream_t stream = s.stream.get();
+      RETURN_IF_CUDA_ERROR(
+          cudaMemcpyAsync(s.values.data(), g.data(), g.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+      float* dev_shows = sh.empty() ? nullptr : s.shows_in.data();
+      float* dev_clicks = cl.empty() ? nullptr : s.shows_in.data() + n;
+      if (dev_shows != nullptr) {
+        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev_shows, sh.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+      }
+      if (dev_clicks != nullptr) {
+        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev_clicks, cl.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+      }
+      RETURN_IF_CUDA_ERROR(cudaMemsetAsync(s.count.data(), 0, sizeof(uint32_t), stream));
+      RETURN_IF_ERROR(gpu::LaunchPush(rule_, s.found.data(), n, s.values.data(), dev_shows, dev_clicks,
+                                      s.rows.data(), s.pass_stats.data(), s.pass_stats.data() + s.keys.size(),
+                                      s.touched.data(), s.extend.data(), s.count.data(), stream));
+      uint32_t extend = 0;
+      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(&extend, s.count.data(), sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+      RETURN_IF_ERROR(s.stream.Synchronize());
+      if (extend == 0) continue;
+      // Rows extended now, as the pservers would: embedx from the initializer (host code).
+      std::vector<uint32_t> positions(extend), row_index(extend);
+      RETURN_IF_CUDA_ERROR(cudaMemcpy(positions.data(), s.extend.data(), extend * sizeof(uint32_t),
+                                      cudaMemcpyDeviceToHost));
+      initial.assign(size_t{extend} * dim_, 0.0f);
+      for (uint32_t e = 0; e < extend; ++e) {
+        initializer_.FillRow(sub[positions[e]], initial.data() + size_t{e} * dim_, dim_);
+        row_index[e] = s.found_host[positions[e]];
+      }
+      RETURN_IF_ERROR(Reserve(s.device, &s.initial, initial.size()));
+      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.initial.data(), initial.data(), initial.size() * sizeof(float),
+                                           cudaMemcpyHostToDevice, stream));
+      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.extend.data(), row_index.data(), extend * sizeof(uint32_t),
+                                           cudaMemcpyHostToDevice, stream));
+      RETURN_IF_ERROR(gpu::LaunchExtend(rule_, s.extend.data(), extend, s.initial.data(), s.rows.data(),
+                                        s.begin.data(), stream));
+      RETURN_IF_ERROR(s.stream.Synchronize());
+    }
+    return Status::OK();
+  }
+
+  Status Export(PassRows* out) const override {
+    *out = PassRows{};
+    for (const auto& sp : shards_) {
+      const Shard& s = *sp;
+      const size_t n = s.keys.size();
+      if (n == 0) continue;
+      ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
+      std::vector<float> rows(n * row_floats_), begin(n * row_floats_), stats(n * 2);
+      std::vector<uint8_t> touched(n);
+      RETURN_IF_CUDA_ERROR(cudaMemcpy(rows.data(), s.rows.data(), rows.size() * 4, cudaMemcpyDeviceToHost));
+      RETURN_IF_CUDA_ERROR(cudaMemcpy(begin.data(), s.begin.data(), begin.size() * 4, cudaMemcpyDeviceToHost));
+      RETURN_IF_CUDA_ERROR(cudaMemcpy(stats.data(), s.pass_stats.data(), stats.size() * 4, cudaMemcpyDeviceToHost));
+      RETURN_IF_CUDA_ERROR(cudaMemcpy(touched.data(), s.touched.data(), n, cudaMemcpyDeviceToHost));
+      for (size_t r = 0; r < n; ++r) {
+        if (!touched[r]) continue;
+        const float* row = rows.data() + r * row_floats_;
+        const float* start = begin.data() + r * row_floats_;
+        out->keys.push_back(s.keys[r]);
+        out->begin.insert(out->begin.end(), start, start + core_);
+        out->end.insert(out->end.end(), row, row + core_);
+        if (accessor_.ctr()) out->extended.push_back(accessor_.Extended(row) ? 1 : 0);
+        out->shows.push_back(stats[r]);
+        out->clicks.push_back(stats[n + r]);
+      }
+    }
+    return Status::OK();
+  }
+
+  void Clear() override {
+    for (auto& sp : shards_) {
+      Shard& s = *sp;
+      s.keys.clear();
+      s.table_keys = {};
+      s.table_rows = {};
+      s.rows = {};
+      s.begin = {};
+      s.pass_stats = {};
+      s.touched = {};
+      s.mask = 0;
+    }
+  }
+
+ private:
+  // One device's share of the pass; mu serialises the batches routed to it.
+  struct Shard {
+    std::mutex mu;
+    int device = 0;
+    Stream stream;
+    std::vector<uint64_t> keys;         // row index -> key (host copy)
+    DeviceBuffer<uint64_t> table_keys;  // slots
+    DeviceBuffer<uint32_t> table_rows;  // slots: row index, kEmptySlot when free
+    uint64_t mask = 0;
+    DeviceBuffer<float> rows, begin;    // row index x row_floats
+    DeviceBuffer<float> pass_stats;     // [shows of every row | clicks of every row]
+    DeviceBuffer<uint8_t> touched;
+    // Per-call scratch.
+    DeviceBuffer<uint64_t> query;
+    DeviceBuffer<uint32_t> found;
+    std::vector<uint32_t> found_host;
+    DeviceBuffer<float> values, shows_in, initial;
+    DeviceBuffer<uint32_t> extend, count;
+  };
+
+  int DeviceId(uint32_t d) const { return d < options_.device_ids.size() ? options_.device_ids[d] : static_cast<int>(d); }
+
+  std::vector<std::vector<uint32_t>> Route(std::span<const uint64_t> keys) const {
+    std::vector<std::vector<uint32_t>> by_device(options_.devices);
+    for (uint32_t i = 0; i < keys.size(); ++i) by_device[DeviceOfKey(keys[i], options_.devices)].push_back(i);
+    return by_device;
+  }
+
+  Status BuildShard(Shard& s, std::span<const uint64_t> keys, std::span<const float> rows,
+                    std::span<const uint8_t> flags, std::span<const float> stats, const std::vector<uint32_t>& members) {
+    ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
+    const size_t n = members.size();
+    s.keys.resize(n);
+    std::vector<float> host(std::max<size_t>(n, 1) * row_floats_, 0.0f);
+    for (size_t k = 0; k < n; ++k) {
+      const uint32_t i = members[k];
+      s.keys[k] = keys[i];
+      float* row = host.data() + k * row_floats_;
+      std::memcpy(row, rows.data() + size_t{i} * core_, core_ * sizeof(float));
+      accessor_.SetFlags(row, flags[i] & server::RowAccessor::kSavedFlags);
+      if (accessor_.ctr()) {
+        row[accessor_.stats_offset() + server::RowAccessor::kShow] = stats.empty() ? 0.0f : stats[size_t{i} * 2];
+        row[accessor_.stats_offset() + server::RowAccessor::kClick] = stats.empty() ? 0.0f : stats[size_t{i} * 2 + 1];
+      }
+    }
+    const uint64_t capacity = Capacity(n);
+    s.mask = capacity - 1;
+    const size_t m = std::max<size_t>(n, 1);
+    ASSIGN_OR_RETURN(s.table_keys, DeviceBuffer<uint64_t>::Allocate(s.device, capacity));
+    ASSIGN_OR_RETURN(s.table_rows, DeviceBuffer<uint32_t>::Allocate(s.device, capacity));
+    ASSIGN_OR_RETURN(s.rows, DeviceBuffer<float>::Allocate(s.device, m * row_floats_));
+    ASSIGN_OR_RETURN(s.begin, DeviceBuffer<float>::Allocate(s.device, m * row_floats_));
+    ASSIGN_OR_RETURN(s.pass_stats, DeviceBuffer<float>::Allocate(s.device, m * 2));
+    ASSIGN_OR_RETURN(s.touched, DeviceBuffer<uint8_t>::Allocate(s.device, m));
+    RETURN_IF_ERROR(Reserve(s.device, &s.query, m));
+    cudaStream_t stream = s.stream.get();
+    RETURN_IF_CUDA_ERROR(cudaMemsetAsync(s.table_rows.data(), 0xff, capacity * sizeof(uint32_t), stream));
+    RETURN_IF_CUDA_ERROR(cudaMemsetAsync(s.pass_stats.data(), 0, m * 2 * sizeof(float), stream));
+    RETURN_IF_CUDA_ERROR(cudaMemsetAsync(s.touched.data(), 0, m, stream));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.rows.data(), host.data(), n * row_floats_ * sizeof(float),
+                                         cudaMemcpyHostToDevice, stream));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.begin.data(), s.rows.data(), n * row_floats_ * sizeof(float),
+                                         cudaMemcpyDeviceToDevice, stream));
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(s.query.data(), s.keys.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
+    RETURN_IF_ERROR(gpu::LaunchInsert(s.query.data(), static_cast<uint32_t>(n), s.table_keys.data(),
+                                      s.table_rows.data(), s.mask, stream));
+    return s.stream.Synchronize();
+  }
+
+  // s.found (device) and s.found_host = the row indices of `keys` on shard d; NotFound for a
+  // key not in the pass.
+  Status FindRows(Shard& s, const std::vector<uint64_t>& keys, uint32_t d) {
+    const uint32_t n = static_cast<uint32_t>(keys.size());
+    RETURN_IF_ERROR(Reserve(s.device, &s.query, n));
+    RETURN_IF_ERROR(Reserve(s.device, &s.found, n));
+    cudaStream_t stream = s.stream.get();
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.query.data(), keys.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
+    if (s.mask == 0) return NotInPass(keys[0], d);
+    RETURN_IF_ERROR(gpu::LaunchFind(s.query.data(), n, s.table_keys.data(), s.table_rows.data(), s.mask,
+                                    s.found.data(), stream));
+    s.found_host.resize(n);
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(s.found_host.data(), s.found.data(), n * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+    RETURN_IF_ERROR(s.stream.Synchronize());
+    for (uint32_t k = 0; k < n; ++k) {
+      if (s.found_host[k] == gpu::kEmptySlot) return NotInPass(keys[k], d);
+    }
+    return Status::OK();
+  }
+
+  Status NotInPass(uint64_t key, uint32_t device) const {
+    return Status::NotFound("key " + std::to_string(key) + " is not in this pass's table (device " +
+                            std::to_string(device) + "): begin_pass collects every key of the pass's data");
+  }
+
+  const PassTableOptions options_;
+  const std::unique_ptr<optimizer::Optimizer> optimizer_;
+  const server::Initializer initializer_;
+  const server::RowAccessor accessor_;  // refers to *optimizer_
+  const uint32_t dim_;
+  const uint32_t core_;
+  const uint32_t row_floats_;
+  const std::vector<uint64_t> budgets_;  // bytes per device
+  gpu::PassRule rule_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+};
+
+}  // namespace
+
+StatusOr<double> MeasureDeviceCopyGBps(int device) {
+  ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(device));
+  constexpr size_t kBytes = size_t{1} << 30;
+  constexpr int kRounds = 10;
+  ASSIGN_OR_RETURN(auto a, DeviceBuffer<uint8_t>::Allocate(device, kBytes));
+  ASSIGN_OR_RETURN(auto b, DeviceBuffer<uint8_t>::Allocate(device, kBytes));
+  ASSIGN_OR_RETURN(auto stream, Stream::Create(device));
+  ASSIGN_OR_RETURN(auto start, gpu::Event::Create(device, true));
+  ASSIGN_OR_RETURN(auto stop, gpu::Event::Create(device, true));
+  RETURN_IF_CUDA_ERROR(cudaMemsetAsync(a.data(), 1, kBytes, stream.get()));
+  RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(b.data(), a.data(), kBytes, cudaMemcpyDeviceToDevice, stream.get()));
+  RETURN_IF_ERROR(start.Record(stream.get()));
+  for (int i = 0; i < kRounds; ++i) {
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(b.data(), a.data(), kBytes, cudaMemcpyDeviceToDevice, stream.get()));
+  }
+  RETURN_IF_ERROR(stop.Record(stream.get()));
+  RETURN_IF_ERROR(stop.Synchronize());
+  ASSIGN_OR_RETURN(float ms, gpu::Event::ElapsedMs(start, stop));
+  return 2.0 * kBytes * kRounds / (ms / 1000.0) / 1e9;
+}
+
+StatusOr<std::unique_ptr<PassTable>> MakeCudaPassTable(const PassTableOptions& options) {
+  if (options.devices == 0) return Status::InvalidArgument("pass table: devices must be >= 1");
+  int visible = 0;
+  if (cudaGetDeviceCount(&visible) != cudaSuccess || visible == 0) {
+    return Status::Unavailable(
+        "GPU-PS: no CUDA device is visible for the pass table; run with HETER_DEVICE_TYPE=cpu (the host-memory twin; "
+        "FLAGS_selected_gpus=0,1 gives two host shards)");
+  }
+  std::vector<uint64_t> budgets;
+  for (uint32_t d = 0; d < options.devices; ++d) {
+    const int id = d < options.device_ids.size() ? options.device_ids[d] : static_cast<int>(d);
+    if (id < 0 || id >= visible) {
+      return Status::InvalidArgument("FLAGS_selected_gpus names GPU " + std::to_string(id) + " but " +
+                                     std::to_string(visible) + " are visible");
+    }
+    uint64_t budget = options.device_memory_bytes;
+    if (budget == 0) {
+      ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(id));
+      size_t free_bytes = 0, total = 0;
+      RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total));
+      // Shards that share a GPU share its memory.
+      const auto sharing = static_cast<uint64_t>(std::count(options.device_ids.begin(), options.device_ids.end(), id));
+      budget = (free_bytes > kReserveBytes ? free_bytes - kReserveBytes : 0) / std::max<uint64_t>(sharing, 1);
+    }
+    budgets.push_back(budget);
+  }
+  ASSIGN_OR_RETURN(server::TableParts parts, server::BuildTableParts(options.table, TableKind::kSparse, 0, 1));
+  auto table = std::make_unique<CudaPassTable>(options, std::move(parts), std::move(budgets));
+  RETURN_IF_ERROR(table->Init());
+  return std::unique_ptr<PassTable>(std::move(table));
+}
+
+}  // namespace fleetps::heter

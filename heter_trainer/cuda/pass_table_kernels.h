@@ -1,0 +1,59 @@
+#pragma once
+// Kernels of the CUDA pass table (cuda_pass_table.cc): an open-addressing hash table in
+// device memory (batched insert / find), gathers of a batch's weights, and the sparse
+// optimizer + CTR accessor step on the rows, written to give bitwise what the host code
+// gives (common/optimizer, server/accessor/row_accessor.h): same float operations in the same
+// order, no fused multiply-add (this file's kernels are compiled with -fmad=false), IEEE
+// sqrt and division.
+//
+// This header includes the CUDA headers: only sources of fleetps::heter_cuda include it.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace fleetps::heter::gpu {
+
+inline constexpr uint32_t kEmptySlot = 0xffffffffu;
+
+// The sparse rule and the row layout, by value for the kernels.
+struct PassRule {
+  int kind = 0;  // 0 SGD, 1 Adagrad, 2 Adam (OptimizerKind order)
+  float learning_rate = 0, epsilon = 0, beta1 = 0, beta2 = 0, initial_accumulator = 0;
+  bool has_bounds = false;
+  float bound_min = 0, bound_max = 0;
+  uint32_t dim = 0;
+  uint32_t shared_floats = 0;   // optimizer shared state floats
+  uint32_t element_floats = 0;  // optimizer state floats per weight
+  uint32_t row_floats = 0;      // RowAccessor::row_floats()
+  uint32_t flags_offset = 0;
+  uint32_t stats_offset = 0;
+  bool ctr = false;
+  float nonclk_coeff = 0, click_coeff = 0, embedx_threshold = 0;
+};
+
+// Inserts keys[0, n) (distinct, not yet present) into a table of `mask + 1` slots: slot i of
+// the table holds table_keys[i] and its row index table_rows[i] (kEmptySlot: free). Row
+// index of keys[k] = k.
+Status LaunchInsert(const uint64_t* keys, uint32_t n, uint64_t* table_keys, uint32_t* table_rows, uint64_t mask,
+                    cudaStream_t stream);
+// rows_out[k] = the row index of keys[k], or kEmptySlot when absent.
+Status LaunchFind(const uint64_t* keys, uint32_t n, const uint64_t* table_keys, const uint32_t* table_rows,
+                  uint64_t mask, uint32_t* rows_out, cudaStream_t stream);
+// out[k * dim + j] = rows[row_index[k] * row_floats + j] for j < dim.
+Status LaunchGather(const uint32_t* row_index, uint32_t n, const float* rows, uint32_t row_floats, uint32_t dim,
+                    float* out, cudaStream_t stream);
+// One push per k (row indices distinct): RowAccessor::ApplyPush with the rule; pass_shows /
+// pass_clicks / touched of the row updated; the positions k whose row must now be extended
+// are appended to extend_list (count in *extend_count).
+Status LaunchPush(const PassRule& rule, const uint32_t* row_index, uint32_t n, const float* grads, const float* shows,
+                  const float* clicks, float* rows, float* pass_shows, float* pass_clicks, uint8_t* touched,
+                  uint32_t* extend_list, uint32_t* extend_count, cudaStream_t stream);
+// RowAccessor::Extend of rows[row_index[k]] and begin[row_index[k]] with their embedx
+// weights from initial[k * dim + 1 .. k * dim + dim).
+Status LaunchExtend(const PassRule& rule, const uint32_t* row_index, uint32_t n, const float* initial, float* rows,
+                    float* begin, cudaStream_t stream);
+
+}  // namespace fleetps::heter::gpu

@@ -1,0 +1,62 @@
+#include "heter_trainer/gpups/gpups_job.h"
+
+#include <cstdlib>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "common/config/server_config.h"
+#include "common/net/auth.h"
+#include "heter_trainer/device/dense_device.h"
+#include "heter_trainer/gpups/gpups_sync.h"
+#include "heter_trainer/gpups/pass_table.h"
+#include "trainer/runtime/heartbeat.h"
+
+namespace fleetps::heter {
+
+StatusOr<std::unique_ptr<PassTable>> MakeJobPassTable(const config::TrainerOptions& o) {
+  PassTableOptions table;
+  table.table = o.sparse_table;
+  table.devices = static_cast<uint32_t>(o.gpups.devices.size());
+  table.device_ids = o.gpups.devices;
+  table.device_memory_bytes = o.gpups.device_memory_mb << 20;
+  bool gpu = o.gpups.device == "gpu";
+  if (o.gpups.device == "auto") gpu = VisibleCudaDevices() > 0;
+  if (gpu) return MakeCudaPassTable(table);
+  return MakeHostPassTable(table);
+}
+
+Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOptions& rpc,
+                   const trainer::JobFlags& flags) {
+  trainer::PsClientOptions client_options = trainer::JobClientOptions(o, rpc);
+  // The cluster's shared secret, when it has one (as cpu-trainer finds it).
+  std::string secret_file;
+  if (const char* env = std::getenv("FLEETPS_AUTH_SECRET_FILE"); env != nullptr) secret_file = env;
+  if (secret_file.empty() && !o.config_path.empty()) {
+    if (auto view = config::LoadServerYaml(o.config_path); view.ok()) secret_file = view->auth_secret_file;
+  }
+  if (!secret_file.empty()) {
+    ASSIGN_OR_RETURN(client_options.rpc.auth_key, net::AuthKey::Load(secret_file));
+  }
+  // The devices first: a missing GPU fails at once, not after the pservers' connect deadline.
+  ASSIGN_OR_RETURN(auto table, MakeJobPassTable(o));
+  ASSIGN_OR_RETURN(auto client, trainer::PsClient::Connect(client_options));
+  const uint32_t devices = table->devices();
+  spdlog::info("trainer {}/{}: GPU-PS (gpubox) on {} {} device(s) (FLAGS_selected_gpus), {} dense ranks in all",
+               o.trainer_id, o.trainers_num, devices, table->device_name(), devices * o.trainers_num);
+  ASSIGN_OR_RETURN(auto comms, MakeDeviceCommunicators(o, devices, client_options.rpc.auth_key));
+  config::TrainerOptions job = o;
+  job.worker_threads = devices;  // one worker per device
+  std::optional<trainer::Heartbeat> heartbeat;
+  heartbeat.emplace(*client, o.trainer_id, o.trainers_num, rpc.heartbeat_interval);
+  Status st;
+  {
+    auto sync = GpuPsSync::Create(job, *client, std::move(table), std::move(comms));
+    st = sync.ok() ? trainer::RunTrainJob(job, *client, flags, std::move(sync).value()) : sync.status();
+  }
+  heartbeat->Finish(st);
+  RETURN_IF_ERROR(st);
+  return trainer::StopServersAtEnd(o, *client);
+}
+
+}  // namespace fleetps::heter

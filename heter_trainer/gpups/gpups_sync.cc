@@ -1,0 +1,295 @@
+#include "heter_trainer/gpups/gpups_sync.h"
+
+#include <chrono>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "common/key_index.h"
+#include "common/net/io_threads.h"
+#include "common/net/rpc_server.h"
+#include "trainer/data/batch.h"
+#include "trainer/model/dense_net.h"
+
+namespace fleetps::heter {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+// Runs f(d) for d in [0, n) on n threads and returns the first error.
+template <typename F>
+Status OnEveryDevice(uint32_t n, F f) {
+  std::vector<Status> results(n);
+  std::vector<std::thread> threads;
+  for (uint32_t d = 0; d < n; ++d) threads.emplace_back([&, d] { results[d] = f(d); });
+  for (auto& t : threads) t.join();
+  for (uint32_t d = 0; d < n; ++d) {
+    if (!results[d].ok()) return results[d].WithContext("device " + std::to_string(d));
+  }
+  return Status::OK();
+}
+
+// A loopback port that was free a moment ago (bind to port 0 and read it back).
+StatusOr<uint16_t> FreeLoopbackPort() {
+  net::IoThreads io(1);
+  net::RpcServerOptions options;
+  options.host = "127.0.0.1";
+  net::RpcServer probe(io, options, [](net::Request, net::Responder) {});
+  RETURN_IF_ERROR(probe.Start().WithContext("finding a free loopback port for the devices' allreduce"));
+  const uint16_t port = probe.port();
+  probe.Stop();
+  return port;
+}
+
+// A DenseLane as the Trainer's DenseStepper: the step's parameters, then the step.
+class LaneStepper : public trainer::DenseStepper {
+ public:
+  explicit LaneStepper(std::unique_ptr<DenseLane> lane) : lane_(std::move(lane)) {}
+  StatusOr<float> Step(std::span<const float> params, std::span<const float> activations,
+                       std::span<const float> labels, size_t batch, std::span<float> predictions,
+                       std::span<float> activation_grads, std::span<float> param_grads) override {
+    RETURN_IF_ERROR(lane_->SetParams(params));
+    return lane_->Step(activations, labels, batch, DenseStepOutput{predictions, activation_grads, param_grads});
+  }
+
+ private:
+  std::unique_ptr<DenseLane> lane_;
+};
+
+}  // namespace
+
+StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
+    const config::TrainerOptions& o, uint32_t devices, std::shared_ptr<const net::AuthKey> auth_key) {
+  std::vector<net::Endpoint> nodes = o.trainer_endpoints;
+  if (nodes.empty()) {
+    ASSIGN_OR_RETURN(uint16_t port, FreeLoopbackPort());
+    nodes = {{"127.0.0.1", port}};
+  }
+  std::vector<net::Endpoint> ranks;
+  for (const auto& node : nodes) {
+    for (uint32_t d = 0; d < devices; ++d) {
+      if (uint32_t{node.port} + d > 65535) {
+        return Status::InvalidArgument("PADDLE_TRAINER_ENDPOINTS entry " + node.ToString() + " leaves no port for device " +
+                                       std::to_string(d) + " (device d uses port + d)");
+      }
+      ranks.push_back({node.host, static_cast<uint16_t>(node.port + d)});
+    }
+  }
+  std::vector<std::unique_ptr<collective::Communicator>> comms(devices);
+  RETURN_IF_ERROR(OnEveryDevice(devices, [&](uint32_t d) -> Status {
+    collective::CollectiveOptions co;
+    co.rank = o.trainer_id * devices + d;
+    co.endpoints = ranks;
+    co.prefix = "fleetps-gpups";
+    co.timeout = std::chrono::milliseconds(o.collective.timeout_ms);
+    co.auth_key = auth_key;
+    ASSIGN_OR_RETURN(comms[d], collective::MakeGlooCommunicator(co));
+    return Status::OK();
+  }));
+  return comms;
+}
+
+GpuPsSync::GpuPsSync(const config::TrainerOptions& options, trainer::PsClient& client, std::unique_ptr<PassTable> table,
+                     std::vector<std::unique_ptr<collective::Communicator>> comms)
+    : o_(options),
+      client_(client),
+      table_(std::move(table)),
+      net_(trainer::model::DenseNet::FromOptions(options.model)),
+      comms_(std::move(comms)),
+      merge_(table_->devices()) {}
+
+GpuPsSync::~GpuPsSync() {
+  dense_.clear();  // their communication threads before the communicators
+}
+
+trainer::DenseStepper* GpuPsSync::dense_stepper(uint32_t worker) {
+  return worker < steppers_.size() ? steppers_[worker].get() : nullptr;
+}
+
+StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOptions& o, trainer::PsClient& client,
+                                                       std::unique_ptr<PassTable> table,
+                                                       std::vector<std::unique_ptr<collective::Communicator>> comms) {
+  if (comms.size() != table->devices()) {
+    return Status::InvalidArgument("GPU-PS: " + std::to_string(comms.size()) + " communicators for " +
+                                   std::to_string(table->devices()) + " devices");
+  }
+  ASSIGN_OR_RETURN(auto info, client.Table(o.sparse_table.id));
+  if (info.dense || info.dim != table->dim()) {
+    return Status::InvalidArgument("pserver table " + std::to_string(info.id) + " ('" + info.name + "') has dim " +
+                                   std::to_string(info.dim) + " but the pass table " + std::to_string(table->dim()) +
+                                   " (start the pservers with the same job YAML)");
+  }
+  std::unique_ptr<GpuPsSync> sync(new GpuPsSync(o, client, std::move(table), std::move(comms)));
+  const uint32_t devices = sync->table_->devices();
+  // The dense part on each device: a CUDA lane next to the CUDA table, else the CPU lane.
+  const bool gpu = sync->table_->device_name() == "cuda";
+  for (uint32_t d = 0; d < devices; ++d) {
+    std::unique_ptr<DenseDevice> device;
+    if (gpu) {
+      const int id = d < o.gpups.devices.size() ? o.gpups.devices[d] : static_cast<int>(d);
+      ASSIGN_OR_RETURN(device, MakeCudaDevice(sync->net_, id));
+    } else {
+      device = MakeCpuDevice(sync->net_);
+    }
+    ASSIGN_OR_RETURN(auto lane, device->NewLane());
+    sync->steppers_.push_back(std::make_unique<LaneStepper>(std::move(lane)));
+    sync->devices_.push_back(std::move(device));
+  }
+  for (uint32_t d = 0; d < devices; ++d) {
+    ASSIGN_OR_RETURN(auto dense, trainer::CollectiveSync::CreateDenseOnly(o, client, *sync->comms_[d]));
+    sync->dense_.push_back(std::move(dense));
+  }
+  // Every rank draws; the broadcast makes them all rank 0's.
+  std::vector<float> params(sync->net_.num_params());
+  sync->net_.InitParams(params, o.model.init_seed + o.trainer_id);
+  RETURN_IF_ERROR(OnEveryDevice(devices, [&](uint32_t d) { return sync->dense_[d]->SetInitialParams(params); }));
+  return sync;
+}
+
+Status GpuPsSync::BeginPass(data::Dataset& dataset) {
+  const auto t0 = Clock::now();
+  KeyIndex keys;
+  RETURN_IF_ERROR(dataset.StartPass());
+  data::Batch batch;
+  while (true) {
+    auto has = dataset.NextBatch(&batch);
+    if (!has.ok()) {
+      dataset.EndPass();
+      return has.status().WithContext("reading the pass's keys");
+    }
+    if (!*has) break;
+    for (const auto& slot : batch.slots) {
+      for (uint64_t id : slot.ids) keys.Insert(id);
+    }
+  }
+  dataset.EndPass();
+  const double collect = Seconds(t0);
+  RETURN_IF_ERROR(BeginPassWithKeys(keys.keys()));
+  last_.collect_seconds = collect;
+  return Status::OK();
+}
+
+Status GpuPsSync::BeginPassWithKeys(std::span<const uint64_t> keys) {
+  ++passes_;
+  last_ = PassStats{};
+  last_.keys = keys.size();
+  const uint32_t core = table_->core_floats();
+  // Refused for memory before anything is pulled.
+  RETURN_IF_ERROR(table_->CheckFits(keys).WithContext("begin_pass"));
+  std::vector<float> rows(keys.size() * core);
+  std::vector<uint8_t> flags(keys.size());
+  const bool ctr = o_.sparse_table.accessor.kind == AccessorKind::kCtr;
+  std::vector<float> stats(ctr ? keys.size() * 2 : 0);
+  auto t0 = Clock::now();
+  RETURN_IF_ERROR(client_
+                      .PullRows(o_.sparse_table.id, keys, core,
+                                {rows.data(), flags.data(), ctr ? stats.data() : nullptr})
+                      .get()
+                      .WithContext("begin_pass: pulling " + std::to_string(keys.size()) + " rows"));
+  last_.pull_seconds = Seconds(t0);
+  t0 = Clock::now();
+  RETURN_IF_ERROR(table_->Build(keys, rows, flags, stats).WithContext("begin_pass"));
+  last_.build_seconds = Seconds(t0);
+  spdlog::info("trainer {} pass {}: begin_pass: {} keys, rows pulled in {:.2f} s ({:.0f} keys/s), {} table on {} "
+               "device(s) built in {:.2f} s",
+               o_.trainer_id, passes_, keys.size(), last_.pull_seconds,
+               keys.size() / std::max(last_.pull_seconds, 1e-9), table_->device_name(), table_->devices(),
+               last_.build_seconds);
+  return Status::OK();
+}
+
+Status GpuPsSync::ApplyMerged(MergeBuffer& m) {
+  m.steps = 0;
+  if (m.index.empty()) return Status::OK();
+  Status st = table_->Push(m.index.keys(), m.grads, m.shows, m.clicks);
+  (void)m.index.TakeKeys();
+  m.grads.clear();
+  m.shows.clear();
+  m.clicks.clear();
+  return st;
+}
+
+Status GpuPsSync::EndPass() {
+  const auto t0 = Clock::now();
+  for (auto& m : merge_) RETURN_IF_ERROR(ApplyMerged(m).WithContext("end_pass: the last merged sparse gradients"));
+  PassRows rows;
+  RETURN_IF_ERROR(table_->Export(&rows).WithContext("end_pass"));
+  trainer::PsClient::RowsWritten written;
+  trainer::PsClient::RowsIn in{rows.begin, rows.end, rows.extended, rows.shows, rows.clicks,
+                               o_.gpups.average_merge};
+  RETURN_IF_ERROR(client_.WriteRows(o_.sparse_table.id, rows.keys, table_->core_floats(), in, &written)
+                      .get()
+                      .WithContext("end_pass: writing " + std::to_string(rows.keys.size()) + " rows back"));
+  table_->Clear();
+  last_.written = written.written;
+  last_.merged = written.merged;
+  last_.write_seconds = Seconds(t0);
+  spdlog::info("trainer {} pass {}: end_pass: {} rows written back in {:.2f} s ({} exact, {} merged with another "
+               "trainer's)",
+               o_.trainer_id, passes_, rows.keys.size(), last_.write_seconds, written.written, written.merged);
+  return Status::OK();
+}
+
+Status GpuPsSync::PullSparse(uint32_t, std::span<const uint64_t> keys, float* rows) {
+  if (keys.empty()) return Status::OK();
+  return table_->Pull(keys, rows);
+}
+
+Status GpuPsSync::DenseParams(uint32_t worker, std::vector<float>* params) {
+  if (worker >= dense_.size()) {
+    return Status::InvalidArgument("GPU-PS: worker " + std::to_string(worker) + " has no device (" +
+                                   std::to_string(dense_.size()) + " devices: one worker thread per device)");
+  }
+  return dense_[worker]->DenseParams(worker, params);
+}
+
+Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
+  if (worker >= dense_.size()) return DenseParams(worker, nullptr);
+  if (!g.keys.empty()) {
+    // Summed per key over max_merge_steps steps (the async communicator's cadence), in order.
+    MergeBuffer& m = merge_[worker];
+    const uint32_t dim = table_->dim();
+    if (g.key_grads.size() != g.keys.size() * dim) {
+      return Status::InvalidArgument("GPU-PS push: " + std::to_string(g.keys.size()) + " keys need " +
+                                     std::to_string(g.keys.size() * dim) + " gradient floats, got " +
+                                     std::to_string(g.key_grads.size()));
+    }
+    const bool stats = !g.shows.empty();
+    for (size_t i = 0; i < g.keys.size(); ++i) {
+      const uint32_t u = m.index.Insert(g.keys[i]);
+      const float* grad = g.key_grads.data() + i * dim;
+      if (size_t{u} * dim == m.grads.size()) {
+        m.grads.insert(m.grads.end(), grad, grad + dim);
+        if (stats) {
+          m.shows.push_back(g.shows[i]);
+          m.clicks.push_back(g.clicks[i]);
+        }
+      } else {
+        float* acc = m.grads.data() + size_t{u} * dim;
+        for (uint32_t j = 0; j < dim; ++j) acc[j] += grad[j];
+        if (stats) {
+          m.shows[u] += g.shows[i];
+          m.clicks[u] += g.clicks[i];
+        }
+      }
+    }
+    if (++m.steps >= std::max<uint32_t>(o_.max_merge_steps, 1)) RETURN_IF_ERROR(ApplyMerged(m));
+  }
+  return dense_[worker]->Push(worker, trainer::StepGrads{{}, {}, {}, {}, g.dense_grads});
+}
+
+StatusOr<bool> GpuPsSync::EndStep(uint32_t worker, bool out_of_data) {
+  if (worker >= dense_.size()) return DenseParams(worker, nullptr);
+  return dense_[worker]->EndStep(worker, out_of_data);
+}
+
+Status GpuPsSync::Flush() {
+  RETURN_IF_ERROR(EndPass());
+  // Every replica holds the same parameters; rank 0's goes to the pservers' dense table.
+  for (auto& d : dense_) RETURN_IF_ERROR(d->Flush());
+  return Status::OK();
+}
+
+}  // namespace fleetps::heter

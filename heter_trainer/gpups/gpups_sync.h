@@ -1,0 +1,114 @@
+#pragma once
+// GpuPsSync: the ParamSync of GPU-PS pass mode (runner.sync_mode: gpubox), as Paddle's
+// PSGPU: per pass (epoch) the sparse rows of the pass live in a PassTable sharded over the
+// process's devices, and the dense part is replicated on every device and kept equal by
+// allreduce.
+//
+//   BeginPass (begin_pass)  the pass's unique keys read from the dataset; their full rows
+//                           (weights, optimizer state, show/click) pulled from the pservers
+//                           (PullRows); the device table built (refused when it does not fit)
+//   PullSparse / Push       on the device table: lookups routed to the owning device; the
+//                           sparse gradients of fleetps.max_merge_steps steps of a worker
+//                           summed per key (as the async communicator merges them), then one
+//                           step of the sparse optimizer per key in the table (the pservers'
+//                           RowAccessor code); dense gradients to the worker's device replica
+//   dense_stepper           the worker's dense forward/backward on its device (a CUDA lane
+//                           of heter_trainer/device with the CUDA table, else the CPU lane)
+//   EndStep                 the device replica's allreduce step (CollectiveSync: Gloo across
+//                           every device of every node, rank = trainer_id * devices + device)
+//   Flush (end_pass)        the rows the pass touched written back (WriteRows: exact, or added
+//                           as a difference where another trainer wrote the row meanwhile),
+//                           the table freed; rank 0 writes the dense replica to the pservers
+//
+// Worker w drives device w (the Trainer runs one worker thread per device).
+// Thread-safety: PullSparse, DenseParams, Push and EndStep from the workers (each its own
+// `worker`); BeginPass and Flush from the driver thread between passes.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/config/trainer_config.h"
+#include "common/key_index.h"
+#include "common/status.h"
+#include "heter_trainer/device/dense_device.h"
+#include "heter_trainer/gpups/pass_table.h"
+#include "trainer/client/ps_client.h"
+#include "trainer/collective/communicator.h"
+#include "trainer/runtime/collective_sync.h"
+#include "trainer/runtime/param_sync.h"
+
+namespace fleetps::heter {
+
+namespace collective = ::fleetps::trainer::collective;
+
+// What the last pass did (for logs and benchmarks).
+struct PassStats {
+  uint64_t keys = 0;          // unique keys in the pass
+  double collect_seconds = 0; // reading the keys from the dataset
+  double pull_seconds = 0;    // PullRows from the pservers
+  double build_seconds = 0;   // building the device table
+  uint64_t written = 0;       // rows written back exactly
+  uint64_t merged = 0;        // rows another trainer had changed: difference added
+  double write_seconds = 0;   // Export + WriteRows
+};
+
+class GpuPsSync : public trainer::ParamSync {
+ public:
+  // `client` outlives the result. `comms[d]`: device d's communicator (rank trainer_id *
+  // devices + d among trainers * devices), set up by the caller; one per table device.
+  // Broadcasts the initial dense parameters (rank 0's draw) to every device.
+  static StatusOr<std::unique_ptr<GpuPsSync>> Create(const config::TrainerOptions& options,
+                                                     trainer::PsClient& client, std::unique_ptr<PassTable> table,
+                                                     std::vector<std::unique_ptr<collective::Communicator>> comms);
+  ~GpuPsSync() override;
+
+  const PassTable& table() const { return *table_; }
+  const PassStats& last_pass() const { return last_; }
+
+  Status BeginPass(data::Dataset& dataset) override;
+  Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) override;
+  Status DenseParams(uint32_t worker, std::vector<float>* params) override;
+  Status Push(uint32_t worker, const trainer::StepGrads& grads) override;
+  StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) override;
+  Status Flush() override;
+  trainer::DenseStepper* dense_stepper(uint32_t worker) override;
+
+  // begin_pass with the keys given (distinct): pulls their rows and builds the table.
+  Status BeginPassWithKeys(std::span<const uint64_t> keys);
+  // end_pass: writes the touched rows back and frees the table.
+  Status EndPass();
+
+ private:
+  GpuPsSync(const config::TrainerOptions& options, trainer::PsClient& client, std::unique_ptr<PassTable> table,
+            std::vector<std::unique_ptr<collective::Communicator>> comms);
+
+  const config::TrainerOptions& o_;
+  trainer::PsClient& client_;
+  std::unique_ptr<PassTable> table_;
+  const trainer::model::DenseNet net_;                             // outlives devices_
+  std::vector<std::unique_ptr<DenseDevice>> devices_;              // one per table device
+  std::vector<std::unique_ptr<trainer::DenseStepper>> steppers_;   // one lane of each
+  std::vector<std::unique_ptr<collective::Communicator>> comms_;  // declared before dense_: outlives it
+  std::vector<std::unique_ptr<trainer::CollectiveSync>> dense_;   // one replica per device
+  // A worker's sparse gradients (and show/click) of up to max_merge_steps steps, summed per
+  // key in arrival order; applied to the table when full and at end_pass.
+  struct MergeBuffer {
+    KeyIndex index;
+    std::vector<float> grads, shows, clicks;
+    uint32_t steps = 0;
+  };
+  Status ApplyMerged(MergeBuffer& m);
+
+  PassStats last_;
+  uint32_t passes_ = 0;
+  std::vector<MergeBuffer> merge_;  // per worker (device); each touched only by its worker
+};
+
+// Communicators for the devices of this trainer: rank trainer_id * devices + d; the ranks'
+// endpoints are options.trainer_endpoints' hosts with port + d (one trainer without
+// endpoints: a free loopback port). Set up concurrently (each waits for every rank).
+StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
+    const config::TrainerOptions& options, uint32_t devices, std::shared_ptr<const net::AuthKey> auth_key);
+
+}  // namespace fleetps::heter

@@ -1,0 +1,224 @@
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "common/key_index.h"
+#include "heter_trainer/gpups/pass_table.h"
+#include "server/accessor/row_accessor.h"
+#include "server/table/table_common.h"
+
+namespace fleetps::heter {
+
+namespace {
+
+// Positions of `keys` per owning device.
+std::vector<std::vector<uint32_t>> Route(std::span<const uint64_t> keys, uint32_t devices) {
+  std::vector<std::vector<uint32_t>> by_device(devices);
+  for (uint32_t i = 0; i < keys.size(); ++i) by_device[DeviceOfKey(keys[i], devices)].push_back(i);
+  return by_device;
+}
+
+class HostPassTable : public PassTable {
+ public:
+  HostPassTable(const PassTableOptions& options, server::TableParts parts)
+      : options_(options),
+        optimizer_(std::move(parts.optimizer)),
+        initializer_(std::move(parts.initializer)),
+        accessor_(options.table.accessor, static_cast<uint32_t>(options.table.dim), *optimizer_),
+        dim_(accessor_.dim()),
+        core_(accessor_.flags_offset()),
+        row_floats_(accessor_.row_floats()) {
+    for (uint32_t d = 0; d < options_.devices; ++d) shards_.push_back(std::make_unique<Shard>());
+  }
+
+  std::string device_name() const override { return "host"; }
+  uint32_t devices() const override { return options_.devices; }
+  uint32_t dim() const override { return dim_; }
+  uint32_t core_floats() const override { return core_; }
+  uint64_t size() const override {
+    uint64_t n = 0;
+    for (const auto& s : shards_) n += s->index.size();
+    return n;
+  }
+  // Two rows (the pass's and the one it started from), show/click/touched, and the key
+  // index (at most half full: up to 4 slots of 16 bytes after rounding, and the key list).
+  uint64_t BytesPerKey() const override { return uint64_t{row_floats_} * 8 + 9 + 4 * 16 + 8; }
+
+  Status Build(std::span<const uint64_t> keys, std::span<const float> rows, std::span<const uint8_t> flags,
+               std::span<const float> stats) override {
+    if (rows.size() != keys.size() * core_ || flags.size() != keys.size() ||
+        (!stats.empty() && stats.size() != keys.size() * 2)) {
+      return Status::InvalidArgument("pass table: " + std::to_string(keys.size()) + " keys need " +
+                                     std::to_string(keys.size() * core_) + " row floats, one flag and 0 or 2 stats "
+                                     "each; got " + std::to_string(rows.size()) + ", " + std::to_string(flags.size()) +
+                                     ", " + std::to_string(stats.size()));
+    }
+    Clear();
+    RETURN_IF_ERROR(CheckFits(keys));
+    auto by_device = Route(keys, options_.devices);
+    for (uint32_t d = 0; d < options_.devices; ++d) {
+      Shard& s = *shards_[d];
+      const auto& members = by_device[d];
+      s.index = KeyIndex(members.size());
+      s.rows.assign(members.size() * size_t{row_floats_}, 0.0f);
+      s.shows.assign(members.size(), 0.0f);
+      s.clicks.assign(members.size(), 0.0f);
+      s.touched.assign(members.size(), 0);
+      for (uint32_t i : members) {
+        const size_t before = s.index.size();
+        const uint32_t slot = s.index.Insert(keys[i]);
+        if (s.index.size() == before) {
+          Clear();
+          return Status::InvalidArgument("pass table: key " + std::to_string(keys[i]) + " given twice");
+        }
+        float* row = s.rows.data() + size_t{slot} * row_floats_;
+        std::memcpy(row, rows.data() + size_t{i} * core_, core_ * sizeof(float));
+        accessor_.SetFlags(row, flags[i] & server::RowAccessor::kSavedFlags);
+        if (accessor_.ctr()) {
+          float* st = row + accessor_.stats_offset();
+          st[server::RowAccessor::kShow] = stats.empty() ? 0.0f : stats[size_t{i} * 2];
+          st[server::RowAccessor::kClick] = stats.empty() ? 0.0f : stats[size_t{i} * 2 + 1];
+        }
+      }
+      s.begin = s.rows;
+    }
+    return Status::OK();
+  }
+
+  Status CheckFits(std::span<const uint64_t> keys) const override {
+    if (options_.device_memory_bytes == 0) return Status::OK();
+    std::vector<uint64_t> count(options_.devices, 0);
+    for (uint64_t k : keys) ++count[DeviceOfKey(k, options_.devices)];
+    for (uint32_t d = 0; d < options_.devices; ++d) {
+      if (count[d] * BytesPerKey() > options_.device_memory_bytes) {
+        return Status::InvalidArgument(
+            PassTooLargeMessage(keys.size(), d, count[d], BytesPerKey(), options_.device_memory_bytes));
+      }
+    }
+    return Status::OK();
+  }
+
+  Status Pull(std::span<const uint64_t> keys, float* out) override {
+    auto by_device = Route(keys, options_.devices);
+    for (uint32_t d = 0; d < options_.devices; ++d) {
+      if (by_device[d].empty()) continue;
+      Shard& s = *shards_[d];
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (uint32_t i : by_device[d]) {
+        const uint32_t slot = s.index.Find(keys[i]);
+        if (slot == KeyIndex::kNone) return NotInPass(keys[i], d);
+        std::memcpy(out + size_t{i} * dim_, s.rows.data() + size_t{slot} * row_floats_, dim_ * sizeof(float));
+      }
+    }
+    return Status::OK();
+  }
+
+  Status Push(std::span<const uint64_t> keys, std::span<const float> grads, std::span<const float> shows,
+              std::span<const float> clicks) override {
+    if (grads.size() != keys.size() * dim_ || (!shows.empty() && shows.size() != keys.size()) ||
+        (!clicks.empty() && clicks.size() != keys.size())) {
+      return Status::InvalidArgument("pass table push: " + std::to_string(keys.size()) + " keys need " +
+                                     std::to_string(keys.size() * dim_) + " gradient floats, got " +
+                                     std::to_string(grads.size()) + " (and shows/clicks empty or one per key)");
+    }
+    auto by_device = Route(keys, options_.devices);
+    std::vector<float> initial;
+    for (uint32_t d = 0; d < options_.devices; ++d) {
+      if (by_device[d].empty()) continue;
+      Shard& s = *shards_[d];
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (uint32_t i : by_device[d]) {
+        const uint32_t slot = s.index.Find(keys[i]);
+        if (slot == KeyIndex::kNone) return NotInPass(keys[i], d);
+        float* row = s.rows.data() + size_t{slot} * row_floats_;
+        const float show = shows.empty() ? 0.0f : shows[i];
+        const float click = clicks.empty() ? 0.0f : clicks[i];
+        if (accessor_.ApplyPush(row, grads.data() + size_t{i} * dim_, show, click, /*delta=*/false)) {
+          // Extended now, as the pservers would: embedx from the initializer, fresh state. The
+          // row it started from is extended alike, so WriteRows finds an untouched server row
+          // (which it extends the same way) equal to it.
+          initial.resize(dim_);
+          initializer_.FillRow(keys[i], initial.data(), dim_);
+          float* start = s.begin.data() + size_t{slot} * row_floats_;
+          std::copy(initial.begin() + 1, initial.end(), row + 1);
+          std::copy(initial.begin() + 1, initial.end(), start + 1);
+          accessor_.Extend(row);
+          accessor_.Extend(start);
+        }
+        s.shows[slot] += show;
+        s.clicks[slot] += click;
+        s.touched[slot] = 1;
+      }
+    }
+    return Status::OK();
+  }
+
+  Status Export(PassRows* out) const override {
+    *out = PassRows{};
+    for (const auto& sp : shards_) {
+      const Shard& s = *sp;
+      const auto& keys = s.index.keys();
+      for (uint32_t slot = 0; slot < keys.size(); ++slot) {
+        if (!s.touched[slot]) continue;
+        const float* row = s.rows.data() + size_t{slot} * row_floats_;
+        const float* start = s.begin.data() + size_t{slot} * row_floats_;
+        out->keys.push_back(keys[slot]);
+        out->begin.insert(out->begin.end(), start, start + core_);
+        out->end.insert(out->end.end(), row, row + core_);
+        if (accessor_.ctr()) out->extended.push_back(accessor_.Extended(row) ? 1 : 0);
+        out->shows.push_back(s.shows[slot]);
+        out->clicks.push_back(s.clicks[slot]);
+      }
+    }
+    return Status::OK();
+  }
+
+  void Clear() override {
+    for (auto& sp : shards_) {
+      Shard& s = *sp;
+      s.index = KeyIndex();
+      s.rows = {};
+      s.begin = {};
+      s.shows = {};
+      s.clicks = {};
+      s.touched = {};
+    }
+  }
+
+ private:
+  // One device's share of the pass. mu guards every member during a pass (Pull/Push); Build,
+  // Export and Clear run with no pass traffic.
+  struct Shard {
+    std::mutex mu;
+    KeyIndex index;            // key -> slot
+    std::vector<float> rows;   // slot x row_floats_: the rows being trained
+    std::vector<float> begin;  // slot x row_floats_: the rows as pulled (extended along)
+    std::vector<float> shows;  // per slot: counted in this pass
+    std::vector<float> clicks;
+    std::vector<uint8_t> touched;  // per slot: pushed at least once
+  };
+
+  Status NotInPass(uint64_t key, uint32_t device) const {
+    return Status::NotFound("key " + std::to_string(key) + " is not in this pass's table (device " +
+                            std::to_string(device) + "): begin_pass collects every key of the pass's data");
+  }
+
+  const PassTableOptions options_;
+  const std::unique_ptr<optimizer::Optimizer> optimizer_;
+  const server::Initializer initializer_;
+  const server::RowAccessor accessor_;  // refers to *optimizer_
+  const uint32_t dim_;
+  const uint32_t core_;
+  const uint32_t row_floats_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PassTable>> MakeHostPassTable(const PassTableOptions& options) {
+  if (options.devices == 0) return Status::InvalidArgument("pass table: devices must be >= 1");
+  ASSIGN_OR_RETURN(server::TableParts parts, server::BuildTableParts(options.table, TableKind::kSparse, 0, 1));
+  return std::unique_ptr<PassTable>(new HostPassTable(options, std::move(parts)));
+}
+
+}  // namespace fleetps::heter

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# GPU-PS (PaddleRec "gpubox") job on one machine, as PaddleRec's tools/run_gpubox.sh: starts
+# the pservers (TRAINING_ROLE=PSERVER, PADDLE_PORT each) and one trainer process per node
+# (TRAINING_ROLE=TRAINER, PADDLE_TRAINER_ID), a heter-trainer in GPU-PS pass mode driving the
+# devices of FLAGS_selected_gpus. Every epoch is a pass: the pass's rows are pulled into a
+# table sharded over the devices (begin_pass), trained there, and written back (end_pass).
+# Then it evaluates on the held-out split, saves the model and stops every process.
+#
+#   scripts/run_gpubox.sh                                   # GPUs when nvidia-smi sees some
+#   HETER_DEVICE_TYPE=cpu FLAGS_selected_gpus=0,1 scripts/run_gpubox.sh   # host twin, 2 shards
+# Variables: as scripts/run_local.sh (FLEETPS_CONFIG, FLEETPS_TRAIN_DATA, FLEETPS_TEST_DATA,
+# FLEETPS_ROWS, FLEETPS_PSERVERS (default 1, as PaddleRec's), FLEETPS_TRAINERS (nodes,
+# default 1), FLEETPS_EPOCHS, FLEETPS_BASE_PORT, FLEETPS_OUT, FLEETPS_SKIP_SETUP), plus
+# HETER_DEVICE_TYPE (gpu|cpu; default gpu when nvidia-smi sees one) and FLAGS_selected_gpus
+# (default: every visible GPU, or 0,1 on the host twin), FLEETPS_GPUPS_MERGE (add|average:
+# how end_pass combines rows several nodes trained; default the YAML's fleetps.gpups.merge).
+# The job YAML's runner.sync_mode
+# may say anything: the trainers run it as gpubox.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD="${BUILD:-build}"
+CONFIG="${FLEETPS_CONFIG:-configs/ctr_dnn.yaml}"
+PSERVERS="${FLEETPS_PSERVERS:-1}"
+TRAINERS="${FLEETPS_TRAINERS:-1}"
+BASE_PORT="${FLEETPS_BASE_PORT:-18700}"
+OUT="${FLEETPS_OUT:-$BUILD/gpubox_run}"
+if [ -z "${HETER_DEVICE_TYPE:-}" ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
+    HETER_DEVICE_TYPE=gpu
+  else
+    HETER_DEVICE_TYPE=cpu
+  fi
+fi
+if [ -z "${FLAGS_selected_gpus:-}" ]; then
+  if [ "$HETER_DEVICE_TYPE" = gpu ]; then
+    FLAGS_selected_gpus=$(nvidia-smi -L | awk '{printf "%s%d", (NR > 1 ? "," : ""), NR - 1}')
+  else
+    FLAGS_selected_gpus=0,1
+  fi
+fi
+
+. scripts/lib/local_cluster.sh
+cluster_setup "pserver heter-trainer fleetps-datagen"
+cluster_data
+cluster_start_pservers
+
+# Several nodes all-reduce their devices' dense replicas: one endpoint per node (device d of
+# a node uses its port + d).
+endpoints=""
+if [ "$TRAINERS" -gt 1 ]; then
+  for ((i = 0; i < TRAINERS; i++)); do endpoints+="${endpoints:+,}127.0.0.1:$((BASE_PORT + 100 + 16 * i))"; done
+fi
+echo "== starting $TRAINERS GPU-PS trainer(s) on $HETER_DEVICE_TYPE devices $FLAGS_selected_gpus (logs in $OUT)"
+trainer_pids=()
+extra=()
+if [ -n "${FLEETPS_EPOCHS:-}" ]; then extra+=(--epochs "$FLEETPS_EPOCHS"); fi
+if [ -n "${FLEETPS_GPUPS_MERGE:-}" ]; then extra+=(--merge "$FLEETPS_GPUPS_MERGE"); fi
+for ((i = 0; i < TRAINERS; i++)); do
+  TRAINING_ROLE=TRAINER PADDLE_PSERVERS_IP_PORT_LIST="$PSERVER_LIST" PADDLE_TRAINERS_NUM="$TRAINERS" \
+    PADDLE_TRAINER_ID=$i PADDLE_TRAINER_ENDPOINTS="$endpoints" POD_IP=127.0.0.1 \
+    HETER_DEVICE_TYPE="$HETER_DEVICE_TYPE" FLAGS_selected_gpus="$FLAGS_selected_gpus" \
+    "$BUILD/heter_trainer/heter-trainer" --config "$CONFIG" --sync-mode gpubox --train-data "$TRAIN_DATA" \
+    --test-data "$TEST_DATA" --report "$OUT/trainer$i.json" "${extra[@]}" 2>&1 | tee "$OUT/trainer$i.log" | \
+    sed -u "s/^/[trainer $i] /" &
+  trainer_pids+=($!)
+  pids+=($!)
+done
+
+cluster_finish "${trainer_pids[@]}" "${server_pids[@]}"
+grep -h "end_pass" "$OUT"/trainer*.log | sed 's/^/== /' || true
+echo "== done: every process exited 0"

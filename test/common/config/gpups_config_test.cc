@@ -1,0 +1,94 @@
+// GPU-PS pass mode's options (common/config/trainer_config.h): runner.sync_mode gpubox,
+// fleetps.gpups, FLAGS_selected_gpus and HETER_DEVICE_TYPE, and what a gpubox job refuses.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "common/config/trainer_config.h"
+
+namespace fleetps::config {
+namespace {
+
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+const std::string kJob =
+    "runner: {sync_mode: gpubox}\n"
+    "hyper_parameters: {model_type: ctr_dnn, sparse_inputs_slots: 3, sparse_feature_dim: 4, dense_input_dim: 2, "
+    "fc_sizes: [8]}\n";
+
+TrainerOptions Parse(const std::string& text) {
+  auto o = ParseTrainerYaml(text, "job.yaml");
+  INFO(o.status().ToString());
+  REQUIRE(o.ok());
+  return *o;
+}
+
+TEST_CASE("sync_mode gpubox, fleetps.gpups and the device environment are read") {
+  TrainerOptions o = Parse(kJob + "fleetps:\n  gpups: {device_memory_mb: 4096}\n");
+  CHECK(o.gpubox_mode());
+  CHECK_FALSE(o.gpups.average_merge);
+  CHECK(Parse(kJob + "fleetps:\n  gpups: {merge: average}\n").gpups.average_merge);
+  CHECK(SyncModeName(o.sync_mode) == "gpubox");
+  CHECK(o.gpups.device_memory_mb == 4096);
+  CHECK(o.gpups.devices == std::vector<int>{0});
+  REQUIRE(ApplyTrainerEnv(Env({{"TRAINING_ROLE", "TRAINER"},
+                               {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:8500"},
+                               {"PADDLE_TRAINERS_NUM", "2"},
+                               {"PADDLE_TRAINER_ID", "1"},
+                               {"PADDLE_TRAINER_ENDPOINTS", "10.0.0.1:6170,10.0.0.2:6170"},
+                               {"FLAGS_selected_gpus", "0,1,2,3"},
+                               {"HETER_DEVICE_TYPE", "cpu"},
+                               // a gpubox trainer has no heter stage: ignored
+                               {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "127.0.0.1:8600"}}),
+                          &o)
+              .ok());
+  CHECK(o.gpubox_mode());  // several trainer endpoints do not make it collective
+  CHECK(o.gpups.devices == std::vector<int>{0, 1, 2, 3});
+  CHECK(o.gpups.device == "cpu");
+  CHECK(o.trainer_endpoints.size() == 2);
+  CHECK(o.heter_trainers.empty());
+  CHECK(ValidateTrainerOptions(o).ok());
+}
+
+TEST_CASE("A gpubox job that cannot run is refused, saying what to set") {
+  auto refused = [](const TrainerOptions& o, const std::string& part) {
+    Status st = ValidateTrainerOptions(o);
+    INFO(st.ToString());
+    CHECK(st.IsInvalidArgument());
+    CHECK(st.message().find(part) != std::string::npos);
+  };
+  TrainerOptions o = Parse(kJob);
+  refused(o, "PADDLE_PSERVERS_IP_PORT_LIST");  // no pservers
+  o.pservers = {{"127.0.0.1", 8500}};
+  CHECK(ValidateTrainerOptions(o).ok());
+  TrainerOptions two = o;
+  two.trainers_num = 2;
+  refused(two, "PADDLE_TRAINER_ENDPOINTS must name one endpoint per trainer");
+  TrainerOptions dev = o;
+  dev.gpups.device = "tpu";
+  refused(dev, "HETER_DEVICE_TYPE='tpu'");
+  dev.gpups.device = "gpu";
+  dev.gpups.devices.clear();
+  refused(dev, "FLAGS_selected_gpus must name 1 to 64 devices");
+  TrainerOptions mlp = Parse("runner: {sync_mode: gpubox}\nhyper_parameters: {model_type: mlp, input_dim: 13, fc_sizes: [8]}\n");
+  mlp.pservers = o.pservers;
+  refused(mlp, "ctr_dnn");
+  auto bad = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {device_memory: 4}\n", "job.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("did you mean 'device_memory_mb'?"));
+  auto merge = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {merge: mean}\n", "job.yaml");
+  REQUIRE_FALSE(merge.ok());
+  CHECK_THAT(merge.status().message(), Catch::Contains("unknown merge 'mean' (use add or average)"));
+  TrainerOptions env_bad = Parse(kJob);
+  CHECK(ApplyTrainerEnv(Env({{"FLAGS_selected_gpus", "0,x"}}), &env_bad).IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace fleetps::config

@@ -1,0 +1,171 @@
+// End-to-end GPU-PS pass mode: real pserver processes and heter-trainers in gpubox mode
+// (host twin, FLAGS_selected_gpus=0,1: two host shards each), launched with the environment
+// scripts/run_gpubox.sh sets, on generated data in real files with a real job YAML.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "test/support/job.h"
+#include "test/support/process.h"
+
+namespace fleetps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ChildProcess;
+
+struct GpuBoxJob {
+  std::string dir = testing::MakeTempDir("gpups_e2e");
+  uint32_t trainers;
+  std::vector<uint16_t> ports = testing::FreePorts(4);  // 2 pservers, 2 node endpoints
+  std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+  std::unique_ptr<ChildProcess> servers[2], nodes[2];
+
+  GpuBoxJob(uint32_t rows, uint32_t trainer_count, const std::string& extra_yaml = "") : trainers(trainer_count) {
+    REQUIRE(testing::GenerateData(dir, {"--rows", std::to_string(rows), "--train-files", "2"}));
+    testing::WriteFile(dir + "/job.yaml", R"(
+runner:
+  train_data_dir: "data/train"
+  test_data_dir: "data/test"
+  reader_type: InMemoryDataset
+  shuffle: local
+  train_batch_size: 256
+  infer_batch_size: 1024
+  thread_num: 1
+  epochs: 2
+  print_interval: 50
+  sync_mode: gpubox
+  model_save_path: "model"
+)" + testing::kSmallCtrDnnModel + R"(fleetps:
+  sparse_table: {shards: 4}
+  server:
+    io_threads: 1
+    shard_threads: 1
+    trainer_lease_s: 10
+)" + extra_yaml);
+  }
+  std::map<std::string, std::string> Env(const std::string& role) const {
+    std::map<std::string, std::string> env = {{"TRAINING_ROLE", role},
+                                              {"PADDLE_PSERVERS_IP_PORT_LIST", pservers},
+                                              {"PADDLE_TRAINERS_NUM", std::to_string(trainers)},
+                                              {"FLAGS_selected_gpus", "0,1"},
+                                              {"HETER_DEVICE_TYPE", "cpu"}};
+    if (trainers > 1) {
+      env["PADDLE_TRAINER_ENDPOINTS"] = "127.0.0.1:" + std::to_string(ports[2]) + ",127.0.0.1:" + std::to_string(ports[3]);
+    }
+    return env;
+  }
+  void Start() {
+    for (int i = 0; i < 2; ++i) {
+      auto env = Env("PSERVER");
+      env["POD_IP"] = "127.0.0.1";
+      env["PADDLE_PORT"] = std::to_string(ports[i]);
+      servers[i] = std::make_unique<ChildProcess>();
+      REQUIRE(servers[i]->Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"}, env,
+                                dir + "/pserver" + std::to_string(i) + ".log"));
+    }
+    for (uint32_t t = 0; t < trainers; ++t) {
+      auto env = Env("TRAINER");
+      env["PADDLE_TRAINER_ID"] = std::to_string(t);
+      nodes[t] = std::make_unique<ChildProcess>();
+      REQUIRE(nodes[t]->Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml",
+                               "--report", dir + "/trainer" + std::to_string(t) + ".json"},
+                              env, dir + "/trainer" + std::to_string(t) + ".log"));
+    }
+  }
+  std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
+  std::string AllLogs() const {
+    std::string out;
+    for (uint32_t t = 0; t < trainers; ++t) out += "trainer" + std::to_string(t) + ":\n" + Log("trainer" + std::to_string(t));
+    return out + "\npserver0:\n" + Log("pserver0");
+  }
+};
+
+TEST_CASE("GPU-PS job: two nodes x two host devices train passes, evaluate, save and all exit 0", "[e2e]") {
+  GpuBoxJob job(30000, 2);
+  job.Start();
+  for (uint32_t t = 0; t < 2; ++t) {
+    const int rc = job.nodes[t]->Wait(120s);
+    INFO(job.AllLogs());
+    REQUIRE(rc == 0);
+  }
+  for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
+  for (uint32_t t = 0; t < 2; ++t) {
+    const std::string log = job.Log("trainer" + std::to_string(t));
+    INFO(log);
+    CHECK_THAT(log, Catch::Contains("GPU-PS (gpubox) on 2 host device(s)") && Catch::Contains("4 dense ranks"));
+    CHECK_THAT(log, Catch::Contains("pass 2: begin_pass") && Catch::Contains("pass 2: end_pass"));
+  }
+  // The nodes share keys: whichever wrote second merged its pass into the other's rows.
+  const std::string both = job.Log("trainer0") + job.Log("trainer1");
+  CHECK_THAT(both, Catch::Matches(R"((.|\n)*exact, [1-9][0-9]* merged(.|\n)*)"));
+  CHECK_THAT(job.Log("trainer0"), Catch::Contains("saved the model"));
+  CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.6);
+}
+
+TEST_CASE("GPU-PS: a pass above fleetps.gpups.device_memory_mb is refused naming keys and bytes, nothing hangs",
+          "[e2e]") {
+  GpuBoxJob job(4000, 1, "  gpups: {device_memory_mb: 1}\n");
+  job.Start();
+  const int rc = job.nodes[0]->Wait(60s);
+  const std::string log = job.Log("trainer0");
+  INFO(log);
+  CHECK(rc == 2);
+  CHECK_THAT(log, Catch::Contains("keys; device") && Catch::Contains("bytes") &&
+                      Catch::Contains("fleetps.gpups.device_memory_mb"));
+  for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 1);  // the trainer ended, failed
+}
+
+TEST_CASE("GPU-PS with HETER_DEVICE_TYPE=gpu and no visible GPU exits non-zero, saying how to use the host twin",
+          "[e2e]") {
+  if (::system("nvidia-smi -L >/dev/null 2>&1") == 0) {
+    WARN("skipped: a GPU is visible here");
+    return;
+  }
+  GpuBoxJob job(1000, 1);  // no pservers needed: the device is checked first
+  auto env = job.Env("TRAINER");
+  env["PADDLE_TRAINER_ID"] = "0";
+  env["HETER_DEVICE_TYPE"] = "gpu";
+  ChildProcess node;
+  REQUIRE(node.Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", job.dir + "/job.yaml"}, env,
+                     job.dir + "/gpu.log"));
+  CHECK(node.Wait(60s) == 2);
+  CHECK_THAT(job.Log("gpu"), Catch::Contains("HETER_DEVICE_TYPE=cpu"));
+}
+
+TEST_CASE("PaddleRec's own rank_dnn config_gpubox.yaml trains its sample data as a gpubox job", "[e2e]") {
+  // The YAML as PaddleRec ships it (copied, so the model is saved next to the copy), its
+  // sample data, one pserver, one node with the two host shards.
+  const std::string paddlerec = FLEETPS_SOURCE_DIR "/../shared/data/paddlerec/rank_dnn/";
+  GpuBoxJob job(1000, 1);
+  testing::WriteFile(job.dir + "/config_gpubox.yaml", testing::ReadFile(paddlerec + "config_gpubox.yaml"));
+  const std::string data = paddlerec + "data/sample_data/train";
+  auto env = job.Env("PSERVER");
+  env["PADDLE_PSERVERS_IP_PORT_LIST"] = "127.0.0.1:" + std::to_string(job.ports[0]);
+  env["POD_IP"] = "127.0.0.1";
+  env["PADDLE_PORT"] = std::to_string(job.ports[0]);
+  ChildProcess server;
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", job.dir + "/config_gpubox.yaml"}, env,
+                       job.dir + "/pserver0.log"));
+  env["TRAINING_ROLE"] = "TRAINER";
+  env["PADDLE_TRAINER_ID"] = "0";
+  ChildProcess node;
+  REQUIRE(node.Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", job.dir + "/config_gpubox.yaml",
+                      "--train-data", data, "--test-data", data, "--report", job.dir + "/trainer0.json"},
+                     env, job.dir + "/trainer0.log"));
+  const int rc = node.Wait(60s);
+  INFO(job.Log("trainer0") + "\npserver:\n" + job.Log("pserver0"));
+  REQUIRE(rc == 0);
+  CHECK(server.Wait(30s) == 0);
+  const std::string log = job.Log("trainer0");
+  CHECK_THAT(log, Catch::Contains("pass 3: end_pass: 1055 rows written back"));  // 3 epochs, 80 lines
+  CHECK_THAT(log, Catch::Contains("saved the model"));
+  CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.5);
+}
+
+}  // namespace
+}  // namespace fleetps

@@ -1,0 +1,198 @@
+// fleetps-launch with the real binaries on loopback:
+//  - one command runs 2 pservers + 2 cpu-trainers to the end: exit 0, Paddle's log files
+//    under --log_dir, worker 0's output streamed, a report per trainer;
+//  - kill -9 of a worker: the launcher stops every other process and exits non-zero
+//    (128 + 9) with the worker's log tail; no process of the job is left;
+//  - kill -9 of the launcher itself: its processes die with it (PR_SET_PDEATHSIG);
+//  - a trainer's opt-in /metrics (FLEETPS_TRAINER_METRICS_PORT, passed through the
+//    launcher) moves while it trains; SIGTERM to the launcher stops the job (exit 143).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "test/support/job.h"
+#include "test/support/process.h"
+
+namespace fleetps {
+namespace {
+
+using testing::ChildProcess;
+using namespace std::chrono_literals;
+
+struct LaunchJob {
+  std::string dir = testing::MakeTempDir("launch_e2e");
+  std::string launcher_log = dir + "/launcher.out";
+  ChildProcess launcher;
+
+  explicit LaunchJob(uint32_t epochs) {
+    REQUIRE(testing::GenerateData(dir, {"--rows", "20000", "--train-files", "2"}));
+    testing::WriteFile(dir + "/job.yaml", R"(
+runner:
+  train_data_dir: ")" + dir + R"(/data/train"
+  test_data_dir: ")" + dir + R"(/data/test"
+  train_batch_size: 256
+  infer_batch_size: 1024
+  thread_num: 1
+  epochs: )" + std::to_string(epochs) + R"(
+  print_interval: 10
+)" + testing::kSmallCtrDnnModel + R"(fleetps:
+  sparse_table: {shards: 2}
+  server:
+    io_threads: 1
+    shard_threads: 1
+)");
+  }
+  void Start() {
+    REQUIRE(launcher.Start({testing::BinaryPath("tools/launch/fleetps-launch"), "--server_num", "2", "--worker_num",
+                            "2", "--log_dir", dir + "/log", "--stop_wait_s", "10",
+                            testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml", "--report",
+                            dir + "/report{trainer_id}.json", "--heartbeat-interval-ms", "500"},
+                           {}, launcher_log));
+  }
+  std::string Output() const { return testing::ReadFile(launcher_log); }
+  std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/log/" + name); }
+  // The pid the launcher reported for `name` ("worker 1"), -1 if none yet.
+  pid_t Pid(const std::string& name) const {
+    std::smatch m;
+    const std::string out = Output();
+    if (!std::regex_search(out, m, std::regex("started " + name + " \\(pid ([0-9]+)\\)"))) return -1;
+    return std::stoi(m[1]);
+  }
+  std::vector<pid_t> Pids() const {
+    std::vector<pid_t> out;
+    for (const char* n : {"server 0", "server 1", "worker 0", "worker 1"}) out.push_back(Pid(n));
+    return out;
+  }
+};
+
+// True when `pid` no longer runs (gone, or a zombie not yet reaped by init).
+bool Gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close == std::string::npos || line.substr(close + 2, 1) == "Z";
+}
+
+bool AllGone(const std::vector<pid_t>& pids, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    bool gone = true;
+    for (pid_t p : pids) gone = gone && p > 0 && Gone(p);
+    if (gone) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+TEST_CASE("One fleetps-launch command runs 2 pservers + 2 cpu-trainers to the end", "[e2e]") {
+  LaunchJob job(1);
+  job.Start();
+  const int rc = job.launcher.Wait(240s);
+  const std::string out = job.Output();
+  INFO("launcher output:\n" << out << "\nworkerlog.1:\n" << job.Log("workerlog.1") << "\nserverlog.0:\n"
+                            << job.Log("serverlog.0"));
+  REQUIRE(rc == 0);
+  CHECK_THAT(out, Catch::Contains("ps mode (inferred from --server_num)") &&
+                      Catch::Contains("every process exited 0"));
+  // Worker 0's output is streamed; the others' only go to their logs.
+  CHECK_THAT(out, Catch::Contains("trainer 0 epoch 1 step") && !Catch::Contains("trainer 1 epoch 1 step"));
+  CHECK_THAT(job.Log("workerlog.0"), Catch::Contains("trainer 0 test"));
+  CHECK_THAT(job.Log("workerlog.1"), Catch::Contains("trainer 1 epoch 1 step"));
+  CHECK_THAT(job.Log("serverlog.0"), Catch::Contains("pserver"));
+  CHECK_THAT(job.Log("serverlog.1"), Catch::Contains("pserver"));
+  // {trainer_id} in --report: one report per trainer.
+  CHECK(testing::ReportTestAuc(job.dir + "/report0.json") > 0.5);
+  CHECK(testing::ReportTestAuc(job.dir + "/report1.json") > 0.5);
+  CHECK(AllGone(job.Pids(), 5s));
+}
+
+TEST_CASE("kill -9 of a worker: fleetps-launch stops everything and exits non-zero", "[e2e]") {
+  LaunchJob job(200);  // far longer than the test: it ends only through the kill
+  job.Start();
+  REQUIRE(testing::WaitForLog(job.dir + "/log/workerlog.1", "trainer 1 epoch 1 step", 120s));
+  const auto pids = job.Pids();
+  for (pid_t p : pids) REQUIRE(p > 0);
+  ::kill(pids[3], SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const int rc = job.launcher.Wait(60s);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  const std::string out = job.Output();
+  INFO("launcher output:\n" << out);
+  CHECK(rc == 128 + SIGKILL);
+  CHECK_THAT(out, Catch::Contains("worker 1 (pid " + std::to_string(pids[3])) &&
+                      Catch::Contains("was killed by signal 9") && Catch::Contains("workerlog.1:") &&
+                      Catch::Contains("every process has stopped"));
+  CHECK(AllGone(pids, 5s));
+  // The acceptance bound is 10 s; the launcher reacts within 100 ms and the others stop
+  // on SIGTERM (SIGKILL after --kill_grace_s, 5 s): a generous bound against a loaded machine.
+  WARN("launcher exited " << seconds << " s after the kill");
+  CHECK(seconds < 30);
+}
+
+TEST_CASE("kill -9 of fleetps-launch takes its processes with it", "[e2e]") {
+  LaunchJob job(200);
+  job.Start();
+  REQUIRE(testing::WaitForLog(job.dir + "/log/workerlog.0", "trainer 0 epoch 1 step", 120s));
+  const auto pids = job.Pids();
+  for (pid_t p : pids) REQUIRE(p > 0);
+  job.launcher.Signal(SIGKILL);
+  CHECK(job.launcher.Wait(10s) == 128 + SIGKILL);
+  CHECK(AllGone(pids, 10s));
+}
+
+// GET http://127.0.0.1:port/path: the body of a 200 answer, "" otherwise.
+std::string HttpGet(uint16_t port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  std::string resp;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.1\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) resp.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  if (resp.rfind("HTTP/1.1 200", 0) != 0) return "";
+  return resp.substr(resp.find("\r\n\r\n") + 4);
+}
+
+TEST_CASE("A trainer's opt-in /metrics moves while it trains; SIGTERM to the launcher stops the job", "[e2e]") {
+  LaunchJob job(200);
+  const uint16_t port = testing::FreePorts(1)[0];
+  REQUIRE(job.launcher.Start({testing::BinaryPath("tools/launch/fleetps-launch"), "--server_num", "1",
+                              "--worker_num", "1", "--log_dir", job.dir + "/log",
+                              testing::BinaryPath("trainer/cpu-trainer"), "--config", job.dir + "/job.yaml"},
+                             {{"FLEETPS_TRAINER_METRICS_PORT", std::to_string(port)}}, job.launcher_log));
+  REQUIRE(testing::WaitForLog(job.dir + "/log/workerlog.0", "trainer 0 epoch 2 done", 120s));
+  const std::string text = HttpGet(port, "/metrics");
+  INFO(text);
+  std::smatch m;
+  REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_examples_total ([0-9.e+]+)")));
+  CHECK(std::stod(m[1]) >= 18000);  // two epochs of 9000 examples, at least
+  REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_pull_seconds_count ([0-9.e+]+)")));
+  CHECK(std::stod(m[1]) > 0);
+  CHECK_THAT(text, Catch::Contains("fleetps_trainer_auc ") && Catch::Contains("fleetps_trainer_epoch "));
+  CHECK(HttpGet(port, "/healthz") == "ok\n");
+  const auto pids = job.Pids();
+  job.launcher.Signal(SIGTERM);
+  CHECK(job.launcher.Wait(30s) == 128 + SIGTERM);
+  CHECK_THAT(job.Output(), Catch::Contains("stopping 2 process(es): the launcher received Terminated"));
+  CHECK(AllGone({pids[0], pids[2]}, 5s));
+}
+
+}  // namespace
+}  // namespace fleetps

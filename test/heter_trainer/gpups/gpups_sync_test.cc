@@ -1,0 +1,335 @@
+// GPU-PS pass mode end to end in one process, over real RPC: pserver Apps on loopback, one
+// or two trainers each with a GpuPsSync (host pass table, Gloo allreduce of the dense part)
+// doing begin_pass / pushes / end_pass. After end_pass the pservers must hold exactly the
+// rows of a reference computation: the same pushes applied directly to another pserver (the
+// async path) — weights, optimizer state, flags, show, click, unseen_days — with delta_score
+// as WriteRows defines it (start + score(pass shows, pass clicks)); with two trainers on
+// overlapping keys, the second writer's pass is added as its difference, in write order.
+// The pass table applies a worker's sparse gradients summed over fleetps.max_merge_steps (4)
+// steps, as the async communicator does: the reference pushes each window of 4 batches as
+// one request (PsClient sums duplicate keys in order, as the pass's merge does).
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+#include <random>
+#include <thread>
+
+#include "common/config/trainer_config.h"
+#include "heter_trainer/gpups/gpups_sync.h"
+#include "server/app/app.h"
+#include "server/table/table_set.h"
+#include "test/support/process.h"
+#include "trainer/client/ps_client.h"
+
+namespace fleetps::heter {
+namespace {
+
+using trainer::PsClient;
+
+config::TrainerOptions JobOptions(float embedx_threshold) {
+  auto o = config::ParseTrainerYaml(R"(
+runner:
+  train_data_dir: "data/train"
+  sync_mode: gpubox
+hyper_parameters:
+  model_type: ctr_dnn
+  optimizer: {class: Adagrad, learning_rate: 0.05}
+  sparse_inputs_slots: 3
+  sparse_feature_dim: 4
+  dense_input_dim: 2
+  fc_sizes: [4]
+fleetps:
+  sparse_table:
+    shards: 3
+    accessor: {name: ctr, embedx_threshold: )" + std::to_string(embedx_threshold) + R"(, nonclk_coeff: 0.1}
+)",
+                                    "gpups_sync_test.yaml");
+  REQUIRE(o.ok());
+  return *o;
+}
+
+struct Cluster {
+  std::unique_ptr<server::App> app;
+  explicit Cluster(const config::TrainerOptions& job) {
+    config::ServerOptions s;
+    s.endpoints = {{"127.0.0.1", 0}};
+    s.bind_host = "127.0.0.1";
+    s.io_threads = 1;
+    s.shard_threads = 2;
+    s.tables = config::JobTables(job);
+    app = std::make_unique<server::App>(s);
+    REQUIRE(app->Start().ok());
+  }
+  ~Cluster() { app->Shutdown(); }
+  std::unique_ptr<PsClient> Client() const {
+    trainer::PsClientOptions co;
+    co.servers = {{"127.0.0.1", app->port()}};
+    co.io_threads = 1;
+    auto c = PsClient::Connect(co);
+    REQUIRE(c.ok());
+    return std::move(c).value();
+  }
+  // Every stored row of the sparse table, in the RowAccessor layout.
+  std::map<uint64_t, std::vector<float>> Rows(uint32_t table_id) const {
+    std::map<uint64_t, std::vector<float>> rows;
+    server::SparseTable* t = app->tables().sparse(table_id);
+    for (uint32_t s = 0; s < t->num_shards(); ++s) {
+      REQUIRE(t->ForEachRow(s, [&](uint64_t key, const float* row) {
+                 rows[key].assign(row, row + t->row_floats());
+                 return Status::OK();
+               }).ok());
+    }
+    return rows;
+  }
+};
+
+struct Batch {
+  std::vector<uint64_t> keys;  // distinct
+  std::vector<float> grads, shows, clicks;
+};
+
+// n batches over `keys`, each leaving out about a quarter of them (none with `every_key`).
+std::vector<Batch> Batches(const std::vector<uint64_t>& keys, int n, uint32_t seed, bool every_key = false) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> g(-1.0f, 1.0f);
+  std::vector<Batch> out(n);
+  for (auto& b : out) {
+    for (uint64_t k : keys) {
+      if (rng() % 4 == 0 && !every_key) continue;
+      b.keys.push_back(k);
+      for (int j = 0; j < 4; ++j) b.grads.push_back(g(rng));
+      b.shows.push_back(static_cast<float>(1 + rng() % 3));
+      b.clicks.push_back(static_cast<float>(rng() % 2));
+    }
+  }
+  return out;
+}
+
+// Pushes `batches` in windows of `window` batches, each window as one request.
+void PushAll(PsClient& client, const std::vector<Batch>& batches, size_t window = 1) {
+  for (size_t w = 0; w < batches.size(); w += window) {
+    Batch merged;
+    for (size_t i = w; i < std::min(batches.size(), w + window); ++i) {
+      const Batch& b = batches[i];
+      merged.keys.insert(merged.keys.end(), b.keys.begin(), b.keys.end());
+      merged.grads.insert(merged.grads.end(), b.grads.begin(), b.grads.end());
+      merged.shows.insert(merged.shows.end(), b.shows.begin(), b.shows.end());
+      merged.clicks.insert(merged.clicks.end(), b.clicks.begin(), b.clicks.end());
+    }
+    PsClient::SparsePushOptions opt;
+    opt.shows = merged.shows;
+    opt.clicks = merged.clicks;
+    REQUIRE(client.PushSparse(0, merged.keys, merged.grads, opt).get().ok());
+  }
+}
+
+std::vector<uint64_t> Range(uint64_t from, uint64_t to) {
+  std::vector<uint64_t> k;
+  for (uint64_t i = from; i < to; ++i) k.push_back(i * 104729 + 3);
+  return k;
+}
+
+// One trainer's GpuPsSync on `cluster` with `devices` host shards.
+struct PassTrainer {
+  config::TrainerOptions options;
+  std::unique_ptr<PsClient> client;
+  std::unique_ptr<GpuPsSync> sync;
+};
+
+// Sets up trainers_num trainers (concurrently: the allreduce set-up waits for every rank).
+std::vector<std::unique_ptr<PassTrainer>> MakeTrainers(const Cluster& cluster, config::TrainerOptions job,
+                                                       uint32_t trainers, uint32_t devices) {
+  const auto ports = testing::FreePorts(static_cast<int>(trainers));
+  std::vector<std::unique_ptr<PassTrainer>> out(trainers);
+  std::vector<Status> results(trainers);
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < trainers; ++t) {
+    out[t] = std::make_unique<PassTrainer>();
+    out[t]->options = job;
+    out[t]->options.trainer_id = t;
+    out[t]->options.trainers_num = trainers;
+    out[t]->options.worker_threads = devices;
+    out[t]->options.pservers = {{"127.0.0.1", cluster.app->port()}};
+    if (trainers > 1) {
+      for (uint16_t p : ports) out[t]->options.trainer_endpoints.push_back({"127.0.0.1", p});
+    }
+    out[t]->client = cluster.Client();
+  }
+  for (uint32_t t = 0; t < trainers; ++t) {
+    threads.emplace_back([&, t] {
+      PassTrainer& tr = *out[t];
+      PassTableOptions po;
+      po.table = tr.options.sparse_table;
+      po.devices = devices;
+      auto table = MakeHostPassTable(po);
+      if (!table.ok()) {
+        results[t] = table.status();
+        return;
+      }
+      auto comms = MakeDeviceCommunicators(tr.options, devices, nullptr);
+      if (!comms.ok()) {
+        results[t] = comms.status();
+        return;
+      }
+      auto sync = GpuPsSync::Create(tr.options, *tr.client, std::move(table).value(), std::move(comms).value());
+      results[t] = sync.status();
+      if (sync.ok()) tr.sync = std::move(sync).value();
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (auto& st : results) REQUIRE(st.ok());
+  return out;
+}
+
+// Worker w of every trainer pushes batches[t][w] (its own batches), each followed by the
+// dense allreduce step, concurrently as the Trainer's worker threads do.
+void TrainPass(std::vector<std::unique_ptr<PassTrainer>>& trainers,
+               const std::vector<std::vector<std::vector<Batch>>>& batches) {
+  std::vector<std::thread> threads;
+  std::vector<Status> errors;
+  std::mutex mu;
+  for (size_t t = 0; t < trainers.size(); ++t) {
+    for (uint32_t w = 0; w < batches[t].size(); ++w) {
+      threads.emplace_back([&, t, w] {
+        GpuPsSync& sync = *trainers[t]->sync;
+        std::vector<float> dense(trainers[t]->options.dense_table.dim, 0.0f);
+        Status st;
+        for (const Batch& b : batches[t][w]) {
+          st = sync.Push(w, trainer::StepGrads{b.keys, b.grads, b.shows, b.clicks, dense});
+          if (st.ok()) st = sync.EndStep(w, false).status();
+          if (!st.ok()) break;
+        }
+        // Out of data: keep joining the steps of the ranks that still train, until all are done.
+        while (st.ok()) {
+          auto done = sync.EndStep(w, true);
+          st = done.status();
+          if (!st.ok() || *done) break;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        errors.push_back(st);
+      });
+    }
+  }
+  for (auto& th : threads) th.join();
+  for (auto& st : errors) REQUIRE(st.ok());
+}
+
+constexpr uint32_t kShow = 0, kClick = 1, kUnseen = 2, kDeltaScore = 3;
+
+TEST_CASE("One trainer, two devices: after end_pass the pservers hold exactly the reference rows") {
+  const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
+  Cluster pass_cluster(job), reference(job);
+  auto ref_client = reference.Client();
+  // History before the pass, on both: rows exist, some extended, with statistics.
+  const auto keys = Range(0, 80);
+  const auto history = Batches(keys, 2, 5);
+  PushAll(*ref_client, history);
+  PushAll(*pass_cluster.Client(), history);
+  const auto start = reference.Rows(0);
+
+  auto trainers = MakeTrainers(pass_cluster, job, 1, 2);
+  // Worker 0 trains keys [0, 40) and new keys [80, 100); worker 1 keys [40, 80): disjoint,
+  // so each key's pushes have one order whatever the threads' timing.
+  auto k0 = Range(0, 40), k1 = Range(40, 80), fresh = Range(80, 100);
+  k0.insert(k0.end(), fresh.begin(), fresh.end());
+  std::vector<uint64_t> pass_keys = k0;
+  pass_keys.insert(pass_keys.end(), k1.begin(), k1.end());
+  std::vector<std::vector<std::vector<Batch>>> batches = {{Batches(k0, 9, 21), Batches(k1, 6, 22)}};
+  std::set<uint64_t> touched;  // keys pushed at least once in the pass: the rows end_pass writes
+  for (const auto& w : batches[0]) {
+    for (const auto& b : w) touched.insert(b.keys.begin(), b.keys.end());
+  }
+  REQUIRE(trainers[0]->sync->BeginPassWithKeys(pass_keys).ok());
+  CHECK(trainers[0]->sync->table().size() == pass_keys.size());
+  TrainPass(trainers, batches);
+  REQUIRE(trainers[0]->sync->Flush().ok());  // end_pass
+  CHECK(trainers[0]->sync->last_pass().written == touched.size());
+  CHECK(trainers[0]->sync->last_pass().merged == 0);
+  CHECK(trainers[0]->sync->table().size() == 0);
+
+  REQUIRE(job.max_merge_steps == 4);
+  for (const auto& w : batches[0]) PushAll(*ref_client, w, job.max_merge_steps);
+  const auto want = reference.Rows(0);
+  const auto got = pass_cluster.Rows(0);
+  REQUIRE(got.size() == want.size());
+  REQUIRE(got.size() == 100);
+  const auto& accessor = pass_cluster.app->tables().sparse(0)->accessor();
+  const uint32_t stats = accessor.stats_offset();
+  size_t extended_in_pass = 0;
+  for (const auto& [key, row] : want) {
+    INFO("key " << key);
+    REQUIRE(got.count(key) == 1);
+    const auto& g = got.at(key);
+    // Weights, optimizer state, flags, show, click, unseen_days: bitwise the reference's.
+    for (uint32_t j = 0; j < stats + kDeltaScore; ++j) CHECK(g[j] == row[j]);
+    // delta_score: the start's plus score(the pass's shows and clicks).
+    const auto it = start.find(key);
+    const float show0 = it == start.end() ? 0.0f : it->second[stats + kShow];
+    const float click0 = it == start.end() ? 0.0f : it->second[stats + kClick];
+    const float ds0 = it == start.end() ? 0.0f : it->second[stats + kDeltaScore];
+    CHECK(g[stats + kDeltaScore] == ds0 + accessor.Score(row[stats + kShow] - show0, row[stats + kClick] - click0));
+    extended_in_pass += accessor.Extended(row.data()) && (it == start.end() || !accessor.Extended(it->second.data()));
+  }
+  CHECK(extended_in_pass > 0);
+  // The dense replica reached the dense table (rank 0 writes it at end_pass).
+  std::vector<float> dense(job.dense_table.dim);
+  REQUIRE(trainers[0]->client->PullDense(1, dense).get().ok());
+  CHECK(std::any_of(dense.begin(), dense.end(), [](float v) { return v != 0.0f; }));
+}
+
+TEST_CASE("Two trainers on overlapping keys: both passes add up on the pservers, in write order") {
+  // Rows created whole (no lazy embedx), so a merge is a plain difference.
+  const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/0.0f);
+  Cluster pass_cluster(job), ref0(job), ref1(job);
+  const auto all = Range(0, 60);
+  const auto history = Batches(all, 2, 7, /*every_key=*/true);
+  for (const Cluster* c : {&pass_cluster, &ref0, &ref1}) PushAll(*c->Client(), history);
+  const auto start = ref0.Rows(0);
+
+  auto trainers = MakeTrainers(pass_cluster, job, 2, 1);
+  const auto keys0 = Range(0, 40), keys1 = Range(20, 60);  // [20, 40) trained by both
+  std::vector<std::vector<std::vector<Batch>>> batches = {{Batches(keys0, 6, 31, true)}, {Batches(keys1, 6, 32, true)}};
+  REQUIRE(trainers[0]->sync->BeginPassWithKeys(keys0).ok());
+  REQUIRE(trainers[1]->sync->BeginPassWithKeys(keys1).ok());
+  TrainPass(trainers, batches);
+  REQUIRE(trainers[0]->sync->EndPass().ok());  // trainer 0 writes first
+  REQUIRE(trainers[1]->sync->EndPass().ok());
+  CHECK(trainers[0]->sync->last_pass().written == 40);
+  CHECK(trainers[1]->sync->last_pass().written == 20);
+  CHECK(trainers[1]->sync->last_pass().merged == 20);
+
+  // References: each trainer's pushes applied directly to the start state.
+  PushAll(*ref0.Client(), batches[0][0], job.max_merge_steps);
+  PushAll(*ref1.Client(), batches[1][0], job.max_merge_steps);
+  const auto end0 = ref0.Rows(0), end1 = ref1.Rows(0);
+  const auto got = pass_cluster.Rows(0);
+  const auto& accessor = pass_cluster.app->tables().sparse(0)->accessor();
+  const uint32_t stats = accessor.stats_offset();
+  const uint32_t core = accessor.flags_offset();
+  for (uint64_t key : all) {
+    INFO("key " << key);
+    const bool by0 = std::find(keys0.begin(), keys0.end(), key) != keys0.end();
+    const bool by1 = std::find(keys1.begin(), keys1.end(), key) != keys1.end();
+    const auto& s = start.at(key);
+    const auto& g = got.at(key);
+    std::vector<float> want = by0 ? end0.at(key) : end1.at(key);
+    float ds = s[stats + kDeltaScore];
+    if (by0) ds += accessor.Score(end0.at(key)[stats + kShow] - s[stats + kShow],
+                                  end0.at(key)[stats + kClick] - s[stats + kClick]);
+    if (by0 && by1) {
+      const auto& e1 = end1.at(key);
+      for (uint32_t j = 0; j < core; ++j) want[j] += e1[j] - s[j];  // trainer 1's difference
+      want[stats + kShow] += e1[stats + kShow] - s[stats + kShow];
+      want[stats + kClick] += e1[stats + kClick] - s[stats + kClick];
+    }
+    if (by1) ds += accessor.Score(end1.at(key)[stats + kShow] - s[stats + kShow],
+                                  end1.at(key)[stats + kClick] - s[stats + kClick]);
+    for (uint32_t j = 0; j < stats + kDeltaScore; ++j) CHECK(g[j] == want[j]);
+    CHECK(g[stats + kUnseen] == 0.0f);
+    CHECK(g[stats + kDeltaScore] == ds);
+  }
+}
+
+}  // namespace
+}  // namespace fleetps::heter

@@ -1,0 +1,138 @@
+// A real pserver with server.metrics_port: /metrics in the Prometheus text format whose
+// counters move with the traffic a PsClient sends, /healthz, /readyz, and a 404 that says
+// which paths exist.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <regex>
+
+#include "test/support/process.h"
+#include "trainer/client/ps_client.h"
+
+namespace fleetps {
+namespace {
+
+using namespace std::chrono_literals;
+
+// GET http://127.0.0.1:port/path: (status code, body).
+std::pair<int, std::string> HttpGet(uint16_t port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return {-1, ""};
+  }
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  REQUIRE(::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size()));
+  std::string resp;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) resp.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  const auto body = resp.find("\r\n\r\n");
+  if (resp.rfind("HTTP/1.1 ", 0) != 0 || body == std::string::npos) return {-2, resp};
+  return {std::stoi(resp.substr(9, 3)), resp.substr(body + 4)};
+}
+
+// The value of the series `name{labels}` as printed (labels in the exposition's order).
+double Value(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+TEST_CASE("pserver /metrics counts requests, keys and rows; /healthz and /readyz answer", "[integration]") {
+  const std::string dir = testing::MakeTempDir("metrics");
+  const auto ports = testing::FreePorts(2);
+  testing::WriteFile(dir + "/ps.yaml",
+                     "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) +
+                         "\"]\n  io_threads: 1\n  shard_threads: 1\n  metrics_port: " + std::to_string(ports[1]) +
+                         "\ntables:\n"
+                         "  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 2,\n"
+                         "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n"
+                         "  - {id: 1, name: dense, kind: dense, size: 10,\n"
+                         "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n");
+  testing::ChildProcess server;
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
+                       dir + "/pserver.log"));
+  REQUIRE(testing::WaitForPort(ports[0], 30s));
+  INFO("pserver log:\n" << testing::ReadFile(dir + "/pserver.log"));
+  const uint16_t http = ports[1];
+  CHECK(HttpGet(http, "/healthz") == std::make_pair(200, std::string("ok\n")));
+  CHECK(HttpGet(http, "/readyz") == std::make_pair(200, std::string("ready\n")));
+  auto [code, missing] = HttpGet(http, "/nope");
+  CHECK(code == 404);
+  CHECK_THAT(missing, Catch::Contains("/metrics"));
+
+  auto [c0, before] = HttpGet(http, "/metrics");
+  REQUIRE(c0 == 200);
+  CHECK_THAT(before, Catch::Contains("# TYPE fleetps_table_rows gauge") &&
+                         Catch::Contains("fleetps_server_info{endpoint=\"127.0.0.1:" + std::to_string(ports[0])));
+  CHECK(Value(before, "fleetps_table_rows{id=\"0\",table=\"emb\",tier=\"memory\"}") == 0);
+  CHECK(Value(before, "fleetps_requests_total{type=\"PushSparse\"}") == -1);  // none yet
+
+  trainer::PsClientOptions o;
+  o.servers = {{"127.0.0.1", ports[0]}};
+  o.io_threads = 1;
+  auto client = trainer::PsClient::Connect(o);
+  REQUIRE(client.ok());
+  std::vector<uint64_t> keys(100);
+  for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = i * 7919 + 1;
+  std::vector<float> grads(keys.size() * 4, 0.5f), values(keys.size() * 4);
+  for (int round = 0; round < 3; ++round) REQUIRE((*client)->PushSparse(0, keys, grads).get().ok());
+  REQUIRE((*client)->PullSparse(0, keys, values.data()).get().ok());
+  CHECK(values[0] == -1.5f);
+
+  auto [c1, after] = HttpGet(http, "/metrics");
+  REQUIRE(c1 == 200);
+  CHECK(Value(after, "fleetps_requests_total{type=\"PushSparse\"}") == 3);
+  CHECK(Value(after, "fleetps_requests_total{type=\"PullSparse\"}") == 1);
+  CHECK(Value(after, "fleetps_request_errors_total{type=\"PushSparse\"}") == 0);
+  CHECK(Value(after, "fleetps_request_duration_seconds_count{type=\"PushSparse\"}") == 3);
+  CHECK(Value(after, "fleetps_request_bytes_total{direction=\"in\",type=\"PushSparse\"}") > 3 * 100 * (8 + 16));
+  CHECK(Value(after, "fleetps_request_bytes_total{direction=\"out\",type=\"PullSparse\"}") >= 100 * 16);
+  CHECK(Value(after, "fleetps_table_rows{id=\"0\",table=\"emb\",tier=\"memory\"}") == 100);
+  CHECK(Value(after, "fleetps_table_rows{id=\"0\",table=\"emb\",tier=\"rocksdb\"}") == 0);
+  CHECK(Value(after, "fleetps_table_memory_bytes{id=\"0\",table=\"emb\"}") > 100 * 16);
+  CHECK(Value(after, "fleetps_table_keys_pushed_total{id=\"0\",table=\"emb\"}") == 300);
+  CHECK(Value(after, "fleetps_table_keys_pulled_total{id=\"0\",table=\"emb\"}") == 100);
+  CHECK(Value(after, "fleetps_connections") >= 1);
+  // A second scrape adds nothing new to the counters.
+  auto [c2, again] = HttpGet(http, "/metrics");
+  CHECK(Value(again, "fleetps_table_keys_pushed_total{id=\"0\",table=\"emb\"}") == 300);
+
+  REQUIRE((*client)->StopServers("test done").ok());
+  client->reset();
+  CHECK(server.Wait(30s) == 0);
+}
+
+TEST_CASE("A metrics port already taken fails the start with a message naming it", "[integration]") {
+  const std::string dir = testing::MakeTempDir("metrics_taken");
+  const auto ports = testing::FreePorts(1);
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const uint16_t taken = testing::FreePorts(1)[0];
+  addr.sin_port = htons(taken);
+  REQUIRE(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(holder, 1) == 0);
+  testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) +
+                                           "\"]\ntables:\n  - {id: 0, name: emb, dim: 4}\n");
+  testing::ChildProcess server;
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"},
+                       {{"FLEETPS_METRICS_PORT", std::to_string(taken)}}, dir + "/pserver.log"));
+  CHECK(server.Wait(30s) == 2);
+  CHECK_THAT(testing::ReadFile(dir + "/pserver.log"),
+             Catch::Contains("cannot listen for HTTP (metrics, health) on 127.0.0.1:" + std::to_string(taken)) &&
+                 Catch::Contains("FLEETPS_METRICS_PORT"));
+  ::close(holder);
+}
+
+}  // namespace
+}  // namespace fleetps

@@ -1,0 +1,88 @@
+// pserver under a (simulated) service manager: NOTIFY_SOCKET points at a socket this test
+// listens on, as systemd does for Type=notify units.
+//  - READY=1 arrives only once the port accepts connections (it is sent after the bind
+//    and, with --resume/--load, after the tables are loaded);
+//  - WatchdogSec= (WATCHDOG_USEC) is answered with WATCHDOG=1 pings;
+//  - SIGTERM yields STOPPING=1, then a clean exit 0.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "test/support/notify_socket.h"
+#include "test/support/process.h"
+
+namespace fleetps {
+namespace {
+
+using namespace std::chrono_literals;
+
+// One connection attempt to 127.0.0.1:port, now.
+bool Accepts(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+TEST_CASE("pserver sends READY=1 once it accepts, pings the watchdog, and STOPPING=1 on SIGTERM", "[integration]") {
+  const std::string dir = testing::MakeTempDir("systemd_notify");
+  const uint16_t port = testing::FreePorts(1)[0];
+  testing::NotifySocket manager;
+  testing::ChildProcess server;
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config",
+                        std::string(FLEETPS_SOURCE_DIR) + "/configs/pserver.yaml", "--resume", dir + "/save"},
+                       {{"NOTIFY_SOCKET", manager.address()},
+                        {"WATCHDOG_USEC", "400000"},
+                        {"TRAINING_ROLE", "PSERVER"},
+                        {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                        {"POD_IP", "127.0.0.1"},
+                        {"PADDLE_PORT", std::to_string(port)}},
+                       dir + "/pserver.log"));
+  const auto ready = manager.Receive(60s);
+  INFO("pserver log:\n" << testing::ReadFile(dir + "/pserver.log"));
+  REQUIRE(ready.has_value());
+  // The first message is READY=1, and by then the port accepts (no wait needed).
+  CHECK_THAT(*ready, Catch::StartsWith("READY=1\nSTATUS=pserver 0 listening on port " + std::to_string(port)));
+  CHECK(Accepts(port));
+  CHECK_THAT(testing::ReadFile(dir + "/pserver.log"),
+             Catch::Contains("no complete checkpoint there; starting with fresh tables"));
+  // The watchdog (200 ms pings for a 400 ms WatchdogSec) while the io threads run.
+  CHECK(manager.Receive(30s) == "WATCHDOG=1");
+  CHECK(manager.Receive(30s) == "WATCHDOG=1");
+
+  server.Signal(SIGTERM);
+  std::optional<std::string> msg;
+  do {
+    msg = manager.Receive(30s);
+  } while (msg == "WATCHDOG=1");
+  REQUIRE(msg.has_value());
+  CHECK_THAT(*msg, Catch::StartsWith("STOPPING=1\nSTATUS=pserver 0 shutting down"));
+  CHECK(server.Wait(30s) == 0);
+}
+
+TEST_CASE("pserver --version prints the version; --resume with --load is refused", "[integration]") {
+  const std::string dir = testing::MakeTempDir("systemd_version");
+  testing::ChildProcess v;
+  REQUIRE(v.Start({testing::BinaryPath("server/pserver"), "--version"}, {}, dir + "/version.log"));
+  CHECK(v.Wait(30s) == 0);
+  CHECK_THAT(testing::ReadFile(dir + "/version.log"), Catch::StartsWith("pserver (fleetps) "));
+  testing::ChildProcess both;
+  REQUIRE(both.Start({testing::BinaryPath("server/pserver"), "--config",
+                      std::string(FLEETPS_SOURCE_DIR) + "/configs/pserver.yaml", "--load", dir, "--resume", dir},
+                     {}, dir + "/both.log"));
+  CHECK(both.Wait(30s) == 2);
+  CHECK_THAT(testing::ReadFile(dir + "/both.log"), Catch::Contains("give --load or --resume, not both"));
+}
+
+}  // namespace
+}  // namespace fleetps

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# systemd-analyze verify on every fleetps unit, as configured by this build: syntax, known
+# directives and values, and executables that exist (the install paths are pointed at the
+# build tree's binaries). Any diagnostic fails the test.
+#   verify_units.sh BUILD_DIR INSTALL_BINDIR
+set -euo pipefail
+build="$1"
+bindir="$2"
+if ! command -v systemd-analyze >/dev/null; then
+  echo "systemd-analyze is missing: install the systemd package (scripts/install_deps.sh)" >&2
+  exit 1
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+units=()
+for f in "$build"/packaging/systemd/*; do
+  name="$(basename "$f")"
+  sed -e "s#$bindir/pserver#$build/server/pserver#" \
+      -e "s#$bindir/cpu-trainer#$build/trainer/cpu-trainer#" \
+      -e "s#$bindir/heter-trainer#$build/heter_trainer/heter-trainer#" "$f" >"$tmp/$name"
+  # A template is verified as an instance (the instance names a port or a trainer id).
+  case "$name" in
+    *@.service) units+=("$tmp/${name%@.service}@8500.service") ;;
+    *) units+=("$tmp/$name") ;;
+  esac
+done
+[ ${#units[@]} -ge 4 ] || { echo "expected at least 4 units under $build/packaging/systemd" >&2; exit 1; }
+set +e
+out="$(cd "$tmp" && systemd-analyze verify --man=no "${units[@]}" 2>&1)"
+rc=$?
+set -e
+echo "verified: ${units[*]##*/}"
+if [ $rc -ne 0 ] || [ -n "$out" ]; then
+  echo "systemd-analyze verify (rc $rc):" >&2
+  echo "$out" >&2
+  exit 1
+fi

@@ -1,0 +1,113 @@
+// fleetps-ctl against two real pservers: status per server and table, save / load /
+// shrink / stop, and clear errors for an unreachable server and bad input.
+#include "tools/ctl/ctl.h"
+
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "test/support/process.h"
+#include "trainer/client/ps_client.h"
+
+namespace fleetps {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result Ctl(std::vector<std::string> args) {
+  args.insert(args.begin(), "fleetps-ctl");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  const int code = ctl::RunCtl(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+TEST_CASE("fleetps-ctl status, save, load, shrink and stop on two pservers", "[integration]") {
+  const std::string dir = testing::MakeTempDir("ctl");
+  const auto ports = testing::FreePorts(2);
+  const std::string list = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+  testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) +
+                                           "\", \"127.0.0.1:" + std::to_string(ports[1]) +
+                                           "\"]\n  io_threads: 1\n  shard_threads: 1\n  checkpoint_root: " + dir +
+                                           "\ntables:\n"
+                                           "  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 2,\n"
+                                           "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n"
+                                           "  - {id: 1, name: dense, kind: dense, size: 10,\n"
+                                           "     optimizer: {name: sgd, learning_rate: 1.0}}\n");
+  testing::ChildProcess servers[2];
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(servers[i].Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml", "--index",
+                              std::to_string(i)},
+                             {}, dir + "/pserver" + std::to_string(i) + ".log"));
+  }
+  for (uint16_t p : ports) REQUIRE(testing::WaitForPort(p, 30s));
+  {
+    trainer::PsClientOptions o;
+    o.servers = {{"127.0.0.1", ports[0]}, {"127.0.0.1", ports[1]}};
+    auto client = trainer::PsClient::Connect(o);
+    REQUIRE(client.ok());
+    std::vector<uint64_t> keys(200);
+    for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = i + 1;
+    std::vector<float> grads(keys.size() * 4, 1.0f);
+    REQUIRE((*client)->PushSparse(0, keys, grads).get().ok());
+  }
+
+  Result r = Ctl({"--servers", list, "status", "--interval", "0"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("pserver 0  127.0.0.1:" + std::to_string(ports[0])) &&
+                        Catch::Contains("pserver 1  127.0.0.1:" + std::to_string(ports[1])) &&
+                        Catch::Contains("rocksdb rows") && Catch::Contains("emb: 200 rows"));
+  r = Ctl({"--servers", list, "status", "--interval", "0.2"});
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("push keys/s"));
+
+  r = Ctl({"--servers", list, "save", "ckpt", "checkpoint"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("saved ckpt") && Catch::Contains("200 sparse rows"));
+  r = Ctl({"--servers", list, "load", "ckpt"});
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("loaded ckpt") && Catch::Contains("200 sparse rows"));
+  r = Ctl({"--servers", list, "shrink"});
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("shrink: deleted 0 rows"));
+  // A path outside the checkpoint root is the server's refusal: exit 1, the reason shown.
+  r = Ctl({"--servers", list, "save", "../elsewhere"});
+  CHECK(r.code == 1);
+  CHECK_THAT(r.err, Catch::Contains("save failed") && Catch::Contains(".."));
+  r = Ctl({"--servers", list, "save", "ckpt", "weekly"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("save mode 'weekly'"));
+
+  r = Ctl({"--servers", list, "stop", "--reason", "maintenance"});
+  CHECK(r.code == 0);
+  for (auto& s : servers) CHECK(s.Wait(30s) == 0);
+  CHECK_THAT(testing::ReadFile(dir + "/pserver0.log"), Catch::Contains("maintenance"));
+}
+
+TEST_CASE("fleetps-ctl: an unreachable server and bad input get errors that say what to fix", "[integration]") {
+  const uint16_t closed = testing::FreePorts(1)[0];
+  Result r = Ctl({"--servers", "127.0.0.1:" + std::to_string(closed), "--timeout", "0.5", "status"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cannot reach the pservers 127.0.0.1:" + std::to_string(closed)) &&
+                        Catch::Contains("is each one running"));
+  r = Ctl({"--servers", "127.0.0.1", "status"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--servers"));
+  ::unsetenv("PADDLE_PSERVERS_IP_PORT_LIST");
+  r = Ctl({"status"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("no pservers: pass --servers"));
+  r = Ctl({"--servers", "127.0.0.1:1", "restart"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("unknown command 'restart'") && Catch::Contains("status, save"));
+}
+
+}  // namespace
+}  // namespace fleetps

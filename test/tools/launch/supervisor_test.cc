@@ -1,0 +1,156 @@
+// fleetps-launch's supervision with small shell processes: a clean end, a failing process
+// stopping the others, SIGKILL for one that ignores SIGTERM, and nothing left behind.
+#include "tools/launch/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "test/support/process.h"
+
+namespace fleetps::launch {
+namespace {
+
+ProcessSpec Shell(Role role, uint32_t index, const std::string& script, const std::string& dir) {
+  ProcessSpec s;
+  s.role = role;
+  s.local_index = index;
+  s.endpoint = "127.0.0.1:0";
+  s.argv = {"/bin/sh", "-c", script};
+  s.env = {{"ROLE_INDEX", std::to_string(index)}};
+  s.log_path = dir + "/" + (role == Role::kServer ? "serverlog." : "workerlog.") + std::to_string(index);
+  return s;
+}
+
+// True when `pid` is gone or a zombie (its process no longer runs).
+bool Gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close == std::string::npos || line.substr(close + 2, 1) == "Z";
+}
+
+struct Run {
+  std::string dir = testing::MakeTempDir("supervisor");
+  std::string stream_path = dir + "/stream.out", message_path = dir + "/messages.out";
+  int code = -1;
+  std::vector<pid_t> pids;
+
+  void Go(LaunchPlan plan, std::chrono::milliseconds kill_grace = std::chrono::milliseconds(5000)) {
+    plan.log_dir = dir;
+    SupervisorOptions o;
+    o.stop_wait = std::chrono::milliseconds(0);
+    o.kill_grace = kill_grace;
+    o.stream_fd = ::open(stream_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    o.message_fd = ::open(message_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    {
+      Supervisor sup(std::move(plan), o);
+      REQUIRE(sup.Start().ok());
+      pids = sup.pids();
+      code = sup.Wait();
+    }
+    ::close(o.stream_fd);
+    ::close(o.message_fd);
+  }
+  std::string Messages() const { return testing::ReadFile(message_path); }
+};
+
+TEST_CASE("Workers that exit 0 end the job with 0; a server still running is stopped; worker 0 is streamed") {
+  Run run;
+  LaunchPlan plan;
+  plan.processes = {Shell(Role::kServer, 0, "echo server up; exec sleep 60", run.dir),
+                    // Worker 0 ends only after the server has written its line: otherwise the
+                    // server can be stopped before its shell ever runs `echo`.
+                    Shell(Role::kWorker, 0,
+                          "while [ ! -s '" + run.dir + "/serverlog.0' ]; do sleep 0.01; done; "
+                          "echo worker $ROLE_INDEX says hi; echo done",
+                          run.dir),
+                    Shell(Role::kWorker, 1, "echo worker $ROLE_INDEX here", run.dir)};
+  run.Go(std::move(plan));
+  INFO(run.Messages());
+  CHECK(run.code == 0);
+  CHECK(testing::ReadFile(run.stream_path) == "worker 0 says hi\ndone\n");
+  CHECK(testing::ReadFile(run.dir + "/workerlog.1") == "worker 1 here\n");
+  CHECK(testing::ReadFile(run.dir + "/serverlog.0") == "server up\n");
+  CHECK_THAT(run.Messages(), Catch::Contains("started server 0 (pid ") &&
+                                 Catch::Contains("stopping 1 process(es): the workers have finished"));
+  for (pid_t p : run.pids) CHECK(Gone(p));
+}
+
+TEST_CASE("A failing worker stops every other process; the launcher exits with its code and its log's tail") {
+  Run run;
+  LaunchPlan plan;
+  plan.processes = {Shell(Role::kServer, 0, "exec sleep 60", run.dir),
+                    Shell(Role::kWorker, 0, "exec sleep 60", run.dir),
+                    Shell(Role::kWorker, 1, "echo reading data; echo 'bad line 7' >&2; exit 3", run.dir)};
+  run.Go(std::move(plan));
+  const std::string messages = run.Messages();
+  INFO(messages);
+  CHECK(run.code == 3);
+  CHECK_THAT(messages, Catch::Contains("worker 1 (pid ") && Catch::Contains("exited with code 3") &&
+                           Catch::Contains("workerlog.1") && Catch::Contains("  | bad line 7") &&
+                           Catch::Contains("stopping 2 process(es): worker 1 failed"));
+  for (pid_t p : run.pids) CHECK(Gone(p));
+}
+
+TEST_CASE("A process killed by a signal fails the job with 128 + signal") {
+  Run run;
+  LaunchPlan plan;
+  plan.processes = {Shell(Role::kServer, 0, "exec sleep 60", run.dir),
+                    Shell(Role::kWorker, 0, "kill -9 $$", run.dir)};
+  run.Go(std::move(plan));
+  INFO(run.Messages());
+  CHECK(run.code == 128 + SIGKILL);
+  CHECK_THAT(run.Messages(), Catch::Contains("worker 0") && Catch::Contains("was killed by signal 9"));
+}
+
+TEST_CASE("A process that ignores SIGTERM is killed after the grace period; its children go with it") {
+  Run run;
+  LaunchPlan plan;
+  // The server ignores SIGTERM and leaves a grandchild in its process group.
+  plan.processes = {Shell(Role::kServer, 0, "trap '' TERM; sleep 60 & echo $! > " + run.dir + "/grandchild; wait",
+                          run.dir),
+                    Shell(Role::kWorker, 0, "sleep 0.5; exit 1", run.dir)};
+  run.Go(std::move(plan), std::chrono::milliseconds(200));
+  INFO(run.Messages());
+  CHECK(run.code == 1);
+  CHECK_THAT(run.Messages(), Catch::Contains("did not stop within 0.2 s of SIGTERM: SIGKILL"));
+  for (pid_t p : run.pids) CHECK(Gone(p));
+  const pid_t grandchild = std::stoi(testing::ReadFile(run.dir + "/grandchild"));
+  CHECK(Gone(grandchild));
+}
+
+TEST_CASE("A program that cannot be run fails the job with 127 and says why in its log") {
+  Run run;
+  LaunchPlan plan;
+  ProcessSpec s = Shell(Role::kWorker, 0, "", run.dir);
+  s.argv = {run.dir + "/no-such-trainer"};
+  plan.processes = {s};
+  run.Go(std::move(plan));
+  CHECK(run.code == 127);
+  CHECK_THAT(run.Messages(), Catch::Contains("cannot run " + run.dir + "/no-such-trainer: No such file"));
+}
+
+TEST_CASE("Children do not inherit the launcher's role variables, only their own") {
+  Run run;
+  ::setenv("PADDLE_TRAINER_ENDPOINTS", "127.0.0.1:1,127.0.0.1:2", 1);
+  ::setenv("FLEETPS_KEEP_ME", "kept", 1);
+  LaunchPlan plan;
+  ProcessSpec s = Shell(Role::kWorker, 0, "echo \"[$PADDLE_TRAINER_ENDPOINTS][$FLEETPS_KEEP_ME][$TRAINING_ROLE]\"",
+                        run.dir);
+  s.env["TRAINING_ROLE"] = "TRAINER";
+  plan.processes = {s};
+  run.Go(std::move(plan));
+  ::unsetenv("PADDLE_TRAINER_ENDPOINTS");
+  ::unsetenv("FLEETPS_KEEP_ME");
+  CHECK(run.code == 0);
+  CHECK(testing::ReadFile(run.dir + "/workerlog.0") == "[][kept][TRAINER]\n");
+}
+
+}  // namespace
+}  // namespace fleetps::launch

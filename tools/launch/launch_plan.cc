@@ -1,0 +1,565 @@
+#include "tools/launch/launch_plan.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "common/net/endpoint.h"
+
+namespace fleetps::launch {
+namespace {
+
+std::string Join(const std::vector<std::string>& items, const char* sep = ",") {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::vector<std::string> SplitComma(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// A parsed ip:port list, as strings in the list's order.
+StatusOr<std::vector<net::Endpoint>> ParseList(const std::string& text, const char* flag) {
+  auto eps = net::ParseEndpointList(text);
+  if (!eps.ok()) return eps.status().WithContext(flag);
+  if (eps->empty()) return Status::InvalidArgument(std::string(flag) + " is empty: give ip:port,ip:port");
+  for (size_t i = 0; i < eps->size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if ((*eps)[i] == (*eps)[j]) {
+        return Status::InvalidArgument(std::string(flag) + " names " + (*eps)[i].ToString() + " twice");
+      }
+    }
+  }
+  return eps;
+}
+
+// Hands out ports: FLAGS_START_PORT / --start_port upwards, else free ones.
+class PortSource {
+ public:
+  PortSource(std::optional<uint32_t> start, const LaunchEnvironment& env) : next_(start), env_(env) {}
+  StatusOr<std::vector<uint16_t>> Take(size_t n) {
+    if (n == 0) return std::vector<uint16_t>{};
+    if (!next_) return env_.free_ports(n);
+    if (*next_ + n - 1 > 65535) {
+      return Status::InvalidArgument("the start port " + std::to_string(*next_) + " leaves no room for " +
+                                     std::to_string(n) + " more ports below 65536: choose a lower FLAGS_START_PORT");
+    }
+    std::vector<uint16_t> out;
+    for (size_t i = 0; i < n; ++i) out.push_back(static_cast<uint16_t>((*next_)++));
+    return out;
+  }
+
+ private:
+  std::optional<uint32_t> next_;
+  const LaunchEnvironment& env_;
+};
+
+struct RoleList {
+  std::vector<net::Endpoint> endpoints;
+  std::vector<bool> local;  // per endpoint: runs on this node
+};
+
+// Either the explicit list (--servers) or `count` (--server_num, default `fallback`) local
+// endpoints on `host` with ports from `ports`.
+StatusOr<RoleList> MakeRoleList(const std::string& list, const char* list_flag, std::optional<uint32_t> count,
+                                const char* count_flag, uint32_t fallback, const std::string& host,
+                                const std::function<bool(const std::string&)>& is_local, PortSource* ports) {
+  RoleList out;
+  if (!list.empty()) {
+    ASSIGN_OR_RETURN(out.endpoints, ParseList(list, list_flag));
+    if (count && *count != out.endpoints.size()) {
+      return Status::InvalidArgument(std::string(count_flag) + "=" + std::to_string(*count) + " but " + list_flag +
+                                     " names " + std::to_string(out.endpoints.size()) + ": give one of them");
+    }
+    for (const auto& e : out.endpoints) out.local.push_back(is_local(e.host));
+    return out;
+  }
+  const uint32_t n = count.value_or(fallback);
+  ASSIGN_OR_RETURN(auto taken, ports->Take(n));
+  for (uint16_t p : taken) {
+    out.endpoints.push_back({host, p});
+    out.local.push_back(true);
+  }
+  return out;
+}
+
+std::vector<std::string> Strings(const std::vector<net::Endpoint>& eps) {
+  std::vector<std::string> out;
+  for (const auto& e : eps) out.push_back(e.ToString());
+  return out;
+}
+
+std::string Dir(const std::string& path) { return std::filesystem::path(path).parent_path().string(); }
+
+// The pserver / heter-trainer of the same install: next to the launcher (installed: one
+// bin/ directory), or where the build tree puts it, or next to the trainer binary.
+StatusOr<std::string> ResolveRoleBinary(const std::string& explicit_path, const char* flag, const std::string& name,
+                                        const std::string& build_subdir, const LaunchFlags& flags,
+                                        const LaunchEnvironment& env) {
+  if (!explicit_path.empty()) {
+    if (!env.is_executable(explicit_path)) {
+      return Status::InvalidArgument(std::string(flag) + " " + explicit_path + " is not an executable file");
+    }
+    return explicit_path;
+  }
+  std::vector<std::string> candidates;
+  if (!env.self_path.empty()) {
+    const std::string self_dir = Dir(env.self_path);
+    candidates.push_back(self_dir + "/" + name);
+    candidates.push_back(self_dir + "/../../" + build_subdir + "/" + name);  // build/tools/launch -> build/<subdir>
+  }
+  const std::string& trainer = flags.command.front();
+  if (trainer.find('/') != std::string::npos) {
+    candidates.push_back(Dir(trainer) + "/" + name);
+    candidates.push_back(Dir(trainer) + "/../" + build_subdir + "/" + name);  // build/trainer -> build/<subdir>
+  }
+  for (auto& c : candidates) {
+    c = std::filesystem::path(c).lexically_normal().string();
+    if (env.is_executable(c)) return c;
+  }
+  return Status::NotFound("cannot find the " + name + " program (looked for " + Join(candidates, ", ") +
+                          "): pass " + flag + " PATH");
+}
+
+bool HasHybridFlag(const std::vector<std::string>& command) {
+  for (size_t i = 1; i < command.size(); ++i) {
+    if (command[i] == "--sync-mode=collective") return true;
+    if (command[i] == "--sync-mode" && i + 1 < command.size() && command[i + 1] == "collective") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* RunModeName(RunMode mode) {
+  switch (mode) {
+    case RunMode::kCollective: return "collective";
+    case RunMode::kPs: return "ps";
+    case RunMode::kPsHeter: return "ps-heter";
+  }
+  return "?";
+}
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kServer: return "server";
+    case Role::kWorker: return "worker";
+    case Role::kHeterWorker: return "heter worker";
+  }
+  return "?";
+}
+
+std::string ProcessSpec::Name() const { return std::string(RoleName(role)) + " " + std::to_string(local_index); }
+
+bool IsRoleVariable(const std::string& name) {
+  static const char* const kNames[] = {"TRAINING_ROLE", "POD_IP",           "STAGE_ID",
+                                       "STAGE_NUM",     "HETER_DEVICE_TYPE", "FLAGS_selected_gpus"};
+  if (name.rfind("PADDLE_", 0) == 0) return true;
+  return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+}
+
+std::string FindConfigArg(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if ((args[i] == "--config" || args[i] == "-c") && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind("--config=", 0) == 0) return args[i].substr(9);
+  }
+  return "";
+}
+
+StatusOr<LaunchFlags> ParseLaunchArgs(int argc, const char* const* argv) {
+  LaunchFlags f;
+  CLI::App cli{
+      "fleetps-launch: starts this node's processes of a fleetps job, as Paddle's fleetrun does.\n"
+      "  fleetps-launch [flags] TRAINER_BINARY [ARGS...]\n"
+      "Workers run TRAINER_BINARY ARGS; servers run pserver --config FILE (FILE: the --config among ARGS);\n"
+      "heter workers run heter-trainer --config FILE. Ports: FLAGS_START_PORT upwards, else free ports.",
+      "fleetps-launch"};
+  cli.prefix_command();
+  cli.add_option("--server_num", f.server_num, "number of pservers (on this node)");
+  cli.add_option("--worker_num", f.worker_num, "number of trainers (on this node)");
+  cli.add_option("--heter_worker_num", f.heter_worker_num, "number of heter-trainers (on this node)");
+  cli.add_option("--nproc_per_node", f.nproc_per_node, "collective: ranks on this node (default: one per --gpus id)");
+  cli.add_option("--heter_devices", f.heter_devices, "gpu | cpu: the heter-trainers' device (HETER_DEVICE_TYPE)")
+      ->check(CLI::IsMember({"gpu", "cpu"}));
+  cli.add_option("--servers", f.servers, "every pserver of the job: ip:port,ip:port");
+  cli.add_option("--workers", f.workers, "every trainer of the job: ip:port,ip:port");
+  cli.add_option("--heter_workers", f.heter_workers, "every heter-trainer of the job: ip:port,ip:port");
+  cli.add_option("--gpus", f.gpus, "GPU ids for this node's processes, e.g. 0,1 (FLAGS_selected_gpus)");
+  cli.add_option("--log_dir", f.log_dir, "directory of serverlog.N, workerlog.N, heterlog.N (default log)");
+  cli.add_option("--run_mode", f.run_mode, "collective | ps | ps-heter (default: inferred from the other flags)")
+      ->check(CLI::IsMember({"collective", "ps", "ps-heter"}));
+  cli.add_option("--ips", f.ips, "collective: every node's IP, in node order (this node: --host, or found)");
+  cli.add_option("--host", f.host, "this node's IP (default: POD_IP, else looked up among the node's addresses)");
+  cli.add_option("--start_port", f.start_port, "first port to use (overrides FLAGS_START_PORT)")
+      ->check(CLI::Range(1, 65535));
+  cli.add_option("--pserver_binary", f.pserver_binary, "the pserver program (default: the one of this install)");
+  cli.add_option("--heter_binary", f.heter_binary, "the heter-trainer program (default: the one of this install)");
+  cli.add_option("--stop_wait_s", f.stop_wait_s,
+                 "after the workers end, seconds the servers get to exit by themselves before SIGTERM (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  cli.add_option("--kill_grace_s", f.kill_grace_s, "seconds between SIGTERM and SIGKILL when stopping (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    return Status::NotFound(cli.help());
+  } catch (const CLI::ParseError& e) {
+    return Status::InvalidArgument(std::string(e.what()) + " (fleetps-launch --help lists the flags)");
+  }
+  f.command = cli.remaining();
+  if (f.command.empty()) {
+    return Status::InvalidArgument(
+        "no trainer program: usage fleetps-launch [flags] TRAINER_BINARY [ARGS...] (fleetps-launch --help)");
+  }
+  if (!f.command.front().empty() && f.command.front()[0] == '-') {
+    return Status::InvalidArgument("unknown flag " + f.command.front() + " (fleetps-launch --help lists the flags)");
+  }
+  return f;
+}
+
+LaunchEnvironment SystemLaunchEnvironment() {
+  LaunchEnvironment e;
+  e.env = [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+  e.free_ports = [](size_t n) -> StatusOr<std::vector<uint16_t>> {
+    std::vector<int> fds;
+    std::vector<uint16_t> ports;
+    Status st;
+    for (size_t i = 0; i < n && st.ok(); ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof(addr);
+      if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+          ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        st = Status::IOError(std::string("cannot find a free port: ") + std::strerror(errno) +
+                             " (set FLAGS_START_PORT to choose the ports)");
+      } else {
+        ports.push_back(ntohs(addr.sin_port));
+      }
+      if (fd >= 0) fds.push_back(fd);
+    }
+    for (int fd : fds) ::close(fd);
+    if (!st.ok()) return st;
+    return ports;
+  };
+  ifaddrs* addrs = nullptr;
+  if (::getifaddrs(&addrs) == 0) {
+    for (ifaddrs* a = addrs; a != nullptr; a = a->ifa_next) {
+      if (a->ifa_addr == nullptr) continue;
+      char buf[INET6_ADDRSTRLEN] = {};
+      if (a->ifa_addr->sa_family == AF_INET) {
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
+      } else if (a->ifa_addr->sa_family == AF_INET6) {
+        ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, buf, sizeof(buf));
+      } else {
+        continue;
+      }
+      e.local_addresses.push_back(buf);
+    }
+    ::freeifaddrs(addrs);
+  }
+  e.is_executable = [](const std::string& path) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
+  };
+  std::error_code ec;
+  e.self_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  return e;
+}
+
+StatusOr<LaunchPlan> PlanLaunch(const LaunchFlags& flags, const LaunchEnvironment& env) {
+  if (flags.command.empty()) return Status::InvalidArgument("no trainer program given");
+  LaunchPlan plan;
+  plan.log_dir = flags.log_dir.empty() ? "log" : flags.log_dir;
+
+  // ---- the run mode, given or inferred as fleetrun does ----
+  std::vector<std::string> ps_given, heter_given, collective_given;
+  if (flags.server_num) ps_given.push_back("--server_num");
+  if (flags.worker_num) ps_given.push_back("--worker_num");
+  if (!flags.servers.empty()) ps_given.push_back("--servers");
+  if (!flags.workers.empty()) ps_given.push_back("--workers");
+  if (flags.heter_worker_num) heter_given.push_back("--heter_worker_num");
+  if (!flags.heter_workers.empty()) heter_given.push_back("--heter_workers");
+  if (!flags.heter_devices.empty()) heter_given.push_back("--heter_devices");
+  if (!flags.ips.empty()) collective_given.push_back("--ips");
+  if (flags.nproc_per_node) collective_given.push_back("--nproc_per_node");
+  if (!flags.run_mode.empty()) {
+    if (flags.run_mode == "collective") {
+      plan.mode = RunMode::kCollective;
+    } else if (flags.run_mode == "ps") {
+      plan.mode = RunMode::kPs;
+    } else if (flags.run_mode == "ps-heter") {
+      plan.mode = RunMode::kPsHeter;
+    } else {
+      return Status::InvalidArgument("--run_mode " + flags.run_mode + ": expected collective, ps or ps-heter");
+    }
+    plan.mode_reason = "--run_mode";
+  } else if (!heter_given.empty()) {
+    plan.mode = RunMode::kPsHeter;
+    plan.mode_reason = "inferred from " + heter_given.front();
+  } else if (!ps_given.empty()) {
+    plan.mode = RunMode::kPs;
+    plan.mode_reason = "inferred from " + ps_given.front();
+  } else if (!collective_given.empty() || !flags.gpus.empty()) {
+    plan.mode = RunMode::kCollective;
+    plan.mode_reason = "inferred from " + (collective_given.empty() ? std::string("--gpus") : collective_given.front());
+  } else {
+    plan.mode = RunMode::kPs;
+    plan.mode_reason = "the default: no --server_num/--worker_num/--gpus given";
+  }
+  const std::string mode_name = RunModeName(plan.mode);
+  if (plan.mode == RunMode::kCollective && !(ps_given.empty() && heter_given.empty())) {
+    const std::string flag = ps_given.empty() ? heter_given.front() : ps_given.front();
+    return Status::InvalidArgument(flag + " is a parameter-server flag, but the run mode is collective (" +
+                                   plan.mode_reason + "): drop it, or use --run_mode ps");
+  }
+  if (plan.mode != RunMode::kCollective && !collective_given.empty()) {
+    return Status::InvalidArgument(collective_given.front() + " is a collective flag, but the run mode is " +
+                                   mode_name + " (" + plan.mode_reason +
+                                   "): name the parameter-server roles with --servers / --workers instead");
+  }
+  if (plan.mode == RunMode::kPs && !heter_given.empty()) {
+    return Status::InvalidArgument(heter_given.front() + " needs --run_mode ps-heter (the run mode is ps)");
+  }
+
+  // ---- ports and this node's address ----
+  std::optional<uint32_t> start_port = flags.start_port;
+  if (!start_port) {
+    if (auto v = env.env("FLAGS_START_PORT"); v && !v->empty()) {
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long p = std::strtoul(v->c_str(), &end, 10);
+      if (errno != 0 || end == v->c_str() || *end != '\0' || p < 1 || p > 65535) {
+        return Status::InvalidArgument("FLAGS_START_PORT='" + *v +
+                                       "' is not a port number (1-65535): fix or unset it (unset: free ports)");
+      }
+      start_port = static_cast<uint32_t>(p);
+    }
+  }
+  std::string host = flags.host;
+  if (host.empty()) {
+    if (auto v = env.env("POD_IP"); v && !v->empty()) host = *v;
+  }
+  auto is_local = [&](const std::string& h) {
+    if (!host.empty()) return h == host;
+    if (IsLoopback(h)) return true;
+    return std::find(env.local_addresses.begin(), env.local_addresses.end(), h) != env.local_addresses.end();
+  };
+  const std::string local_host = host.empty() ? "127.0.0.1" : host;
+  const std::vector<std::string> trainer_args(flags.command.begin() + 1, flags.command.end());
+  auto gpu_of = [gpus = SplitComma(flags.gpus)](uint32_t local_index) -> std::optional<std::string> {
+    if (gpus.empty()) return std::nullopt;
+    return gpus[local_index % gpus.size()];
+  };
+
+  // ---- collective: ranks of one program, PADDLE_TRAINER_ENDPOINTS ----
+  if (plan.mode == RunMode::kCollective) {
+    const auto gpus = SplitComma(flags.gpus);
+    if (flags.nproc_per_node && !gpus.empty() && *flags.nproc_per_node != gpus.size()) {
+      return Status::InvalidArgument("--nproc_per_node=" + std::to_string(*flags.nproc_per_node) + " but --gpus " +
+                                     flags.gpus + " names " + std::to_string(gpus.size()) + " GPUs");
+    }
+    const uint32_t nproc = flags.nproc_per_node.value_or(gpus.empty() ? 1 : static_cast<uint32_t>(gpus.size()));
+    if (nproc == 0) return Status::InvalidArgument("--nproc_per_node must be >= 1");
+    std::vector<std::string> ips = flags.ips.empty() ? std::vector<std::string>{local_host} : SplitComma(flags.ips);
+    size_t node_rank = 0;
+    if (ips.size() > 1) {
+      auto it = std::find_if(ips.begin(), ips.end(), is_local);
+      if (it == ips.end()) {
+        return Status::InvalidArgument("none of --ips " + flags.ips + " is this node (its addresses: " +
+                                       Join(env.local_addresses, " ") + "): pass --host THIS_NODE_IP");
+      }
+      node_rank = static_cast<size_t>(it - ips.begin());
+      // Every node computes every endpoint, so the ports must be the same everywhere.
+      if (!start_port) start_port = 6170;
+    }
+    PortSource ports(start_port, env);
+    ASSIGN_OR_RETURN(auto rank_ports, ports.Take(nproc));
+    for (const auto& ip : ips) {
+      for (uint16_t p : rank_ports) plan.workers.push_back(ip + ":" + std::to_string(p));
+    }
+    const std::string endpoints = Join(plan.workers);
+    for (uint32_t i = 0; i < nproc; ++i) {
+      ProcessSpec s;
+      s.role = Role::kWorker;
+      s.local_index = i;
+      s.rank = static_cast<uint32_t>(node_rank * nproc + i);
+      s.endpoint = plan.workers[s.rank];
+      s.argv = flags.command;
+      s.env = {{"TRAINING_ROLE", "TRAINER"},
+               {"PADDLE_TRAINER_ID", std::to_string(s.rank)},
+               {"PADDLE_TRAINERS_NUM", std::to_string(plan.workers.size())},
+               {"PADDLE_TRAINER_ENDPOINTS", endpoints},
+               {"PADDLE_CURRENT_ENDPOINT", s.endpoint},
+               {"POD_IP", ips[node_rank]}};
+      // The hybrid started by hand: pservers already running elsewhere, named by the caller.
+      if (auto list = env.env("PADDLE_PSERVERS_IP_PORT_LIST"); list && !list->empty()) {
+        s.env["PADDLE_PSERVERS_IP_PORT_LIST"] = *list;
+      }
+      if (auto g = gpu_of(i)) s.env["FLAGS_selected_gpus"] = *g;
+      s.log_path = plan.log_dir + "/workerlog." + std::to_string(i);
+      plan.processes.push_back(std::move(s));
+    }
+    return plan;
+  }
+
+  // ---- parameter-server modes ----
+  PortSource ports(start_port, env);
+  ASSIGN_OR_RETURN(RoleList servers, MakeRoleList(flags.servers, "--servers", flags.server_num, "--server_num", 1,
+                                                  local_host, is_local, &ports));
+  ASSIGN_OR_RETURN(RoleList workers, MakeRoleList(flags.workers, "--workers", flags.worker_num, "--worker_num", 1,
+                                                  local_host, is_local, &ports));
+  RoleList heters;
+  if (plan.mode == RunMode::kPsHeter) {
+    ASSIGN_OR_RETURN(heters, MakeRoleList(flags.heter_workers, "--heter_workers", flags.heter_worker_num,
+                                          "--heter_worker_num", 1, local_host, is_local, &ports));
+  }
+  if (servers.endpoints.empty()) return Status::InvalidArgument("a ps job needs at least one server (--server_num)");
+  if (workers.endpoints.empty()) return Status::InvalidArgument("a ps job needs at least one worker (--worker_num)");
+  if (plan.mode == RunMode::kPsHeter && heters.endpoints.empty()) {
+    return Status::InvalidArgument("a ps-heter job needs at least one heter worker (--heter_worker_num)");
+  }
+  plan.servers = Strings(servers.endpoints);
+  plan.workers = Strings(workers.endpoints);
+  plan.heter_workers = Strings(heters.endpoints);
+  const bool any_local = std::count(servers.local.begin(), servers.local.end(), true) +
+                             std::count(workers.local.begin(), workers.local.end(), true) +
+                             std::count(heters.local.begin(), heters.local.end(), true) >
+                         0;
+  if (!any_local) {
+    return Status::InvalidArgument("no server or worker of the job is on this node (its addresses: " +
+                                   Join(env.local_addresses, " ") + "): pass --host THIS_NODE_IP");
+  }
+  const bool needs_config = std::count(servers.local.begin(), servers.local.end(), true) +
+                                std::count(heters.local.begin(), heters.local.end(), true) >
+                            0;
+  std::string config, pserver, heter;
+  if (needs_config) {
+    config = FindConfigArg(trainer_args);
+    if (config.empty()) {
+      return Status::InvalidArgument(
+          "the pservers (and heter trainers) run with the job's config, taken from the trainer's arguments, "
+          "but there is no --config FILE after " + flags.command.front());
+    }
+  }
+  if (std::count(servers.local.begin(), servers.local.end(), true) > 0) {
+    ASSIGN_OR_RETURN(pserver, ResolveRoleBinary(flags.pserver_binary, "--pserver_binary", "pserver", "server",
+                                                flags, env));
+  }
+  if (std::count(heters.local.begin(), heters.local.end(), true) > 0) {
+    ASSIGN_OR_RETURN(heter, ResolveRoleBinary(flags.heter_binary, "--heter_binary", "heter-trainer",
+                                              "heter_trainer", flags, env));
+  }
+
+  std::map<std::string, std::string> common = {
+      {"PADDLE_PSERVERS_IP_PORT_LIST", Join(plan.servers)},
+      {"PADDLE_TRAINERS_NUM", std::to_string(plan.workers.size())},
+  };
+  if (plan.mode == RunMode::kPsHeter) {
+    common["PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST"] = Join(plan.heter_workers);
+    common["STAGE_NUM"] = "2";
+    common["PADDLE_STAGE_TRAINERS_NUM"] =
+        "[" + std::to_string(plan.workers.size()) + ", " + std::to_string(plan.heter_workers.size()) + "]";
+  }
+  const bool hybrid = HasHybridFlag(flags.command);
+
+  uint32_t local = 0;
+  for (size_t i = 0; i < servers.endpoints.size(); ++i) {
+    if (!servers.local[i]) continue;
+    ProcessSpec s;
+    s.role = Role::kServer;
+    s.local_index = local++;
+    s.rank = static_cast<uint32_t>(i);
+    s.endpoint = plan.servers[i];
+    s.argv = {pserver, "--config", config};
+    s.env = common;
+    s.env["TRAINING_ROLE"] = "PSERVER";
+    s.env["POD_IP"] = servers.endpoints[i].host;
+    s.env["PADDLE_PORT"] = std::to_string(servers.endpoints[i].port);
+    s.log_path = plan.log_dir + "/serverlog." + std::to_string(s.local_index);
+    plan.processes.push_back(std::move(s));
+  }
+  local = 0;
+  for (size_t i = 0; i < heters.endpoints.size(); ++i) {
+    if (!heters.local[i]) continue;
+    ProcessSpec s;
+    s.role = Role::kHeterWorker;
+    s.local_index = local++;
+    s.rank = static_cast<uint32_t>(i);
+    s.endpoint = plan.heter_workers[i];
+    s.argv = {heter, "--config", config};
+    s.env = common;
+    s.env["TRAINING_ROLE"] = "HETER_TRAINER";
+    s.env["POD_IP"] = heters.endpoints[i].host;
+    s.env["PADDLE_PORT"] = std::to_string(heters.endpoints[i].port);
+    s.env["STAGE_ID"] = "2";
+    if (!flags.heter_devices.empty()) s.env["HETER_DEVICE_TYPE"] = flags.heter_devices;
+    if (auto g = gpu_of(s.local_index)) s.env["FLAGS_selected_gpus"] = *g;
+    s.log_path = plan.log_dir + "/heterlog." + std::to_string(s.local_index);
+    plan.processes.push_back(std::move(s));
+  }
+  local = 0;
+  for (size_t i = 0; i < workers.endpoints.size(); ++i) {
+    if (!workers.local[i]) continue;
+    ProcessSpec s;
+    s.role = Role::kWorker;
+    s.local_index = local++;
+    s.rank = static_cast<uint32_t>(i);
+    s.endpoint = plan.workers[i];
+    s.argv = flags.command;
+    s.env = common;
+    s.env["TRAINING_ROLE"] = "TRAINER";
+    s.env["PADDLE_TRAINER_ID"] = std::to_string(i);
+    s.env["POD_IP"] = workers.endpoints[i].host;
+    if (hybrid) {  // sparse on the pservers, dense replicas kept equal by allreduce among the workers
+      s.env["PADDLE_TRAINER_ENDPOINTS"] = Join(plan.workers);
+      s.env["PADDLE_CURRENT_ENDPOINT"] = s.endpoint;
+    }
+    if (plan.mode == RunMode::kPsHeter) {
+      s.env["STAGE_ID"] = "1";
+      s.env["PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST"] = Join(plan.heter_workers);
+    }
+    if (auto g = gpu_of(s.local_index)) s.env["FLAGS_selected_gpus"] = *g;
+    s.log_path = plan.log_dir + "/workerlog." + std::to_string(s.local_index);
+    plan.processes.push_back(std::move(s));
+  }
+  return plan;
+}
+
+std::string LaunchPlan::Summary() const {
+  std::string out = std::string(RunModeName(mode)) + " mode (" + mode_reason + ")";
+  if (!servers.empty()) out += "; servers " + Join(servers);
+  if (!heter_workers.empty()) out += "; heter workers " + Join(heter_workers);
+  out += "; workers " + Join(workers) + "; logs in " + log_dir + "/";
+  return out;
+}
+
+}  // namespace fleetps::launch

@@ -1,0 +1,353 @@
+#include "tools/launch/supervisor.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace fleetps::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Describe(int status, int* code) {
+  if (WIFEXITED(status)) {
+    *code = WEXITSTATUS(status);
+    return "exited with code " + std::to_string(*code);
+  }
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    *code = 128 + sig;
+    return "was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")";
+  }
+  *code = 1;
+  return "ended with status " + std::to_string(status);
+}
+
+std::string Tail(const std::string& path, size_t lines) {
+  std::ifstream in(path, std::ios::binary);
+  std::deque<std::string> last;
+  std::string line;
+  while (std::getline(in, line)) {
+    last.push_back(line);
+    if (last.size() > lines) last.pop_front();
+  }
+  std::string out;
+  for (const auto& l : last) out += "  | " + l + "\n";
+  return out.empty() ? "  | (empty)\n" : out;
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string Fixed1(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", x);
+  return buf;
+}
+
+}  // namespace
+
+Supervisor::Supervisor(LaunchPlan plan, SupervisorOptions options)
+    : options_(options), log_dir_(plan.log_dir) {
+  for (auto& spec : plan.processes) {
+    Child c;
+    c.spec = std::move(spec);
+    if (stream_child_ < 0 && c.spec.role == Role::kWorker) stream_child_ = static_cast<int>(children_.size());
+    children_.push_back(std::move(c));
+  }
+}
+
+Supervisor::~Supervisor() {
+  for (auto& c : children_) {
+    if (c.pid > 0 && !c.exited) {
+      ::kill(-c.pid, SIGKILL);
+      ::kill(c.pid, SIGKILL);
+      int status = 0;
+      ::waitpid(c.pid, &status, 0);
+    }
+  }
+  if (stream_in_ >= 0) ::close(stream_in_);
+  if (mask_set_) ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+std::vector<pid_t> Supervisor::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& c : children_) out.push_back(c.pid);
+  return out;
+}
+
+void Supervisor::Message(const std::string& text) const {
+  if (options_.message_fd < 0) return;
+  const std::string line = "fleetps-launch: " + text + "\n";
+  size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t n = ::write(options_.message_fd, line.data() + off, line.size() - off);
+    if (n <= 0 && errno != EINTR) return;
+    if (n > 0) off += static_cast<size_t>(n);
+  }
+}
+
+Status Supervisor::Start() {
+  started_ = Clock::now();
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  if (::sigprocmask(SIG_BLOCK, &set, &old_mask_) != 0) {
+    return Status::Internal(std::string("sigprocmask: ") + std::strerror(errno));
+  }
+  mask_set_ = true;
+  // A closed stdout must not kill the launcher (and with it, through PDEATHSIG, the job).
+  ::signal(SIGPIPE, SIG_IGN);
+  // Processes the children leave behind are reparented to the launcher, which reaps them.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  std::error_code ec;
+  std::filesystem::create_directories(log_dir_, ec);
+  if (ec) {
+    return Status::IOError("cannot create the log directory " + log_dir_ + ": " + ec.message() +
+                           " (choose another with --log_dir)");
+  }
+  for (auto& c : children_) {
+    if (auto st = StartChild(&c); !st.ok()) {
+      StopAll("a process could not be started");
+      return st;
+    }
+    Message("started " + c.spec.Name() + " (pid " + std::to_string(c.pid) + ") " + c.spec.argv.front() + " on " +
+            c.spec.endpoint + ", log " + c.spec.log_path);
+  }
+  if (stream_child_ >= 0) {
+    stream_in_ = ::open(children_[stream_child_].spec.log_path.c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  return Status::OK();
+}
+
+Status Supervisor::StartChild(Child* c) {
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const std::string key = kv.substr(0, kv.find('='));
+    if (IsRoleVariable(key) || c->spec.env.count(key) != 0) continue;
+    env_strings.push_back(kv);
+  }
+  for (const auto& [k, v] : c->spec.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (const auto& a : c->spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const std::string exec_error = "fleetps-launch: cannot run " + c->spec.argv.front() + ": ";
+
+  const int log_fd = ::open(c->spec.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    return Status::IOError("cannot create " + c->spec.log_path + ": " + std::strerror(errno));
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(log_fd);
+    return Status::IOError("fork for " + c->spec.Name() + ": " + std::strerror(err));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);  // the launcher died before prctl took effect
+    ::signal(SIGPIPE, SIG_DFL);
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    const int err = errno;
+    (void)!::write(2, exec_error.data(), exec_error.size());
+    const char* reason = ::strerror(err);
+    (void)!::write(2, reason, std::strlen(reason));
+    (void)!::write(2, "\n", 1);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: no window in which a signal to the group misses it
+  ::close(log_fd);
+  c->pid = pid;
+  return Status::OK();
+}
+
+void Supervisor::Reap() {
+  while (true) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (size_t i = 0; i < children_.size(); ++i) {
+      Child& c = children_[i];
+      if (c.pid != pid) continue;
+      c.exited = true;
+      c.how = Describe(status, &c.code);
+      // Whatever it left in its process group goes with it.
+      ::kill(-c.pid, SIGKILL);
+      if (c.code != 0 && !c.signalled && !failed_) failed_ = static_cast<int>(i);
+    }
+    // Not one of ours: an orphan reparented to this subreaper; reaped, nothing more.
+  }
+}
+
+void Supervisor::Pump() {
+  if (stream_in_ < 0 || options_.stream_fd < 0) return;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = ::read(stream_in_, buf, sizeof(buf));
+    if (n <= 0) return;
+    if (!stream_ok_) continue;  // keep draining so the offset follows the file
+    ssize_t off = 0;
+    while (off < n) {
+      const ssize_t w = ::write(options_.stream_fd, buf + off, static_cast<size_t>(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        stream_ok_ = false;
+        break;
+      }
+      off += w;
+    }
+  }
+}
+
+void Supervisor::StopAll(const std::string& why) {
+  size_t running = 0;
+  for (auto& c : children_) {
+    if (c.pid <= 0 || c.exited) continue;
+    c.signalled = true;
+    ::kill(-c.pid, SIGTERM);
+    ++running;
+  }
+  if (running == 0) return;
+  Message("stopping " + std::to_string(running) + " process(es): " + why);
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + options_.kill_grace;
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  auto all_gone = [this] {
+    for (const auto& c : children_) {
+      if (c.pid > 0 && !c.exited) return false;
+    }
+    return true;
+  };
+  while (true) {
+    Reap();
+    Pump();
+    if (all_gone()) break;
+    if (Clock::now() >= deadline) {
+      for (auto& c : children_) {
+        if (c.pid <= 0 || c.exited) continue;
+        Message(c.spec.Name() + " (pid " + std::to_string(c.pid) + ") did not stop within " +
+                Fixed1(Seconds(options_.kill_grace)) + " s of SIGTERM: SIGKILL");
+        ::kill(-c.pid, SIGKILL);
+        ::kill(c.pid, SIGKILL);
+        int status = 0;
+        if (::waitpid(c.pid, &status, 0) == c.pid) {
+          c.exited = true;
+          c.how = Describe(status, &c.code);
+        }
+      }
+      break;
+    }
+    timespec ts{0, 50'000'000};
+    ::sigtimedwait(&chld, nullptr, &ts);
+  }
+  Reap();
+  Pump();
+  Message("every process has stopped (" + Fixed1(Seconds(Clock::now() - t0)) + " s)");
+}
+
+void Supervisor::ReportFailure(const Child& c) {
+  Message(c.spec.Name() + " (pid " + std::to_string(c.pid) + ", " + c.spec.endpoint + ") " + c.how + ". Last " +
+          std::to_string(options_.tail_lines) + " lines of " + c.spec.log_path + ":\n" +
+          Tail(c.spec.log_path, options_.tail_lines));
+}
+
+int Supervisor::Wait() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  std::optional<Clock::time_point> workers_done;
+  while (true) {
+    timespec ts{0, 100'000'000};
+    const int sig = ::sigtimedwait(&set, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      Pump();
+      StopAll(std::string("the launcher received ") + ::strsignal(sig));
+      return 128 + sig;
+    }
+    Reap();
+    Pump();
+    if (failed_) {
+      // One process's death often fails others within milliseconds (a rank's peers, the
+      // trainers of a dead pserver): give them a moment, then name every process that has
+      // ended with an error, so the cause is among those shown.
+      const auto settle = Clock::now() + std::chrono::milliseconds(200);
+      sigset_t chld;
+      sigemptyset(&chld);
+      sigaddset(&chld, SIGCHLD);
+      while (Clock::now() < settle) {
+        timespec wait{0, 20'000'000};
+        ::sigtimedwait(&chld, nullptr, &wait);
+        Reap();
+      }
+      Pump();
+      std::string names;
+      for (const Child& c : children_) {
+        if (!c.exited || c.signalled || c.code == 0) continue;
+        ReportFailure(c);
+        names += (names.empty() ? "" : "; ") + c.spec.Name() + " " + c.how;
+      }
+      const Child& first = children_[*failed_];
+      StopAll(first.spec.Name() + " failed");
+      Message("the job failed: " + names);
+      return first.code != 0 ? first.code : 1;
+    }
+    bool workers_running = false, others_running = false;
+    for (const auto& c : children_) {
+      if (c.exited) continue;
+      (c.spec.role == Role::kWorker ? workers_running : others_running) = true;
+    }
+    if (workers_running) continue;
+    if (!others_running) {
+      Message("every process exited 0 (" + Fixed1(Seconds(Clock::now() - started_)) + " s)");
+      return 0;
+    }
+    if (!workers_done) {
+      workers_done = Clock::now();
+      Message("every worker exited 0; waiting up to " + Fixed1(Seconds(options_.stop_wait)) +
+              " s for the servers to exit by themselves");
+    }
+    if (Clock::now() - *workers_done >= options_.stop_wait) {
+      StopAll("the workers have finished");
+      if (failed_) {  // one died of something else than the launcher's signal meanwhile
+        ReportFailure(children_[*failed_]);
+        return children_[*failed_].code;
+      }
+      return 0;
+    }
+  }
+}
+
+int RunLaunchPlan(LaunchPlan plan, SupervisorOptions options) {
+  Supervisor supervisor(std::move(plan), options);
+  if (auto st = supervisor.Start(); !st.ok()) {
+    const std::string line = "fleetps-launch: " + st.ToString() + "\n";
+    (void)!::write(options.message_fd >= 0 ? options.message_fd : 2, line.data(), line.size());
+    return 2;
+  }
+  return supervisor.Wait();
+}
+
+}  // namespace fleetps::launch

@@ -1,0 +1,88 @@
+#pragma once
+// Runs the processes of a LaunchPlan to the end, as fleetrun does, and makes sure none
+// outlives the launcher:
+//  - each process gets its own process group (a Ctrl-C at the terminal reaches the
+//    launcher, which stops the job in order) and PR_SET_PDEATHSIG(SIGKILL), so it dies
+//    with the launcher even when the launcher is killed with -9; the launcher is a
+//    child subreaper, so processes they leave behind are reparented to it and reaped;
+//  - stdout and stderr go to the process's log file; the first local worker's log is
+//    copied to the launcher's stdout as it grows;
+//  - when every worker has exited 0, the servers and heter workers get stop_wait to exit
+//    by themselves, then SIGTERM, then SIGKILL after kill_grace; exit code 0;
+//  - when any process fails (non-zero exit or a signal it was not sent by the launcher),
+//    the launcher waits 200 ms for the failures it causes, names every process that has
+//    failed with the tail of its log, stops the others (SIGTERM to each process group,
+//    SIGKILL after kill_grace) and returns the first failure's exit code (128+signal when
+//    killed by one); SIGINT/SIGTERM/SIGHUP to the launcher stop everything likewise.
+// Thread-safety: one thread. Start() blocks SIGCHLD/SIGINT/SIGTERM/SIGHUP in the calling
+// thread (they are taken synchronously with sigtimedwait); the destructor restores the mask.
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "tools/launch/launch_plan.h"
+
+namespace fleetps::launch {
+
+struct SupervisorOptions {
+  std::chrono::milliseconds stop_wait{5000};   // after the workers: servers may exit by themselves
+  std::chrono::milliseconds kill_grace{5000};  // SIGTERM -> SIGKILL
+  int stream_fd = 1;                           // where the first worker's output is copied; -1: nowhere
+  int message_fd = 2;                          // the launcher's own messages ("fleetps-launch: ...")
+  size_t tail_lines = 30;                      // lines of a failing process's log to print
+};
+
+class Supervisor {
+ public:
+  Supervisor(LaunchPlan plan, SupervisorOptions options);
+  ~Supervisor();  // SIGKILLs whatever still runs, restores the signal mask
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Creates the log directory and starts every process of the plan (servers first). On an
+  // error (a log file cannot be created, fork fails) the processes already started are stopped.
+  Status Start();
+  // Blocks until the job has ended and every process is gone; returns the exit code.
+  int Wait();
+  // The pid of each process of the plan, in plan order (-1: not started).
+  std::vector<pid_t> pids() const;
+
+ private:
+  struct Child {
+    ProcessSpec spec;
+    pid_t pid = -1;
+    bool exited = false;
+    bool signalled = false;  // the launcher sent it SIGTERM/SIGKILL
+    int code = 0;            // exit code, or 128 + signal
+    std::string how;         // "exited with code 3", "was killed by signal 9 (Killed)"
+  };
+  Status StartChild(Child* c);
+  void Reap();  // collects every exited child (and reparented orphans) without blocking
+  void Pump();  // copies the streamed worker's new output
+  // Stops every running process: SIGTERM to its group, SIGKILL after kill_grace.
+  void StopAll(const std::string& why);
+  void ReportFailure(const Child& c);
+  void Message(const std::string& text) const;
+
+  SupervisorOptions options_;
+  std::string log_dir_;
+  std::vector<Child> children_;
+  int stream_child_ = -1;  // index into children_ of the streamed worker
+  int stream_in_ = -1;     // read side of its log
+  bool stream_ok_ = true;  // false once stream_fd stopped taking output
+  std::optional<int> failed_;  // index of the first failed child
+  sigset_t old_mask_;
+  bool mask_set_ = false;
+  std::chrono::steady_clock::time_point started_;
+};
+
+// Runs the plan: Start, then Wait. Returns the process exit code (2 when it cannot start).
+int RunLaunchPlan(LaunchPlan plan, SupervisorOptions options);
+
+}  // namespace fleetps::launch

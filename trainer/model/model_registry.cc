@@ -1,0 +1,38 @@
+// The model registry: model_type -> the DenseModel implementation. One line per model.
+
+#include "trainer/model/dense_model.h"
+
+#include "common/check.h"
+#include "trainer/model/loss.h"
+
+namespace fleetps::trainer::model {
+
+SlotLayout SlotLayout::FromOptions(const ModelOptions& options) {
+  SlotLayout layout;
+  if (HasSparseSlots(options)) {
+    layout.num_slots = options.num_sparse_slots;
+    layout.row_dim = SparseRowDim(options);
+    layout.first_order = HasFirstOrderWeight(options);
+    for (size_t s = 0; s < layout.num_slots; ++s) {
+      layout.block_offsets.push_back(layout.block_offsets.back() + SlotBlockDim(options, s));
+    }
+  }
+  layout.dense_dim = HasSparseSlots(options) ? options.dense_input_dim : options.input_dim;
+  return layout;
+}
+
+std::unique_ptr<DenseModel> MakeDenseModel(const ModelOptions& options) {
+  switch (options.type) {
+    case ModelType::kMlp:
+    case ModelType::kCtrDnn:
+      return MakeMlpModel(DenseInputDim(options), options.fc_sizes, options.output, options.type);
+    case ModelType::kWideDeep: return MakeWideDeepModel(options);
+    case ModelType::kDeepFm: return MakeDeepFmModel(options);
+    case ModelType::kDcn: return MakeDcnModel(options);
+    case ModelType::kDlrm: return MakeDlrmModel(options);
+  }
+  FLEETPS_CHECK(false) << "unknown model type " << static_cast<int>(options.type);
+  return nullptr;
+}
+
+}  // namespace fleetps::trainer::model
