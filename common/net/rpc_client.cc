@@ -54,7 +54,9 @@ std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) +
 //                                                             Busy (row store full) can follow a
 //                                                             partial application
 //   PushDense       NO          admission     request         an optimizer step, or a sync-mode
-//                                                             contribution, per copy
+//                                                             contribution, per copy (a push with a
+//                                                             sync_step is counted once: PsClient
+//                                                             re-sends it)
 //   Barrier         NO          admission     caller's        a second arrival is refused ("already
 //                                             timeout_ms      waiting") or counts for the next
 //                                             + margin        generation

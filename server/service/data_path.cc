@@ -419,6 +419,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   uint64_t offset = 0;
   uint32_t sync_trainers = 0;
   int32_t trainer_id = -1;
+  uint64_t sync_step = 0;
   bool delta = false;
   std::span<const float> values;
   if (set_params) {
@@ -435,6 +436,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
     values = Span(msg->grads());
     sync_trainers = msg->sync_trainers();
     trainer_id = msg->trainer_id();
+    sync_step = msg->sync_step();
     delta = msg->delta();
   }
   const char* op = set_params ? "PushDenseParam" : "PushDense";
@@ -488,7 +490,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   auto state = std::make_shared<DenseState>(req, responder);
   state->cleaned = std::move(cleaned);
   executors_.Post(DenseLane(table_id), [state, table, offset, values, table_id, set_params, sync_trainers,
-                                        trainer_id, delta, skipped, op] {
+                                        trainer_id, sync_step, delta, skipped, op] {
     Status st;
     if (set_params) {
       st = table->SetParams(offset, values.size(), values.data());
@@ -496,7 +498,14 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
       st = table->AddDelta(offset, values.size(), values.data());
     } else if (sync_trainers > 0) {
       const float* grads = state->cleaned.empty() ? values.data() : state->cleaned.data();
-      st = table->PushSync(static_cast<uint32_t>(trainer_id), sync_trainers, offset, values.size(), grads).status();
+      auto pushed = table->PushSync(static_cast<uint32_t>(trainer_id), sync_trainers, sync_step, offset,
+                                    values.size(), grads);
+      st = pushed.status();
+      if (pushed.ok() && pushed->abandoned_step != 0) {
+        spdlog::warn("{}: sync step {} abandoned with the gradients of {} of {} trainer(s): trainer {} pushed step "
+                     "{} (this pserver restarted, or a push to it was lost)",
+                     op, pushed->abandoned_step, pushed->abandoned_trainers, sync_trainers, trainer_id, sync_step);
+      }
     } else {
       st = table->Push(offset, values.size(), values.data());
     }

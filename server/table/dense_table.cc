@@ -92,8 +92,9 @@ Status DenseTable::AddDelta(uint64_t global_offset, uint64_t count, const float*
   return Status::OK();
 }
 
-StatusOr<bool> DenseTable::PushSync(uint32_t trainer_id, uint32_t trainers, uint64_t global_offset, uint64_t count,
-                                    const float* grads) {
+StatusOr<DenseTable::SyncPushResult> DenseTable::PushSync(uint32_t trainer_id, uint32_t trainers, uint64_t step,
+                                                          uint64_t global_offset, uint64_t count,
+                                                          const float* grads) {
   uint64_t local = 0;
   RETURN_IF_ERROR(Locate(global_offset, count, &local));
   const std::string label = TableLabel(options_) + ": sync push from trainer " + std::to_string(trainer_id);
@@ -105,12 +106,27 @@ StatusOr<bool> DenseTable::PushSync(uint32_t trainer_id, uint32_t trainers, uint
     return Status::InvalidArgument(label + ": trainer id is not below sync_trainers " + std::to_string(trainers) +
                                    " (PADDLE_TRAINER_ID / PADDLE_TRAINERS_NUM)");
   }
+  SyncPushResult result;
+  if (step != 0) {
+    if (step <= sync_.last_applied || (sync_.step != 0 && step < sync_.step)) {
+      result.stale = true;  // that step was applied (with this push in it) or abandoned
+      return result;
+    }
+    if (sync_.step != 0 && step > sync_.step) {
+      result.abandoned_step = sync_.step;
+      result.abandoned_trainers = static_cast<uint32_t>(sync_.received.size());
+      std::fill(sync_.sum.begin(), sync_.sum.end(), 0.0f);
+      sync_.received.clear();
+      sync_.trainers = 0;
+      sync_.complete = 0;
+    }
+  }
   if (sync_.trainers != 0 && sync_.trainers != trainers) {
     return Status::InvalidArgument(label + " for " + std::to_string(trainers) + " trainers while " +
                                    std::to_string(sync_.trainers) +
                                    " are accumulating (PADDLE_TRAINERS_NUM differs between trainers)");
   }
-  if (count == 0) return false;
+  if (count == 0) return result;
   auto& mine = sync_.received[trainer_id];
   // The first range starting at or after global_offset, and the one before it.
   auto next = mine.ranges.lower_bound(global_offset);
@@ -118,6 +134,10 @@ StatusOr<bool> DenseTable::PushSync(uint32_t trainer_id, uint32_t trainers, uint
   const bool overlaps_prev = next != mine.ranges.begin() && std::prev(next)->second > global_offset;
   if (overlaps_next || overlaps_prev) {
     if (mine.floats == 0) sync_.received.erase(trainer_id);
+    if (step != 0) {
+      result.stale = true;
+      return result;
+    }
     return Status::InvalidArgument(label + ": range [" + std::to_string(global_offset) + ", " +
                                    std::to_string(global_offset + count) +
                                    ") was already pushed in this sync step (a duplicated or retried push); the "
@@ -125,12 +145,13 @@ StatusOr<bool> DenseTable::PushSync(uint32_t trainer_id, uint32_t trainers, uint
   }
   if (sync_.sum.empty()) sync_.sum.assign(weights_.size(), 0.0f);
   sync_.trainers = trainers;
+  if (step != 0) sync_.step = step;
   mine.ranges.emplace(global_offset, global_offset + count);
   mine.floats += count;
   float* sum = sync_.sum.data() + local;
   for (uint64_t i = 0; i < count; ++i) sum[i] += grads[i];
   if (mine.floats == weights_.size()) ++sync_.complete;
-  if (sync_.complete < trainers) return false;
+  if (sync_.complete < trainers) return result;
   // Every trainer sent its whole slice: apply the average as one step.
   const float scale = 1.0f / static_cast<float>(trainers);
   for (float& v : sync_.sum) v *= scale;
@@ -140,7 +161,10 @@ StatusOr<bool> DenseTable::PushSync(uint32_t trainer_id, uint32_t trainers, uint
   sync_.received.clear();
   sync_.trainers = 0;
   sync_.complete = 0;
-  return true;
+  if (sync_.step != 0) sync_.last_applied = sync_.step;
+  sync_.step = 0;
+  result.applied = true;
+  return result;
 }
 
 StatusOr<FileDigest> DenseTable::Save(disk::SaveMode mode, const std::string& path) const {

@@ -57,15 +57,25 @@ class DenseTable {
   Status SetParams(uint64_t global_offset, uint64_t count, const float* values);
   // GEO: adds delta[0, count) to the range's weights; no optimizer, state untouched.
   Status AddDelta(uint64_t global_offset, uint64_t count, const float* delta);
-  // Sync mode: trainer `trainer_id` of `trainers` contributes grads[0, count) for the range.
-  // Once every trainer has contributed every float of the slice (in any number of pieces),
-  // their average is applied as one optimizer step and the round restarts. Returns whether
-  // this call completed the step. InvalidArgument (nothing accumulated) when the range is
-  // outside the slice, trainer_id >= trainers, trainers is 0, above kMaxSyncTrainers or
-  // differs from the round's, or the trainer already sent part of the range this round (a
-  // duplicated or retried push must not stand in for another trainer's).
-  StatusOr<bool> PushSync(uint32_t trainer_id, uint32_t trainers, uint64_t global_offset, uint64_t count,
-                          const float* grads);
+  // Sync mode: trainer `trainer_id` of `trainers` contributes grads[0, count) for the range
+  // to step `step` (0 = unnumbered). Once every trainer has contributed every float of the
+  // slice (in any number of pieces), their average is applied as one optimizer step and the
+  // round restarts. InvalidArgument (nothing accumulated) when the range is outside the
+  // slice, trainer_id >= trainers, trainers is 0, above kMaxSyncTrainers or differs from
+  // the round's, or (unnumbered) the trainer already sent part of the range this round.
+  // Numbered pushes keep the trainers and the table in lockstep across a lost push or a
+  // restart from a checkpoint: a push for a newer step than the round's abandons the round
+  // (its gradients are dropped, and reported); a push for a step already over (applied or
+  // abandoned) or a re-sent copy (a range this trainer already sent for this step) is
+  // reported stale and not counted.
+  struct SyncPushResult {
+    bool applied = false;         // this call completed the step
+    bool stale = false;           // a step already over, or a re-sent copy: nothing accumulated
+    uint64_t abandoned_step = 0;  // the round this call abandoned, 0 = none
+    uint32_t abandoned_trainers = 0;  // trainers whose gradients it held
+  };
+  StatusOr<SyncPushResult> PushSync(uint32_t trainer_id, uint32_t trainers, uint64_t step, uint64_t global_offset,
+                                    uint64_t count, const float* grads);
   static constexpr uint32_t kMaxSyncTrainers = 1u << 16;
   // Trainers that have sent their whole slice in the current sync round.
   uint32_t sync_trainers_complete() const { return sync_.complete; }
@@ -110,6 +120,8 @@ class DenseTable {
   // The sync round under way (PushSync).
   struct SyncRound {
     uint32_t trainers = 0;   // of this round; 0 when no push is pending
+    uint64_t step = 0;       // of this round; 0 when unnumbered or none is pending
+    uint64_t last_applied = 0;  // the newest numbered step applied
     uint32_t complete = 0;   // trainers whose ranges cover the slice
     std::vector<float> sum;  // the slice's gradient sum
     // Per trainer: the ranges received, begin -> end (global offsets, disjoint), and their

@@ -364,6 +364,9 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
   auto join = std::make_shared<Join>();
   join->remaining = static_cast<uint32_t>(pieces.size());
   auto future = join->promise.get_future();
+  const auto type = static_cast<uint16_t>(params ? MessageType::PushDenseParam : MessageType::PushDense);
+  net::CallOptions call = net::DefaultCallOptions(type, options_.rpc);
+  if (options.sync_step != 0) call.idempotent = true;  // the servers count a numbered push once
   for (auto [s, b, e] : pieces) {
     flatbuffers::FlatBufferBuilder fbb((e - b) * 4 + 128);
     auto vec = fbb.CreateVector(values.data() + b, e - b);
@@ -371,13 +374,12 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
       fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table_id, b, vec));
     } else {
       fbb.Finish(wire::CreatePushDenseRequest(fbb, table_id, b, vec, options.sync_trainers, options.delta,
-                                                         options.trainer_id));
+                                              options.trainer_id, options.sync_step));
     }
-    clients_[s]->Call(static_cast<uint16_t>(params ? MessageType::PushDenseParam : MessageType::PushDense),
-                      fbb.Release(), [join](StatusOr<net::Reply> r) {
-                        if (!r.ok()) join->Fail(r.status());
-                        join->Done();
-                      });
+    clients_[s]->Call(type, fbb.Release(), call, [join](StatusOr<net::Reply> r) {
+      if (!r.ok()) join->Fail(r.status());
+      join->Done();
+    });
   }
   return future;
 }

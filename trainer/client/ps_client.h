@@ -170,6 +170,9 @@ class PsClient {
     // Sync mode: this pusher's id in [0, sync_trainers), so that the servers count each
     // pusher once per step (a retried or duplicated push cannot stand in for another's).
     int32_t trainer_id = -1;
+    // Sync mode: this pusher's step number (1, 2, ...; 0 = unnumbered). A numbered push is
+    // counted once per step by the servers, so it is re-sent after a lost connection.
+    uint64_t sync_step = 0;
     bool delta = false;  // GEO: add grads to the parameters instead of an optimizer step
   };
   std::future<Status> PushDense(uint32_t table_id, std::span<const float> grads, const DensePushOptions& options);

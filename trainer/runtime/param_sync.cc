@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -34,7 +35,7 @@ std::future<Status> Ready() {
 class DirectSync : public ParamSync {
  public:
   DirectSync(const TrainerOptions& o, PsClient& client, uint32_t threads)
-      : o_(o), client_(client), threads_(threads), participants_(o.trainers_num * threads) {}
+      : o_(o), client_(client), threads_(threads), participants_(o.trainers_num * threads), steps_(threads, 0) {}
 
   Status PullSparse(uint32_t, std::span<const uint64_t> keys, float* rows) override {
     if (keys.empty()) return Status::OK();
@@ -49,37 +50,58 @@ class DirectSync : public ParamSync {
     sparse_options.shows = g.shows;
     sparse_options.clicks = g.clicks;
     auto sparse = g.keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, g.keys, g.key_grads, sparse_options);
-    PsClient::DensePushOptions dense_options;
-    if (sync()) {
-      dense_options.sync_trainers = participants_;
-      dense_options.trainer_id = static_cast<int32_t>(o_.trainer_id * threads_ + worker);
+    if (!sync()) {
+      auto dense = client_.PushDense(o_.dense_table.id, g.dense_grads);
+      return Wait(sparse, dense);
     }
-    auto dense = client_.PushDense(o_.dense_table.id, g.dense_grads, dense_options);
-    return Wait(sparse, dense);
+    auto dense = client_.PushDense(o_.dense_table.id, g.dense_grads, SyncDense(worker));
+    Status sparse_status = sparse.get();
+    Status dense_status = dense.get();
+    if (sparse_status.IsUnavailable()) {
+      // The connection to a pserver dropped with the sparse push in flight: the pserver
+      // died (it restarts from its last checkpoint, so the updates since are lost anyway) or
+      // the push was never delivered. The dense push is numbered and re-sent, so the step
+      // goes on; a pserver that stays away fails the next pull.
+      ++lost_pushes_;
+      spdlog::warn("sync step {}: a sparse push was lost with its pserver connection ({} so far): {}",
+                   steps_[worker] + 1, lost_pushes_.load(), sparse_status.ToString());
+      sparse_status = Status::OK();
+    }
+    return sparse_status.ok() ? dense_status : sparse_status;
   }
   StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) override {
     if (!sync()) return out_of_data;
     if (out_of_data) {
       // A worker without data still completes the round's dense accumulation.
       std::vector<float> zeros(o_.dense_table.dim, 0.0f);
-      PsClient::DensePushOptions dense_options;
-      dense_options.sync_trainers = participants_;
-      dense_options.trainer_id = static_cast<int32_t>(o_.trainer_id * threads_ + worker);
-      RETURN_IF_ERROR(client_.PushDense(o_.dense_table.id, zeros, dense_options).get());
+      RETURN_IF_ERROR(client_.PushDense(o_.dense_table.id, zeros, SyncDense(worker)).get());
     }
     ASSIGN_OR_RETURN(auto result, client_.Barrier("sync-step", o_.trainer_id * threads_ + worker, participants_,
                                                   std::chrono::milliseconds(o_.barrier_timeout_ms), {}, out_of_data));
+    ++steps_[worker];
     return result.all_done;
   }
   Status Flush() override { return Status::OK(); }
 
  private:
   bool sync() const { return o_.sync_mode == SyncMode::kSync && !o_.local(); }
+  // This worker's contribution to the step under way: every participant counts its steps
+  // from 1 in lockstep (the barrier ends each one), so a pserver restarted from a checkpoint
+  // falls back into step with the trainers (DenseTable::PushSync).
+  PsClient::DensePushOptions SyncDense(uint32_t worker) const {
+    PsClient::DensePushOptions options;
+    options.sync_trainers = participants_;
+    options.trainer_id = static_cast<int32_t>(o_.trainer_id * threads_ + worker);
+    options.sync_step = steps_[worker] + 1;
+    return options;
+  }
 
   const TrainerOptions& o_;
   PsClient& client_;
   const uint32_t threads_;
   const uint32_t participants_;
+  std::vector<uint64_t> steps_;  // per worker: sync steps completed
+  std::atomic<uint64_t> lost_pushes_{0};
 };
 
 // ---- Async: merging background communicator -------------------------------------------
@@ -438,7 +460,18 @@ class GeoSync : public ParamSync {
       opts.delta = true;
       dense_done = client_.PushDense(o_.dense_table.id, dense_delta, opts);
     }
-    RETURN_IF_ERROR(Wait(sparse_done, dense_done).WithContext("GEO exchange"));
+    Status pushed = Wait(sparse_done, dense_done);
+    if (pushed.IsUnavailable()) {
+      // The connection to a pserver dropped with the deltas in flight: the pserver died (it
+      // restarts from its last checkpoint, so the updates since are lost anyway) or they
+      // were never delivered. The refresh below re-bases on what the servers hold now; a
+      // pserver that stays away fails it.
+      ++lost_exchanges_;
+      spdlog::warn("GEO exchange: deltas were lost with a pserver connection ({} so far): {}", lost_exchanges_,
+                   pushed.ToString());
+      pushed = Status::OK();
+    }
+    RETURN_IF_ERROR(pushed.WithContext("GEO exchange"));
     // Refresh: the servers now hold every trainer's contributions.
     std::vector<float> fresh(keys.size() * dim_), fresh_dense(dense_delta.size());
     if (!keys.empty()) RETURN_IF_ERROR(client_.PullSparse(o_.sparse_table.id, keys, fresh.data()).get());
@@ -465,6 +498,7 @@ class GeoSync : public ParamSync {
   const size_t stride_;  // floats per cached row: value, base, state
 
   std::mutex exchange_mu_;  // held by the worker running an exchange
+  uint64_t lost_exchanges_ = 0;  // guarded by exchange_mu_
   std::mutex mu_;           // guards everything below
   KeyIndex index_;          // cached key -> row
   std::vector<float> arena_;           // rows, stride_ floats each

@@ -153,19 +153,19 @@ TEST_CASE("DenseTable: a sync step applies the average once every trainer sent i
   auto t = MustCreate(o, 0, 1);
   const std::vector<float> g0 = {2, 2, 2, 2, 2, 2}, g1 = {4, 4, 4, 4, 4, 4};
   // Trainer 0 sends in two pieces, trainer 1 in one.
-  auto r = t->PushSync(0, 2, 0, 3, g0.data());
+  auto r = t->PushSync(0, 2, 0, 0, 3, g0.data());
   REQUIRE(r.ok());
-  CHECK_FALSE(*r);
-  r = t->PushSync(0, 2, 3, 3, g0.data());
+  CHECK_FALSE(r->applied);
+  r = t->PushSync(0, 2, 0, 3, 3, g0.data());
   REQUIRE(r.ok());
-  CHECK_FALSE(*r);
+  CHECK_FALSE(r->applied);
   CHECK(t->sync_trainers_complete() == 1);
   std::vector<float> w(6);
   REQUIRE(t->Pull(0, 6, w.data()).ok());
   CHECK(w == std::vector<float>(6, 1.0f));  // nothing applied yet
-  r = t->PushSync(1, 2, 0, 6, g1.data());
+  r = t->PushSync(1, 2, 0, 0, 6, g1.data());
   REQUIRE(r.ok());
-  CHECK(*r);
+  CHECK(r->applied);
   REQUIRE(t->Pull(0, 6, w.data()).ok());
   CHECK(w == std::vector<float>(6, 1.0f - 0.5f * 3.0f));
   CHECK(t->sync_trainers_complete() == 0);
@@ -179,20 +179,76 @@ TEST_CASE("DenseTable: a duplicated sync push cannot stand in for another traine
   o.optimizer.learning_rate = 1.0f;
   auto t = MustCreate(o, 0, 1);
   const std::vector<float> g = {1, 1, 1, 1};
-  REQUIRE(t->PushSync(0, 2, 0, 4, g.data()).ok());
-  auto dup = t->PushSync(0, 2, 0, 4, g.data());  // retried: must not complete the step
+  REQUIRE(t->PushSync(0, 2, 0, 0, 4, g.data()).ok());
+  auto dup = t->PushSync(0, 2, 0, 0, 4, g.data());  // retried: must not complete the step
   CHECK(dup.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(dup.status().message(), Catch::Contains("already pushed"));
-  auto partial = t->PushSync(0, 2, 2, 1, g.data());  // overlaps the first piece
+  auto partial = t->PushSync(0, 2, 0, 2, 1, g.data());  // overlaps the first piece
   CHECK_FALSE(partial.ok());
   std::vector<float> w(4);
   REQUIRE(t->Pull(0, 4, w.data()).ok());
   CHECK(w == std::vector<float>(4, 1.0f));
-  auto done = t->PushSync(1, 2, 0, 4, g.data());
+  auto done = t->PushSync(1, 2, 0, 0, 4, g.data());
   REQUIRE(done.ok());
-  CHECK(*done);
+  CHECK(done->applied);
   REQUIRE(t->Pull(0, 4, w.data()).ok());
   CHECK(w == std::vector<float>(4, 0.0f));  // one step with the mean gradient 1
+}
+
+TEST_CASE("DenseTable: numbered sync steps stay in lockstep across a lost push and re-sent copies", "[dense_table]") {
+  TableOptions o = DenseOptions(2);
+  o.initializer.kind = InitializerKind::kConstant;
+  o.initializer.value = 0.0f;
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.optimizer.learning_rate = 1.0f;  // w -= mean(g)
+  auto t = MustCreate(o, 0, 1);
+  std::vector<float> w(2);
+  const auto weights = [&] {
+    REQUIRE(t->Pull(0, 2, w.data()).ok());
+    return w;
+  };
+  const std::vector<float> one = {1, 1}, two = {2, 2}, four = {4, 4};
+  // Step 1 completes normally; a re-sent copy of trainer 0's step-1 push afterwards is a
+  // duplicate and changes nothing.
+  REQUIRE(t->PushSync(0, 2, 1, 0, 2, one.data()).ok());
+  auto r = t->PushSync(1, 2, 1, 0, 2, one.data());
+  REQUIRE(r.ok());
+  CHECK(r->applied);
+  CHECK(weights() == std::vector<float>{-1, -1});
+  r = t->PushSync(0, 2, 1, 0, 2, one.data());
+  REQUIRE(r.ok());
+  CHECK(r->stale);
+  CHECK_FALSE(r->applied);
+  CHECK(weights() == std::vector<float>{-1, -1});
+  // Step 2: trainer 1's push is here, trainer 0's was lost (it went to a pserver that died).
+  // A copy of trainer 1's push is not counted twice.
+  REQUIRE(t->PushSync(1, 2, 2, 0, 2, two.data()).ok());
+  r = t->PushSync(1, 2, 2, 0, 2, two.data());
+  REQUIRE(r.ok());
+  CHECK(r->stale);
+  CHECK(t->sync_trainers_complete() == 1);
+  // Trainer 0 pushes step 3: step 2 is abandoned (not mixed into step 3), and step 3
+  // applies the mean of the two step-3 gradients only.
+  r = t->PushSync(0, 2, 3, 0, 2, four.data());
+  REQUIRE(r.ok());
+  CHECK(r->abandoned_step == 2);
+  CHECK(r->abandoned_trainers == 1);
+  CHECK_FALSE(r->applied);
+  r = t->PushSync(1, 2, 3, 0, 2, two.data());
+  REQUIRE(r.ok());
+  CHECK(r->applied);
+  CHECK(r->abandoned_step == 0);
+  CHECK(weights() == std::vector<float>{-4, -4});  // -1 - (4 + 2) / 2
+  // Pushes for the abandoned step arriving later are stale: never applied, never counted.
+  r = t->PushSync(1, 2, 2, 0, 2, one.data());
+  REQUIRE(r.ok());
+  CHECK(r->stale);
+  REQUIRE(t->PushSync(0, 2, 5, 0, 2, one.data()).ok());
+  r = t->PushSync(1, 2, 4, 0, 2, one.data());  // step 4 was never begun; 5 is under way
+  REQUIRE(r.ok());
+  CHECK(r->stale);
+  CHECK(t->sync_trainers_complete() == 1);
+  CHECK(weights() == std::vector<float>{-4, -4});
 }
 
 TEST_CASE("DenseTable: sync pushes with wrapping offsets or bad trainer ids are refused", "[dense_table]") {
@@ -200,15 +256,15 @@ TEST_CASE("DenseTable: sync pushes with wrapping offsets or bad trainer ids are 
   auto t = MustCreate(o, 1, 2);  // slice [4, 8)
   const std::vector<float> g(4, 1.0f);
   // offset + count wraps past 2^64 to a small number: must not pass the range check.
-  auto wrap = t->PushSync(0, 1, std::numeric_limits<uint64_t>::max() - 1, 4, g.data());
+  auto wrap = t->PushSync(0, 1, 0, std::numeric_limits<uint64_t>::max() - 1, 4, g.data());
   CHECK(wrap.status().code() == StatusCode::kInvalidArgument);
-  CHECK(t->PushSync(0, 1, 2, 4, g.data()).status().code() == StatusCode::kInvalidArgument);
-  CHECK(t->PushSync(3, 2, 4, 4, g.data()).status().code() == StatusCode::kInvalidArgument);
-  CHECK(t->PushSync(0, 0, 4, 4, g.data()).status().code() == StatusCode::kInvalidArgument);
-  CHECK(t->PushSync(0, DenseTable::kMaxSyncTrainers + 1, 4, 4, g.data()).status().code() ==
+  CHECK(t->PushSync(0, 1, 0, 2, 4, g.data()).status().code() == StatusCode::kInvalidArgument);
+  CHECK(t->PushSync(3, 2, 0, 4, 4, g.data()).status().code() == StatusCode::kInvalidArgument);
+  CHECK(t->PushSync(0, 0, 0, 4, 4, g.data()).status().code() == StatusCode::kInvalidArgument);
+  CHECK(t->PushSync(0, DenseTable::kMaxSyncTrainers + 1, 0, 4, 4, g.data()).status().code() ==
         StatusCode::kInvalidArgument);
-  REQUIRE(t->PushSync(0, 2, 4, 4, g.data()).ok());
-  CHECK(t->PushSync(1, 3, 4, 4, g.data()).status().code() == StatusCode::kInvalidArgument);  // trainers differ
+  REQUIRE(t->PushSync(0, 2, 0, 4, 4, g.data()).ok());
+  CHECK(t->PushSync(1, 3, 0, 4, 4, g.data()).status().code() == StatusCode::kInvalidArgument);  // trainers differ
   CHECK(t->CheckRange(4, 4).ok());
   CHECK_FALSE(t->CheckRange(std::numeric_limits<uint64_t>::max(), 2).ok());
 }
