@@ -1,8 +1,8 @@
 // PsClient against a real pserver (the App in-process on loopback) behind a TcpProxy that
 // scripts the network's failures: a pserver that accepts connections but never answers
 // (a stopped process), one frozen in the middle of a job, a connection dropped after a
-// push reached the server (reported Unavailable, applied exactly once) or after a pull
-// (re-sent), and a barrier bounded by its own timeout plus a margin.
+// push reached the server (reported Unavailable, applied exactly once; re-sent and counted
+// once when it is a numbered sync push) or after a pull (re-sent), and a barrier bounded by its own timeout plus a margin.
 #include <boost/asio.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -188,6 +188,47 @@ TEST_CASE("A pull whose reply is lost with its connection is re-sent after recon
   REQUIRE(st.ok());
   CHECK(rows == std::vector<float>(8, -0.5f));
   CHECK(client->counters().resent >= 1);
+}
+
+TEST_CASE("A numbered sync-mode dense push whose reply is lost is re-sent, and counted once") {
+  ProxiedServer s;
+  PsClientOptions o = Fast({s.via});
+  o.rpc.request_timeout = milliseconds(3000);
+  auto client = s.Client(o);
+  const auto options = [](int32_t trainer, uint64_t step) {
+    PsClient::DensePushOptions d;
+    d.sync_trainers = 2;
+    d.trainer_id = trainer;
+    d.sync_step = step;
+    return d;
+  };
+  const auto dense = [&] {
+    std::vector<float> d(3);
+    REQUIRE(s.direct->PullDense(kDense, d).get().ok());
+    return d;
+  };
+  const std::vector<float> g0 = {2.0f, 2.0f, 2.0f}, g1 = {4.0f, 4.0f, 4.0f};
+  // Trainer 1's step-1 push is in; trainer 0's completes the step, but its reply is held.
+  REQUIRE(s.direct->PushDense(kDense, g1, options(1, 1)).get().ok());
+  s.proxy->Freeze(Proxy::Frozen::kToClient);
+  auto push = client->PushDense(kDense, g0, options(0, 1));
+  const auto deadline = Clock::now() + milliseconds(2000);
+  while (dense() != std::vector<float>(3, -3.0f) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  REQUIRE(dense() == std::vector<float>(3, -3.0f));  // applied: w -= mean(2, 4)
+  s.proxy->Cut();
+  s.proxy->Freeze(Proxy::Frozen::kNone);
+  Status st = push.get();
+  INFO(st.ToString());
+  REQUIRE(st.ok());  // re-sent after reconnecting; the server knew the copy
+  CHECK(client->counters().resent >= 1);
+  CHECK(dense() == std::vector<float>(3, -3.0f));  // not applied twice
+  // Step 2 needs both trainers again: the copy did not count for it.
+  REQUIRE(client->PushDense(kDense, g0, options(0, 2)).get().ok());
+  CHECK(dense() == std::vector<float>(3, -3.0f));
+  REQUIRE(s.direct->PushDense(kDense, g1, options(1, 2)).get().ok());
+  CHECK(dense() == std::vector<float>(3, -6.0f));
 }
 
 TEST_CASE("A barrier waits its own timeout plus the margin, not the request deadline") {
