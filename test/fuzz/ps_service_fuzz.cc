@@ -331,7 +331,10 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
       const uint32_t sync = p.ConsumeIntegralInRange<uint32_t>(0, 3);
       const bool delta = p.ConsumeBool();
       const int32_t trainer = p.ConsumeIntegralInRange<int32_t>(-1, 3);
-      fbb.Finish(wire::CreatePushDenseRequest(fbb, table, offset, fbb.CreateVector(grads), sync, delta, trainer));
+      // Small step numbers (0 = unnumbered) so that steps repeat, advance and go back.
+      const uint64_t step = p.ConsumeIntegralInRange<uint64_t>(0, 4);
+      fbb.Finish(
+          wire::CreatePushDenseRequest(fbb, table, offset, fbb.CreateVector(grads), sync, delta, trainer, step));
       break;
     }
     case MessageType::PushDenseParam: {
