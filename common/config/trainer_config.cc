@@ -31,6 +31,25 @@ bool SyncModeFromName(std::string_view name, SyncMode* mode) {
   return false;
 }
 
+std::string_view CollectiveBackendName(CollectiveBackend backend) {
+  switch (backend) {
+    case CollectiveBackend::kAuto: return "auto";
+    case CollectiveBackend::kGloo: return "gloo";
+    case CollectiveBackend::kNccl: return "nccl";
+  }
+  return "?";
+}
+
+bool ParseCollectiveBackend(std::string_view name, CollectiveBackend* backend) {
+  for (CollectiveBackend b : {CollectiveBackend::kAuto, CollectiveBackend::kGloo, CollectiveBackend::kNccl}) {
+    if (name == CollectiveBackendName(b)) {
+      *backend = b;
+      return true;
+    }
+  }
+  return false;
+}
+
 namespace {
 
 // Floats of an MLP in -> widths[0] -> ... -> widths.back() (weights and biases).
@@ -198,8 +217,13 @@ Status ParseCollective(const YAML::Node& node, const YamlContext& ctx, DataParal
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
   RETURN_IF_ERROR(
       RejectUnknownKeys(node, {"fuse_grad_size_in_MB", "lr_scaling", "warmup_steps", "overlap", "drop_last",
-                               "timeout_ms"},
+                               "timeout_ms", "backend"},
                         ctx));
+  std::string backend(CollectiveBackendName(c->backend));
+  RETURN_IF_ERROR(ReadString(node, "backend", ctx, &backend));
+  if (!ParseCollectiveBackend(backend, &c->backend)) {
+    return ctx.Child("backend").Error(node["backend"], "unknown backend '" + backend + "' (use auto, gloo or nccl)");
+  }
   RETURN_IF_ERROR(ReadUint32(node, "fuse_grad_size_in_MB", ctx, &c->fuse_grad_size_mb));
   std::string scaling = c->lr_scaling == LrScaling::kNone ? "none" : "linear";
   RETURN_IF_ERROR(ReadString(node, "lr_scaling", ctx, &scaling));
@@ -418,6 +442,12 @@ Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* o) {
   if (auto v = env("FLAGS_selected_gpus"); v && !v->empty()) {
     ASSIGN_OR_RETURN(auto devices, ParseUintList(*v, "FLAGS_selected_gpus"));
     o->gpups.devices.assign(devices.begin(), devices.end());
+    o->collective.gpu = o->gpups.devices.front();
+  }
+  if (auto v = env("PADDLE_DISTRI_BACKEND"); v && !v->empty()) {
+    if (!ParseCollectiveBackend(*v, &o->collective.backend)) {
+      return Status::InvalidArgument("PADDLE_DISTRI_BACKEND=" + *v + ": use auto, gloo or nccl");
+    }
   }
   if (auto v = env("HETER_DEVICE_TYPE"); v && !v->empty()) o->gpups.device = *v;
   if (o->gpubox_mode()) return Status::OK();  // a GPU-PS trainer has no heter stage

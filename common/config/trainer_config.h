@@ -72,8 +72,25 @@ enum class LrScaling : uint8_t {
   kLinear = 1,  // `linear`: rate x world size (the global batch is per-rank batch x world size)
 };
 
+// Which library all-reduces among the ranks of a collective job.
+enum class CollectiveBackend : uint8_t {
+  kAuto = 0,  // `auto`: NCCL when this rank was given a GPU (FLAGS_selected_gpus), the build
+              // has NCCL and the GPU is visible; Gloo otherwise
+  kGloo = 1,  // `gloo`: Gloo over TCP, on the CPU
+  kNccl = 2,  // `nccl`: NCCL on this rank's GPU; an error when that cannot be
+};
+
+std::string_view CollectiveBackendName(CollectiveBackend backend);
+// Parses "auto" | "gloo" | "nccl"; false for anything else.
+bool ParseCollectiveBackend(std::string_view name, CollectiveBackend* backend);
+
 // Collective (data-parallel) training: the `fleetps.collective` map of the job YAML.
 struct DataParallelOptions {
+  // `backend` (PADDLE_DISTRI_BACKEND overrides it): auto | gloo | nccl.
+  CollectiveBackend backend = CollectiveBackend::kAuto;
+  // This rank's GPU: the first id of FLAGS_selected_gpus (the launcher's --gpus gives each
+  // rank one); -1 when it is unset.
+  int gpu = -1;
   uint32_t fuse_grad_size_mb = 32;   // `fuse_grad_size_in_MB`: gradient bucket size, [1, 1024]
   LrScaling lr_scaling = LrScaling::kLinear;  // `lr_scaling`: linear | none
   uint32_t warmup_steps = 0;         // `warmup_steps`: linear warm-up of the dense rate over these steps
