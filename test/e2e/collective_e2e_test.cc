@@ -6,7 +6,9 @@
 //  - a rank that fails stops the job: the launcher exits non-zero naming it, with the tail
 //    of its log, and leaves no rank running;
 //  - the hybrid (ctr_dnn: sparse on 2 pservers, dense by allreduce): trains, saves, every
-//    process exits 0, the ranks agree.
+//    process exits 0, the ranks agree;
+//  - one rank with backend nccl: on a GPU, bitwise the parameters of the Gloo run; without
+//    one (or without NCCL in the build), refused at start with what is missing.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
@@ -86,6 +88,49 @@ TEST_CASE("Two collective ranks of the quick-start mlp share one file's records,
   CHECK(sums0 == sums1);
   CHECK(sums0.front() != sums0.back());  // it trained
   CHECK(testing::ReportTestAuc(dir + "/report.json") > 0.6);
+}
+
+// One rank run directly with PADDLE_DISTRI_BACKEND (gloo, then nccl on FLAGS_selected_gpus=0).
+// Returns its exit code; *log gets its output.
+int RunOneRank(const std::string& dir, const std::string& backend, std::string* log) {
+  ChildProcess trainer;
+  std::map<std::string, std::string> env = {{"PADDLE_DISTRI_BACKEND", backend}};
+  if (backend == "nccl") env["FLAGS_selected_gpus"] = "0";
+  REQUIRE(trainer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/mlp.yaml", "--sync-mode",
+                         "collective"},
+                        env, dir + "/" + backend + ".log"));
+  const int rc = trainer.Wait(120s);
+  *log = testing::ReadFile(dir + "/" + backend + ".log");
+  return rc;
+}
+
+TEST_CASE("One rank with backend nccl: the checksums of the Gloo run on a GPU, a clear refusal without one",
+          "[e2e]") {
+  const std::string dir = testing::MakeTempDir("collective_nccl");
+  REQUIRE(testing::GenerateData(
+      dir, {"--train-files", "1", "--rows", "4000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"}));
+  testing::WriteFile(dir + "/mlp.yaml", kMlp);
+  std::string gloo_log, nccl_log;
+  REQUIRE(RunOneRank(dir, "gloo", &gloo_log) == 0);
+  INFO("gloo run:\n" << gloo_log);
+  CHECK_THAT(gloo_log, Catch::Contains("backend: gloo"));
+  const auto gloo = Checksums(gloo_log);
+  REQUIRE(gloo.size() == 2);  // one per epoch
+  const int rc = RunOneRank(dir, "nccl", &nccl_log);
+  INFO("nccl run:\n" << nccl_log);
+  if (rc != 0) {
+    // No GPU here, or no NCCL in this build: refused at start, saying which and what to do.
+    CHECK(rc == 1);
+    CHECK_THAT(nccl_log, Catch::Contains("collective backend nccl: GPU 0 was selected, but") &&
+                             Catch::Contains("or use backend: gloo"));
+    CHECK_THAT(nccl_log, Catch::Contains("this build has no NCCL") || Catch::Contains("sees 0 CUDA device(s)"));
+    WARN("NCCL run skipped: " << nccl_log.substr(nccl_log.find("collective backend nccl")));
+    return;
+  }
+  // World size 1: allreduce and broadcast leave the data as it is on both backends, so the
+  // parameters are bitwise those of the Gloo run.
+  CHECK_THAT(nccl_log, Catch::Contains("backend: nccl on GPU 0"));
+  CHECK(Checksums(nccl_log) == gloo);
 }
 
 TEST_CASE("A failing rank stops the collective job: the launcher names it and no rank is left", "[e2e]") {
