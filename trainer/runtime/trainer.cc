@@ -221,7 +221,13 @@ struct Trainer::Impl {
                                                        options.trainer_id, options.trainers_num));
     if (allow_in_memory && options.data.dataset == config::DatasetKind::kInMemory) {
       auto ds = std::make_unique<data::InMemoryDataset>(options.data, files, batch_size, options.trainer_id);
-      RETURN_IF_ERROR(ds->LoadIntoMemory());
+      // A line on a terminal, else a log line every 10 s of a long load.
+      ProgressReporter progress;
+      const std::string what = "trainer " + std::to_string(options.trainer_id) + ": loading data";
+      RETURN_IF_ERROR(ds->LoadIntoMemory([&](size_t done, size_t total, uint64_t examples) {
+        progress.Update(WorkProgress{what, done, total, "files", examples, "examples", 0});
+      }));
+      progress.Done();
       spdlog::info("trainer {}: loaded {} examples into memory ({:.1f} MB)", options.trainer_id, ds->size(),
                    ds->MemoryBytes() / 1e6);
       return std::unique_ptr<data::Dataset>(std::move(ds));
