@@ -63,7 +63,20 @@ int GpuBoxMain(const std::string& config_path, const std::string& device, const 
   if (auto st = SetUpLogging({options->log_level, "gpups:" + std::to_string(options->trainer_id)}); !st.ok()) {
     return Fail(st);
   }
-  if (auto st = heter::RunGpuPsJob(*options, trainer::TrainerRpcOptions{}, flags); !st.ok()) return Fail(st);
+  // Under a Type=notify unit (fleetps-heter-trainer@): READY=1 once connected to the
+  // pservers and past the job's start barrier; the job then runs to its end.
+  systemd::Notifier notifier;
+  trainer::JobFlags job_flags = flags;
+  job_flags.on_started = [&notifier, id = options->trainer_id] {
+    notifier.Ready("heter-trainer (gpubox) trainer " + std::to_string(id) + " training").IgnoreError();
+    // The unit's WatchdogSec=: a gpubox job serves no requests, so there is no io thread to
+    // probe; the pings say the process runs, and a stuck pserver fails the job through the
+    // RPC deadlines instead.
+    notifier.StartWatchdog([] { return true; });
+  };
+  const Status st = heter::RunGpuPsJob(*options, trainer::TrainerRpcOptions{}, job_flags);
+  notifier.Stopping(st.ok() ? "job finished" : "job failed").IgnoreError();
+  if (!st.ok()) return Fail(st);
   return 0;
 }
 
@@ -146,6 +159,8 @@ int main(int argc, char** argv) {
   if (auto st = notifier.Ready("heter-trainer listening on port " + std::to_string(app.port())); !st.ok()) {
     return Fail(st);
   }
+  // WatchdogSec=: WATCHDOG=1 every half period while an io thread still runs a posted task.
+  notifier.StartWatchdog([&app] { return app.IoResponsive(std::chrono::seconds(5)); });
   app.WaitForShutdown(/*handle_signals=*/true);
   notifier.Stopping("heter-trainer shutting down").IgnoreError();  // best effort: the manager sees the exit
   app.Shutdown();

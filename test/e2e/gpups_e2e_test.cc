@@ -10,6 +10,7 @@
 #include <string>
 
 #include "test/support/job.h"
+#include "test/support/notify_socket.h"
 #include "test/support/process.h"
 
 namespace fleetps {
@@ -153,6 +154,11 @@ TEST_CASE("PaddleRec's own rank_dnn config_gpubox.yaml trains its sample data as
                        job.dir + "/pserver0.log"));
   env["TRAINING_ROLE"] = "TRAINER";
   env["PADDLE_TRAINER_ID"] = "0";
+  // As under fleetps-heter-trainer@.service (Type=notify): the node says READY=1 once it
+  // trains, STOPPING=1 at the end.
+  testing::NotifySocket manager;
+  env["NOTIFY_SOCKET"] = manager.address();
+  env["WATCHDOG_USEC"] = "400000";
   ChildProcess node;
   REQUIRE(node.Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", job.dir + "/config_gpubox.yaml",
                       "--train-data", data, "--test-data", data, "--report", job.dir + "/trainer0.json"},
@@ -161,6 +167,14 @@ TEST_CASE("PaddleRec's own rank_dnn config_gpubox.yaml trains its sample data as
   INFO(job.Log("trainer0") + "\npserver:\n" + job.Log("pserver0"));
   REQUIRE(rc == 0);
   CHECK(server.Wait(30s) == 0);
+  const auto ready = manager.Receive(5s);  // sent long before the exit: already queued
+  REQUIRE(ready.has_value());
+  CHECK(*ready == "READY=1\nSTATUS=heter-trainer (gpubox) trainer 0 training");
+  std::optional<std::string> msg;
+  do {  // the watchdog's pings (WatchdogSec=) from READY=1 on, as many as the job took
+    msg = manager.Receive(5s);
+  } while (msg == "WATCHDOG=1");
+  CHECK(msg == std::optional<std::string>("STOPPING=1\nSTATUS=job finished"));
   const std::string log = job.Log("trainer0");
   CHECK_THAT(log, Catch::Contains("pass 3: end_pass: 1055 rows written back"));  // 3 epochs, 80 lines
   CHECK_THAT(log, Catch::Contains("saved the model"));

@@ -131,6 +131,7 @@ namespace {
 Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer) {
   trainer.SetMetrics(flags.metrics);
   RETURN_IF_ERROR(trainer.Start());
+  if (flags.on_started) flags.on_started();
   spdlog::info("trainer {}/{}: {} training, {} worker threads, {} epochs, model {} ({} dense parameters){}",
                o.trainer_id, o.trainers_num, ModeName(o),
                o.worker_threads, o.epochs, ModelTypeName(o.model.type),
