@@ -1,6 +1,7 @@
 // End-to-end GPU-PS pass mode: real pserver processes and heter-trainers in gpubox mode
 // (host twin, FLAGS_selected_gpus=0,1: two host shards each), launched with the environment
-// scripts/run_gpubox.sh sets, on generated data in real files with a real job YAML.
+// fleetps-launch sets, on generated data in real files with a real job YAML; and
+// scripts/run_gpubox.sh itself (one fleetps-launch command).
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -106,6 +107,41 @@ TEST_CASE("GPU-PS job: two nodes x two host devices train passes, evaluate, save
   CHECK_THAT(both, Catch::Matches(R"((.|\n)*exact, [1-9][0-9]* merged(.|\n)*)"));
   CHECK_THAT(job.Log("trainer0"), Catch::Contains("saved the model"));
   CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.6);
+}
+
+TEST_CASE("scripts/run_gpubox.sh runs two nodes x two host devices through fleetps-launch, all exit 0", "[e2e]") {
+  GpuBoxJob job(20000, 2);  // its data and job YAML; the script starts the processes
+  const std::string out = job.dir + "/out";
+  // The pservers from the base port up, the nodes at base + 100 and + 116 (and + 1: device 1).
+  const uint16_t base = testing::FreePorts(1)[0];
+  ChildProcess script;
+  REQUIRE(script.Start({std::string(FLEETPS_SOURCE_DIR) + "/scripts/run_gpubox.sh"},
+                       {{"BUILD", FLEETPS_BINARY_DIR},
+                        {"FLEETPS_SKIP_SETUP", "1"},
+                        {"FLEETPS_CONFIG", job.dir + "/job.yaml"},
+                        {"FLEETPS_TRAIN_DATA", job.dir + "/data/train"},
+                        {"FLEETPS_TEST_DATA", job.dir + "/data/test"},
+                        {"FLEETPS_PSERVERS", "2"},
+                        {"FLEETPS_TRAINERS", "2"},
+                        {"FLEETPS_EPOCHS", "1"},
+                        {"FLEETPS_BASE_PORT", std::to_string(base)},
+                        {"FLEETPS_OUT", out},
+                        {"HETER_DEVICE_TYPE", "cpu"},
+                        {"FLAGS_selected_gpus", "0,1"}},
+                       job.dir + "/script.log"));
+  const int rc = script.Wait(240s);
+  const std::string log = testing::ReadFile(job.dir + "/script.log");
+  INFO(log);
+  REQUIRE(rc == 0);
+  CHECK_THAT(log, Catch::Contains("fleetps-launch: every process exited 0") &&
+                      Catch::Contains("== done: every process exited 0"));
+  for (int t = 0; t < 2; ++t) {
+    const std::string worker = testing::ReadFile(out + "/workerlog." + std::to_string(t));
+    CHECK_THAT(worker, Catch::Contains("trainer " + std::to_string(t) + "/2: GPU-PS (gpubox) on 2 host device(s)") &&
+                           Catch::Contains("4 dense ranks") && Catch::Contains("pass 1: end_pass"));
+  }
+  CHECK(testing::ReportTestAuc(out + "/trainer0.json") > 0.5);
+  CHECK(testing::ReportTestAuc(out + "/trainer1.json") > 0.5);
 }
 
 TEST_CASE("GPU-PS: a pass above fleetps.gpups.device_memory_mb is refused naming keys and bytes, nothing hangs",
