@@ -63,7 +63,22 @@ int GpuBoxMain(const std::string& config_path, const std::string& device, const 
   if (auto st = SetUpLogging({options->log_level, "gpups:" + std::to_string(options->trainer_id)}); !st.ok()) {
     return Fail(st);
   }
-  if (auto st = heter::RunGpuPsJob(*options, trainer::TrainerRpcOptions{}, flags); !st.ok()) return Fail(st);
+  // Under a Type=notify unit (fleetps-heter-trainer@): READY=1 once connected to the
+  // pservers and past the job's start barrier; the job then runs to its end.
+  systemd::Notifier notifier;
+  trainer::JobFlags job_flags = flags;
+  // One command line for every node (fleetps-launch): --report out/trainer{trainer_id}.json.
+  job_flags.report_path = trainer::PerTrainerPath(flags.report_path, options->trainer_id);
+  job_flags.on_started = [&notifier, id = options->trainer_id] {
+    notifier.Ready("heter-trainer (gpubox) trainer " + std::to_string(id) + " training").IgnoreError();
+    // The unit's WatchdogSec=: a gpubox job serves no requests, so there is no io thread to
+    // probe; the pings say the process runs, and a stuck pserver fails the job through the
+    // RPC deadlines instead.
+    notifier.StartWatchdog([] { return true; });
+  };
+  const Status st = heter::RunGpuPsJob(*options, trainer::TrainerRpcOptions{}, job_flags);
+  notifier.Stopping(st.ok() ? "job finished" : "job failed").IgnoreError();
+  if (!st.ok()) return Fail(st);
   return 0;
 }
 
@@ -93,7 +108,8 @@ int main(int argc, char** argv) {
   cli.add_option("--train-data", train_data, "gpubox: training file or directory (overrides runner.train_data_dir)");
   cli.add_option("--test-data", test_data, "gpubox: test file or directory (overrides runner.test_data_dir)");
   cli.add_option("--epochs", epochs, "gpubox: passes over the training data (overrides runner.epochs)");
-  cli.add_option("--report", flags.report_path, "gpubox: write a JSON summary here");
+  cli.add_option("--report", flags.report_path,
+                 "gpubox: write a JSON summary here ({trainer_id} is replaced by the trainer's id)");
   cli.add_option("--merge", merge, "gpubox: add | average (overrides fleetps.gpups.merge)")
       ->check(CLI::IsMember({"add", "average"}));
   cli.set_version_flag("--version", std::string("heter-trainer (fleetps) ") + FLEETPS_VERSION);
@@ -146,6 +162,8 @@ int main(int argc, char** argv) {
   if (auto st = notifier.Ready("heter-trainer listening on port " + std::to_string(app.port())); !st.ok()) {
     return Fail(st);
   }
+  // WatchdogSec=: WATCHDOG=1 every half period while an io thread still runs a posted task.
+  notifier.StartWatchdog([&app] { return app.IoResponsive(std::chrono::seconds(5)); });
   app.WaitForShutdown(/*handle_signals=*/true);
   notifier.Stopping("heter-trainer shutting down").IgnoreError();  // best effort: the manager sees the exit
   app.Shutdown();

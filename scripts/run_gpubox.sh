@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# GPU-PS (PaddleRec "gpubox") job on one machine, as PaddleRec's tools/run_gpubox.sh: starts
-# the pservers (TRAINING_ROLE=PSERVER, PADDLE_PORT each) and one trainer process per node
-# (TRAINING_ROLE=TRAINER, PADDLE_TRAINER_ID), a heter-trainer in GPU-PS pass mode driving the
-# devices of FLAGS_selected_gpus. Every epoch is a pass: the pass's rows are pulled into a
-# table sharded over the devices (begin_pass), trained there, and written back (end_pass).
-# Then it evaluates on the held-out split, saves the model and stops every process.
+# GPU-PS (PaddleRec "gpubox") job on one machine, as PaddleRec's tools/run_gpubox.sh, with
+# one fleetps-launch command: the pservers (TRAINING_ROLE=PSERVER, PADDLE_PORT each) and one
+# trainer process per node (TRAINING_ROLE=TRAINER, PADDLE_TRAINER_ID), a heter-trainer in
+# GPU-PS pass mode driving the devices of FLAGS_selected_gpus. Every epoch is a pass: the
+# pass's rows are pulled into a table sharded over the devices (begin_pass), trained there,
+# and written back (end_pass). Then it evaluates on the held-out split, saves the model and
+# stops every process. Logs: OUT/serverlog.N, OUT/workerlog.N; reports OUT/trainerN.json.
 #
 #   scripts/run_gpubox.sh                                   # GPUs when nvidia-smi sees some
 #   HETER_DEVICE_TYPE=cpu FLAGS_selected_gpus=0,1 scripts/run_gpubox.sh   # host twin, 2 shards
@@ -14,8 +15,7 @@
 # HETER_DEVICE_TYPE (gpu|cpu; default gpu when nvidia-smi sees one) and FLAGS_selected_gpus
 # (default: every visible GPU, or 0,1 on the host twin), FLEETPS_GPUPS_MERGE (add|average:
 # how end_pass combines rows several nodes trained; default the YAML's fleetps.gpups.merge).
-# The job YAML's runner.sync_mode
-# may say anything: the trainers run it as gpubox.
+# The job YAML's runner.sync_mode may say anything: the trainers run it as gpubox.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -40,32 +40,24 @@ if [ -z "${FLAGS_selected_gpus:-}" ]; then
 fi
 
 . scripts/lib/local_cluster.sh
-cluster_setup "pserver heter-trainer fleetps-datagen"
+cluster_setup "pserver heter-trainer fleetps-datagen fleetps-launch"
 cluster_data
-cluster_start_pservers
 
-# Several nodes all-reduce their devices' dense replicas: one endpoint per node (device d of
-# a node uses its port + d).
-endpoints=""
+# The workers are heter-trainers in pass mode. Several nodes all-reduce their devices'
+# dense replicas over the workers' endpoints (device d of a node uses its port + d): the
+# endpoints are spaced 16 ports apart.
+workers=(--worker_num 1)
 if [ "$TRAINERS" -gt 1 ]; then
-  for ((i = 0; i < TRAINERS; i++)); do endpoints+="${endpoints:+,}127.0.0.1:$((BASE_PORT + 100 + 16 * i))"; done
+  list=""
+  for ((i = 0; i < TRAINERS; i++)); do list+="${list:+,}127.0.0.1:$((BASE_PORT + 100 + 16 * i))"; done
+  workers=(--workers "$list")
 fi
-echo "== starting $TRAINERS GPU-PS trainer(s) on $HETER_DEVICE_TYPE devices $FLAGS_selected_gpus (logs in $OUT)"
-trainer_pids=()
 extra=()
 if [ -n "${FLEETPS_EPOCHS:-}" ]; then extra+=(--epochs "$FLEETPS_EPOCHS"); fi
 if [ -n "${FLEETPS_GPUPS_MERGE:-}" ]; then extra+=(--merge "$FLEETPS_GPUPS_MERGE"); fi
-for ((i = 0; i < TRAINERS; i++)); do
-  TRAINING_ROLE=TRAINER PADDLE_PSERVERS_IP_PORT_LIST="$PSERVER_LIST" PADDLE_TRAINERS_NUM="$TRAINERS" \
-    PADDLE_TRAINER_ID=$i PADDLE_TRAINER_ENDPOINTS="$endpoints" POD_IP=127.0.0.1 \
-    HETER_DEVICE_TYPE="$HETER_DEVICE_TYPE" FLAGS_selected_gpus="$FLAGS_selected_gpus" \
-    "$BUILD/heter_trainer/heter-trainer" --config "$CONFIG" --sync-mode gpubox --train-data "$TRAIN_DATA" \
-    --test-data "$TEST_DATA" --report "$OUT/trainer$i.json" "${extra[@]}" 2>&1 | tee "$OUT/trainer$i.log" | \
-    sed -u "s/^/[trainer $i] /" &
-  trainer_pids+=($!)
-  pids+=($!)
-done
-
-cluster_finish "${trainer_pids[@]}" "${server_pids[@]}"
-grep -h "end_pass" "$OUT"/trainer*.log | sed 's/^/== /' || true
+echo "== $TRAINERS GPU-PS trainer(s) on $HETER_DEVICE_TYPE devices $FLAGS_selected_gpus"
+TRAINER_BIN="$BUILD/heter_trainer/heter-trainer"
+cluster_launch --server_num "$PSERVERS" "${workers[@]}" -- --sync-mode gpubox --device "$HETER_DEVICE_TYPE" \
+  --gpus "$FLAGS_selected_gpus" "${extra[@]}"
+grep -h "end_pass" "$OUT"/workerlog.* | sed 's/^/== /' || true
 echo "== done: every process exited 0"

@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <future>
 
 #include <boost/asio.hpp>
 #include <spdlog/spdlog.h>
@@ -92,7 +93,21 @@ Status HeterApp::Start() {
                rpc_->port(), options_.server.self().ToString(), tls ? ", TLS" : "", net_->num_params(), device_->Describe(),
                job.heter.lanes, job.trainers_num, job.pservers.size());
   sweeper_ = std::thread([this] { SweepLoop(); });
+  std::lock_guard<std::mutex> lock(mu_);
+  serving_ = true;
   return Status::OK();
+}
+
+bool HeterApp::IoResponsive(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!serving_) return false;
+  }
+  // The watchdog is stopped (Notifier::Stopping) before Shutdown tears io_ down.
+  auto ran = std::make_shared<std::promise<void>>();
+  auto future = ran->get_future();
+  boost::asio::post(io_->context(), [ran] { ran->set_value(); });
+  return future.wait_for(timeout) == std::future_status::ready;
 }
 
 uint16_t HeterApp::port() const { return rpc_ ? rpc_->port() : 0; }
@@ -157,6 +172,7 @@ void HeterApp::Shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) return;
     stopped_ = true;
+    serving_ = false;
     shutdown_requested_ = true;
   }
   cv_.notify_all();

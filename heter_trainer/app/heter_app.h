@@ -12,6 +12,7 @@
 // Thread-safety: Start/WaitForShutdown/Shutdown from one controlling thread;
 // RequestShutdown() from anywhere.
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -58,6 +59,10 @@ class HeterApp {
   // 1 when it exited by itself because the cpu-trainers ended and some failed or were
   // gone; 0 otherwise.
   int exit_code() const;
+  // True when an io thread runs a task posted now within `timeout`: the health check behind
+  // the systemd watchdog (WatchdogSec=). False before Start() has finished and once
+  // Shutdown() has begun.
+  bool IoResponsive(std::chrono::milliseconds timeout);
 
  private:
   void SweepLoop();
@@ -78,6 +83,7 @@ class HeterApp {
   bool shutdown_requested_ = false;
   std::string shutdown_reason_;
   bool stopped_ = false;
+  bool serving_ = false;  // Start() finished, Shutdown() not begun: io_ may be posted to
   int exit_code_ = 0;
 };
 

@@ -1,5 +1,6 @@
-# Shared by scripts/run_local.sh and scripts/run_heter.sh (sourced, not run): the pieces of a
-# job on loopback. The caller sets BUILD, CONFIG, TRAINERS, BASE_PORT and OUT.
+# Shared by scripts/run_local.sh, run_heter.sh and run_gpubox.sh (sourced, not run): the
+# pieces of a job on loopback. The caller sets BUILD, CONFIG, TRAINERS, BASE_PORT and OUT,
+# and TRAINER_BIN when the workers are not cpu-trainers (run_gpubox.sh: heter-trainer).
 
 # Installs and builds TARGETS unless FLEETPS_SKIP_SETUP is set (then $BUILD's binaries are used).
 cluster_setup() {
@@ -27,7 +28,7 @@ cluster_data() {
 }
 
 # cluster_launch LAUNCH_FLAGS... -- TRAINER_FLAGS...: one fleetps-launch command runs the
-# job (pservers, heter-trainers, cpu-trainers; logs OUT/serverlog.N, heterlog.N,
+# job (pservers, heter-trainers, the TRAINER_BIN workers; logs OUT/serverlog.N, heterlog.N,
 # workerlog.N; reports OUT/trainerN.json; worker 0's output streamed), then trainer 0's
 # report is summarised. Exits non-zero (the launcher printed the failing log's tail) when
 # a process failed; the launcher leaves no process behind either way.
@@ -38,7 +39,8 @@ cluster_launch() {
   mkdir -p "$OUT"
   echo "== fleetps-launch: logs in $OUT"
   if ! FLAGS_START_PORT="$BASE_PORT" "$BUILD/tools/launch/fleetps-launch" "${launch_flags[@]}" --log_dir "$OUT" \
-      "$BUILD/trainer/cpu-trainer" --config "$CONFIG" --train-data "$TRAIN_DATA" --test-data "$TEST_DATA" \
+      "${TRAINER_BIN:-$BUILD/trainer/cpu-trainer}" --config "$CONFIG" --train-data "$TRAIN_DATA" \
+      --test-data "$TEST_DATA" \
       --report "$OUT/trainer{trainer_id}.json" "$@"; then
     echo "== FAILED: a process exited non-zero; see $OUT/*log.*" >&2
     exit 1

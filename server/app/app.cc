@@ -9,6 +9,7 @@
 #include "common/net/io_threads.h"
 #include "common/net/rpc_client.h"
 #include "common/net/rpc_server.h"
+#include "common/progress.h"
 #include "schemas/ps_generated.h"
 #include "server/app/server_metrics.h"
 #include "server/service/ps_service.h"
@@ -34,6 +35,15 @@ Status App::Start() {
   executors_ = std::make_unique<ExecutorPool>(static_cast<size_t>(options_.shard_threads));
   service_ = std::make_unique<PsService>(options_, *tables_, *executors_,
                                          [this](const std::string& reason) { RequestShutdown(reason); });
+  service_->checkpoints().SetProgress([this, who = "pserver " + std::to_string(options_.index) + ": "](
+                                          const CheckpointProgress& p) {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    if (p.done == 1 || progress_ == nullptr) progress_ = std::make_unique<ProgressReporter>();  // a new operation
+    const bool saving = p.what.rfind("saving", 0) == 0;
+    progress_->Update(WorkProgress{who + p.what, p.done, p.total, saving ? "files" : "parts", p.rows, "rows",
+                                   p.seconds});
+    if (p.done == p.total) progress_.reset();  // erases the line; the outcome is logged by its caller
+  });
   metrics_ = std::make_unique<ServerMetrics>(options_.index, options_.self().ToString());
   if (options_.metrics_port != 0) {
     // Up before the load, so /healthz answers and /readyz says why it is not ready yet.

@@ -24,6 +24,7 @@
 
 namespace fleetps {
 class ExecutorPool;
+class ProgressReporter;
 namespace net {
 class AuthKey;
 class IoThreads;
@@ -77,6 +78,10 @@ class App {
   config::ServerOptions options_;
   std::shared_ptr<const net::AuthKey> auth_key_;  // the shared secret, when configured
   std::shared_ptr<net::TlsContext> tls_;          // server.tls, when configured
+  // The running save's or load's progress line or log lines; fed from the lanes, so it
+  // outlives executors_.
+  std::mutex progress_mu_;  // guards progress_
+  std::unique_ptr<ProgressReporter> progress_;
   std::unique_ptr<net::IoThreads> io_;
   std::unique_ptr<ExecutorPool> executors_;
   std::unique_ptr<TableSet> tables_;

@@ -91,6 +91,11 @@ void ServerMetrics::Refresh() {
         .Set(static_cast<double>(t.disk_rows));
     registry_.GetGauge("fleetps_table_memory_bytes", "RAM held by a table's rows on this server", table)
         .Set(static_cast<double>(t.memory_bytes));
+    registry_.GetGauge("fleetps_table_rocksdb_bytes",
+                       "Bytes of a table's rows held only on the RocksDB tier on this server, as written "
+                       "(key + encoded row each, before RocksDB's compression)",
+                       table)
+        .Set(static_cast<double>(t.disk_bytes));
     auto& [pulled, pushed] = last_keys_[t.name];
     registry_.GetCounter("fleetps_table_keys_pulled_total", "Keys pulled from a table (each occurrence)", table)
         .Increment(static_cast<double>(t.pulls - std::min(pulled, t.pulls)));

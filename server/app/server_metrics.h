@@ -4,7 +4,7 @@
 //  - per request type: count, errors, payload bytes in and out, latency histogram (from
 //    the RpcServer's on_reply hook, on the answering thread, lock-free after first use);
 //  - per table, refreshed at each scrape on the shards' owner lanes: rows in memory and on
-//    the RocksDB tier, memory bytes, keys pulled and pushed;
+//    the RocksDB tier, memory bytes, RocksDB-tier bytes, keys pulled and pushed;
 //  - checkpoints: saves and loads with their rows and bytes (their durations are the Save
 //    and Load request latencies), the start-up load's duration;
 //  - connections and requests in flight.

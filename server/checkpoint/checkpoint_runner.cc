@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <exception>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -98,6 +100,31 @@ void CheckpointRunner::RunSequenced(std::vector<LaneTask> tasks, std::function<v
   seq->remaining = seq->groups.size();
   seq->done = std::move(done);
   for (size_t g = 0; g < seq->groups.size(); ++g) RunNext(executors_, seq, g, 0);
+}
+
+void CheckpointRunner::TrackProgress(std::vector<LaneTask>& tasks, const std::string& what,
+                                     std::function<uint64_t(size_t)> rows_of) const {
+  if (!progress_ || tasks.empty()) return;
+  struct Tally {
+    std::mutex mu;  // guards the members below; held while progress_ runs (one call at a time)
+    size_t done = 0;
+    uint64_t rows = 0;
+  };
+  auto tally = std::make_shared<Tally>();
+  const auto start = std::chrono::steady_clock::now();
+  const size_t total = tasks.size();
+  for (size_t i = 0; i < total; ++i) {
+    tasks[i].run = [run = std::move(tasks[i].run), tally, start, total, what, rows_of, i,
+                    progress = progress_]() -> Status {
+      RETURN_IF_ERROR(run());
+      const uint64_t rows = rows_of(i);
+      std::lock_guard<std::mutex> lock(tally->mu);
+      tally->rows += rows;
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      progress(CheckpointProgress{what, ++tally->done, total, tally->rows, seconds});
+      return Status::OK();
+    };
+  }
 }
 
 // ---- commands and pending saves --------------------------------------------------------
@@ -288,6 +315,11 @@ void CheckpointRunner::SavePart(const SaveSpec& spec, std::function<void(StatusO
                        }});
     }
   }
+
+  TrackProgress(tasks, "saving " + spec.dir, [this, results](size_t i) -> uint64_t {
+    const FileResult& r = (*results)[i];
+    return tables_.sparse(r.table_id) != nullptr ? r.rows : 0;
+  });
 
   auto scope = std::make_shared<CommandScope>();
   // Every way out of the command: lock released and next command started before the reply.
@@ -599,12 +631,14 @@ void CheckpointRunner::LoadSettled(const std::string& dir, std::function<void(St
     const size_t threads = executors_.num_threads();
     auto rows = std::make_shared<std::vector<uint64_t>>();
     std::vector<LaneTask> tasks;
+    auto slots = std::make_shared<std::vector<std::optional<size_t>>>();  // task -> its slot in rows (sparse)
     const bool replace = !plan->merge;
     for (const auto& t : plan->tables) {
       if (t.dense) {
         const uint32_t id = t.id;
         auto files = t.files;
         tasks.push_back({dense_lane_(id), [this, plan, id, files] { return LoadDense(*plan, id, files); }});
+        slots->push_back(std::nullopt);
         continue;
       }
       SparseTable* table = tables_.sparse(t.id);
@@ -621,6 +655,7 @@ void CheckpointRunner::LoadSettled(const std::string& dir, std::function<void(St
         }
         const size_t slot = rows->size();
         rows->push_back(0);
+        slots->push_back(slot);
         const uint32_t id = t.id;
         tasks.push_back({sparse_lane_(id, shards[0]),
                          [this, plan, table, id, shards, files, rows, slot, replace,
@@ -640,6 +675,9 @@ void CheckpointRunner::LoadSettled(const std::string& dir, std::function<void(St
                          }});
       }
     }
+    TrackProgress(tasks, "loading " + dir, [rows, slots](size_t i) -> uint64_t {
+      return (*slots)[i] ? (*rows)[*(*slots)[i]] : 0;  // written by task i, on this thread
+    });
     RunSequenced(std::move(tasks), [plan, rows, dir, done](Status st) {
       if (!st.ok()) return done(st.WithContext("load of " + dir + " failed part-way; tables may be partly loaded"));
       LoadOutcome outcome;

@@ -82,6 +82,15 @@ struct ShrinkOutcome {
   uint64_t rows = 0;     // rows left in the shrunk tables
 };
 
+// How far a save's part or a load has got (CheckpointRunner::SetProgress).
+struct CheckpointProgress {
+  std::string what;     // "saving DIR" or "loading DIR"
+  size_t done = 0;      // pieces finished: files written (save); a shard's or a dense table's files read (load)
+  size_t total = 0;     // pieces in all
+  uint64_t rows = 0;    // sparse rows written or loaded by the finished pieces
+  double seconds = 0;   // since the pieces began
+};
+
 class CheckpointRunner {
  public:
   // The lane of a sparse table's shard and of a dense table (the service's mapping).
@@ -109,6 +118,11 @@ class CheckpointRunner {
   // Load, waiting for the result (start-up, before the server listens).
   StatusOr<LoadOutcome> LoadSync(const std::string& dir);
 
+  // `progress` hears of every piece of a save's phase 1 and of a load's rows as it ends
+  // well (progress on a terminal, log lines): on the piece's lane thread, one call at a time
+  // per operation. Set before the first command.
+  void SetProgress(std::function<void(const CheckpointProgress&)> progress) { progress_ = std::move(progress); }
+
   // A piece of work and the lane it must run on.
   struct LaneTask {
     size_t lane;
@@ -118,6 +132,11 @@ class CheckpointRunner {
   void RunSequenced(std::vector<LaneTask> tasks, std::function<void(Status)> done);
 
  private:
+  // Wraps each of `tasks` so that progress_ hears of it when it ends well; rows_of(i) reads
+  // task i's sparse rows on its lane after it ran. Nothing without progress_.
+  void TrackProgress(std::vector<LaneTask>& tasks, const std::string& what,
+                     std::function<uint64_t(size_t task)> rows_of) const;
+
   struct LoadPlan;
   // Builds what Load does after the manifest is read: checks and the file list.
   StatusOr<std::shared_ptr<LoadPlan>> PlanLoad(const std::string& dir);
@@ -154,6 +173,7 @@ class CheckpointRunner {
   const uint32_t num_servers_;
   const std::string fleetps_version_;
 
+  std::function<void(const CheckpointProgress&)> progress_;  // set before use, then read-only
   std::mutex mu_;  // guards the members below
   bool command_running_ = false;
   std::deque<std::function<void()>> waiting_;  // commands after the running one

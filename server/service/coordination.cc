@@ -152,7 +152,7 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
     flatbuffers::FlatBufferBuilder fbb(1024);
     std::vector<flatbuffers::Offset<wire::TableStatsEntry>> entries;
     for (uint32_t id : state->ids) {
-      uint64_t rows = 0, bytes = 0, disk_rows = 0;
+      uint64_t rows = 0, bytes = 0, disk_rows = 0, disk_bytes = 0;
       std::vector<flatbuffers::Offset<wire::ShardStats>> shards;
       auto& per_shard = state->stats[id];
       std::sort(per_shard.begin(), per_shard.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -160,11 +160,12 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
         rows += s.rows;
         bytes += s.memory_bytes;
         disk_rows += s.disk_rows;
-        shards.push_back(
-            wire::CreateShardStats(fbb, shard, s.rows, s.memory_bytes, s.pulls, s.pushes, s.disk_rows));
+        disk_bytes += s.disk_bytes;
+        shards.push_back(wire::CreateShardStats(fbb, shard, s.rows, s.memory_bytes, s.pulls, s.pushes, s.disk_rows,
+                                                s.disk_bytes));
       }
       entries.push_back(wire::CreateTableStatsEntry(fbb, BuildTableInfo(fbb, *tables_.options(id), tables_), rows,
-                                                    bytes, fbb.CreateVector(shards), disk_rows));
+                                                    bytes, fbb.CreateVector(shards), disk_rows, disk_bytes));
     }
     fbb.Finish(wire::CreateTableStatsReply(fbb, fbb.CreateVector(entries)));
     state->responder.Send(net::ReplyType(MessageType::TableStats), fbb.Release());
@@ -219,6 +220,7 @@ std::vector<TableTotals> PsService::CollectTableStats(std::chrono::milliseconds 
     TableTotals& t = g->totals[id];
     t.rows += st.rows;
     t.disk_rows += st.disk_rows;
+    t.disk_bytes += st.disk_bytes;
     t.memory_bytes += st.memory_bytes;
     t.pulls += st.pulls;
     t.pushes += st.pushes;

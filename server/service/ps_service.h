@@ -47,6 +47,7 @@ struct TableTotals {
   bool sparse = true;
   uint64_t rows = 0;          // rows held (dense: floats of this server's slice)
   uint64_t disk_rows = 0;     // of which only on the RocksDB tier
+  uint64_t disk_bytes = 0;    // their bytes as written to RocksDB (key + encoded row each)
   uint64_t memory_bytes = 0;  // RAM of the rows (dense: the weights)
   uint64_t pulls = 0;         // keys pulled since start
   uint64_t pushes = 0;        // keys pushed since start

@@ -90,6 +90,8 @@ class RowStore {
   virtual size_t size() const = 0;
   // Rows held only outside RAM (0 for a memory-only store).
   virtual size_t disk_rows() const { return 0; }
+  // Bytes of those rows as stored outside RAM (0 for a memory-only store).
+  virtual uint64_t DiskBytes() const { return 0; }
   // RAM held by the store (rows, index, free lists), in bytes; not disk.
   virtual size_t MemoryBytes() const = 0;
 

@@ -227,6 +227,13 @@ Status SpillDb::DeleteShard(uint32_t shard) {
                    "delete range in " + dir());
 }
 
+size_t SpillDb::RecordBytes(uint32_t row_floats) {
+  flatbuffers::FlatBufferBuilder fbb(64 + size_t{row_floats} * sizeof(float));
+  const std::vector<float> zeros(row_floats, 0.0f);
+  fbb.Finish(disk::CreateSpilledRow(fbb, fbb.CreateVector(zeros)));
+  return kKeyBytes + fbb.GetSize();
+}
+
 uint64_t SpillDb::MemoryBytes() const {
   uint64_t mem = 0, readers = 0;
   impl_->db->GetIntProperty("rocksdb.cur-size-all-mem-tables", &mem);

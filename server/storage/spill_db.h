@@ -79,6 +79,10 @@ class SpillDb {
   // RocksDB's own memory (block cache, memtables, readers), bytes; for statistics.
   uint64_t MemoryBytes() const;
 
+  // Bytes one stored row of `row_floats` floats takes as written: its key and its encoded
+  // SpilledRow value (before RocksDB's own overhead and compression).
+  static size_t RecordBytes(uint32_t row_floats);
+
  private:
   struct Impl;
   explicit SpillDb(std::unique_ptr<Impl> impl);

@@ -37,6 +37,7 @@ size_t TieredRowStore::MemoryRowsFor(size_t budget_bytes, uint32_t row_floats) {
 TieredRowStore::TieredRowStore(uint32_t row_floats, size_t max_memory_rows, SpillDb* spill, uint32_t shard)
     : RowStore(row_floats),
       row_floats_(row_floats),
+      record_bytes_(SpillDb::RecordBytes(row_floats)),
       max_memory_rows_(max_memory_rows),
       evict_batch_(std::max<size_t>(256, max_memory_rows / 32)),
       spill_(spill),

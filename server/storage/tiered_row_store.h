@@ -58,6 +58,8 @@ class TieredRowStore final : public RowStore {
   Status Clear() override;
   size_t size() const override { return memory_.size() + disk_only_rows(); }
   size_t disk_rows() const override { return disk_only_rows(); }
+  // disk_rows() x SpillDb::RecordBytes(row_floats): key and encoded row, as written.
+  uint64_t DiskBytes() const override { return uint64_t{disk_only_rows()} * record_bytes_; }
   size_t MemoryBytes() const override { return memory_.MemoryBytes(); }
 
   size_t memory_rows() const { return memory_.size(); }
@@ -86,6 +88,7 @@ class TieredRowStore final : public RowStore {
                  std::vector<uint8_t>* found);
 
   const uint32_t row_floats_;
+  const size_t record_bytes_;  // SpillDb::RecordBytes(row_floats_)
   const size_t max_memory_rows_;
   const size_t evict_batch_;
   SpillDb* const spill_;  // the table's; outlives every shard store

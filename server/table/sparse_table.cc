@@ -283,8 +283,8 @@ Status SparseTable::WriteRowsShard(uint32_t shard, const uint64_t* keys, const u
 ShardStats SparseTable::Stats(uint32_t shard) const {
   FLEETPS_CHECK_LT(shard, num_shards());
   const Shard& s = shards_[shard];
-  return ShardStats{s.store->size(), s.store->MemoryBytes(), s.pulls,
-                    s.pushes,        s.created,                s.store->disk_rows()};
+  return ShardStats{s.store->size(), s.store->MemoryBytes(), s.pulls,     s.pushes,
+                    s.created,       s.store->disk_rows(),     s.store->DiskBytes()};
 }
 
 StatusOr<uint64_t> SparseTable::ShrinkShard(uint32_t shard) {

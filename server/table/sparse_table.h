@@ -47,6 +47,7 @@ struct ShardStats {
   uint64_t pushes = 0;        // keys pushed (likewise)
   uint64_t created = 0;       // rows created, by push or by pull with create_on_pull
   uint64_t disk_rows = 0;     // rows held only on the RocksDB tier (included in rows)
+  uint64_t disk_bytes = 0;    // those rows' bytes as written to RocksDB (RowStore::DiskBytes)
 };
 
 // Per-key counters that ride along with a push, indexed like the gradients (shows[idx[k]]

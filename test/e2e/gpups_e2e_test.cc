@@ -1,6 +1,7 @@
 // End-to-end GPU-PS pass mode: real pserver processes and heter-trainers in gpubox mode
 // (host twin, FLAGS_selected_gpus=0,1: two host shards each), launched with the environment
-// scripts/run_gpubox.sh sets, on generated data in real files with a real job YAML.
+// fleetps-launch sets, on generated data in real files with a real job YAML; and
+// scripts/run_gpubox.sh itself (one fleetps-launch command).
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "test/support/job.h"
+#include "test/support/notify_socket.h"
 #include "test/support/process.h"
 
 namespace fleetps {
@@ -107,6 +109,41 @@ TEST_CASE("GPU-PS job: two nodes x two host devices train passes, evaluate, save
   CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.6);
 }
 
+TEST_CASE("scripts/run_gpubox.sh runs two nodes x two host devices through fleetps-launch, all exit 0", "[e2e]") {
+  GpuBoxJob job(20000, 2);  // its data and job YAML; the script starts the processes
+  const std::string out = job.dir + "/out";
+  // The pservers from the base port up, the nodes at base + 100 and + 116 (and + 1: device 1).
+  const uint16_t base = testing::FreePorts(1)[0];
+  ChildProcess script;
+  REQUIRE(script.Start({std::string(FLEETPS_SOURCE_DIR) + "/scripts/run_gpubox.sh"},
+                       {{"BUILD", FLEETPS_BINARY_DIR},
+                        {"FLEETPS_SKIP_SETUP", "1"},
+                        {"FLEETPS_CONFIG", job.dir + "/job.yaml"},
+                        {"FLEETPS_TRAIN_DATA", job.dir + "/data/train"},
+                        {"FLEETPS_TEST_DATA", job.dir + "/data/test"},
+                        {"FLEETPS_PSERVERS", "2"},
+                        {"FLEETPS_TRAINERS", "2"},
+                        {"FLEETPS_EPOCHS", "1"},
+                        {"FLEETPS_BASE_PORT", std::to_string(base)},
+                        {"FLEETPS_OUT", out},
+                        {"HETER_DEVICE_TYPE", "cpu"},
+                        {"FLAGS_selected_gpus", "0,1"}},
+                       job.dir + "/script.log"));
+  const int rc = script.Wait(240s);
+  const std::string log = testing::ReadFile(job.dir + "/script.log");
+  INFO(log);
+  REQUIRE(rc == 0);
+  CHECK_THAT(log, Catch::Contains("fleetps-launch: every process exited 0") &&
+                      Catch::Contains("== done: every process exited 0"));
+  for (int t = 0; t < 2; ++t) {
+    const std::string worker = testing::ReadFile(out + "/workerlog." + std::to_string(t));
+    CHECK_THAT(worker, Catch::Contains("trainer " + std::to_string(t) + "/2: GPU-PS (gpubox) on 2 host device(s)") &&
+                           Catch::Contains("4 dense ranks") && Catch::Contains("pass 1: end_pass"));
+  }
+  CHECK(testing::ReportTestAuc(out + "/trainer0.json") > 0.5);
+  CHECK(testing::ReportTestAuc(out + "/trainer1.json") > 0.5);
+}
+
 TEST_CASE("GPU-PS: a pass above fleetps.gpups.device_memory_mb is refused naming keys and bytes, nothing hangs",
           "[e2e]") {
   GpuBoxJob job(4000, 1, "  gpups: {device_memory_mb: 1}\n");
@@ -153,6 +190,11 @@ TEST_CASE("PaddleRec's own rank_dnn config_gpubox.yaml trains its sample data as
                        job.dir + "/pserver0.log"));
   env["TRAINING_ROLE"] = "TRAINER";
   env["PADDLE_TRAINER_ID"] = "0";
+  // As under fleetps-heter-trainer@.service (Type=notify): the node says READY=1 once it
+  // trains, STOPPING=1 at the end.
+  testing::NotifySocket manager;
+  env["NOTIFY_SOCKET"] = manager.address();
+  env["WATCHDOG_USEC"] = "400000";
   ChildProcess node;
   REQUIRE(node.Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", job.dir + "/config_gpubox.yaml",
                       "--train-data", data, "--test-data", data, "--report", job.dir + "/trainer0.json"},
@@ -161,6 +203,14 @@ TEST_CASE("PaddleRec's own rank_dnn config_gpubox.yaml trains its sample data as
   INFO(job.Log("trainer0") + "\npserver:\n" + job.Log("pserver0"));
   REQUIRE(rc == 0);
   CHECK(server.Wait(30s) == 0);
+  const auto ready = manager.Receive(5s);  // sent long before the exit: already queued
+  REQUIRE(ready.has_value());
+  CHECK(*ready == "READY=1\nSTATUS=heter-trainer (gpubox) trainer 0 training");
+  std::optional<std::string> msg;
+  do {  // the watchdog's pings (WatchdogSec=) from READY=1 on, as many as the job took
+    msg = manager.Receive(5s);
+  } while (msg == "WATCHDOG=1");
+  CHECK(msg == std::optional<std::string>("STOPPING=1\nSTATUS=job finished"));
   const std::string log = job.Log("trainer0");
   CHECK_THAT(log, Catch::Contains("pass 3: end_pass: 1055 rows written back"));  // 3 epochs, 80 lines
   CHECK_THAT(log, Catch::Contains("saved the model"));

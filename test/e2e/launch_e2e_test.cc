@@ -186,6 +186,16 @@ TEST_CASE("A trainer's opt-in /metrics moves while it trains; SIGTERM to the lau
   REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_pull_seconds_count ([0-9.e+]+)")));
   CHECK(std::stod(m[1]) > 0);
   CHECK_THAT(text, Catch::Contains("fleetps_trainer_auc ") && Catch::Contains("fleetps_trainer_epoch "));
+  // The queues (QueueDataset, the async communicator): the job's default capacity, depths
+  // within their bounds (their exact values: data_test and runtime_test).
+  REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_data_queue_capacity ([0-9.e+]+)")));
+  CHECK(std::stod(m[1]) == 32);
+  REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_data_queue_batches ([0-9.e+]+)")));
+  CHECK(std::stod(m[1]) <= 32);
+  REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_push_queue_steps ([0-9.e+]+)")));
+  // Back-pressure: at most 2 x max_merge_steps (4) steps merging, as many in the window sent.
+  CHECK(std::stod(m[1]) <= 4 * 4);
+  CHECK_THAT(text, Catch::Contains("\nfleetps_trainer_push_queue_keys "));
   CHECK(HttpGet(port, "/healthz") == "ok\n");
   const auto pids = job.Pids();
   job.launcher.Signal(SIGTERM);

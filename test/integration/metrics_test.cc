@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <regex>
+#include <span>
 
 #include "test/support/process.h"
 #include "trainer/client/ps_client.h"
@@ -105,6 +107,77 @@ TEST_CASE("pserver /metrics counts requests, keys and rows; /healthz and /readyz
   // A second scrape adds nothing new to the counters.
   auto [c2, again] = HttpGet(http, "/metrics");
   CHECK(Value(again, "fleetps_table_keys_pushed_total{id=\"0\",table=\"emb\"}") == 300);
+
+  REQUIRE((*client)->StopServers("test done").ok());
+  client->reset();
+  CHECK(server.Wait(30s) == 0);
+}
+
+TEST_CASE("pserver /metrics: RocksDB-tier rows and bytes are 0 until rows spill, then rows x record size",
+          "[integration]") {
+  const std::string dir = testing::MakeTempDir("metrics_tier");
+  const auto ports = testing::FreePorts(2);
+  // One shard whose budget holds about 3000 rows in RAM: 6000 keys spill about half.
+  testing::WriteFile(dir + "/ps.yaml",
+                     "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) +
+                         "\"]\n  io_threads: 1\n  shard_threads: 1\n  data_dir: " + dir +
+                         "/data\n  metrics_port: " + std::to_string(ports[1]) +
+                         "\ntables:\n"
+                         "  - {id: 0, name: cold, kind: sparse, dim: 4, shards: 1, memory_budget_bytes: 200000,\n"
+                         "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n");
+  testing::ChildProcess server;
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
+                       dir + "/pserver.log"));
+  REQUIRE(testing::WaitForPort(ports[0], 30s));
+  INFO("pserver log:\n" << testing::ReadFile(dir + "/pserver.log"));
+  const std::string rows_disk = "fleetps_table_rows{id=\"0\",table=\"cold\",tier=\"rocksdb\"}";
+  const std::string rows_ram = "fleetps_table_rows{id=\"0\",table=\"cold\",tier=\"memory\"}";
+  const std::string bytes_disk = "fleetps_table_rocksdb_bytes{id=\"0\",table=\"cold\"}";
+
+  auto [c0, before] = HttpGet(ports[1], "/metrics");
+  REQUIRE(c0 == 200);
+  CHECK_THAT(before, Catch::Contains("# TYPE fleetps_table_rocksdb_bytes gauge"));
+  CHECK(Value(before, rows_disk) == 0);
+  CHECK(Value(before, bytes_disk) == 0);
+
+  trainer::PsClientOptions o;
+  o.servers = {{"127.0.0.1", ports[0]}};
+  o.io_threads = 1;
+  auto client = trainer::PsClient::Connect(o);
+  REQUIRE(client.ok());
+  std::vector<uint64_t> keys(6000);
+  for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = i + 1;
+  std::vector<float> grads(keys.size() * 4, 0.5f);
+  for (size_t at = 0; at < keys.size(); at += 500) {  // batches: eviction runs between calls
+    const std::span<const uint64_t> k(keys.data() + at, 500);
+    const std::span<const float> g(grads.data() + at * 4, 500 * 4);
+    REQUIRE((*client)->PushSparse(0, k, g).get().ok());
+  }
+
+  auto [c1, after] = HttpGet(ports[1], "/metrics");
+  REQUIRE(c1 == 200);
+  const double disk = Value(after, rows_disk), bytes = Value(after, bytes_disk);
+  CHECK(disk + Value(after, rows_ram) == 6000);
+  CHECK(disk > 2000);
+  // Each row as written: a 12-byte key and a SpilledRow of the row's floats (at least the 4
+  // weights), the same size for every row.
+  CHECK(bytes >= disk * (12 + 4 * 4));
+  CHECK(bytes <= disk * (12 + 4 * 4 + 128));
+  CHECK(std::fmod(bytes, disk) == 0);
+  // The same figure over the TableStats RPC (fleetps-ctl status).
+  auto stats = (*client)->Stats();
+  REQUIRE(stats.ok());
+  REQUIRE(stats->size() == 1);
+  CHECK((*stats)[0].disk_rows == static_cast<uint64_t>(disk));
+  CHECK((*stats)[0].disk_bytes == static_cast<uint64_t>(bytes));
+
+  // Reading every row back brings some into RAM: the tier's bytes follow its rows.
+  std::vector<float> values(keys.size() * 4);
+  REQUIRE((*client)->PullSparse(0, keys, values.data()).get().ok());
+  CHECK(values[0] == -0.5f);
+  auto [c2, again] = HttpGet(ports[1], "/metrics");
+  const double disk2 = Value(again, rows_disk);
+  CHECK(Value(again, bytes_disk) == disk2 * (bytes / disk));
 
   REQUIRE((*client)->StopServers("test done").ok());
   client->reset();

@@ -1,5 +1,5 @@
-// pserver under a (simulated) service manager: NOTIFY_SOCKET points at a socket this test
-// listens on, as systemd does for Type=notify units.
+// pserver and heter-trainer under a (simulated) service manager: NOTIFY_SOCKET points at a
+// socket this test listens on, as systemd does for Type=notify units.
 //  - READY=1 arrives only once the port accepts connections (it is sent after the bind
 //    and, with --resume/--load, after the tables are loaded);
 //  - WatchdogSec= (WATCHDOG_USEC) is answered with WATCHDOG=1 pings;
@@ -12,7 +12,9 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <map>
 
+#include "test/support/job.h"
 #include "test/support/notify_socket.h"
 #include "test/support/process.h"
 
@@ -67,6 +69,58 @@ TEST_CASE("pserver sends READY=1 once it accepts, pings the watchdog, and STOPPI
   } while (msg == "WATCHDOG=1");
   REQUIRE(msg.has_value());
   CHECK_THAT(*msg, Catch::StartsWith("STOPPING=1\nSTATUS=pserver 0 shutting down"));
+  CHECK(server.Wait(30s) == 0);
+}
+
+TEST_CASE("heter-trainer sends READY=1 once it accepts, pings the watchdog, and STOPPING=1 on SIGTERM",
+          "[integration]") {
+  const std::string dir = testing::MakeTempDir("systemd_notify_heter");
+  const auto ports = testing::FreePorts(2);
+  const std::string pserver = "127.0.0.1:" + std::to_string(ports[0]);
+  const std::string heter = "127.0.0.1:" + std::to_string(ports[1]);
+  testing::WriteFile(dir + "/job.yaml", "runner:\n  sync_mode: heter\n" + testing::kSmallCtrDnnModel +
+                                            "fleetps:\n  server: {io_threads: 1, shard_threads: 1}\n");
+  std::map<std::string, std::string> env = {{"PADDLE_PSERVERS_IP_PORT_LIST", pserver},
+                                            {"PADDLE_TRAINERS_NUM", "1"},
+                                            {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", heter},
+                                            {"STAGE_NUM", "2"},
+                                            {"PADDLE_STAGE_TRAINERS_NUM", "[1, 1]"},
+                                            {"POD_IP", "127.0.0.1"}};
+  testing::ChildProcess server;
+  env["TRAINING_ROLE"] = "PSERVER";
+  env["PADDLE_PORT"] = std::to_string(ports[0]);
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"}, env,
+                       dir + "/pserver.log"));
+  REQUIRE(testing::WaitForPort(ports[0], 60s));
+
+  testing::NotifySocket manager;
+  env["TRAINING_ROLE"] = "HETER_TRAINER";
+  env["PADDLE_PORT"] = std::to_string(ports[1]);
+  env["STAGE_ID"] = "2";
+  env["HETER_DEVICE_TYPE"] = "cpu";
+  env["NOTIFY_SOCKET"] = manager.address();
+  env["WATCHDOG_USEC"] = "400000";
+  testing::ChildProcess heter_trainer;
+  REQUIRE(heter_trainer.Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"},
+                              env, dir + "/heter.log"));
+  const auto ready = manager.Receive(60s);
+  INFO("heter-trainer log:\n" << testing::ReadFile(dir + "/heter.log"));
+  REQUIRE(ready.has_value());
+  CHECK_THAT(*ready, Catch::StartsWith("READY=1\nSTATUS=heter-trainer listening on port " + std::to_string(ports[1])));
+  CHECK(Accepts(ports[1]));
+  // WatchdogSec=: 200 ms pings for a 400 ms period, while its io threads run.
+  CHECK(manager.Receive(30s) == "WATCHDOG=1");
+  CHECK(manager.Receive(30s) == "WATCHDOG=1");
+
+  heter_trainer.Signal(SIGTERM);
+  std::optional<std::string> msg;
+  do {
+    msg = manager.Receive(30s);
+  } while (msg == "WATCHDOG=1");
+  REQUIRE(msg.has_value());
+  CHECK_THAT(*msg, Catch::StartsWith("STOPPING=1\nSTATUS=heter-trainer shutting down"));
+  CHECK(heter_trainer.Wait(30s) == 0);
+  server.Signal(SIGTERM);
   CHECK(server.Wait(30s) == 0);
 }
 

@@ -58,13 +58,13 @@ void PrintStatus(std::ostream& out, const std::vector<net::Endpoint>& servers,
     out << "pserver " << s << "  " << servers[s].ToString() << "\n";
     out << "  " << std::left << std::setw(16) << "table" << std::setw(4) << "id" << std::setw(8) << "kind"
         << std::right << std::setw(12) << "rows" << std::setw(12) << "memory" << std::setw(14) << "rocksdb rows"
-        << std::setw(14) << "pull keys/s" << std::setw(14) << "push keys/s" << "\n";
+        << std::setw(15) << "rocksdb bytes" << std::setw(14) << "pull keys/s" << std::setw(14) << "push keys/s" << "\n";
     for (size_t t = 0; t < now[s].size(); ++t) {
       const auto& x = now[s][t];
       out << "  " << std::left << std::setw(16) << x.name << std::setw(4) << x.id << std::setw(8)
           << (x.dense ? "dense" : "sparse") << std::right << std::setw(12) << x.rows << std::setw(12)
           << Human(static_cast<double>(x.memory_bytes)) << std::setw(14) << (x.dense ? "-" : std::to_string(x.disk_rows))
-          << std::setw(14) << (x.dense ? "-" : rate(s, t, true)) << std::setw(14) << (x.dense ? "-" : rate(s, t, false))
+          << std::setw(15) << (x.dense ? "-" : Human(static_cast<double>(x.disk_bytes))) << std::setw(14) << (x.dense ? "-" : rate(s, t, true)) << std::setw(14) << (x.dense ? "-" : rate(s, t, false))
           << "\n";
       totals[x.name].first += x.rows;
       totals[x.name].second += x.memory_bytes;
@@ -86,7 +86,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   cli.add_option("--timeout", timeout_s, "seconds to wait for the servers to accept a connection (default 10)")
       ->check(CLI::PositiveNumber);
   cli.require_subcommand(1);
-  auto* status = cli.add_subcommand("status", "per server and table: rows, memory, RocksDB rows, keys/s");
+  auto* status = cli.add_subcommand("status", "per server and table: rows, memory, RocksDB rows and bytes, keys/s");
   status->add_option("--interval", interval_s, "seconds between the two samples of the key rates (0: no rates)")
       ->check(CLI::NonNegativeNumber);
   auto* save = cli.add_subcommand("save", "save every table (a checkpoint under the servers' checkpoint root)");

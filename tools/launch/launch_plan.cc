@@ -144,12 +144,14 @@ StatusOr<std::string> ResolveRoleBinary(const std::string& explicit_path, const 
                           "): pass " + flag + " PATH");
 }
 
-bool HasHybridFlag(const std::vector<std::string>& command) {
+// The value of --sync-mode among the trainer's arguments ("" when absent).
+std::string SyncModeArg(const std::vector<std::string>& command) {
+  static const std::string kFlag = "--sync-mode";
   for (size_t i = 1; i < command.size(); ++i) {
-    if (command[i] == "--sync-mode=collective") return true;
-    if (command[i] == "--sync-mode" && i + 1 < command.size() && command[i + 1] == "collective") return true;
+    if (command[i].rfind(kFlag + "=", 0) == 0) return command[i].substr(kFlag.size() + 1);
+    if (command[i] == kFlag && i + 1 < command.size()) return command[i + 1];
   }
-  return false;
+  return "";
 }
 
 }  // namespace
@@ -489,7 +491,12 @@ StatusOr<LaunchPlan> PlanLaunch(const LaunchFlags& flags, const LaunchEnvironmen
     common["PADDLE_STAGE_TRAINERS_NUM"] =
         "[" + std::to_string(plan.workers.size()) + ", " + std::to_string(plan.heter_workers.size()) + "]";
   }
-  const bool hybrid = HasHybridFlag(flags.command);
+  const std::string sync_mode = SyncModeArg(flags.command);
+  const bool hybrid = sync_mode == "collective";
+  // GPU-PS pass mode (heter-trainer --sync-mode gpubox as the worker): several nodes
+  // all-reduce their devices' dense replicas over the workers' endpoints (device d of a
+  // worker uses its port + d: give --workers with room between the ports).
+  const bool gpubox_nodes = sync_mode == "gpubox" && plan.workers.size() > 1;
 
   uint32_t local = 0;
   for (size_t i = 0; i < servers.endpoints.size(); ++i) {
@@ -539,7 +546,7 @@ StatusOr<LaunchPlan> PlanLaunch(const LaunchFlags& flags, const LaunchEnvironmen
     s.env["TRAINING_ROLE"] = "TRAINER";
     s.env["PADDLE_TRAINER_ID"] = std::to_string(i);
     s.env["POD_IP"] = workers.endpoints[i].host;
-    if (hybrid) {  // sparse on the pservers, dense replicas kept equal by allreduce among the workers
+    if (hybrid || gpubox_nodes) {  // dense replicas kept equal by allreduce among the workers
       s.env["PADDLE_TRAINER_ENDPOINTS"] = Join(plan.workers);
       s.env["PADDLE_CURRENT_ENDPOINT"] = s.endpoint;
     }

@@ -65,6 +65,7 @@ struct TableStatsSummary {
   uint64_t memory_bytes = 0;  // summed over servers
   std::vector<uint64_t> rows_per_server;
   uint64_t disk_rows = 0;     // rows held only on the servers' RocksDB tier (in rows)
+  uint64_t disk_bytes = 0;    // their bytes as written to RocksDB (key + encoded row each)
 };
 
 // One table on one server (PsClient::StatsByServer).
@@ -75,6 +76,7 @@ struct ServerTableStats {
   uint64_t rows = 0;          // dense: floats of the server's slice
   uint64_t memory_bytes = 0;
   uint64_t disk_rows = 0;     // on the RocksDB tier (included in rows)
+  uint64_t disk_bytes = 0;    // their bytes as written to RocksDB
   uint64_t pulls = 0;         // keys pulled since the server started
   uint64_t pushes = 0;        // keys pushed since the server started
 };

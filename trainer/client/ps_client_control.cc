@@ -120,6 +120,7 @@ StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {
       s.rows += e->rows();
       s.memory_bytes += e->memory_bytes();
       s.disk_rows += e->disk_rows();
+      s.disk_bytes += e->disk_bytes();
       s.rows_per_server.push_back(e->rows());
     }
   }
@@ -148,6 +149,7 @@ StatusOr<std::vector<std::vector<ServerTableStats>>> PsClient::StatsByServer() {
       t.rows = e->rows();
       t.memory_bytes = e->memory_bytes();
       t.disk_rows = e->disk_rows();
+      t.disk_bytes = e->disk_bytes();
       if (e->shards() != nullptr) {
         for (const auto* sh : *e->shards()) {
           t.pulls += sh->pulls();

@@ -26,7 +26,7 @@ RecordBlock InMemoryDataset::EmptyBlock() const {
   return RecordBlock(options_.dense_dim, static_cast<uint32_t>(options_.sparse_slots.size()));
 }
 
-Status InMemoryDataset::LoadIntoMemory() {
+Status InMemoryDataset::LoadIntoMemory(const LoadProgressFn& on_file) {
   ReleaseMemory();
   progress_.Reset();
   // Blocks are collected per file so that their order does not depend on thread timing.
@@ -35,6 +35,9 @@ Status InMemoryDataset::LoadIntoMemory() {
   std::atomic<bool> failed{false};
   std::mutex error_mu;
   Status error;  // guarded by error_mu
+  std::mutex progress_mu;
+  size_t files_done = 0;   // guarded by progress_mu
+  uint64_t examples = 0;   // guarded by progress_mu
 
   auto load_files = [&] {
     FileReader reader(*format_, options_.skip_bad_lines, &progress_);
@@ -57,6 +60,12 @@ Status InMemoryDataset::LoadIntoMemory() {
         std::lock_guard<std::mutex> lock(error_mu);
         if (error.ok()) error = status;
         failed = true;
+      } else if (on_file) {
+        uint64_t file_examples = 0;
+        for (const RecordBlock& block : blocks) file_examples += block.size();
+        std::lock_guard<std::mutex> lock(progress_mu);
+        examples += file_examples;
+        on_file(++files_done, files_.size(), examples);
       }
     }
   };

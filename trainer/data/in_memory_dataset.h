@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,9 +47,14 @@ class InMemoryDataset : public Dataset {
   InMemoryDataset(const InMemoryDataset&) = delete;
   InMemoryDataset& operator=(const InMemoryDataset&) = delete;
 
+  // After each file read: files read so far, files in all, examples so far. Called from the
+  // loading threads (one at a time).
+  using LoadProgressFn = std::function<void(size_t files_done, size_t files, uint64_t examples)>;
+
   // Replaces the records in memory with the files' records, parsed by options.thread_num
-  // threads. On error nothing is kept and the first error is returned.
-  Status LoadIntoMemory();
+  // threads; `on_file` (may be empty) hears of each file read. On error nothing is kept and
+  // the first error is returned.
+  Status LoadIntoMemory(const LoadProgressFn& on_file = {});
 
   // Permutes the record order with a generator seeded by `seed`.
   void LocalShuffle(uint64_t seed);

@@ -17,7 +17,7 @@ QueueDataset::~QueueDataset() { EndPass(); }
 
 Status QueueDataset::StartPass() {
   FLEETPS_CHECK(readers_.empty()) << "StartPass while a pass is running; call EndPass first";
-  queue_ = std::make_unique<BoundedQueue<Batch>>(options_.queue_capacity);
+  queue_ = std::make_unique<BoundedQueue<Batch>>(options_.queue_capacity, on_depth_);
   next_file_ = 0;
   error_ = Status::OK();
   progress_.Reset();

@@ -10,6 +10,7 @@
 // worker. Thread-safety: see Dataset.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +38,11 @@ class QueueDataset : public Dataset {
   void EndPass() override;
   ReadStats stats() const override { return progress_.Snapshot(); }
 
+  // Sees the reader -> worker queue's depth (batches read and not yet taken by a worker)
+  // after every change, from the reader and worker threads: see BoundedQueue. Set before
+  // StartPass; applies from the next pass.
+  void SetDepthObserver(std::function<void(size_t depth)> on_depth) { on_depth_ = std::move(on_depth); }
+
  private:
   void ReaderLoop();
   // Records the pass's first error and cancels the queue.
@@ -47,6 +53,7 @@ class QueueDataset : public Dataset {
   const size_t batch_size_;
   const std::unique_ptr<const LineFormat> format_;
   ReadProgress progress_;
+  std::function<void(size_t)> on_depth_;  // driver thread; copied into each pass's queue
 
   // Pass state: (re)set by StartPass while no reader runs, then shared with the readers.
   std::unique_ptr<BoundedQueue<Batch>> queue_;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/metrics/registry.h"
+#include "common/progress.h"
 #include "trainer/runtime/trainer.h"
 
 namespace fleetps::trainer {
@@ -64,7 +65,14 @@ void LogPass(const char* what, const config::TrainerOptions& o, const PassReport
 // one checkpoint in model_save_path; the others wait for it.
 Status SaveModel(const config::TrainerOptions& o, PsClient& client, Trainer& trainer) {
   if (o.trainer_id == 0) {
-    ASSIGN_OR_RETURN(SaveResult saved, client.Save(o.model_save_path, kSaveCheckpoint));
+    // The pservers write their parts; until they answer, the time spent (a terminal line, or a
+    // log line every 10 s).
+    StatusOr<SaveResult> result = [&] {
+      ProgressReporter progress;
+      ProgressTicker ticker(progress, "trainer 0: saving the model to " + o.model_save_path);
+      return client.Save(o.model_save_path, kSaveCheckpoint);
+    }();
+    ASSIGN_OR_RETURN(SaveResult saved, std::move(result));
     spdlog::info("trainer 0: saved the model to {} (version {}, {} sparse rows, {:.1f} MB)", o.model_save_path,
                  saved.version, saved.rows, saved.bytes / 1e6);
   }
@@ -123,6 +131,7 @@ namespace {
 Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer) {
   trainer.SetMetrics(flags.metrics);
   RETURN_IF_ERROR(trainer.Start());
+  if (flags.on_started) flags.on_started();
   spdlog::info("trainer {}/{}: {} training, {} worker threads, {} epochs, model {} ({} dense parameters){}",
                o.trainer_id, o.trainers_num, ModeName(o),
                o.worker_threads, o.epochs, ModelTypeName(o.model.type),
@@ -187,7 +196,13 @@ Status RunInferJob(const config::TrainerOptions& o, PsClient& client, const JobF
   if (o.infer_load_path.empty()) {
     return Status::InvalidArgument("infer needs a saved model: set runner.infer_load_path or pass --model");
   }
-  ASSIGN_OR_RETURN(LoadResult loaded, client.Load(o.infer_load_path));
+  StatusOr<LoadResult> result = [&] {
+    ProgressReporter progress;
+    ProgressTicker ticker(progress, "trainer " + std::to_string(o.trainer_id) + ": loading the model " +
+                                        o.infer_load_path);
+    return client.Load(o.infer_load_path);
+  }();
+  ASSIGN_OR_RETURN(LoadResult loaded, std::move(result));
   spdlog::info("loaded model {} (version {}, {} sparse rows)", o.infer_load_path, loaded.version, loaded.rows);
   Trainer trainer(o, client);
   ASSIGN_OR_RETURN(PassReport r, trainer.Evaluate(o.data.test_paths, flags.predictions_path));

@@ -4,6 +4,7 @@
 // that main() connects either to the pservers or to an in-process server (local mode).
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,9 @@ struct JobFlags {
   std::string report_path;       // JSON summary written at the end ("" = none)
   std::string predictions_path;  // infer/eval: "label prediction" lines ("" = none)
   metrics::Registry* metrics = nullptr;  // training series go here (outlives the job; null: none)
+  // Called once training can begin: connected to the pservers, past the start barrier
+  // (a service manager's READY=1). Null: none.
+  std::function<void()> on_started;
 };
 
 // `path` with every "{trainer_id}" replaced by `trainer_id`: the trainers of a job started

@@ -184,9 +184,16 @@ class AsyncSync : public ParamSync {
     }
     ++merged_steps_;
     ++accepted_;
+    PublishQueue();
     lock.unlock();
     cv_.notify_all();
     return Status::OK();
+  }
+
+  void SetPushQueueGauges(PushQueueGauges gauges) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    gauges_ = gauges;
+    PublishQueue();
   }
 
   Status Flush() override {
@@ -212,6 +219,12 @@ class AsyncSync : public ParamSync {
   }
 
  private:
+  // The gauges from the counters below; under mu_.
+  void PublishQueue() {
+    gauges_.steps.Set(static_cast<double>(accepted_ - sent_));
+    gauges_.keys.Set(static_cast<double>(merged_.size() + sending_keys_));
+  }
+
   void SendLoop() {
     uint64_t sends = 0;
     std::unique_lock<std::mutex> lock(mu_);
@@ -233,6 +246,7 @@ class AsyncSync : public ParamSync {
       const float scale = 1.0f / static_cast<float>(merged_steps_);
       const uint64_t window_end = accepted_;
       merged_steps_ = 0;
+      sending_keys_ = keys.size();
       lock.unlock();
       cv_.notify_all();
 
@@ -262,6 +276,8 @@ class AsyncSync : public ParamSync {
 
       lock.lock();
       sent_ = window_end;
+      sending_keys_ = 0;
+      PublishQueue();
       if (!st.ok() && error_.ok()) error_ = st.WithContext("async communicator");
       if (fresh != nullptr && st.ok()) snapshot_ = fresh;
       cv_.notify_all();
@@ -286,6 +302,8 @@ class AsyncSync : public ParamSync {
   uint64_t sent_ = 0;      // of those, steps whose send completed
   uint64_t flushed_ = 0;   // steps covered by the latest completed Flush
   uint32_t flushes_waiting_ = 0;
+  size_t sending_keys_ = 0;  // keys of the window being sent
+  PushQueueGauges gauges_;   // no-op handles until SetPushQueueGauges
   bool stopping_ = false;
   Status error_;
   uint64_t lost_pushes_ = 0;  // send thread only

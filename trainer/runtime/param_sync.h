@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/config/trainer_config.h"
+#include "common/metrics/registry.h"
 #include "common/status.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/data/dataset.h"
@@ -55,9 +56,21 @@ class DenseStepper {
                                std::span<float> activation_grads, std::span<float> param_grads) = 0;
 };
 
+// The async communicator's queue, as gauges (cpu-trainer --metrics-port): the steps handed
+// to it whose send has not completed, and the keys of those steps' merge windows (the one
+// merging and the one being sent, summed; a key counts once per window).
+struct PushQueueGauges {
+  metrics::Gauge steps;
+  metrics::Gauge keys;
+};
+
 class ParamSync {
  public:
   virtual ~ParamSync() = default;
+
+  // Publishes the pending pushes in `gauges` (modes with a background communicator: async,
+  // heter; the others push synchronously and leave them untouched). Before the workers start.
+  virtual void SetPushQueueGauges(PushQueueGauges gauges) {}
 
   // Rows of `keys` (unique) into rows[keys.size() * dim].
   virtual Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) = 0;

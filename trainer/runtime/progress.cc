@@ -1,10 +1,7 @@
 #include "trainer/runtime/progress.h"
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 namespace fleetps::trainer {
 
@@ -29,34 +26,6 @@ std::string FormatTrainingProgress(const TrainingProgress& p, int width) {
     out += buf;
   }
   return out;
-}
-
-ProgressLine::ProgressLine(int fd, std::optional<bool> force) : fd_(fd) {
-  if (force) {
-    enabled_ = *force;
-  } else {
-    const char* term = std::getenv("TERM");
-    enabled_ = ::isatty(fd) == 1 && !(term != nullptr && std::strcmp(term, "dumb") == 0);
-  }
-}
-
-void ProgressLine::Update(const std::string& text, std::chrono::milliseconds min_interval) {
-  if (!enabled_) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto now = std::chrono::steady_clock::now();
-  if (shown_ && now - last_ < min_interval) return;
-  last_ = now;
-  shown_ = true;
-  const std::string line = "\r\033[K" + text;
-  (void)!::write(fd_, line.data(), line.size());
-}
-
-void ProgressLine::Clear() {
-  if (!enabled_) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!shown_) return;
-  shown_ = false;
-  (void)!::write(fd_, "\r\033[K", 4);
 }
 
 }  // namespace fleetps::trainer

@@ -91,6 +91,8 @@ struct Trainer::Impl {
     metrics::Counter examples, steps;
     metrics::Gauge loss, auc, rate, epoch;
     metrics::Histogram pull, push;
+    metrics::Gauge data_queue;     // QueueDataset's reader -> worker queue, batches
+    PushQueueGauges push_queue;    // the async communicator's pending steps and keys
   } series;
 
   // Activations of a batch: pooled embeddings + dense features (the sparse models), or the
@@ -219,12 +221,22 @@ struct Trainer::Impl {
                                                        options.trainer_id, options.trainers_num));
     if (allow_in_memory && options.data.dataset == config::DatasetKind::kInMemory) {
       auto ds = std::make_unique<data::InMemoryDataset>(options.data, files, batch_size, options.trainer_id);
-      RETURN_IF_ERROR(ds->LoadIntoMemory());
+      // A line on a terminal, else a log line every 10 s of a long load.
+      ProgressReporter progress;
+      const std::string what = "trainer " + std::to_string(options.trainer_id) + ": loading data";
+      RETURN_IF_ERROR(ds->LoadIntoMemory([&](size_t done, size_t total, uint64_t examples) {
+        progress.Update(WorkProgress{what, done, total, "files", examples, "examples", 0});
+      }));
+      progress.Done();
       spdlog::info("trainer {}: loaded {} examples into memory ({:.1f} MB)", options.trainer_id, ds->size(),
                    ds->MemoryBytes() / 1e6);
       return std::unique_ptr<data::Dataset>(std::move(ds));
     }
-    return std::unique_ptr<data::Dataset>(std::make_unique<data::QueueDataset>(options.data, files, batch_size));
+    auto ds = std::make_unique<data::QueueDataset>(options.data, files, batch_size);
+    if (allow_in_memory) {  // the training data (evaluation passes leave the gauge alone)
+      ds->SetDepthObserver([gauge = series.data_queue](size_t depth) { gauge.Set(static_cast<double>(depth)); });
+    }
+    return std::unique_ptr<data::Dataset>(std::move(ds));
   }
 
   // Sums the AUC state of every trainer; returns the merged calculator.
@@ -307,6 +319,7 @@ Status Trainer::Start() {
     return Barrier("start");
   }
   ASSIGN_OR_RETURN(impl.sync, MakeParamSync(options_, client_, options_.worker_threads));
+  impl.sync->SetPushQueueGauges(impl.series.push_queue);
   if (options_.trainer_id == 0) {
     std::vector<float> params(impl.net.num_params());
     impl.net.InitParams(params, options_.model.init_seed);
@@ -331,6 +344,17 @@ void Trainer::SetMetrics(metrics::Registry* registry) {
   s.push = registry->GetHistogram("fleetps_trainer_push_seconds",
                                   "Pushes of a step, as the worker waits (async: handing to the communicator)", {},
                                   buckets);
+  s.data_queue = registry->GetGauge("fleetps_trainer_data_queue_batches",
+                                    "Batches read and waiting for a worker (QueueDataset's reader -> worker queue; "
+                                    "0 for InMemoryDataset, whose workers read memory directly)");
+  registry->GetGauge("fleetps_trainer_data_queue_capacity", "Capacity of that queue, batches (runner.queue_capacity)")
+      .Set(static_cast<double>(options_.data.queue_capacity));
+  s.push_queue.steps = registry->GetGauge(
+      "fleetps_trainer_push_queue_steps",
+      "Steps handed to the async communicator whose push to the pservers has not completed (async and heter modes)");
+  s.push_queue.keys = registry->GetGauge(
+      "fleetps_trainer_push_queue_keys",
+      "Keys of those steps' merge windows (merging and being sent; a key counts once per window)");
 }
 
 StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {

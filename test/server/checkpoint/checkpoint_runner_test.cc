@@ -98,6 +98,9 @@ class Server {
     return p.get_future().get();
   }
   StatusOr<LoadOutcome> Load(const std::string& dir) { return runner_->LoadSync(dir); }
+  void SetProgress(std::function<void(const CheckpointProgress&)> progress) {
+    runner_->SetProgress(std::move(progress));
+  }
   // Holds executor lane `lane` (its thread) until `release` is ready.
   void BlockLane(size_t lane, std::shared_future<void> release) {
     pool_.Post(lane, [release] { release.wait(); });
@@ -245,6 +248,37 @@ TEST_CASE("Checkpoint (mode 0) round-trips every float, RAM-only and RocksDB-bac
     target[0]->PushDense(b);
     CHECK(target[0]->DenseSlice() == source[0]->DenseSlice());
   }
+}
+
+TEST_CASE("Save and load report each file: 1..N of N, rows adding up to the sparse rows", "[checkpoint]") {
+  auto source = Cluster(1);  // 4 shards of emb and of ctr, one dense table: 9 files
+  Train(source, 1, 3);
+  const uint64_t sparse_rows = source[0]->Rows(kSparse).size() + source[0]->Rows(kCtr).size();
+  std::vector<CheckpointProgress> calls;  // one call at a time
+  source[0]->SetProgress([&](const CheckpointProgress& p) { calls.push_back(p); });
+  const std::string dir = testing::MakeTempDir("ckpt_progress");
+  SaveAll(source, dir, disk::SaveMode::Checkpoint, "v1");
+  REQUIRE(calls.size() == 9);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    CHECK(calls[i].what == "saving " + dir);
+    CHECK(calls[i].done == i + 1);
+    CHECK(calls[i].total == 9);
+    CHECK(calls[i].seconds >= 0);
+    if (i > 0) CHECK(calls[i].rows >= calls[i - 1].rows);
+  }
+  CHECK(calls.back().rows == sparse_rows);
+
+  auto target = Cluster(1);
+  calls.clear();
+  target[0]->SetProgress([&](const CheckpointProgress& p) { calls.push_back(p); });
+  auto loaded = target[0]->Load(dir);
+  REQUIRE(loaded.ok());
+  REQUIRE(calls.size() == 9);  // aligned: one task per shard, one for the dense table
+  CHECK(calls.back().what == "loading " + dir);
+  CHECK(calls.back().done == 9);
+  CHECK(calls.back().total == 9);
+  CHECK(calls.back().rows == loaded->rows);
+  CHECK(loaded->rows == sparse_rows);
 }
 
 TEST_CASE("Base (mode 2) saves weights only; Delta (mode 1) saves what changed since", "[checkpoint]") {

@@ -3,6 +3,7 @@
 #include "tools/ctl/ctl.h"
 
 #include <catch2/catch.hpp>
+#include <regex>
 #include <sstream>
 
 #include "test/support/process.h"
@@ -89,6 +90,55 @@ TEST_CASE("fleetps-ctl status, save, load, shrink and stop on two pservers", "[i
   CHECK(r.code == 0);
   for (auto& s : servers) CHECK(s.Wait(30s) == 0);
   CHECK_THAT(testing::ReadFile(dir + "/pserver0.log"), Catch::Contains("maintenance"));
+}
+
+TEST_CASE("fleetps-ctl status shows the RocksDB tier's rows and bytes per table", "[integration]") {
+  const std::string dir = testing::MakeTempDir("ctl_tier");
+  const auto ports = testing::FreePorts(1);
+  const std::string list = "127.0.0.1:" + std::to_string(ports[0]);
+  // The budget holds about 3000 rows of `cold` in RAM; `emb` has no budget.
+  testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"" + list +
+                                           "\"]\n  io_threads: 1\n  shard_threads: 1\n  data_dir: " + dir +
+                                           "/data\ntables:\n"
+                                           "  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 1}\n"
+                                           "  - {id: 1, name: cold, kind: sparse, dim: 4, shards: 1,\n"
+                                           "     memory_budget_bytes: 200000}\n");
+  testing::ChildProcess server;
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
+                       dir + "/pserver.log"));
+  REQUIRE(testing::WaitForPort(ports[0], 30s));
+  {
+    trainer::PsClientOptions o;
+    o.servers = {{"127.0.0.1", ports[0]}};
+    auto client = trainer::PsClient::Connect(o);
+    REQUIRE(client.ok());
+    std::vector<uint64_t> keys(500);
+    std::vector<float> grads(keys.size() * 4, 1.0f);
+    for (uint64_t round = 0; round < 12; ++round) {  // 6000 rows; eviction runs between calls
+      for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = round * keys.size() + i + 1;
+      REQUIRE((*client)->PushSparse(1, keys, grads).get().ok());
+      if (round == 0) REQUIRE((*client)->PushSparse(0, keys, grads).get().ok());
+    }
+    auto stats = (*client)->StatsByServer();
+    REQUIRE(stats.ok());
+    REQUIRE((*stats)[0].size() == 2);
+    const trainer::ServerTableStats& cold = (*stats)[0][1];
+    CHECK(cold.disk_rows > 2000);
+    CHECK(cold.disk_bytes >= cold.disk_rows * (12 + 16));
+    CHECK((*stats)[0][0].disk_bytes == 0);
+
+    Result r = Ctl({"--servers", list, "status", "--interval", "0"});
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("rocksdb bytes"));
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, std::regex(R"(emb +0 +sparse +500 +\S+ \S+ +0 +0 B )")));
+    REQUIRE(std::regex_search(r.out, m, std::regex(R"(cold +1 +sparse +6000 +\S+ \S+ +(\d+) +([0-9.]+) KiB )")));
+    CHECK(std::stoull(m[1].str()) == cold.disk_rows);
+    CHECK(std::stod(m[2].str()) == Approx(cold.disk_bytes / 1024.0).margin(0.05));
+    REQUIRE((*client)->StopServers("test done").ok());
+  }
+  CHECK(server.Wait(30s) == 0);
 }
 
 TEST_CASE("fleetps-ctl: an unreachable server and bad input get errors that say what to fix", "[integration]") {

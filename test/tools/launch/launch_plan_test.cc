@@ -221,6 +221,24 @@ TEST_CASE("The hybrid (--sync-mode collective among the trainer's arguments) get
   CHECK(w0.env.at("PADDLE_CURRENT_ENDPOINT") == "127.0.0.1:41001");
 }
 
+TEST_CASE("GPU-PS nodes (--sync-mode gpubox) get trainer endpoints when there are several") {
+  const auto two = Plan({"--server_num", "1", "--workers", "127.0.0.1:9100,127.0.0.1:9116", "heter-trainer",
+                         "--config", "j.yaml", "--sync-mode=gpubox", "--gpus", "0,1"});
+  REQUIRE(two.processes.size() == 3);
+  CHECK(two.processes[1].env.at("PADDLE_TRAINER_ENDPOINTS") == "127.0.0.1:9100,127.0.0.1:9116");
+  CHECK(two.processes[2].env.at("PADDLE_CURRENT_ENDPOINT") == "127.0.0.1:9116");
+  CHECK(two.processes[2].env.at("PADDLE_TRAINER_ID") == "1");
+  CHECK(two.processes[2].argv.back() == "0,1");  // the trainer's own arguments, unchanged
+  // One node all-reduces among its own devices: no endpoints (as a single gpubox process).
+  const auto one = Plan({"--server_num", "1", "--worker_num", "1", "heter-trainer", "--config", "j.yaml",
+                         "--sync-mode", "gpubox"});
+  CHECK(one.processes[1].env.count("PADDLE_TRAINER_ENDPOINTS") == 0);
+  // Other modes named there get none either.
+  const auto async = Plan({"--server_num", "1", "--worker_num", "2", "t", "--config", "j.yaml", "--sync-mode",
+                           "async"});
+  CHECK(async.processes[1].env.count("PADDLE_TRAINER_ENDPOINTS") == 0);
+}
+
 TEST_CASE("Servers need the job's --config among the trainer's arguments and a pserver to run") {
   Status st = PlanError({"--server_num", "1", "/x/cpu-trainer", "--epochs", "1"});
   CHECK_THAT(st.message(), Catch::Contains("no --config FILE after /x/cpu-trainer"));

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <tuple>
 
 #include <catch2/catch.hpp>
 
@@ -62,6 +63,30 @@ TEST_CASE("load_into_memory keeps the file order whatever the threads do", "[dat
   CHECK(dataset.size() == 0);
   CHECK(dataset.MemoryBytes() == 0);
   CHECK(KeysInOrder(&dataset).empty());
+}
+
+TEST_CASE("load_into_memory reports each file read: 1..N of N, examples growing to the total", "[data][inmemory]") {
+  testing::TempDir dir;
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 4, 1000 + 1);  // 4 x 1001 rows
+  InMemoryDataset dataset(Options(2), files, 100);
+  std::vector<std::tuple<size_t, size_t, uint64_t>> calls;  // the callback runs one at a time
+  REQUIRE(dataset.LoadIntoMemory([&](size_t done, size_t total, uint64_t examples) {
+                   calls.emplace_back(done, total, examples);
+                 }).ok());
+  REQUIRE(calls.size() == 4);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    CHECK(std::get<0>(calls[i]) == i + 1);
+    CHECK(std::get<1>(calls[i]) == 4);
+    CHECK(std::get<2>(calls[i]) == (i + 1) * 1001);  // whole files, whichever finished first
+  }
+  // A failed load reports only the files read before the error.
+  const std::string bad = dir.Write("bad", {"not a record"});
+  InMemoryDataset failing(Options(1), {files[0], bad}, 100);
+  calls.clear();
+  CHECK_FALSE(failing.LoadIntoMemory([&](size_t done, size_t total, uint64_t examples) {
+                       calls.emplace_back(done, total, examples);
+                     }).ok());
+  CHECK(calls == std::vector<std::tuple<size_t, size_t, uint64_t>>{{1, 2, 1001}});
 }
 
 TEST_CASE("in-memory rank_dnn sample: 80 examples, first one exact", "[data][inmemory]") {

@@ -1,6 +1,8 @@
 // QueueDataset: streaming passes with several reader and worker threads.
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -172,6 +174,58 @@ TEST_CASE("ending a pass early stops blocked readers", "[data][queue]") {
   const PassResult result = RunPass(&dataset, 2);
   REQUIRE(result.status.ok());
   CHECK(result.keys.size() == 2000);
+}
+
+TEST_CASE("the depth observer follows the reader -> worker queue: full, drained, cancelled", "[data][queue]") {
+  testing::TempDir dir;
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 4, 100);  // 400 examples
+  config::DataOptions options = testing::RankDnnOptions();
+  options.thread_num = 2;
+  options.queue_capacity = 3;
+  QueueDataset dataset(options, files, 8);
+  std::mutex mu;
+  std::condition_variable changed;
+  size_t depth = 99, max_depth = 0, calls = 0;  // guarded by mu
+  dataset.SetDepthObserver([&](size_t d) {
+    std::lock_guard<std::mutex> lock(mu);
+    depth = d;
+    max_depth = std::max(max_depth, d);
+    ++calls;
+    changed.notify_all();
+  });
+  auto wait_for_depth = [&](size_t want) {
+    std::unique_lock<std::mutex> lock(mu);
+    return changed.wait_for(lock, std::chrono::seconds(30), [&] { return depth == want; });
+  };
+
+  REQUIRE(dataset.StartPass().ok());
+  CHECK(wait_for_depth(3));  // no worker yet: the readers fill the queue and block
+  Batch batch;
+  REQUIRE(*dataset.NextBatch(&batch));
+  CHECK(wait_for_depth(3));  // a reader refills the slot
+  size_t batches = 1, examples = batch.size();
+  for (;;) {
+    auto next = dataset.NextBatch(&batch);
+    REQUIRE(next.ok());
+    if (!*next) break;
+    ++batches;
+    examples += batch.size();
+  }
+  CHECK(examples == 400);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(depth == 0);
+    CHECK(max_depth == 3);  // never above the capacity
+    CHECK(calls == 2 * batches);  // one push and one pop per batch
+  }
+  dataset.EndPass();
+
+  // A pass ended early: what was queued is dropped and the depth reads 0.
+  REQUIRE(dataset.StartPass().ok());
+  CHECK(wait_for_depth(3));
+  dataset.EndPass();
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(depth == 0);
 }
 
 TEST_CASE("no files: the pass is empty", "[data][queue]") {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "server/app/app.h"
+#include "test/common/net/tcp_proxy.h"
 #include "test/support/process.h"
 #include "trainer/runtime/param_sync.h"
 
@@ -171,6 +172,42 @@ TEST_CASE("No update is lost while workers train through exchanges and backgroun
 
 namespace fleetps::trainer {
 namespace {
+
+TEST_CASE("The async communicator's queue gauges count the steps and keys not yet sent, 0 once flushed") {
+  Cluster c;
+  net::testing::TcpProxy proxy(c.endpoint.port);
+  PsClientOptions co;
+  co.servers = {{"127.0.0.1", proxy.port()}};
+  auto client = PsClient::Connect(co);
+  REQUIRE(client.ok());
+  auto o = c.Options(config::SyncMode::kAsync, 0, 1);
+  o.max_merge_steps = 8;  // three pushes never wait on back-pressure
+  auto made = MakeParamSync(o, **client, 1);
+  REQUIRE(made.ok());
+  ParamSync& sync = **made;
+  metrics::Registry registry;
+  PushQueueGauges gauges{registry.GetGauge("steps", "steps"), registry.GetGauge("keys", "keys")};
+  sync.SetPushQueueGauges(gauges);
+  CHECK(gauges.steps.value() == 0);
+  CHECK(gauges.keys.value() == 0);
+
+  // Replies are held: the first window's send cannot complete, later steps merge behind it.
+  proxy.Freeze(net::testing::TcpProxy::Frozen::kToClient);
+  const std::vector<float> dense = {0, 0, 0};
+  const std::vector<std::vector<uint64_t>> steps = {{1, 2}, {3}, {4, 5, 6}};  // disjoint keys
+  for (const auto& keys : steps) {
+    const std::vector<float> grads(keys.size() * 2, 1.0f);
+    REQUIRE(sync.Push(0, StepGrads{keys, grads, {}, {}, dense}).ok());
+  }
+  CHECK(gauges.steps.value() == 3);
+  CHECK(gauges.keys.value() == 6);  // in whichever windows they are, each key once
+
+  proxy.Freeze(net::testing::TcpProxy::Frozen::kNone);
+  REQUIRE(sync.Flush().ok());
+  CHECK(gauges.steps.value() == 0);
+  CHECK(gauges.keys.value() == 0);
+  CHECK(c.Row(6) == std::vector<float>{-1, -1});
+}
 
 TEST_CASE("Heter mode splits the async communicator: cpu-trainers send sparse only, heter-trainers dense only") {
   Cluster c;
