@@ -152,7 +152,11 @@ double TrainJob(const std::string& model, const std::string& mode, const std::st
       const auto rank = trainer_argv(0);
       argv.insert(argv.end(), rank.begin(), rank.end());
       argv.back() = dir + "/report{trainer_id}.json";
-      REQUIRE(launcher.Start(argv, {{"PADDLE_PSERVERS_IP_PORT_LIST", pservers}}, dir + "/launcher.log"));
+      // This build tree's launcher, whichever tree that is.
+      REQUIRE(launcher.Start(argv,
+                             {{"PADDLE_PSERVERS_IP_PORT_LIST", pservers},
+                              {"FLEETPS_LAUNCH", testing::BinaryPath("tools/launch/fleetps-launch")}},
+                             dir + "/launcher.log"));
       const int rc = launcher.Wait(180s);
       names = {"launcher.log", "logs/workerlog.1", "pserver0.log"};
       log0 = testing::ReadFile(dir + "/logs/workerlog.0");
