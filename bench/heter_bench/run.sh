@@ -22,7 +22,7 @@ common=(FLEETPS_TRAINERS="$TRAINERS" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA
         FLEETPS_TEST_DATA="$PWD/$DATA/test" FLEETPS_BASE_PORT=19100)
 env "${common[@]}" FLEETPS_SYNC_MODE=async FLEETPS_OUT="$OUT/async" scripts/run_local.sh >"$OUT/async.log" 2>&1
 env "${common[@]}" FLEETPS_OUT="$OUT/heter" scripts/run_heter.sh >"$OUT/heter.log" 2>&1
-device=$(grep -ho "dense part of [0-9]* parameters on [^,]*" "$OUT"/heter/heterlog.0 | head -1 | sed 's/.* on //')
+device=$(grep -ho "dense part of model [a-z_]* ([0-9]* parameters) on [^,]*" "$OUT"/heter/heterlog.0 | head -1 | sed 's/.* on //')
 
 python3 - "$OUT" "$TRAINERS" "$ROWS" "$EPOCHS" "$device" <<'PY'
 import json, sys

@@ -87,10 +87,11 @@ Status HeterApp::Start() {
     svc->Handle(std::move(req), std::move(resp));
   });
   RETURN_IF_ERROR(rpc_->Start().WithContext(self));
-  spdlog::info("{}/{} (stage {} of {}) listening on {}:{} (endpoint {}{}): dense part of {} parameters on {}, {} lanes; "
-               "serving {} cpu-trainer(s), pushing to {} pserver(s)",
+  spdlog::info("{}/{} (stage {} of {}) listening on {}:{} (endpoint {}{}): dense part of model {} ({} parameters) "
+               "on {}, {} lanes; serving {} cpu-trainer(s), pushing to {} pserver(s)",
                self, options_.server.endpoints.size(), options_.stage_id, options_.stage_num, rpc_options.host,
-               rpc_->port(), options_.server.self().ToString(), tls ? ", TLS" : "", net_->num_params(), device_->Describe(),
+               rpc_->port(), options_.server.self().ToString(), tls ? ", TLS" : "", ModelTypeName(net_->type()),
+               net_->num_params(), device_->Describe(),
                job.heter.lanes, job.trainers_num, job.pservers.size());
   sweeper_ = std::thread([this] { SweepLoop(); });
   std::lock_guard<std::mutex> lock(mu_);
