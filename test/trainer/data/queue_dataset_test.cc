@@ -182,10 +182,11 @@ TEST_CASE("the depth observer follows the reader -> worker queue: full, drained,
   config::DataOptions options = testing::RankDnnOptions();
   options.thread_num = 2;
   options.queue_capacity = 3;
-  QueueDataset dataset(options, files, 8);
+  // Declared before the dataset: its destructor ends the pass, which reports depth 0.
   std::mutex mu;
   std::condition_variable changed;
   size_t depth = 99, max_depth = 0, calls = 0;  // guarded by mu
+  QueueDataset dataset(options, files, 8);
   dataset.SetDepthObserver([&](size_t d) {
     std::lock_guard<std::mutex> lock(mu);
     depth = d;
@@ -224,8 +225,10 @@ TEST_CASE("the depth observer follows the reader -> worker queue: full, drained,
   REQUIRE(dataset.StartPass().ok());
   CHECK(wait_for_depth(3));
   dataset.EndPass();
-  std::lock_guard<std::mutex> lock(mu);
-  CHECK(depth == 0);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(depth == 0);
+  }
 }
 
 TEST_CASE("no files: the pass is empty", "[data][queue]") {
