@@ -113,7 +113,7 @@ TEST_CASE("scripts/run_gpubox.sh runs two nodes x two host devices through fleet
   GpuBoxJob job(20000, 2);  // its data and job YAML; the script starts the processes
   const std::string out = job.dir + "/out";
   // The pservers from the base port up, the nodes at base + 100 and + 116 (and + 1: device 1).
-  const uint16_t base = testing::FreePorts(1)[0];
+  const uint16_t base = testing::FreePortBase({0, 1, 100, 101, 116, 117});
   ChildProcess script;
   REQUIRE(script.Start({std::string(FLEETPS_SOURCE_DIR) + "/scripts/run_gpubox.sh"},
                        {{"BUILD", FLEETPS_BINARY_DIR},

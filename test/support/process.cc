@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -62,6 +63,33 @@ std::vector<uint16_t> FreePorts(int n) {
   }
   for (int fd : fds) ::close(fd);
   return ports;
+}
+
+uint16_t FreePortBase(const std::vector<uint16_t>& offsets) {
+  uint16_t span = 0;
+  for (uint16_t o : offsets) span = std::max(span, o);
+  // Start from this process's id so that parallel test processes try different bases.
+  uint32_t base = 20000 + (static_cast<uint32_t>(::getpid()) * 97u) % 10000u;
+  for (int attempt = 0; attempt < 200; ++attempt, base = 20000 + (base - 20000 + 211) % 10000) {
+    bool all_free = true;
+    std::vector<int> fds;
+    for (uint16_t o : offsets) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(static_cast<uint16_t>(base + o));
+      fds.push_back(fd);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+        all_free = false;
+        break;
+      }
+    }
+    for (int fd : fds) ::close(fd);
+    if (all_free && base + span < 32768) return static_cast<uint16_t>(base);
+  }
+  FLEETPS_CHECK(false) << "no free block of ports below 32768";
+  return 0;
 }
 
 bool WaitForPort(uint16_t port, std::chrono::milliseconds timeout) {

@@ -20,6 +20,11 @@ void WriteFile(const std::string& path, const std::string& text);
 std::string ReadFile(const std::string& path);
 
 // Returns `n` distinct TCP ports that were free on 127.0.0.1 a moment ago.
+// A base port such that base + each of `offsets` is free, taken from below Linux's ephemeral
+// range (32768 up), so that no outgoing connection of a concurrent test can take one of them
+// between this check and the bind of the process that uses it. For scripts that derive
+// several ports from one base.
+uint16_t FreePortBase(const std::vector<uint16_t>& offsets);
 std::vector<uint16_t> FreePorts(int n);
 // True once something accepts connections on 127.0.0.1:port (polls until timeout).
 bool WaitForPort(uint16_t port, std::chrono::milliseconds timeout);
