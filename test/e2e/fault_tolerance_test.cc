@@ -104,8 +104,14 @@ double RunJob(bool kill_server_1, const std::string& sync_mode = "async") {
   for (uint16_t p : job.ports) REQUIRE(testing::WaitForPort(p, 30s));
   for (int i = 0; i < 2; ++i) job.StartTrainer(i, "trainer" + std::to_string(i));
   if (kill_server_1) {
-    job.AwaitLog("trainer0", "epoch 1 step", 60s);
+    // Whatever the machine's speed (an epoch can take under a second): the trainers pause
+    // early in the epoch until pserver 0 has made a periodic save, go on, and pserver 1 is
+    // killed once they have trained past that checkpoint (those updates are lost with it).
+    job.AwaitLog("trainer0", "epoch 1 step 50:", 60s);
+    for (auto& t : job.trainers) t->Signal(SIGSTOP);
     job.AwaitLog("pserver0", "periodic save to " + job.dir + "/ckpt done", 60s);
+    for (auto& t : job.trainers) t->Signal(SIGCONT);
+    job.AwaitLog("trainer0", "epoch 1 step 150:", 60s);
     job.servers[1]->Signal(SIGKILL);
     REQUIRE(job.servers[1]->Wait(10s) == 128 + SIGKILL);
     // As a supervisor would (systemd Restart=on-failure): start it again from the latest

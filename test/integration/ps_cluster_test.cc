@@ -274,5 +274,30 @@ TEST_CASE("SIGTERM drains and exits 0; a trainer then sees the server as unavail
   CHECK(log.find("SIGTERM") != std::string::npos);
 }
 
+// The end of a job: pservers exit by themselves once every trainer has ended, so one may be
+// gone before trainer 0's Stop reaches it. That counts as stopped at the end of a job, but not
+// for an operator's plain Stop; the servers still up are stopped either way.
+TEST_CASE("StopServers at the end of a job counts a server that is already gone as stopped") {
+  Cluster cluster;
+  auto options = cluster.ClientOptions();
+  auto client = trainer::PsClient::Connect(options);
+  REQUIRE(client.ok());
+  cluster.servers[0].Signal(SIGTERM);
+  REQUIRE(cluster.servers[0].Wait(std::chrono::seconds(20)) == 0);
+
+  const auto started = std::chrono::steady_clock::now();
+  Status at_end = (*client)->StopServers(
+      "training finished", {.timeout = std::chrono::milliseconds(1500), .gone_is_stopped = true});
+  CHECK(at_end.ok());
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));  // bounded, not a hang
+  CHECK(cluster.servers[1].Wait(std::chrono::seconds(20)) == 0);  // the server still up got its Stop
+  CHECK(testing::ReadFile(cluster.dir + "/pserver1.log").find("stop requested") != std::string::npos);
+
+  // An operator's Stop reports the server it could not reach.
+  Status strict = (*client)->StopServers("operator stop", {.timeout = std::chrono::milliseconds(1500)});
+  CHECK(strict.IsUnavailable());
+  CHECK(strict.message().find("127.0.0.1:" + std::to_string(cluster.ports[0])) != std::string::npos);
+}
+
 }  // namespace
 }  // namespace fleetps

@@ -239,8 +239,17 @@ class PsClient {
   // CTR tables (or only `table_id`): decay show/click and delete the rows the accessor's
   // shrink rules select. Plain tables are left alone.
   StatusOr<ShrinkResult> Shrink(std::optional<uint32_t> table_id = std::nullopt);
-  // Asks every server to shut down cleanly.
-  Status StopServers(const std::string& reason);
+  // Asks every server to shut down cleanly; each call is bounded by `timeout` (0: the
+  // client's request_timeout). With `gone_is_stopped`, a server that is already stopping or
+  // gone counts as stopped: it answered Unavailable, or its connection was lost or refused.
+  // The end of a job needs that: pservers exit by themselves once every trainer has ended,
+  // so one may close its connections before the Stop of trainer 0 is answered.
+  struct StopOptions {
+    std::chrono::milliseconds timeout{0};
+    bool gone_is_stopped = false;
+  };
+  Status StopServers(const std::string& reason, const StopOptions& options);
+  Status StopServers(const std::string& reason) { return StopServers(reason, StopOptions{}); }
   // Tells every server that trainer `trainer_id` of `trainers` is alive, or with `finished`
   // that it has ended (`failed`: with the error `reason`). Returns the trainers that some
   // server counts as gone (sorted, unique), or the first server's error.

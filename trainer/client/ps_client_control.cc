@@ -8,6 +8,8 @@
 #include <future>
 #include <random>
 
+#include <spdlog/spdlog.h>
+
 #include "schemas/ps_generated.h"
 #include "trainer/client/heartbeat_rpc.h"
 #include "trainer/client/reply_util.h"
@@ -162,13 +164,21 @@ StatusOr<std::vector<std::vector<ServerTableStats>>> PsClient::StatsByServer() {
   return out;
 }
 
-Status PsClient::StopServers(const std::string& reason) {
+Status PsClient::StopServers(const std::string& reason, const StopOptions& options) {
+  const auto type = static_cast<uint16_t>(MessageType::Stop);
+  net::CallOptions call = net::DefaultCallOptions(type, options_.rpc);
+  if (options.timeout.count() > 0) call.timeout = options.timeout;
   Status first;
-  for (auto& c : clients_) {
+  for (size_t i = 0; i < clients_.size(); ++i) {
     flatbuffers::FlatBufferBuilder fbb(64 + reason.size());
     fbb.Finish(wire::CreateStopRequest(fbb, fbb.CreateString(reason)));
-    auto r = c->CallSync(static_cast<uint16_t>(MessageType::Stop), fbb.Release());
-    if (!r.ok() && first.ok()) first = r.status();
+    auto r = clients_[i]->CallSync(type, fbb.Release(), call);
+    if (r.ok()) continue;
+    if (options.gone_is_stopped && r.status().IsUnavailable()) {
+      spdlog::info("pserver {} is already stopping or gone: {}", i, r.status().message());
+      continue;
+    }
+    if (first.ok()) first = r.status();
   }
   return first;
 }

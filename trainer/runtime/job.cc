@@ -183,10 +183,14 @@ StatusOr<std::unique_ptr<net::HttpEndpoint>> ServeTrainerMetrics(metrics::Regist
   return endpoint;
 }
 
+// A pserver that is up answers Stop at once; one that has gone (it exits by itself once
+// every trainer has ended) must not hold the end of the job for a whole request timeout.
+constexpr std::chrono::milliseconds kStopAtEndTimeout{10000};
+
 Status StopServersAtEnd(const config::TrainerOptions& o, PsClient& client) {
   if (o.trainer_id != 0 || o.local() || !o.stop_servers_at_end) return Status::OK();
   spdlog::info("trainer 0: all trainers finished; stopping the pservers");
-  return client.StopServers("training finished");
+  return client.StopServers("training finished", {.timeout = kStopAtEndTimeout, .gone_is_stopped = true});
 }
 
 Status RunInferJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags) {
