@@ -100,9 +100,9 @@ struct ServerOptions {
   // verifies the server against ca_file. Default off (all empty).
   net::TlsFiles tls;
   // Save/Load requests from the network name directories below this root (relative to it,
-  // or absolute inside it); the parent of save_dir is a root too. Empty and no save_dir:
-  // remote Save/Load is refused. A job YAML's default: the directory holding
-  // runner.model_save_path.
+  // or absolute inside it; '..' is refused in both); the parent of save_dir is a root too.
+  // Empty and no save_dir: remote Save/Load is refused. A job YAML's default: the directory
+  // holding runner.model_save_path.
   std::string checkpoint_root;
 
   // ---- operations ----

@@ -1,5 +1,6 @@
 #include "server/service/ps_service.h"
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 
@@ -13,10 +14,24 @@ namespace fleetps::server {
 
 using wire::MessageType;
 
+namespace {
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
 // Admin operations: Stop, Save, Load, Shrink, and the confinement of their paths.
 
 StatusOr<std::string> PsService::RequestPath(const std::string& op, const std::string& requested) const {
   namespace fs = std::filesystem;
+  // '..' is refused outright, even where it would lead back inside a root.
+  for (const fs::path& part : fs::path(requested)) {
+    if (part == "..") {
+      return Status::InvalidArgument(op + " on " + Where() + ": checkpoint path '" + requested +
+                                     "' refused: '..' is not allowed in a checkpoint path (name a "
+                                     "directory below the checkpoint root)");
+    }
+  }
   Status first;
   for (const std::string& root : checkpoint_roots_) {
     std::string candidate = requested;
@@ -83,12 +98,16 @@ void PsService::Save(const net::Request& req, const net::Responder& responder) {
     }
     return checkpoints_.Commit(spec.dir, spec.version, spec.mode, reply);
   }
-  checkpoints_.SavePart(spec, [this, reply, spec, where = Where()](StatusOr<SaveOutcome> result) {
+  const auto started = std::chrono::steady_clock::now();
+  checkpoints_.SavePart(spec, [this, reply, spec, started, where = Where()](StatusOr<SaveOutcome> result) {
     auto& c = checkpoint_counters_;
     if (result.ok()) {
       c.saves.fetch_add(1);
       c.saved_rows.fetch_add(result->rows);
       c.saved_bytes.fetch_add(result->bytes);
+      c.last_save_seconds.store(SecondsSince(started));
+      c.last_save_bytes.store(result->bytes);
+      c.last_save_rows.store(result->rows);
     } else {
       c.save_failures.fetch_add(1);
     }
@@ -106,13 +125,17 @@ void PsService::Load(const net::Request& req, const net::Responder& responder) {
   auto confined = RequestPath("Load", msg->path() ? msg->path()->str() : std::string());
   if (!confined.ok()) return responder.SendError(confined.status());
   const std::string dir = *confined;
-  checkpoints_.Load(dir, [this, responder, dir, where = Where()](StatusOr<LoadOutcome> result) {
+  const auto started = std::chrono::steady_clock::now();
+  checkpoints_.Load(dir, [this, responder, dir, started, where = Where()](StatusOr<LoadOutcome> result) {
+    auto& c = checkpoint_counters_;
     if (!result.ok()) {
-      checkpoint_counters_.load_failures.fetch_add(1);
+      c.load_failures.fetch_add(1);
       return responder.SendError(result.status());
     }
-    checkpoint_counters_.loads.fetch_add(1);
-    checkpoint_counters_.loaded_rows.fetch_add(result->rows);
+    c.loads.fetch_add(1);
+    c.loaded_rows.fetch_add(result->rows);
+    c.last_load_seconds.store(SecondsSince(started));
+    c.last_load_rows.store(result->rows);
     spdlog::info("{}: loaded {} (version {}, mode {}): {} sparse rows", where, dir, result->version,
                  disk::EnumNameSaveMode(result->mode), result->rows);
     flatbuffers::FlatBufferBuilder fbb(128);

@@ -159,8 +159,8 @@ TEST_CASE("Save, change, load: the table is back at the saved state; shrink appl
   CHECK(client->Save(ckpt, 7).status().IsInvalidArgument());
 
   // Network saves and loads stay below the checkpoint root: relative names resolve in it;
-  // absolute paths elsewhere, '..' and symbolic links leading out are refused, and nothing
-  // is written there.
+  // absolute paths elsewhere, '..' (even one that leads back inside) and symbolic links
+  // leading out are refused, and nothing is written there.
   auto relative = client->Save("by-name", trainer::kSaveCheckpoint);
   REQUIRE(relative.ok());
   CHECK(std::filesystem::exists(cluster.dir + "/by-name/CURRENT"));
@@ -168,7 +168,8 @@ TEST_CASE("Save, change, load: the table is back at the saved state; shrink appl
   const std::string outside = testing::MakeTempDir("outside");
   std::filesystem::create_directory_symlink(outside, cluster.dir + "/escape");
   for (const std::string& bad : {outside + "/ckpt", std::string("../ckpt"), std::string("by-name/../../x"),
-                                 std::string("escape/ckpt"), std::string("/etc/fleetps-ckpt")}) {
+                                 std::string("escape/ckpt"), std::string("/etc/fleetps-ckpt"),
+                                 cluster.dir + "/by-name/../inside"}) {
     INFO(bad);
     auto refused = client->Save(bad, trainer::kSaveCheckpoint);
     CHECK_FALSE(refused.ok());
@@ -178,6 +179,7 @@ TEST_CASE("Save, change, load: the table is back at the saved state; shrink appl
     CHECK_FALSE(client->Load(bad).ok());
   }
   CHECK(std::filesystem::is_empty(outside));
+  CHECK_FALSE(std::filesystem::exists(cluster.dir + "/inside"));
 }
 
 TEST_CASE("Server 0 saves every table periodically when save_interval_s is set") {
