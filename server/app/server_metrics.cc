@@ -119,6 +119,21 @@ void ServerMetrics::Refresh() {
           "fleetps_request_duration_seconds{type=\"Load\"})", c.loads.load());
   counter("fleetps_checkpoint_load_failures_total", "Loads that failed", c.load_failures.load());
   counter("fleetps_checkpoint_loaded_rows_total", "Sparse rows taken by loads", c.loaded_rows.load());
+  auto gauge = [&](const char* name, const char* help, double value) { registry_.GetGauge(name, help).Set(value); };
+  gauge("fleetps_checkpoint_last_save_seconds", "Duration of this server's latest successful save of its part",
+        c.last_save_seconds.load());
+  gauge("fleetps_checkpoint_last_save_bytes", "File bytes of this server's latest successful save of its part",
+        static_cast<double>(c.last_save_bytes.load()));
+  gauge("fleetps_checkpoint_last_save_rows", "Sparse rows of this server's latest successful save of its part",
+        static_cast<double>(c.last_save_rows.load()));
+  gauge("fleetps_checkpoint_last_load_seconds", "Duration of this server's latest successful load over the network",
+        c.last_load_seconds.load());
+  gauge("fleetps_checkpoint_last_load_rows", "Sparse rows taken by this server's latest successful load",
+        static_cast<double>(c.last_load_rows.load()));
+  counter("fleetps_nonfinite_values_skipped_total",
+          "Gradient values with NaN/Inf dropped under server.nonfinite_gradients: skip (sparse keys and dense "
+          "floats)",
+          sources_.service->nonfinite_skipped());
 }
 
 std::string ServerMetrics::Scrape() {

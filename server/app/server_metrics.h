@@ -5,8 +5,10 @@
 //    the RpcServer's on_reply hook, on the answering thread, lock-free after first use);
 //  - per table, refreshed at each scrape on the shards' owner lanes: rows in memory and on
 //    the RocksDB tier, memory bytes, RocksDB-tier bytes, keys pulled and pushed;
-//  - checkpoints: saves and loads with their rows and bytes (their durations are the Save
-//    and Load request latencies), the start-up load's duration;
+//  - checkpoints: saves and loads with their rows and bytes, the latest save's and load's
+//    duration, bytes and rows (every duration is also in the Save and Load request
+//    latencies), the start-up load's duration;
+//  - gradient values dropped under nonfinite_gradients: skip;
 //  - connections and requests in flight.
 // Thread-safety: OnReply from any thread; the HTTP handler runs on the endpoint's thread.
 

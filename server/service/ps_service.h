@@ -57,6 +57,9 @@ struct TableTotals {
 struct CheckpointCounters {
   std::atomic<uint64_t> saves{0}, saved_rows{0}, saved_bytes{0}, save_failures{0};
   std::atomic<uint64_t> loads{0}, loaded_rows{0}, load_failures{0};
+  // The latest successful save of this server's part and the latest load (0 before any).
+  std::atomic<double> last_save_seconds{0}, last_load_seconds{0};
+  std::atomic<uint64_t> last_save_bytes{0}, last_save_rows{0}, last_load_rows{0};
 };
 
 class PsService {
@@ -74,6 +77,8 @@ class PsService {
   // Save / load / shrink over this server's tables (also used by the App at start-up).
   CheckpointRunner& checkpoints() { return checkpoints_; }
   const CheckpointCounters& checkpoint_counters() const { return checkpoint_counters_; }
+  // Gradient values dropped under server.nonfinite_gradients: skip (sparse keys + dense floats).
+  uint64_t nonfinite_skipped() const { return nonfinite_skipped_.load(); }
   // Every table's statistics, read on the shards' owner lanes; blocks up to `timeout`
   // (shards that did not answer by then count zero). Not from an io thread or a lane.
   std::vector<TableTotals> CollectTableStats(std::chrono::milliseconds timeout);

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <regex>
 #include <span>
 
@@ -178,6 +179,75 @@ TEST_CASE("pserver /metrics: RocksDB-tier rows and bytes are 0 until rows spill,
   auto [c2, again] = HttpGet(ports[1], "/metrics");
   const double disk2 = Value(again, rows_disk);
   CHECK(Value(again, bytes_disk) == disk2 * (bytes / disk));
+
+  REQUIRE((*client)->StopServers("test done").ok());
+  client->reset();
+  CHECK(server.Wait(30s) == 0);
+}
+
+TEST_CASE("pserver /metrics: the latest save and load, and gradients skipped as non-finite", "[integration]") {
+  const std::string dir = testing::MakeTempDir("metrics_ckpt");
+  const auto ports = testing::FreePorts(2);
+  testing::WriteFile(dir + "/ps.yaml",
+                     "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) +
+                         "\"]\n  io_threads: 1\n  shard_threads: 1\n  nonfinite_gradients: skip\n"
+                         "  checkpoint_root: " + dir + "\n  metrics_port: " + std::to_string(ports[1]) +
+                         "\ntables:\n"
+                         "  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 2,\n"
+                         "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n"
+                         "  - {id: 1, name: dense, kind: dense, size: 10,\n"
+                         "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n");
+  testing::ChildProcess server;
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
+                       dir + "/pserver.log"));
+  REQUIRE(testing::WaitForPort(ports[0], 30s));
+  INFO("pserver log:\n" << testing::ReadFile(dir + "/pserver.log"));
+  auto [c0, before] = HttpGet(ports[1], "/metrics");
+  REQUIRE(c0 == 200);
+  CHECK(Value(before, "fleetps_checkpoint_last_save_seconds") == 0);
+  CHECK(Value(before, "fleetps_checkpoint_last_save_bytes") == 0);
+  CHECK(Value(before, "fleetps_nonfinite_values_skipped_total") == 0);
+
+  trainer::PsClientOptions o;
+  o.servers = {{"127.0.0.1", ports[0]}};
+  o.io_threads = 1;
+  auto client = trainer::PsClient::Connect(o);
+  REQUIRE(client.ok());
+  // skip: the key with a NaN is dropped, the others applied; a dense push with an
+  // infinity is dropped whole (10 floats counted, 1 of them bad: the push's floats).
+  std::vector<uint64_t> keys(50);
+  for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = i + 1;
+  std::vector<float> grads(keys.size() * 4, 0.5f);
+  grads[7 * 4 + 2] = std::numeric_limits<float>::quiet_NaN();  // key 8
+  REQUIRE((*client)->PushSparse(0, keys, grads).get().ok());
+  std::vector<float> values(keys.size() * 4);
+  REQUIRE((*client)->PullSparse(0, keys, values.data()).get().ok());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    INFO("key " << keys[k]);
+    CHECK(values[k * 4 + 2] == (keys[k] == 8 ? 0.0f : -0.5f));
+  }
+  std::vector<float> dense(10, 1.0f);
+  dense[3] = std::numeric_limits<float>::infinity();
+  REQUIRE((*client)->PushDense(1, dense).get().ok());
+  std::vector<float> pulled(10);
+  REQUIRE((*client)->PullDense(1, pulled).get().ok());
+  CHECK(pulled == std::vector<float>(10, 0.0f));
+
+  auto saved = (*client)->Save("ckpt", trainer::kSaveCheckpoint);
+  REQUIRE(saved.ok());
+  auto loaded = (*client)->Load("ckpt");
+  REQUIRE(loaded.ok());
+  auto [c1, after] = HttpGet(ports[1], "/metrics");
+  REQUIRE(c1 == 200);
+  CHECK(Value(after, "fleetps_nonfinite_values_skipped_total") == 2);  // 1 key + 1 float
+  CHECK(Value(after, "fleetps_checkpoint_saves_total") == 1);
+  CHECK(Value(after, "fleetps_checkpoint_last_save_seconds") > 0);
+  CHECK(Value(after, "fleetps_checkpoint_last_save_rows") == 49);
+  CHECK(Value(after, "fleetps_checkpoint_last_save_bytes") == Value(after, "fleetps_checkpoint_saved_bytes_total"));
+  CHECK(Value(after, "fleetps_checkpoint_last_save_bytes") > 49 * 4 * 4);
+  CHECK(Value(after, "fleetps_checkpoint_loads_total") == 1);
+  CHECK(Value(after, "fleetps_checkpoint_last_load_seconds") > 0);
+  CHECK(Value(after, "fleetps_checkpoint_last_load_rows") == 49);
 
   REQUIRE((*client)->StopServers("test done").ok());
   client->reset();
