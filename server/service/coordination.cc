@@ -167,7 +167,7 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
       entries.push_back(wire::CreateTableStatsEntry(fbb, BuildTableInfo(fbb, *tables_.options(id), tables_), rows,
                                                     bytes, fbb.CreateVector(shards), disk_rows, disk_bytes));
     }
-    fbb.Finish(wire::CreateTableStatsReply(fbb, fbb.CreateVector(entries)));
+    fbb.Finish(wire::CreateTableStatsReply(fbb, fbb.CreateVector(entries), requests_.load()));
     state->responder.Send(net::ReplyType(MessageType::TableStats), fbb.Release());
   };
   for (uint32_t id : ids) {

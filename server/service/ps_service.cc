@@ -51,6 +51,7 @@ size_t PsService::SparseLane(uint32_t table_id, uint32_t shard) const {
 size_t PsService::DenseLane(uint32_t table_id) const { return static_cast<size_t>(table_id) * 7 + 3; }
 
 void PsService::Handle(net::Request request, net::Responder responder) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
   const auto type = static_cast<MessageType>(request.type);
   const bool admin = type == MessageType::Stop || type == MessageType::Save || type == MessageType::Load ||
                      type == MessageType::Shrink;

@@ -123,6 +123,7 @@ class PsService {
   MetricBoard metrics_;
   ShuffleMailbox shuffle_mailbox_;
   std::atomic<uint64_t> nonfinite_skipped_{0};
+  std::atomic<uint64_t> requests_{0};  // every request handed to Handle()
   std::vector<std::string> checkpoint_roots_;
   CheckpointRunner checkpoints_;
   CheckpointCounters checkpoint_counters_;

@@ -9,8 +9,10 @@
 #include <sstream>
 #include <thread>
 
+#include "common/config/server_config.h"
 #include "common/net/auth.h"
 #include "common/net/endpoint.h"
+#include "common/net/tls.h"
 #include "trainer/client/ps_client.h"
 
 namespace fleetps::ctl {
@@ -41,26 +43,33 @@ StatusOr<uint32_t> ParseMode(const std::string& text) {
   return it->second;
 }
 
+// Counts per second between two samples; "-" without a first sample.
+std::string Rate(uint64_t before, uint64_t now, double seconds) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(0) << static_cast<double>(now - std::min(before, now)) / seconds;
+  return o.str();
+}
+
 void PrintStatus(std::ostream& out, const std::vector<net::Endpoint>& servers,
-                 const std::vector<std::vector<trainer::ServerTableStats>>& now,
-                 const std::vector<std::vector<trainer::ServerTableStats>>* before, double seconds) {
+                 const std::vector<trainer::ServerStats>& now, const std::vector<trainer::ServerStats>* before,
+                 double seconds) {
+  const bool rates = before != nullptr && before->size() == now.size() && seconds > 0;
   auto rate = [&](size_t s, size_t t, bool pulls) -> std::string {
-    if (before == nullptr || s >= before->size() || t >= (*before)[s].size() || seconds <= 0) return "-";
-    const auto& a = (*before)[s][t];
-    const auto& b = now[s][t];
-    const uint64_t d = pulls ? b.pulls - std::min(a.pulls, b.pulls) : b.pushes - std::min(a.pushes, b.pushes);
-    std::ostringstream o;
-    o << std::fixed << std::setprecision(0) << d / seconds;
-    return o.str();
+    if (!rates || t >= (*before)[s].tables.size()) return "-";
+    const auto& a = (*before)[s].tables[t];
+    const auto& b = now[s].tables[t];
+    return pulls ? Rate(a.pulls, b.pulls, seconds) : Rate(a.pushes, b.pushes, seconds);
   };
   std::map<std::string, std::pair<uint64_t, uint64_t>> totals;  // table -> rows, memory
   for (size_t s = 0; s < now.size(); ++s) {
-    out << "pserver " << s << "  " << servers[s].ToString() << "\n";
+    out << "pserver " << s << "  " << servers[s].ToString() << "  requests/s "
+        << (rates ? Rate((*before)[s].requests, now[s].requests, seconds) : "-") << " (" << now[s].requests
+        << " since start)\n";
     out << "  " << std::left << std::setw(16) << "table" << std::setw(4) << "id" << std::setw(8) << "kind"
         << std::right << std::setw(12) << "rows" << std::setw(12) << "memory" << std::setw(14) << "rocksdb rows"
         << std::setw(15) << "rocksdb bytes" << std::setw(14) << "pull keys/s" << std::setw(14) << "push keys/s" << "\n";
-    for (size_t t = 0; t < now[s].size(); ++t) {
-      const auto& x = now[s][t];
+    for (size_t t = 0; t < now[s].tables.size(); ++t) {
+      const auto& x = now[s].tables[t];
       out << "  " << std::left << std::setw(16) << x.name << std::setw(4) << x.id << std::setw(8)
           << (x.dense ? "dense" : "sparse") << std::right << std::setw(12) << x.rows << std::setw(12)
           << Human(static_cast<double>(x.memory_bytes)) << std::setw(14) << (x.dense ? "-" : std::to_string(x.disk_rows))
@@ -79,14 +88,18 @@ void PrintStatus(std::ostream& out, const std::vector<net::Endpoint>& servers,
 
 int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App cli{"fleetps-ctl: status and admin commands for running pservers", "fleetps-ctl"};
-  std::string servers, save_dir, save_mode = "checkpoint", load_dir, reason = "fleetps-ctl stop";
+  std::string servers, config_path, save_dir, save_mode = "checkpoint", load_dir, reason = "fleetps-ctl stop";
   double timeout_s = 10, interval_s = 1;
   std::optional<uint32_t> save_table, shrink_table;
   cli.add_option("--servers", servers, "every pserver, in order: ip:port,ip:port (default PADDLE_PSERVERS_IP_PORT_LIST)");
+  cli.add_option("--config", config_path,
+                 "the job or pserver YAML: its server section's auth_secret_file and tls files (overridden by "
+                 "FLEETPS_AUTH_SECRET_FILE and FLEETPS_TLS_{CERT,KEY,CA}_FILE)");
   cli.add_option("--timeout", timeout_s, "seconds to wait for the servers to accept a connection (default 10)")
       ->check(CLI::PositiveNumber);
   cli.require_subcommand(1);
-  auto* status = cli.add_subcommand("status", "per server and table: rows, memory, RocksDB rows and bytes, keys/s");
+  auto* status = cli.add_subcommand(
+      "status", "per server: requests/s; per table: rows, memory, RocksDB rows and bytes, keys pulled/pushed per s");
   status->add_option("--interval", interval_s, "seconds between the two samples of the key rates (0: no rates)")
       ->check(CLI::NonNegativeNumber);
   auto* save = cli.add_subcommand("save", "save every table (a checkpoint under the servers' checkpoint root)");
@@ -141,13 +154,32 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   options.io_threads = 1;
   options.rpc.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   options.rpc.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  if (const char* secret = std::getenv("FLEETPS_AUTH_SECRET_FILE"); secret != nullptr && secret[0] != '\0') {
-    auto key = net::AuthKey::Load(secret);
+  // The cluster's shared secret and TLS files, as every trainer finds them.
+  config::ServerOptions security;
+  if (!config_path.empty()) {
+    auto view = config::LoadServerYaml(config_path);
+    if (!view.ok()) {
+      err << "fleetps-ctl: --config: " << view.status().message() << std::endl;
+      return 2;
+    }
+    security = std::move(*view);
+  }
+  config::ApplySecurityEnv(config::ProcessEnv(), &security);
+  if (!security.auth_secret_file.empty()) {
+    auto key = net::AuthKey::Load(security.auth_secret_file);
     if (!key.ok()) {
-      err << "fleetps-ctl: FLEETPS_AUTH_SECRET_FILE: " << key.status().message() << std::endl;
+      err << "fleetps-ctl: the shared secret: " << key.status().message() << std::endl;
       return 2;
     }
     options.rpc.auth_key = *key;
+  }
+  if (security.tls.enabled()) {
+    auto tls = net::TlsContext::Load(security.tls);
+    if (!tls.ok()) {
+      err << "fleetps-ctl: TLS: " << tls.status().message() << std::endl;
+      return 2;
+    }
+    options.rpc.tls = *tls;
   }
   auto client = trainer::PsClient::Connect(options);
   if (!client.ok()) {

@@ -81,6 +81,12 @@ struct ServerTableStats {
   uint64_t pushes = 0;        // keys pushed since the server started
 };
 
+// One server's tables and its request count (PsClient::StatsByServer).
+struct ServerStats {
+  uint64_t requests = 0;  // requests the server has received since it started, every type
+  std::vector<ServerTableStats> tables;
+};
+
 // Save modes (schemas/checkpoint.fbs SaveMode; Paddle's save modes).
 inline constexpr uint32_t kSaveCheckpoint = 0;  // weights, optimizer state, statistics
 inline constexpr uint32_t kSaveDelta = 1;       // weights of rows changed since the last delta/base save
@@ -220,7 +226,7 @@ class PsClient {
   StatusOr<ShuffleFetchResult> ShuffleFetch(uint64_t round, uint32_t to, uint32_t senders);
   StatusOr<std::vector<TableStatsSummary>> Stats();
   // Every table of every server, in server order (fleetps-ctl status).
-  StatusOr<std::vector<std::vector<ServerTableStats>>> StatsByServer();
+  StatusOr<std::vector<ServerStats>> StatsByServer();
 
   // ---- storage commands: blocking; every server, then the result (docs/STORAGE.md) ----
   // Saves every table (or only `table_id`) into `dir`, a path every pserver can write (the

@@ -131,8 +131,8 @@ StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {
   return out;
 }
 
-StatusOr<std::vector<std::vector<ServerTableStats>>> PsClient::StatsByServer() {
-  std::vector<std::vector<ServerTableStats>> out;
+StatusOr<std::vector<ServerStats>> PsClient::StatsByServer() {
+  std::vector<ServerStats> out;
   for (auto& c : clients_) {
     flatbuffers::FlatBufferBuilder fbb(64);
     fbb.Finish(wire::CreateTableStatsRequest(fbb, 0, true));
@@ -140,7 +140,9 @@ StatusOr<std::vector<std::vector<ServerTableStats>>> PsClient::StatsByServer() {
     Status error;
     const auto* msg = VerifiedReply<wire::TableStatsReply>(reply, c->name(), &error);
     if (msg == nullptr) return error;
-    auto& tables = out.emplace_back();
+    ServerStats& server = out.emplace_back();
+    server.requests = msg->requests();
+    auto& tables = server.tables;
     if (msg->tables() == nullptr) continue;
     for (const auto* e : *msg->tables()) {
       if (e->info() == nullptr) continue;

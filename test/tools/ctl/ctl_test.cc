@@ -2,11 +2,14 @@
 // shrink / stop, and clear errors for an unreachable server and bad input.
 #include "tools/ctl/ctl.h"
 
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <regex>
 #include <sstream>
 
 #include "test/support/process.h"
+#include "test/support/tls_files.h"
 #include "trainer/client/ps_client.h"
 
 namespace fleetps {
@@ -67,6 +70,16 @@ TEST_CASE("fleetps-ctl status, save, load, shrink and stop on two pservers", "[i
   r = Ctl({"--servers", list, "status", "--interval", "0.2"});
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("push keys/s"));
+  // Requests per server: between the two samples each server received one request (the
+  // second TableStats itself) in a little over 0.2 s.
+  for (int s = 0; s < 2; ++s) {
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, std::regex("pserver " + std::to_string(s) + "  127\\.0\\.0\\.1:[0-9]+  "
+                                                   "requests/s ([0-9]+) \\(([0-9]+) since start\\)")));
+    CHECK(std::stoi(m[1]) >= 1);
+    CHECK(std::stoi(m[1]) <= 5);
+    CHECK(std::stoi(m[2]) >= 3);  // at least the two samples and the first status call's
+  }
 
   r = Ctl({"--servers", list, "save", "ckpt", "checkpoint"});
   INFO(r.out << r.err);
@@ -121,11 +134,12 @@ TEST_CASE("fleetps-ctl status shows the RocksDB tier's rows and bytes per table"
     }
     auto stats = (*client)->StatsByServer();
     REQUIRE(stats.ok());
-    REQUIRE((*stats)[0].size() == 2);
-    const trainer::ServerTableStats& cold = (*stats)[0][1];
+    REQUIRE((*stats)[0].tables.size() == 2);
+    const trainer::ServerTableStats& cold = (*stats)[0].tables[1];
     CHECK(cold.disk_rows > 2000);
     CHECK(cold.disk_bytes >= cold.disk_rows * (12 + 16));
-    CHECK((*stats)[0][0].disk_bytes == 0);
+    CHECK((*stats)[0].tables[0].disk_bytes == 0);
+    CHECK((*stats)[0].requests >= 13);  // 13 pushes and this TableStats, at least
 
     Result r = Ctl({"--servers", list, "status", "--interval", "0"});
     INFO(r.out << r.err);
@@ -157,6 +171,44 @@ TEST_CASE("fleetps-ctl: an unreachable server and bad input get errors that say 
   r = Ctl({"--servers", "127.0.0.1:1", "restart"});
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("unknown command 'restart'") && Catch::Contains("status, save"));
+}
+
+// A cluster with TLS and a shared secret: fleetps-ctl finds both where the trainers do
+// (--config's server section, or FLEETPS_AUTH_SECRET_FILE / FLEETPS_TLS_*_FILE).
+TEST_CASE("fleetps-ctl reaches a TLS cluster with a shared secret through --config", "[integration]") {
+  const std::string dir = testing::MakeTempDir("ctl_tls");
+  const auto ports = testing::FreePorts(1);
+  const std::string list = "127.0.0.1:" + std::to_string(ports[0]);
+  testing::TlsTestFiles tls;
+  REQUIRE(testing::MakeTlsFiles(dir, "cluster", "IP:127.0.0.1", &tls));
+  testing::WriteFile(dir + "/secret", "ctl test secret 0123456789abcdef\n");
+  ::chmod((dir + "/secret").c_str(), 0600);
+  testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"" + list + "\"]\n  io_threads: 1\n"
+                                           "  shard_threads: 1\n  auth: required\n  auth_secret_file: " + dir +
+                                           "/secret\n  tls: {cert_file: " + tls.cert_file + ", key_file: " +
+                                           tls.key_file + ", ca_file: " + tls.ca_file + "}\n"
+                                           "tables:\n  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 1}\n");
+  testing::ChildProcess server;
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
+                       dir + "/pserver.log"));
+  REQUIRE(testing::WaitForPort(ports[0], 30s));
+  INFO(testing::ReadFile(dir + "/pserver.log"));
+
+  // Without them the server cannot be spoken to: exit 2, saying it could not reach it.
+  Result r = Ctl({"--servers", list, "--timeout", "1", "status", "--interval", "0"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cannot reach the pservers"));
+  r = Ctl({"--servers", list, "--config", dir + "/ps.yaml", "status", "--interval", "0"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("emb: 0 rows"));
+  r = Ctl({"--servers", list, "--config", dir + "/missing.yaml", "status"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--config") && Catch::Contains("missing.yaml"));
+  // Stop is an admin operation: it needs the secret, which --config supplies.
+  r = Ctl({"--servers", list, "--config", dir + "/ps.yaml", "stop"});
+  CHECK(r.code == 0);
+  CHECK(server.Wait(30s) == 0);
 }
 
 }  // namespace
