@@ -13,10 +13,13 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
+#include <span>
+#include <thread>
 
 #include "test/support/job.h"
 #include "test/support/notify_socket.h"
 #include "test/support/process.h"
+#include "trainer/client/ps_client.h"
 
 namespace fleetps {
 namespace {
@@ -69,6 +72,63 @@ TEST_CASE("pserver sends READY=1 once it accepts, pings the watchdog, and STOPPI
   } while (msg == "WATCHDOG=1");
   REQUIRE(msg.has_value());
   CHECK_THAT(*msg, Catch::StartsWith("STOPPING=1\nSTATUS=pserver 0 shutting down"));
+  CHECK(server.Wait(30s) == 0);
+}
+
+// Restart=on-failure runs `pserver --resume SAVE_DIR`: after a crash the pserver comes back
+// with the newest complete checkpoint under the save directory, loaded before READY=1.
+TEST_CASE("pserver --resume after kill -9 loads the newest checkpoint before READY=1", "[integration]") {
+  const std::string dir = testing::MakeTempDir("systemd_resume");
+  const uint16_t port = testing::FreePorts(1)[0];
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"" + endpoint +
+                                           "\"]\n  io_threads: 1\n  shard_threads: 1\n  checkpoint_root: " + dir +
+                                           "\ntables:\n"
+                                           "  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 2,\n"
+                                           "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n");
+  const std::vector<std::string> argv = {testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml",
+                                         "--resume", dir + "/save"};
+  std::vector<uint64_t> keys(150);
+  for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = i + 1;
+  const std::vector<float> ones(keys.size() * 4, 1.0f);
+  trainer::PsClientOptions o;
+  o.servers = {{"127.0.0.1", port}};
+  o.io_threads = 1;
+  {
+    testing::ChildProcess first;
+    REQUIRE(first.Start(argv, {}, dir + "/first.log"));
+    REQUIRE(testing::WaitForPort(port, 30s));
+    auto client = trainer::PsClient::Connect(o);
+    REQUIRE(client.ok());
+    // Checkpoint a: keys 1..100 at -1. Checkpoint b, newer: keys 1..100 at -2, 101..150 at -1.
+    REQUIRE((*client)->PushSparse(0, std::span(keys).first(100), std::span(ones).first(400)).get().ok());
+    REQUIRE((*client)->Save(dir + "/save/a").ok());
+    std::this_thread::sleep_for(20ms);
+    REQUIRE((*client)->PushSparse(0, keys, ones).get().ok());
+    REQUIRE((*client)->Save(dir + "/save/b").ok());
+    client->reset();
+    first.Signal(SIGKILL);
+    REQUIRE(first.Wait(30s) == 128 + SIGKILL);
+  }
+  testing::NotifySocket manager;
+  testing::ChildProcess server;
+  REQUIRE(server.Start(argv, {{"NOTIFY_SOCKET", manager.address()}}, dir + "/pserver.log"));
+  const auto ready = manager.Receive(60s);
+  INFO("pserver log:\n" << testing::ReadFile(dir + "/pserver.log"));
+  REQUIRE(ready.has_value());
+  CHECK_THAT(*ready, Catch::StartsWith("READY=1"));
+  // At READY=1 the rows of checkpoint b are there: nothing to wait for.
+  auto client = trainer::PsClient::Connect(o);
+  REQUIRE(client.ok());
+  std::vector<float> values(keys.size() * 4);
+  REQUIRE((*client)->PullSparse(0, keys, values.data()).get().ok());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    INFO("key " << keys[k]);
+    CHECK(values[k * 4] == (keys[k] <= 100 ? -2.0f : -1.0f));
+  }
+  CHECK_THAT(testing::ReadFile(dir + "/pserver.log"), Catch::Contains(dir + "/save/b"));
+  REQUIRE((*client)->StopServers("test done").ok());
+  client->reset();
   CHECK(server.Wait(30s) == 0);
 }
 
