@@ -2,9 +2,12 @@
 // would: wrapping dense offsets, replies sized from the wire, payloads that announce more
 // than the in-flight budget, a peer that pipelines requests and never reads, barriers that
 // never complete, metric spam, NaN gradients, duplicated sync pushes and too many
-// connections, and a server out of file descriptors (EMFILE). After each attack the server must still answer a polite client, and its
-// resident memory must stay within its configured limits plus a fixed allowance.
+// connections, and a server out of file descriptors (EMFILE). After each attack the server
+// must still answer a polite client, and its resident memory must stay within its
+// configured limits plus a fixed allowance. Then admin operations from a peer without the
+// cluster's secret, and Save/Load paths that try to leave the checkpoint root.
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -18,6 +21,7 @@
 #include <map>
 #include <thread>
 
+#include "common/net/auth.h"
 #include "common/net/frame.h"
 #include "common/net/io_threads.h"
 #include "common/net/rpc_client.h"
@@ -364,6 +368,94 @@ TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
   }
 
   server.RequireServing();
+}
+
+// With a shared secret configured, the admin operations (Stop, Save, Load, Shrink) need a
+// peer that proved it holds it, even where the data path is open (loopback, auth: auto);
+// a member's Save and Load stay confined to the checkpoint root.
+TEST_CASE("Admin operations need the shared secret, and their paths stay inside the checkpoint root") {
+  const std::string dir = testing::MakeTempDir("hostile_admin");
+  const uint16_t port = testing::FreePorts(1)[0];
+  const std::string secret = dir + "/secret";
+  testing::WriteFile(secret, "hostile admin test secret 0123456789\n");
+  ::chmod(secret.c_str(), 0600);
+  testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(port) +
+                                           "\"]\n  io_threads: 1\n  shard_threads: 1\n  auth_secret_file: " +
+                                           secret + "\n  checkpoint_root: " + dir + "/root\n"
+                                           "tables:\n  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 1}\n");
+  ChildProcess process;
+  REQUIRE(process.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
+                        dir + "/pserver.log"));
+  REQUIRE(testing::WaitForPort(port, 10s));
+  INFO(testing::ReadFile(dir + "/pserver.log"));
+  net::IoThreads io{1};
+  auto connect = [&](std::shared_ptr<const net::AuthKey> key) {
+    net::RpcClientOptions o;
+    o.auth_key = std::move(key);
+    auto c = std::make_unique<net::RpcClient>(io, net::Endpoint{"127.0.0.1", port}, o);
+    REQUIRE(c->Connect().ok());
+    return c;
+  };
+  auto save = [](const std::string& path) {
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreateSaveRequest(fbb, fbb.CreateString(path), fbb.CreateString("v1")));
+    return fbb.Release();
+  };
+  auto load = [](const std::string& path) {
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreateLoadRequest(fbb, fbb.CreateString(path)));
+    return fbb.Release();
+  };
+  auto stop = [] {
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreateStopRequest(fbb, fbb.CreateString("hostile")));
+    return fbb.Release();
+  };
+  auto shrink = [] {
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreateShrinkRequest(fbb));
+    return fbb.Release();
+  };
+  auto type = [](MessageType t) { return static_cast<uint16_t>(t); };
+
+  auto anonymous = connect(nullptr);
+  std::vector<std::pair<MessageType, flatbuffers::DetachedBuffer>> admin;
+  admin.emplace_back(MessageType::Save, save("ckpt"));
+  admin.emplace_back(MessageType::Load, load("ckpt"));
+  admin.emplace_back(MessageType::Shrink, shrink());
+  admin.emplace_back(MessageType::Stop, stop());
+  for (auto& [t, payload] : admin) {
+    INFO(net::MessageTypeName(type(t)));
+    auto r = anonymous->CallSync(type(t), std::move(payload));
+    CHECK(r.status().code() == StatusCode::kPermissionDenied);
+    CHECK_THAT(r.status().message(), Catch::Contains("admin operation") && Catch::Contains("shared secret"));
+  }
+  REQUIRE(process.running());
+  CHECK_FALSE(std::filesystem::exists(dir + "/root/ckpt"));
+  // The data path stays open on loopback (auth: auto): an anonymous Ping is answered.
+  flatbuffers::FlatBufferBuilder ping;
+  ping.Finish(wire::CreatePingRequest(ping));
+  CHECK(anonymous->CallSync(type(MessageType::Ping), ping.Release()).ok());
+
+  // A member may save, inside the root only.
+  auto key = net::AuthKey::Load(secret);
+  REQUIRE(key.ok());
+  auto member = connect(*key);
+  CHECK(member->CallSync(type(MessageType::Save), save("ckpt")).ok());
+  CHECK(std::filesystem::exists(dir + "/root/ckpt/v1.tmp"));  // phase 1 of a save
+  for (const std::string& bad : {dir + "/outside", std::string("../outside"), dir + "/root/ckpt/../../outside",
+                                std::string("/etc/fleetps-hostile")}) {
+    INFO(bad);
+    auto refused = member->CallSync(type(MessageType::Save), save(bad));
+    CHECK_FALSE(refused.ok());
+    CHECK_THAT(refused.status().message(), Catch::Contains("checkpoint root"));
+    CHECK_FALSE(member->CallSync(type(MessageType::Load), load(bad)).ok());
+  }
+  CHECK_FALSE(std::filesystem::exists(dir + "/outside"));
+  CHECK(member->CallSync(type(MessageType::Stop), stop()).ok());
+  CHECK(process.Wait(30s) == 0);
+  anonymous->Close();
+  member->Close();
 }
 
 }  // namespace
