@@ -16,7 +16,7 @@ namespace fleetps::server {
 
 using wire::MessageType;
 
-// Barriers, metric boards, heartbeats, the global-shuffle mailbox, Ping and TableStats.
+// Barriers, metric boards, heartbeats, Ping and TableStats (the shuffle mailbox: shuffle.cc).
 
 void PsService::MetricReport(const net::Request& req, const net::Responder& responder) {
   const auto* msg = Verified<wire::MetricReportRequest>(req, responder);
@@ -29,42 +29,6 @@ void PsService::MetricReport(const net::Request& req, const net::Responder& resp
   auto sum = fbb.CreateVector(result->first);
   fbb.Finish(wire::CreateMetricReportReply(fbb, sum, result->second));
   responder.Send(net::ReplyType(MessageType::MetricReport), fbb.Release());
-}
-
-void PsService::ShuffleSend(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::ShuffleSendRequest>(req, responder);
-  if (msg == nullptr) return;
-  const auto num_servers = static_cast<uint32_t>(options_.endpoints.size());
-  if (msg->to() % num_servers != options_.index) {
-    return responder.SendError(Status::InvalidArgument(
-        "ShuffleSend from " + responder.peer() + ": records for trainer " + std::to_string(msg->to()) +
-        " go to pserver " + std::to_string(msg->to() % num_servers) + ", this is " + Where()));
-  }
-  std::vector<uint8_t> block;
-  if (msg->block() != nullptr) block.assign(msg->block()->begin(), msg->block()->end());
-  auto held = shuffle_mailbox_.Post(msg->round(), msg->from(), msg->to(), std::move(block), msg->last());
-  if (!held.ok()) return responder.SendError(held.status());
-  flatbuffers::FlatBufferBuilder fbb(32);
-  fbb.Finish(wire::CreateShuffleSendReply(fbb, *held));
-  responder.Send(net::ReplyType(MessageType::ShuffleSend), fbb.Release());
-}
-
-void PsService::ShuffleFetch(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::ShuffleFetchRequest>(req, responder);
-  if (msg == nullptr) return;
-  // Leave room for the reply's own framing under the client's message limit.
-  const uint64_t max_bytes = std::min<uint64_t>(msg->max_bytes(), options_.max_message_bytes / 2);
-  auto taken = shuffle_mailbox_.Take(msg->round(), msg->to(), msg->senders(), max_bytes);
-  size_t bytes = 0;
-  for (const auto& m : taken.mail) bytes += m.block.size();
-  flatbuffers::FlatBufferBuilder fbb(256 + bytes + taken.mail.size() * 32);
-  std::vector<flatbuffers::Offset<wire::ShuffleMail>> mail;
-  mail.reserve(taken.mail.size());
-  for (const auto& m : taken.mail) {
-    mail.push_back(wire::CreateShuffleMail(fbb, m.from, fbb.CreateVector(m.block)));
-  }
-  fbb.Finish(wire::CreateShuffleFetchReply(fbb, fbb.CreateVector(mail), taken.senders_done, taken.complete));
-  responder.Send(net::ReplyType(MessageType::ShuffleFetch), fbb.Release());
 }
 
 void PsService::Heartbeat(const net::Request& req, const net::Responder& responder) {

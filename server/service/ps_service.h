@@ -8,9 +8,12 @@
 // wrong, and the connection keeps serving.
 //
 // One file per message family, so each bound and auth rule has one home: data_path.cc
-// (pulls and pushes, and GPU-PS pass mode's PullRows / WriteRows), coordination.cc (barriers, metrics, heartbeats, shuffle mail, Ping,
-// TableStats), admin.cc (Stop, Save, Load, Shrink; admin-only with a secret configured,
-// paths confined to the checkpoint roots); ps_service.cc dispatches.
+// (pulls and pushes, and GPU-PS pass mode's PullRows / WriteRows), coordination.cc
+// (barriers, metrics, heartbeats, Ping, TableStats), shuffle.cc (the global-shuffle mail),
+// admin.cc (Stop, Save, Load, Shrink; admin-only with a secret configured, paths confined
+// to the checkpoint roots); ps_service.cc dispatches. PsClient is split the same way
+// (ps_client.cc + ps_client_rows.cc, ps_client_coordination.cc, ps_client_shuffle.cc,
+// ps_client_admin.cc).
 //
 // Threading: Handle() runs on an io thread and only validates and partitions; table
 // work is posted to the ExecutorPool lane that owns the shard (sparse) or table

@@ -1,108 +1,22 @@
 #include "trainer/client/ps_client.h"
 
-// PsClient's coordination calls (barriers, metrics, shuffle mail, heartbeats) and admin
-// calls (stats, stop, save, load, shrink); the data path is in ps_client.cc.
+// PsClient's admin calls: table statistics, stop, save, load and shrink (the servers
+// require an authenticated peer for the last four when the cluster has a secret).
 
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <map>
 #include <random>
 
 #include <spdlog/spdlog.h>
 
 #include "schemas/ps_generated.h"
-#include "trainer/client/heartbeat_rpc.h"
 #include "trainer/client/reply_util.h"
 
 namespace fleetps::trainer {
 
 using wire::MessageType;
-
-StatusOr<PsClient::BarrierResult> PsClient::Barrier(const std::string& name, uint32_t trainer_id,
-                                                    uint32_t participants, std::chrono::milliseconds timeout,
-                                                    std::span<const double> values, bool done) {
-  flatbuffers::FlatBufferBuilder fbb(128 + values.size() * 8);
-  auto name_off = fbb.CreateString(name);
-  auto values_off = fbb.CreateVector(values.data(), values.size());
-  fbb.Finish(wire::CreateBarrierRequest(fbb, name_off, trainer_id, participants,
-                                        static_cast<uint32_t>(timeout.count()), values_off, done));
-  // The server answers TimedOut at `timeout`; this side waits that long plus a margin, so a
-  // server that cannot answer at all is still noticed (sooner by the liveness probe).
-  net::CallOptions call = net::DefaultCallOptions(static_cast<uint16_t>(MessageType::Barrier), options_.rpc);
-  call.timeout = timeout + options_.barrier_margin;
-  ASSIGN_OR_RETURN(net::Reply reply,
-                   clients_[0]->CallSync(static_cast<uint16_t>(MessageType::Barrier), fbb.Release(), call));
-  Status error;
-  const auto* msg = VerifiedReply<wire::BarrierReply>(reply, clients_[0]->name(), &error);
-  if (msg == nullptr) return error;
-  if (!ElementsAligned(msg->sum())) {
-    return Status::Corruption("Barrier reply from " + clients_[0]->name() + ": misaligned sum");
-  }
-  BarrierResult result;
-  result.generation = msg->generation();
-  result.all_done = msg->all_done();
-  if (msg->sum() != nullptr) result.sum.assign(msg->sum()->begin(), msg->sum()->end());
-  return result;
-}
-
-StatusOr<PsClient::MetricSum> PsClient::ReportMetric(const std::string& name, uint32_t trainer_id,
-                                                     std::span<const double> values) {
-  flatbuffers::FlatBufferBuilder fbb(128 + values.size() * 8);
-  auto name_off = fbb.CreateString(name);
-  auto values_off = fbb.CreateVector(values.data(), values.size());
-  fbb.Finish(wire::CreateMetricReportRequest(fbb, name_off, trainer_id, values_off));
-  ASSIGN_OR_RETURN(net::Reply reply,
-                   clients_[0]->CallSync(static_cast<uint16_t>(MessageType::MetricReport), fbb.Release()));
-  Status error;
-  const auto* msg = VerifiedReply<wire::MetricReportReply>(reply, clients_[0]->name(), &error);
-  if (msg == nullptr) return error;
-  if (!ElementsAligned(msg->sum())) {
-    return Status::Corruption("MetricReport reply from " + clients_[0]->name() + ": misaligned sum");
-  }
-  MetricSum out;
-  out.reporters = msg->reporters();
-  if (msg->sum() != nullptr) out.sum.assign(msg->sum()->begin(), msg->sum()->end());
-  return out;
-}
-
-
-Status PsClient::ShuffleSend(uint64_t round, uint32_t from, uint32_t to, std::span<const uint8_t> block, bool last,
-                             std::chrono::milliseconds timeout) {
-  auto& server = clients_[to % clients_.size()];
-  flatbuffers::FlatBufferBuilder fbb(128 + block.size());
-  // An empty block (a bare `last` marker) is left out: an empty nested buffer does not verify.
-  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> block_off;
-  if (!block.empty()) block_off = fbb.CreateVector(block.data(), block.size());
-  fbb.Finish(wire::CreateShuffleSendRequest(fbb, round, from, to, block_off, last));
-  const auto type = static_cast<uint16_t>(MessageType::ShuffleSend);
-  net::CallOptions call = net::DefaultCallOptions(type, options_.rpc);
-  if (timeout.count() > 0) call.timeout = timeout;
-  ASSIGN_OR_RETURN(net::Reply reply, server->CallSync(type, fbb.Release(), call));
-  Status error;
-  if (VerifiedReply<wire::ShuffleSendReply>(reply, server->name(), &error) == nullptr) return error;
-  return Status::OK();
-}
-
-StatusOr<PsClient::ShuffleFetchResult> PsClient::ShuffleFetch(uint64_t round, uint32_t to, uint32_t senders) {
-  auto& server = clients_[to % clients_.size()];
-  flatbuffers::FlatBufferBuilder fbb(64);
-  fbb.Finish(wire::CreateShuffleFetchRequest(fbb, round, to, senders));
-  ASSIGN_OR_RETURN(net::Reply reply, server->CallSync(static_cast<uint16_t>(MessageType::ShuffleFetch), fbb.Release()));
-  Status error;
-  const auto* msg = VerifiedReply<wire::ShuffleFetchReply>(reply, server->name(), &error);
-  if (msg == nullptr) return error;
-  ShuffleFetchResult out;
-  out.senders_done = msg->senders_done();
-  out.complete = msg->complete();
-  if (msg->mail() != nullptr) {
-    for (const auto* m : *msg->mail()) {
-      ShuffleMail mail{m->from(), {}};
-      if (m->block() != nullptr) mail.block.assign(m->block()->begin(), m->block()->end());
-      out.mail.push_back(std::move(mail));
-    }
-  }
-  return out;
-}
 
 StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {
   std::map<uint32_t, TableStatsSummary> by_id;
@@ -183,12 +97,6 @@ Status PsClient::StopServers(const std::string& reason, const StopOptions& optio
     if (first.ok()) first = r.status();
   }
   return first;
-}
-
-StatusOr<std::vector<uint32_t>> PsClient::Heartbeat(uint32_t trainer_id, uint32_t trainers, bool finished,
-                                                    bool failed, const std::string& reason,
-                                                    std::chrono::milliseconds timeout) {
-  return HeartbeatAll(clients_, trainer_id, trainers, finished, failed, reason, timeout);
 }
 
 namespace {
