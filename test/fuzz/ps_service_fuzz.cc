@@ -1,32 +1,36 @@
-// Fuzz target: every non-admin request handler of the pserver, through the real RPC
-// server (common/net/rpc_server.h) and PsService (server/service/ps_service.h) over real
-// tables (a CTR-accessor sparse table, a plain sparse table and a dense table).
+// Fuzz target: every request handler of the pserver, through the real RPC server
+// (common/net/rpc_server.h) and PsService (server/service/ps_service.h) over real tables
+// (a CTR-accessor sparse table, a plain sparse table and a dense table).
 //
-// Two in-process pservers listen on loopback (built once, rebuilt every kRebuildEvery
+// Three in-process pservers listen on loopback (built once, rebuilt every kRebuildEvery
 // inputs so that rows created by pushes cannot grow without end): server A is the only
 // server of its cluster (owns every key; nonfinite_gradients: reject; SGD/Adagrad), server
 // B is server 0 of two (owns half the keys and half the dense table; skip; Adam with
-// weight bounds). The harness connects a plain socket, sends the input's requests as
-// pipelined frames and waits for every reply.
+// weight bounds), server C is A with a checkpoint root in a private temporary directory
+// and also takes the admin requests (Save, Load, Shrink, Stop; a Stop rebuilds it before
+// the next input, as a restart would). The harness connects a plain socket, sends the
+// input's requests as pipelined frames and waits for every reply.
 //
 // Input format (docs/FUZZING.md):
-//   byte 0          bit 0: server (0 = A, 1 = B)
+//   byte 0          bit 0: server (0 = A, 1 = B); bit 1 set: server C
 //   then messages   [type selector: u8][mode: u8][length: u16 LE][length bytes]
 //                   (the last message takes what is left when the input is shorter)
-//   type selector   < 0xF0: the (selector % 11)-th request type of kTypes;
+//   type selector   < 0xF0: the (selector % n)-th request type of kTypes (n = 13), or for
+//                   server C of kTypes then kAdminTypes (n = 17);
 //                   >= 0xF0: a raw type from kRawTypes (unknown types, reply types)
 //   mode            bit 0 clear: the bytes are the FlatBuffer payload as is;
 //                   bit 0 set: the bytes drive a FuzzedDataProvider that builds a valid
 //                   request of that type with the generated builders (structure-aware)
-// At most kMaxMessages messages per input. Admin requests (Stop, Save, Load, Shrink) and
-// any other named type not in kTypes (AuthHello, AuthProve, later additions) are never
-// sent.
+// At most kMaxMessages messages per input. Admin requests go to server C only; other named
+// types not in these lists (AuthHello, AuthProve: the frame and auth tests' ground) are
+// never sent. Checkpoints written under C's root are removed every kClearRootEvery inputs.
 //
 // Checks, besides the sanitizers: every request gets exactly one reply with its request
 // id, within kReplyDeadline; the reply is either the request's reply type, whose payload
 // passes the FlatBuffers verifier and agrees with the request (PullSparse: keys x dim
 // values; PullDense: count values; PushSparse: applied + skipped = keys; PullRows: keys x
-// row floats and one flag per key; WriteRows: written + merged = keys), or an ErrorReply
+// row floats and one flag per key; WriteRows: written + merged = keys; Save, Load, Shrink,
+// Stop: a reply that verifies; nothing is ever written outside C's root), or an ErrorReply
 // that parses and is not Internal (Internal means a handler threw or dropped a request);
 // an unknown type is answered with an ErrorReply; the connection is never closed. Barriers
 // left waiting at the end of an input are expired through BarrierManager::ExpireDeadlines
@@ -37,13 +41,16 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -73,16 +80,28 @@ constexpr MessageType kTypes[] = {MessageType::Ping,        MessageType::PullSpa
                                   MessageType::ShuffleSend, MessageType::ShuffleFetch, MessageType::PullRows,
                                   MessageType::WriteRows};
 constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
+constexpr MessageType kAdminTypes[] = {MessageType::Save, MessageType::Load, MessageType::Shrink, MessageType::Stop};
+constexpr size_t kNumAdminTypes = sizeof(kAdminTypes) / sizeof(kAdminTypes[0]);
+constexpr int kClearRootEvery = 500;
 constexpr uint16_t kRawTypes[] = {0, 18, 99, 0x7ffe, 0x7fff, 0x8001, 0x8002, 0xffff, 1000, 0x4000};
 constexpr size_t kMaxMessages = 16;
 constexpr int kRebuildEvery = 20000;
 constexpr auto kReplyDeadline = std::chrono::seconds(20);
 
-// Types the fuzzer may send: kTypes, and types with no name (unknown to this build).
-bool Sendable(uint16_t type) {
+bool IsAdmin(uint16_t type) {
+  for (MessageType t : kAdminTypes) {
+    if (static_cast<uint16_t>(t) == type) return true;
+  }
+  return false;
+}
+
+// Types the fuzzer may send: kTypes (and kAdminTypes to server C), and types with no name
+// (unknown to this build).
+bool Sendable(uint16_t type, bool admin_server) {
   for (MessageType t : kTypes) {
     if (static_cast<uint16_t>(t) == type) return true;
   }
+  if (IsAdmin(type)) return admin_server;
   const auto base = static_cast<MessageType>(type);
   if (type & net::kReplyBit) return true;  // never a request type
   if (base >= MessageType::MIN && base <= MessageType::MAX) {
@@ -121,8 +140,11 @@ class Server {
     tables_ = std::move(tables).value();
     io_ = std::make_unique<net::IoThreads>(options_.io_threads);
     executors_ = std::make_unique<ExecutorPool>(static_cast<size_t>(options_.shard_threads));
-    service_ = std::make_unique<server::PsService>(options_, *tables_, *executors_,
-                                                   [](const std::string& reason) { Fail("Stop reached: " + reason); });
+    const bool admin = !options_.checkpoint_root.empty();
+    service_ = std::make_unique<server::PsService>(options_, *tables_, *executors_, [this, admin](const std::string& reason) {
+      if (!admin) Fail("Stop reached a server that is never sent one: " + reason);
+      stopped_ = true;
+    });
     net::RpcServerOptions rpc;
     rpc.host = "127.0.0.1";
     rpc.port = 0;
@@ -151,6 +173,8 @@ class Server {
   }
 
   const config::ServerOptions& options() const { return options_; }
+  bool admin() const { return !options_.checkpoint_root.empty(); }
+  bool stopped() const { return stopped_; }
   server::BarrierManager& barriers() { return service_->barriers(); }
   int fd() const { return fd_; }
 
@@ -176,18 +200,44 @@ class Server {
   std::unique_ptr<server::PsService> service_;
   std::unique_ptr<net::RpcServer> rpc_;
   int fd_ = -1;
+  std::atomic<bool> stopped_{false};
 };
 
-std::unique_ptr<Server> g_servers[2];
+std::unique_ptr<Server> g_servers[3];
 int g_inputs = 0;
 uint64_t g_next_id = 1;
 
+// Server C's checkpoint root: <tmp>/root inside a private directory; <tmp>/outside must
+// stay empty (a Save or Load that leaves the root would write or read there).
+const std::string& ScratchDir() {
+  static const std::string dir = [] {
+    std::string t = (std::filesystem::temp_directory_path() / "ps_service_fuzz.XXXXXX").string();
+    if (::mkdtemp(t.data()) == nullptr) Fail(std::string("mkdtemp: ") + std::strerror(errno));
+    std::filesystem::create_directories(t + "/root");
+    std::filesystem::create_directories(t + "/outside");
+    return t;
+  }();
+  return dir;
+}
+
+void CheckOutsideUntouched() {
+  if (!std::filesystem::is_empty(ScratchDir() + "/outside")) Fail("a request wrote outside the checkpoint root");
+}
+
 Server& GetServer(int which) {
   if (++g_inputs % kRebuildEvery == 0) {
-    g_servers[0].reset();
-    g_servers[1].reset();
+    for (auto& s : g_servers) s.reset();
   }
-  if (!g_servers[which]) g_servers[which] = std::make_unique<Server>(FuzzServerOptions(which == 0 ? 1 : 2, which == 1));
+  if (which == 2 && g_servers[2] && g_servers[2]->stopped()) g_servers[2].reset();  // a restart after Stop
+  if (which == 2 && g_inputs % kClearRootEvery == 0) {
+    std::filesystem::remove_all(ScratchDir() + "/root");
+    std::filesystem::create_directories(ScratchDir() + "/root");
+  }
+  if (!g_servers[which]) {
+    config::ServerOptions o = FuzzServerOptions(which == 1 ? 2 : 1, which == 1);
+    if (which == 2) o.checkpoint_root = ScratchDir() + "/root";
+    g_servers[which] = std::make_unique<Server>(std::move(o));
+  }
   return *g_servers[which];
 }
 
@@ -256,6 +306,19 @@ std::vector<uint8_t> Block(FuzzedDataProvider& p) {
   for (auto& w : words) w = p.ConsumeIntegral<uint64_t>();
   fbb.Finish(wire::CreateRecordBlock(fbb, dense_dim, num_slots, fbb.CreateVector(begins), fbb.CreateVector(words)));
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+// A Save/Load path: mostly inside the root (relative or absolute), sometimes one that
+// tries to leave it, sometimes anything.
+std::string CheckpointPath(FuzzedDataProvider& p) {
+  switch (p.ConsumeIntegralInRange<int>(0, 7)) {
+    case 0: return "../outside/x";
+    case 1: return ScratchDir() + "/outside";
+    case 2: return ScratchDir() + "/root/ck/../../outside";
+    case 3: return p.ConsumeRandomLengthString(24);
+    case 4: return ScratchDir() + "/root/ck" + std::to_string(p.ConsumeIntegralInRange<int>(0, 1));
+    default: return "ck" + std::to_string(p.ConsumeIntegralInRange<int>(0, 1));
+  }
 }
 
 std::string Build(MessageType type, std::string_view bytes, const config::ServerOptions& o) {
@@ -383,6 +446,23 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
       fbb.Finish(wire::CreateShuffleFetchRequest(fbb, round, to, senders, max_bytes));
       break;
     }
+    case MessageType::Save: {
+      const std::string path = CheckpointPath(p);
+      const std::string version = p.ConsumeBool() ? "v" + std::to_string(p.ConsumeIntegralInRange<int>(0, 2))
+                                                  : p.ConsumeRandomLengthString(12);
+      const auto mode = static_cast<disk::SaveMode>(p.ConsumeIntegralInRange<uint8_t>(0, 5));
+      const uint32_t table = TableId(p);
+      const bool all = p.ConsumeBool();
+      const bool commit = p.ConsumeBool();
+      fbb.Finish(wire::CreateSaveRequest(fbb, fbb.CreateString(path), fbb.CreateString(version), mode, table, all,
+                                         commit));
+      break;
+    }
+    case MessageType::Load: fbb.Finish(wire::CreateLoadRequest(fbb, fbb.CreateString(CheckpointPath(p)))); break;
+    case MessageType::Shrink: fbb.Finish(wire::CreateShrinkRequest(fbb, TableId(p), p.ConsumeBool())); break;
+    case MessageType::Stop:
+      fbb.Finish(wire::CreateStopRequest(fbb, fbb.CreateString(p.ConsumeRandomLengthString(16))));
+      break;
     default: return std::string(bytes);
   }
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
@@ -420,7 +500,7 @@ void CheckReply(const Sent& req, uint16_t reply_type, const std::string& reply, 
     if (st.code() == StatusCode::kInternal) Fail(what + " answered Internal: " + st.ToString());
     return;
   }
-  bool known = false;
+  bool known = IsAdmin(req.type);
   for (MessageType t : kTypes) known |= static_cast<uint16_t>(t) == req.type;
   if (!known) Fail(what + " (unknown type) answered with type " + std::to_string(reply_type) + ", not an ErrorReply");
   if (reply_type != (req.type | net::kReplyBit)) {
@@ -500,6 +580,10 @@ void CheckReply(const Sent& req, uint16_t reply_type, const std::string& reply, 
     case MessageType::MetricReport: ReplyAs<wire::MetricReportReply>(reply, req); break;
     case MessageType::ShuffleSend: ReplyAs<wire::ShuffleSendReply>(reply, req); break;
     case MessageType::ShuffleFetch: ReplyAs<wire::ShuffleFetchReply>(reply, req); break;
+    case MessageType::Save: ReplyAs<wire::SaveReply>(reply, req); break;
+    case MessageType::Load: ReplyAs<wire::LoadReply>(reply, req); break;
+    case MessageType::Shrink: ReplyAs<wire::ShrinkReply>(reply, req); break;
+    case MessageType::Stop: ReplyAs<wire::StopReply>(reply, req); break;
     default: Fail(what + ": no reply check for this type");
   }
 }
@@ -594,6 +678,9 @@ std::string Message(uint8_t selector, uint8_t mode, const std::string& bytes) {
 uint8_t Selector(MessageType t) {
   for (size_t i = 0; i < kNumTypes; ++i) {
     if (kTypes[i] == t) return static_cast<uint8_t>(i);
+  }
+  for (size_t i = 0; i < kNumAdminTypes; ++i) {
+    if (kAdminTypes[i] == t) return static_cast<uint8_t>(kNumTypes + i);  // server C's numbering
   }
   return 0;
 }
@@ -691,6 +778,43 @@ void WriteSeeds(SeedWriter& seeds) {
     seeds.Add(std::string(1, static_cast<char>(i & 1)) + Message(static_cast<uint8_t>(i), 1, bytes));
   }
   seeds.Add(std::string(1, '\0') + Message(0xF0, 0, "unknown"));
+
+  // Server C: a push, a save (phase 1, then the commit), a load of it, a shrink, a save
+  // that tries to leave the root, and a Stop; each also alone.
+  std::vector<std::pair<MessageType, std::string>> admin;
+  auto add_admin = [&](MessageType t, flatbuffers::FlatBufferBuilder& fbb) { admin.emplace_back(t, Raw(fbb)); };
+  admin.push_back(requests[2]);  // a PushSparse of the CTR table
+  for (bool commit : {false, true}) {
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreateSaveRequest(fbb, fbb.CreateString("ck0"), fbb.CreateString("v1"),
+                                       disk::SaveMode::Checkpoint, 0, true, commit));
+    add_admin(MessageType::Save, fbb);
+  }
+  {
+    flatbuffers::FlatBufferBuilder load;
+    load.Finish(wire::CreateLoadRequest(load, load.CreateString("ck0")));
+    add_admin(MessageType::Load, load);
+    flatbuffers::FlatBufferBuilder shrink;
+    shrink.Finish(wire::CreateShrinkRequest(shrink, 0, true));
+    add_admin(MessageType::Shrink, shrink);
+    flatbuffers::FlatBufferBuilder escape;
+    escape.Finish(wire::CreateSaveRequest(escape, escape.CreateString("../outside/x"), escape.CreateString("v1")));
+    add_admin(MessageType::Save, escape);
+    flatbuffers::FlatBufferBuilder stop;
+    stop.Finish(wire::CreateStopRequest(stop, stop.CreateString("fuzz")));
+    add_admin(MessageType::Stop, stop);
+  }
+  std::string sequence(1, '\2');
+  for (const auto& [type, payload] : admin) {
+    seeds.Add(std::string(1, '\2') + Message(Selector(type), 0, payload));
+    sequence += Message(Selector(type), 0, payload);
+  }
+  seeds.Add(sequence);
+  for (size_t i = 0; i < kNumAdminTypes; ++i) {
+    std::string bytes(32, '\0');
+    for (size_t j = 0; j < bytes.size(); ++j) bytes[j] = static_cast<char>(j * 29 + i);
+    seeds.Add(std::string(1, '\2') + Message(static_cast<uint8_t>(kNumTypes + i), 1, bytes));
+  }
 }
 
 }  // namespace
@@ -707,21 +831,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fleetps::fuzz;
   Reader in(data, size);
   if (in.empty()) return 0;
-  const int which = in.U8() & 1;
+  const uint8_t first = in.U8();
+  const int which = (first & 2) ? 2 : (first & 1);
   Server& server = GetServer(which);
+  const size_t types = server.admin() ? kNumTypes + kNumAdminTypes : kNumTypes;
   std::vector<std::pair<uint16_t, std::string>> messages;
   while (!in.empty() && messages.size() < kMaxMessages) {
     const uint8_t selector = in.U8();
     const uint8_t mode = in.U8();
     const uint16_t length = in.U16();
     const std::string_view bytes = in.Bytes(length);
-    const uint16_t type = selector < 0xF0 ? static_cast<uint16_t>(kTypes[selector % kNumTypes])
-                                          : kRawTypes[(selector - 0xF0) % (sizeof(kRawTypes) / sizeof(kRawTypes[0]))];
-    if (!Sendable(type)) continue;
+    const size_t pick = selector % types;
+    const uint16_t type = selector >= 0xF0 ? kRawTypes[(selector - 0xF0) % (sizeof(kRawTypes) / sizeof(kRawTypes[0]))]
+                          : pick < kNumTypes ? static_cast<uint16_t>(kTypes[pick])
+                                             : static_cast<uint16_t>(kAdminTypes[pick - kNumTypes]);
+    if (!Sendable(type, server.admin())) continue;
     std::string payload =
         (mode & 1) ? Build(static_cast<MessageType>(type), bytes, server.options()) : std::string(bytes);
     messages.emplace_back(type, std::move(payload));
   }
   if (!messages.empty()) Exchange(server, messages);
+  if (server.admin()) CheckOutsideUntouched();
   return 0;
 }
