@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   CLI::App cli{"fleetps heter-trainer: the dense part of heterogeneous PS training"};
   std::string config_path, endpoint, heter_trainers, servers, device, log_level;
   std::optional<uint32_t> trainers, lanes;
+  std::optional<uint16_t> metrics_port;
   std::optional<int> gpu;
   cli.add_option("-c,--config", config_path, "job YAML (the one the cpu-trainers and pservers read)")->required();
   cli.add_option("--endpoint", endpoint, "this heter-trainer's host:port (overrides POD_IP:PADDLE_PORT)");
@@ -99,6 +100,8 @@ int main(int argc, char** argv) {
   cli.add_option("--lanes", lanes, "micro-batches computed at once (overrides fleetps.heter.lanes)")
       ->check(CLI::Range(1, 64));
   cli.add_option("--log-level", log_level, "trace|debug|info|warn|error|off");
+  cli.add_option("--metrics-port", metrics_port,
+                 "serve /metrics, /healthz, /readyz on this port (overrides FLEETPS_HETER_METRICS_PORT; 0: off)");
   std::string sync_mode, gpus, train_data, test_data, merge;
   std::optional<uint32_t> epochs;
   trainer::JobFlags flags;
@@ -150,6 +153,7 @@ int main(int argc, char** argv) {
   if (!device.empty()) options->device = device;
   if (gpu) options->gpus = {*gpu};
   if (lanes) options->job.heter.lanes = *lanes;
+  if (metrics_port) options->metrics_port = *metrics_port;
   if (!log_level.empty()) options->job.log_level = log_level;
   if (auto st = config::ValidateHeterTrainerOptions(*options); !st.ok()) return Fail(st);
   if (auto st = SetUpLogging({options->job.log_level, "heter:" + std::to_string(options->server.index)}); !st.ok()) {

@@ -68,6 +68,13 @@ Status ApplyHeterTrainerEnv(const EnvLookup& env, HeterTrainerOptions* o) {
     ASSIGN_OR_RETURN(o->stage_trainers, ParseUintList(*v, "PADDLE_STAGE_TRAINERS_NUM"));
   }
   if (auto v = env("HETER_DEVICE_TYPE"); v && !v->empty()) o->device = *v;
+  if (auto v = env("FLEETPS_HETER_METRICS_PORT"); v && !v->empty()) {
+    ASSIGN_OR_RETURN(auto port, ParseUintList(*v, "FLEETPS_HETER_METRICS_PORT"));
+    if (port.size() != 1 || port[0] > 65535) {
+      return Status::InvalidArgument("FLEETPS_HETER_METRICS_PORT='" + *v + "' is not a port number (1-65535, 0: off)");
+    }
+    o->metrics_port = static_cast<uint16_t>(port[0]);
+  }
   if (auto v = env("FLAGS_selected_gpus"); v && !v->empty()) {
     ASSIGN_OR_RETURN(auto gpus, ParseUintList(*v, "FLAGS_selected_gpus"));
     o->gpus.assign(gpus.begin(), gpus.end());

@@ -42,6 +42,9 @@ struct HeterTrainerOptions {
   std::vector<uint32_t> stage_trainers;   // PADDLE_STAGE_TRAINERS_NUM; empty = not given
   std::vector<net::Endpoint> previous;    // PADDLE_PREVIOUS_HETER_TRAINER_IP_PORT_LIST
   std::vector<net::Endpoint> next;        // PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST
+  // /metrics, /healthz, /readyz on this port (0: off, the default): FLEETPS_HETER_METRICS_PORT
+  // or --metrics-port.
+  uint16_t metrics_port = 0;
 };
 
 // The job YAML read as a heter-trainer reads it (job + fleetps.server).

@@ -7,7 +7,9 @@
 #include <boost/asio.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/metrics/registry.h"
 #include "common/net/auth.h"
+#include "common/net/http_endpoint.h"
 #include "common/net/io_threads.h"
 #include "common/net/rpc_server.h"
 #include "heter_trainer/device/dense_device.h"
@@ -77,7 +79,12 @@ Status HeterApp::Start() {
   trainers_ = std::make_unique<server::TrainerRegistry>(std::chrono::seconds(options_.server.trainer_lease_s));
 
   service_ = std::make_unique<HeterService>(options_, *net_, *device_, *dense_, *trainers_);
+  registry_ = std::make_unique<metrics::Registry>();
+  service_->SetMetrics(HeterMetrics::In(*registry_));
   RETURN_IF_ERROR(service_->Start());
+  if (options_.metrics_port != 0) {
+    ASSIGN_OR_RETURN(metrics_http_, trainer::ServeTrainerMetrics(*registry_, options_.metrics_port));
+  }
   io_ = std::make_unique<net::IoThreads>(options_.server.io_threads);
   net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_.server);
   rpc_options.auth_key = auth_key;
@@ -112,6 +119,8 @@ bool HeterApp::IoResponsive(std::chrono::milliseconds timeout) {
 }
 
 uint16_t HeterApp::port() const { return rpc_ ? rpc_->port() : 0; }
+
+uint16_t HeterApp::metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
 
 int HeterApp::exit_code() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -197,6 +206,7 @@ void HeterApp::Shutdown() {
   }
   if (rpc_) rpc_->Stop();
   if (io_) io_->Stop();
+  metrics_http_.reset();
   const bool started = rpc_ != nullptr;
   const uint64_t steps = service_ ? service_->steps() : 0;
   rpc_.reset();

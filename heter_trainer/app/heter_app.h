@@ -23,7 +23,11 @@
 #include "common/status.h"
 
 namespace fleetps {
+namespace metrics {
+class Registry;
+}
 namespace net {
+class HttpEndpoint;
 class IoThreads;
 class RpcServer;
 }  // namespace net
@@ -53,6 +57,7 @@ class HeterApp {
 
   Status Start();
   uint16_t port() const;
+  uint16_t metrics_port() const;  // the /metrics port (0: off)
   void WaitForShutdown(bool handle_signals);
   void RequestShutdown(const std::string& reason);
   void Shutdown();
@@ -68,6 +73,8 @@ class HeterApp {
   void SweepLoop();
 
   config::HeterTrainerOptions options_;
+  std::unique_ptr<metrics::Registry> registry_;
+  std::unique_ptr<net::HttpEndpoint> metrics_http_;  // opt-in: options_.metrics_port
   std::unique_ptr<trainer::model::DenseNet> net_;
   std::unique_ptr<DenseDevice> device_;
   std::unique_ptr<trainer::PsClient> client_;

@@ -1,5 +1,6 @@
 #include "heter_trainer/service/heter_service.h"
 
+#include <chrono>
 #include <cmath>
 
 #include <spdlog/spdlog.h>
@@ -131,13 +132,29 @@ Status CheckMicroBatch(const wire::HeterTrainRequest& msg, size_t in_dim, uint32
 
 }  // namespace
 
+HeterMetrics HeterMetrics::In(metrics::Registry& registry) {
+  HeterMetrics m;
+  m.micro_batches = registry.GetCounter("fleetps_heter_micro_batches_total", "Micro-batches trained");
+  m.examples = registry.GetCounter("fleetps_heter_examples_total", "Rows of the micro-batches trained");
+  m.errors = registry.GetCounter("fleetps_heter_errors_total",
+                                 "Micro-batches refused as malformed or failed on the device or the dense push");
+  m.step_seconds = registry.GetHistogram("fleetps_heter_step_seconds",
+                                         "A lane's forward, loss, backward and gradient hand-over per micro-batch", {},
+                                         metrics::ExponentialBuckets(0.0001, 2, 18));
+  m.loss = registry.GetGauge("fleetps_heter_loss", "Mean log loss of the last micro-batch trained");
+  m.queued = registry.GetGauge("fleetps_heter_queued_micro_batches", "Micro-batches waiting for a device lane");
+  return m;
+}
+
 void HeterService::Train(net::Request req, net::Responder responder) {
   const auto* msg = Verified<wire::HeterTrainRequest>(req, responder);
   if (msg == nullptr || !Aligned(msg->activations(), "activations", req, responder) ||
       !Aligned(msg->labels(), "labels", req, responder)) {
+    metrics_.errors.Increment();
     return;
   }
   if (Status st = CheckMicroBatch(*msg, net_.in_dim(), options_.job.trainers_num); !st.ok()) {
+    metrics_.errors.Increment();
     return responder.SendError(Status::InvalidArgument("HeterTrain micro-batch " + std::to_string(msg->batch_id()) +
                                                        " from " + responder.peer() + ": " + st.message()));
   }
@@ -145,6 +162,7 @@ void HeterService::Train(net::Request req, net::Responder responder) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
       queue_.push_back(Work{std::move(req), responder});
+      metrics_.queued.Set(static_cast<double>(queue_.size()));
       cv_.notify_one();
       return;
     }
@@ -159,6 +177,7 @@ void HeterService::LaneLoop(uint32_t lane) {
     if (queue_.empty()) return;  // stopping
     Work work = std::move(queue_.front());
     queue_.pop_front();
+    metrics_.queued.Set(static_cast<double>(queue_.size()));
     lock.unlock();
     RunStep(lane, work);
   }
@@ -170,6 +189,7 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
                            std::to_string(msg->trainer_id()) + " (" + work.responder.peer() + ")";
   Lane& lane = lanes_[index];
   const size_t rows = msg->rows();
+  const auto started = std::chrono::steady_clock::now();
   auto run = [&]() -> StatusOr<float> {
     ASSIGN_OR_RETURN(auto snapshot, dense_.DenseSnapshot(index));
     if (snapshot != lane.params) {
@@ -186,10 +206,15 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
   };
   auto loss = run();
   if (!loss.ok()) {
+    metrics_.errors.Increment();
     spdlog::warn("{} failed: {}", what, loss.status().ToString());
     return work.responder.SendError(loss.status().WithContext(what));
   }
   ++steps_;
+  metrics_.step_seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  metrics_.micro_batches.Increment();
+  metrics_.examples.Increment(static_cast<double>(rows));
+  metrics_.loss.Set(*loss);
   flatbuffers::FlatBufferBuilder fbb(256 + (rows + lane.activation_grads.size()) * sizeof(float));
   auto predictions = fbb.CreateVector(lane.predictions);
   auto grads = fbb.CreateVector(lane.activation_grads);

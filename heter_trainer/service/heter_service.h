@@ -29,6 +29,7 @@
 
 #include "common/config/heter_config.h"
 #include "common/executor.h"
+#include "common/metrics/registry.h"
 #include "common/net/rpc_server.h"
 #include "common/status.h"
 #include "heter_trainer/device/dense_device.h"
@@ -37,6 +38,19 @@
 #include "trainer/runtime/param_sync.h"
 
 namespace fleetps::heter {
+
+// What the service measures (default handles measure nothing); HeterApp makes them in its
+// registry and serves them on --metrics-port.
+struct HeterMetrics {
+  metrics::Counter micro_batches;  // micro-batches trained
+  metrics::Counter examples;       // their rows
+  metrics::Counter errors;         // micro-batches refused (malformed) or failed (device, push)
+  metrics::Histogram step_seconds; // a lane's forward + backward + hand-over, per micro-batch
+  metrics::Gauge loss;             // the last micro-batch's mean log loss
+  metrics::Gauge queued;           // micro-batches waiting for a lane
+
+  static HeterMetrics In(metrics::Registry& registry);
+};
 
 class HeterService {
  public:
@@ -47,6 +61,8 @@ class HeterService {
   HeterService(const HeterService&) = delete;
   HeterService& operator=(const HeterService&) = delete;
 
+  // Before Start(): where to count micro-batches, examples, errors, step times.
+  void SetMetrics(HeterMetrics metrics) { metrics_ = std::move(metrics); }
   // Creates one device lane per options.job.heter.lanes and starts their threads.
   Status Start();
   // Answers queued micro-batches Unavailable and joins the threads. Idempotent.
@@ -89,6 +105,7 @@ class HeterService {
   std::deque<Work> queue_;
   bool stopping_ = false;
   std::atomic<uint64_t> steps_{0};
+  HeterMetrics metrics_;
 };
 
 }  // namespace fleetps::heter

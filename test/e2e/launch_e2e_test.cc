@@ -6,11 +6,7 @@
 //  - kill -9 of the launcher itself: its processes die with it (PR_SET_PDEATHSIG);
 //  - a trainer's opt-in /metrics (FLEETPS_TRAINER_METRICS_PORT, passed through the
 //    launcher) moves while it trains; SIGTERM to the launcher stops the job (exit 143).
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -18,6 +14,7 @@
 #include <regex>
 #include <thread>
 
+#include "test/support/http.h"
 #include "test/support/job.h"
 #include "test/support/process.h"
 
@@ -163,26 +160,6 @@ TEST_CASE("kill -9 of fleetps-launch takes its processes with it", "[e2e]") {
   CHECK(AllGone(pids, 10s));
 }
 
-// GET http://127.0.0.1:port/path: the body of a 200 answer, "" otherwise.
-std::string HttpGet(uint16_t port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  std::string resp;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET " + path + " HTTP/1.1\r\n\r\n";
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[65536];
-      for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) resp.append(buf, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  if (resp.rfind("HTTP/1.1 200", 0) != 0) return "";
-  return resp.substr(resp.find("\r\n\r\n") + 4);
-}
-
 TEST_CASE("A trainer's opt-in /metrics moves while it trains; SIGTERM to the launcher stops the job", "[e2e]") {
   LaunchJob job(200);
   const uint16_t port = testing::FreePorts(1)[0];
@@ -191,7 +168,7 @@ TEST_CASE("A trainer's opt-in /metrics moves while it trains; SIGTERM to the lau
                               testing::BinaryPath("trainer/cpu-trainer"), "--config", job.dir + "/job.yaml"},
                              {{"FLEETPS_TRAINER_METRICS_PORT", std::to_string(port)}}, job.launcher_log));
   REQUIRE(testing::WaitForLog(job.dir + "/log/workerlog.0", "trainer 0 epoch 2 done", 120s));
-  const std::string text = HttpGet(port, "/metrics");
+  const std::string text = testing::HttpGetBody(port, "/metrics");
   INFO(text);
   std::smatch m;
   REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_examples_total ([0-9.e+]+)")));
@@ -206,7 +183,7 @@ TEST_CASE("A trainer's opt-in /metrics moves while it trains; SIGTERM to the lau
   CHECK(std::stod(m[1]) > 0);
   REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_push_seconds_count ([0-9.e+]+)")));
   CHECK(std::stod(m[1]) > 0);
-  CHECK(HttpGet(port, "/readyz") == "ok\n");
+  CHECK(testing::HttpGetBody(port, "/readyz") == "ok\n");
   // The queues (QueueDataset, the async communicator): the job's default capacity, depths
   // within their bounds (their exact values: data_test and runtime_test).
   REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_data_queue_capacity ([0-9.e+]+)")));
@@ -217,7 +194,7 @@ TEST_CASE("A trainer's opt-in /metrics moves while it trains; SIGTERM to the lau
   // Back-pressure: at most 2 x max_merge_steps (4) steps merging, as many in the window sent.
   CHECK(std::stod(m[1]) <= 4 * 4);
   CHECK_THAT(text, Catch::Contains("\nfleetps_trainer_push_queue_keys "));
-  CHECK(HttpGet(port, "/healthz") == "ok\n");
+  CHECK(testing::HttpGetBody(port, "/healthz") == "ok\n");
   const auto pids = job.Pids();
   job.launcher.Signal(SIGTERM);
   CHECK(job.launcher.Wait(30s) == 128 + SIGTERM);

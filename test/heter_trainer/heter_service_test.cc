@@ -19,6 +19,7 @@
 #include "heter_trainer/app/heter_app.h"
 #include "schemas/heter_generated.h"
 #include "server/app/app.h"
+#include "test/support/http.h"
 #include "test/support/process.h"
 #include "trainer/client/heter_client.h"
 #include "trainer/client/ps_client.h"
@@ -54,7 +55,7 @@ struct Cluster {
   std::vector<std::unique_ptr<HeterApp>> heters;
   std::vector<net::Endpoint> heter_endpoints;
 
-  explicit Cluster(int heter_trainers = 1) {
+  explicit Cluster(int heter_trainers = 1, uint16_t metrics_port = 0) {
     auto parsed = config::ParseTrainerYaml(kJob, "job.yaml");
     REQUIRE(parsed.ok());
     job = *parsed;
@@ -86,6 +87,7 @@ struct Cluster {
       ho.server.endpoints = heter_endpoints;
       ho.server.index = static_cast<uint32_t>(i);
       ho.server.io_threads = 1;
+      if (i == 0) ho.metrics_port = metrics_port;
       REQUIRE(config::ValidateHeterTrainerOptions(ho).ok());
       heters.push_back(std::make_unique<HeterApp>(ho));
       REQUIRE(heters.back()->Start().ok());
@@ -163,7 +165,9 @@ TEST_CASE("A micro-batch is answered as DenseNet computes it and its dense gradi
 }
 
 TEST_CASE("Malformed micro-batches get an error reply and the heter-trainer keeps serving") {
-  Cluster cluster;
+  const uint16_t metrics_port = testing::FreePorts(1)[0];
+  Cluster cluster(1, metrics_port);
+  REQUIRE(cluster.heters[0]->metrics_port() == metrics_port);
   const uint32_t width = static_cast<uint32_t>(cluster.net->in_dim());
   net::IoThreads io(1);
   net::RpcClient raw(io, cluster.heter_endpoints[0], {});
@@ -201,6 +205,21 @@ TEST_CASE("Malformed micro-batches get an error reply and the heter-trainer keep
   auto step = client->Train(7, 4, mb.activations, mb.labels).get();
   INFO(step.status().ToString());
   CHECK(step.ok());
+
+  // /metrics (opt-in, --metrics-port): the 8 refused micro-batches and the one trained.
+  const std::string text = testing::HttpGetBody(metrics_port, "/metrics");
+  INFO(text);
+  auto value = [&](const std::string& series) {
+    const auto at = text.find("\n" + series + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size() + 2));
+  };
+  CHECK(value("fleetps_heter_errors_total") == 8);
+  CHECK(value("fleetps_heter_micro_batches_total") == 1);
+  CHECK(value("fleetps_heter_examples_total") == 4);
+  CHECK(value("fleetps_heter_step_seconds_count") == 1);
+  CHECK(value("fleetps_heter_loss") == Approx(step->loss));
+  CHECK(value("fleetps_heter_queued_micro_batches") == 0);
+  CHECK(testing::HttpGetBody(metrics_port, "/healthz") == "ok\n");
 }
 
 TEST_CASE("A cpu-trainer of another job is refused at HeterHello") {

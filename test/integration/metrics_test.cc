@@ -12,6 +12,7 @@
 #include <regex>
 #include <span>
 
+#include "test/support/http.h"
 #include "test/support/process.h"
 #include "trainer/client/ps_client.h"
 
@@ -19,28 +20,7 @@ namespace fleetps {
 namespace {
 
 using namespace std::chrono_literals;
-
-// GET http://127.0.0.1:port/path: (status code, body).
-std::pair<int, std::string> HttpGet(uint16_t port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return {-1, ""};
-  }
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
-  REQUIRE(::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size()));
-  std::string resp;
-  char buf[65536];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) resp.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  const auto body = resp.find("\r\n\r\n");
-  if (resp.rfind("HTTP/1.1 ", 0) != 0 || body == std::string::npos) return {-2, resp};
-  return {std::stoi(resp.substr(9, 3)), resp.substr(body + 4)};
-}
+using testing::HttpGet;
 
 // The value of the series `name{labels}` as printed (labels in the exposition's order).
 double Value(const std::string& text, const std::string& series) {

@@ -90,7 +90,8 @@ std::map<std::string, std::string> HeterEnv() {
           {"STAGE_NUM", "2"},
           {"PADDLE_STAGE_TRAINERS_NUM", "[3, 2]"},
           {"HETER_DEVICE_TYPE", "cpu"},
-          {"FLAGS_selected_gpus", "1,0"}};
+          {"FLAGS_selected_gpus", "1,0"},
+          {"FLEETPS_HETER_METRICS_PORT", "9100"}};
 }
 
 HeterTrainerOptions Base() {
@@ -112,6 +113,7 @@ TEST_CASE("A heter-trainer reads Paddle's heter environment") {
   CHECK(o.stage_trainers == std::vector<uint32_t>{3, 2});
   CHECK(o.device == "cpu");
   CHECK(o.gpus == std::vector<int>{1, 0});
+  CHECK(o.metrics_port == 9100);
   CHECK(ValidateHeterTrainerOptions(o).ok());
 }
 
@@ -144,6 +146,8 @@ TEST_CASE("A heter environment that does not fit is refused with the variable na
   CHECK_THAT(error({{"PADDLE_PSERVERS_IP_PORT_LIST", ""}}), Catch::Contains("needs the pservers"));
   CHECK_THAT(error({{"PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST", "127.0.0.1:9"}}), Catch::Contains("last one"));
   CHECK_THAT(error({{"PADDLE_PORT", ""}}), Catch::Contains("set both POD_IP and PADDLE_PORT"));
+  CHECK_THAT(error({{"FLEETPS_HETER_METRICS_PORT", "70000"}}),
+             Catch::Contains("FLEETPS_HETER_METRICS_PORT='70000' is not a port number"));
 }
 
 TEST_CASE("ParseUintList takes Paddle's list spellings") {
