@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The Grafana dashboard (packaging/systemd/fleetps-grafana-dashboard.json) is valid JSON,
-every panel has a query, and every fleetps_* series it queries is one the pserver exports
-(a name registered in server/app/server_metrics.cc), so a renamed metric breaks this test
-instead of a dashboard panel.
+every panel has a query, and every fleetps_* series it queries is one that fleetps exports
+(a name registered in server/app/server_metrics.cc, or by the trainers in
+trainer/runtime/trainer.cc and heter_trainer/service/heter_service.cc), so a renamed metric
+breaks this test instead of a dashboard panel.
     check_dashboard.py SOURCE_DIR"""
 import json
 import re
@@ -10,7 +11,9 @@ import sys
 
 src = sys.argv[1]
 dash = json.load(open(f"{src}/packaging/systemd/fleetps-grafana-dashboard.json"))
-exported = set(re.findall(r'"(fleetps_[a-z_]+)"', open(f"{src}/server/app/server_metrics.cc").read()))
+exported = set()
+for source in ("server/app/server_metrics.cc", "trainer/runtime/trainer.cc", "heter_trainer/service/heter_service.cc"):
+    exported |= set(re.findall(r'"(fleetps_[a-z_]+)"', open(f"{src}/{source}").read()))
 errors = []
 if not dash.get("panels"):
     errors.append("no panels")
@@ -24,7 +27,7 @@ for panel in dash.get("panels", []):
             base = re.sub(r"_(bucket|count|sum)$", "", name)
             used.add(base)
             if base not in exported:
-                errors.append(f"panel '{panel['title']}' queries {name}, which the pserver does not export")
+                errors.append(f"panel '{panel['title']}' queries {name}, which fleetps does not export")
 for e in errors:
     print("dashboard:", e, file=sys.stderr)
 print(f"dashboard: {len(dash.get('panels', []))} panels, {len(used)} metrics, all exported" if not errors else "")
