@@ -53,6 +53,7 @@ std::string Yaml(uint16_t port) {
          "  max_write_queue_bytes: " + std::to_string(kWriteQueue) + "\n"
          "  max_connections: " + std::to_string(kMaxConnections) + "\n"
          "  read_timeout_s: 2\n"
+         "  drain_timeout_ms: 1000\n"
          "tables:\n"
          "  - {id: 0, name: emb, kind: sparse, dim: 64, shards: 2,\n"
          "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n"
@@ -316,6 +317,47 @@ TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
     CHECK(refused.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(refused.message(), Catch::Contains("not 8-byte aligned"));
     server.RequireServing();
+  }
+
+  SECTION("a peer that stops in the middle of a frame is disconnected after read_timeout_s") {
+    RawPeer peer(server.port);
+    uint8_t h[net::kFrameHeaderSize];
+    net::EncodeFrameHeader(type(MessageType::Ping), 1, 100, h);
+    asio::write(peer.socket, asio::buffer(h));
+    asio::write(peer.socket, asio::buffer(h, 10));  // 10 of the 100 payload bytes, then silence
+    const timeval wait{10, 0};
+    ::setsockopt(peer.socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+    const auto started = std::chrono::steady_clock::now();
+    char byte;
+    const ssize_t n = ::recv(peer.socket.native_handle(), &byte, 1, 0);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    CHECK(n <= 0);           // closed (0) or reset (-1), never an answer
+    CHECK(waited >= 1.5);    // by the read timeout (2 s), not at once
+    CHECK(waited < 9.5);     // and not left open
+    server.RequireServing();
+  }
+
+  SECTION("after SIGTERM a connection that stays open gets Unavailable; the server drains and exits 0") {
+    auto waiter = server.Connect();
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString("in-flight"), 0, 2, 60000));
+    auto promise = std::make_shared<std::promise<StatusOr<net::Reply>>>();
+    auto in_flight = promise->get_future();
+    waiter->Call(type(MessageType::Barrier), fbb.Release(),
+                 [promise](StatusOr<net::Reply> r) { promise->set_value(std::move(r)); });
+    std::this_thread::sleep_for(200ms);
+    server.process.Signal(SIGTERM);
+    std::this_thread::sleep_for(200ms);
+    flatbuffers::FlatBufferBuilder ping;
+    ping.Finish(wire::CreatePingRequest(ping));
+    net::CallOptions once;
+    once.timeout = std::chrono::milliseconds(5000);
+    auto refused = server.polite->CallSync(type(MessageType::Ping), ping.Release(), once);
+    CHECK(refused.status().code() == StatusCode::kUnavailable);
+    CHECK(server.process.Wait(30s) == 0);  // drain_timeout_ms (1 s) for the barrier, then exit 0
+    REQUIRE(in_flight.wait_for(10s) == std::future_status::ready);
+    CHECK_FALSE(in_flight.get().ok());  // the barrier never completed: an error, not a hang
+    waiter->Close();
   }
 
   SECTION("connections beyond max_connections are refused; the server keeps serving") {
