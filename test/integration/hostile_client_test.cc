@@ -337,29 +337,6 @@ TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
     server.RequireServing();
   }
 
-  SECTION("after SIGTERM a connection that stays open gets Unavailable; the server drains and exits 0") {
-    auto waiter = server.Connect();
-    flatbuffers::FlatBufferBuilder fbb;
-    fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString("in-flight"), 0, 2, 60000));
-    auto promise = std::make_shared<std::promise<StatusOr<net::Reply>>>();
-    auto in_flight = promise->get_future();
-    waiter->Call(type(MessageType::Barrier), fbb.Release(),
-                 [promise](StatusOr<net::Reply> r) { promise->set_value(std::move(r)); });
-    std::this_thread::sleep_for(200ms);
-    server.process.Signal(SIGTERM);
-    std::this_thread::sleep_for(200ms);
-    flatbuffers::FlatBufferBuilder ping;
-    ping.Finish(wire::CreatePingRequest(ping));
-    net::CallOptions once;
-    once.timeout = std::chrono::milliseconds(5000);
-    auto refused = server.polite->CallSync(type(MessageType::Ping), ping.Release(), once);
-    CHECK(refused.status().code() == StatusCode::kUnavailable);
-    CHECK(server.process.Wait(30s) == 0);  // drain_timeout_ms (1 s) for the barrier, then exit 0
-    REQUIRE(in_flight.wait_for(10s) == std::future_status::ready);
-    CHECK_FALSE(in_flight.get().ok());  // the barrier never completed: an error, not a hang
-    waiter->Close();
-  }
-
   SECTION("connections beyond max_connections are refused; the server keeps serving") {
     std::vector<std::unique_ptr<RawPeer>> peers;
     for (uint32_t i = 0; i < kMaxConnections + 8; ++i) peers.push_back(std::make_unique<RawPeer>(server.port));
@@ -410,6 +387,33 @@ TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
   }
 
   server.RequireServing();
+}
+
+// Shutdown: the listener closes and requests on connections that stay open are answered
+// Unavailable while what is in flight drains (drain_timeout_ms), then the process exits 0.
+TEST_CASE("After SIGTERM a connection that stays open gets Unavailable; the server drains and exits 0") {
+  Server server;
+  const auto type = [](MessageType t) { return static_cast<uint16_t>(t); };
+  auto waiter = server.Connect();
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString("in-flight"), 0, 2, 60000));
+  auto promise = std::make_shared<std::promise<StatusOr<net::Reply>>>();
+  auto in_flight = promise->get_future();
+  waiter->Call(type(MessageType::Barrier), fbb.Release(),
+               [promise](StatusOr<net::Reply> r) { promise->set_value(std::move(r)); });
+  std::this_thread::sleep_for(200ms);
+  server.process.Signal(SIGTERM);
+  std::this_thread::sleep_for(200ms);
+  flatbuffers::FlatBufferBuilder ping;
+  ping.Finish(wire::CreatePingRequest(ping));
+  net::CallOptions once;
+  once.timeout = std::chrono::milliseconds(5000);
+  auto refused = server.polite->CallSync(type(MessageType::Ping), ping.Release(), once);
+  CHECK(refused.status().code() == StatusCode::kUnavailable);
+  CHECK(server.process.Wait(30s) == 0);  // drain_timeout_ms (1 s) for the barrier, then exit 0
+  REQUIRE(in_flight.wait_for(10s) == std::future_status::ready);
+  CHECK_FALSE(in_flight.get().ok());  // the barrier never completed: an error, not a hang
+  waiter->Close();
 }
 
 // With a shared secret configured, the admin operations (Stop, Save, Load, Shrink) need a
