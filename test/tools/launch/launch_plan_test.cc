@@ -166,6 +166,32 @@ TEST_CASE("ps-heter: heter trainers run heter-trainer with the stage variables")
   CHECK(w.env.at("PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST") == "127.0.0.1:8004");
 }
 
+TEST_CASE("Multi-node ps-heter: --heter_workers lists the heter trainers; this node runs its own") {
+  // This node (10.0.0.2) has one server, one worker and the second heter-trainer.
+  const auto plan = Plan({"--servers", "10.0.0.1:6000,10.0.0.2:6000", "--workers", "10.0.0.1:6100,10.0.0.2:6100",
+                          "--heter_workers", "10.0.0.3:6200,10.0.0.2:6200", "t", "--config", "j.yaml"});
+  CHECK(plan.mode == RunMode::kPsHeter);  // inferred from --heter_workers
+  CHECK(plan.heter_workers == std::vector<std::string>{"10.0.0.3:6200", "10.0.0.2:6200"});
+  REQUIRE(plan.processes.size() == 3);
+  const auto& h = plan.processes[1];
+  CHECK(h.role == Role::kHeterWorker);
+  CHECK(h.rank == 1);
+  CHECK(h.endpoint == "10.0.0.2:6200");
+  CHECK(h.log_path == "log/heterlog.0");
+  CHECK(h.env.at("POD_IP") == "10.0.0.2");
+  CHECK(h.env.at("PADDLE_PORT") == "6200");
+  CHECK(h.env.at("PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST") == "10.0.0.3:6200,10.0.0.2:6200");
+  CHECK(h.env.at("PADDLE_STAGE_TRAINERS_NUM") == "[2, 2]");
+  const auto& w = plan.processes[2];
+  CHECK(w.role == Role::kWorker);
+  CHECK(w.env.at("PADDLE_TRAINER_ID") == "1");
+  CHECK(w.env.at("PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST") == "10.0.0.3:6200,10.0.0.2:6200");
+  // A list that disagrees with the count is refused, naming both.
+  auto st = PlanError({"--heter_worker_num", "3", "--heter_workers", "10.0.0.2:6200", "--servers", "10.0.0.2:6000",
+                       "--workers", "10.0.0.2:6100", "t", "-c", "j"});
+  CHECK_THAT(st.message(), Catch::Contains("--heter_worker_num=3 but --heter_workers names 1"));
+}
+
 TEST_CASE("Collective: one rank per GPU with the trainer endpoints, no servers") {
   const auto plan = Plan({"--gpus", "0,1", "t", "--config", "mlp.yaml"}, FakeWorld({{"FLAGS_START_PORT", "6000"}}));
   REQUIRE(plan.processes.size() == 2);
