@@ -49,6 +49,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -207,17 +208,25 @@ std::unique_ptr<Server> g_servers[3];
 int g_inputs = 0;
 uint64_t g_next_id = 1;
 
-// Server C's checkpoint root: <tmp>/root inside a private directory; <tmp>/outside must
-// stay empty (a Save or Load that leaves the root would write or read there).
+// Server C's checkpoint root: <tmp>/root inside a private directory (removed at exit);
+// <tmp>/outside must stay empty (a Save or Load that leaves the root would write there).
+std::string g_scratch;
+
+void RemoveScratch() {
+  std::error_code ignored;
+  std::filesystem::remove_all(g_scratch, ignored);
+}
+
 const std::string& ScratchDir() {
-  static const std::string dir = [] {
+  if (g_scratch.empty()) {
     std::string t = (std::filesystem::temp_directory_path() / "ps_service_fuzz.XXXXXX").string();
     if (::mkdtemp(t.data()) == nullptr) Fail(std::string("mkdtemp: ") + std::strerror(errno));
     std::filesystem::create_directories(t + "/root");
     std::filesystem::create_directories(t + "/outside");
-    return t;
-  }();
-  return dir;
+    g_scratch = t;
+    std::atexit(RemoveScratch);
+  }
+  return g_scratch;
 }
 
 void CheckOutsideUntouched() {
