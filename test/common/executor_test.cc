@@ -3,6 +3,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -36,6 +37,17 @@ TEST_CASE("ExecutorPool runs a lane's tasks in order on one thread") {
     for (int t = 0; t < kTasks; ++t) REQUIRE(seen[lane][t] == t);
   }
   CHECK(owner[0] == owner[3]);  // lane i runs on thread i % 3
+}
+
+TEST_CASE("A task that throws does not end its lane: the lane's later tasks still run, in order") {
+  ExecutorPool pool(1);
+  std::vector<int> ran;
+  pool.Post(0, [&] { ran.push_back(1); });
+  pool.Post(0, [] { throw std::runtime_error("a bug in one task"); });
+  pool.Post(0, [] { throw 42; });  // not even a std::exception
+  pool.Post(0, [&] { ran.push_back(2); });
+  pool.Stop();
+  CHECK(ran == std::vector<int>{1, 2});
 }
 
 }  // namespace
