@@ -202,5 +202,39 @@ TEST_CASE("A trainer's opt-in /metrics moves while it trains; SIGTERM to the lau
   CHECK(AllGone({pids[0], pids[2]}, 5s));
 }
 
+// The README's quick-start commands, with their install and build step skipped (the test
+// runs against this build tree): scripts/run_local.sh (2 pservers + 2 cpu-trainers) and
+// scripts/run_heter.sh (+ 1 heter-trainer on the CPU), each one fleetps-launch command.
+TEST_CASE("scripts/run_local.sh and scripts/run_heter.sh run their jobs to the end", "[e2e]") {
+  const std::string dir = testing::MakeTempDir("quick_start");
+  REQUIRE(testing::GenerateData(dir, {"--rows", "20000", "--train-files", "2"}));
+  for (const std::string script : {"run_local.sh", "run_heter.sh"}) {
+    INFO(script);
+    const std::string out = dir + "/" + script + ".out";
+    const uint16_t base = testing::FreePortBase({0, 1, 2, 3, 4});
+    ChildProcess run;
+    REQUIRE(run.Start({std::string(FLEETPS_SOURCE_DIR) + "/scripts/" + script},
+                      {{"BUILD", FLEETPS_BINARY_DIR},
+                       {"FLEETPS_SKIP_SETUP", "1"},
+                       {"FLEETPS_TRAIN_DATA", dir + "/data/train"},
+                       {"FLEETPS_TEST_DATA", dir + "/data/test"},
+                       {"FLEETPS_EPOCHS", "1"},
+                       {"FLEETPS_BASE_PORT", std::to_string(base)},
+                       {"FLEETPS_OUT", out},
+                       {"HETER_DEVICE_TYPE", "cpu"}},
+                      dir + "/" + script + ".log"));
+    const int rc = run.Wait(240s);
+    const std::string log = testing::ReadFile(dir + "/" + script + ".log");
+    INFO(log);
+    REQUIRE(rc == 0);
+    CHECK_THAT(log, Catch::Contains("every process exited 0") && Catch::Contains("test: auc"));
+    CHECK(testing::ReportTestAuc(out + "/trainer0.json") > 0.5);
+    CHECK(testing::ReportTestAuc(out + "/trainer1.json") > 0.5);
+    if (script == "run_heter.sh") {
+      CHECK_THAT(testing::ReadFile(out + "/heterlog.0"), Catch::Contains("micro-batches trained"));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fleetps
