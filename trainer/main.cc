@@ -24,6 +24,7 @@
 #include "common/config/trainer_config.h"
 #include "common/logging.h"
 #include "common/metrics/registry.h"
+#include "common/systemd/notifier.h"
 #include "fleetps/config.h"
 #include "server/app/app.h"
 #include "trainer/client/ps_client.h"
@@ -263,8 +264,19 @@ int main(int argc, char** argv) {
         },
         options->trainer_id, rpc.heartbeat_interval);
   }
+  // Under a Type=notify unit (fleetps-trainer@): READY=1 once connected and past the job's
+  // start barrier, WATCHDOG=1 while the process runs (a stuck pserver fails the job through
+  // the RPC deadlines instead), STOPPING=1 when the job has ended.
+  systemd::Notifier notifier;
+  auto started = [&notifier, &mode, id = options->trainer_id] {
+    notifier.Ready("cpu-trainer " + std::to_string(id) + " " + (mode == "train" ? "training" : "scoring")).IgnoreError();
+    notifier.StartWatchdog([] { return true; });
+  };
+  flags.on_started = started;
+  if (mode != "train") started();
   const Status st = mode == "train" ? trainer::RunTrainJob(*options, **client, flags, heter.get(), comm.get())
                                     : trainer::RunInferJob(*options, **client, flags);
+  notifier.Stopping(st.ok() ? "job finished" : "job failed: " + st.message()).IgnoreError();
   if (heter_heartbeat) heter_heartbeat->Finish(st);
   if (heartbeat) heartbeat->Finish(st);
   if (st.ok() && mode == "train") {

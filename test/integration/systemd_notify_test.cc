@@ -1,9 +1,11 @@
-// pserver and heter-trainer under a (simulated) service manager: NOTIFY_SOCKET points at a
-// socket this test listens on, as systemd does for Type=notify units.
+// pserver, heter-trainer and cpu-trainer under a (simulated) service manager:
+// NOTIFY_SOCKET points at a socket this test listens on, as systemd does for Type=notify
+// units.
 //  - READY=1 arrives only once the port accepts connections (it is sent after the bind
-//    and, with --resume/--load, after the tables are loaded);
+//    and, with --resume/--load, after the tables are loaded); a cpu-trainer's once it
+//    trains;
 //  - WatchdogSec= (WATCHDOG_USEC) is answered with WATCHDOG=1 pings;
-//  - SIGTERM yields STOPPING=1, then a clean exit 0.
+//  - SIGTERM (a trainer: the job's end) yields STOPPING=1, then a clean exit 0.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -182,6 +184,49 @@ TEST_CASE("heter-trainer sends READY=1 once it accepts, pings the watchdog, and 
   CHECK(heter_trainer.Wait(30s) == 0);
   server.Signal(SIGTERM);
   CHECK(server.Wait(30s) == 0);
+}
+
+// fleetps-trainer@.service is Type=notify too: the trainer says READY=1 once it has joined
+// the job (connected, past the start barrier), pings the watchdog while it trains, and
+// STOPPING=1 when the job has ended.
+TEST_CASE("cpu-trainer sends READY=1 once training starts, pings the watchdog, STOPPING=1 at the end",
+          "[integration]") {
+  const std::string dir = testing::MakeTempDir("systemd_notify_trainer");
+  REQUIRE(testing::GenerateData(dir, {"--rows", "60000", "--train-files", "1"}));
+  const uint16_t port = testing::FreePorts(1)[0];
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  testing::WriteFile(dir + "/job.yaml", "runner:\n  train_data_dir: " + dir + "/data/train\n  test_data_dir: " + dir +
+                                            "/data/test\n  train_batch_size: 256\n  epochs: 2\n" +
+                                            testing::kSmallCtrDnnModel +
+                                            "fleetps:\n  server: {io_threads: 1, shard_threads: 1}\n");
+  std::map<std::string, std::string> env = {{"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                                            {"PADDLE_TRAINERS_NUM", "1"},
+                                            {"POD_IP", "127.0.0.1"},
+                                            {"PADDLE_PORT", std::to_string(port)},
+                                            {"TRAINING_ROLE", "PSERVER"}};
+  testing::ChildProcess server;
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"}, env,
+                       dir + "/pserver.log"));
+  REQUIRE(testing::WaitForPort(port, 60s));
+
+  testing::NotifySocket manager;
+  env = {{"PADDLE_PSERVERS_IP_PORT_LIST", endpoint}, {"PADDLE_TRAINERS_NUM", "1"}, {"PADDLE_TRAINER_ID", "0"},
+         {"TRAINING_ROLE", "TRAINER"}, {"NOTIFY_SOCKET", manager.address()}, {"WATCHDOG_USEC", "400000"}};
+  testing::ChildProcess trainer;
+  REQUIRE(trainer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml"}, env,
+                        dir + "/trainer.log"));
+  const auto ready = manager.Receive(60s);
+  INFO("trainer log:\n" << testing::ReadFile(dir + "/trainer.log"));
+  REQUIRE(ready.has_value());
+  CHECK_THAT(*ready, Catch::StartsWith("READY=1\nSTATUS=cpu-trainer 0 training"));
+  int pings = 0;
+  std::optional<std::string> msg;
+  while ((msg = manager.Receive(120s)) == "WATCHDOG=1") ++pings;
+  REQUIRE(msg.has_value());
+  CHECK_THAT(*msg, Catch::StartsWith("STOPPING=1\nSTATUS=job finished"));
+  CHECK(pings >= 1);  // 200 ms pings over 2 epochs of 54000 rows
+  CHECK(trainer.Wait(60s) == 0);
+  CHECK(server.Wait(60s) == 0);  // stopped by trainer 0 at the end
 }
 
 TEST_CASE("pserver --version prints the version; --resume with --load is refused", "[integration]") {

@@ -3,8 +3,7 @@
 # directives and values, and executables that exist (the install paths are pointed at the
 # build tree's binaries). Any diagnostic fails the test. Then the readiness contract: a
 # Type=notify unit runs a program that sends READY=1 and answers the watchdog (pserver,
-# heter-trainer), so it sets WatchdogSec=; cpu-trainer never sends READY=1, so its unit is
-# not Type=notify (systemd would wait for READY=1 until TimeoutStartSec and fail it).
+# heter-trainer, cpu-trainer; systemd_notify_test checks each), so it sets WatchdogSec=.
 #   verify_units.sh BUILD_DIR INSTALL_BINDIR
 set -euo pipefail
 build="$1"
@@ -42,9 +41,8 @@ bad=0
 for f in "$build"/packaging/systemd/*.service; do
   name="$(basename "$f")"
   if grep -q '^Type=notify' "$f"; then
-    grep -q '/cpu-trainer ' "$f" && { echo "$name: Type=notify, but cpu-trainer never sends READY=1" >&2; bad=1; }
     grep -q '^WatchdogSec=' "$f" || { echo "$name: Type=notify without WatchdogSec= (its program pings)" >&2; bad=1; }
   fi
 done
 [ $bad -eq 0 ] || exit 1
-echo "readiness: every Type=notify unit sets WatchdogSec=; no cpu-trainer unit is Type=notify"
+echo "readiness: every Type=notify unit sets WatchdogSec="
