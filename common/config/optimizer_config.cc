@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <sstream>
 #include <vector>
 
 namespace fleetps::config {
@@ -30,7 +31,15 @@ constexpr FloatField kFloatFields[] = {
     {"beta1", &OptimizerOptions::beta1, UnitInterval, "a number in [0, 1)"},
     {"beta2", &OptimizerOptions::beta2, UnitInterval, "a number in [0, 1)"},
     {"epsilon", &OptimizerOptions::epsilon, Positive, "a number > 0"},
+    {"weight_decay", &OptimizerOptions::weight_decay, NonNegative, "a number >= 0"},
 };
+
+// Shortest round-trip text of a float ("0.5", "2").
+std::string FormatFloat(float v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
 
 bool ValidBounds(float min, float max) { return std::isfinite(min) && std::isfinite(max) && min <= max; }
 
@@ -102,6 +111,13 @@ Status ParseOptimizer(const YAML::Node& node, const YamlContext& ctx, OptimizerO
     o.*f.member = v;
   }
 
+  if (!(o.learning_rate * o.weight_decay < 1)) {
+    return ctx.Child("weight_decay")
+        .Error(node["weight_decay"] ? node["weight_decay"] : node,
+               "weight_decay " + FormatFloat(o.weight_decay) + " times learning_rate " + FormatFloat(o.learning_rate) +
+                   " must be < 1 (each update multiplies the weights by 1 - their product)");
+  }
+
   std::vector<float> bounds;
   RETURN_IF_ERROR(ReadFloatList(node, "weight_bounds", ctx, &bounds));
   if (node["weight_bounds"] && !node["weight_bounds"].IsNull()) {
@@ -126,6 +142,10 @@ Status ValidateOptimizer(const OptimizerOptions& o) {
       return Status::InvalidArgument(std::string("optimizer.") + f.key + ": expected " + f.expected + ", got " +
                                      std::to_string(v));
     }
+  }
+  if (!(o.learning_rate * o.weight_decay < 1)) {
+    return Status::InvalidArgument("optimizer.weight_decay " + std::to_string(o.weight_decay) + " times learning_rate " +
+                                   std::to_string(o.learning_rate) + " must be < 1");
   }
   if (o.has_bounds && !ValidBounds(o.bound_min, o.bound_max)) {
     return Status::InvalidArgument(std::string("optimizer.weight_bounds: expected ") + kBoundsExpected + ", got [" +

@@ -22,6 +22,10 @@ struct OptimizerOptions {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float epsilon = 1e-8f;  // Adagrad and Adam
+  // Decoupled weight decay: each update first shrinks the weights it touches,
+  // w -= learning_rate * weight_decay * w (AdamW's form; a sparse row decays only when its
+  // key is pushed). 0 = none; learning_rate * weight_decay must stay below 1.
+  float weight_decay = 0.0f;
   // Weight bounds: after each update w is clipped to [bound_min, bound_max] when
   // has_bounds. YAML: `weight_bounds: [min, max]`.
   bool has_bounds = false;

@@ -24,6 +24,14 @@ Status ValidateOptimizerOptions(const OptimizerOptions& o) {
   if (!(std::isfinite(o.learning_rate) && o.learning_rate > 0)) {
     return BadField("learning_rate", "finite and > 0", o.learning_rate);
   }
+  if (!(std::isfinite(o.weight_decay) && o.weight_decay >= 0)) {
+    return BadField("weight_decay", "finite and >= 0", o.weight_decay);
+  }
+  if (!(o.learning_rate * o.weight_decay < 1)) {
+    return Status::InvalidArgument("optimizer.weight_decay " + std::to_string(o.weight_decay) +
+                                   " times learning_rate " + std::to_string(o.learning_rate) +
+                                   " must be < 1 (each update multiplies the weights by 1 - their product)");
+  }
   if (o.kind == OptimizerKind::kAdagrad &&
       !(std::isfinite(o.initial_accumulator) && o.initial_accumulator >= 0)) {
     return BadField("initial_accumulator", "finite and >= 0", o.initial_accumulator);

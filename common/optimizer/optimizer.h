@@ -24,7 +24,8 @@
 //            would go subnormal becomes 0, which changes no result: 1 - pow is already 1).
 //            element state: m, v (start at 0); shared state: beta1_pow, beta2_pow (start at
 //            beta1, beta2: Paddle's convention, so the first step is already bias-corrected).
-//   All:     after the update, each w is clipped into [bound_min, bound_max] when has_bounds.
+//   All:     with weight_decay (decoupled, as AdamW), before the rule: w -= lr * weight_decay * w;
+//            after the update, each w is clipped into [bound_min, bound_max] when has_bounds.
 //
 // Hot path: one virtual call per span, none per element, no allocation.
 // Thread-safety: an Optimizer is immutable after construction; concurrent calls on
@@ -40,7 +41,8 @@
 namespace fleetps::optimizer {
 
 // OK, or InvalidArgument naming the first bad field ("optimizer.learning_rate ...").
-// Checks: learning_rate finite and > 0; Adagrad: initial_accumulator finite and >= 0;
+// Checks: learning_rate finite and > 0; weight_decay finite, >= 0 and with
+// learning_rate * weight_decay < 1; Adagrad: initial_accumulator finite and >= 0;
 // Adagrad/Adam: epsilon finite and > 0; Adam: beta1, beta2 in [0, 1); has_bounds: both
 // bounds finite and bound_min <= bound_max.
 Status ValidateOptimizerOptions(const OptimizerOptions& options);
@@ -68,13 +70,19 @@ class Optimizer {
   // the shared state (Adam advances its beta powers once).
   virtual void InitSpanState(float* element_state, float* shared_state, size_t n) const = 0;
   void UpdateSpan(float* w, float* element_state, float* shared_state, const float* grad, size_t n) const {
+    if (decay_ != 1.0f) {
+      for (size_t i = 0; i < n; ++i) w[i] *= decay_;
+    }
     ApplySpan(w, element_state, shared_state, grad, n);
     if (options_.has_bounds) ClipToBounds(w, n);
   }
 
  protected:
   Optimizer(const OptimizerOptions& options, uint32_t element_state_size, uint32_t shared_state_size)
-      : options_(options), element_state_size_(element_state_size), shared_state_size_(shared_state_size) {}
+      : options_(options),
+        element_state_size_(element_state_size),
+        shared_state_size_(shared_state_size),
+        decay_(1.0f - options.learning_rate * options.weight_decay) {}
 
   // The rule itself, without clipping.
   virtual void ApplySpan(float* w, float* element_state, float* shared_state, const float* grad,
@@ -86,6 +94,7 @@ class Optimizer {
   const OptimizerOptions options_;
   const uint32_t element_state_size_;
   const uint32_t shared_state_size_;
+  const float decay_;  // 1 - learning_rate * weight_decay: the factor each update starts with
 };
 
 // Validates `options` and builds the rule it names.

@@ -52,6 +52,7 @@ void CheckSame(const OptimizerOptions& a, const OptimizerOptions& b) {
   CHECK(a.has_bounds == b.has_bounds);
   CHECK(a.bound_min == b.bound_min);
   CHECK(a.bound_max == b.bound_max);
+  CHECK(a.weight_decay == b.weight_decay);
 }
 
 // The message without its "file:line: <path to the map>." prefix, e.g.
@@ -66,7 +67,7 @@ std::string AfterOptimizerPath(const std::string& message) {
 TEST_CASE("name: and class: give the same OptimizerOptions from either file") {
   const std::string fields =
       "learning_rate: 0.002, beta1: 0.8, beta2: 0.99, epsilon: 1.0e-6, initial_accumulator: 0.5, "
-      "weight_bounds: [-5, 5]";
+      "weight_bounds: [-5, 5], weight_decay: 0.25";
   std::vector<OptimizerOptions> parsed;
   for (const std::string kind : {"name: adam", "class: Adam", "name: ADAM", "class: adam"}) {
     const std::string map = "{" + kind + ", " + fields + "}";
@@ -88,6 +89,7 @@ TEST_CASE("name: and class: give the same OptimizerOptions from either file") {
   CHECK(first.has_bounds);
   CHECK(first.bound_min == -5.0f);
   CHECK(first.bound_max == 5.0f);
+  CHECK(first.weight_decay == 0.25f);
   for (const auto& o : parsed) CheckSame(o, first);
 }
 
@@ -134,6 +136,10 @@ TEST_CASE("Bad optimizer values are refused identically by both files") {
       {"{class: adam, beta2: -0.5}", ".beta2: expected a number in [0, 1), got \"-0.5\""},
       {"{class: adam, epsilon: 0}", ".epsilon: expected a number > 0, got \"0\""},
       {"{class: adagrad, initial_accumulator: -1}", ".initial_accumulator: expected a number >= 0, got \"-1\""},
+      {"{class: adam, weight_decay: -0.1}", ".weight_decay: expected a number >= 0, got \"-0.1\""},
+      {"{name: sgd, learning_rate: 0.5, weight_decay: 2}",
+       ".weight_decay: weight_decay 2 times learning_rate 0.5 must be < 1 (each update multiplies the weights by 1 - "
+       "their product)"},
       // A value the chosen rule does not use is still checked.
       {"{class: sgd, beta1: 2}", ".beta1: expected a number in [0, 1), got \"2\""},
       {"{name: sgd, weight_bounds: [1, -1]}",

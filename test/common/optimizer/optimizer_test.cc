@@ -191,6 +191,37 @@ TEST_CASE("Span form matches the row form", "[optimizer]") {
   }
 }
 
+TEST_CASE("weight_decay shrinks the weights an update touches before the rule runs", "[optimizer]") {
+  OptimizerOptions o;
+  o.kind = OptimizerKind::kSgd;
+  o.learning_rate = 0.5f;
+  o.weight_decay = 0.5f;  // factor 1 - 0.25 = 0.75; every number below is exact in float
+  auto sgd = MustCreate(o);
+  Row row(*sgd, {1.0f, -2.0f});
+  row.Step(*sgd, {0.5f, 0.0f});  // [0.75 - 0.25, -1.5 - 0]
+  CHECK(row.w == std::vector<float>{0.5f, -1.5f});
+  row.Step(*sgd, {0.0f, -1.0f});  // [0.375, -1.125 + 0.5]
+  CHECK(row.w == std::vector<float>{0.375f, -0.625f});
+
+  // Adagrad and Adam: the same step as the rule without decay on the shrunk weights
+  // (decoupled, as AdamW), and their state does not see the decay.
+  for (OptimizerKind kind : {OptimizerKind::kAdagrad, OptimizerKind::kAdam}) {
+    CAPTURE(static_cast<int>(kind));
+    o.kind = kind;
+    o.learning_rate = 0.1f;
+    o.weight_decay = 2.0f;  // factor 0.8
+    auto decayed = MustCreate(o);
+    o.weight_decay = 0.0f;
+    auto plain = MustCreate(o);
+    Row with(*decayed, {1.0f, -0.5f, 0.0f});
+    Row reference(*plain, {0.8f, -0.4f, 0.0f});
+    with.Step(*decayed, {0.3f, -0.2f, 1.0f});
+    reference.Step(*plain, {0.3f, -0.2f, 1.0f});
+    CHECK(with.w == reference.w);
+    CHECK(with.state == reference.state);
+  }
+}
+
 TEST_CASE("Every rule clips into [bound_min, bound_max] when has_bounds", "[optimizer]") {
   for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdagrad, OptimizerKind::kAdam}) {
     CAPTURE(static_cast<int>(kind));
@@ -263,6 +294,13 @@ TEST_CASE("Bad options are InvalidArgument naming the field", "[optimizer]") {
        [](OptimizerOptions& o) {
          o.has_bounds = true;
          o.bound_max = std::numeric_limits<float>::infinity();
+       }},
+      {"weight_decay", [](OptimizerOptions& o) { o.weight_decay = -0.1f; }},
+      {"weight_decay", [nan](OptimizerOptions& o) { o.weight_decay = nan; }},
+      {"weight_decay",
+       [](OptimizerOptions& o) {
+         o.learning_rate = 0.5f;
+         o.weight_decay = 2.0f;  // every update would zero the weights
        }},
   };
   for (const Case& c : cases) {
