@@ -246,6 +246,7 @@ int main(int argc, char** argv) {
     if (co.endpoints.empty()) co.endpoints = {{"127.0.0.1", 0}};  // a single rank
     co.timeout = std::chrono::milliseconds(options->collective.timeout_ms);
     co.auth_key = client_options.rpc.auth_key;
+    co.tls = client_options.rpc.tls;
     auto made = MakeCommunicator(options->collective, co);
     if (!made.ok()) return Fail(made.status());
     comm = std::move(*made);

@@ -21,6 +21,7 @@
 
 #include "common/net/auth.h"
 #include "common/net/endpoint.h"
+#include "common/net/tls.h"
 #include "common/status.h"
 
 namespace fleetps::trainer::collective {
@@ -32,6 +33,9 @@ struct CollectiveOptions {
   std::string prefix = "fleetps";
   std::chrono::milliseconds timeout{300000};  // set-up, and each operation
   std::shared_ptr<const net::AuthKey> auth_key;  // the cluster's secret, when it has one
+  // The cluster's TLS files, when it has them: the rendezvous runs over TLS (rank 0 needs a
+  // certificate and key, the others the CA). Gloo's and NCCL's own transports are not TLS.
+  std::shared_ptr<net::TlsContext> tls;
 };
 
 class Communicator {

@@ -135,11 +135,11 @@ StatusOr<std::unique_ptr<Communicator>> MakeGlooCommunicator(const CollectiveOpt
   }
   std::unique_ptr<RendezvousServer> server;
   if (o.rank == 0 && size > 1) {
-    ASSIGN_OR_RETURN(server, RendezvousServer::Start(o.endpoints[0].host, o.endpoints[0].port, o.auth_key));
+    ASSIGN_OR_RETURN(server, RendezvousServer::Start(o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls));
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(static_cast<int>(o.rank), static_cast<int>(size));
   if (size > 1) {
-    ASSIGN_OR_RETURN(auto client, RendezvousClient::Connect(o.endpoints[0], o.timeout, o.auth_key));
+    ASSIGN_OR_RETURN(auto client, RendezvousClient::Connect(o.endpoints[0], o.timeout, o.auth_key, o.tls));
     RendezvousStore store(*client, o.prefix + "/", o.timeout, o.endpoints);
     gloo::transport::tcp::attr attr;
     attr.hostname = o.endpoints[o.rank].host;

@@ -72,7 +72,8 @@ struct RendezvousServer::State {
 };
 
 StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::string& host, uint16_t port,
-                                                                   std::shared_ptr<const net::AuthKey> auth_key) {
+                                                                   std::shared_ptr<const net::AuthKey> auth_key,
+                                                                   std::shared_ptr<net::TlsContext> tls) {
   std::unique_ptr<RendezvousServer> server(new RendezvousServer());
   server->state_ = std::make_shared<State>();
   server->io_ = std::make_unique<net::IoThreads>(1);
@@ -83,6 +84,7 @@ StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::s
   o.max_inflight_bytes = 64u << 20;
   o.auth_key = auth_key;
   o.auth_required = auth_key != nullptr;
+  o.tls = std::move(tls);
   server->rpc_ = std::make_unique<net::RpcServer>(
       *server->io_, o, [state = server->state_](net::Request req, net::Responder responder) {
         state->Handle(req, responder);
@@ -103,13 +105,15 @@ uint16_t RendezvousServer::port() const { return rpc_->port(); }
 
 StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(const net::Endpoint& rank0,
                                                                      std::chrono::milliseconds timeout,
-                                                                     std::shared_ptr<const net::AuthKey> auth_key) {
+                                                                     std::shared_ptr<const net::AuthKey> auth_key,
+                                                                     std::shared_ptr<net::TlsContext> tls) {
   std::unique_ptr<RendezvousClient> client(new RendezvousClient());
   client->io_ = std::make_unique<net::IoThreads>(1);
   net::RpcClientOptions o;
   o.connect_timeout = timeout;
   o.request_timeout = timeout;
   o.auth_key = std::move(auth_key);
+  o.tls = std::move(tls);
   client->rpc_ = std::make_unique<net::RpcClient>(*client->io_, rank0, o,
                                                   "the collective rendezvous of rank 0 (" + rank0.ToString() + ")");
   RETURN_IF_ERROR(client->rpc_->Connect());

@@ -18,6 +18,7 @@
 
 #include "common/net/auth.h"
 #include "common/net/endpoint.h"
+#include "common/net/tls.h"
 #include "common/status.h"
 
 namespace fleetps::net {
@@ -34,9 +35,11 @@ class RendezvousServer {
   static constexpr size_t kMaxValueBytes = 1u << 20;
   static constexpr size_t kMaxKeys = 1u << 16;
 
-  // Listens on host:port (port 0: any free port). With auth_key, peers must authenticate.
+  // Listens on host:port (port 0: any free port). With auth_key, peers must authenticate;
+  // with tls (it must hold a certificate), every connection is TLS.
   static StatusOr<std::unique_ptr<RendezvousServer>> Start(const std::string& host, uint16_t port,
-                                                           std::shared_ptr<const net::AuthKey> auth_key);
+                                                           std::shared_ptr<const net::AuthKey> auth_key,
+                                                           std::shared_ptr<net::TlsContext> tls = nullptr);
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
@@ -53,10 +56,12 @@ class RendezvousServer {
 
 class RendezvousClient {
  public:
-  // Connects to rank 0's store, retrying until `timeout` (rank 0 may start last).
+  // Connects to rank 0's store, retrying until `timeout` (rank 0 may start last); over TLS
+  // when tls is set (the store's certificate verified against its CA).
   static StatusOr<std::unique_ptr<RendezvousClient>> Connect(const net::Endpoint& rank0,
                                                              std::chrono::milliseconds timeout,
-                                                             std::shared_ptr<const net::AuthKey> auth_key);
+                                                             std::shared_ptr<const net::AuthKey> auth_key,
+                                                             std::shared_ptr<net::TlsContext> tls = nullptr);
   ~RendezvousClient();
   RendezvousClient(const RendezvousClient&) = delete;
   RendezvousClient& operator=(const RendezvousClient&) = delete;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "test/support/process.h"
+#include "test/support/tls_files.h"
 #include "trainer/collective/rendezvous.h"
 
 namespace fleetps::trainer::collective {
@@ -133,6 +134,52 @@ TEST_CASE("The rendezvous refuses oversized keys and values") {
   CHECK((*client)->Get("missing", 100ms).status().IsTimedOut());
   CHECK((*client)->Set(std::string(2000, 'x'), small).IsInvalidArgument());
   CHECK((*client)->Set("big", std::vector<uint8_t>((1u << 20) + 1)).IsInvalidArgument());
+}
+
+// A cluster with TLS files: the rendezvous runs over TLS (rank 0 serves with its
+// certificate, the others verify it against the CA); a plain client cannot use it.
+TEST_CASE("With the cluster's TLS files the rendezvous runs over TLS and the ranks still agree") {
+  const std::string dir = testing::MakeTempDir("collective_tls");
+  testing::TlsTestFiles files;
+  REQUIRE(testing::MakeTlsFiles(dir, "ranks", "IP:127.0.0.1", &files));
+  auto tls = net::TlsContext::Load({files.cert_file, files.key_file, files.ca_file});
+  REQUIRE(tls.ok());
+
+  auto server = RendezvousServer::Start("127.0.0.1", 0, nullptr, *tls);
+  REQUIRE(server.ok());
+  auto client = RendezvousClient::Connect({"127.0.0.1", (*server)->port()}, 5s, nullptr, *tls);
+  REQUIRE(client.ok());
+  const std::vector<uint8_t> id = {7, 8, 9};
+  REQUIRE((*client)->Set("nccl-id", id).ok());
+  CHECK(*(*client)->Get("nccl-id", 1s) == id);
+  auto plain = RendezvousClient::Connect({"127.0.0.1", (*server)->port()}, 1s, nullptr);
+  if (plain.ok()) CHECK_FALSE((*plain)->Get("nccl-id", 500ms).ok());  // never answered in plain text
+
+  // Gloo ranks that meet through a TLS rendezvous.
+  const auto eps = Endpoints(2);
+  std::vector<std::vector<float>> params(2);
+  std::vector<Status> results(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      CollectiveOptions o;
+      o.rank = static_cast<uint32_t>(r);
+      o.endpoints = eps;
+      o.timeout = 20s;
+      o.tls = *tls;
+      auto comm = MakeGlooCommunicator(o);
+      results[r] = comm.status();
+      if (!comm.ok()) return;
+      params[r].assign(100, static_cast<float>(r + 1));
+      results[r] = (*comm)->Broadcast(params[r], 0);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << results[r].ToString());
+    REQUIRE(results[r].ok());
+    CHECK(params[r] == std::vector<float>(100, 1.0f));
+  }
 }
 
 }  // namespace
