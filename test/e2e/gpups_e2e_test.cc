@@ -116,7 +116,7 @@ TEST_CASE("scripts/run_gpubox.sh runs two nodes x two host devices through fleet
   const uint16_t base = testing::FreePortBase({0, 1, 100, 101, 116, 117});
   ChildProcess script;
   REQUIRE(script.Start({std::string(FLEETPS_SOURCE_DIR) + "/scripts/run_gpubox.sh"},
-                       {{"BUILD", FLEETPS_BINARY_DIR},
+                       {{"BUILD", testing::BinaryDir()},
                         {"FLEETPS_SKIP_SETUP", "1"},
                         {"FLEETPS_CONFIG", job.dir + "/job.yaml"},
                         {"FLEETPS_TRAIN_DATA", job.dir + "/data/train"},

@@ -214,7 +214,7 @@ TEST_CASE("scripts/run_local.sh and scripts/run_heter.sh run their jobs to the e
     const uint16_t base = testing::FreePortBase({0, 1, 2, 3, 4});
     ChildProcess run;
     REQUIRE(run.Start({std::string(FLEETPS_SOURCE_DIR) + "/scripts/" + script},
-                      {{"BUILD", FLEETPS_BINARY_DIR},
+                      {{"BUILD", testing::BinaryDir()},
                        {"FLEETPS_SKIP_SETUP", "1"},
                        {"FLEETPS_TRAIN_DATA", dir + "/data/train"},
                        {"FLEETPS_TEST_DATA", dir + "/data/test"},

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,11 +23,16 @@ extern char** environ;
 
 namespace fleetps::testing {
 
-std::string BinaryPath(const std::string& relative) { return std::string(FLEETPS_BINARY_DIR) + "/" + relative; }
+std::string BinaryDir() {
+  const char* dir = std::getenv("FLEETPS_TEST_BINARY_DIR");
+  return dir != nullptr && *dir != '\0' ? std::string(dir) : std::string(FLEETPS_BINARY_DIR);
+}
+
+std::string BinaryPath(const std::string& relative) { return BinaryDir() + "/" + relative; }
 
 std::string MakeTempDir(const std::string& prefix) {
   static std::atomic<int> counter{0};  // unique names within this test process
-  const auto dir = std::filesystem::path(FLEETPS_BINARY_DIR) / "Testing" / "tmp" /
+  const auto dir = std::filesystem::path(BinaryDir()) / "Testing" / "tmp" /
                    (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);

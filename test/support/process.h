@@ -12,9 +12,13 @@
 
 namespace fleetps::testing {
 
+// The build tree the tests run from: FLEETPS_TEST_BINARY_DIR when set (a copy of the
+// tree's binaries elsewhere, e.g. scripts/device_check.sh on a GPU machine), else the tree
+// they were built in.
+std::string BinaryDir();
 // Path of a binary built by this tree, e.g. BinaryPath("server/pserver").
 std::string BinaryPath(const std::string& relative);
-// A fresh empty directory under the build tree's Testing/tmp.
+// A fresh empty directory under BinaryDir()'s Testing/tmp.
 std::string MakeTempDir(const std::string& prefix);
 void WriteFile(const std::string& path, const std::string& text);
 std::string ReadFile(const std::string& path);

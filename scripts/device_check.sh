@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The GPU checks, on a GPU machine that has CUDA but none of our Debian libraries (the
+# device tool's machine). Build here, pack with scripts/device_bundle.sh, carry the bundle:
+#   run(command="scripts/device_check.sh", carry=["build/device_bundle.tar.xz"], timeout_s=540)
+# It unpacks the bundle, then runs each step with a time limit, writing STEP.log and a line
+# in summary.txt under $OUT (the folder the device tool brings back; default ./device_out):
+#   gpu                   nvidia-smi
+#   heter_cuda_test       the CUDA dense device against the CPU twin (label gpu)
+#   gpups_cuda_test       the CUDA pass table against the host twin (label gpu)
+#   collective_nccl       one rank with backend nccl: the Gloo run's parameter checksums
+#   heter_cuda_sanitizer  heter_cuda_test under compute-sanitizer (when installed)
+#   heter_bench           dense step times per micro-batch against the GEMMs' roofline
+#   gpups_bench           pass build, device-table lookup and update rates
+# FULL=1 adds the end-to-end benchmarks on this machine's cores (async PS vs heter vs
+# GPU-PS): bench/heter_bench/run.sh ROWS TRAINERS 1 and bench/gpups_bench/run.sh ROWS 1
+# (ROWS default 1000000, TRAINERS default 8). Every step runs even when one fails.
+#   scripts/device_check.sh [BUNDLE (default build/device_bundle.tar.xz)]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUNDLE="${1:-build/device_bundle.tar.xz}"
+OUT="${OUT:-$PWD/device_out}"
+mkdir -p "$OUT"
+B="$(mktemp -d)/build"
+mkdir -p "$B"
+tar -C "$B" -xJf "$BUNDLE" || { echo "device_check: cannot unpack $BUNDLE" >&2; exit 1; }
+cuda=/usr/local/cuda
+export LD_LIBRARY_PATH="$B/lib:$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$cuda/bin:$PATH"
+export FLEETPS_TEST_BINARY_DIR="$B" FLEETPS_SKIP_SETUP=1
+summary="$OUT/summary.txt"
+: >"$summary"
+# step NAME LIMIT_S COMMAND...: output in $OUT/NAME.log, exit code and seconds in the summary.
+step() {
+  local name=$1 limit=$2 start rc
+  shift 2
+  start=$(date +%s)
+  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  rc=$?
+  echo "$name: exit $rc in $(($(date +%s) - start)) s" | tee -a "$summary"
+  tail -n 4 "$OUT/$name.log"
+}
+step gpu 20 nvidia-smi
+step heter_cuda_test 120 "$B/test/heter_trainer/heter_cuda_test"
+step gpups_cuda_test 120 "$B/test/heter_trainer/gpups_cuda_test"
+step collective_nccl 120 "$B/test/e2e/collective_e2e_test" "One rank with backend nccl*"
+if command -v compute-sanitizer >/dev/null; then
+  step heter_cuda_sanitizer 240 compute-sanitizer --error-exitcode 1 "$B/test/heter_trainer/heter_cuda_test"
+fi
+step heter_bench 180 "$B/bench/heter_bench/heter_bench" --config configs/ctr_dnn.yaml --device gpu
+step gpups_bench 180 "$B/bench/gpups_bench/gpups_bench" --config configs/ctr_dnn.yaml --device gpu --devices 1
+if [ "${FULL:-0}" = 1 ]; then
+  step heter_run 900 env BUILD="$B" bench/heter_bench/run.sh "${ROWS:-1000000}" "${TRAINERS:-8}" 1
+  step gpups_run 900 env BUILD="$B" bench/gpups_bench/run.sh "${ROWS:-1000000}" 1
+fi
+echo "device_check: logs in $OUT"
