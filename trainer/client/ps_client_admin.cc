@@ -101,6 +101,21 @@ Status PsClient::StopServers(const std::string& reason, const StopOptions& optio
 
 namespace {
 
+// Verifies every server's reply as a T and hands each to add(reply); the first failed call
+// or malformed reply is the result.
+template <typename T, typename Add>
+Status ForEachReply(const std::vector<StatusOr<net::Reply>>& replies,
+                    const std::vector<std::unique_ptr<net::RpcClient>>& clients, Add add) {
+  for (size_t s = 0; s < replies.size(); ++s) {
+    if (!replies[s].ok()) return replies[s].status();
+    Status error;
+    const T* msg = VerifiedReply<T>(*replies[s], clients[s]->name(), &error);
+    if (msg == nullptr) return error;
+    add(*msg);
+  }
+  return Status::OK();
+}
+
 // A fresh checkpoint version name: "ckpt-<unix ms>-<4 hex digits>".
 std::string NewVersionName() {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -153,15 +168,11 @@ StatusOr<LoadResult> PsClient::Load(const std::string& dir) {
     fbb.Finish(wire::CreateLoadRequest(fbb, fbb.CreateString(path)));
     return fbb.Release();
   });
-  for (size_t s = 0; s < replies.size(); ++s) {
-    if (!replies[s].ok()) return replies[s].status();
-    Status error;
-    const auto* msg = VerifiedReply<wire::LoadReply>(*replies[s], clients_[s]->name(), &error);
-    if (msg == nullptr) return error;
-    result.rows += msg->rows();
-    result.version = msg->version() ? msg->version()->str() : "";
-    result.mode = static_cast<uint32_t>(msg->mode());
-  }
+  RETURN_IF_ERROR(ForEachReply<wire::LoadReply>(replies, clients_, [&](const wire::LoadReply& msg) {
+    result.rows += msg.rows();
+    result.version = msg.version() ? msg.version()->str() : "";
+    result.mode = static_cast<uint32_t>(msg.mode());
+  }));
   return result;
 }
 
@@ -173,14 +184,10 @@ StatusOr<ShrinkResult> PsClient::Shrink(std::optional<uint32_t> table_id) {
     fbb.Finish(wire::CreateShrinkRequest(fbb, table_id.value_or(0), !table_id.has_value()));
     return fbb.Release();
   });
-  for (size_t s = 0; s < replies.size(); ++s) {
-    if (!replies[s].ok()) return replies[s].status();
-    Status error;
-    const auto* msg = VerifiedReply<wire::ShrinkReply>(*replies[s], clients_[s]->name(), &error);
-    if (msg == nullptr) return error;
-    result.deleted += msg->deleted();
-    result.rows += msg->rows();
-  }
+  RETURN_IF_ERROR(ForEachReply<wire::ShrinkReply>(replies, clients_, [&](const wire::ShrinkReply& msg) {
+    result.deleted += msg.deleted();
+    result.rows += msg.rows();
+  }));
   return result;
 }
 
