@@ -19,25 +19,18 @@ namespace fleetps::trainer {
 using wire::MessageType;
 
 StatusOr<std::vector<TableStatsSummary>> PsClient::Stats() {
+  ASSIGN_OR_RETURN(std::vector<ServerStats> servers, StatsByServer());
   std::map<uint32_t, TableStatsSummary> by_id;
-  for (auto& c : clients_) {
-    flatbuffers::FlatBufferBuilder fbb(64);
-    fbb.Finish(wire::CreateTableStatsRequest(fbb, 0, true));
-    ASSIGN_OR_RETURN(net::Reply reply, c->CallSync(static_cast<uint16_t>(MessageType::TableStats), fbb.Release()));
-    Status error;
-    const auto* msg = VerifiedReply<wire::TableStatsReply>(reply, c->name(), &error);
-    if (msg == nullptr) return error;
-    if (msg->tables() == nullptr) continue;
-    for (const auto* e : *msg->tables()) {
-      if (e->info() == nullptr) continue;
-      auto& s = by_id[e->info()->id()];
-      s.id = e->info()->id();
-      s.name = e->info()->name() ? e->info()->name()->str() : "";
-      s.rows += e->rows();
-      s.memory_bytes += e->memory_bytes();
-      s.disk_rows += e->disk_rows();
-      s.disk_bytes += e->disk_bytes();
-      s.rows_per_server.push_back(e->rows());
+  for (const ServerStats& server : servers) {
+    for (const ServerTableStats& t : server.tables) {
+      auto& s = by_id[t.id];
+      s.id = t.id;
+      s.name = t.name;
+      s.rows += t.rows;
+      s.memory_bytes += t.memory_bytes;
+      s.disk_rows += t.disk_rows;
+      s.disk_bytes += t.disk_bytes;
+      s.rows_per_server.push_back(t.rows);
     }
   }
   std::vector<TableStatsSummary> out;
