@@ -8,10 +8,16 @@
 
 namespace fleetps {
 
-ExecutorPool::ExecutorPool(size_t num_threads) {
+ExecutorPool::ExecutorPool(size_t num_threads) : started_(static_cast<std::ptrdiff_t>(num_threads)) {
   FLEETPS_CHECK_GE(num_threads, 1u);
   for (size_t i = 0; i < num_threads; ++i) lanes_.push_back(std::make_unique<Lane>());
-  for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { Run(l); });
+  for (auto& lane : lanes_) {
+    lane->thread = std::thread([this, l = lane.get()] {
+      started_.count_down();
+      Run(l);
+    });
+  }
+  started_.wait();
 }
 
 ExecutorPool::~ExecutorPool() { Stop(); }

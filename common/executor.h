@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -18,6 +19,8 @@ namespace fleetps {
 
 class ExecutorPool {
  public:
+  // Returns once every thread is running, so a process that announces it is ready after
+  // building its pools starts no thread later (say, while it is out of file descriptors).
   explicit ExecutorPool(size_t num_threads);
   ~ExecutorPool();  // Stop()s
   ExecutorPool(const ExecutorPool&) = delete;
@@ -39,6 +42,7 @@ class ExecutorPool {
   };
   void Run(Lane* lane);
 
+  std::latch started_;  // counted down by each thread as it starts
   std::vector<std::unique_ptr<Lane>> lanes_;
 };
 

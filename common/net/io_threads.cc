@@ -6,21 +6,25 @@
 #include "common/check.h"
 
 #include <exception>
+#include <latch>
 
 #include <spdlog/spdlog.h>
 
 namespace fleetps::net {
 
 struct IoThreads::Impl {
+  explicit Impl(int num_threads) : started(num_threads) {}
+  std::latch started;  // counted down by each thread as it starts
   boost::asio::io_context io;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{io.get_executor()};
   std::vector<std::thread> threads;
 };
 
-IoThreads::IoThreads(int num_threads) : impl_(std::make_unique<Impl>()) {
+IoThreads::IoThreads(int num_threads) : impl_(std::make_unique<Impl>(num_threads)) {
   FLEETPS_CHECK_GE(num_threads, 1);
   for (int i = 0; i < num_threads; ++i) {
     impl_->threads.emplace_back([this] {
+      impl_->started.count_down();
       // A handler that throws leaves run(); log it and keep serving the other handlers.
       while (true) {
         try {
@@ -34,6 +38,7 @@ IoThreads::IoThreads(int num_threads) : impl_(std::make_unique<Impl>()) {
       }
     });
   }
+  impl_->started.wait();  // see ExecutorPool: no thread starts after the constructor
 }
 
 IoThreads::~IoThreads() { Stop(); }

@@ -14,6 +14,7 @@ namespace fleetps::net {
 
 class IoThreads {
  public:
+  // Returns once every thread is running (see ExecutorPool).
   explicit IoThreads(int num_threads);
   ~IoThreads();  // Stop()s
   IoThreads(const IoThreads&) = delete;
