@@ -190,6 +190,47 @@ TEST_CASE("the data-limited AUCs", "[datagen]") {
   CHECK(report->data_limited_auc.empty());
 }
 
+// The estimation limit: every id's parameters at their posterior mean given the training
+// rows (and the true rest). Ids seen a thousand times are still known only to about
+// 1/sqrt(0.16 * 1000) ~ 0.08 in weight (prior std ~0.2), so it stays under the k=1 limit
+// and closes on it as the rows grow; with rare ids it lands between the k-limits.
+TEST_CASE("the estimation limit", "[datagen]") {
+  data::testing::TempDir dir;
+  DatagenOptions options = SmallOptions(dir.path(), DataFormat::kRankDnn);
+  auto report = GenerateDataset(options);
+  REQUIRE(report.ok());
+  CHECK(report->estimation_limit_auc == 0);  // not asked for
+
+  options.estimation_limit = true;
+  options.vocab_size = 5;  // 16000 training rows: every id seen >= 1000 times
+  report = GenerateDataset(options);
+  REQUIRE(report.ok());
+  const double k1 = report->data_limited_auc[0].second;
+  const double few_rows_gap = k1 - report->estimation_limit_auc;
+  INFO("k=1 " << k1 << " estimation " << report->estimation_limit_auc);
+  CHECK(few_rows_gap > 0.005);  // (observed 0.011) an oracle told the true values would match k=1
+  CHECK(few_rows_gap < 0.03);
+
+  options.rows = 100000;  // 80000 training rows: the posteriors narrow, the gap closes
+  report = GenerateDataset(options);
+  REQUIRE(report.ok());
+  const double many_rows_gap = report->data_limited_auc[0].second - report->estimation_limit_auc;
+  INFO("k=1 " << report->data_limited_auc[0].second << " estimation " << report->estimation_limit_auc);
+  CHECK(many_rows_gap >= 0);
+  CHECK(many_rows_gap < few_rows_gap / 3);  // (observed 0.001)
+
+  // Rare ids: the posterior means know less than the true weights of the ids seen >= 3
+  // times, more than the true weights of only those seen >= 100 times.
+  options = SmallOptions(dir.path(), DataFormat::kRankDnn);
+  options.estimation_limit = true;
+  report = GenerateDataset(options);
+  REQUIRE(report.ok());
+  INFO("k=3 " << report->data_limited_auc[1].second << " k=100 " << report->data_limited_auc[3].second
+              << " estimation " << report->estimation_limit_auc);
+  CHECK(report->estimation_limit_auc < report->data_limited_auc[1].second);
+  CHECK(report->estimation_limit_auc > report->data_limited_auc[3].second);
+}
+
 TEST_CASE("bad datagen options are InvalidArgument", "[datagen]") {
   data::testing::TempDir dir;
   DatagenOptions options = SmallOptions(dir.path(), DataFormat::kSlotDnn);

@@ -68,6 +68,12 @@ class ZipfSampler {
   double top_pow_;
 };
 
+// An id's parameters: its weight w_s(id) and its interaction factor h_s(id).
+struct IdParams {
+  double weight = 0;
+  double factor = 0;
+};
+
 class SyntheticCtrModel {
  public:
   explicit SyntheticCtrModel(const DatagenOptions& options)
@@ -82,6 +88,15 @@ class SyntheticCtrModel {
     }
   }
 
+  uint32_t slots() const { return static_cast<uint32_t>(slot_scale_.size()); }
+  // Weights of slot s are uniform on [-WeightBound(s), WeightBound(s)] (variance slot_scale^2);
+  // interaction factors on [-1, 1].
+  double WeightBound(uint32_t s) const { return slot_scale_[s] * std::sqrt(3.0); }
+  IdParams TrueParams(uint32_t s, uint64_t id) const {
+    return {WeightBound(s) * (2 * HashUniform(seed_, kIdWeight, s, id) - 1),
+            2 * HashUniform(seed_, kIdInteraction, s, id) - 1};
+  }
+
   // Draws the features and the label into *example; returns the true click probability.
   double Sample(Rng* rng, data::Example* example) const {
     example->Reset(slot_scale_.size());
@@ -93,40 +108,113 @@ class SyntheticCtrModel {
       // Rounded to 5 decimals for short lines; the value written is the value modelled.
       example->dense.push_back(static_cast<float>(std::round(u * u * 1e5) / 1e5));
     }
-    const double p = 1 / (1 + std::exp(-Logit(*example, [](uint32_t, uint64_t) { return true; })));
+    const double p = 1 / (1 + std::exp(-Logit(*example, [this](uint32_t s, uint64_t id) { return TrueParams(s, id); })));
     example->label = rng->Uniform() < p ? 1.0f : 0.0f;
     return p;
   }
 
-  // The true logit of an example's features, where every id for which known(slot, id) is
-  // false has its parameters (weight and interaction factor) at their prior mean, 0.
-  template <typename Known>
-  double Logit(const data::Example& example, Known known) const {
+  // The logit of an example's features with each id's parameters taken from params(slot, id)
+  // (TrueParams for the true logit).
+  template <typename Params>
+  double Logit(const data::Example& example, Params params) const {
     double logit = kBias;
-    for (uint32_t s = 0; s < slot_scale_.size(); ++s) {
-      const uint64_t id = example.slots[s][0];
-      // Uniform weights of variance slot_scale^2.
-      if (known(s, id)) logit += slot_scale_[s] * std::sqrt(3.0) * (2 * HashUniform(seed_, kIdWeight, s, id) - 1);
-    }
+    for (uint32_t s = 0; s < slot_scale_.size(); ++s) logit += params(s, example.slots[s][0]).weight;
     for (size_t j = 0; j < dense_beta_.size(); ++j) logit += dense_beta_[j] * (example.dense[j] - 1.0 / 3);
     for (const auto& [a, b] : kInteractionPairs) {
       if (b >= slot_scale_.size()) continue;
-      const uint64_t ida = example.slots[a][0], idb = example.slots[b][0];
-      if (known(a, ida) && known(b, idb)) logit += kInteraction * Interaction(a, ida) * Interaction(b, idb);
+      logit += kInteraction * params(a, example.slots[a][0]).factor * params(b, example.slots[b][0]).factor;
     }
     return logit;
   }
 
  private:
-  double Interaction(uint32_t slot, uint64_t id) const {
-    return 2 * HashUniform(seed_, kIdInteraction, slot, id) - 1;
-  }
-
   const uint64_t seed_;
   const uint64_t vocab_size_;
   const ZipfSampler zipf_;
   std::vector<double> slot_scale_;
   std::vector<double> dense_beta_;
+};
+
+// The estimation limit: each id's weight and interaction factor replaced by its posterior
+// mean given the training rows and every other parameter at its true value (uniform prior,
+// the model's own). A learner must estimate all parameters at once, so this oracle, which
+// is told all but one at a time, is an optimistic estimate of what a learner can reach.
+// Posteriors live on a grid of kGrid midpoints over the prior's support: 8 * kGrid bytes
+// per distinct id (twice that in the interaction slots).
+class EstimationOracle {
+ public:
+  static constexpr int kGrid = 64;
+
+  explicit EstimationOracle(const SyntheticCtrModel& model) : model_(model), partner_(model.slots(), -1) {
+    for (const auto& [a, b] : kInteractionPairs) {
+      if (b >= model.slots()) continue;
+      partner_[a] = static_cast<int>(b);
+      partner_[b] = static_cast<int>(a);
+    }
+  }
+
+  // Adds a training row's log-likelihood to the grid of each of its ids.
+  void Observe(const data::Example& example) {
+    const auto truth = [this](uint32_t s, uint64_t id) { return model_.TrueParams(s, id); };
+    const double logit = model_.Logit(example, truth);
+    const bool clicked = example.label > 0.5f;
+    for (uint32_t s = 0; s < model_.slots(); ++s) {
+      const uint64_t id = example.slots[s][0];
+      const IdParams own = model_.TrueParams(s, id);
+      Grids& grids = grids_[id];
+      if (grids.weight.empty()) grids.weight.assign(kGrid, 0.0);
+      AddLogLikelihood(logit - own.weight, 1.0, model_.WeightBound(s), clicked, &grids.weight);
+      if (partner_[s] < 0) continue;
+      const auto b = static_cast<uint32_t>(partner_[s]);
+      const double partner_factor = model_.TrueParams(b, example.slots[b][0]).factor;
+      if (grids.factor.empty()) grids.factor.assign(kGrid, 0.0);
+      AddLogLikelihood(logit - kInteraction * own.factor * partner_factor, kInteraction * partner_factor, 1.0, clicked,
+                       &grids.factor);
+    }
+  }
+
+  // The posterior means; an id never observed keeps its prior mean, 0.
+  IdParams Estimate(uint32_t s, uint64_t id) const {
+    const auto it = grids_.find(id);
+    if (it == grids_.end()) return {};
+    return {PosteriorMean(it->second.weight, model_.WeightBound(s)), PosteriorMean(it->second.factor, 1.0)};
+  }
+
+  // The value of grid point g on [-bound, bound].
+  static double GridValue(int g, double bound) { return bound * ((2 * g + 1.0) / kGrid - 1); }
+
+  // Posterior mean under a uniform prior on [-bound, bound] from the log-likelihoods at the
+  // grid points (0 for an empty grid).
+  static double PosteriorMean(const std::vector<double>& log_likelihood, double bound) {
+    if (log_likelihood.empty()) return 0;
+    const double top = *std::max_element(log_likelihood.begin(), log_likelihood.end());
+    double mass = 0, mean = 0;
+    for (int g = 0; g < kGrid; ++g) {
+      const double p = std::exp(log_likelihood[g] - top);
+      mass += p;
+      mean += p * GridValue(g, bound);
+    }
+    return mean / mass;
+  }
+
+  // log P(label | logit = offset + slope * v) at every grid value v on [-bound, bound].
+  static void AddLogLikelihood(double offset, double slope, double bound, bool clicked, std::vector<double>* grid) {
+    for (int g = 0; g < kGrid; ++g) {
+      const double z = offset + slope * GridValue(g, bound);
+      // log sigmoid(z) = -softplus(-z), log(1 - sigmoid(z)) = -softplus(z)
+      const double x = clicked ? -z : z;
+      (*grid)[g] -= std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x)));
+    }
+  }
+
+ private:
+  struct Grids {
+    std::vector<double> weight;  // log-likelihood at each grid point of the id's weight
+    std::vector<double> factor;  // the same for its interaction factor (interaction slots)
+  };
+  const SyntheticCtrModel& model_;
+  std::vector<int> partner_;  // the slot each slot interacts with, -1 for none
+  std::unordered_map<uint64_t, Grids> grids_;
 };
 
 // Buffers lines and writes them in large chunks.
@@ -249,6 +337,9 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
   std::vector<double> test_probabilities;
   std::vector<std::vector<double>> limited(std::size(kDataLimitThresholds));
   std::vector<float> test_labels;
+  std::unique_ptr<EstimationOracle> oracle;
+  if (options.estimation_limit) oracle = std::make_unique<EstimationOracle>(model);
+  std::vector<double> estimated;  // the oracle's logits of the test rows
   Rng rng(MixKey(options.seed ^ (uint64_t{kSamples} << 56)));
   std::vector<double> probabilities;
   std::vector<float> labels;
@@ -260,6 +351,7 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
     probabilities.push_back(model.Sample(&rng, &example));
     labels.push_back(example.label);
     if (r < report.train_rows) {
+      if (oracle) oracle->Observe(example);
       for (const auto& ids : example.slots) {
         for (uint64_t id : ids) {
           uint8_t& count = seen[id];
@@ -267,13 +359,14 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
         }
       }
     } else {
+      if (oracle) estimated.push_back(model.Logit(example, [&](uint32_t s, uint64_t id) { return oracle->Estimate(s, id); }));
       test_probabilities.push_back(probabilities.back());
       test_labels.push_back(example.label);
       for (size_t t = 0; t < std::size(kDataLimitThresholds); ++t) {
         const uint32_t k = kDataLimitThresholds[t];
-        limited[t].push_back(model.Logit(example, [&](uint32_t, uint64_t id) {
+        limited[t].push_back(model.Logit(example, [&](uint32_t s, uint64_t id) {
           const auto it = seen.find(id);
-          return it != seen.end() && it->second >= k;
+          return it != seen.end() && it->second >= k ? model.TrueParams(s, id) : IdParams{};
         }));
       }
     }
@@ -296,6 +389,7 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
     for (size_t t = 0; t < std::size(kDataLimitThresholds); ++t) {
       report.data_limited_auc.emplace_back(kDataLimitThresholds[t], ExactAuc(limited[t], test_labels).value_or(0.5));
     }
+    if (oracle) report.estimation_limit_auc = ExactAuc(estimated, test_labels).value_or(0.5);
   }
   return report;
 }

@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   app.add_option("--dense-dim", options.dense_dim, "Dense features (0 for slot_dnn)")->capture_default_str();
   app.add_option("--vocab", options.vocab_size, "Distinct ids per slot")->capture_default_str();
   app.add_option("--zipf", options.zipf_exponent, "Zipf exponent of id frequencies")->capture_default_str();
+  app.add_flag("--estimation-limit", options.estimation_limit,
+               "Also print the estimation limit: the AUC of every id's posterior mean given the training rows "
+               "and all other true parameters (slower; memory grows with the distinct ids)");
   CLI11_PARSE(app, argc, argv);
   fleetps::config::DataFormatFromName(format, &options.format);  // validated by the check above
   if (options.format == DataFormat::kSlotDnn && app.count("--dense-dim") == 0) options.dense_dim = 0;
@@ -51,6 +54,10 @@ int main(int argc, char** argv) {
     for (const auto& [k, auc] : report->data_limited_auc) {
       std::cout << "limit auc k=" << k << ": " << auc << " (test rows; ids seen < " << k
                 << " times in train at their prior mean)\n";
+    }
+    if (options.estimation_limit) {
+      std::cout << "estimation limit auc: " << report->estimation_limit_auc
+                << " (test rows; each id at its posterior mean given the training rows and the true rest)\n";
     }
   }
   std::cout
