@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The ranking models (configs/<model>.yaml) on the same generated data, locally and in async
 # PS mode (2 pservers + 2 trainers, scripts/run_local.sh): test AUC and log loss, training
-# examples/s, next to the generator's Bayes-optimal AUC and its data-limited limits (the true
-# model with the ids seen < k times in the training split at their prior mean). Prints a
-# markdown table.
+# examples/s, next to the generator's Bayes-optimal AUC, its data-limited limits (the true
+# model with the ids seen < k times in the training split at their prior mean) and its
+# estimation limit (every id at its posterior mean given the training rows and the true
+# rest). Prints a markdown table.
 #   bench/accuracy/models.sh [rows (default 1120000)] [models (default "ctr_dnn wide_deep deepfm dcn dlrm")]
 #                            [modes (default "local async")] [epochs (default 2)]
+#   DATAGEN_ARGS="--vocab 1000" bench/accuracy/models.sh ...   other generated data
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
@@ -14,10 +16,12 @@ MODELS="${2:-ctr_dnn wide_deep deepfm dcn dlrm}"
 MODES="${3:-local async}"
 EPOCHS="${4:-2}"
 OUT="$BUILD/accuracy/models"
-DATA="$BUILD/accuracy/models_data_$ROWS"
+DATAGEN_ARGS="${DATAGEN_ARGS:-}"
+DATA="$BUILD/accuracy/models_data_$ROWS$(echo "$DATAGEN_ARGS" | tr -c 'a-zA-Z0-9.\n' '_')"
 mkdir -p "$OUT"
 if [ ! -f "$DATA/datagen.txt" ]; then
-  "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --train-files 2 --seed 7 >"$DATA.txt"
+  "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --train-files 2 --seed 7 \
+    --estimation-limit $DATAGEN_ARGS >"$DATA.txt"
   mv "$DATA.txt" "$DATA/datagen.txt"
 fi
 
@@ -47,12 +51,14 @@ out, datagen, rows, models, modes, epochs = sys.argv[1], sys.argv[2], sys.argv[3
 text = open(datagen).read()
 bayes = float(re.search(r"bayes test auc: ([0-9.]+)", text).group(1))
 limits = {int(k): float(v) for k, v in re.findall(r"limit auc k=(\d+): ([0-9.]+)", text)}
+estimation = float(re.search(r"estimation limit auc: ([0-9.]+)", text).group(1))
 train_rows = re.search(r"rows:\s+(\d+) train", text).group(1)
 print(f"models on {rows} generated rows ({train_rows} train), {epochs} epochs; test rows: Bayes AUC {bayes:.4f}, "
-      + ", ".join(f"data-limited limit k={k} {v:.4f}" for k, v in sorted(limits.items())))
+      + ", ".join(f"data-limited limit k={k} {v:.4f}" for k, v in sorted(limits.items()))
+      + f", estimation limit {estimation:.4f}")
 print()
-print("| model | mode | test AUC | vs local | of the way to limit k=1 | test log loss | train examples/s | wall s |")
-print("|---|---|---|---|---|---|---|---|")
+print("| model | mode | test AUC | vs local | of the way to limit k=1 | of the way to estimation limit | test log loss | train examples/s | wall s |")
+print("|---|---|---|---|---|---|---|---|---|")
 for model in models:
     local = None
     for mode in modes:
@@ -60,7 +66,7 @@ for model in models:
         secs = float(open(f"{run}/seconds").read())
         reports = [json.load(open(p)) for p in sorted(glob.glob(f"{run}/trainer*.json"))]
         if any(r.get("failed") for r in reports):
-            print(f"| {model} | {mode} | failed | - | - | - | - | {secs:.0f} |")
+            print(f"| {model} | {mode} | failed | - | - | - | - | - | {secs:.0f} |")
             continue
         t = reports[0]["test"]
         if mode == "local":
@@ -68,6 +74,7 @@ for model in models:
         examples = sum(e["examples"] for r in reports for e in r["epochs"])
         train_secs = max(sum(e["seconds"] for e in r["epochs"]) for r in reports)
         way = (t["auc"] - 0.5) / (limits[1] - 0.5)
+        way_estimated = (t["auc"] - 0.5) / (estimation - 0.5)
         diff = f"{t['auc'] - local:+.4f}" if local is not None else "-"
-        print(f"| {model} | {mode} | {t['auc']:.4f} | {diff} | {way:.1%} | {t['loss']:.4f} | {examples / train_secs:.0f} | {secs:.0f} |")
+        print(f"| {model} | {mode} | {t['auc']:.4f} | {diff} | {way:.1%} | {way_estimated:.1%} | {t['loss']:.4f} | {examples / train_secs:.0f} | {secs:.0f} |")
 PY

@@ -21,8 +21,11 @@ inline const std::string kPaddleRecDir = FLEETPS_SOURCE_DIR "/../shared/data/pad
 inline const std::string kRankDnnSample = kPaddleRecDir + "/rank_dnn/data/sample_data/train/sample_train.txt";
 inline const std::string kSlotDnnSample = kPaddleRecDir + "/slot_dnn/data/demo_10";
 
+// The lines of `path`; a missing file (the PaddleRec samples come from ../shared beside
+// the checkout) stops the test binary with its path rather than failing on an empty vector.
 inline std::vector<std::string> ReadLines(const std::string& path) {
   std::ifstream in(path);
+  FLEETPS_CHECK(in.is_open()) << "cannot read " << path;
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
