@@ -192,7 +192,9 @@ Status ParseTableOverride(const YAML::Node& node, const YamlContext& ctx, bool d
 // fleetps.heter: heterogeneous training.
 Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* h) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
-  RETURN_IF_ERROR(RejectUnknownKeys(node, {"route", "inflight", "timeout_ms", "failover", "lanes"}, ctx));
+  RETURN_IF_ERROR(RejectUnknownKeys(
+      node, {"route", "inflight", "timeout_ms", "failover", "lanes", "dense_sync", "allreduce_port", "allreduce_interval_ms"},
+      ctx));
   std::string route = h->route == HeterRoute::kTrainerId ? "trainer_id" : "round_robin";
   RETURN_IF_ERROR(ReadString(node, "route", ctx, &route));
   if (route == "round_robin") {
@@ -209,6 +211,28 @@ Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* 
   if (h->inflight == 0 || h->inflight > 64) return ctx.Child("inflight").Error(node["inflight"], "must be in [1, 64]");
   if (h->lanes == 0 || h->lanes > 64) return ctx.Child("lanes").Error(node["lanes"], "must be in [1, 64]");
   if (h->timeout_ms < 100) return ctx.Child("timeout_ms").Error(node["timeout_ms"], "must be >= 100");
+  std::string dense_sync = h->dense_sync == HeterDenseSync::kAllreduce ? "allreduce" : "pserver";
+  RETURN_IF_ERROR(ReadString(node, "dense_sync", ctx, &dense_sync));
+  if (dense_sync == "pserver") {
+    h->dense_sync = HeterDenseSync::kPserver;
+  } else if (dense_sync == "allreduce") {
+    h->dense_sync = HeterDenseSync::kAllreduce;
+  } else {
+    return ctx.Child("dense_sync").Error(node["dense_sync"], "unknown dense_sync '" + dense_sync + "' (use pserver or allreduce)");
+  }
+  uint32_t port = h->allreduce_port;
+  RETURN_IF_ERROR(ReadUint32(node, "allreduce_port", ctx, &port));
+  if (port > 65535) return ctx.Child("allreduce_port").Error(node["allreduce_port"], "must be a port, [1, 65535]");
+  h->allreduce_port = static_cast<uint16_t>(port);
+  RETURN_IF_ERROR(ReadUint32(node, "allreduce_interval_ms", ctx, &h->allreduce_interval_ms));
+  if (h->allreduce_interval_ms == 0 || h->allreduce_interval_ms > 60000) {
+    return ctx.Child("allreduce_interval_ms").Error(node["allreduce_interval_ms"], "must be in [1, 60000]");
+  }
+  if (h->dense_sync == HeterDenseSync::kAllreduce && h->allreduce_port == 0) {
+    return ctx.Child("allreduce_port").Error(node["dense_sync"],
+                                             "dense_sync allreduce needs allreduce_port: a free port on heter-trainer "
+                                             "0's host for the heter-trainers' rendezvous");
+  }
   return Status::OK();
 }
 

@@ -55,6 +55,14 @@ enum class HeterRoute : uint8_t {
   kTrainerId = 1,   // every micro-batch of trainer t to heter-trainer t % heter-trainers
 };
 
+// How the heter-trainers keep the dense parameters in step.
+enum class HeterDenseSync : uint8_t {
+  kPserver = 0,    // `pserver`: each pushes its dense gradients to the pservers' dense table
+                   //   and pulls fresh parameters (the async communicator)
+  kAllreduce = 1,  // `allreduce`: each holds a replica; they average their gradients among
+                   //   themselves (Gloo) and write the replica to the pservers on HeterFlush
+};
+
 // Heterogeneous training (runner.sync_mode: heter, or PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST
 // set): the `fleetps.heter` map of the job YAML.
 struct HeterOptions {
@@ -64,6 +72,13 @@ struct HeterOptions {
   bool failover = false;          // `failover`: re-send a micro-batch whose heter-trainer failed to
                                   //   the next live one (instead of failing the cpu-trainer)
   uint32_t lanes = 2;             // `lanes`: micro-batches a heter-trainer computes at once, [1, 64]
+  HeterDenseSync dense_sync = HeterDenseSync::kPserver;  // `dense_sync`: pserver | allreduce
+  // `allreduce_port`: with allreduce, the rendezvous port on heter-trainer 0's host (free,
+  // not its PADDLE_PORT); required then. Bounded by fleetps.collective.timeout_ms.
+  uint16_t allreduce_port = 0;
+  // `allreduce_interval_ms`: with allreduce, a round (and an optimizer step when any
+  // heter-trainer has gradients) at most this often, [1, 60000].
+  uint32_t allreduce_interval_ms = 1;
 };
 
 // How learning rates follow the world size of a collective job.

@@ -17,7 +17,9 @@
 #include "server/service/trainer_registry.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/model/dense_net.h"
+#include "trainer/collective/communicator.h"
 #include "trainer/model/layers.h"
+#include "trainer/runtime/allreduce_dense_sync.h"
 #include "trainer/runtime/job.h"
 #include "trainer/runtime/param_sync.h"
 
@@ -75,7 +77,11 @@ Status HeterApp::Start() {
                                    std::to_string(net_->num_params()) +
                                    " dense parameters (start the pservers with the same job YAML)");
   }
-  dense_ = trainer::MakeHeterDenseSync(job, *client_);
+  if (job.heter.dense_sync == config::HeterDenseSync::kAllreduce) {
+    RETURN_IF_ERROR(StartAllreduce(auth_key, tls).WithContext(self));
+  } else {
+    dense_ = trainer::MakeHeterDenseSync(job, *client_);
+  }
   trainers_ = std::make_unique<server::TrainerRegistry>(std::chrono::seconds(options_.server.trainer_lease_s));
 
   service_ = std::make_unique<HeterService>(options_, *net_, *device_, *dense_, *trainers_);
@@ -103,6 +109,31 @@ Status HeterApp::Start() {
   sweeper_ = std::thread([this] { SweepLoop(); });
   std::lock_guard<std::mutex> lock(mu_);
   serving_ = true;
+  return Status::OK();
+}
+
+Status HeterApp::StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, std::shared_ptr<net::TlsContext> tls) {
+  const auto& job = options_.job;
+  trainer::collective::CollectiveOptions co;
+  co.rank = options_.server.index;
+  // Rank 0 serves the rendezvous on allreduce_port; every rank's transport listens on its
+  // own host.
+  for (const auto& endpoint : options_.server.endpoints) co.endpoints.push_back({endpoint.host, job.heter.allreduce_port});
+  if (job.heter.allreduce_port == options_.server.endpoints.front().port) {
+    return Status::InvalidArgument("fleetps.heter.allreduce_port " + std::to_string(job.heter.allreduce_port) +
+                                   " is heter-trainer 0's own port: choose another free port");
+  }
+  co.prefix = "fleetps-heter-dense";
+  co.timeout = std::chrono::milliseconds(job.collective.timeout_ms);
+  co.auth_key = std::move(auth_key);
+  co.tls = std::move(tls);
+  ASSIGN_OR_RETURN(comm_, trainer::collective::MakeGlooCommunicator(co));
+  ASSIGN_OR_RETURN(auto sync, trainer::AllreduceDenseSync::Create(
+                                  job, *client_, *comm_, std::chrono::milliseconds(job.heter.allreduce_interval_ms)));
+  allreduce_ = sync.get();
+  dense_ = std::move(sync);
+  spdlog::info("heter-trainer {}: dense parameters averaged among {} heter-trainer(s) (gloo) every {} ms",
+               options_.server.index, comm_->size(), job.heter.allreduce_interval_ms);
   return Status::OK();
 }
 
@@ -197,7 +228,15 @@ void HeterApp::Shutdown() {
     }
   }
   if (service_) service_->Stop();
-  if (dense_) {
+  if (allreduce_) {
+    // The rounds go on until every heter-trainer has left; the last one writes the replica
+    // (the pservers may be gone already: then nothing is left to train and nothing lost).
+    if (Status st = allreduce_->Leave(); !st.ok()) {
+      spdlog::warn("heter-trainer {}: final dense allreduce: {}", options_.server.index, st.ToString());
+    }
+    spdlog::info("heter-trainer {}: dense replica after {} allreduce steps: checksum {}", options_.server.index,
+                 allreduce_->steps(), allreduce_->Checksum());
+  } else if (dense_) {
     // Dense gradients accepted since the last HeterFlush. The pservers may be gone already
     // (the job ended): then there is nothing left to train and nothing to lose.
     if (Status st = dense_->Flush(); !st.ok()) {
@@ -211,7 +250,9 @@ void HeterApp::Shutdown() {
   const uint64_t steps = service_ ? service_->steps() : 0;
   rpc_.reset();
   service_.reset();
+  allreduce_ = nullptr;
   dense_.reset();
+  comm_.reset();
   client_.reset();
   if (started) spdlog::info("heter-trainer {}: {} micro-batches trained; stopped", options_.server.index, steps);
 }

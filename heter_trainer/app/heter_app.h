@@ -8,7 +8,9 @@
 // lanes and listens. WaitForShutdown() blocks until SIGINT/SIGTERM, or until every
 // cpu-trainer of the job has finished or is gone (the heartbeats' registry, swept every
 // 500 ms). Shutdown() stops accepting, drains, pushes the dense gradients still pending and
-// tears down in reverse order.
+// tears down in reverse order. With fleetps.heter.dense_sync: allreduce, Start() also
+// meets the other heter-trainers (Gloo, rendezvous on heter-trainer 0's allreduce_port)
+// and Shutdown() takes part in their rounds until every heter-trainer has left.
 // Thread-safety: Start/WaitForShutdown/Shutdown from one controlling thread;
 // RequestShutdown() from anywhere.
 
@@ -27,7 +29,9 @@ namespace metrics {
 class Registry;
 }
 namespace net {
+class AuthKey;
 class HttpEndpoint;
+class TlsContext;
 class IoThreads;
 class RpcServer;
 }  // namespace net
@@ -35,8 +39,12 @@ namespace server {
 class TrainerRegistry;
 }
 namespace trainer {
+class AllreduceDenseSync;
 class ParamSync;
 class PsClient;
+namespace collective {
+class Communicator;
+}
 namespace model {
 class DenseNet;
 }
@@ -71,6 +79,9 @@ class HeterApp {
 
  private:
   void SweepLoop();
+  // dense_sync allreduce: meets the other heter-trainers; the replicas start from
+  // heter-trainer 0's copy of the pservers' dense parameters at the first micro-batch.
+  Status StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, std::shared_ptr<net::TlsContext> tls);
 
   config::HeterTrainerOptions options_;
   std::unique_ptr<metrics::Registry> registry_;
@@ -78,7 +89,9 @@ class HeterApp {
   std::unique_ptr<trainer::model::DenseNet> net_;
   std::unique_ptr<DenseDevice> device_;
   std::unique_ptr<trainer::PsClient> client_;
+  std::unique_ptr<trainer::collective::Communicator> comm_;  // dense_sync allreduce only
   std::unique_ptr<trainer::ParamSync> dense_;
+  trainer::AllreduceDenseSync* allreduce_ = nullptr;  // dense_, when it is one
   std::unique_ptr<server::TrainerRegistry> trainers_;
   std::unique_ptr<net::IoThreads> io_;
   std::unique_ptr<HeterService> service_;

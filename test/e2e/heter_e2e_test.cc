@@ -1,9 +1,12 @@
 // Heterogeneous training with the real binaries on loopback: 2 pservers, 1 heter-trainer
-// (CPU device) and 2 cpu-trainers, launched with Paddle's heter-PS environment.
+// (CPU device; 2 for dense_sync allreduce) and 2 cpu-trainers, launched with Paddle's
+// heter-PS environment.
 //  - the job trains (over TLS, with server.auth: required, so the heter-trainer's own
 //    server and its pserver client use TLS and authenticate too), evaluates, saves, and
 //    every process exits 0 by itself: the heter-trainer once both cpu-trainers said they
 //    finished;
+//  - the same with two heter-trainers averaging their dense gradients by allreduce: both
+//    end with bitwise the same replica;
 //  - kill -9 of the heter-trainer mid-job: the cpu-trainers fail within 30 s with an
 //    error naming its endpoint, and the pservers end — no process hangs;
 //  - a frozen heter-trainer (SIGSTOP): the same, through the micro-batch deadline;
@@ -29,14 +32,23 @@ namespace {
 using testing::ChildProcess;
 using namespace std::chrono_literals;
 
+// 2 pservers, `heter_count` heter-trainers (ports[2..]; one more port for the allreduce
+// rendezvous, fleetps.heter.allreduce_port) and 2 cpu-trainers; `heter_yaml` adds to the
+// fleetps.heter map.
 struct HeterJob {
+  const uint32_t heter_count;
   std::string dir = testing::MakeTempDir("heter_e2e");
-  std::vector<uint16_t> ports = testing::FreePorts(3);
+  std::vector<uint16_t> ports = testing::FreePorts(3 + heter_count);
   std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
-  std::string heter = "127.0.0.1:" + std::to_string(ports[2]);
-  std::unique_ptr<ChildProcess> servers[2], trainers[2], heter_trainer;
+  std::string heter;  // PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST
+  std::unique_ptr<ChildProcess> servers[2], trainers[2];
+  std::vector<std::unique_ptr<ChildProcess>> heters;
 
-  HeterJob(uint32_t rows, uint32_t epochs) {
+  HeterJob(uint32_t rows, uint32_t epochs, uint32_t heters_num = 1, const std::string& heter_yaml = "")
+      : heter_count(heters_num) {
+    for (uint32_t h = 0; h < heter_count; ++h) {
+      heter += (h > 0 ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports[2 + h]);
+    }
     REQUIRE(testing::GenerateData(dir, {"--rows", std::to_string(rows), "--train-files", "2"}));
     const std::string secret = dir + "/secret";
     testing::WriteFile(secret, "heterogeneous cluster secret 0123\n");
@@ -56,7 +68,7 @@ runner:
   model_save_path: "model"
 )" + testing::kSmallCtrDnnModel + R"(fleetps:
   sparse_table: {shards: 4}
-  heter: {inflight: 2, lanes: 2, timeout_ms: 10000}
+  heter: {inflight: 2, lanes: 2, timeout_ms: 10000, allreduce_port: )" + std::to_string(ports.back()) + heter_yaml + R"(}
   server:
     io_threads: 1
     shard_threads: 1
@@ -72,7 +84,7 @@ runner:
             {"PADDLE_TRAINERS_NUM", "2"},
             {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", heter},
             {"STAGE_NUM", "2"},
-            {"PADDLE_STAGE_TRAINERS_NUM", "[2, 1]"}};
+            {"PADDLE_STAGE_TRAINERS_NUM", "[2, " + std::to_string(heter_count) + "]"}};
   }
   void Start() {
     for (int i = 0; i < 2; ++i) {
@@ -83,15 +95,18 @@ runner:
       REQUIRE(servers[i]->Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"}, env,
                                 dir + "/pserver" + std::to_string(i) + ".log"));
     }
-    auto env = Env("HETER_TRAINER");
-    env["POD_IP"] = "127.0.0.1";
-    env["PADDLE_PORT"] = std::to_string(ports[2]);
-    env["STAGE_ID"] = "2";
-    env["HETER_DEVICE_TYPE"] = "cpu";
-    heter_trainer = std::make_unique<ChildProcess>();
-    REQUIRE(heter_trainer->Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"},
-                                 env, dir + "/heter.log"));
-    for (uint16_t p : ports) REQUIRE(testing::WaitForPort(p, 60s));
+    for (uint32_t h = 0; h < heter_count; ++h) {
+      auto env = Env("HETER_TRAINER");
+      env["POD_IP"] = "127.0.0.1";
+      env["PADDLE_PORT"] = std::to_string(ports[2 + h]);
+      env["STAGE_ID"] = "2";
+      env["HETER_DEVICE_TYPE"] = "cpu";
+      heters.push_back(std::make_unique<ChildProcess>());
+      REQUIRE(heters.back()->Start(
+          {testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"}, env,
+          dir + "/" + HeterLogName(h) + ".log"));
+    }
+    for (size_t p = 0; p < 2 + heter_count; ++p) REQUIRE(testing::WaitForPort(ports[p], 60s));
     for (int i = 0; i < 2; ++i) {
       auto tenv = Env("TRAINER");
       tenv["PADDLE_TRAINER_ID"] = std::to_string(i);
@@ -103,10 +118,12 @@ runner:
                                  tenv, dir + "/trainer" + std::to_string(i) + ".log"));
     }
   }
+  static std::string HeterLogName(uint32_t h) { return h == 0 ? "heter" : "heter" + std::to_string(h); }
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
   std::string AllLogs() const {
-    return "trainer0:\n" + Log("trainer0") + "\ntrainer1:\n" + Log("trainer1") + "\nheter:\n" + Log("heter") +
-           "\npserver0:\n" + Log("pserver0");
+    std::string logs = "trainer0:\n" + Log("trainer0") + "\ntrainer1:\n" + Log("trainer1");
+    for (uint32_t h = 0; h < heter_count; ++h) logs += "\n" + HeterLogName(h) + ":\n" + Log(HeterLogName(h));
+    return logs + "\npserver0:\n" + Log("pserver0");
   }
 };
 
@@ -118,7 +135,7 @@ TEST_CASE("Heter job: cpu-trainers + a CPU heter-trainer train, evaluate, save a
     INFO(job.AllLogs());
     REQUIRE(rc == 0);
   }
-  const int heter_rc = job.heter_trainer->Wait(30s);
+  const int heter_rc = job.heters[0]->Wait(30s);
   INFO(job.AllLogs());
   CHECK(heter_rc == 0);
   for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
@@ -131,6 +148,37 @@ TEST_CASE("Heter job: cpu-trainers + a CPU heter-trainer train, evaluate, save a
   CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.6);
 }
 
+// fleetps.heter.dense_sync: allreduce — two heter-trainers average their dense gradients
+// among themselves (Gloo, rendezvous over the cluster's TLS) instead of through the
+// pservers; the job trains, saves, and every process exits 0; both end with bitwise the
+// same replica.
+TEST_CASE("Heter job with 2 heter-trainers averaging dense gradients by allreduce", "[e2e]") {
+  HeterJob job(40000, 1, 2, ", dense_sync: allreduce, allreduce_interval_ms: 1");
+  job.Start();
+  for (int i = 0; i < 2; ++i) {
+    const int rc = job.trainers[i]->Wait(240s);
+    INFO(job.AllLogs());
+    REQUIRE(rc == 0);
+  }
+  std::vector<std::string> checksums;
+  for (uint32_t h = 0; h < 2; ++h) {
+    const int rc = job.heters[h]->Wait(30s);
+    const std::string log = job.Log(HeterJob::HeterLogName(h));
+    INFO(log);
+    CHECK(rc == 0);
+    CHECK_THAT(log, Catch::Contains("dense parameters averaged among 2 heter-trainer(s)"));
+    CHECK_THAT(log, !Catch::Contains(" 0 micro-batches trained"));  // round robin: both work
+    CHECK_THAT(log, !Catch::Contains("final dense allreduce"));     // no warning
+    const auto at = log.find("checksum ");
+    REQUIRE(at != std::string::npos);
+    checksums.push_back(log.substr(at + 9, 16));
+  }
+  CHECK(checksums[0] == checksums[1]);
+  for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
+  CHECK_THAT(job.Log("trainer0"), Catch::Contains("saved the model"));
+  CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.6);
+}
+
 // Stops the heter-trainer mid-job with `signo`: the cpu-trainers fail within 30 s naming
 // it, and the pservers end.
 void HeterTrainerLost(int signo) {
@@ -139,7 +187,7 @@ void HeterTrainerLost(int signo) {
   const bool training = testing::WaitForLog(job.dir + "/trainer0.log", "epoch 1 step", 120s);
   INFO(job.AllLogs());
   REQUIRE(training);
-  job.heter_trainer->Signal(signo);
+  job.heters[0]->Signal(signo);
   const auto lost = std::chrono::steady_clock::now();
   for (int i = 0; i < 2; ++i) {
     const int rc = job.trainers[i]->Wait(60s);

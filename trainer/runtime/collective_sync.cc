@@ -4,8 +4,6 @@
 #include <chrono>
 #include <cstring>
 
-#include <fmt/format.h>
-
 namespace fleetps::trainer {
 
 StatusOr<std::unique_ptr<CollectiveSync>> CollectiveSync::Create(const config::TrainerOptions& o, PsClient& client,
@@ -86,12 +84,7 @@ Status CollectiveSync::SetInitialParams(std::vector<float> params) {
   return Status::OK();
 }
 
-std::string CollectiveSync::Checksum() const {
-  uint64_t h = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const uint8_t*>(params_.data());
-  for (size_t i = 0; i < params_.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-  return fmt::format("{:016x}", h);
-}
+std::string CollectiveSync::Checksum() const { return DenseChecksum(params_); }
 
 Status CollectiveSync::PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) {
   if (keys.empty()) return Status::OK();

@@ -1,5 +1,6 @@
 #include "trainer/runtime/param_sync.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -551,6 +552,13 @@ std::unique_ptr<ParamSync> MakeHeterDenseSync(const TrainerOptions& options, PsC
 
 std::unique_ptr<ParamSync> MakeSparseAsyncSync(const TrainerOptions& options, PsClient& client) {
   return std::unique_ptr<ParamSync>(new AsyncSync(options, client, AsyncParts::kSparseOnly));
+}
+
+std::string DenseChecksum(std::span<const float> params) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(params.data());
+  for (size_t i = 0; i < params.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
 }
 
 StatusOr<std::shared_ptr<const std::vector<float>>> ParamSync::DenseSnapshot(uint32_t worker) {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/config/trainer_config.h"
@@ -100,10 +101,14 @@ class ParamSync {
 // the sparse table only). `client` outlives the result.
 StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const config::TrainerOptions& options, PsClient& client,
                                                   uint32_t worker_threads);
-// A heter-trainer's ParamSync: the dense table only, through the async communicator.
+// A heter-trainer's ParamSync: the dense table only, through the async communicator
+// (fleetps.heter.dense_sync: pserver; allreduce_dense_sync.h for allreduce).
 std::unique_ptr<ParamSync> MakeHeterDenseSync(const config::TrainerOptions& options, PsClient& client);
 // The sparse table only, through the async communicator (heter-mode cpu-trainers, the
 // collective hybrid).
 std::unique_ptr<ParamSync> MakeSparseAsyncSync(const config::TrainerOptions& options, PsClient& client);
+
+// FNV-1a 64 of the parameters' bytes, in hex: replicas that agree bitwise have equal ones.
+std::string DenseChecksum(std::span<const float> params);
 
 }  // namespace fleetps::trainer

@@ -39,6 +39,25 @@ TEST_CASE("fleetps.heter is parsed and checked") {
   auto zero = ParseTrainerYaml(kJob + "fleetps:\n  heter:\n    inflight: 0\n", "job.yaml");
   REQUIRE_FALSE(zero.ok());
   CHECK_THAT(zero.status().message(), Catch::Contains("job.yaml:5: fleetps.heter.inflight: must be in [1, 64]"));
+  CHECK(o->heter.dense_sync == HeterDenseSync::kPserver);  // the default
+
+  auto allreduce = ParseTrainerYaml(
+      kJob + "fleetps:\n  heter: {dense_sync: allreduce, allreduce_port: 7100, allreduce_interval_ms: 20}\n", "job.yaml");
+  REQUIRE(allreduce.ok());
+  CHECK(allreduce->heter.dense_sync == HeterDenseSync::kAllreduce);
+  CHECK(allreduce->heter.allreduce_port == 7100);
+  CHECK(allreduce->heter.allreduce_interval_ms == 20);
+  auto no_port = ParseTrainerYaml(kJob + "fleetps:\n  heter: {dense_sync: allreduce}\n", "job.yaml");
+  REQUIRE_FALSE(no_port.ok());
+  CHECK_THAT(no_port.status().message(),
+             Catch::Contains("job.yaml:4: fleetps.heter.allreduce_port: dense_sync allreduce needs allreduce_port"));
+  auto bad_sync = ParseTrainerYaml(kJob + "fleetps:\n  heter: {dense_sync: nccl}\n", "job.yaml");
+  CHECK_THAT(bad_sync.status().message(), Catch::Contains("unknown dense_sync 'nccl' (use pserver or allreduce)"));
+  auto bad_port = ParseTrainerYaml(kJob + "fleetps:\n  heter: {allreduce_port: 70000}\n", "job.yaml");
+  CHECK_THAT(bad_port.status().message(), Catch::Contains("fleetps.heter.allreduce_port: must be a port"));
+  auto no_interval = ParseTrainerYaml(kJob + "fleetps:\n  heter: {allreduce_interval_ms: 0}\n", "job.yaml");
+  CHECK_THAT(no_interval.status().message(), Catch::Contains("allreduce_interval_ms: must be in [1, 60000]"));
+
   auto typo = ParseTrainerYaml(kJob + "fleetps:\n  heter: {in_flight: 2}\n", "job.yaml");
   REQUIRE_FALSE(typo.ok());
   CHECK_THAT(typo.status().message(), Catch::Contains("did you mean 'inflight'?"));
