@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # heter_bench end to end: the same job and data trained in async PS mode (2 pservers +
 # N cpu-trainers, scripts/run_local.sh) and in heter mode (2 pservers + N cpu-trainers +
-# 1 heter-trainer, scripts/run_heter.sh; the device is HETER_DEVICE_TYPE's, default gpu
-# when one is visible), then the heter_bench program (dense device step times, heter-trainer
-# capacity). Prints markdown tables.
+# H heter-trainers, scripts/run_heter.sh; the device is HETER_DEVICE_TYPE's, default gpu
+# when one is visible; with H >= 2 once with the dense part through the pservers and once
+# averaged among the heter-trainers, fleetps.heter.dense_sync: allreduce), then the
+# heter_bench program (dense device step times, heter-trainer capacity). Prints markdown tables.
 #   bench/heter_bench/run.sh [rows (default 500000)] [cpu-trainers (default 2)] [epochs (default 1)]
+#                            [heter-trainers H (default 1)]
 # Every process runs on this machine: on a small machine the roles share its cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,27 +14,41 @@ BUILD="${BUILD:-build}"
 ROWS="${1:-500000}"
 TRAINERS="${2:-2}"
 EPOCHS="${3:-1}"
+HETERS="${4:-1}"
 OUT="$BUILD/heter_bench"
 DATA="$OUT/data_${ROWS}_${TRAINERS}"
 mkdir -p "$OUT"
 if [ ! -f "$DATA/data.yaml" ]; then
   "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --train-files "$TRAINERS" --seed 7 >/dev/null
 fi
-common=(FLEETPS_TRAINERS="$TRAINERS" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train"
+common=(FLEETPS_SKIP_SETUP=1 FLEETPS_TRAINERS="$TRAINERS" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train"
         FLEETPS_TEST_DATA="$PWD/$DATA/test" FLEETPS_BASE_PORT=19100)
 env "${common[@]}" FLEETPS_SYNC_MODE=async FLEETPS_OUT="$OUT/async" scripts/run_local.sh >"$OUT/async.log" 2>&1
-env "${common[@]}" FLEETPS_OUT="$OUT/heter" scripts/run_heter.sh >"$OUT/heter.log" 2>&1
+env "${common[@]}" FLEETPS_HETER_TRAINERS="$HETERS" FLEETPS_OUT="$OUT/heter" scripts/run_heter.sh >"$OUT/heter.log" 2>&1
+modes="async heter"
+if [ "$HETERS" -ge 2 ]; then
+  # The same job with the heter-trainers' dense part averaged among themselves.
+  # (model_save_path relative to the copy's folder)
+  { sed 's|^\(  model_save_path:\).*|\1 "allreduce_model"|' configs/ctr_dnn.yaml
+    echo "  heter: {dense_sync: allreduce, allreduce_port: 19190}"; } >"$OUT/ctr_dnn_allreduce.yaml"
+  env "${common[@]}" FLEETPS_HETER_TRAINERS="$HETERS" FLEETPS_CONFIG="$OUT/ctr_dnn_allreduce.yaml" \
+    FLEETPS_OUT="$OUT/heter_allreduce" scripts/run_heter.sh >"$OUT/heter_allreduce.log" 2>&1
+  modes="$modes heter_allreduce"
+fi
 device=$(grep -ho "dense part of model [a-z_]* ([0-9]* parameters) on [^,]*" "$OUT"/heter/heterlog.0 | head -1 | sed 's/.* on //')
 
-python3 - "$OUT" "$TRAINERS" "$ROWS" "$EPOCHS" "$device" <<'PY'
+python3 - "$OUT" "$TRAINERS" "$ROWS" "$EPOCHS" "$device" "$HETERS" "$modes" <<'PY'
 import json, sys
-out, trainers, rows, epochs, device = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-print(f"ctr_dnn, {rows} generated rows, {epochs} epoch(s), 2 pservers + {trainers} cpu-trainers (+ 1 heter-trainer)")
+out, trainers, rows, epochs, device, heters, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7].split()
+print(f"ctr_dnn, {rows} generated rows, {epochs} epoch(s), 2 pservers + {trainers} cpu-trainers (+ {heters} heter-trainer(s))")
 print()
 print("| mode | examples/s (all cpu-trainers, last epoch) | test AUC | test log loss |")
 print("|---|---|---|---|")
 base = None
-for mode, label in (("async", "async PS"), ("heter", f"heter ({device})")):
+labels = {"async": "async PS", "heter": f"heter ({device}; dense via the pservers)",
+          "heter_allreduce": f"heter ({device}; dense allreduce among heter-trainers)"}
+for mode in modes:
+    label = labels[mode]
     reports = [json.load(open(f"{out}/{mode}/trainer{i}.json")) for i in range(trainers)]
     rate = sum(r["epochs"][-1]["examples_per_sec"] for r in reports)
     base = base or rate

@@ -168,13 +168,10 @@ Status AllreduceDenseSync::Round(bool* all_left) {
       written = client_.PushDenseParam(o_.dense_table.id, params_).get().WithContext("writing the dense replica");
       if (written.ok()) written_steps_ = steps_;
     }
-    std::array<double, 1> failures{written.ok() ? 0.0 : 1.0};
-    RETURN_IF_ERROR(comm_.AllreduceSum(std::span<double>(failures)).WithContext("heter dense allreduce (flush)"));
-    if (written.ok() && failures[0] > 0) {
-      written = Status::Unavailable("heter-trainer 0 could not write the dense replica to the pservers (see its log)");
-    }
+    Status outcome;
+    RETURN_IF_ERROR(ShareOutcome(written, "write the dense replica to the pservers", &outcome));
     std::lock_guard<std::mutex> lock(mu_);
-    last_flush_ = written;
+    last_flush_ = outcome;
     flushed_ticket_ = tickets;
     cv_.notify_all();
   }
@@ -187,17 +184,27 @@ Status AllreduceDenseSync::StartReplicas() {
   if (comm_.rank() == 0) {
     pulled = client_.PullDense(o_.dense_table.id, params_).get().WithContext("pulling the dense parameters");
   }
-  std::array<double, 1> failures{pulled.ok() ? 0.0 : 1.0};
-  RETURN_IF_ERROR(comm_.AllreduceSum(std::span<double>(failures)).WithContext("heter dense allreduce (start)"));
-  RETURN_IF_ERROR(pulled);
-  if (failures[0] > 0) {
-    return Status::Unavailable("heter-trainer 0 could not pull the dense parameters from the pservers (see its log)");
-  }
+  Status outcome;
+  RETURN_IF_ERROR(ShareOutcome(pulled, "pull the dense parameters from the pservers", &outcome));
+  RETURN_IF_ERROR(outcome);
   RETURN_IF_ERROR(comm_.Broadcast(params_, 0).WithContext("heter dense allreduce (broadcasting the start)"));
   auto start = std::make_shared<const std::vector<float>>(params_);
   std::lock_guard<std::mutex> lock(mu_);
   snapshot_ = std::move(start);
   cv_.notify_all();
+  return Status::OK();
+}
+
+Status AllreduceDenseSync::ShareOutcome(const Status& mine, const std::string& what, Status* outcome) {
+  std::array<double, 1> failures{mine.ok() ? 0.0 : 1.0};
+  RETURN_IF_ERROR(comm_.AllreduceSum(std::span<double>(failures)).WithContext("heter dense allreduce (" + what + ")"));
+  if (!mine.ok()) {
+    *outcome = mine;
+  } else if (failures[0] > 0) {
+    *outcome = Status::Unavailable("heter-trainer 0 could not " + what + " (see its log)");
+  } else {
+    *outcome = Status::OK();
+  }
   return Status::OK();
 }
 

@@ -72,6 +72,9 @@ class AllreduceDenseSync : public ParamSync {
   Status Round(bool* all_left);
   // Rank 0's copy of the pservers' dense parameters to every rank's replica.
   Status StartReplicas();
+  // Tells every rank how what rank 0 did for all of them (`mine` there; OK elsewhere) went:
+  // *outcome. The returned status is the allreduce's own.
+  Status ShareOutcome(const Status& mine, const std::string& what, Status* outcome);
 
   const config::TrainerOptions& o_;
   PsClient& client_;
