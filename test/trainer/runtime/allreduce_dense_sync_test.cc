@@ -7,11 +7,12 @@
 
 #include <functional>
 #include <latch>
+#include <optional>
 #include <thread>
 
 #include "common/config/trainer_config.h"
-#include "server/app/app.h"
 #include "test/support/process.h"
+#include "test/trainer/runtime/local_pserver.h"
 #include "trainer/collective/communicator.h"
 #include "trainer/runtime/allreduce_dense_sync.h"
 
@@ -32,8 +33,7 @@ std::vector<float> Initial(uint32_t variant) {
 // A dense table of kDim floats (SGD, lr 0.1) on an in-process pserver.
 struct Job {
   config::TrainerOptions options;
-  std::unique_ptr<server::App> app;
-  std::unique_ptr<PsClient> client;
+  std::optional<testing::LocalPserver> pserver;
 
   Job() {
     options.dense_table.id = 1;
@@ -43,27 +43,13 @@ struct Job {
     options.dense_table.shards = 1;
     options.dense_table.optimizer.kind = OptimizerKind::kSgd;
     options.dense_table.optimizer.learning_rate = 0.1f;
-    config::ServerOptions so;
-    so.endpoints = {{"127.0.0.1", testing::FreePorts(1)[0]}};
-    so.io_threads = 1;
-    so.shard_threads = 1;
-    so.tables = {options.dense_table};
-    app = std::make_unique<server::App>(so);
-    REQUIRE(app->Start().ok());
-    PsClientOptions po;
-    po.servers = so.endpoints;
-    auto c = PsClient::Connect(po);
-    REQUIRE(c.ok());
-    client = std::move(*c);
-    REQUIRE(client->PushDenseParam(1, Initial(0)).get().ok());  // as trainer 0 does at its start
+    pserver.emplace(std::vector<TableOptions>{options.dense_table});
+    REQUIRE(client().PushDenseParam(1, Initial(0)).get().ok());  // as trainer 0 does at its start
   }
-  ~Job() {
-    client.reset();
-    app->Shutdown();
-  }
+  PsClient& client() { return *pserver->client; }
   std::vector<float> PserverDense() {
     std::vector<float> values(kDim);
-    REQUIRE(client->PullDense(1, values).get().ok());
+    REQUIRE(client().PullDense(1, values).get().ok());
     return values;
   }
 };
@@ -95,7 +81,7 @@ void OnRanks(Job& job, int ranks, std::chrono::milliseconds interval,
       co.timeout = timeout;
       auto comm = collective::MakeGlooCommunicator(co);
       if (!comm.ok()) return void(errors[r] = comm.status().ToString());
-      auto sync = AllreduceDenseSync::Create(job.options, *job.client, **comm, interval);
+      auto sync = AllreduceDenseSync::Create(job.options, job.client(), **comm, interval);
       if (!sync.ok()) return void(errors[r] = sync.status().ToString());
       body(r, **sync);
     });
@@ -117,7 +103,7 @@ TEST_CASE("A round averages every micro-batch of every heter-trainer into one st
   OnRanks(job, 2, 3600s, [&](uint32_t r, AllreduceDenseSync& sync) {
     // Trainer 0 writes the initial parameters after the heter-trainers have started: the
     // replicas start from them at the first demand.
-    if (r == 0) REQUIRE(job.client->PushDenseParam(1, Initial(1)).get().ok());
+    if (r == 0) REQUIRE(job.client().PushDenseParam(1, Initial(1)).get().ok());
     created.arrive_and_wait();
     CHECK(Params(sync) == Initial(1));
     if (r == 0) {
@@ -201,7 +187,7 @@ TEST_CASE("A heter-trainer that dies fails the others' rounds; Push and Flush th
     co.timeout = 2s;
     auto comm = collective::MakeGlooCommunicator(co);
     REQUIRE(comm.ok());
-    auto sync = AllreduceDenseSync::Create(job.options, *job.client, **comm, 5ms);
+    auto sync = AllreduceDenseSync::Create(job.options, job.client(), **comm, 5ms);
     REQUIRE(sync.ok());
     std::this_thread::sleep_for(300ms);  // rank 1 is gone by now
     flushed = (*sync)->Flush();

@@ -6,12 +6,13 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "common/config/trainer_config.h"
-#include "server/app/app.h"
 #include "test/support/process.h"
+#include "test/trainer/runtime/local_pserver.h"
 #include "trainer/collective/communicator.h"
 #include "trainer/model/dense_net.h"
 #include "trainer/runtime/collective_sync.h"
@@ -25,8 +26,7 @@ using namespace std::chrono_literals;
 // in-process pserver holding its dense table (CollectiveSync::Flush writes there).
 struct Job {
   config::TrainerOptions options;
-  std::unique_ptr<server::App> app;
-  std::unique_ptr<PsClient> client;
+  std::optional<testing::LocalPserver> pserver;
   model::DenseNet net;
 
   explicit Job(config::LrScaling scaling = config::LrScaling::kNone, uint32_t warmup = 0, bool drop_last = false,
@@ -44,23 +44,9 @@ struct Job {
     options.collective.lr_scaling = scaling;
     options.collective.warmup_steps = warmup;
     options.collective.drop_last = drop_last;
-    config::ServerOptions so;
-    so.endpoints = {{"127.0.0.1", testing::FreePorts(1)[0]}};
-    so.io_threads = 1;
-    so.shard_threads = 1;
-    so.tables = {options.dense_table};
-    app = std::make_unique<server::App>(so);
-    REQUIRE(app->Start().ok());
-    PsClientOptions po;
-    po.servers = so.endpoints;
-    auto c = PsClient::Connect(po);
-    REQUIRE(c.ok());
-    client = std::move(*c);
+    pserver.emplace(std::vector<TableOptions>{options.dense_table});
   }
-  ~Job() {
-    client.reset();
-    app->Shutdown();
-  }
+  PsClient& client() { return *pserver->client; }
 };
 
 // Runs body(rank, sync) on `ranks` threads, each with its communicator and CollectiveSync
@@ -81,7 +67,7 @@ void OnRanks(Job& job, int ranks, const std::function<void(uint32_t, CollectiveS
       co.timeout = 20s;
       auto comm = collective::MakeGlooCommunicator(co);
       if (!comm.ok()) return void(errors[r] = comm.status().ToString());
-      auto sync = CollectiveSync::Create(options, *job.client, **comm);
+      auto sync = CollectiveSync::Create(options, job.client(), **comm);
       if (!sync.ok()) return void(errors[r] = sync.status().ToString());
       std::vector<float> init(job.net.num_params());
       job.net.InitParams(init, 7 + r);

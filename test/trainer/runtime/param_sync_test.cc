@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "server/app/app.h"
 #include "test/common/net/tcp_proxy.h"
 #include "test/support/process.h"
+#include "test/trainer/runtime/local_pserver.h"
 #include "trainer/runtime/param_sync.h"
 
 namespace fleetps::trainer {
@@ -28,32 +28,8 @@ TableOptions Table(uint32_t id, TableKind kind, uint64_t dim) {
 }
 
 // One pserver holding a dim-2 sparse table and a 3-float dense table, both SGD lr 1 from 0.
-struct Cluster {
-  std::unique_ptr<server::App> app;
-  std::unique_ptr<PsClient> client;
-  net::Endpoint endpoint;
-
-  Cluster() {
-    const uint16_t port = testing::FreePorts(1)[0];
-    endpoint = {"127.0.0.1", port};
-    config::ServerOptions o;
-    o.endpoints = {endpoint};
-    o.bind_host = "127.0.0.1";
-    o.io_threads = 1;
-    o.shard_threads = 1;
-    o.tables = {Table(kSparse, TableKind::kSparse, 2), Table(kDense, TableKind::kDense, 3)};
-    app = std::make_unique<server::App>(o);
-    REQUIRE(app->Start().ok());
-    PsClientOptions co;
-    co.servers = {endpoint};
-    auto c = PsClient::Connect(co);
-    REQUIRE(c.ok());
-    client = std::move(*c);
-  }
-  ~Cluster() {
-    client.reset();
-    app->Shutdown();
-  }
+struct Cluster : testing::LocalPserver {
+  Cluster() : LocalPserver({Table(kSparse, TableKind::kSparse, 2), Table(kDense, TableKind::kDense, 3)}) {}
 
   config::TrainerOptions Options(config::SyncMode mode, uint32_t trainer_id, uint32_t trainers) const {
     config::TrainerOptions o;
