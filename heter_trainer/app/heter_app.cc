@@ -109,6 +109,7 @@ Status HeterApp::Start() {
   sweeper_ = std::thread([this] { SweepLoop(); });
   std::lock_guard<std::mutex> lock(mu_);
   serving_ = true;
+  started_ = true;
   return Status::OK();
 }
 
@@ -209,9 +210,11 @@ void HeterApp::WaitForShutdown(bool handle_signals) {
 }
 
 void HeterApp::Shutdown() {
+  bool start_succeeded = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) return;
+    start_succeeded = started_;
     stopped_ = true;
     serving_ = false;
     shutdown_requested_ = true;
@@ -228,7 +231,11 @@ void HeterApp::Shutdown() {
     }
   }
   if (service_) service_->Stop();
-  if (allreduce_) {
+  if (allreduce_ && !start_succeeded) {
+    // Start() failed after meeting the others: leave their rounds at once (they fail theirs
+    // within fleetps.collective.timeout_ms) rather than wait for the job to end.
+    allreduce_->Abandon();
+  } else if (allreduce_) {
     // The rounds go on until every heter-trainer has left; the last one writes the replica
     // (the pservers may be gone already: then nothing is left to train and nothing lost).
     if (Status st = allreduce_->Leave(); !st.ok()) {

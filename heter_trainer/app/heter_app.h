@@ -104,6 +104,7 @@ class HeterApp {
   std::string shutdown_reason_;
   bool stopped_ = false;
   bool serving_ = false;  // Start() finished, Shutdown() not begun: io_ may be posted to
+  bool started_ = false;  // Start() succeeded
   int exit_code_ = 0;
 };
 

@@ -30,7 +30,8 @@ AllreduceDenseSync::AllreduceDenseSync(const config::TrainerOptions& o, PsClient
 }
 
 AllreduceDenseSync::~AllreduceDenseSync() {
-  if (Status st = Leave(); !st.ok()) spdlog::warn("heter dense allreduce at destruction: {}", st.ToString());
+  const Status st = Leave();
+  if (!st.ok() && !abandoned_) spdlog::warn("heter dense allreduce at destruction: {}", st.ToString());
 }
 
 Status AllreduceDenseSync::PullSparse(uint32_t, std::span<const uint64_t> keys, float*) {
@@ -98,6 +99,15 @@ Status AllreduceDenseSync::Leave() {
   return last_flush_;
 }
 
+void AllreduceDenseSync::Abandon() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abandoned_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
 std::string AllreduceDenseSync::Checksum() const {
   std::lock_guard<std::mutex> lock(mu_);
   return snapshot_ == nullptr ? "none (never started)" : DenseChecksum(*snapshot_);
@@ -117,8 +127,14 @@ void AllreduceDenseSync::RoundLoop() {
       // allreduce, so the rounds stay in step.
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_until(lock, next, [this] {
-        return leaving_ || flush_tickets_ > flushed_ticket_ || (wanted_ && snapshot_ == nullptr);
+        return abandoned_ || leaving_ || flush_tickets_ > flushed_ticket_ || (wanted_ && snapshot_ == nullptr);
       });
+      if (abandoned_) {
+        failed_ = Status::Aborted("this heter-trainer left the dense allreduce without the others");
+        ended_ = true;
+        cv_.notify_all();
+        return;
+      }
     }
     next = std::max(next, std::chrono::steady_clock::now());
     bool all_left = false;

@@ -59,6 +59,9 @@ class AllreduceDenseSync : public ParamSync {
   // This rank stops pushing and takes part in the rounds until every rank leaves; the last
   // of them flushes. Returns that flush's status, or the first failed round's. Idempotent.
   Status Leave();
+  // Ends this rank's rounds without the others (a heter-trainer that failed to start):
+  // theirs fail within the communicator's timeout. Returns once the current round is over.
+  void Abandon();
 
   // FNV-1a 64 of the replica's bytes, in hex: equal on every rank.
   std::string Checksum() const;
@@ -99,6 +102,7 @@ class AllreduceDenseSync : public ParamSync {
   uint64_t flushed_ticket_ = 0;   // tickets answered by a finished flush round
   Status last_flush_;             // that round's write status
   bool leaving_ = false;
+  bool abandoned_ = false;
   bool ended_ = false;            // the rounds are over (every rank left, or one failed)
   Status failed_;                 // the first failed round
   uint64_t steps_ = 0;
