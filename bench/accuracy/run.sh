@@ -9,6 +9,8 @@
 # fleetps.gpups.merge: average), next to the generator's Bayes-optimal AUC. Prints a markdown
 # table.
 #   bench/accuracy/run.sh [rows (default 500000)] [modes (default "local async sync geo")] [epochs]
+#   GPUPS_PASSES=N bench/accuracy/run.sh ...   the gpubox modes with an InMemoryDataset and
+#                                             fleetps.gpups.passes_per_epoch: N
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
@@ -37,7 +39,14 @@ for mode in $MODES; do
     merge=add
     if [ "$mode" != gpubox ]; then nodes=2; fi
     if [ "$mode" = gpubox-2nodes-average ]; then merge=average; fi
-    if FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
+    gpubox_config="$CONFIG"
+    if [ -n "${GPUPS_PASSES:-}" ]; then
+      gpubox_config="$OUT/gpubox_passes.yaml"
+      sed -e 's/reader_type: QueueDataset/reader_type: InMemoryDataset/' \
+        -e "s/passes_per_epoch: 1/passes_per_epoch: $GPUPS_PASSES/" "$CONFIG" >"$gpubox_config"
+      grep -q "passes_per_epoch: $GPUPS_PASSES" "$gpubox_config"
+    fi
+    if FLEETPS_CONFIG="$gpubox_config" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
         FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 FLEETPS_PSERVERS=2 FLEETPS_TRAINERS=$nodes FLEETPS_GPUPS_MERGE=$merge \
         HETER_DEVICE_TYPE="${HETER_DEVICE_TYPE:-cpu}" FLAGS_selected_gpus="${FLAGS_selected_gpus:-0,1}" \
         scripts/run_gpubox.sh >"$OUT/$mode.log" 2>&1; then

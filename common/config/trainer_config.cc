@@ -366,8 +366,12 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
       const YAML::Node g = ext["gpups"];
       const YamlContext gctx = ectx.Child("gpups");
       if (!g.IsMap()) return gctx.Error(g, "expected a map");
-      RETURN_IF_ERROR(RejectUnknownKeys(g, {"device_memory_mb", "merge"}, gctx));
+      RETURN_IF_ERROR(RejectUnknownKeys(g, {"device_memory_mb", "merge", "passes_per_epoch"}, gctx));
       RETURN_IF_ERROR(ReadUint64(g, "device_memory_mb", gctx, &o.gpups.device_memory_mb));
+      RETURN_IF_ERROR(ReadUint32(g, "passes_per_epoch", gctx, &o.gpups.passes_per_epoch));
+      if (o.gpups.passes_per_epoch == 0) {
+        return gctx.Child("passes_per_epoch").Error(g["passes_per_epoch"], "must be >= 1");
+      }
       std::string merge = o.gpups.average_merge ? "average" : "add";
       RETURN_IF_ERROR(ReadString(g, "merge", gctx, &merge));
       if (merge != "add" && merge != "average") {
@@ -518,6 +522,11 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
     }
     if (o.gpups.devices.empty() || o.gpups.devices.size() > 64) {
       return Status::InvalidArgument("FLAGS_selected_gpus must name 1 to 64 devices");
+    }
+    if (o.gpups.passes_per_epoch > 1 && o.data.dataset != DatasetKind::kInMemory) {
+      return Status::InvalidArgument("fleetps.gpups.passes_per_epoch " + std::to_string(o.gpups.passes_per_epoch) +
+                                     " splits the records in memory into passes: set runner.reader_type: "
+                                     "InMemoryDataset (or passes_per_epoch: 1)");
     }
     if (o.gpups.device != "gpu" && o.gpups.device != "cpu" && o.gpups.device != "auto") {
       return Status::InvalidArgument("HETER_DEVICE_TYPE='" + o.gpups.device + "': use gpu or cpu");

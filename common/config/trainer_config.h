@@ -135,6 +135,11 @@ struct GpuPsOptions {
   // (`average`): the row becomes the mean of the stored row and the pass's (model averaging of
   // the nodes' copies of shared keys). show/click add up either way.
   bool average_merge = false;
+  // `passes_per_epoch` >= 1: each epoch's records (InMemoryDataset, after its shuffle) in this
+  // many consecutive parts, each its own pass (begin_pass, train, end_pass). More passes: smaller
+  // pass tables, and the nodes of a multi-node job see each other's updates of shared keys
+  // sooner.
+  uint32_t passes_per_epoch = 1;
 };
 
 struct TrainerOptions {

@@ -111,8 +111,8 @@ inline std::string PassTooLargeMessage(uint64_t pass_keys, uint32_t device, uint
          std::to_string(device_keys) + " of them and needs " + std::to_string(device_keys * bytes_per_key) +
          " bytes (" + std::to_string(bytes_per_key) + " per key), above its budget of " +
          std::to_string(budget_bytes) +
-         " bytes (fleetps.gpups.device_memory_mb): train on fewer files per pass, or on more devices "
-         "(FLAGS_selected_gpus)";
+         " bytes (fleetps.gpups.device_memory_mb): split each epoch into more passes "
+         "(fleetps.gpups.passes_per_epoch), or train on more devices (FLAGS_selected_gpus)";
 }
 
 }  // namespace fleetps::heter

@@ -87,8 +87,9 @@ runner:
   }
 };
 
-TEST_CASE("GPU-PS job: two nodes x two host devices train passes, evaluate, save and all exit 0", "[e2e]") {
-  GpuBoxJob job(30000, 2);
+TEST_CASE("GPU-PS job: two nodes x two host devices train two passes per epoch, evaluate, save and all exit 0",
+          "[e2e]") {
+  GpuBoxJob job(30000, 2, "  gpups: {passes_per_epoch: 2}\n");
   job.Start();
   for (uint32_t t = 0; t < 2; ++t) {
     const int rc = job.nodes[t]->Wait(120s);
@@ -100,7 +101,9 @@ TEST_CASE("GPU-PS job: two nodes x two host devices train passes, evaluate, save
     const std::string log = job.Log("trainer" + std::to_string(t));
     INFO(log);
     CHECK_THAT(log, Catch::Contains("GPU-PS (gpubox) on 2 host device(s)") && Catch::Contains("4 dense ranks"));
-    CHECK_THAT(log, Catch::Contains("pass 2: begin_pass") && Catch::Contains("pass 2: end_pass"));
+    // 2 epochs x 2 passes, each on half of the node's records (about 6750 of 13500).
+    CHECK_THAT(log, Catch::Contains("pass 4: begin_pass") && Catch::Contains("pass 4: end_pass"));
+    CHECK_THAT(log, !Catch::Contains("pass 5:"));
   }
   // The nodes share keys: whichever wrote second merged its pass into the other's rows.
   const std::string both = job.Log("trainer0") + job.Log("trainer1");

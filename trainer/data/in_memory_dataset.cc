@@ -177,15 +177,23 @@ size_t InMemoryDataset::MemoryBytes() const {
   return bytes;
 }
 
+void InMemoryDataset::SetPassPart(uint32_t part, uint32_t parts) {
+  parts_ = std::max<uint32_t>(parts, 1);
+  part_ = std::min(part, parts_ - 1);
+}
+
 Status InMemoryDataset::StartPass() {
-  cursor_ = 0;
+  const size_t n = order_.size();
+  cursor_ = n * part_ / parts_;
+  pass_end_ = n * (part_ + 1) / parts_;
   return Status::OK();
 }
 
 StatusOr<bool> InMemoryDataset::NextBatch(Batch* batch) {
   const size_t begin = cursor_.fetch_add(batch_size_);
-  if (begin >= order_.size()) return false;
-  const size_t end = std::min(order_.size(), begin + batch_size_);
+  const size_t pass_end = std::min(pass_end_, order_.size());
+  if (begin >= pass_end) return false;
+  const size_t end = std::min(pass_end, begin + batch_size_);
   if (batch->dense_dim == options_.dense_dim && batch->num_slots() == options_.sparse_slots.size()) {
     batch->Clear();
   } else {

@@ -86,7 +86,12 @@ class InMemoryDataset : public Dataset {
   size_t size() const { return order_.size(); }  // records in memory
   size_t MemoryBytes() const;                    // heap bytes of the records and the index
 
-  Status StartPass() override;  // rewinds over the records in their current order
+  // Restricts the passes that follow to part `part` of `parts` consecutive ranges of the
+  // records in their order at StartPass (GPU-PS sub-passes: fleetps.gpups.passes_per_epoch);
+  // the parts' sizes differ by at most one record. (0, 1), the default, is every record.
+  void SetPassPart(uint32_t part, uint32_t parts);
+
+  Status StartPass() override;  // rewinds over the records (of the part) in their current order
   StatusOr<bool> NextBatch(Batch* batch) override;
   void EndPass() override {}
   ReadStats stats() const override { return progress_.Snapshot(); }
@@ -112,6 +117,8 @@ class InMemoryDataset : public Dataset {
 
   std::vector<RecordBlock> blocks_;
   std::vector<RowRef> order_;
+  uint32_t part_ = 0, parts_ = 1;   // SetPassPart
+  size_t pass_end_ = 0;             // end in order_ of the running pass
   std::atomic<size_t> cursor_{0};  // next position in order_ of the running pass
 
   std::mutex inbox_mu_;

@@ -382,9 +382,10 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     }
   }
   data::Dataset& dataset = *impl.train_data;
-  RETURN_IF_ERROR(impl.sync->BeginPass(dataset).WithContext("trainer " + std::to_string(options_.trainer_id) +
-                                                             " epoch " + std::to_string(epoch) + " begin_pass"));
-  RETURN_IF_ERROR(dataset.StartPass());
+  // GPU-PS: the epoch's records in passes_per_epoch consecutive passes (an InMemoryDataset,
+  // as ValidateTrainerOptions requires for more than one).
+  auto* parted = dynamic_cast<data::InMemoryDataset*>(&dataset);
+  const uint32_t passes = options_.gpubox_mode() && parted != nullptr ? options_.gpups.passes_per_epoch : 1;
 
   std::mutex mu;  // guards the metrics and first_error below
   model::AucCalculator epoch_auc, interval_auc;
@@ -538,19 +539,27 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
       free.push_back(std::move(slot));
     }
   };
-  std::vector<std::thread> pool;
-  for (uint32_t w = 0; w < threads; ++w) {
-    if (heter_ != nullptr) {
-      pool.emplace_back(heter_worker, w);
-    } else {
-      pool.emplace_back(worker, w);
+  for (uint32_t pass = 0; pass < passes; ++pass) {
+    std::string where = "trainer " + std::to_string(options_.trainer_id) + " epoch " + std::to_string(epoch);
+    if (passes > 1) where += " pass " + std::to_string(pass + 1) + "/" + std::to_string(passes);
+    if (parted != nullptr) parted->SetPassPart(pass, passes);
+    RETURN_IF_ERROR(impl.sync->BeginPass(dataset).WithContext(where + " begin_pass"));
+    RETURN_IF_ERROR(dataset.StartPass());
+    std::vector<std::thread> pool;
+    for (uint32_t w = 0; w < threads; ++w) {
+      if (heter_ != nullptr) {
+        pool.emplace_back(heter_worker, w);
+      } else {
+        pool.emplace_back(worker, w);
+      }
     }
+    for (auto& t : pool) t.join();
+    impl.progress.Clear();
+    dataset.EndPass();
+    RETURN_IF_ERROR(first_error.WithContext(where));
+    // The last pass ends with the epoch's Flush below.
+    if (pass + 1 < passes) RETURN_IF_ERROR(impl.sync->Flush().WithContext(where + " end_pass"));
   }
-  for (auto& t : pool) t.join();
-  impl.progress.Clear();
-  dataset.EndPass();
-  RETURN_IF_ERROR(first_error.WithContext("trainer " + std::to_string(options_.trainer_id) + " epoch " +
-                                          std::to_string(epoch)));
   impl.examples_before_epoch += examples;
   impl.last_epoch_examples = examples.load();
   RETURN_IF_ERROR(impl.sync->Flush());

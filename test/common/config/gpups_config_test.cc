@@ -34,6 +34,7 @@ TEST_CASE("sync_mode gpubox, fleetps.gpups and the device environment are read")
   TrainerOptions o = Parse(kJob + "fleetps:\n  gpups: {device_memory_mb: 4096}\n");
   CHECK(o.gpubox_mode());
   CHECK_FALSE(o.gpups.average_merge);
+  CHECK(o.gpups.passes_per_epoch == 1);
   CHECK(Parse(kJob + "fleetps:\n  gpups: {merge: average}\n").gpups.average_merge);
   CHECK(SyncModeName(o.sync_mode) == "gpubox");
   CHECK(o.gpups.device_memory_mb == 4096);
@@ -86,6 +87,18 @@ TEST_CASE("A gpubox job that cannot run is refused, saying what to set") {
   auto merge = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {merge: mean}\n", "job.yaml");
   REQUIRE_FALSE(merge.ok());
   CHECK_THAT(merge.status().message(), Catch::Contains("unknown merge 'mean' (use add or average)"));
+  auto zero = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {passes_per_epoch: 0}\n", "job.yaml");
+  REQUIRE_FALSE(zero.ok());
+  CHECK_THAT(zero.status().message(), Catch::Contains("passes_per_epoch") && Catch::Contains("must be >= 1"));
+  TrainerOptions queue = Parse(kJob + "fleetps:\n  gpups: {passes_per_epoch: 4}\n");
+  CHECK(queue.gpups.passes_per_epoch == 4);
+  queue.pservers = o.pservers;
+  refused(queue, "set runner.reader_type: InMemoryDataset");
+  TrainerOptions in_memory =
+      Parse("runner: {sync_mode: gpubox, reader_type: InMemoryDataset}\n" + kJob.substr(kJob.find('\n') + 1) +
+            "fleetps:\n  gpups: {passes_per_epoch: 4}\n");
+  in_memory.pservers = o.pservers;
+  CHECK(ValidateTrainerOptions(in_memory).ok());
   TrainerOptions env_bad = Parse(kJob);
   CHECK(ApplyTrainerEnv(Env({{"FLAGS_selected_gpus", "0,x"}}), &env_bad).IsInvalidArgument());
 }

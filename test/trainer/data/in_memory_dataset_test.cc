@@ -220,6 +220,33 @@ TEST_CASE("several workers share a pass: every record once", "[data][inmemory]")
   }
 }
 
+TEST_CASE("pass parts split the records into consecutive ranges, every record once", "[data][inmemory]") {
+  testing::TempDir dir;
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 2, 500);  // keys 0..999
+  InMemoryDataset dataset(Options(1), files, 64);
+  REQUIRE(dataset.LoadIntoMemory().ok());
+  dataset.LocalShuffle(3);
+  const std::vector<uint64_t> whole = KeysInOrder(&dataset);
+  REQUIRE(whole.size() == 1000);
+  // 1000 records in 3 parts: [0, 333), [333, 666), [666, 1000), batches restarting in each.
+  std::vector<uint64_t> joined;
+  const size_t bounds[] = {0, 333, 666, 1000};
+  for (uint32_t part = 0; part < 3; ++part) {
+    dataset.SetPassPart(part, 3);
+    const std::vector<uint64_t> keys = KeysInOrder(&dataset);
+    CHECK(keys == std::vector<uint64_t>(whole.begin() + bounds[part], whole.begin() + bounds[part + 1]));
+    joined.insert(joined.end(), keys.begin(), keys.end());
+  }
+  CHECK(joined == whole);
+  dataset.SetPassPart(0, 1);
+  CHECK(KeysInOrder(&dataset) == whole);
+  // More parts than records: the extra parts are empty, none is lost.
+  dataset.SetPassPart(999, 1001);
+  CHECK(KeysInOrder(&dataset).size() == 1);
+  dataset.SetPassPart(0, 1001);
+  CHECK(KeysInOrder(&dataset).empty());
+}
+
 TEST_CASE("global shuffle across 3 in-process trainers", "[data][inmemory]") {
   testing::TempDir dir;
   const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 6, 2000);
