@@ -28,12 +28,8 @@
 #include "fleetps/config.h"
 #include "server/app/app.h"
 #include "trainer/client/ps_client.h"
-#include "heter_trainer/device/dense_device.h"
-#include "trainer/collective/backend.h"
+#include "heter_trainer/device/rank_communicator.h"
 #include "trainer/collective/communicator.h"
-#if defined(FLEETPS_HAVE_NCCL)
-#include "heter_trainer/cuda/nccl_communicator.h"
-#endif
 #include "trainer/runtime/heartbeat.h"
 #include "trainer/runtime/job.h"
 
@@ -42,28 +38,6 @@ namespace {
 int Fail(const fleetps::Status& st) {
   std::cerr << "cpu-trainer: " << st.ToString() << std::endl;
   return 1;
-}
-
-#if defined(FLEETPS_HAVE_NCCL)
-constexpr bool kBuildHasNccl = true;
-#else
-constexpr bool kBuildHasNccl = false;
-#endif
-
-// The communicator of this collective rank: NCCL on its GPU or Gloo (collective/backend.h).
-fleetps::StatusOr<std::unique_ptr<fleetps::trainer::collective::Communicator>> MakeCommunicator(
-    const fleetps::config::DataParallelOptions& options, const fleetps::trainer::collective::CollectiveOptions& co) {
-  namespace collective = fleetps::trainer::collective;
-  const int visible = options.gpu >= 0 ? fleetps::heter::VisibleCudaDevices() : 0;
-  auto choice = collective::ChooseBackend(options, kBuildHasNccl, visible);
-  if (!choice.ok()) return choice.status();
-  spdlog::info("collective rank {}: {}", co.rank, choice->reason);
-#if defined(FLEETPS_HAVE_NCCL)
-  if (choice->backend == fleetps::config::CollectiveBackend::kNccl) {
-    return fleetps::heter::MakeNcclCommunicator(co, choice->gpu);
-  }
-#endif
-  return collective::MakeGlooCommunicator(co);
 }
 
 }  // namespace
@@ -247,8 +221,10 @@ int main(int argc, char** argv) {
     co.timeout = std::chrono::milliseconds(options->collective.timeout_ms);
     co.auth_key = client_options.rpc.auth_key;
     co.tls = client_options.rpc.tls;
-    auto made = MakeCommunicator(options->collective, co);
+    std::string reason;
+    auto made = heter::MakeRankCommunicator(options->collective, co, &reason);
     if (!made.ok()) return Fail(made.status());
+    spdlog::info("collective rank {}: {}", co.rank, reason);
     comm = std::move(*made);
   }
   // Distributed training keeps a lease on every pserver (and heter-trainer) and says when

@@ -13,6 +13,7 @@
 #include "common/net/io_threads.h"
 #include "common/net/rpc_server.h"
 #include "heter_trainer/device/dense_device.h"
+#include "heter_trainer/device/rank_communicator.h"
 #include "heter_trainer/service/heter_service.h"
 #include "server/service/trainer_registry.h"
 #include "trainer/client/ps_client.h"
@@ -128,13 +129,22 @@ Status HeterApp::StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, st
   co.timeout = std::chrono::milliseconds(job.collective.timeout_ms);
   co.auth_key = std::move(auth_key);
   co.tls = std::move(tls);
-  ASSIGN_OR_RETURN(comm_, trainer::collective::MakeGlooCommunicator(co));
+  // On a GPU device: NCCL on its GPU, or Gloo, as fleetps.collective.backend chooses (auto
+  // by default); on the CPU device: Gloo.
+  std::string reason = "the dense part runs on the CPU";
+  if (device_->type() == DeviceType::kGpu) {
+    config::DataParallelOptions backend = job.collective;
+    backend.gpu = options_.gpus.front();
+    ASSIGN_OR_RETURN(comm_, MakeRankCommunicator(backend, co, &reason));
+  } else {
+    ASSIGN_OR_RETURN(comm_, trainer::collective::MakeGlooCommunicator(co));
+  }
   ASSIGN_OR_RETURN(auto sync, trainer::AllreduceDenseSync::Create(
                                   job, *client_, *comm_, std::chrono::milliseconds(job.heter.allreduce_interval_ms)));
   allreduce_ = sync.get();
   dense_ = std::move(sync);
-  spdlog::info("heter-trainer {}: dense parameters averaged among {} heter-trainer(s) (gloo) every {} ms",
-               options_.server.index, comm_->size(), job.heter.allreduce_interval_ms);
+  spdlog::info("heter-trainer {}: dense parameters averaged among {} heter-trainer(s) every {} ms ({}: {})",
+               options_.server.index, comm_->size(), job.heter.allreduce_interval_ms, comm_->backend(), reason);
   return Status::OK();
 }
 

@@ -3,8 +3,11 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "heter_trainer/cuda/cuda_resources.h"
@@ -30,6 +33,31 @@ Status NcclStatus(ncclResult_t result, const char* call, int rank) {
 
 #define RETURN_IF_NCCL_ERROR(call, rank) RETURN_IF_ERROR(NcclStatus((call), #call, (rank)))
 
+using Clock = std::chrono::steady_clock;
+
+// The communicators are non-blocking (ncclConfig_t::blocking = 0), so that no call waits
+// for a rank that died: set-up and every operation are polled until done, failed, or past
+// the deadline (CollectiveOptions::timeout), as the Gloo backend's operations are.
+void Pause() { std::this_thread::sleep_for(std::chrono::microseconds(20)); }
+
+Status PastDeadline(const std::string& what, int rank, std::chrono::milliseconds timeout) {
+  return Status::TimedOut(what + " on rank " + std::to_string(rank) + " did not finish within " +
+                          std::to_string(timeout.count()) + " ms (fleetps.collective.timeout_ms): a rank died, "
+                          "stopped answering or never joined");
+}
+
+// Waits until the communicator's last call is no longer in progress; its outcome.
+Status WaitForComm(ncclComm_t comm, const std::string& what, int rank, Clock::time_point deadline,
+                   std::chrono::milliseconds timeout) {
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    RETURN_IF_NCCL_ERROR(ncclCommGetAsyncError(comm, &state), rank);
+    if (state != ncclInProgress) return NcclStatus(state, what.c_str(), rank);
+    if (Clock::now() >= deadline) return PastDeadline(what, rank, timeout);
+    Pause();
+  }
+}
+
 // Owns an ncclComm_t.
 class NcclComm {
  public:
@@ -46,6 +74,7 @@ class NcclComm {
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
   ncclComm_t get() const { return comm_; }
+  ncclComm_t release() { return std::exchange(comm_, nullptr); }
 
  private:
   ncclComm_t comm_ = nullptr;
@@ -53,9 +82,9 @@ class NcclComm {
 
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(uint32_t rank, uint32_t size, int gpu, std::unique_ptr<RendezvousServer> server, NcclComm comm,
-                   gpu::Stream stream)
-      : rank_(rank), size_(size), gpu_(gpu), server_(std::move(server)), comm_(std::move(comm)),
+  NcclCommunicator(uint32_t rank, uint32_t size, int gpu, std::chrono::milliseconds timeout,
+                   std::unique_ptr<RendezvousServer> server, NcclComm comm, gpu::Stream stream)
+      : rank_(rank), size_(size), gpu_(gpu), timeout_(timeout), server_(std::move(server)), comm_(std::move(comm)),
         stream_(std::move(stream)) {}
 
   uint32_t rank() const override { return rank_; }
@@ -64,22 +93,18 @@ class NcclCommunicator : public Communicator {
 
   Status Broadcast(std::span<float> data, uint32_t root) override {
     if (root >= size_) return Status::InvalidArgument("broadcast root " + std::to_string(root) + " >= world size");
-    return Run(data.data(), data.size() * sizeof(float), [&](void* buf) {
-      return NcclStatus(ncclBroadcast(buf, buf, data.size(), ncclFloat, static_cast<int>(root), comm_.get(),
-                                      stream_.get()),
-                        "ncclBroadcast", static_cast<int>(rank_));
+    return Run(data.data(), data.size() * sizeof(float), "ncclBroadcast", [&](void* buf) {
+      return ncclBroadcast(buf, buf, data.size(), ncclFloat, static_cast<int>(root), comm_.get(), stream_.get());
     });
   }
   Status AllreduceSum(std::span<float> data) override {
-    return Run(data.data(), data.size() * sizeof(float), [&](void* buf) {
-      return NcclStatus(ncclAllReduce(buf, buf, data.size(), ncclFloat, ncclSum, comm_.get(), stream_.get()),
-                        "ncclAllReduce", static_cast<int>(rank_));
+    return Run(data.data(), data.size() * sizeof(float), "ncclAllReduce", [&](void* buf) {
+      return ncclAllReduce(buf, buf, data.size(), ncclFloat, ncclSum, comm_.get(), stream_.get());
     });
   }
   Status AllreduceSum(std::span<double> data) override {
-    return Run(data.data(), data.size() * sizeof(double), [&](void* buf) {
-      return NcclStatus(ncclAllReduce(buf, buf, data.size(), ncclDouble, ncclSum, comm_.get(), stream_.get()),
-                        "ncclAllReduce", static_cast<int>(rank_));
+    return Run(data.data(), data.size() * sizeof(double), "ncclAllReduce", [&](void* buf) {
+      return ncclAllReduce(buf, buf, data.size(), ncclDouble, ncclSum, comm_.get(), stream_.get());
     });
   }
   Status Barrier() override {
@@ -88,24 +113,56 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
-  // Copies `bytes` of host data to the device, runs `op` on the device copy, copies back.
+  // Copies `bytes` of host data to the device, runs `op` (the NCCL call `call`) on the
+  // device copy, copies back, and waits, watching the communicator, until done or past the
+  // timeout. A failed or late operation aborts the communicator: this and every later
+  // operation return its error (the job cannot go on without the lost rank).
   template <typename Op>
-  Status Run(void* host, size_t bytes, Op op) {
+  Status Run(void* host, size_t bytes, const char* call, Op op) {
     if (bytes == 0) return Status::OK();
+    if (!broken_.ok()) return broken_;
+    Status st = RunOnce(host, bytes, call, op);
+    if (!st.ok() && comm_.get() != nullptr) {
+      ncclCommAbort(comm_.release());
+      broken_ = st;
+    }
+    return st;
+  }
+
+  template <typename Op>
+  Status RunOnce(void* host, size_t bytes, const char* call, Op op) {
+    const auto deadline = Clock::now() + timeout_;
+    const int rank = static_cast<int>(rank_);
     ASSIGN_OR_RETURN(gpu::DeviceGuard guard, gpu::DeviceGuard::Enter(gpu_));
     if (buffer_.size() < bytes) {
       buffer_ = {};
       ASSIGN_OR_RETURN(buffer_, gpu::DeviceBuffer<uint8_t>::Allocate(gpu_, bytes));
     }
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(buffer_.data(), host, bytes, cudaMemcpyHostToDevice, stream_.get()));
-    RETURN_IF_ERROR(op(buffer_.data()));
+    const ncclResult_t queued = op(buffer_.data());
+    if (queued == ncclInProgress) {
+      RETURN_IF_ERROR(WaitForComm(comm_.get(), call, rank, deadline, timeout_));
+    } else {
+      RETURN_IF_ERROR(NcclStatus(queued, call, rank));
+    }
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(host, buffer_.data(), bytes, cudaMemcpyDeviceToHost, stream_.get()));
-    return stream_.Synchronize();
+    while (true) {
+      const cudaError_t done = cudaStreamQuery(stream_.get());
+      if (done == cudaSuccess) return Status::OK();
+      if (done != cudaErrorNotReady) return gpu::CudaStatus(done, "cudaStreamQuery", __FILE__, __LINE__);
+      ncclResult_t state = ncclSuccess;
+      RETURN_IF_NCCL_ERROR(ncclCommGetAsyncError(comm_.get(), &state), rank);
+      if (state != ncclSuccess && state != ncclInProgress) return NcclStatus(state, call, rank);
+      if (Clock::now() >= deadline) return PastDeadline(call, rank, timeout_);
+      Pause();
+    }
   }
 
   const uint32_t rank_;
   const uint32_t size_;
   const int gpu_;
+  const std::chrono::milliseconds timeout_;  // each operation
+  Status broken_;                            // the error that aborted the communicator
   std::unique_ptr<RendezvousServer> server_;  // rank 0 of several: the unique id's home
   NcclComm comm_;
   gpu::Stream stream_;
@@ -147,12 +204,23 @@ StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const CollectiveOpt
       std::memcpy(&id, bytes.data(), sizeof(id));
     }
   }
+  // Non-blocking, so that a rank that never joins fails the others' set-up at the timeout.
+  const auto deadline = Clock::now() + o.timeout;
+  const int rank = static_cast<int>(o.rank);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t raw = nullptr;
-  RETURN_IF_NCCL_ERROR(ncclCommInitRank(&raw, static_cast<int>(size), id, static_cast<int>(o.rank)),
-                       static_cast<int>(o.rank));
+  const ncclResult_t started = ncclCommInitRankConfig(&raw, static_cast<int>(size), id, rank, &config);
   NcclComm comm(raw);
+  Status joined = started == ncclInProgress
+                      ? WaitForComm(raw, "ncclCommInitRankConfig", rank, deadline, o.timeout)
+                      : NcclStatus(started, "ncclCommInitRankConfig", rank);
+  if (!joined.ok()) {
+    if (raw != nullptr) ncclCommAbort(comm.release());
+    return joined;
+  }
   ASSIGN_OR_RETURN(auto stream, gpu::Stream::Create(gpu));
-  auto result = std::make_unique<NcclCommunicator>(o.rank, size, gpu, std::move(server), std::move(comm),
+  auto result = std::make_unique<NcclCommunicator>(o.rank, size, gpu, o.timeout, std::move(server), std::move(comm),
                                                    std::move(stream));
   RETURN_IF_ERROR(result->Barrier());
   return std::unique_ptr<Communicator>(std::move(result));

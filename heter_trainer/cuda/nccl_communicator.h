@@ -9,7 +9,10 @@
 // device, runs the NCCL collective on the communicator's stream, copies the result back and
 // waits — the same semantics as the Gloo backend, so the two are interchangeable (and
 // compared in heter_cuda_test). Every CUDA and NCCL failure comes back as a Status naming
-// the call and NCCL's error string.
+// the call and NCCL's error string. As with Gloo, set-up and each operation are bounded by
+// CollectiveOptions::timeout (the communicator is non-blocking and polled): a rank that
+// died, hangs or never joined fails the others with TimedOut instead of a hang, and a
+// failed operation aborts the communicator (every later one returns the same error).
 
 #include <memory>
 

@@ -8,6 +8,7 @@
 #include "common/key_index.h"
 #include "common/net/io_threads.h"
 #include "common/net/rpc_server.h"
+#include "heter_trainer/device/rank_communicator.h"
 #include "trainer/data/batch.h"
 #include "trainer/model/dense_net.h"
 
@@ -61,7 +62,7 @@ class LaneStepper : public trainer::DenseStepper {
 }  // namespace
 
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
-    const config::TrainerOptions& o, uint32_t devices, std::shared_ptr<const net::AuthKey> auth_key) {
+    const config::TrainerOptions& o, uint32_t devices, bool gpus, std::shared_ptr<const net::AuthKey> auth_key) {
   std::vector<net::Endpoint> nodes = o.trainer_endpoints;
   if (nodes.empty()) {
     ASSIGN_OR_RETURN(uint16_t port, FreeLoopbackPort());
@@ -85,7 +86,15 @@ StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommu
     co.prefix = "fleetps-gpups";
     co.timeout = std::chrono::milliseconds(o.collective.timeout_ms);
     co.auth_key = auth_key;
-    ASSIGN_OR_RETURN(comms[d], collective::MakeGlooCommunicator(co));
+    if (!gpus) {
+      ASSIGN_OR_RETURN(comms[d], collective::MakeGlooCommunicator(co));
+      return Status::OK();
+    }
+    config::DataParallelOptions backend = o.collective;
+    backend.gpu = d < o.gpups.devices.size() ? o.gpups.devices[d] : static_cast<int>(d);
+    std::string reason;
+    ASSIGN_OR_RETURN(comms[d], MakeRankCommunicator(backend, co, &reason));
+    spdlog::info("trainer {} device {}: dense allreduce rank {}: {}", o.trainer_id, backend.gpu, co.rank, reason);
     return Status::OK();
   }));
   return comms;

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "heter_trainer/cuda/nccl_communicator.h"
+#include "test/support/process.h"
 
 namespace fleetps::heter {
 namespace {
@@ -55,6 +56,27 @@ TEST_CASE("NCCL with one rank: broadcast and allreduce leave the data as the Glo
   REQUIRE(trainer::collective::AllreduceMean(comm, mean).ok());
   CHECK(mean == std::vector<float>{4.0f, 8.0f});
   CHECK(comm.Broadcast(f, 1).IsInvalidArgument());
+}
+
+TEST_CASE("NCCL set-up waiting for a rank that never joins fails with TimedOut, not a hang") {
+  if (Devices() == 0) {
+    WARN("skipped: no CUDA device visible");
+    return;
+  }
+  // Rank 0 of 2: it serves the unique id and starts the (non-blocking) set-up; rank 1 never
+  // comes, so the set-up must end at the timeout with an error that says why.
+  const auto ports = testing::FreePorts(2);
+  trainer::collective::CollectiveOptions o;
+  o.rank = 0;
+  o.endpoints = {{"127.0.0.1", ports[0]}, {"127.0.0.1", ports[1]}};
+  o.timeout = std::chrono::milliseconds(3000);
+  auto made = MakeNcclCommunicator(o, 0);
+  INFO(made.status().ToString());
+  REQUIRE_FALSE(made.ok());
+  CHECK(made.status().IsTimedOut());
+  CHECK_THAT(made.status().message(), Catch::Contains("ncclCommInitRankConfig") &&
+                                          Catch::Contains("did not finish within 3000 ms") &&
+                                          Catch::Contains("fleetps.collective.timeout_ms"));
 }
 
 }  // namespace

@@ -167,7 +167,7 @@ std::vector<std::unique_ptr<PassTrainer>> MakeTrainers(const Cluster& cluster, c
         results[t] = table.status();
         return;
       }
-      auto comms = MakeDeviceCommunicators(tr.options, devices, nullptr);
+      auto comms = MakeDeviceCommunicators(tr.options, devices, false, nullptr);
       if (!comms.ok()) {
         results[t] = comms.status();
         return;
