@@ -63,8 +63,21 @@ class NcclComm {
  public:
   NcclComm() = default;
   explicit NcclComm(ncclComm_t comm) : comm_(comm) {}
+  // Non-blocking: finalized (polled, at most 10 s) before it is destroyed; aborted when
+  // that fails or takes longer.
   ~NcclComm() {
-    if (comm_ != nullptr) ncclCommDestroy(comm_);
+    if (comm_ == nullptr) return;
+    ncclResult_t state = ncclCommFinalize(comm_);
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (state == ncclInProgress && Clock::now() < deadline) {
+      Pause();
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+    }
+    if (state == ncclSuccess) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
   }
   NcclComm(NcclComm&& other) noexcept : comm_(std::exchange(other.comm_, nullptr)) {}
   NcclComm& operator=(NcclComm&& other) noexcept {
