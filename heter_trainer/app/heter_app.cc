@@ -129,12 +129,12 @@ Status HeterApp::StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, st
   co.timeout = std::chrono::milliseconds(job.collective.timeout_ms);
   co.auth_key = std::move(auth_key);
   co.tls = std::move(tls);
-  // On a GPU device: NCCL on its GPU, or Gloo, as fleetps.collective.backend chooses (auto
-  // by default); on the CPU device: Gloo.
-  std::string reason = "the dense part runs on the CPU";
-  if (device_->type() == DeviceType::kGpu) {
+  // The replicas are in host memory: Gloo, unless fleetps.collective.backend asks for NCCL
+  // on a GPU device (several heter-trainers sharing a GPU cannot use NCCL).
+  std::string reason = "the replicas are in host memory (fleetps.collective.backend: nccl for NCCL on the GPU)";
+  if (job.collective.backend == config::CollectiveBackend::kNccl) {
     config::DataParallelOptions backend = job.collective;
-    backend.gpu = options_.gpus.front();
+    backend.gpu = device_->type() == DeviceType::kGpu ? options_.gpus.front() : -1;
     ASSIGN_OR_RETURN(comm_, MakeRankCommunicator(backend, co, &reason));
   } else {
     ASSIGN_OR_RETURN(comm_, trainer::collective::MakeGlooCommunicator(co));

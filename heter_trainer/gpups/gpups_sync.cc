@@ -86,7 +86,7 @@ StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommu
     co.prefix = "fleetps-gpups";
     co.timeout = std::chrono::milliseconds(o.collective.timeout_ms);
     co.auth_key = auth_key;
-    if (!gpus) {
+    if (!gpus || o.collective.backend != config::CollectiveBackend::kNccl) {
       ASSIGN_OR_RETURN(comms[d], collective::MakeGlooCommunicator(co));
       return Status::OK();
     }

@@ -107,9 +107,9 @@ class GpuPsSync : public trainer::ParamSync {
 
 // Communicators for the devices of this trainer: rank trainer_id * devices + d; the ranks'
 // endpoints are options.trainer_endpoints' hosts with port + d (one trainer without
-// endpoints: a free loopback port). Set up concurrently (each waits for every rank). `gpus`:
-// the devices are options.gpups.devices' GPUs, and fleetps.collective.backend chooses NCCL
-// or Gloo (auto: NCCL where the build has it); otherwise (the host twin) Gloo.
+// endpoints: a free loopback port). Set up concurrently (each waits for every rank). Gloo,
+// as the dense replicas are in host memory; NCCL on options.gpups.devices' GPUs when `gpus`
+// (the CUDA pass table) and fleetps.collective.backend is nccl.
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
     const config::TrainerOptions& options, uint32_t devices, bool gpus, std::shared_ptr<const net::AuthKey> auth_key);
 
