@@ -44,7 +44,8 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
   const uint32_t devices = table->devices();
   spdlog::info("trainer {}/{}: GPU-PS (gpubox) on {} {} device(s) (FLAGS_selected_gpus), {} dense ranks in all",
                o.trainer_id, o.trainers_num, devices, table->device_name(), devices * o.trainers_num);
-  ASSIGN_OR_RETURN(auto comms, MakeDeviceCommunicators(o, devices, table->device_name() == "cuda", client_options.rpc.auth_key));
+  const bool gpus = table->device_name() == "cuda";
+  ASSIGN_OR_RETURN(auto comms, MakeDeviceCommunicators(o, devices, gpus, client_options.rpc.auth_key));
   config::TrainerOptions job = o;
   job.worker_threads = devices;  // one worker per device
   std::optional<trainer::Heartbeat> heartbeat;
