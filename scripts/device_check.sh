@@ -11,6 +11,10 @@
 #   heter_cuda_sanitizer  heter_cuda_test under compute-sanitizer (when installed)
 #   heter_bench           dense step times per micro-batch against the GEMMs' roofline
 #   gpups_bench           pass build, device-table lookup and update rates
+#   heter_nccl            a heter job (run_heter.sh, 100k rows) whose heter-trainer averages
+#                         its dense replica over NCCL (dense_sync allreduce, backend nccl;
+#                         world size 1); its workerlog says "(nccl: backend: nccl on GPU 0)"
+#   gpubox_nccl           a GPU-PS job (run_gpubox.sh, 100k rows) on GPU 0 with backend nccl
 # FULL=1 adds the end-to-end benchmarks on this machine's cores (async PS vs heter vs
 # GPU-PS): bench/heter_bench/run.sh ROWS TRAINERS 1 and bench/gpups_bench/run.sh ROWS 1
 # (ROWS default 1000000, TRAINERS default 8). Every step runs even when one fails.
@@ -48,6 +52,15 @@ if command -v compute-sanitizer >/dev/null; then
 fi
 step heter_bench 180 "$B/bench/heter_bench/heter_bench" --config configs/ctr_dnn.yaml --device gpu
 step gpups_bench 180 "$B/bench/gpups_bench/gpups_bench" --config configs/ctr_dnn.yaml --device gpu --devices 1
+# The NCCL paths of the heter dense allreduce and of GPU-PS, on small jobs.
+nccl_config="$(mktemp -d)/ctr_dnn_nccl.yaml"
+{ cat configs/ctr_dnn.yaml; echo "  collective: {backend: nccl}"
+  echo "  heter: {dense_sync: allreduce, allreduce_port: 19190}"; } >"$nccl_config"
+step heter_nccl 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
+  FLEETPS_HETER_TRAINERS=1 HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$OUT/heter_nccl" \
+  scripts/run_heter.sh
+step gpubox_nccl 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
+  HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$OUT/gpubox_nccl" scripts/run_gpubox.sh
 if [ "${FULL:-0}" = 1 ]; then
   step heter_run 900 env BUILD="$B" bench/heter_bench/run.sh "${ROWS:-1000000}" "${TRAINERS:-8}" 1
   step gpups_run 900 env BUILD="$B" bench/gpups_bench/run.sh "${ROWS:-1000000}" 1

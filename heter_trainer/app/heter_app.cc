@@ -133,8 +133,13 @@ Status HeterApp::StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, st
   // on a GPU device (several heter-trainers sharing a GPU cannot use NCCL).
   std::string reason = "the replicas are in host memory (fleetps.collective.backend: nccl for NCCL on the GPU)";
   if (job.collective.backend == config::CollectiveBackend::kNccl) {
+    if (device_->type() != DeviceType::kGpu) {
+      return Status::InvalidArgument(
+          "fleetps.collective.backend nccl averages the dense replicas on the heter-trainers' GPUs, but this one "
+          "runs on the CPU (HETER_DEVICE_TYPE): use HETER_DEVICE_TYPE=gpu, or backend gloo");
+    }
     config::DataParallelOptions backend = job.collective;
-    backend.gpu = device_->type() == DeviceType::kGpu ? options_.gpus.front() : -1;
+    backend.gpu = options_.gpus.front();
     ASSIGN_OR_RETURN(comm_, MakeRankCommunicator(backend, co, &reason));
   } else {
     ASSIGN_OR_RETURN(comm_, trainer::collective::MakeGlooCommunicator(co));

@@ -137,6 +137,26 @@ double MaxRelError(std::span<const float> got, std::span<const float> want) {
   return err / max_abs;
 }
 
+TEST_CASE("A CPU heter-trainer asked to average its dense replica over NCCL is refused, saying what to set") {
+  Cluster cluster(0);
+  config::HeterTrainerOptions ho;
+  ho.job = cluster.job;
+  ho.job.heter.dense_sync = config::HeterDenseSync::kAllreduce;
+  const auto ports = testing::FreePorts(2);
+  ho.job.heter.allreduce_port = ports[1];
+  ho.job.collective.backend = config::CollectiveBackend::kNccl;
+  ho.device = "cpu";
+  ho.server.endpoints = {{"127.0.0.1", ports[0]}};
+  ho.server.io_threads = 1;
+  REQUIRE(config::ValidateHeterTrainerOptions(ho).ok());
+  HeterApp app(ho);
+  const Status st = app.Start();
+  INFO(st.ToString());
+  CHECK(st.IsInvalidArgument());
+  CHECK_THAT(st.message(), Catch::Contains("heter-trainer 0") && Catch::Contains("runs on the CPU") &&
+                               Catch::Contains("HETER_DEVICE_TYPE=gpu, or backend gloo"));
+}
+
 TEST_CASE("A micro-batch is answered as DenseNet computes it and its dense gradient reaches the pserver") {
   Cluster cluster;
   auto client = cluster.Connect(cluster.ClientOptions());
