@@ -27,7 +27,10 @@ struct GpuBoxJob {
   std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
   std::unique_ptr<ChildProcess> servers[2], nodes[2];
 
-  GpuBoxJob(uint32_t rows, uint32_t trainer_count, const std::string& extra_yaml = "") : trainers(trainer_count) {
+  // `extra_yaml`: more keys of the fleetps map; `extra_model`: more hyper_parameters.
+  GpuBoxJob(uint32_t rows, uint32_t trainer_count, const std::string& extra_yaml = "",
+            const std::string& extra_model = "")
+      : trainers(trainer_count) {
     REQUIRE(testing::GenerateData(dir, {"--rows", std::to_string(rows), "--train-files", "2"}));
     testing::WriteFile(dir + "/job.yaml", R"(
 runner:
@@ -42,7 +45,7 @@ runner:
   print_interval: 50
   sync_mode: gpubox
   model_save_path: "model"
-)" + testing::kSmallCtrDnnModel + R"(fleetps:
+)" + testing::kSmallCtrDnnModel + extra_model + R"(fleetps:
   sparse_table: {shards: 4}
   server:
     io_threads: 1
@@ -89,7 +92,11 @@ runner:
 
 TEST_CASE("GPU-PS job: two nodes x two host devices train two passes per epoch, evaluate, save and all exit 0",
           "[e2e]") {
-  GpuBoxJob job(30000, 2, "  gpups: {passes_per_epoch: 2}\n");
+  // Per-slot embedding widths: the pass table's rows stay 8 wide, each slot pools its first
+  // 8, 4 or 2 floats.
+  std::string dims;
+  for (int s = 0; s < 26; ++s) dims += (s ? ", " : "") + std::to_string(8 >> (s % 3));
+  GpuBoxJob job(30000, 2, "  gpups: {passes_per_epoch: 2}\n", "  slot_dims: [" + dims + "]\n");
   job.Start();
   for (uint32_t t = 0; t < 2; ++t) {
     const int rc = job.nodes[t]->Wait(120s);
@@ -104,6 +111,9 @@ TEST_CASE("GPU-PS job: two nodes x two host devices train two passes per epoch, 
     // 2 epochs x 2 passes, each on half of the node's records (about 6750 of 13500).
     CHECK_THAT(log, Catch::Contains("pass 4: begin_pass") && Catch::Contains("pass 4: end_pass"));
     CHECK_THAT(log, !Catch::Contains("pass 5:"));
+    // The dense part's input is 9 x 8 + 9 x 4 + 8 x 2 + 13 = 137 wide (221 without slot_dims):
+    // (137 + 1) x 64 + (64 + 1) x 32 + (32 + 1) x 2 = 10978 parameters.
+    CHECK_THAT(log, Catch::Contains("(10978 dense parameters)"));
   }
   // The nodes share keys: whichever wrote second merged its pass into the other's rows.
   const std::string both = job.Log("trainer0") + job.Log("trainer1");
