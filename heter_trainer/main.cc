@@ -19,10 +19,13 @@
 
 #include "common/config/heter_config.h"
 #include "common/logging.h"
+#include "common/metrics/registry.h"
+#include "common/net/http_endpoint.h"
 #include "common/systemd/notifier.h"
 #include "fleetps/config.h"
 #include "heter_trainer/app/heter_app.h"
 #include "heter_trainer/gpups/gpups_job.h"
+#include "trainer/runtime/job.h"
 
 namespace {
 
@@ -37,7 +40,7 @@ int Fail(const fleetps::Status& st) {
 int GpuBoxMain(const std::string& config_path, const std::string& device, const std::string& gpus,
                const std::string& servers, const std::string& log_level, const fleetps::trainer::JobFlags& flags,
                const std::string& train_data, const std::string& test_data, std::optional<uint32_t> epochs,
-               const std::string& merge) {
+               const std::string& merge, std::optional<uint16_t> metrics_port) {
   using namespace fleetps;
   auto options = config::LoadTrainerYaml(config_path);
   if (!options.ok()) return Fail(options.status());
@@ -63,10 +66,22 @@ int GpuBoxMain(const std::string& config_path, const std::string& device, const 
   if (auto st = SetUpLogging({options->log_level, "gpups:" + std::to_string(options->trainer_id)}); !st.ok()) {
     return Fail(st);
   }
+  // Opt-in /metrics, as cpu-trainer's (--metrics-port or FLEETPS_TRAINER_METRICS_PORT): the
+  // training series and the passes'.
+  auto port = trainer::TrainerMetricsPort(metrics_port, config::ProcessEnv());
+  if (!port.ok()) return Fail(port.status());
+  metrics::Registry metrics_registry;
+  std::unique_ptr<net::HttpEndpoint> metrics_endpoint;
+  trainer::JobFlags job_flags = flags;
+  if (*port) {
+    auto served = trainer::ServeTrainerMetrics(metrics_registry, **port);
+    if (!served.ok()) return Fail(served.status());
+    metrics_endpoint = std::move(*served);
+    job_flags.metrics = &metrics_registry;
+  }
   // Under a Type=notify unit (fleetps-heter-trainer@): READY=1 once connected to the
   // pservers and past the job's start barrier; the job then runs to its end.
   systemd::Notifier notifier;
-  trainer::JobFlags job_flags = flags;
   // One command line for every node (fleetps-launch): --report out/trainer{trainer_id}.json.
   job_flags.report_path = trainer::PerTrainerPath(flags.report_path, options->trainer_id);
   job_flags.on_started = [&notifier, id = options->trainer_id] {
@@ -101,7 +116,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   cli.add_option("--log-level", log_level, "trace|debug|info|warn|error|off");
   cli.add_option("--metrics-port", metrics_port,
-                 "serve /metrics, /healthz, /readyz on this port (overrides FLEETPS_HETER_METRICS_PORT; 0: off)");
+                 "serve /metrics, /healthz, /readyz on this port (overrides FLEETPS_HETER_METRICS_PORT; 0: off); "
+                 "gpubox: as cpu-trainer's (overrides FLEETPS_TRAINER_METRICS_PORT; 0: any free port)");
   std::string sync_mode, gpus, train_data, test_data, merge;
   std::optional<uint32_t> epochs;
   trainer::JobFlags flags;
@@ -119,10 +135,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(cli, argc, argv);
 
   if (sync_mode == "gpubox") {
-    return GpuBoxMain(config_path, device, gpus, servers, log_level, flags, train_data, test_data, epochs, merge);
+    return GpuBoxMain(config_path, device, gpus, servers, log_level, flags, train_data, test_data, epochs, merge,
+                      metrics_port);
   }
   if (auto job = config::LoadTrainerYaml(config_path); job.ok() && job->gpubox_mode()) {
-    return GpuBoxMain(config_path, device, gpus, servers, log_level, flags, train_data, test_data, epochs, merge);
+    return GpuBoxMain(config_path, device, gpus, servers, log_level, flags, train_data, test_data, epochs, merge,
+                      metrics_port);
   }
 
   auto options = config::LoadHeterTrainerYaml(config_path);

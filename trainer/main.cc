@@ -184,19 +184,12 @@ int main(int argc, char** argv) {
     }
   }
   // Metrics are opt-in on trainers: --metrics-port or FLEETPS_TRAINER_METRICS_PORT.
-  if (const char* env = std::getenv("FLEETPS_TRAINER_METRICS_PORT"); !metrics_port && env != nullptr && *env) {
-    char* end = nullptr;
-    const unsigned long p = std::strtoul(env, &end, 10);
-    if (*end != '\0' || p > 65535 || env[0] == '-') {
-      return Fail(Status::InvalidArgument(std::string("FLEETPS_TRAINER_METRICS_PORT='") + env +
-                                          "' is not a port number (0-65535)"));
-    }
-    metrics_port = static_cast<uint16_t>(p);
-  }
+  auto port = trainer::TrainerMetricsPort(metrics_port, config::ProcessEnv());
+  if (!port.ok()) return Fail(port.status());
   metrics::Registry metrics_registry;
   std::unique_ptr<net::HttpEndpoint> metrics_endpoint;
-  if (metrics_port) {
-    auto served = trainer::ServeTrainerMetrics(metrics_registry, *metrics_port);
+  if (*port) {
+    auto served = trainer::ServeTrainerMetrics(metrics_registry, **port);
     if (!served.ok()) return Fail(served.status());
     metrics_endpoint = std::move(*served);
     flags.metrics = &metrics_registry;

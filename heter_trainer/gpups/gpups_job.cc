@@ -53,6 +53,7 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
   Status st;
   {
     auto sync = GpuPsSync::Create(job, *client, std::move(table), std::move(comms));
+    if (sync.ok() && flags.metrics != nullptr) (*sync)->SetMetrics(*flags.metrics);
     st = sync.ok() ? trainer::RunTrainJob(job, *client, flags, std::move(sync).value()) : sync.status();
   }
   heartbeat->Finish(st);

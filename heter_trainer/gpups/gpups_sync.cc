@@ -177,7 +177,23 @@ Status GpuPsSync::BeginPass(data::Dataset& dataset) {
   const double collect = Seconds(t0);
   RETURN_IF_ERROR(BeginPassWithKeys(keys.keys()));
   last_.collect_seconds = collect;
+  series_.collect.Set(collect);
   return Status::OK();
+}
+
+void GpuPsSync::SetMetrics(metrics::Registry& registry) {
+  series_.passes = registry.GetCounter("fleetps_gpups_passes_total", "GPU-PS passes begun (begin_pass)");
+  series_.keys = registry.GetGauge("fleetps_gpups_pass_keys", "Unique keys of the latest pass (its table's rows)");
+  const std::string help = "Seconds of the latest pass's steps: collect (its keys from the dataset), pull "
+                           "(PullRows), build (the device table), write (end_pass: export and WriteRows)";
+  series_.collect = registry.GetGauge("fleetps_gpups_pass_seconds", help, {{"step", "collect"}});
+  series_.pull = registry.GetGauge("fleetps_gpups_pass_seconds", help, {{"step", "pull"}});
+  series_.build = registry.GetGauge("fleetps_gpups_pass_seconds", help, {{"step", "build"}});
+  series_.write = registry.GetGauge("fleetps_gpups_pass_seconds", help, {{"step", "write"}});
+  const std::string rows = "Rows written back at end_pass: exact (no other trainer changed them meanwhile), or "
+                           "added (another trainer had: the pass's difference was merged)";
+  series_.rows_exact = registry.GetCounter("fleetps_gpups_rows_written_total", rows, {{"merge", "exact"}});
+  series_.rows_added = registry.GetCounter("fleetps_gpups_rows_written_total", rows, {{"merge", "added"}});
 }
 
 Status GpuPsSync::BeginPassWithKeys(std::span<const uint64_t> keys) {
@@ -201,6 +217,10 @@ Status GpuPsSync::BeginPassWithKeys(std::span<const uint64_t> keys) {
   t0 = Clock::now();
   RETURN_IF_ERROR(table_->Build(keys, rows, flags, stats).WithContext("begin_pass"));
   last_.build_seconds = Seconds(t0);
+  series_.passes.Increment();
+  series_.keys.Set(static_cast<double>(keys.size()));
+  series_.pull.Set(last_.pull_seconds);
+  series_.build.Set(last_.build_seconds);
   spdlog::info("trainer {} pass {}: begin_pass: {} keys, rows pulled in {:.2f} s ({:.0f} keys/s), {} table on {} "
                "device(s) built in {:.2f} s",
                o_.trainer_id, passes_, keys.size(), last_.pull_seconds,
@@ -235,6 +255,9 @@ Status GpuPsSync::EndPass() {
   last_.written = written.written;
   last_.merged = written.merged;
   last_.write_seconds = Seconds(t0);
+  series_.write.Set(last_.write_seconds);
+  series_.rows_exact.Increment(static_cast<double>(written.written));
+  series_.rows_added.Increment(static_cast<double>(written.merged));
   spdlog::info("trainer {} pass {}: end_pass: {} rows written back in {:.2f} s ({} exact, {} merged with another "
                "trainer's)",
                o_.trainer_id, passes_, rows.keys.size(), last_.write_seconds, written.written, written.merged);

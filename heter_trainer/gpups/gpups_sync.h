@@ -30,6 +30,7 @@
 
 #include "common/config/trainer_config.h"
 #include "common/key_index.h"
+#include "common/metrics/registry.h"
 #include "common/status.h"
 #include "heter_trainer/device/dense_device.h"
 #include "heter_trainer/gpups/pass_table.h"
@@ -65,6 +66,10 @@ class GpuPsSync : public trainer::ParamSync {
 
   const PassTable& table() const { return *table_; }
   const PassStats& last_pass() const { return last_; }
+  // Records the passes in `registry` (which outlives this), for the trainer's /metrics:
+  // fleetps_gpups_passes_total, fleetps_gpups_pass_keys and fleetps_gpups_pass_seconds{step}
+  // (the latest pass's), fleetps_gpups_rows_written_total{merge="exact"|"added"}.
+  void SetMetrics(metrics::Registry& registry);
 
   Status BeginPass(data::Dataset& dataset) override;
   Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) override;
@@ -102,6 +107,10 @@ class GpuPsSync : public trainer::ParamSync {
 
   PassStats last_;
   uint32_t passes_ = 0;
+  struct Series {  // no-op handles until SetMetrics
+    metrics::Counter passes, rows_exact, rows_added;
+    metrics::Gauge keys, collect, pull, build, write;
+  } series_;
   std::vector<MergeBuffer> merge_;  // per worker (device); each touched only by its worker
 };
 

@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <regex>
 #include <string>
 
+#include "test/support/http.h"
 #include "test/support/job.h"
 #include "test/support/notify_socket.h"
 #include "test/support/process.h"
@@ -64,6 +66,8 @@ runner:
     }
     return env;
   }
+  std::vector<std::string> node0_args;  // more flags of node 0's heter-trainer
+
   void Start() {
     for (int i = 0; i < 2; ++i) {
       auto env = Env("PSERVER");
@@ -77,9 +81,10 @@ runner:
       auto env = Env("TRAINER");
       env["PADDLE_TRAINER_ID"] = std::to_string(t);
       nodes[t] = std::make_unique<ChildProcess>();
-      REQUIRE(nodes[t]->Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml",
-                               "--report", dir + "/trainer" + std::to_string(t) + ".json"},
-                              env, dir + "/trainer" + std::to_string(t) + ".log"));
+      std::vector<std::string> args = {testing::BinaryPath("heter_trainer/heter-trainer"), "--config",
+                                       dir + "/job.yaml", "--report", dir + "/trainer" + std::to_string(t) + ".json"};
+      if (t == 0) args.insert(args.end(), node0_args.begin(), node0_args.end());
+      REQUIRE(nodes[t]->Start(args, env, dir + "/trainer" + std::to_string(t) + ".log"));
     }
   }
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
@@ -97,7 +102,18 @@ TEST_CASE("GPU-PS job: two nodes x two host devices train two passes per epoch, 
   std::string dims;
   for (int s = 0; s < 26; ++s) dims += (s ? ", " : "") + std::to_string(8 >> (s % 3));
   GpuBoxJob job(30000, 2, "  gpups: {passes_per_epoch: 2}\n", "  slot_dims: [" + dims + "]\n");
+  const uint16_t metrics_port = testing::FreePorts(1)[0];
+  job.node0_args = {"--metrics-port", std::to_string(metrics_port)};
   job.Start();
+  // Node 0's /metrics while it trains (three passes and the evaluation are still to come):
+  // the training series and the passes'.
+  REQUIRE(testing::WaitForLog(job.dir + "/trainer0.log", "pass 1: end_pass", 120s));
+  const std::string metrics = testing::HttpGetBody(metrics_port, "/metrics");
+  INFO(metrics);
+  CHECK(std::regex_search(metrics, std::regex("\nfleetps_gpups_passes_total [1-4]\n")));
+  CHECK(std::regex_search(metrics, std::regex("\nfleetps_gpups_pass_keys [1-9][0-9]*\n")));
+  CHECK(std::regex_search(metrics, std::regex("\nfleetps_trainer_examples_total [1-9][0-9.e+]*\n")));
+  CHECK_THAT(metrics, Catch::Contains("fleetps_gpups_rows_written_total{merge=\"exact\"}"));
   for (uint32_t t = 0; t < 2; ++t) {
     const int rc = job.nodes[t]->Wait(120s);
     INFO(job.AllLogs());

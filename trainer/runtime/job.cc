@@ -1,5 +1,6 @@
 #include "trainer/runtime/job.h"
 
+#include <cstdlib>
 #include <fstream>
 
 #include <spdlog/spdlog.h>
@@ -169,6 +170,18 @@ std::string PerTrainerPath(std::string path, uint32_t trainer_id) {
     path.replace(at, kField.size(), std::to_string(trainer_id));
   }
   return path;
+}
+
+StatusOr<std::optional<uint16_t>> TrainerMetricsPort(std::optional<uint16_t> flag, const config::EnvLookup& env) {
+  if (flag) return flag;
+  const std::optional<std::string> value = env("FLEETPS_TRAINER_METRICS_PORT");
+  if (!value || value->empty()) return std::optional<uint16_t>();
+  char* end = nullptr;
+  const unsigned long port = std::strtoul(value->c_str(), &end, 10);
+  if (*end != '\0' || port > 65535 || (*value)[0] == '-' || (*value)[0] == '+' || (*value)[0] == ' ') {
+    return Status::InvalidArgument("FLEETPS_TRAINER_METRICS_PORT='" + *value + "' is not a port number (0-65535)");
+  }
+  return std::optional<uint16_t>(static_cast<uint16_t>(port));
 }
 
 StatusOr<std::unique_ptr<net::HttpEndpoint>> ServeTrainerMetrics(metrics::Registry& registry, uint16_t port) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/config/trainer_config.h"
@@ -59,6 +60,11 @@ struct JobFlags {
 // `path` with every "{trainer_id}" replaced by `trainer_id`: the trainers of a job started
 // with one command line (fleetps-launch) write their reports to distinct files.
 std::string PerTrainerPath(std::string path, uint32_t trainer_id);
+
+// The port of a trainer's opt-in /metrics (cpu-trainer, and heter-trainer in GPU-PS mode):
+// `flag` (--metrics-port), else FLEETPS_TRAINER_METRICS_PORT from `env`; nullopt when neither
+// is set. InvalidArgument naming the variable when its value is not a port number.
+StatusOr<std::optional<uint16_t>> TrainerMetricsPort(std::optional<uint16_t> flag, const config::EnvLookup& env);
 
 // cpu-trainer --metrics-port: serves `registry` as /metrics, and /healthz and /readyz
 // (200 while the process runs), on every interface of `port` (0: any free one). Errors

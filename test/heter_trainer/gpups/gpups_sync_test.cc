@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/config/trainer_config.h"
+#include "common/metrics/registry.h"
 #include "heter_trainer/gpups/gpups_sync.h"
 #include "server/app/app.h"
 #include "server/table/table_set.h"
@@ -288,6 +289,8 @@ TEST_CASE("Two trainers on overlapping keys: both passes add up on the pservers,
   const auto start = ref0.Rows(0);
 
   auto trainers = MakeTrainers(pass_cluster, job, 2, 1);
+  metrics::Registry registry;  // trainer 1's /metrics
+  trainers[1]->sync->SetMetrics(registry);
   const auto keys0 = Range(0, 40), keys1 = Range(20, 60);  // [20, 40) trained by both
   std::vector<std::vector<std::vector<Batch>>> batches = {{Batches(keys0, 6, 31, true)}, {Batches(keys1, 6, 32, true)}};
   REQUIRE(trainers[0]->sync->BeginPassWithKeys(keys0).ok());
@@ -298,6 +301,13 @@ TEST_CASE("Two trainers on overlapping keys: both passes add up on the pservers,
   CHECK(trainers[0]->sync->last_pass().written == 40);
   CHECK(trainers[1]->sync->last_pass().written == 20);
   CHECK(trainers[1]->sync->last_pass().merged == 20);
+  const std::string text = registry.Serialize();
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("\nfleetps_gpups_passes_total 1\n") &&
+                       Catch::Contains("\nfleetps_gpups_pass_keys 40\n") &&
+                       Catch::Contains("fleetps_gpups_rows_written_total{merge=\"exact\"} 20\n") &&
+                       Catch::Contains("fleetps_gpups_rows_written_total{merge=\"added\"} 20\n") &&
+                       Catch::Contains("fleetps_gpups_pass_seconds{step=\"write\"} "));
 
   // References: each trainer's pushes applied directly to the start state.
   PushAll(*ref0.Client(), batches[0][0], job.max_merge_steps);

@@ -1,0 +1,52 @@
+// The job helpers the trainer mains share: the opt-in metrics port and per-trainer paths.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "trainer/runtime/job.h"
+
+namespace fleetps::trainer {
+namespace {
+
+config::EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST_CASE("The trainer metrics port: the flag, else FLEETPS_TRAINER_METRICS_PORT, else none") {
+  auto port = TrainerMetricsPort(std::nullopt, Env({}));
+  REQUIRE(port.ok());
+  CHECK_FALSE(port->has_value());
+  port = TrainerMetricsPort(std::nullopt, Env({{"FLEETPS_TRAINER_METRICS_PORT", ""}}));
+  REQUIRE(port.ok());
+  CHECK_FALSE(port->has_value());
+  port = TrainerMetricsPort(std::nullopt, Env({{"FLEETPS_TRAINER_METRICS_PORT", "9105"}}));
+  REQUIRE(port.ok());
+  CHECK(*port == std::optional<uint16_t>(9105));
+  port = TrainerMetricsPort(7001, Env({{"FLEETPS_TRAINER_METRICS_PORT", "9105"}}));
+  REQUIRE(port.ok());
+  CHECK(*port == std::optional<uint16_t>(7001));
+  port = TrainerMetricsPort(std::nullopt, Env({{"FLEETPS_TRAINER_METRICS_PORT", "0"}}));
+  REQUIRE(port.ok());
+  CHECK(*port == std::optional<uint16_t>(0));  // any free port
+  for (const char* bad : {"65536", "-1", "91x", "+80", " 80"}) {
+    INFO(bad);
+    auto refused = TrainerMetricsPort(std::nullopt, Env({{"FLEETPS_TRAINER_METRICS_PORT", bad}}));
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().IsInvalidArgument());
+    CHECK_THAT(refused.status().message(),
+               Catch::Contains(std::string("FLEETPS_TRAINER_METRICS_PORT='") + bad + "' is not a port number"));
+  }
+}
+
+TEST_CASE("Per-trainer paths replace every {trainer_id}") {
+  CHECK(PerTrainerPath("out/trainer{trainer_id}.json", 3) == "out/trainer3.json");
+  CHECK(PerTrainerPath("{trainer_id}/{trainer_id}.txt", 12) == "12/12.txt");
+  CHECK(PerTrainerPath("plain.json", 1) == "plain.json");
+}
+
+}  // namespace
+}  // namespace fleetps::trainer
