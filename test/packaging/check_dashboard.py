@@ -2,7 +2,8 @@
 """The Grafana dashboard (packaging/systemd/fleetps-grafana-dashboard.json) is valid JSON,
 every panel has a query, and every fleetps_* series it queries is one that fleetps exports
 (a name registered in server/app/server_metrics.cc, or by the trainers in
-trainer/runtime/trainer.cc and heter_trainer/service/heter_service.cc), so a renamed metric
+trainer/runtime/trainer.cc, heter_trainer/service/heter_service.cc and
+heter_trainer/gpups/gpups_sync.cc), so a renamed metric
 breaks this test instead of a dashboard panel.
     check_dashboard.py SOURCE_DIR"""
 import json
@@ -12,7 +13,8 @@ import sys
 src = sys.argv[1]
 dash = json.load(open(f"{src}/packaging/systemd/fleetps-grafana-dashboard.json"))
 exported = set()
-for source in ("server/app/server_metrics.cc", "trainer/runtime/trainer.cc", "heter_trainer/service/heter_service.cc"):
+for source in ("server/app/server_metrics.cc", "trainer/runtime/trainer.cc", "heter_trainer/service/heter_service.cc",
+               "heter_trainer/gpups/gpups_sync.cc"):
     exported |= set(re.findall(r'"(fleetps_[a-z_]+)"', open(f"{src}/{source}").read()))
 errors = []
 if not dash.get("panels"):
