@@ -1,5 +1,6 @@
 #include "trainer/runtime/job.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 
@@ -178,7 +179,7 @@ StatusOr<std::optional<uint16_t>> TrainerMetricsPort(std::optional<uint16_t> fla
   if (!value || value->empty()) return std::optional<uint16_t>();
   char* end = nullptr;
   const unsigned long port = std::strtoul(value->c_str(), &end, 10);
-  if (*end != '\0' || port > 65535 || (*value)[0] == '-' || (*value)[0] == '+' || (*value)[0] == ' ') {
+  if (!std::isdigit(static_cast<unsigned char>((*value)[0])) || *end != '\0' || port > 65535) {
     return Status::InvalidArgument("FLEETPS_TRAINER_METRICS_PORT='" + *value + "' is not a port number (0-65535)");
   }
   return std::optional<uint16_t>(static_cast<uint16_t>(port));

@@ -32,7 +32,7 @@ TEST_CASE("The trainer metrics port: the flag, else FLEETPS_TRAINER_METRICS_PORT
   port = TrainerMetricsPort(std::nullopt, Env({{"FLEETPS_TRAINER_METRICS_PORT", "0"}}));
   REQUIRE(port.ok());
   CHECK(*port == std::optional<uint16_t>(0));  // any free port
-  for (const char* bad : {"65536", "-1", "91x", "+80", " 80"}) {
+  for (const char* bad : {"65536", "-1", "91x", "+80", " 80", "\t80", "99999999999999999999"}) {
     INFO(bad);
     auto refused = TrainerMetricsPort(std::nullopt, Env({{"FLEETPS_TRAINER_METRICS_PORT", bad}}));
     REQUIRE_FALSE(refused.ok());
