@@ -195,15 +195,9 @@ Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* 
   RETURN_IF_ERROR(RejectUnknownKeys(
       node, {"route", "inflight", "timeout_ms", "failover", "lanes", "dense_sync", "allreduce_port", "allreduce_interval_ms"},
       ctx));
-  std::string route = h->route == HeterRoute::kTrainerId ? "trainer_id" : "round_robin";
-  RETURN_IF_ERROR(ReadString(node, "route", ctx, &route));
-  if (route == "round_robin") {
-    h->route = HeterRoute::kRoundRobin;
-  } else if (route == "trainer_id") {
-    h->route = HeterRoute::kTrainerId;
-  } else {
-    return ctx.Child("route").Error(node["route"], "unknown route '" + route + "' (use round_robin or trainer_id)");
-  }
+  RETURN_IF_ERROR(ReadChoice(node, "route", ctx,
+                             {{"round_robin", HeterRoute::kRoundRobin}, {"trainer_id", HeterRoute::kTrainerId}},
+                             &h->route));
   RETURN_IF_ERROR(ReadUint32(node, "inflight", ctx, &h->inflight));
   RETURN_IF_ERROR(ReadUint32(node, "timeout_ms", ctx, &h->timeout_ms));
   RETURN_IF_ERROR(ReadBool(node, "failover", ctx, &h->failover));
@@ -211,15 +205,9 @@ Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* 
   if (h->inflight == 0 || h->inflight > 64) return ctx.Child("inflight").Error(node["inflight"], "must be in [1, 64]");
   if (h->lanes == 0 || h->lanes > 64) return ctx.Child("lanes").Error(node["lanes"], "must be in [1, 64]");
   if (h->timeout_ms < 100) return ctx.Child("timeout_ms").Error(node["timeout_ms"], "must be >= 100");
-  std::string dense_sync = h->dense_sync == HeterDenseSync::kAllreduce ? "allreduce" : "pserver";
-  RETURN_IF_ERROR(ReadString(node, "dense_sync", ctx, &dense_sync));
-  if (dense_sync == "pserver") {
-    h->dense_sync = HeterDenseSync::kPserver;
-  } else if (dense_sync == "allreduce") {
-    h->dense_sync = HeterDenseSync::kAllreduce;
-  } else {
-    return ctx.Child("dense_sync").Error(node["dense_sync"], "unknown dense_sync '" + dense_sync + "' (use pserver or allreduce)");
-  }
+  RETURN_IF_ERROR(ReadChoice(node, "dense_sync", ctx,
+                             {{"pserver", HeterDenseSync::kPserver}, {"allreduce", HeterDenseSync::kAllreduce}},
+                             &h->dense_sync));
   uint32_t port = h->allreduce_port;
   RETURN_IF_ERROR(ReadUint32(node, "allreduce_port", ctx, &port));
   if (port > 65535) return ctx.Child("allreduce_port").Error(node["allreduce_port"], "must be a port, [1, 65535]");
@@ -249,15 +237,8 @@ Status ParseCollective(const YAML::Node& node, const YamlContext& ctx, DataParal
     return ctx.Child("backend").Error(node["backend"], "unknown backend '" + backend + "' (use auto, gloo or nccl)");
   }
   RETURN_IF_ERROR(ReadUint32(node, "fuse_grad_size_in_MB", ctx, &c->fuse_grad_size_mb));
-  std::string scaling = c->lr_scaling == LrScaling::kNone ? "none" : "linear";
-  RETURN_IF_ERROR(ReadString(node, "lr_scaling", ctx, &scaling));
-  if (scaling == "linear") {
-    c->lr_scaling = LrScaling::kLinear;
-  } else if (scaling == "none") {
-    c->lr_scaling = LrScaling::kNone;
-  } else {
-    return ctx.Child("lr_scaling").Error(node["lr_scaling"], "unknown lr_scaling '" + scaling + "' (use linear or none)");
-  }
+  RETURN_IF_ERROR(
+      ReadChoice(node, "lr_scaling", ctx, {{"linear", LrScaling::kLinear}, {"none", LrScaling::kNone}}, &c->lr_scaling));
   RETURN_IF_ERROR(ReadUint32(node, "warmup_steps", ctx, &c->warmup_steps));
   RETURN_IF_ERROR(ReadBool(node, "overlap", ctx, &c->overlap));
   RETURN_IF_ERROR(ReadBool(node, "drop_last", ctx, &c->drop_last));
@@ -372,12 +353,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
       if (o.gpups.passes_per_epoch == 0) {
         return gctx.Child("passes_per_epoch").Error(g["passes_per_epoch"], "must be >= 1");
       }
-      std::string merge = o.gpups.average_merge ? "average" : "add";
-      RETURN_IF_ERROR(ReadString(g, "merge", gctx, &merge));
-      if (merge != "add" && merge != "average") {
-        return gctx.Child("merge").Error(g["merge"], "unknown merge '" + merge + "' (use add or average)");
-      }
-      o.gpups.average_merge = merge == "average";
+      RETURN_IF_ERROR(ReadChoice(g, "merge", gctx, {{"add", false}, {"average", true}}, &o.gpups.average_merge));
     }
     if (ext["server"]) {
       // The pservers' options (ParseServerYaml reads them from this file); checked here too

@@ -6,8 +6,10 @@
 // yaml-cpp exceptions never escape these functions.
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -54,6 +56,28 @@ Status ReadFloatList(const YAML::Node& map, const std::string& key, const YamlCo
                      std::vector<float>* out);
 Status ReadStringList(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
                       std::vector<std::string>* out);
+
+// An optional string naming one of `choices` (name, value): *out becomes that value; any
+// other string is "unknown <key> '<s>' (use a, b or c)". Absent: *out unchanged.
+template <typename T>
+Status ReadChoice(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
+                  std::initializer_list<std::pair<std::string_view, T>> choices, T* out) {
+  if (!map[key]) return Status::OK();
+  std::string name;
+  RETURN_IF_ERROR(ReadString(map, key, ctx, &name));
+  std::string names;
+  size_t i = 0;
+  for (const auto& [choice, value] : choices) {
+    if (name == choice) {
+      *out = value;
+      return Status::OK();
+    }
+    if (i > 0) names += i + 1 == choices.size() ? " or " : ", ";
+    names += choice;
+    ++i;
+  }
+  return ctx.Child(key).Error(map[key], "unknown " + key + " '" + name + "' (use " + names + ")");
+}
 
 // Error unless `key` is present.
 Status Require(const YAML::Node& map, const std::string& key, const YamlContext& ctx);

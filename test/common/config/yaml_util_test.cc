@@ -84,6 +84,26 @@ TEST_CASE("RejectUnknownKeys refuses a key given twice") {
   CHECK(st.message() == "t.yaml:4:3: duplicate key 'sync_mode' under 'r' (first at line 2); give each key once");
 }
 
+TEST_CASE("ReadChoice maps a name to its value, keeps the default when absent, lists the choices otherwise") {
+  enum class Color { kRed, kGreen, kBlue };
+  const auto choices = {std::pair<std::string_view, Color>{"red", Color::kRed}, {"green", Color::kGreen},
+                        {"blue", Color::kBlue}};
+  auto root = LoadYamlString("paint: {color: green, other: 1, shade: teal}\n", "t.yaml");
+  REQUIRE(root.ok());
+  const YamlContext ctx{"t.yaml", "paint"};
+  Color c = Color::kRed;
+  REQUIRE(ReadChoice((*root)["paint"], "color", ctx, choices, &c).ok());
+  CHECK(c == Color::kGreen);
+  Color absent = Color::kBlue;
+  REQUIRE(ReadChoice((*root)["paint"], "hue", ctx, choices, &absent).ok());
+  CHECK(absent == Color::kBlue);
+  Status bad = ReadChoice((*root)["paint"], "shade", ctx, choices, &c);
+  CHECK(bad.IsInvalidArgument());
+  CHECK_THAT(bad.message(), Catch::Contains("t.yaml:1") && Catch::Contains("paint.shade") &&
+                                Catch::Contains("unknown shade 'teal' (use red, green or blue)"));
+  CHECK(c == Color::kGreen);
+}
+
 TEST_CASE("RejectUnknownKeys leaves non-maps to the caller") {
   CHECK(CheckKeys("r: [1, 2]\n", "r", {"a"}).ok());
   CHECK(CheckKeys("r: 3\n", "r", {"a"}).ok());
