@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "common/check.h"
+#include "common/metrics/process_metrics.h"
 
 namespace fleetps::metrics {
 
@@ -81,7 +82,7 @@ Histogram Registry::GetHistogram(const std::string& name, const std::string& hel
 }
 
 std::string Registry::Serialize() const {
-  return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
+  return FormatProcessMetrics(SampleThisProcess()) + prometheus::TextSerializer().Serialize(impl_->registry->Collect());
 }
 
 }  // namespace fleetps::metrics

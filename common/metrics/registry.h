@@ -70,7 +70,8 @@ class Registry {
   Histogram GetHistogram(const std::string& name, const std::string& help, const Labels& labels,
                          const std::vector<double>& buckets);
 
-  // Every series, in the text exposition format (version 0.0.4).
+  // Every series, in the text exposition format (version 0.0.4), after the standard
+  // process_* series of this process (common/metrics/process_metrics.h).
   std::string Serialize() const;
 
  private:

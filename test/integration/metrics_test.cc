@@ -110,6 +110,11 @@ TEST_CASE("pserver /metrics counts requests, keys and rows; /healthz and /readyz
   CHECK(Value(after, "fleetps_table_keys_pushed_total{id=\"0\",table=\"emb\"}") == 300);
   CHECK(Value(after, "fleetps_table_keys_pulled_total{id=\"0\",table=\"emb\"}") == 100);
   CHECK(Value(after, "fleetps_connections") >= 1);
+  // The standard process series: the pserver's own CPU, memory and descriptors.
+  CHECK(Value(after, "process_cpu_seconds_total") >= 0);  // present (a fresh pserver may not have used a tick)
+  CHECK(Value(after, "process_resident_memory_bytes") > 1024 * 1024);
+  CHECK(Value(after, "process_open_fds") >= 3 + Value(after, "fleetps_connections"));  // + listeners, logs
+  CHECK(Value(after, "process_max_fds") >= Value(after, "process_open_fds"));
   // A second scrape adds nothing new to the counters.
   auto [c2, again] = HttpGet(http, "/metrics");
   CHECK(Value(again, "fleetps_table_keys_pushed_total{id=\"0\",table=\"emb\"}") == 300);

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -49,11 +50,15 @@ std::string Tail(const std::string& path, size_t lines) {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-std::string Fixed1(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f", x);
+std::string Fixed(double x, int digits) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, x);
   return buf;
 }
+
+std::string Fixed1(double x) { return Fixed(x, 1); }
+
+double CpuSeconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; }
 
 }  // namespace
 
@@ -72,8 +77,7 @@ Supervisor::~Supervisor() {
     if (c.pid > 0 && !c.exited) {
       ::kill(-c.pid, SIGKILL);
       ::kill(c.pid, SIGKILL);
-      int status = 0;
-      ::waitpid(c.pid, &status, 0);
+      ::waitpid(c.pid, nullptr, 0);
     }
   }
   if (stream_in_ >= 0) ::close(stream_in_);
@@ -182,16 +186,22 @@ Status Supervisor::StartChild(Child* c) {
   return Status::OK();
 }
 
+void Supervisor::Collect(Child* c, int status, const rusage& usage) {
+  c->exited = true;
+  c->how = Describe(status, &c->code);
+  c->usage = usage;
+}
+
 void Supervisor::Reap() {
   while (true) {
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    rusage usage{};
+    const pid_t pid = ::wait4(-1, &status, WNOHANG, &usage);
     if (pid <= 0) return;
     for (size_t i = 0; i < children_.size(); ++i) {
       Child& c = children_[i];
       if (c.pid != pid) continue;
-      c.exited = true;
-      c.how = Describe(status, &c.code);
+      Collect(&c, status, usage);
       // Whatever it left in its process group goes with it.
       ::kill(-c.pid, SIGKILL);
       if (c.code != 0 && !c.signalled && !failed_) failed_ = static_cast<int>(i);
@@ -253,10 +263,8 @@ void Supervisor::StopAll(const std::string& why) {
         ::kill(-c.pid, SIGKILL);
         ::kill(c.pid, SIGKILL);
         int status = 0;
-        if (::waitpid(c.pid, &status, 0) == c.pid) {
-          c.exited = true;
-          c.how = Describe(status, &c.code);
-        }
+        rusage usage{};
+        if (::wait4(c.pid, &status, 0, &usage) == c.pid) Collect(&c, status, usage);
       }
       break;
     }
@@ -274,7 +282,37 @@ void Supervisor::ReportFailure(const Child& c) {
           Tail(c.spec.log_path, options_.tail_lines));
 }
 
+void Supervisor::ReportResources() const {
+  std::string text = "CPU time and peak memory of each process:";
+  double by_role[3] = {0, 0, 0};
+  bool any = false;
+  for (const Child& c : children_) {
+    if (!c.exited) continue;
+    const double user = CpuSeconds(c.usage.ru_utime), sys = CpuSeconds(c.usage.ru_stime);
+    text += "\n  " + c.spec.Name() + " (pid " + std::to_string(c.pid) + "): " + Fixed(user + sys, 2) +
+            " s CPU (user " + Fixed(user, 2) + ", system " + Fixed(sys, 2) + "), max RSS " +
+            Fixed1(static_cast<double>(c.usage.ru_maxrss) / 1024.0) + " MiB";  // ru_maxrss: KiB
+    by_role[static_cast<int>(c.spec.role)] += user + sys;
+    any = true;
+  }
+  if (!any) return;
+  text += "\n  CPU seconds by role:";
+  for (Role role : {Role::kServer, Role::kWorker, Role::kHeterWorker}) {
+    const bool present = std::any_of(children_.begin(), children_.end(),
+                                     [&](const Child& c) { return c.exited && c.spec.role == role; });
+    if (present) text += std::string(" ") + RoleName(role) + " " + Fixed(by_role[static_cast<int>(role)], 2) + ";";
+  }
+  text.pop_back();
+  Message(text);
+}
+
 int Supervisor::Wait() {
+  const int code = Supervise();
+  ReportResources();
+  return code;
+}
+
+int Supervisor::Supervise() {
   sigset_t set;
   sigemptyset(&set);
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);

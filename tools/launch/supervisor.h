@@ -13,11 +13,15 @@
 //    the launcher waits 200 ms for the failures it causes, names every process that has
 //    failed with the tail of its log, stops the others (SIGTERM to each process group,
 //    SIGKILL after kill_grace) and returns the first failure's exit code (128+signal when
-//    killed by one); SIGINT/SIGTERM/SIGHUP to the launcher stop everything likewise.
+//    killed by one); SIGINT/SIGTERM/SIGHUP to the launcher stop everything likewise;
+//  - when the job has ended, each process's CPU time (user + system, its own children
+//    included) and peak resident memory, from wait4's rusage, and the CPU time summed by
+//    role: what a job cost, and how the roles share the machine.
 // Thread-safety: one thread. Start() blocks SIGCHLD/SIGINT/SIGTERM/SIGHUP in the calling
 // thread (they are taken synchronously with sigtimedwait); the destructor restores the mask.
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -61,13 +65,17 @@ class Supervisor {
     bool signalled = false;  // the launcher sent it SIGTERM/SIGKILL
     int code = 0;            // exit code, or 128 + signal
     std::string how;         // "exited with code 3", "was killed by signal 9 (Killed)"
+    rusage usage{};          // valid once exited
   };
+  int Supervise();  // Wait without the resource report
   Status StartChild(Child* c);
   void Reap();  // collects every exited child (and reparented orphans) without blocking
   void Pump();  // copies the streamed worker's new output
   // Stops every running process: SIGTERM to its group, SIGKILL after kill_grace.
   void StopAll(const std::string& why);
   void ReportFailure(const Child& c);
+  void ReportResources() const;
+  void Collect(Child* c, int status, const rusage& usage);
   void Message(const std::string& text) const;
 
   SupervisorOptions options_;

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "test/support/process.h"
@@ -92,6 +94,33 @@ TEST_CASE("Workers that exit 0 end the job with 0; a server still running is sto
   CHECK_THAT(run.Messages(), Catch::Contains("started server 0 (pid ") &&
                                  Catch::Contains("stopping 1 process(es): the workers have finished"));
   for (pid_t p : run.pids) CHECK(Gone(p));
+}
+
+TEST_CASE("When the job ends, the launcher reports each process's CPU time and peak memory, and the sum by role") {
+  Run run;
+  LaunchPlan plan;
+  // Worker 0 spins in its shell for about a second of CPU; worker 1 exits at once.
+  plan.processes = {Shell(Role::kServer, 0, "exec sleep 60", run.dir),
+                    Shell(Role::kWorker, 0, "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done", run.dir),
+                    Shell(Role::kWorker, 1, "exit 0", run.dir)};
+  run.Go(std::move(plan));
+  const std::string messages = run.Messages();
+  INFO(messages);
+  REQUIRE(run.code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(messages, m,
+                            std::regex(R"(worker 0 \(pid \d+\): ([0-9.]+) s CPU \(user ([0-9.]+), system ([0-9.]+)\), )"
+                                       R"(max RSS ([0-9.]+) MiB)")));
+  const double cpu = std::stod(m[1]), user = std::stod(m[2]), sys = std::stod(m[3]), rss = std::stod(m[4]);
+  CHECK(cpu > 0.05);  // the loop's CPU, not wall time: the job sleeps in no worker
+  CHECK(std::abs(cpu - user - sys) < 0.011);
+  CHECK(rss > 0.1);
+  REQUIRE(std::regex_search(messages, m, std::regex(R"(worker 1 \(pid \d+\): ([0-9.]+) s CPU)")));
+  CHECK(std::stod(m[1]) < cpu);
+  // The server was stopped by the launcher and is reported too; the role sums follow.
+  CHECK_THAT(messages, Catch::Contains("server 0 (pid "));
+  REQUIRE(std::regex_search(messages, m, std::regex(R"(CPU seconds by role: server ([0-9.]+); worker ([0-9.]+)\n)")));
+  CHECK(std::stod(m[2]) >= cpu - 0.011);
 }
 
 TEST_CASE("A failing worker stops every other process; the launcher exits with its code and its log's tail") {
