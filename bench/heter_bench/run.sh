@@ -4,7 +4,9 @@
 # H heter-trainers, scripts/run_heter.sh; the device is HETER_DEVICE_TYPE's, default gpu
 # when one is visible; with H >= 2 once with the dense part through the pservers and once
 # averaged among the heter-trainers, fleetps.heter.dense_sync: allreduce), then the
-# heter_bench program (dense device step times, heter-trainer capacity). Prints markdown tables.
+# heter_bench program (dense device step times, heter-trainer capacity), and the host CPU per
+# example of each role (what bounds heter mode's speed-up over async PS on the same cores).
+# Prints markdown tables.
 #   bench/heter_bench/run.sh [rows (default 500000)] [cpu-trainers (default 2)] [epochs (default 1)]
 #                            [heter-trainers H (default 1)]
 # Every process runs on this machine: on a small machine the roles share its cores.
@@ -54,6 +56,34 @@ for mode in modes:
     base = base or rate
     t = reports[0]["test"]
     print(f"| {label} | {rate:.0f} ({rate / base:.2f}x) | {t['auc']:.4f} | {t['loss']:.4f} |")
+
+# Host CPU per trained example, by role: the pservers' and heter-trainers' whole-process CPU
+# (fleetps-launch's report: start-up and the model save included), the cpu-trainers' CPU
+# during their training epochs (the reports' cpu_seconds: evaluation and start-up excluded).
+def role_seconds(mode):
+    for line in open(f"{out}/{mode}.log"):
+        if "CPU seconds by role:" in line:
+            parts = line.split("CPU seconds by role:")[1].strip().split(";")
+            return {p.strip().rsplit(" ", 1)[0]: float(p.strip().rsplit(" ", 1)[1]) for p in parts if p.strip()}
+    sys.exit(f"{out}/{mode}.log has no 'CPU seconds by role' line from fleetps-launch")
+print()
+print("| mode | pservers us/example | cpu-trainers us/example (training) | heter-trainers us/example | all roles us/example |")
+print("|---|---|---|---|---|")
+cost = {}
+for mode in modes:
+    reports = [json.load(open(f"{out}/{mode}/trainer{i}.json")) for i in range(trainers)]
+    examples = sum(e["examples"] for r in reports for e in r["epochs"])
+    roles = role_seconds(mode)
+    server = roles.get("server", 0) / examples * 1e6
+    worker = sum(e["cpu_seconds"] for r in reports for e in r["epochs"]) / examples * 1e6
+    heter = roles.get("heter worker", 0) / examples * 1e6
+    cost[mode] = (server, worker, heter)
+    print(f"| {labels[mode]} | {server:.1f} | {worker:.1f} | {heter:.1f} | {server + worker + heter:.1f} |")
+a, h = sum(cost["async"]), cost["heter"][0] + cost["heter"][1]
+print()
+print(f"Heter mode's host work outside the heter-trainers (pservers + cpu-trainers) costs {h:.1f} us per example, "
+      f"async PS {a:.1f}: on the same cores, with a dense device that needed no host CPU, heter mode could train "
+      f"at most {a / h:.2f}x async PS's examples/s.")
 PY
 echo
 "$BUILD/bench/heter_bench/heter_bench" --config configs/ctr_dnn.yaml --device "$(echo "$device" | cut -c1-3)"

@@ -77,13 +77,20 @@ StatusOr<ProcStat> ParseProcStat(std::string_view line) {
   return s;
 }
 
+double ProcessCpuSeconds() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 ProcessSample SampleThisProcess() {
   ProcessSample out;
+  out.cpu_seconds = ProcessCpuSeconds();
   const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const long page = ::sysconf(_SC_PAGESIZE);
   auto stat = ParseProcStat(ReadFirstLine("/proc/self/stat"));
   if (stat.ok() && ticks > 0) {
-    out.cpu_seconds = static_cast<double>(stat->utime_ticks + stat->stime_ticks) / ticks;
     out.resident_bytes = stat->rss_pages * static_cast<uint64_t>(page > 0 ? page : 4096);
     out.virtual_bytes = stat->vsize_bytes;
     out.start_time_seconds = static_cast<double>(BootTime()) + static_cast<double>(stat->start_ticks) / ticks;

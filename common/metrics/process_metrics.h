@@ -31,6 +31,9 @@ struct ProcStat {
 };
 StatusOr<ProcStat> ParseProcStat(std::string_view line);
 
+// User + system CPU seconds of this process so far, every thread included (getrusage).
+double ProcessCpuSeconds();
+
 // This process now. Fields that cannot be read stay 0 (the exposition shows 0 rather
 // than failing the scrape).
 ProcessSample SampleThisProcess();

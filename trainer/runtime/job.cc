@@ -37,9 +37,9 @@ std::string PassJson(const PassReport& r) {
   return fmt::format(
       "{{\"epoch\": {}, \"examples\": {}, \"loss\": {:.6f}, \"auc\": {:.6f}, \"actual_ctr\": {:.6f}, "
       "\"predicted_ctr\": {:.6f}, \"seconds\": {:.3f}, \"examples_per_sec\": {:.1f}, "
-      "\"dense_compute_sec\": {:.3f}, \"skipped_lines\": {}{}}}",
+      "\"dense_compute_sec\": {:.3f}, \"cpu_seconds\": {:.3f}, \"skipped_lines\": {}{}}}",
       r.epoch, r.examples, r.loss, r.auc, r.actual_ctr, r.predicted_ctr, r.seconds, r.examples_per_sec,
-      r.dense_compute_sec, r.skipped_lines, CurveJson(r.curve));
+      r.dense_compute_sec, r.cpu_seconds, r.skipped_lines, CurveJson(r.curve));
 }
 
 Status WriteReport(const std::string& path, const config::TrainerOptions& o, const std::vector<PassReport>& epochs,

@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/metrics/process_metrics.h"
 #include "common/metrics/registry.h"
 #include "trainer/data/file_list.h"
 #include "trainer/data/in_memory_dataset.h"
@@ -395,6 +396,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   std::atomic<uint64_t> steps{0}, examples{0};
   std::atomic<bool> failed{false};
   const auto start = Clock::now();
+  const double cpu_start = metrics::ProcessCpuSeconds();
   auto interval_start = start;
   const uint32_t threads = options_.worker_threads;
   std::vector<WorkerState> states(threads);
@@ -573,6 +575,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   PassReport report;
   report.epoch = epoch;
   report.seconds = Seconds(start);
+  report.cpu_seconds = metrics::ProcessCpuSeconds() - cpu_start;
   report.examples = examples;
   report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);
   for (const auto& s : states) report.dense_compute_sec += s.dense_seconds;
@@ -603,6 +606,7 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
   Status first_error;
   std::atomic<uint64_t> examples{0};
   const auto start = Clock::now();
+  const double cpu_start = metrics::ProcessCpuSeconds();
   auto worker = [&] {
     WorkerState ws;
     data::Batch batch;
@@ -636,6 +640,7 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
   RETURN_IF_ERROR(first_error.WithContext("evaluation"));
   PassReport report;
   report.seconds = Seconds(start);
+  report.cpu_seconds = metrics::ProcessCpuSeconds() - cpu_start;
   report.examples = examples;
   report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);
   ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("eval", auc));

@@ -70,6 +70,7 @@ struct PassReport {
   double dense_compute_sec = 0;    // summed over worker threads: DenseNet forward/backward
                                    // (heter mode: waiting for the heter-trainers' answers)
   uint64_t skipped_lines = 0;      // bad lines skipped (skip_bad_lines)
+  double cpu_seconds = 0;          // this process's CPU time (user + system, every thread) in the pass
   std::vector<CurvePoint> curve;   // training passes: the per-interval loss/AUC curve
 };
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <regex>
 #include <cmath>
 #include <algorithm>
 #include <filesystem>
@@ -88,6 +89,15 @@ TEST_CASE("With the CTR accessor the trainer's show/click counts extend frequent
   INFO(testing::ReadFile(w.dir + "/ctr.log"));
   REQUIRE(rc == 0);
   CHECK(TestAuc(w.dir + "/ctr.json") > kAucFloor);
+  {  // The epoch's CPU time: spent (a whole epoch of parsing and training), and within what
+     // the machine's cores could give in its wall time.
+    const std::string report = testing::ReadFile(w.dir + "/ctr.json");
+    std::smatch m;
+    REQUIRE(std::regex_search(report, m, std::regex(R"("epoch": 1, .*"seconds": ([0-9.]+), .*"cpu_seconds": ([0-9.]+))")));
+    const double seconds = std::stod(m[1]), cpu = std::stod(m[2]);
+    CHECK(cpu > 0.01);
+    CHECK(cpu <= seconds * std::thread::hardware_concurrency() + 0.05);
+  }
   // Dump the saved rows: a row whose embedx (weights 1..7) is all zero was never extended.
   ChildProcess dump;
   REQUIRE(dump.Start({testing::BinaryPath("tools/pserver_tool/pserver_tool"), "dump", w.dir + "/model", "--table",
