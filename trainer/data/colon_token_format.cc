@@ -19,7 +19,8 @@ Status ColonTokenFormat::Parse(std::string_view line, Example* example) const {
   example->Reset(sparse_slots_.size());
   bool has_label = false;
   Tokenizer tokens(line);
-  std::string_view token;
+  std::string_view token, run_name;
+  SlotRole run_role;
   while (tokens.Next(&token)) {
     const size_t colon = token.find(':');
     if (colon == std::string_view::npos || colon == 0 || colon + 1 == token.size()) {
@@ -30,7 +31,13 @@ Status ColonTokenFormat::Parse(std::string_view line, Example* example) const {
     std::string_view value = token.substr(colon + 1);
     if (order_ == Order::kValueName) std::swap(name, value);
 
-    const SlotRole role = index_.Find(name);
+    // Tokens of one slot come in runs (13 dense_feature values in a row, a sparse slot's
+    // ids): the run's name is looked up once.
+    if (!SameShortString(name, run_name)) {
+      run_name = name;
+      run_role = index_.Find(name);
+    }
+    const SlotRole role = run_role;
     Status status;
     switch (role.kind) {
       case SlotRole::kIgnored:

@@ -83,19 +83,25 @@ void AppendLabel(float label, std::string* out) {
 }
 
 SlotIndex::SlotIndex(const config::DataOptions& options) {
-  auto add = [this](const std::string& name, SlotRole role) {
-    FLEETPS_CHECK(roles_.emplace(name, role).second) << "slot name \"" << name << "\" used twice";
-  };
-  add(options.label_slot, SlotRole{SlotRole::kLabel, 0});
-  if (options.dense_dim > 0) add(options.dense_slot, SlotRole{SlotRole::kDense, 0});
+  std::vector<Entry> entries;
+  entries.push_back({options.label_slot, SlotRole{SlotRole::kLabel, 0}});
+  if (options.dense_dim > 0) entries.push_back({options.dense_slot, SlotRole{SlotRole::kDense, 0}});
   for (size_t i = 0; i < options.sparse_slots.size(); ++i) {
-    add(options.sparse_slots[i], SlotRole{SlotRole::kSparse, static_cast<uint32_t>(i)});
+    entries.push_back({options.sparse_slots[i], SlotRole{SlotRole::kSparse, static_cast<uint32_t>(i)}});
   }
-}
-
-SlotRole SlotIndex::Find(std::string_view name) const {
-  const auto it = roles_.find(name);
-  return it == roles_.end() ? SlotRole{} : it->second;
+  size_t capacity = 16;
+  while (capacity < entries.size() * 4) capacity *= 2;
+  table_.resize(capacity);
+  mask_ = capacity - 1;
+  for (auto& e : entries) {
+    FLEETPS_CHECK(!e.name.empty()) << "empty slot name";
+    size_t i = Home(e.name);
+    while (!table_[i].name.empty()) {
+      FLEETPS_CHECK(table_[i].name != e.name) << "slot name \"" << e.name << "\" used twice";
+      i = (i + 1) & mask_;
+    }
+    table_[i] = std::move(e);
+  }
 }
 
 }  // namespace fleetps::data

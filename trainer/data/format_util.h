@@ -4,10 +4,8 @@
 // round-trips, and the slot-name -> role lookup. Internal to fleetps::data.
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "common/config/data_config.h"
@@ -51,19 +49,47 @@ struct SlotRole {
   uint32_t sparse_index = 0;  // index into DataOptions::sparse_slots when kind == kSparse
 };
 
+// a == b, for short strings: the sizes and the first and last bytes decide most
+// comparisons, and names of up to two bytes, without a call to memcmp.
+inline bool SameShortString(std::string_view a, std::string_view b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  if (n == 0) return true;
+  if (a[0] != b[0] || a[n - 1] != b[n - 1]) return false;
+  return n <= 2 || a.substr(1, n - 2) == b.substr(1, n - 2);
+}
+
 // Slot name -> role for one DataOptions. Names must be distinct (checked).
+// A parser looks up every token's slot name, so this is on the reader's hot path: an
+// open-addressing table (at most 1/4 full) placed by the name's length and first and last
+// bytes (which tell slot names such as "click", "dense_feature", "1".."26" or numeric
+// slot ids apart), instead of a node-based map that hashes every byte.
 class SlotIndex {
  public:
   explicit SlotIndex(const config::DataOptions& options);
   // kIgnored for names the options do not mention.
-  SlotRole Find(std::string_view name) const;
+  SlotRole Find(std::string_view name) const {
+    if (name.empty()) return SlotRole{};
+    for (size_t i = Home(name);; i = (i + 1) & mask_) {
+      const Entry& e = table_[i];
+      if (e.name.empty()) return SlotRole{};  // a free entry: slot names are never empty
+      if (SameShortString(e.name, name)) return e.role;
+    }
+  }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  struct Entry {
+    std::string name;  // empty: free
+    SlotRole role;
   };
-  std::unordered_map<std::string, SlotRole, Hash, std::equal_to<>> roles_;
+  size_t Home(std::string_view name) const {  // name not empty
+    const uint64_t h = (name.size() * 0x9e3779b97f4a7c15ULL) ^
+                       ((uint64_t{static_cast<uint8_t>(name.front())} << 8 | static_cast<uint8_t>(name.back())) *
+                        0xbf58476d1ce4e5b9ULL);
+    return static_cast<size_t>(h >> 32) & mask_;
+  }
+  std::vector<Entry> table_;
+  size_t mask_ = 0;
 };
 
 }  // namespace fleetps::data

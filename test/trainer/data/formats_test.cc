@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "trainer/data/format_util.h"
 #include "trainer/data/line_format.h"
 #include "test/trainer/data/data_test_util.h"
 
@@ -218,6 +219,43 @@ TEST_CASE("Write is the inverse of Parse for every format", "[data][format]") {
   INFO(line);
   CHECK(line.starts_with("click:0 dense_feature:0 dense_feature:0.0049751243 dense_feature:0.05 "));
   CHECK(line.ends_with(" 25:499868 26:306163"));
+}
+
+}  // namespace
+}  // namespace fleetps::data
+
+namespace fleetps::data {
+namespace {
+
+TEST_CASE("SlotIndex finds names that share a length and first and last bytes, and nothing else", "[data][format]") {
+  // "a1z", "a2z", ..., "a9z" all start at the same table entry; so do the 4-byte "abyz", "acyz".
+  config::DataOptions options = testing::RankDnnOptions();
+  options.label_slot = "a0z";
+  options.dense_dim = 0;
+  options.sparse_slots = {"a1z", "a2z", "a3z", "a4z", "a5z", "a6z", "a7z", "a8z", "a9z", "abyz", "acyz", "1", "26"};
+  const SlotIndex index(options);
+  CHECK(index.Find("a0z").kind == SlotRole::kLabel);
+  for (uint32_t i = 0; i < options.sparse_slots.size(); ++i) {
+    const SlotRole role = index.Find(options.sparse_slots[i]);
+    INFO(options.sparse_slots[i]);
+    CHECK(role.kind == SlotRole::kSparse);
+    CHECK(role.sparse_index == i);
+  }
+  for (const char* absent : {"aaz", "a1y", "b1z", "adyz", "abxz", "a1", "2", "16", "", "dense_feature", "a1za"}) {
+    INFO(absent);
+    CHECK(index.Find(absent).kind == SlotRole::kIgnored);
+  }
+}
+
+TEST_CASE("SameShortString agrees with string equality", "[data][format]") {
+  const std::vector<std::string> names = {"", "1", "2", "12", "21", "11", "abc", "abd", "acc", "dense_feature",
+                                          "dense_featurf", "dense_gfeature", "click", "clack"};
+  for (const auto& a : names) {
+    for (const auto& b : names) {
+      INFO(a << " vs " << b);
+      CHECK(SameShortString(a, b) == (a == b));
+    }
+  }
 }
 
 }  // namespace
