@@ -45,6 +45,20 @@ TEST_CASE("KeyIndex::InsertAll de-duplicates a batch; TakeKeys empties it for re
   CHECK(dense.TakeKeys().size() == 1000);
   for (uint64_t k = 0; k < 1000; ++k) REQUIRE(dense.Find(k) == KeyIndex::kNone);
   CHECK(dense.Insert(500) == 0);
+
+  // Few keys in a large table (TakeKeys re-probes them instead of sweeping the table),
+  // including runs of neighbours that share probe chains.
+  KeyIndex sparse(100000);
+  for (uint64_t k = 0; k < 300; ++k) sparse.Insert(k * 7919);
+  CHECK(sparse.TakeKeys().size() == 300);
+  for (uint64_t k = 0; k < 300; ++k) REQUIRE(sparse.Find(k * 7919) == KeyIndex::kNone);
+  CHECK(sparse.Insert(42) == 0);
+  CHECK(sparse.Insert(7919) == 1);
+  // Clear: the same, keeping the capacity.
+  sparse.Clear();
+  CHECK(sparse.empty());
+  CHECK(sparse.Find(42) == KeyIndex::kNone);
+  CHECK(sparse.Insert(7919) == 0);
 }
 
 }  // namespace fleetps

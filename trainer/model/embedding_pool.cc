@@ -49,18 +49,23 @@ void AddTo(float* dst, const float* src, size_t n) {
 
 }  // namespace
 
-void DedupKeys(std::span<const SlotIdsView> slots, std::vector<uint64_t>* keys, std::vector<uint32_t>* index) {
+void DedupKeys(std::span<const SlotIdsView> slots, std::vector<uint64_t>* keys, std::vector<uint32_t>* index,
+               KeyIndex* scratch) {
   size_t total = 0;
   for (const SlotIdsView& slot : slots) total += slot.ids.size();
   FLEETPS_CHECK_LE(total, size_t{std::numeric_limits<uint32_t>::max()});
   index->resize(total);
-  KeyIndex row_of(total);
+  KeyIndex local;
+  KeyIndex& row_of = scratch != nullptr ? *scratch : local;
+  row_of.Clear();
+  row_of.Reserve(total);
   uint32_t* out = index->data();
   for (const SlotIdsView& slot : slots) {
     row_of.InsertAll(slot.ids, out);
     out += slot.ids.size();
   }
   keys->assign(row_of.keys().begin(), row_of.keys().end());  // reuses the caller's capacity
+  row_of.Clear();
 }
 
 EmbeddingPool::EmbeddingPool(size_t num_slots, size_t dim, size_t dense_dim)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/config/model_config.h"
+#include "common/key_index.h"
 
 namespace fleetps::trainer::model {
 
@@ -34,8 +35,11 @@ struct SlotIdsView {
 // Dedups the ids of all slots of a batch. *keys gets every distinct id once, in order of
 // first appearance (slot 0 first); *index gets, for every id of every slot (slots
 // concatenated in order, so slot s's ids start at the sum of the earlier slots' ids.size()),
-// the position of its key in *keys. Both vectors are overwritten.
-void DedupKeys(std::span<const SlotIdsView> slots, std::vector<uint64_t>* keys, std::vector<uint32_t>* index);
+// the position of its key in *keys. Both vectors are overwritten. `scratch`, when given, is
+// the index used (and left empty): a worker that keeps one saves allocating and zeroing a
+// table every batch.
+void DedupKeys(std::span<const SlotIdsView> slots, std::vector<uint64_t>* keys, std::vector<uint32_t>* index,
+               KeyIndex* scratch = nullptr);
 
 class EmbeddingPool {
  public:

@@ -40,6 +40,7 @@ struct WorkerState {
   std::vector<model::SlotIdsView> views;
   std::vector<uint64_t> keys;
   std::vector<uint32_t> index;
+  KeyIndex dedup;  // DedupKeys' table, reused batch after batch
   std::vector<float> rows;
   std::vector<float> activations;
   std::vector<float> activation_grads;
@@ -112,7 +113,7 @@ struct Trainer::Impl {
     }
     w.views.clear();
     for (const auto& slot : batch.slots) w.views.push_back({slot.offsets, slot.ids});
-    model::DedupKeys(w.views, &w.keys, &w.index);
+    model::DedupKeys(w.views, &w.keys, &w.index, &w.dedup);
     w.rows.resize(w.keys.size() * pool->dim());
     RETURN_IF_ERROR(pull(w.keys, w.rows.data()));
     w.activations.resize(b * pool->output_dim());
