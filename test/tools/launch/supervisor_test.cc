@@ -99,7 +99,7 @@ TEST_CASE("Workers that exit 0 end the job with 0; a server still running is sto
 TEST_CASE("When the job ends, the launcher reports each process's CPU time and peak memory, and the sum by role") {
   Run run;
   LaunchPlan plan;
-  // Worker 0 spins in its shell for about a second of CPU; worker 1 exits at once.
+  // Worker 0 spins in its shell for a fraction of a second of CPU; worker 1 exits at once.
   plan.processes = {Shell(Role::kServer, 0, "exec sleep 60", run.dir),
                     Shell(Role::kWorker, 0, "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done", run.dir),
                     Shell(Role::kWorker, 1, "exit 0", run.dir)};
