@@ -347,11 +347,16 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
       const YAML::Node g = ext["gpups"];
       const YamlContext gctx = ectx.Child("gpups");
       if (!g.IsMap()) return gctx.Error(g, "expected a map");
-      RETURN_IF_ERROR(RejectUnknownKeys(g, {"device_memory_mb", "merge", "passes_per_epoch"}, gctx));
+      RETURN_IF_ERROR(
+          RejectUnknownKeys(g, {"device_memory_mb", "merge", "passes_per_epoch", "workers_per_device"}, gctx));
       RETURN_IF_ERROR(ReadUint64(g, "device_memory_mb", gctx, &o.gpups.device_memory_mb));
       RETURN_IF_ERROR(ReadUint32(g, "passes_per_epoch", gctx, &o.gpups.passes_per_epoch));
       if (o.gpups.passes_per_epoch == 0) {
         return gctx.Child("passes_per_epoch").Error(g["passes_per_epoch"], "must be >= 1");
+      }
+      RETURN_IF_ERROR(ReadUint32(g, "workers_per_device", gctx, &o.gpups.workers_per_device));
+      if (o.gpups.workers_per_device == 0 || o.gpups.workers_per_device > 64) {
+        return gctx.Child("workers_per_device").Error(g["workers_per_device"], "must be 1 to 64");
       }
       RETURN_IF_ERROR(ReadChoice(g, "merge", gctx, {{"add", false}, {"average", true}}, &o.gpups.average_merge));
     }
@@ -503,6 +508,11 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
       return Status::InvalidArgument("fleetps.gpups.passes_per_epoch " + std::to_string(o.gpups.passes_per_epoch) +
                                      " splits the records in memory into passes: set runner.reader_type: "
                                      "InMemoryDataset (or passes_per_epoch: 1)");
+    }
+    if (o.gpups.workers_per_device > 1 && o.collective.backend == CollectiveBackend::kNccl) {
+      return Status::InvalidArgument("fleetps.gpups.workers_per_device " + std::to_string(o.gpups.workers_per_device) +
+                                     " gives each GPU several dense ranks, and NCCL takes one rank per GPU: set "
+                                     "fleetps.collective.backend: gloo (or workers_per_device: 1)");
     }
     if (o.gpups.device != "gpu" && o.gpups.device != "cpu" && o.gpups.device != "auto") {
       return Status::InvalidArgument("HETER_DEVICE_TYPE='" + o.gpups.device + "': use gpu or cpu");

@@ -140,6 +140,14 @@ struct GpuPsOptions {
   // pass tables, and the nodes of a multi-node job see each other's updates of shared keys
   // sooner.
   uint32_t passes_per_epoch = 1;
+  // `workers_per_device` >= 1: host worker threads driving each device. Each worker reads its
+  // own batches, does its host work (de-duplication, pooling, the embedding backward, the
+  // gradient merge) and steps its own dense replica on the device (a lane of its own), so a
+  // device is fed by several cores; every worker is a dense allreduce rank (trainers x
+  // devices x workers_per_device ranks in all; Gloo: NCCL takes one rank per GPU).
+  uint32_t workers_per_device = 1;
+  // Worker threads of one process, and its dense ranks.
+  uint32_t workers() const { return static_cast<uint32_t>(devices.size()) * workers_per_device; }
 };
 
 struct TrainerOptions {

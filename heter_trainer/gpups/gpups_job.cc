@@ -42,12 +42,15 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
   ASSIGN_OR_RETURN(auto table, MakeJobPassTable(o));
   ASSIGN_OR_RETURN(auto client, trainer::PsClient::Connect(client_options));
   const uint32_t devices = table->devices();
-  spdlog::info("trainer {}/{}: GPU-PS (gpubox) on {} {} device(s) (FLAGS_selected_gpus), {} dense ranks in all",
-               o.trainer_id, o.trainers_num, devices, table->device_name(), devices * o.trainers_num);
+  const uint32_t workers = devices * o.gpups.workers_per_device;
+  spdlog::info("trainer {}/{}: GPU-PS (gpubox) on {} {} device(s) (FLAGS_selected_gpus), {} worker(s) per device, "
+               "{} dense ranks in all",
+               o.trainer_id, o.trainers_num, devices, table->device_name(), o.gpups.workers_per_device,
+               workers * o.trainers_num);
   const bool gpus = table->device_name() == "cuda";
-  ASSIGN_OR_RETURN(auto comms, MakeDeviceCommunicators(o, devices, gpus, client_options.rpc.auth_key));
+  ASSIGN_OR_RETURN(auto comms, MakeDeviceCommunicators(o, workers, gpus, client_options.rpc.auth_key));
   config::TrainerOptions job = o;
-  job.worker_threads = devices;  // one worker per device
+  job.worker_threads = workers;
   std::optional<trainer::Heartbeat> heartbeat;
   heartbeat.emplace(*client, o.trainer_id, o.trainers_num, rpc.heartbeat_interval);
   Status st;

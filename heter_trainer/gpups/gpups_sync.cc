@@ -19,15 +19,15 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
-// Runs f(d) for d in [0, n) on n threads and returns the first error.
+// Runs f(i) for i in [0, n) on n threads (devices or workers) and returns the first error.
 template <typename F>
-Status OnEveryDevice(uint32_t n, F f) {
+Status OnEveryWorker(uint32_t n, F f) {
   std::vector<Status> results(n);
   std::vector<std::thread> threads;
   for (uint32_t d = 0; d < n; ++d) threads.emplace_back([&, d] { results[d] = f(d); });
   for (auto& t : threads) t.join();
   for (uint32_t d = 0; d < n; ++d) {
-    if (!results[d].ok()) return results[d].WithContext("device " + std::to_string(d));
+    if (!results[d].ok()) return results[d].WithContext("worker " + std::to_string(d));
   }
   return Status::OK();
 }
@@ -62,7 +62,7 @@ class LaneStepper : public trainer::DenseStepper {
 }  // namespace
 
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
-    const config::TrainerOptions& o, uint32_t devices, bool gpus, std::shared_ptr<const net::AuthKey> auth_key) {
+    const config::TrainerOptions& o, uint32_t workers, bool gpus, std::shared_ptr<const net::AuthKey> auth_key) {
   std::vector<net::Endpoint> nodes = o.trainer_endpoints;
   if (nodes.empty()) {
     ASSIGN_OR_RETURN(uint16_t port, FreeLoopbackPort());
@@ -70,30 +70,31 @@ StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommu
   }
   std::vector<net::Endpoint> ranks;
   for (const auto& node : nodes) {
-    for (uint32_t d = 0; d < devices; ++d) {
-      if (uint32_t{node.port} + d > 65535) {
-        return Status::InvalidArgument("PADDLE_TRAINER_ENDPOINTS entry " + node.ToString() + " leaves no port for device " +
-                                       std::to_string(d) + " (device d uses port + d)");
+    for (uint32_t w = 0; w < workers; ++w) {
+      if (uint32_t{node.port} + w > 65535) {
+        return Status::InvalidArgument("PADDLE_TRAINER_ENDPOINTS entry " + node.ToString() + " leaves no port for worker " +
+                                       std::to_string(w) + " (worker w's dense rank uses port + w)");
       }
-      ranks.push_back({node.host, static_cast<uint16_t>(node.port + d)});
+      ranks.push_back({node.host, static_cast<uint16_t>(node.port + w)});
     }
   }
-  std::vector<std::unique_ptr<collective::Communicator>> comms(devices);
-  RETURN_IF_ERROR(OnEveryDevice(devices, [&](uint32_t d) -> Status {
+  std::vector<std::unique_ptr<collective::Communicator>> comms(workers);
+  RETURN_IF_ERROR(OnEveryWorker(workers, [&](uint32_t w) -> Status {
     collective::CollectiveOptions co;
-    co.rank = o.trainer_id * devices + d;
+    co.rank = o.trainer_id * workers + w;
     co.endpoints = ranks;
     co.prefix = "fleetps-gpups";
     co.timeout = std::chrono::milliseconds(o.collective.timeout_ms);
     co.auth_key = auth_key;
     if (!gpus || o.collective.backend != config::CollectiveBackend::kNccl) {
-      ASSIGN_OR_RETURN(comms[d], collective::MakeGlooCommunicator(co));
+      ASSIGN_OR_RETURN(comms[w], collective::MakeGlooCommunicator(co));
       return Status::OK();
     }
     config::DataParallelOptions backend = o.collective;
+    const size_t d = o.gpups.devices.empty() ? w : w % o.gpups.devices.size();
     backend.gpu = d < o.gpups.devices.size() ? o.gpups.devices[d] : static_cast<int>(d);
     std::string reason;
-    ASSIGN_OR_RETURN(comms[d], MakeRankCommunicator(backend, co, &reason));
+    ASSIGN_OR_RETURN(comms[w], MakeRankCommunicator(backend, co, &reason));
     spdlog::info("trainer {} device {}: dense allreduce rank {}: {}", o.trainer_id, backend.gpu, co.rank, reason);
     return Status::OK();
   }));
@@ -107,7 +108,7 @@ GpuPsSync::GpuPsSync(const config::TrainerOptions& options, trainer::PsClient& c
       table_(std::move(table)),
       net_(trainer::model::DenseNet::FromOptions(options.model)),
       comms_(std::move(comms)),
-      merge_(table_->devices()) {}
+      merge_(comms_.size()) {}
 
 GpuPsSync::~GpuPsSync() {
   dense_.clear();  // their communication threads before the communicators
@@ -120,9 +121,12 @@ trainer::DenseStepper* GpuPsSync::dense_stepper(uint32_t worker) {
 StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOptions& o, trainer::PsClient& client,
                                                        std::unique_ptr<PassTable> table,
                                                        std::vector<std::unique_ptr<collective::Communicator>> comms) {
-  if (comms.size() != table->devices()) {
+  const uint32_t devices = table->devices();
+  const uint32_t workers = devices * std::max<uint32_t>(o.gpups.workers_per_device, 1);
+  if (comms.size() != workers) {
     return Status::InvalidArgument("GPU-PS: " + std::to_string(comms.size()) + " communicators for " +
-                                   std::to_string(table->devices()) + " devices");
+                                   std::to_string(workers) + " workers (" + std::to_string(devices) + " devices x " +
+                                   std::to_string(o.gpups.workers_per_device) + " workers per device)");
   }
   ASSIGN_OR_RETURN(auto info, client.Table(o.sparse_table.id));
   if (info.dense || info.dim != table->dim()) {
@@ -131,7 +135,6 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
                                    " (start the pservers with the same job YAML)");
   }
   std::unique_ptr<GpuPsSync> sync(new GpuPsSync(o, client, std::move(table), std::move(comms)));
-  const uint32_t devices = sync->table_->devices();
   // The dense part on each device: a CUDA lane next to the CUDA table, else the CPU lane.
   const bool gpu = sync->table_->device_name() == "cuda";
   for (uint32_t d = 0; d < devices; ++d) {
@@ -142,18 +145,19 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
     } else {
       device = MakeCpuDevice(sync->net_);
     }
-    ASSIGN_OR_RETURN(auto lane, device->NewLane());
-    sync->steppers_.push_back(std::make_unique<LaneStepper>(std::move(lane)));
     sync->devices_.push_back(std::move(device));
   }
-  for (uint32_t d = 0; d < devices; ++d) {
-    ASSIGN_OR_RETURN(auto dense, trainer::CollectiveSync::CreateDenseOnly(o, client, *sync->comms_[d]));
+  // Worker w: a lane of device w % devices and a dense replica (rank) of its own.
+  for (uint32_t w = 0; w < workers; ++w) {
+    ASSIGN_OR_RETURN(auto lane, sync->devices_[w % devices]->NewLane());
+    sync->steppers_.push_back(std::make_unique<LaneStepper>(std::move(lane)));
+    ASSIGN_OR_RETURN(auto dense, trainer::CollectiveSync::CreateDenseOnly(o, client, *sync->comms_[w]));
     sync->dense_.push_back(std::move(dense));
   }
   // Every rank draws; the broadcast makes them all rank 0's.
   std::vector<float> params(sync->net_.num_params());
   sync->net_.InitParams(params, o.model.init_seed + o.trainer_id);
-  RETURN_IF_ERROR(OnEveryDevice(devices, [&](uint32_t d) { return sync->dense_[d]->SetInitialParams(params); }));
+  RETURN_IF_ERROR(OnEveryWorker(workers, [&](uint32_t w) { return sync->dense_[w]->SetInitialParams(params); }));
   return sync;
 }
 
@@ -272,7 +276,8 @@ Status GpuPsSync::PullSparse(uint32_t, std::span<const uint64_t> keys, float* ro
 Status GpuPsSync::DenseParams(uint32_t worker, std::vector<float>* params) {
   if (worker >= dense_.size()) {
     return Status::InvalidArgument("GPU-PS: worker " + std::to_string(worker) + " has no device (" +
-                                   std::to_string(dense_.size()) + " devices: one worker thread per device)");
+                                   std::to_string(dense_.size()) +
+                                   " workers: fleetps.gpups.workers_per_device per device)");
   }
   return dense_[worker]->DenseParams(worker, params);
 }

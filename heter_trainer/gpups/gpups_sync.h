@@ -14,13 +14,14 @@
 //                           RowAccessor code); dense gradients to the worker's device replica
 //   dense_stepper           the worker's dense forward/backward on its device (a CUDA lane
 //                           of heter_trainer/device with the CUDA table, else the CPU lane)
-//   EndStep                 the device replica's allreduce step (CollectiveSync: Gloo across
-//                           every device of every node, rank = trainer_id * devices + device)
+//   EndStep                 the worker's replica's allreduce step (CollectiveSync: Gloo across
+//                           every worker of every node, rank = trainer_id * workers + worker)
 //   Flush (end_pass)        the rows the pass touched written back (WriteRows: exact, or added
 //                           as a difference where another trainer wrote the row meanwhile),
 //                           the table freed; rank 0 writes the dense replica to the pservers
 //
-// Worker w drives device w (the Trainer runs one worker thread per device).
+// Worker w drives device w % devices: the Trainer runs fleetps.gpups.workers_per_device worker
+// threads per device, each with its own lane on the device, dense replica and merge buffer.
 // Thread-safety: PullSparse, DenseParams, Push and EndStep from the workers (each its own
 // `worker`); BeginPass and Flush from the driver thread between passes.
 
@@ -56,9 +57,9 @@ struct PassStats {
 
 class GpuPsSync : public trainer::ParamSync {
  public:
-  // `client` outlives the result. `comms[d]`: device d's communicator (rank trainer_id *
-  // devices + d among trainers * devices), set up by the caller; one per table device.
-  // Broadcasts the initial dense parameters (rank 0's draw) to every device.
+  // `client` outlives the result. `comms[w]`: worker w's communicator (rank trainer_id *
+  // workers + w among trainers * workers, workers = table devices x workers_per_device), set
+  // up by the caller. Broadcasts the initial dense parameters (rank 0's draw) to every worker.
   static StatusOr<std::unique_ptr<GpuPsSync>> Create(const config::TrainerOptions& options,
                                                      trainer::PsClient& client, std::unique_ptr<PassTable> table,
                                                      std::vector<std::unique_ptr<collective::Communicator>> comms);
@@ -93,9 +94,9 @@ class GpuPsSync : public trainer::ParamSync {
   std::unique_ptr<PassTable> table_;
   const trainer::model::DenseNet net_;                             // outlives devices_
   std::vector<std::unique_ptr<DenseDevice>> devices_;              // one per table device
-  std::vector<std::unique_ptr<trainer::DenseStepper>> steppers_;   // one lane of each
+  std::vector<std::unique_ptr<trainer::DenseStepper>> steppers_;   // per worker: a lane of its device
   std::vector<std::unique_ptr<collective::Communicator>> comms_;  // declared before dense_: outlives it
-  std::vector<std::unique_ptr<trainer::CollectiveSync>> dense_;   // one replica per device
+  std::vector<std::unique_ptr<trainer::CollectiveSync>> dense_;   // one replica per worker
   // A worker's sparse gradients (and show/click) of up to max_merge_steps steps, summed per
   // key in arrival order; applied to the table when full and at end_pass.
   struct MergeBuffer {
@@ -111,15 +112,16 @@ class GpuPsSync : public trainer::ParamSync {
     metrics::Counter passes, rows_exact, rows_added;
     metrics::Gauge keys, collect, pull, build, write;
   } series_;
-  std::vector<MergeBuffer> merge_;  // per worker (device); each touched only by its worker
+  std::vector<MergeBuffer> merge_;  // per worker; each touched only by its worker
 };
 
-// Communicators for the devices of this trainer: rank trainer_id * devices + d; the ranks'
-// endpoints are options.trainer_endpoints' hosts with port + d (one trainer without
-// endpoints: a free loopback port). Set up concurrently (each waits for every rank). Gloo,
-// as the dense replicas are in host memory; NCCL on options.gpups.devices' GPUs when `gpus`
-// (the CUDA pass table) and fleetps.collective.backend is nccl.
+// Communicators for the `workers` workers of this trainer (devices x workers_per_device): rank
+// trainer_id * workers + w; the ranks' endpoints are options.trainer_endpoints' hosts with
+// port + w (one trainer without endpoints: a free loopback port). Set up concurrently (each
+// waits for every rank). Gloo, as the dense replicas are in host memory; NCCL on worker w's
+// GPU (options.gpups.devices[w % devices]) when `gpus` (the CUDA pass table) and
+// fleetps.collective.backend is nccl (one worker per device).
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
-    const config::TrainerOptions& options, uint32_t devices, bool gpus, std::shared_ptr<const net::AuthKey> auth_key);
+    const config::TrainerOptions& options, uint32_t workers, bool gpus, std::shared_ptr<const net::AuthKey> auth_key);
 
 }  // namespace fleetps::heter

@@ -3,6 +3,8 @@
 // fleetps-launch sets, on generated data in real files with a real job YAML; and
 // scripts/run_gpubox.sh itself (one fleetps-launch command).
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <filesystem>
 
 #include <chrono>
 #include <cstdlib>
@@ -28,6 +30,7 @@ struct GpuBoxJob {
   std::vector<uint16_t> ports = testing::FreePorts(4);  // 2 pservers, 2 node endpoints
   std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
   std::unique_ptr<ChildProcess> servers[2], nodes[2];
+  std::string gpus = "0,1";  // FLAGS_selected_gpus: two host shards
 
   // `extra_yaml`: more keys of the fleetps map; `extra_model`: more hyper_parameters.
   GpuBoxJob(uint32_t rows, uint32_t trainer_count, const std::string& extra_yaml = "",
@@ -59,7 +62,7 @@ runner:
     std::map<std::string, std::string> env = {{"TRAINING_ROLE", role},
                                               {"PADDLE_PSERVERS_IP_PORT_LIST", pservers},
                                               {"PADDLE_TRAINERS_NUM", std::to_string(trainers)},
-                                              {"FLAGS_selected_gpus", "0,1"},
+                                              {"FLAGS_selected_gpus", gpus},
                                               {"HETER_DEVICE_TYPE", "cpu"}};
     if (trainers > 1) {
       env["PADDLE_TRAINER_ENDPOINTS"] = "127.0.0.1:" + std::to_string(ports[2]) + ",127.0.0.1:" + std::to_string(ports[3]);
@@ -171,6 +174,29 @@ TEST_CASE("scripts/run_gpubox.sh runs two nodes x two host devices through fleet
   }
   CHECK(testing::ReportTestAuc(out + "/trainer0.json") > 0.5);
   CHECK(testing::ReportTestAuc(out + "/trainer1.json") > 0.5);
+}
+
+TEST_CASE("GPU-PS: one host device driven by two workers (fleetps.gpups.workers_per_device: 2) trains every record",
+          "[e2e]") {
+  GpuBoxJob job(20000, 1, "  gpups: {workers_per_device: 2}\n");
+  job.gpus = "0";
+  job.Start();
+  const int rc = job.nodes[0]->Wait(120s);
+  INFO(job.AllLogs());
+  REQUIRE(rc == 0);
+  for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
+  const std::string log = job.Log("trainer0");
+  CHECK_THAT(log, Catch::Contains("on 1 host device(s) (FLAGS_selected_gpus), 2 worker(s) per device, 2 dense ranks"));
+  // The two workers share the records: each epoch trains every training line once.
+  size_t lines = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(job.dir + "/data/train")) {
+    const std::string text = testing::ReadFile(entry.path().string());
+    lines += static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+  const std::string report = testing::ReadFile(job.dir + "/trainer0.json");
+  CHECK_THAT(report, Catch::Contains("\"epoch\": 1, \"examples\": " + std::to_string(lines) + ",") &&
+                         Catch::Contains("\"epoch\": 2, \"examples\": " + std::to_string(lines) + ","));
+  CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.55);
 }
 
 TEST_CASE("GPU-PS: a pass above fleetps.gpups.device_memory_mb is refused naming keys and bytes, nothing hangs",

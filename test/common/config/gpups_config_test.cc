@@ -99,6 +99,20 @@ TEST_CASE("A gpubox job that cannot run is refused, saying what to set") {
             "fleetps:\n  gpups: {passes_per_epoch: 4}\n");
   in_memory.pservers = o.pservers;
   CHECK(ValidateTrainerOptions(in_memory).ok());
+  TrainerOptions fed = Parse(kJob + "fleetps:\n  gpups: {workers_per_device: 2}\n");
+  CHECK(fed.gpups.workers_per_device == 2);
+  CHECK(fed.gpups.workers() == 2 * fed.gpups.devices.size());
+  fed.pservers = o.pservers;
+  CHECK(ValidateTrainerOptions(fed).ok());
+  for (const char* bad_workers : {"0", "65"}) {
+    auto w = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {workers_per_device: " + bad_workers + "}\n", "job.yaml");
+    REQUIRE_FALSE(w.ok());
+    CHECK_THAT(w.status().message(), Catch::Contains("workers_per_device") && Catch::Contains("must be 1 to 64"));
+  }
+  TrainerOptions nccl =
+      Parse(kJob + "fleetps:\n  gpups: {workers_per_device: 2}\n  collective: {backend: nccl}\n");
+  nccl.pservers = o.pservers;
+  refused(nccl, "NCCL takes one rank per GPU: set fleetps.collective.backend: gloo (or workers_per_device: 1)");
   TrainerOptions env_bad = Parse(kJob);
   CHECK(ApplyTrainerEnv(Env({{"FLAGS_selected_gpus", "0,x"}}), &env_bad).IsInvalidArgument());
 }

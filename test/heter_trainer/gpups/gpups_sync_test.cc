@@ -131,7 +131,8 @@ std::vector<uint64_t> Range(uint64_t from, uint64_t to) {
   return k;
 }
 
-// One trainer's GpuPsSync on `cluster` with `devices` host shards.
+// One trainer's GpuPsSync on `cluster` with `devices` host shards, each driven by
+// `workers_per_device` workers.
 struct PassTrainer {
   config::TrainerOptions options;
   std::unique_ptr<PsClient> client;
@@ -140,7 +141,8 @@ struct PassTrainer {
 
 // Sets up trainers_num trainers (concurrently: the allreduce set-up waits for every rank).
 std::vector<std::unique_ptr<PassTrainer>> MakeTrainers(const Cluster& cluster, config::TrainerOptions job,
-                                                       uint32_t trainers, uint32_t devices) {
+                                                       uint32_t trainers, uint32_t devices,
+                                                       uint32_t workers_per_device = 1) {
   const auto ports = testing::FreePorts(static_cast<int>(trainers));
   std::vector<std::unique_ptr<PassTrainer>> out(trainers);
   std::vector<Status> results(trainers);
@@ -150,7 +152,8 @@ std::vector<std::unique_ptr<PassTrainer>> MakeTrainers(const Cluster& cluster, c
     out[t]->options = job;
     out[t]->options.trainer_id = t;
     out[t]->options.trainers_num = trainers;
-    out[t]->options.worker_threads = devices;
+    out[t]->options.gpups.workers_per_device = workers_per_device;
+    out[t]->options.worker_threads = devices * workers_per_device;
     out[t]->options.pservers = {{"127.0.0.1", cluster.app->port()}};
     if (trainers > 1) {
       for (uint16_t p : ports) out[t]->options.trainer_endpoints.push_back({"127.0.0.1", p});
@@ -168,7 +171,7 @@ std::vector<std::unique_ptr<PassTrainer>> MakeTrainers(const Cluster& cluster, c
         results[t] = table.status();
         return;
       }
-      auto comms = MakeDeviceCommunicators(tr.options, devices, false, nullptr);
+      auto comms = MakeDeviceCommunicators(tr.options, devices * workers_per_device, false, nullptr);
       if (!comms.ok()) {
         results[t] = comms.status();
         return;
@@ -194,7 +197,8 @@ void TrainPass(std::vector<std::unique_ptr<PassTrainer>>& trainers,
     for (uint32_t w = 0; w < batches[t].size(); ++w) {
       threads.emplace_back([&, t, w] {
         GpuPsSync& sync = *trainers[t]->sync;
-        std::vector<float> dense(trainers[t]->options.dense_table.dim, 0.0f);
+        // A dense gradient of its own per worker: the replicas stay equal only by the allreduce.
+        std::vector<float> dense(trainers[t]->options.dense_table.dim, 0.001f * static_cast<float>(w + 1));
         Status st;
         for (const Batch& b : batches[t][w]) {
           st = sync.Push(w, trainer::StepGrads{b.keys, b.grads, b.shows, b.clicks, dense});
@@ -218,7 +222,10 @@ void TrainPass(std::vector<std::unique_ptr<PassTrainer>>& trainers,
 
 constexpr uint32_t kShow = 0, kClick = 1, kUnseen = 2, kDeltaScore = 3;
 
-TEST_CASE("One trainer, two devices: after end_pass the pservers hold exactly the reference rows") {
+TEST_CASE("One trainer, two workers (two devices, or one device with two workers): after end_pass the pservers "
+          "hold exactly the reference rows") {
+  const auto [devices, workers_per_device] = GENERATE(std::pair<uint32_t, uint32_t>{2, 1}, std::pair<uint32_t, uint32_t>{1, 2});
+  INFO(devices << " device(s) x " << workers_per_device << " worker(s) per device");
   const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
   Cluster pass_cluster(job), reference(job);
   auto ref_client = reference.Client();
@@ -229,7 +236,7 @@ TEST_CASE("One trainer, two devices: after end_pass the pservers hold exactly th
   PushAll(*pass_cluster.Client(), history);
   const auto start = reference.Rows(0);
 
-  auto trainers = MakeTrainers(pass_cluster, job, 1, 2);
+  auto trainers = MakeTrainers(pass_cluster, job, 1, devices, workers_per_device);
   // Worker 0 trains keys [0, 40) and new keys [80, 100); worker 1 keys [40, 80): disjoint,
   // so each key's pushes have one order whatever the threads' timing.
   auto k0 = Range(0, 40), k1 = Range(40, 80), fresh = Range(80, 100);
@@ -273,9 +280,14 @@ TEST_CASE("One trainer, two devices: after end_pass the pservers hold exactly th
     extended_in_pass += accessor.Extended(row.data()) && (it == start.end() || !accessor.Extended(it->second.data()));
   }
   CHECK(extended_in_pass > 0);
-  // The dense replica reached the dense table (rank 0 writes it at end_pass).
-  std::vector<float> dense(job.dense_table.dim);
+  // The workers' replicas moved together (each pushed a gradient of its own), and rank 0's
+  // reached the dense table at end_pass.
+  std::vector<float> replica0, replica1, dense(job.dense_table.dim);
+  REQUIRE(trainers[0]->sync->DenseParams(0, &replica0).ok());
+  REQUIRE(trainers[0]->sync->DenseParams(1, &replica1).ok());
+  CHECK(replica0 == replica1);
   REQUIRE(trainers[0]->client->PullDense(1, dense).get().ok());
+  CHECK(dense == replica0);
   CHECK(std::any_of(dense.begin(), dense.end(), [](float v) { return v != 0.0f; }));
 }
 
