@@ -16,8 +16,9 @@
 #                         world size 1); its workerlog says "(nccl: backend: nccl on GPU 0)"
 #   gpubox_nccl           a GPU-PS job (run_gpubox.sh, 100k rows) on GPU 0 with backend nccl
 # FULL=1 adds the end-to-end benchmarks on this machine's cores (async PS vs heter vs
-# GPU-PS): bench/heter_bench/run.sh ROWS TRAINERS 1 and bench/gpups_bench/run.sh ROWS 1
-# (ROWS default 1000000, TRAINERS default 8). Every step runs even when one fails.
+# GPU-PS): bench/heter_bench/run.sh ROWS TRAINERS 1 and bench/gpups_bench/run.sh ROWS 1, the
+# latter again with GPUPS_WORKERS host workers on GPU 0 (ROWS default 1000000, TRAINERS
+# default 8, GPUPS_WORKERS default 8). Every step runs even when one fails.
 #   scripts/device_check.sh [BUNDLE (default build/device_bundle.tar.xz)]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -64,5 +65,8 @@ step gpubox_nccl 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=1
 if [ "${FULL:-0}" = 1 ]; then
   step heter_run 900 env BUILD="$B" bench/heter_bench/run.sh "${ROWS:-1000000}" "${TRAINERS:-8}" 1
   step gpups_run 900 env BUILD="$B" bench/gpups_bench/run.sh "${ROWS:-1000000}" 1
+  # The GPU fed by several host workers (fleetps.gpups.workers_per_device).
+  step gpups_run_workers 900 env BUILD="$B" GPUPS_WORKERS="${GPUPS_WORKERS:-8}" FLAGS_selected_gpus=0 \
+    bench/gpups_bench/run.sh "${ROWS:-1000000}" 1
 fi
 echo "device_check: logs in $OUT"

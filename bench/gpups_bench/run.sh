@@ -6,6 +6,8 @@
 # two shards unless a GPU is visible), then the gpups_bench program (pass build rate,
 # device-table lookup/update rates against memory bandwidth). Prints markdown tables.
 #   bench/gpups_bench/run.sh [rows (default 500000)] [epochs (default 1)]
+#   GPUPS_WORKERS=k bench/gpups_bench/run.sh ...   GPU-PS with k host worker threads per device
+#                                                  (fleetps.gpups.workers_per_device; default 1)
 # Every process runs on this machine: on a small machine the roles share its cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,8 +33,18 @@ common=(FLEETPS_SKIP_SETUP=1 FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$
 env "${common[@]}" FLEETPS_TRAINERS=2 FLEETPS_SYNC_MODE=async FLEETPS_OUT="$OUT/async" scripts/run_local.sh \
   >"$OUT/async.log" 2>&1
 env "${common[@]}" FLEETPS_TRAINERS=2 FLEETPS_OUT="$OUT/heter" scripts/run_heter.sh >"$OUT/heter.log" 2>&1
-env "${common[@]}" FLEETPS_TRAINERS=1 FLEETPS_OUT="$OUT/gpubox" scripts/run_gpubox.sh >"$OUT/gpubox.log" 2>&1
-devices=$(grep -ho "GPU-PS (gpubox) on [0-9]* [a-z]* device(s)" "$OUT"/gpubox/trainer0.log | head -1 | sed 's/GPU-PS (gpubox) on //')
+gpubox_config=configs/ctr_dnn.yaml
+if [ -n "${GPUPS_WORKERS:-}" ]; then
+  # (model_save_path relative to the copy's folder)
+  gpubox_config="$OUT/ctr_dnn_workers.yaml"
+  sed -e "s/passes_per_epoch: 1}/passes_per_epoch: 1, workers_per_device: $GPUPS_WORKERS}/" \
+    -e 's|^\(  model_save_path:\).*|\1 "gpubox_model"|' configs/ctr_dnn.yaml >"$gpubox_config"
+  grep -q "workers_per_device: $GPUPS_WORKERS" "$gpubox_config"
+fi
+env "${common[@]}" FLEETPS_TRAINERS=1 FLEETPS_CONFIG="$gpubox_config" FLEETPS_OUT="$OUT/gpubox" scripts/run_gpubox.sh \
+  >"$OUT/gpubox.log" 2>&1
+devices=$(grep -ho "GPU-PS (gpubox) on [0-9]* [a-z]* device(s)" "$OUT"/gpubox/workerlog.0 | head -1 | sed 's/GPU-PS (gpubox) on //')
+devices="$devices, $(grep -ho "[0-9]* worker(s) per device" "$OUT"/gpubox/workerlog.0 | head -1)"
 
 python3 - "$OUT" "$ROWS" "$EPOCHS" "$devices" "$(nproc)" <<'PY'
 import json, sys

@@ -146,8 +146,6 @@ struct GpuPsOptions {
   // device is fed by several cores; every worker is a dense allreduce rank (trainers x
   // devices x workers_per_device ranks in all; Gloo: NCCL takes one rank per GPU).
   uint32_t workers_per_device = 1;
-  // Worker threads of one process, and its dense ranks.
-  uint32_t workers() const { return static_cast<uint32_t>(devices.size()) * workers_per_device; }
 };
 
 struct TrainerOptions {

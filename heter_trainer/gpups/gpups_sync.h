@@ -1,8 +1,8 @@
 #pragma once
 // GpuPsSync: the ParamSync of GPU-PS pass mode (runner.sync_mode: gpubox), as Paddle's
 // PSGPU: per pass (epoch) the sparse rows of the pass live in a PassTable sharded over the
-// process's devices, and the dense part is replicated on every device and kept equal by
-// allreduce.
+// process's devices, and the dense part is replicated on every worker (workers_per_device
+// per device) and kept equal by allreduce.
 //
 //   BeginPass (begin_pass)  the pass's unique keys read from the dataset; their full rows
 //                           (weights, optimizer state, show/click) pulled from the pservers
