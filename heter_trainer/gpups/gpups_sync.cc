@@ -9,6 +9,7 @@
 #include "common/net/io_threads.h"
 #include "common/net/rpc_server.h"
 #include "heter_trainer/device/rank_communicator.h"
+#include "trainer/collective/local_group.h"
 #include "trainer/data/batch.h"
 #include "trainer/model/dense_net.h"
 
@@ -63,6 +64,26 @@ class LaneStepper : public trainer::DenseStepper {
 
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
     const config::TrainerOptions& o, uint32_t workers, bool gpus, std::shared_ptr<const net::AuthKey> auth_key) {
+  const auto timeout = std::chrono::milliseconds(o.collective.timeout_ms);
+  auto options = [&](uint32_t rank, std::vector<net::Endpoint> endpoints) {
+    collective::CollectiveOptions co;
+    co.rank = rank;
+    co.endpoints = std::move(endpoints);
+    co.prefix = "fleetps-gpups";
+    co.timeout = timeout;
+    co.auth_key = auth_key;
+    return co;
+  };
+  if (!gpus || o.collective.backend != config::CollectiveBackend::kNccl) {
+    // The host replicas: the workers of this process sum in memory, and the processes
+    // all-reduce that over one Gloo rank each (none for a single process).
+    std::unique_ptr<collective::Communicator> nodes;
+    if (o.trainer_endpoints.size() > 1) {
+      ASSIGN_OR_RETURN(nodes, collective::MakeGlooCommunicator(options(o.trainer_id, o.trainer_endpoints)));
+    }
+    return collective::MakeLocalGroup(workers, std::move(nodes), timeout);
+  }
+  // NCCL: one rank per GPU (workers_per_device is 1), device d of a node at its port + d.
   std::vector<net::Endpoint> nodes = o.trainer_endpoints;
   if (nodes.empty()) {
     ASSIGN_OR_RETURN(uint16_t port, FreeLoopbackPort());
@@ -72,24 +93,15 @@ StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommu
   for (const auto& node : nodes) {
     for (uint32_t w = 0; w < workers; ++w) {
       if (uint32_t{node.port} + w > 65535) {
-        return Status::InvalidArgument("PADDLE_TRAINER_ENDPOINTS entry " + node.ToString() + " leaves no port for worker " +
-                                       std::to_string(w) + " (worker w's dense rank uses port + w)");
+        return Status::InvalidArgument("PADDLE_TRAINER_ENDPOINTS entry " + node.ToString() + " leaves no port for device " +
+                                       std::to_string(w) + " (with NCCL, device d's rank uses port + d)");
       }
       ranks.push_back({node.host, static_cast<uint16_t>(node.port + w)});
     }
   }
   std::vector<std::unique_ptr<collective::Communicator>> comms(workers);
   RETURN_IF_ERROR(OnEveryWorker(workers, [&](uint32_t w) -> Status {
-    collective::CollectiveOptions co;
-    co.rank = o.trainer_id * workers + w;
-    co.endpoints = ranks;
-    co.prefix = "fleetps-gpups";
-    co.timeout = std::chrono::milliseconds(o.collective.timeout_ms);
-    co.auth_key = auth_key;
-    if (!gpus || o.collective.backend != config::CollectiveBackend::kNccl) {
-      ASSIGN_OR_RETURN(comms[w], collective::MakeGlooCommunicator(co));
-      return Status::OK();
-    }
+    const auto co = options(o.trainer_id * workers + w, ranks);
     config::DataParallelOptions backend = o.collective;
     const size_t d = o.gpups.devices.empty() ? w : w % o.gpups.devices.size();
     backend.gpu = d < o.gpups.devices.size() ? o.gpups.devices[d] : static_cast<int>(d);

@@ -14,8 +14,9 @@
 //                           RowAccessor code); dense gradients to the worker's device replica
 //   dense_stepper           the worker's dense forward/backward on its device (a CUDA lane
 //                           of heter_trainer/device with the CUDA table, else the CPU lane)
-//   EndStep                 the worker's replica's allreduce step (CollectiveSync: Gloo across
-//                           every worker of every node, rank = trainer_id * workers + worker)
+//   EndStep                 the worker's replica's allreduce step (CollectiveSync: the
+//                           workers of a node summed in memory, the nodes over Gloo; rank =
+//                           trainer_id * workers + worker)
 //   Flush (end_pass)        the rows the pass touched written back (WriteRows: exact, or added
 //                           as a difference where another trainer wrote the row meanwhile),
 //                           the table freed; rank 0 writes the dense replica to the pservers
@@ -115,12 +116,13 @@ class GpuPsSync : public trainer::ParamSync {
   std::vector<MergeBuffer> merge_;  // per worker; each touched only by its worker
 };
 
-// Communicators for the `workers` workers of this trainer (devices x workers_per_device): rank
-// trainer_id * workers + w; the ranks' endpoints are options.trainer_endpoints' hosts with
-// port + w (one trainer without endpoints: a free loopback port). Set up concurrently (each
-// waits for every rank). Gloo, as the dense replicas are in host memory; NCCL on worker w's
-// GPU (options.gpups.devices[w % devices]) when `gpus` (the CUDA pass table) and
-// fleetps.collective.backend is nccl (one worker per device).
+// Communicators for the `workers` workers of this trainer (devices x workers_per_device):
+// rank trainer_id * workers + w of trainers * workers. The host replicas (Gloo): a local
+// group (trainer/collective/local_group.h), whose workers sum in memory while the trainers
+// all-reduce over one Gloo rank each at options.trainer_endpoints (none for one trainer).
+// NCCL on worker w's GPU when `gpus` (the CUDA pass table) and fleetps.collective.backend
+// is nccl (one worker per device): one rank per GPU, device d of a node at its endpoint's
+// port + d (one trainer without endpoints: a free loopback port), set up concurrently.
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
     const config::TrainerOptions& options, uint32_t workers, bool gpus, std::shared_ptr<const net::AuthKey> auth_key);
 

@@ -1,0 +1,179 @@
+#include "trainer/collective/local_group.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+namespace fleetps::trainer::collective {
+namespace {
+
+// The state the members of one process share. Every operation runs in two phases: each
+// member publishes its buffer and arrives; member 0 (the leader) combines, talks to the
+// inner communicator and publishes the result; each member arrives again and takes it.
+// The leader writes the shared buffer only between an operation's two arrivals, when every
+// other member is waiting, so no member reads it while it changes.
+class Group {
+ public:
+  Group(uint32_t members, std::unique_ptr<Communicator> inner, std::chrono::milliseconds timeout)
+      : members_(members), inner_(std::move(inner)), timeout_(timeout), spans_(members) {}
+
+  uint32_t members() const { return members_; }
+  uint32_t inner_rank() const { return inner_ ? inner_->rank() : 0; }
+  uint32_t inner_size() const { return inner_ ? inner_->size() : 1; }
+  std::string backend() const { return inner_ ? inner_->backend() + "+local" : "local"; }
+
+  template <typename T>
+  Status AllreduceSum(uint32_t member, std::span<T> data) {
+    Publish(member, data.data(), data.size());
+    RETURN_IF_ERROR(Arrive(member, "allreduce"));
+    if (member == 0) {
+      Status st = SameSizes("allreduce");
+      std::vector<T>& sum = Buffer<T>();
+      if (st.ok()) {
+        sum.assign(data.begin(), data.end());
+        for (uint32_t m = 1; m < members_; ++m) {
+          const T* other = static_cast<const T*>(spans_[m].first);
+          for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
+        }
+        if (inner_) st = inner_->AllreduceSum(std::span<T>(sum)).WithContext("the processes' allreduce");
+      }
+      SetResult(st);
+    }
+    RETURN_IF_ERROR(Arrive(member, "allreduce"));
+    RETURN_IF_ERROR(Result());
+    const std::vector<T>& sum = Buffer<T>();
+    std::copy(sum.begin(), sum.end(), data.begin());
+    return Status::OK();
+  }
+
+  Status Broadcast(uint32_t member, std::span<float> data, uint32_t root) {
+    Publish(member, data.data(), data.size());
+    RETURN_IF_ERROR(Arrive(member, "broadcast"));
+    if (member == 0) {
+      Status st = SameSizes("broadcast");
+      const uint32_t root_process = root / members_, root_member = root % members_;
+      if (st.ok() && root_process >= inner_size()) {
+        st = Status::InvalidArgument("broadcast from rank " + std::to_string(root) + " of " +
+                                     std::to_string(inner_size() * members_));
+      }
+      if (st.ok()) {
+        const float* from = static_cast<const float*>(spans_[root_process == inner_rank() ? root_member : 0].first);
+        floats_.assign(from, from + data.size());
+        if (inner_) st = inner_->Broadcast(floats_, root_process).WithContext("the processes' broadcast");
+      }
+      SetResult(st);
+    }
+    RETURN_IF_ERROR(Arrive(member, "broadcast"));
+    RETURN_IF_ERROR(Result());
+    std::copy(floats_.begin(), floats_.end(), data.begin());
+    return Status::OK();
+  }
+
+  Status Barrier(uint32_t member) {
+    RETURN_IF_ERROR(Arrive(member, "barrier"));
+    if (member == 0) SetResult(inner_ ? inner_->Barrier().WithContext("the processes' barrier") : Status::OK());
+    RETURN_IF_ERROR(Arrive(member, "barrier"));
+    return Result();
+  }
+
+ private:
+  void Publish(uint32_t member, const void* data, size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spans_[member] = {data, size};
+  }
+
+  // Waits until every member has arrived at this phase; TimedOut naming the members that
+  // did not (and the group fails for good).
+  Status Arrive(uint32_t member, const char* what) {
+    std::unique_lock<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(failed_);
+    const uint64_t phase = phase_;
+    if (++arrived_ == members_) {
+      arrived_ = 0;
+      ++phase_;
+      cv_.notify_all();
+      return Status::OK();
+    }
+    if (!cv_.wait_for(lock, timeout_, [&] { return phase_ != phase || !failed_.ok(); })) {
+      failed_ = Status::TimedOut("member " + std::to_string(member) + " of this process's " +
+                                 std::to_string(members_) + " local ranks waited " +
+                                 std::to_string(timeout_.count()) + " ms for the others to join a " + what +
+                                 " (fleetps.collective.timeout_ms): a worker thread stopped or fell behind");
+      cv_.notify_all();
+    }
+    return phase_ != phase ? Status::OK() : failed_;
+  }
+
+  Status SameSizes(const char* what) const {
+    for (uint32_t m = 1; m < members_; ++m) {
+      if (spans_[m].second != spans_[0].second) {
+        return Status::InvalidArgument(std::string(what) + ": local rank " + std::to_string(m) + " gave " +
+                                       std::to_string(spans_[m].second) + " values, local rank 0 " +
+                                       std::to_string(spans_[0].second));
+      }
+    }
+    return Status::OK();
+  }
+
+  void SetResult(Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    result_ = std::move(st);
+  }
+  Status Result() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return result_;
+  }
+
+  template <typename T>
+  std::vector<T>& Buffer();
+
+  const uint32_t members_;
+  const std::unique_ptr<Communicator> inner_;
+  const std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint32_t arrived_ = 0;   // guarded by mu_
+  uint64_t phase_ = 0;     // guarded by mu_
+  Status failed_;          // guarded by mu_: a member timed out
+  Status result_;          // guarded by mu_: the leader's outcome of the current operation
+  std::vector<std::pair<const void*, size_t>> spans_;  // per member, guarded by mu_ when written
+  std::vector<float> floats_;                          // the leader's, between arrivals
+  std::vector<double> doubles_;
+};
+
+template <>
+std::vector<float>& Group::Buffer<float>() {
+  return floats_;
+}
+template <>
+std::vector<double>& Group::Buffer<double>() {
+  return doubles_;
+}
+
+class Member : public Communicator {
+ public:
+  Member(std::shared_ptr<Group> group, uint32_t member) : group_(std::move(group)), member_(member) {}
+  uint32_t rank() const override { return group_->inner_rank() * group_->members() + member_; }
+  uint32_t size() const override { return group_->inner_size() * group_->members(); }
+  std::string backend() const override { return group_->backend(); }
+  Status Broadcast(std::span<float> data, uint32_t root) override { return group_->Broadcast(member_, data, root); }
+  Status AllreduceSum(std::span<float> data) override { return group_->AllreduceSum(member_, data); }
+  Status AllreduceSum(std::span<double> data) override { return group_->AllreduceSum(member_, data); }
+  Status Barrier() override { return group_->Barrier(member_); }
+
+ private:
+  const std::shared_ptr<Group> group_;
+  const uint32_t member_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> MakeLocalGroup(uint32_t members, std::unique_ptr<Communicator> inner,
+                                                          std::chrono::milliseconds timeout) {
+  auto group = std::make_shared<Group>(std::max<uint32_t>(members, 1), std::move(inner), timeout);
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (uint32_t m = 0; m < group->members(); ++m) out.push_back(std::make_unique<Member>(group, m));
+  return out;
+}
+
+}  // namespace fleetps::trainer::collective
