@@ -43,9 +43,9 @@ fi
 cluster_setup "pserver heter-trainer fleetps-datagen fleetps-launch"
 cluster_data
 
-# The workers are heter-trainers in pass mode. Several nodes all-reduce their devices'
-# dense replicas over the workers' endpoints (device d of a node uses its port + d): the
-# endpoints are spaced 16 ports apart.
+# The workers are heter-trainers in pass mode. Several nodes all-reduce their dense replicas
+# over the workers' endpoints (Gloo: one rank per node; NCCL: device d of a node uses its
+# port + d): the endpoints are spaced 16 ports apart.
 workers=(--worker_num 1)
 if [ "$TRAINERS" -gt 1 ]; then
   list=""
