@@ -69,7 +69,7 @@ class KeyIndex {
   // Empties the index (keeping its capacity) and returns the keys it held, in index order.
   std::vector<uint64_t> TakeKeys() {
     if (keys_.size() * 8 >= slots_.size()) {
-      // At least 1/16 of the slots in use: one sequential pass over the table costs less
+      // At least 1/8 of the slots in use: one sequential pass over the table costs less
       // than re-probing every key (a cache miss each).
       for (Slot& slot : slots_) slot.index = kNone;
     } else {
