@@ -126,6 +126,10 @@ GpuPsSync::~GpuPsSync() {
   dense_.clear();  // their communication threads before the communicators
 }
 
+void GpuPsSync::Abort(const Status& why) {
+  for (auto& comm : comms_) comm->Abort(why);
+}
+
 trainer::DenseStepper* GpuPsSync::dense_stepper(uint32_t worker) {
   return worker < steppers_.size() ? steppers_[worker].get() : nullptr;
 }

@@ -80,6 +80,8 @@ class GpuPsSync : public trainer::ParamSync {
   StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) override;
   Status Flush() override;
   trainer::DenseStepper* dense_stepper(uint32_t worker) override;
+  // Ends the other workers' waits in the dense allreduce with `why` (their local group).
+  void Abort(const Status& why) override;
 
   // begin_pass with the keys given (distinct): pulls their rows and builds the table.
   Status BeginPassWithKeys(std::span<const uint64_t> keys);

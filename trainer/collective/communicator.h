@@ -51,6 +51,11 @@ class Communicator {
   virtual Status AllreduceSum(std::span<float> data) = 0;
   virtual Status AllreduceSum(std::span<double> data) = 0;
   virtual Status Barrier() = 0;
+  // A thread of this process that is a rank of this job will not come: operations that wait
+  // for it end with `why`, now and later. Local groups (local_group.h) end them; backends
+  // whose ranks are other processes do nothing (those peers fail by timeout or on a closed
+  // connection).
+  virtual void Abort(const Status& why) {}
 };
 
 // The Gloo (TCP) communicator of options.rank among options.endpoints.size() ranks. Its

@@ -69,6 +69,12 @@ class Group {
     return Status::OK();
   }
 
+  void Abort(const Status& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_.ok()) failed_ = why.WithContext("a local rank of this process stopped");
+    cv_.notify_all();
+  }
+
   Status Barrier(uint32_t member) {
     RETURN_IF_ERROR(Arrive(member, "barrier"));
     if (member == 0) SetResult(inner_ ? inner_->Barrier().WithContext("the processes' barrier") : Status::OK());
@@ -134,7 +140,7 @@ class Group {
   std::condition_variable cv_;
   uint32_t arrived_ = 0;   // guarded by mu_
   uint64_t phase_ = 0;     // guarded by mu_
-  Status failed_;          // guarded by mu_: a member timed out
+  Status failed_;          // guarded by mu_: a member timed out, or Abort
   Status result_;          // guarded by mu_: the leader's outcome of the current operation
   std::vector<std::pair<const void*, size_t>> spans_;  // per member, guarded by mu_ when written
   std::vector<float> floats_;                          // the leader's, between arrivals
@@ -160,6 +166,7 @@ class Member : public Communicator {
   Status AllreduceSum(std::span<float> data) override { return group_->AllreduceSum(member_, data); }
   Status AllreduceSum(std::span<double> data) override { return group_->AllreduceSum(member_, data); }
   Status Barrier() override { return group_->Barrier(member_); }
+  void Abort(const Status& why) override { group_->Abort(why); }
 
  private:
   const std::shared_ptr<Group> group_;

@@ -12,7 +12,8 @@
 //
 // Every member must issue the same operations in the same order, as ranks do; a member that
 // does not join an operation within `timeout` fails the others' with an error naming it (and
-// the group stays failed). An inner error reaches every member.
+// the group stays failed), and so does Abort(why) on any member at once (a worker thread that
+// failed and stops). An inner error reaches every member.
 // Thread-safety: each member is a Communicator (one thread at a time per member); members
 // run concurrently on their own threads.
 

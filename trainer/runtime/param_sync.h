@@ -95,6 +95,10 @@ class ParamSync {
   virtual Status BeginPass(data::Dataset& dataset) { return Status::OK(); }
   // Where `worker` runs its dense steps; null: the Trainer's own DenseNet on the worker thread.
   virtual DenseStepper* dense_stepper(uint32_t worker) { return nullptr; }
+  // A worker failed with `why` and stops: whatever the other workers of this process wait
+  // for from it (GPU-PS: its share of the dense allreduce) ends with that error at once
+  // instead of at the collective timeout. Any thread; later calls keep the first reason.
+  virtual void Abort(const Status& why) {}
 };
 
 // Creates the ParamSync for options.sync_mode (Direct for local training; heter mode:

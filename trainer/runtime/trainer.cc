@@ -470,9 +470,12 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     }
   };
   auto fail = [&](const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (first_error.ok()) first_error = st;
-    failed = true;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_error.ok()) first_error = st;
+      failed = true;
+    }
+    impl.sync->Abort(st);  // the other workers may be waiting for this one's step
   };
 
   auto worker = [&](uint32_t w) {

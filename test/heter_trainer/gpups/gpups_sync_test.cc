@@ -355,3 +355,35 @@ TEST_CASE("Two trainers on overlapping keys: both passes add up on the pservers,
 
 }  // namespace
 }  // namespace fleetps::heter
+
+namespace fleetps::heter {
+namespace {
+
+TEST_CASE("A failed worker's Abort ends the other workers' wait in the dense allreduce at once") {
+  config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
+  job.collective.timeout_ms = 60000;  // without Abort, worker 0 would wait this long
+  Cluster cluster(job);
+  auto trainers = MakeTrainers(cluster, job, 1, 1, /*workers_per_device=*/2);
+  GpuPsSync& sync = *trainers[0]->sync;
+  const auto keys = Range(0, 10);
+  REQUIRE(sync.BeginPassWithKeys(keys).ok());
+  const auto batches = Batches(keys, 1, 3);
+  std::vector<float> dense(job.dense_table.dim, 0.01f);
+  Status pushed, stepped;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread worker0([&] {
+    const Batch& b = batches[0];
+    pushed = sync.Push(0, trainer::StepGrads{b.keys, b.grads, b.shows, b.clicks, dense});
+    if (pushed.ok()) stepped = sync.EndStep(0, false).status();  // waits for worker 1
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  sync.Abort(Status::Internal("worker 1: CUDA error"));  // what the Trainer does when worker 1 fails
+  worker0.join();
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  REQUIRE(pushed.ok());
+  CHECK_FALSE(stepped.ok());
+  CHECK_THAT(stepped.message(), Catch::Contains("worker 1: CUDA error"));
+}
+
+}  // namespace
+}  // namespace fleetps::heter

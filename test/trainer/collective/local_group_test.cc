@@ -160,3 +160,27 @@ TEST_CASE("Members that disagree on the size of an allreduce all get an error na
 
 }  // namespace
 }  // namespace fleetps::trainer::collective
+
+namespace fleetps::trainer::collective {
+namespace {
+
+TEST_CASE("Abort on any member ends the others' waits at once with its reason") {
+  auto group = MakeLocalGroup(2, nullptr, 60s);  // without Abort member 0 would wait 60 s
+  Status result;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread waiting([&] {
+    std::vector<float> v(10, 1.0f);
+    result = group[0]->AllreduceSum(std::span<float>(v));
+  });
+  std::this_thread::sleep_for(100ms);
+  group[1]->Abort(Status::Internal("worker 1: a device error"));
+  waiting.join();
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  CHECK(result.code() == StatusCode::kInternal);
+  CHECK_THAT(result.message(), Catch::Contains("a local rank of this process stopped") &&
+                                   Catch::Contains("worker 1: a device error"));
+  CHECK_THAT(group[0]->Barrier().message(), Catch::Contains("worker 1: a device error"));  // and later
+}
+
+}  // namespace
+}  // namespace fleetps::trainer::collective
