@@ -1,5 +1,6 @@
 #include "trainer/collective/local_group.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <string>
