@@ -3,8 +3,6 @@
 // fleetps-launch sets, on generated data in real files with a real job YAML; and
 // scripts/run_gpubox.sh itself (one fleetps-launch command).
 #include <catch2/catch.hpp>
-#include <algorithm>
-#include <filesystem>
 
 #include <chrono>
 #include <cstdlib>
@@ -188,11 +186,7 @@ TEST_CASE("GPU-PS: one host device driven by two workers (fleetps.gpups.workers_
   const std::string log = job.Log("trainer0");
   CHECK_THAT(log, Catch::Contains("on 1 host device(s) (FLAGS_selected_gpus), 2 worker(s) per device, 2 dense ranks"));
   // The two workers share the records: each epoch trains every training line once.
-  size_t lines = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(job.dir + "/data/train")) {
-    const std::string text = testing::ReadFile(entry.path().string());
-    lines += static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
-  }
+  const size_t lines = testing::CountDataLines(job.dir + "/data/train");
   const std::string report = testing::ReadFile(job.dir + "/trainer0.json");
   CHECK_THAT(report, Catch::Contains("\"epoch\": 1, \"examples\": " + std::to_string(lines) + ",") &&
                          Catch::Contains("\"epoch\": 2, \"examples\": " + std::to_string(lines) + ","));

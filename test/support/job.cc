@@ -1,6 +1,8 @@
 #include "test/support/job.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <thread>
 
@@ -31,6 +33,15 @@ double ReportTestAuc(const std::string& report_path) {
   const size_t auc = test == std::string::npos ? test : text.find("\"auc\": ", test);
   if (auc == std::string::npos) return std::numeric_limits<double>::quiet_NaN();
   return std::stod(text.substr(auc + 7));
+}
+
+size_t CountDataLines(const std::string& dir) {
+  size_t lines = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string text = ReadFile(entry.path().string());
+    lines += static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+  return lines;
 }
 
 }  // namespace fleetps::testing

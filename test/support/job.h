@@ -3,6 +3,7 @@
 // test AUC of a cpu-trainer --report file.
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,8 @@ bool WaitForLog(const std::string& path, const std::string& text, std::chrono::m
 
 // The "test" AUC of a cpu-trainer --report file; NaN when it has none.
 double ReportTestAuc(const std::string& report_path);
+
+// Lines ('\n') in the files directly inside `dir` (a generated data split).
+size_t CountDataLines(const std::string& dir);
 
 }  // namespace fleetps::testing

@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -285,6 +284,7 @@ void Supervisor::ReportFailure(const Child& c) {
 void Supervisor::ReportResources() const {
   std::string text = "CPU time and peak memory of each process:";
   double by_role[3] = {0, 0, 0};
+  bool present[3] = {false, false, false};
   bool any = false;
   for (const Child& c : children_) {
     if (!c.exited) continue;
@@ -293,14 +293,12 @@ void Supervisor::ReportResources() const {
             " s CPU (user " + Fixed(user, 2) + ", system " + Fixed(sys, 2) + "), max RSS " +
             Fixed1(static_cast<double>(c.usage.ru_maxrss) / 1024.0) + " MiB";  // ru_maxrss: KiB
     by_role[static_cast<int>(c.spec.role)] += user + sys;
-    any = true;
+    present[static_cast<int>(c.spec.role)] = any = true;
   }
   if (!any) return;
   text += "\n  CPU seconds by role:";
   for (Role role : {Role::kServer, Role::kWorker, Role::kHeterWorker}) {
-    const bool present = std::any_of(children_.begin(), children_.end(),
-                                     [&](const Child& c) { return c.exited && c.spec.role == role; });
-    if (present) text += std::string(" ") + RoleName(role) + " " + Fixed(by_role[static_cast<int>(role)], 2) + ";";
+    if (present[static_cast<int>(role)]) text += std::string(" ") + RoleName(role) + " " + Fixed(by_role[static_cast<int>(role)], 2) + ";";
   }
   text.pop_back();
   Message(text);

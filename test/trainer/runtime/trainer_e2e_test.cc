@@ -9,7 +9,6 @@
 #include <regex>
 #include <cmath>
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -152,15 +151,6 @@ uint64_t EpochExamples(const std::string& report, int epoch) {
   return std::stoull(text.substr(at + key.size()));
 }
 
-size_t CountLines(const std::string& dir) {
-  size_t lines = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string text = testing::ReadFile(entry.path().string());
-    lines += static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
-  }
-  return lines;
-}
-
 // 2 pservers started with the job YAML, 2 trainers; trainer 0 stops the servers at the end.
 // Returns the work directory (logs, reports, data).
 std::string ClusterRun(const std::string& mode, int threads = 1, const std::string& runner_extra = "") {
@@ -236,7 +226,7 @@ TEST_CASE("Sync training with 2 pservers and 2 trainers of 2 workers") { Cluster
 // records through the pservers, so each epoch's split differs but covers the data once.
 TEST_CASE("Async training on an InMemoryDataset shuffled globally across the trainers") {
   const std::string dir = ClusterRun("async", 1, "  reader_type: InMemoryDataset\n  shuffle: global");
-  const size_t train_lines = CountLines(dir + "/data/train");
+  const size_t train_lines = testing::CountDataLines(dir + "/data/train");
   for (int epoch = 1; epoch <= 2; ++epoch) {
     CHECK(EpochExamples(dir + "/trainer0.json", epoch) + EpochExamples(dir + "/trainer1.json", epoch) ==
           train_lines);
