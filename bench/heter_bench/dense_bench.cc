@@ -1,5 +1,8 @@
 #include "bench/heter_bench/dense_bench.h"
 
+#include <cblas.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -44,6 +47,47 @@ StatusOr<double> TimeSteps(heter::DenseDevice& device, const DenseNet& net, std:
   return elapsed.count() / options.steps;
 }
 
+// Mean milliseconds of the BLAS calls a CPU training step of `net` with activation gradients
+// makes for `batch` rows, as TimeDenseGemms does on a GPU: per layer the forward product,
+// and backward the weight-gradient and input-gradient products (the first layer's input
+// gradient included), in the order FullyConnected makes them; on zero-filled buffers, after
+// one untimed step. What the CPU step is compared with.
+double TimeCpuDenseGemms(const DenseNet& net, size_t batch, int iterations) {
+  const std::span<const trainer::model::FullyConnected> layers = net.layers();
+  size_t max_width = net.in_dim();
+  for (const auto& layer : layers) max_width = std::max(max_width, layer.out_dim());
+  std::vector<float> params(net.num_params()), param_grads(net.num_params());
+  std::vector<std::vector<float>> outputs;
+  for (const auto& layer : layers) outputs.emplace_back(batch * layer.out_dim());
+  std::vector<float> inputs(batch * net.in_dim()), dy(batch * max_width), dx(batch * max_width);
+  const auto n = [](size_t v) { return static_cast<int>(v); };
+  const auto step = [&] {
+    const float* x = inputs.data();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const auto& layer = layers[l];
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n(batch), n(layer.out_dim()), n(layer.in_dim()), 1.0f, x,
+                  n(layer.in_dim()), params.data() + layer.param_offset(), n(layer.out_dim()), 1.0f,
+                  outputs[l].data(), n(layer.out_dim()));
+      x = outputs[l].data();
+    }
+    for (size_t l = layers.size(); l-- > 0;) {
+      const auto& layer = layers[l];
+      const float* input = l == 0 ? inputs.data() : outputs[l - 1].data();
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n(layer.in_dim()), n(layer.out_dim()), n(batch), 1.0f,
+                  input, n(layer.in_dim()), dy.data(), n(layer.out_dim()), 0.0f,
+                  param_grads.data() + layer.param_offset(), n(layer.out_dim()));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n(batch), n(layer.in_dim()), n(layer.out_dim()), 1.0f,
+                  dy.data(), n(layer.out_dim()), params.data() + layer.param_offset(), n(layer.out_dim()), 0.0f,
+                  dx.data(), n(layer.in_dim()));
+    }
+  };
+  step();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) step();
+  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count() / iterations;
+}
+
 void PrintRow(const char* device, size_t batch, double step_ms, double gemm_ms) {
   const double examples_per_s = static_cast<double>(batch) / (step_ms / 1e3);
   if (gemm_ms > 0.0) {
@@ -54,14 +98,16 @@ void PrintRow(const char* device, size_t batch, double step_ms, double gemm_ms) 
   }
 }
 
-// One table block: every batch on `device`; with `gemms`, the GEMM-only time next to it.
+// One table block: every batch on `device`, with the GEMM-only time next to it (OpenBLAS's on
+// the CPU, cuBLAS's on GPU options.gpu).
 Status RunDevice(const char* name, heter::DenseDevice& device, const DenseNet& net, std::span<const float> params,
-                 const DenseBenchOptions& options, bool gemms) {
+                 const DenseBenchOptions& options, bool gpu) {
   for (size_t batch : options.batches) {
     ASSIGN_OR_RETURN(double step_ms, TimeSteps(device, net, params, batch, options));
     double gemm_ms = 0.0;
+    if (!gpu) gemm_ms = TimeCpuDenseGemms(net, batch, options.steps);
 #if FLEETPS_HAVE_CUDA
-    if (gemms) {
+    if (gpu) {
       ASSIGN_OR_RETURN(gemm_ms, heter::TimeDenseGemms(net, batch, options.steps, options.gpu));
     }
 #endif
@@ -92,7 +138,7 @@ int RunDenseDeviceBench(const DenseBenchOptions& options) {
   std::printf("%-6s %7s %10s %10s %10s %14s\n", "device", "batch", "step ms", "gemm ms", "step/gemm", "examples/s");
 
   std::unique_ptr<heter::DenseDevice> cpu = heter::MakeCpuDevice(net);
-  if (Status status = RunDevice("cpu", *cpu, net, params, options, /*gemms=*/false); !status.ok()) {
+  if (Status status = RunDevice("cpu", *cpu, net, params, options, /*gpu=*/false); !status.ok()) {
     std::fprintf(stderr, "heter_bench: cpu: %s\n", status.ToString().c_str());
     return 1;
   }
@@ -110,7 +156,7 @@ int RunDenseDeviceBench(const DenseBenchOptions& options) {
     return 1;
   }
   std::printf("gpu: %s\n", (*gpu)->Describe().c_str());
-  if (Status status = RunDevice("gpu", **gpu, net, params, options, /*gemms=*/true); !status.ok()) {
+  if (Status status = RunDevice("gpu", **gpu, net, params, options, /*gpu=*/true); !status.ok()) {
     std::fprintf(stderr, "heter_bench: gpu: %s\n", status.ToString().c_str());
     return 1;
   }

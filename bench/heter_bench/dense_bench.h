@@ -1,8 +1,9 @@
 #pragma once
 // The dense-device part of heter_bench: the mean time of one DenseDevice training step
 // (forward, loss, backward with activation gradients, copies included) on the CPU device
-// and, when a GPU is visible, on the CUDA device, next to the time of the step's cuBLAS
-// products alone — how far a step is from its GEMM floor.
+// and, when a GPU is visible, on the CUDA device, each next to the time of the step's matrix
+// products alone (OpenBLAS's on the CPU, cuBLAS's on the GPU) — how far a step is from its
+// GEMM floor.
 
 #include <cstddef>
 #include <cstdint>
