@@ -253,7 +253,7 @@ Status GpuPsSync::ApplyMerged(MergeBuffer& m) {
   m.steps = 0;
   if (m.index.empty()) return Status::OK();
   Status st = table_->Push(m.index.keys(), m.grads, m.shows, m.clicks);
-  (void)m.index.TakeKeys();
+  m.index.Clear();  // keeps its capacity for the next window
   m.grads.clear();
   m.shows.clear();
   m.clicks.clear();
@@ -310,22 +310,20 @@ Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
                                      std::to_string(g.key_grads.size()));
     }
     const bool stats = !g.shows.empty();
+    m.rows.resize(g.keys.size());
+    m.index.InsertAll(g.keys, m.rows.data());  // prefetches the slots ahead
+    m.grads.resize(m.index.size() * dim, 0.0f);
+    if (stats) {
+      m.shows.resize(m.index.size(), 0.0f);
+      m.clicks.resize(m.index.size(), 0.0f);
+    }
     for (size_t i = 0; i < g.keys.size(); ++i) {
-      const uint32_t u = m.index.Insert(g.keys[i]);
       const float* grad = g.key_grads.data() + i * dim;
-      if (size_t{u} * dim == m.grads.size()) {
-        m.grads.insert(m.grads.end(), grad, grad + dim);
-        if (stats) {
-          m.shows.push_back(g.shows[i]);
-          m.clicks.push_back(g.clicks[i]);
-        }
-      } else {
-        float* acc = m.grads.data() + size_t{u} * dim;
-        for (uint32_t j = 0; j < dim; ++j) acc[j] += grad[j];
-        if (stats) {
-          m.shows[u] += g.shows[i];
-          m.clicks[u] += g.clicks[i];
-        }
+      float* acc = m.grads.data() + size_t{m.rows[i]} * dim;
+      for (uint32_t j = 0; j < dim; ++j) acc[j] += grad[j];
+      if (stats) {
+        m.shows[m.rows[i]] += g.shows[i];
+        m.clicks[m.rows[i]] += g.clicks[i];
       }
     }
     if (++m.steps >= std::max<uint32_t>(o_.max_merge_steps, 1)) RETURN_IF_ERROR(ApplyMerged(m));

@@ -104,6 +104,7 @@ class GpuPsSync : public trainer::ParamSync {
   // key in arrival order; applied to the table when full and at end_pass.
   struct MergeBuffer {
     KeyIndex index;
+    std::vector<uint32_t> rows;  // Push's scratch: the merged row of each key of the step
     std::vector<float> grads, shows, clicks;
     uint32_t steps = 0;
   };
