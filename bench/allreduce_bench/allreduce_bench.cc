@@ -1,6 +1,6 @@
-// allreduce_bench: the Gloo communicator's allreduce on this machine.
+// allreduce_bench: the Gloo communicator's allreduce on this machine, or a local group's.
 //
-//   allreduce_bench [--ranks 2] [--min-bytes 1024] [--max-bytes 67108864] [--seconds 1]
+//   allreduce_bench [--ranks 2] [--min-bytes 1024] [--max-bytes 67108864] [--seconds 1] [--local]
 //
 // Every rank is a thread of this process with its own communicator (TCP over loopback,
 // set up through the RPC rendezvous, as separate processes would be). For each size
@@ -8,6 +8,9 @@
 // --seconds and prints the mean time and the bus bandwidth, 2 (n-1)/n x bytes / time (the
 // bytes each rank sends and receives in a ring allreduce, as nccl-tests report it), to
 // compare with the loopback TCP bandwidth (iperf3; bench/allreduce_bench/run.sh).
+// With --local the ranks are the members of one local group instead (threads of one process
+// summing in memory, trainer/collective/local_group.h: GPU-PS's workers of a node); the bus
+// figure then only makes the sizes comparable.
 
 #include <CLI/CLI.hpp>
 #include <atomic>
@@ -20,6 +23,7 @@
 
 #include "bench/free_port.h"
 #include "trainer/collective/communicator.h"
+#include "trainer/collective/local_group.h"
 
 namespace {
 
@@ -30,22 +34,26 @@ using namespace fleetps;
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App cli{"allreduce_bench: Gloo allreduce time and bus bandwidth on loopback"};
+  CLI::App cli{"allreduce_bench: Gloo (or local group) allreduce time and bus bandwidth"};
   uint32_t ranks = 2;
   size_t min_bytes = 1024, max_bytes = 64u << 20;
   double seconds = 1;
+  bool local = false;
   cli.add_option("--ranks", ranks, "ranks (threads)")->check(CLI::Range(2, 64));
   cli.add_option("--min-bytes", min_bytes, "smallest message");
   cli.add_option("--max-bytes", max_bytes, "largest message");
   cli.add_option("--seconds", seconds, "per size");
+  cli.add_flag("--local", local, "the ranks as one local group (in memory) instead of Gloo ranks");
   CLI11_PARSE(cli, argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
   std::vector<net::Endpoint> endpoints;
-  for (uint32_t r = 0; r < ranks; ++r) endpoints.push_back({"127.0.0.1", bench::FreeLoopbackPort()});
   std::vector<std::unique_ptr<trainer::collective::Communicator>> comms(ranks);
   std::vector<Status> errors(ranks);
-  {
+  if (local) {
+    comms = trainer::collective::MakeLocalGroup(ranks, nullptr, std::chrono::seconds(60));
+  } else {
+    for (uint32_t r = 0; r < ranks; ++r) endpoints.push_back({"127.0.0.1", bench::FreeLoopbackPort()});
     std::vector<std::thread> threads;
     for (uint32_t r = 0; r < ranks; ++r) {
       threads.emplace_back([&, r] {
@@ -66,7 +74,11 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("Gloo allreduce (sum of floats), %u ranks on loopback\n", ranks);
+  if (local) {
+    std::printf("local group allreduce (sum of floats, in memory), %u members\n", ranks);
+  } else {
+    std::printf("Gloo allreduce (sum of floats), %u ranks on loopback\n", ranks);
+  }
   std::printf("| bytes | iterations | mean ms | bus GB/s |\n|---|---|---|---|\n");
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
     const size_t n = bytes / sizeof(float);

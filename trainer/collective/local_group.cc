@@ -1,6 +1,7 @@
 #include "trainer/collective/local_group.h"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -8,41 +9,59 @@
 namespace fleetps::trainer::collective {
 namespace {
 
-// The state the members of one process share. Every operation runs in two phases: each
-// member publishes its buffer and arrives; member 0 (the leader) combines, talks to the
-// inner communicator and publishes the result; each member arrives again and takes it.
-// The leader writes the shared buffer only between an operation's two arrivals, when every
-// other member is waiting, so no member reads it while it changes.
+// The state the members of one process share. Every operation runs in phases: each member
+// publishes its buffer and arrives; the members combine (an allreduce: each its own slice of
+// the shared buffer) and arrive again; member 0 (the leader) talks to the inner communicator
+// and publishes the outcome, and after one more arrival each member takes the result. A
+// member writes the shared buffer only between two arrivals that every member must pass
+// before anyone reads it, and a member's own buffer changes only after every member has
+// finished reading it.
 class Group {
  public:
   Group(uint32_t members, std::unique_ptr<Communicator> inner, std::chrono::milliseconds timeout)
-      : members_(members), inner_(std::move(inner)), timeout_(timeout), spans_(members) {}
+      : members_(members), inner_(std::move(inner)), timeout_(timeout), spans_(members), allreduces_(members) {}
 
   uint32_t members() const { return members_; }
   uint32_t inner_rank() const { return inner_ ? inner_->rank() : 0; }
   uint32_t inner_size() const { return inner_ ? inner_->size() : 1; }
   std::string backend() const { return inner_ ? inner_->backend() + "+local" : "local"; }
 
+  // Every member sums its own slice of the elements over all the members' buffers (in member
+  // order: each element gets the same sum whoever computes it), so the sum's cost spreads over
+  // the k threads instead of k - 1 waiting on the leader; the leader then runs the inner
+  // allreduce, and each member copies the result out.
   template <typename T>
   Status AllreduceSum(uint32_t member, std::span<T> data) {
+    // Allreduces alternate between two sum buffers: a member still copying out of one lets no
+    // other member start the next allreduce but one (it must arrive there first), so the
+    // leader may resize the other buffer before its first arrival.
+    std::vector<T>& sum = Sums<T>()[allreduces_[member]++ % 2];
     Publish(member, data.data(), data.size());
+    if (member == 0) sum.resize(data.size());
     RETURN_IF_ERROR(Arrive(member, "allreduce"));
-    if (member == 0) {
-      Status st = SameSizes("allreduce");
-      std::vector<T>& sum = Buffer<T>();
-      if (st.ok()) {
-        sum.assign(data.begin(), data.end());
-        for (uint32_t m = 1; m < members_; ++m) {
-          const T* other = static_cast<const T*>(spans_[m].first);
-          for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
-        }
-        if (inner_) st = inner_->AllreduceSum(std::span<T>(sum)).WithContext("the processes' allreduce");
+    // Every member sees the same sizes, so all of them fail or none does; all still arrive
+    // again, so nobody publishes the next operation's buffer while another reads the sizes.
+    const Status sizes = SameSizes("allreduce");
+    const size_t n = sizes.ok() ? data.size() : 0;
+    // Slices a multiple of a cache line long: members share at most the line at each boundary.
+    constexpr size_t kLine = 64 / sizeof(T);
+    const size_t per = (n / members_ + kLine) / kLine * kLine;
+    const size_t lo = std::min(n, member * per), hi = std::min(n, lo + per);
+    if (lo < hi) {
+      std::copy(static_cast<const T*>(spans_[0].first) + lo, static_cast<const T*>(spans_[0].first) + hi,
+                sum.begin() + static_cast<std::ptrdiff_t>(lo));
+      for (uint32_t m = 1; m < members_; ++m) {
+        const T* other = static_cast<const T*>(spans_[m].first);
+        for (size_t i = lo; i < hi; ++i) sum[i] += other[i];
       }
-      SetResult(st);
     }
     RETURN_IF_ERROR(Arrive(member, "allreduce"));
-    RETURN_IF_ERROR(Result());
-    const std::vector<T>& sum = Buffer<T>();
+    RETURN_IF_ERROR(sizes);
+    if (inner_) {
+      if (member == 0) SetResult(inner_->AllreduceSum(std::span<T>(sum)).WithContext("the processes' allreduce"));
+      RETURN_IF_ERROR(Arrive(member, "allreduce"));
+      RETURN_IF_ERROR(Result());
+    }
     std::copy(sum.begin(), sum.end(), data.begin());
     return Status::OK();
   }
@@ -132,7 +151,7 @@ class Group {
   }
 
   template <typename T>
-  std::vector<T>& Buffer();
+  std::array<std::vector<T>, 2>& Sums();
 
   const uint32_t members_;
   const std::unique_ptr<Communicator> inner_;
@@ -144,17 +163,19 @@ class Group {
   Status failed_;          // guarded by mu_: a member timed out, or Abort
   Status result_;          // guarded by mu_: the leader's outcome of the current operation
   std::vector<std::pair<const void*, size_t>> spans_;  // per member, guarded by mu_ when written
-  std::vector<float> floats_;                          // the leader's, between arrivals
-  std::vector<double> doubles_;
+  std::vector<float> floats_;                          // a broadcast's result (see above)
+  std::array<std::vector<float>, 2> float_sums_;       // allreduce results, alternating
+  std::array<std::vector<double>, 2> double_sums_;
+  std::vector<uint64_t> allreduces_;                   // per member: allreduces it started (its thread's)
 };
 
 template <>
-std::vector<float>& Group::Buffer<float>() {
-  return floats_;
+std::array<std::vector<float>, 2>& Group::Sums<float>() {
+  return float_sums_;
 }
 template <>
-std::vector<double>& Group::Buffer<double>() {
-  return doubles_;
+std::array<std::vector<double>, 2>& Group::Sums<double>() {
+  return double_sums_;
 }
 
 class Member : public Communicator {
