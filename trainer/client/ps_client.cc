@@ -17,6 +17,31 @@ namespace fleetps::trainer {
 
 using wire::MessageType;
 
+namespace {
+
+// InvalidArgument when `keys` promised distinct (PsClient::Keys::kDistinct) repeat one; OK
+// without a check in builds without assertions (NDEBUG), where the promise is trusted.
+Status CheckDistinct(std::span<const uint64_t> keys, PsClient::Keys keys_are, const char* call) {
+#ifndef NDEBUG
+  if (keys_are == PsClient::Keys::kDistinct) {
+    KeyIndex seen(keys.size());
+    for (uint64_t key : keys) {
+      if (seen.Find(key) != KeyIndex::kNone) {
+        return Status::InvalidArgument(std::string(call) + " with Keys::kDistinct got key " + std::to_string(key) +
+                                       " more than once");
+      }
+      seen.Insert(key);
+    }
+  }
+#else
+  (void)keys;
+  (void)keys_are;
+  (void)call;
+#endif
+  return Status::OK();
+}
+
+}  // namespace
 
 // Completion of a fan-out: counts calls down, keeps the first error, runs `finish` and
 // fulfils the promise when the last call is done.
@@ -121,19 +146,26 @@ StatusOr<TableInfo> PsClient::TableByName(const std::string& name) const {
   return Status::NotFound("no table named '" + name + "' on the pservers");
 }
 
-std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint64_t> keys, float* values) {
+std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint64_t> keys, float* values,
+                                         Keys keys_are) {
   auto info = Table(table_id);
   if (!info.ok()) return Join::Ready(info.status());
   if (info->dense) return Join::Ready(Status::InvalidArgument("PullSparse on dense table '" + info->name + "'"));
   if (keys.empty()) return Join::Ready(Status::OK());
+  if (Status st = CheckDistinct(keys, keys_are, "PullSparse"); !st.ok()) return Join::Ready(st);
   const auto dim = static_cast<uint32_t>(info->dim);
   const auto num_servers = static_cast<uint32_t>(clients_.size());
 
-  // De-duplicate; the unique keys are grouped by server below.
-  auto dedup = std::make_shared<KeyIndex>(keys.size());
-  auto slot = std::make_shared<std::vector<uint32_t>>(keys.size());
-  dedup->InsertAll(keys, slot->data());
-  const auto& uniq = dedup->keys();
+  // De-duplicate, unless the keys are distinct; the unique keys are grouped by server below.
+  auto slot = std::make_shared<std::vector<uint32_t>>();
+  KeyIndex dedup;
+  std::span<const uint64_t> uniq = keys;
+  if (keys_are == Keys::kMayRepeat) {
+    dedup.Reserve(keys.size());
+    slot->resize(keys.size());
+    dedup.InsertAll(keys, slot->data());
+    uniq = dedup.keys();
+  }
 
   auto join = std::make_shared<Join>();
   // Without duplicates (slot[i] == i) replies land in `values` directly; otherwise in a
@@ -161,7 +193,7 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
     auto shared_members = std::make_shared<std::vector<uint32_t>>(std::move(members));
     const std::string server = clients_[s]->name();
     clients_[s]->Call(static_cast<uint16_t>(MessageType::PullSparse), fbb.Release(),
-                      [join, dedup, uniq_values, out, shared_members, dim, server](StatusOr<net::Reply> r) {
+                      [join, uniq_values, out, shared_members, dim, server](StatusOr<net::Reply> r) {
                         if (!r.ok()) {
                           join->Fail(r.status());
                           return join->Done();
@@ -209,34 +241,42 @@ std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint
                                                "': shows and clicks need one value per key"));
   }
   if (keys.empty()) return Join::Ready(Status::OK());
+  if (Status st = CheckDistinct(keys, options.keys_are, "PushSparse"); !st.ok()) return Join::Ready(st);
   const auto num_servers = static_cast<uint32_t>(clients_.size());
 
-  // Sum duplicates.
-  KeyIndex dedup(keys.size());
-  std::vector<float> sum;
-  sum.reserve(keys.size() * dim);
-  std::vector<float> sum_show, sum_click;
-  std::vector<uint32_t> index(keys.size());
-  dedup.InsertAll(keys, index.data());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t u = index[i];
-    const float* g = grads.data() + i * dim;
-    if (u * size_t{dim} == sum.size()) {
-      sum.insert(sum.end(), g, g + dim);
-      if (with_stats) {
-        sum_show.push_back(shows[i]);
-        sum_click.push_back(clicks[i]);
-      }
-    } else {
-      float* acc = sum.data() + u * size_t{dim};
-      for (uint32_t j = 0; j < dim; ++j) acc[j] += g[j];
-      if (with_stats) {
-        sum_show[u] += shows[i];
-        sum_click[u] += clicks[i];
+  // Sum repeated keys, unless the keys are distinct.
+  std::span<const uint64_t> uniq = keys;
+  std::span<const float> sum = grads, sum_show = shows, sum_click = clicks;
+  KeyIndex dedup;
+  std::vector<float> summed, summed_show, summed_click;
+  if (options.keys_are == Keys::kMayRepeat) {
+    dedup.Reserve(keys.size());
+    summed.reserve(keys.size() * dim);
+    std::vector<uint32_t> index(keys.size());
+    dedup.InsertAll(keys, index.data());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const uint32_t u = index[i];
+      const float* g = grads.data() + i * dim;
+      if (u * size_t{dim} == summed.size()) {
+        summed.insert(summed.end(), g, g + dim);
+        if (with_stats) {
+          summed_show.push_back(shows[i]);
+          summed_click.push_back(clicks[i]);
+        }
+      } else {
+        float* acc = summed.data() + u * size_t{dim};
+        for (uint32_t j = 0; j < dim; ++j) acc[j] += g[j];
+        if (with_stats) {
+          summed_show[u] += shows[i];
+          summed_click[u] += clicks[i];
+        }
       }
     }
+    uniq = dedup.keys();
+    sum = summed;
+    sum_show = summed_show;
+    sum_click = summed_click;
   }
-  const auto& uniq = dedup.keys();
   std::vector<std::vector<uint32_t>> by_server(num_servers);
   for (uint32_t u = 0; u < uniq.size(); ++u) by_server[ServerOfKey(uniq[u], num_servers)].push_back(u);
 

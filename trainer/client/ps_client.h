@@ -127,14 +127,21 @@ class PsClient {
   StatusOr<TableInfo> Table(uint32_t table_id) const;
   StatusOr<TableInfo> TableByName(const std::string& name) const;
 
-  // values: keys.size() * dim floats, row k for keys[k]. Duplicate keys allowed.
-  std::future<Status> PullSparse(uint32_t table_id, std::span<const uint64_t> keys, float* values);
+  // Whether a call's keys may repeat. kDistinct skips the client's de-duplication (a hash
+  // table per call) for keys that are distinct by construction, as the trainer's de-duplicated
+  // batches and merged pushes are; builds with assertions check the promise and refuse the
+  // call when it does not hold.
+  enum class Keys : uint8_t { kMayRepeat, kDistinct };
+  // values: keys.size() * dim floats, row k for keys[k].
+  std::future<Status> PullSparse(uint32_t table_id, std::span<const uint64_t> keys, float* values,
+                                 Keys keys_are = Keys::kMayRepeat);
   struct SparsePushOptions {
     std::span<const float> shows;   // empty or one per key (CTR statistics)
     std::span<const float> clicks;  // empty or one per key
     bool delta = false;             // GEO: add grads to the rows instead of an optimizer step
+    Keys keys_are = Keys::kMayRepeat;
   };
-  // grads: keys.size() * dim. Duplicate keys are summed (grads, shows, clicks).
+  // grads: keys.size() * dim. Repeated keys are summed (grads, shows, clicks).
   std::future<Status> PushSparse(uint32_t table_id, std::span<const uint64_t> keys, std::span<const float> grads,
                                  const SparsePushOptions& options);
   std::future<Status> PushSparse(uint32_t table_id, std::span<const uint64_t> keys, std::span<const float> grads) {

@@ -40,7 +40,7 @@ class DirectSync : public ParamSync {
 
   Status PullSparse(uint32_t, std::span<const uint64_t> keys, float* rows) override {
     if (keys.empty()) return Status::OK();
-    return client_.PullSparse(o_.sparse_table.id, keys, rows).get();
+    return client_.PullSparse(o_.sparse_table.id, keys, rows, PsClient::Keys::kDistinct).get();
   }
   Status DenseParams(uint32_t, std::vector<float>* params) override {
     params->resize(o_.dense_table.dim);
@@ -50,6 +50,7 @@ class DirectSync : public ParamSync {
     PsClient::SparsePushOptions sparse_options;
     sparse_options.shows = g.shows;
     sparse_options.clicks = g.clicks;
+    sparse_options.keys_are = PsClient::Keys::kDistinct;  // a de-duplicated batch
     auto sparse = g.keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, g.keys, g.key_grads, sparse_options);
     if (!sync()) {
       auto dense = client_.PushDense(o_.dense_table.id, g.dense_grads);
@@ -128,7 +129,7 @@ class AsyncSync : public ParamSync {
 
   Status PullSparse(uint32_t, std::span<const uint64_t> keys, float* rows) override {
     if (keys.empty()) return Status::OK();
-    return client_.PullSparse(o_.sparse_table.id, keys, rows).get();
+    return client_.PullSparse(o_.sparse_table.id, keys, rows, PsClient::Keys::kDistinct).get();
   }
 
   Status DenseParams(uint32_t worker, std::vector<float>* params) override {
@@ -255,6 +256,7 @@ class AsyncSync : public ParamSync {
       PsClient::SparsePushOptions sparse_options;
       sparse_options.shows = shows;
       sparse_options.clicks = clicks;
+      sparse_options.keys_are = PsClient::Keys::kDistinct;  // merged_'s keys
       auto sparse_done =
           keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, keys, grads, sparse_options);
       auto dense_done = sends_dense_ ? client_.PushDense(o_.dense_table.id, dense) : Ready();

@@ -3,6 +3,7 @@
 // (a stopped process), one frozen in the middle of a job, a connection dropped after a
 // push reached the server (reported Unavailable, applied exactly once; re-sent and counted
 // once when it is a numbered sync push) or after a pull (re-sent), and a barrier bounded by its own timeout plus a margin.
+// Also: calls whose keys are declared distinct (PsClient::Keys::kDistinct).
 #include <boost/asio.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -98,6 +99,36 @@ struct ProxiedServer {
     return row;
   }
 };
+
+TEST_CASE("Keys::kDistinct skips the de-duplication with the same rows; repeated keys under it are refused") {
+  ProxiedServer s;
+  PsClient& c = *s.direct;
+  // Repeated keys are summed (SGD lr 1 from zeros: a row is minus its gradients' sum).
+  const std::vector<uint64_t> repeated = {7, 7, 9};
+  REQUIRE(c.PushSparse(kSparse, repeated, std::vector<float>{1, 1, 2, 2, 3, 3}).get().ok());
+  PsClient::SparsePushOptions distinct;
+  distinct.keys_are = PsClient::Keys::kDistinct;
+  const std::vector<uint64_t> fresh = {11, 12};
+  REQUIRE(c.PushSparse(kSparse, fresh, std::vector<float>{4, 5, 6, 7}, distinct).get().ok());
+  const std::vector<uint64_t> keys = {7, 9, 11, 12, 13};
+  std::vector<float> checked(keys.size() * 2), trusted(keys.size() * 2);
+  REQUIRE(c.PullSparse(kSparse, keys, checked.data()).get().ok());
+  REQUIRE(c.PullSparse(kSparse, keys, trusted.data(), PsClient::Keys::kDistinct).get().ok());
+  CHECK(checked == std::vector<float>{-3, -3, -3, -3, -4, -5, -6, -7, 0, 0});
+  CHECK(trusted == checked);
+#ifndef NDEBUG
+  // Builds with assertions check the promise: nothing is sent.
+  std::vector<float> row(4);
+  Status pull = c.PullSparse(kSparse, repeated, row.data(), PsClient::Keys::kDistinct).get();
+  CHECK(pull.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(pull.message(), Catch::Contains("PullSparse with Keys::kDistinct got key 7 more than once"));
+  Status push = c.PushSparse(kSparse, repeated, std::vector<float>{1, 1, 2, 2, 3, 3}, distinct).get();
+  CHECK(push.code() == StatusCode::kInvalidArgument);
+  CHECK(s.Row(7) == std::vector<float>{-3, -3});
+#else
+  WARN("the check of Keys::kDistinct runs only in builds with assertions (this one defines NDEBUG)");
+#endif
+}
 
 TEST_CASE("A pserver that accepts connections but never answers fails Connect, naming it, within the deadline") {
   // pserver 1 is a listening socket nobody accepts from: the kernel completes the TCP
