@@ -26,11 +26,11 @@ Status CheckDistinct(std::span<const uint64_t> keys, PsClient::Keys keys_are, co
   if (keys_are == PsClient::Keys::kDistinct) {
     KeyIndex seen(keys.size());
     for (uint64_t key : keys) {
-      if (seen.Find(key) != KeyIndex::kNone) {
+      const size_t before = seen.size();
+      if (seen.Insert(key) < before) {  // an index it already had: seen before
         return Status::InvalidArgument(std::string(call) + " with Keys::kDistinct got key " + std::to_string(key) +
                                        " more than once");
       }
-      seen.Insert(key);
     }
   }
 #else

@@ -118,7 +118,7 @@ TEST_CASE("Keys::kDistinct skips the de-duplication with the same rows; repeated
   CHECK(trusted == checked);
 #ifndef NDEBUG
   // Builds with assertions check the promise: nothing is sent.
-  std::vector<float> row(4);
+  std::vector<float> row(repeated.size() * 2);
   Status pull = c.PullSparse(kSparse, repeated, row.data(), PsClient::Keys::kDistinct).get();
   CHECK(pull.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(pull.message(), Catch::Contains("PullSparse with Keys::kDistinct got key 7 more than once"));
