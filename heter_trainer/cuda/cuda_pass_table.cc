@@ -15,6 +15,7 @@
 #include "heter_trainer/cuda/cuda_status.h"
 #include "heter_trainer/cuda/pass_table_kernels.h"
 #include "heter_trainer/gpups/pass_table.h"
+#include "heter_trainer/gpups/pass_table_impl.h"
 #include "server/accessor/row_accessor.h"
 #include "server/table/table_common.h"
 
@@ -99,24 +100,12 @@ class CudaPassTable : public PassTable {
   uint64_t BytesPerKey() const override { return uint64_t{row_floats_} * 8 + 9 + 4 * 12; }
 
   Status CheckFits(std::span<const uint64_t> keys) const override {
-    std::vector<uint64_t> count(options_.devices, 0);
-    for (uint64_t k : keys) ++count[DeviceOfKey(k, options_.devices)];
-    for (uint32_t d = 0; d < options_.devices; ++d) {
-      if (count[d] * BytesPerKey() > budgets_[d]) {
-        return Status::InvalidArgument(PassTooLargeMessage(keys.size(), d, count[d], BytesPerKey(), budgets_[d]));
-      }
-    }
-    return Status::OK();
+    return CheckPassFits(keys, options_.devices, BytesPerKey(), [&](uint32_t d) { return budgets_[d]; });
   }
 
   Status Build(std::span<const uint64_t> keys, std::span<const float> rows, std::span<const uint8_t> flags,
                std::span<const float> stats) override {
-    if (rows.size() != keys.size() * core_ || flags.size() != keys.size() ||
-        (!stats.empty() && stats.size() != keys.size() * 2)) {
-      return Status::InvalidArgument("pass table: " + std::to_string(keys.size()) + " keys need " +
-                                     std::to_string(keys.size() * core_) + " row floats, one flag and 0 or 2 stats "
-                                     "each");
-    }
+    RETURN_IF_ERROR(CheckBuildSpans(keys, rows, flags, stats, core_));
     Clear();
     RETURN_IF_ERROR(CheckFits(keys));
     {
@@ -124,11 +113,10 @@ class CudaPassTable : public PassTable {
       for (uint64_t k : keys) {
         const size_t before = seen.size();
         seen.Insert(k);
-        if (seen.size() == before) return Status::InvalidArgument("pass table: key " + std::to_string(k) + " given twice");
+        if (seen.size() == before) return KeyGivenTwice(k);
       }
     }
-    std::vector<std::vector<uint32_t>> by_device(options_.devices);
-    for (uint32_t i = 0; i < keys.size(); ++i) by_device[DeviceOfKey(keys[i], options_.devices)].push_back(i);
+    auto by_device = RouteToDevices(keys, options_.devices);
     for (uint32_t d = 0; d < options_.devices; ++d) {
       Status st = BuildShard(*shards_[d], keys, rows, flags, stats, by_device[d]);
       if (!st.ok()) {
@@ -140,7 +128,7 @@ class CudaPassTable : public PassTable {
   }
 
   Status Pull(std::span<const uint64_t> keys, float* out) override {
-    auto by_device = Route(keys);
+    auto by_device = RouteToDevices(keys, options_.devices);
     std::vector<uint64_t> sub;
     std::vector<float> values;
     for (uint32_t d = 0; d < options_.devices; ++d) {
@@ -168,13 +156,8 @@ class CudaPassTable : public PassTable {
 
   Status Push(std::span<const uint64_t> keys, std::span<const float> grads, std::span<const float> shows,
               std::span<const float> clicks) override {
-    if (grads.size() != keys.size() * dim_ || (!shows.empty() && shows.size() != keys.size()) ||
-        (!clicks.empty() && clicks.size() != keys.size())) {
-      return Status::InvalidArgument("pass table push: " + std::to_string(keys.size()) + " keys need " +
-                                     std::to_string(keys.size() * dim_) + " gradient floats, got " +
-                                     std::to_string(grads.size()));
-    }
-    auto by_device = Route(keys);
+    RETURN_IF_ERROR(CheckPushSpans(keys, grads, shows, clicks, dim_));
+    auto by_device = RouteToDevices(keys, options_.devices);
     std::vector<uint64_t> sub;
     std::vector<float> g, sh, cl, initial;
     for (uint32_t d = 0; d < options_.devices; ++d) {
@@ -304,12 +287,6 @@ class CudaPassTable : public PassTable {
 
   int DeviceId(uint32_t d) const { return d < options_.device_ids.size() ? options_.device_ids[d] : static_cast<int>(d); }
 
-  std::vector<std::vector<uint32_t>> Route(std::span<const uint64_t> keys) const {
-    std::vector<std::vector<uint32_t>> by_device(options_.devices);
-    for (uint32_t i = 0; i < keys.size(); ++i) by_device[DeviceOfKey(keys[i], options_.devices)].push_back(i);
-    return by_device;
-  }
-
   Status BuildShard(Shard& s, std::span<const uint64_t> keys, std::span<const float> rows,
                     std::span<const uint8_t> flags, std::span<const float> stats, const std::vector<uint32_t>& members) {
     ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
@@ -319,13 +296,7 @@ class CudaPassTable : public PassTable {
     for (size_t k = 0; k < n; ++k) {
       const uint32_t i = members[k];
       s.keys[k] = keys[i];
-      float* row = host.data() + k * row_floats_;
-      std::memcpy(row, rows.data() + size_t{i} * core_, core_ * sizeof(float));
-      accessor_.SetFlags(row, flags[i] & server::RowAccessor::kSavedFlags);
-      if (accessor_.ctr()) {
-        row[accessor_.stats_offset() + server::RowAccessor::kShow] = stats.empty() ? 0.0f : stats[size_t{i} * 2];
-        row[accessor_.stats_offset() + server::RowAccessor::kClick] = stats.empty() ? 0.0f : stats[size_t{i} * 2 + 1];
-      }
+      FillPassRow(accessor_, rows, flags, stats, i, host.data() + k * row_floats_);
     }
     const uint64_t capacity = Capacity(n);
     s.mask = capacity - 1;
@@ -360,7 +331,7 @@ class CudaPassTable : public PassTable {
     RETURN_IF_ERROR(Reserve(s.device, &s.found, n));
     cudaStream_t stream = s.stream.get();
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.query.data(), keys.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
-    if (s.mask == 0) return NotInPass(keys[0], d);
+    if (s.mask == 0) return KeyNotInPass(keys[0], d);
     RETURN_IF_ERROR(gpu::LaunchFind(s.query.data(), n, s.table_keys.data(), s.table_rows.data(), s.mask,
                                     s.found.data(), stream));
     s.found_host.resize(n);
@@ -368,14 +339,9 @@ class CudaPassTable : public PassTable {
         cudaMemcpyAsync(s.found_host.data(), s.found.data(), n * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
     RETURN_IF_ERROR(s.stream.Synchronize());
     for (uint32_t k = 0; k < n; ++k) {
-      if (s.found_host[k] == gpu::kEmptySlot) return NotInPass(keys[k], d);
+      if (s.found_host[k] == gpu::kEmptySlot) return KeyNotInPass(keys[k], d);
     }
     return Status::OK();
-  }
-
-  Status NotInPass(uint64_t key, uint32_t device) const {
-    return Status::NotFound("key " + std::to_string(key) + " is not in this pass's table (device " +
-                            std::to_string(device) + "): begin_pass collects every key of the pass's data");
   }
 
   const PassTableOptions options_;

@@ -4,19 +4,13 @@
 
 #include "common/key_index.h"
 #include "heter_trainer/gpups/pass_table.h"
+#include "heter_trainer/gpups/pass_table_impl.h"
 #include "server/accessor/row_accessor.h"
 #include "server/table/table_common.h"
 
 namespace fleetps::heter {
 
 namespace {
-
-// Positions of `keys` per owning device.
-std::vector<std::vector<uint32_t>> Route(std::span<const uint64_t> keys, uint32_t devices) {
-  std::vector<std::vector<uint32_t>> by_device(devices);
-  for (uint32_t i = 0; i < keys.size(); ++i) by_device[DeviceOfKey(keys[i], devices)].push_back(i);
-  return by_device;
-}
 
 class HostPassTable : public PassTable {
  public:
@@ -46,16 +40,10 @@ class HostPassTable : public PassTable {
 
   Status Build(std::span<const uint64_t> keys, std::span<const float> rows, std::span<const uint8_t> flags,
                std::span<const float> stats) override {
-    if (rows.size() != keys.size() * core_ || flags.size() != keys.size() ||
-        (!stats.empty() && stats.size() != keys.size() * 2)) {
-      return Status::InvalidArgument("pass table: " + std::to_string(keys.size()) + " keys need " +
-                                     std::to_string(keys.size() * core_) + " row floats, one flag and 0 or 2 stats "
-                                     "each; got " + std::to_string(rows.size()) + ", " + std::to_string(flags.size()) +
-                                     ", " + std::to_string(stats.size()));
-    }
+    RETURN_IF_ERROR(CheckBuildSpans(keys, rows, flags, stats, core_));
     Clear();
     RETURN_IF_ERROR(CheckFits(keys));
-    auto by_device = Route(keys, options_.devices);
+    auto by_device = RouteToDevices(keys, options_.devices);
     for (uint32_t d = 0; d < options_.devices; ++d) {
       Shard& s = *shards_[d];
       const auto& members = by_device[d];
@@ -69,16 +57,9 @@ class HostPassTable : public PassTable {
         const uint32_t slot = s.index.Insert(keys[i]);
         if (s.index.size() == before) {
           Clear();
-          return Status::InvalidArgument("pass table: key " + std::to_string(keys[i]) + " given twice");
+          return KeyGivenTwice(keys[i]);
         }
-        float* row = s.rows.data() + size_t{slot} * row_floats_;
-        std::memcpy(row, rows.data() + size_t{i} * core_, core_ * sizeof(float));
-        accessor_.SetFlags(row, flags[i] & server::RowAccessor::kSavedFlags);
-        if (accessor_.ctr()) {
-          float* st = row + accessor_.stats_offset();
-          st[server::RowAccessor::kShow] = stats.empty() ? 0.0f : stats[size_t{i} * 2];
-          st[server::RowAccessor::kClick] = stats.empty() ? 0.0f : stats[size_t{i} * 2 + 1];
-        }
+        FillPassRow(accessor_, rows, flags, stats, i, s.rows.data() + size_t{slot} * row_floats_);
       }
       s.begin = s.rows;
     }
@@ -87,26 +68,18 @@ class HostPassTable : public PassTable {
 
   Status CheckFits(std::span<const uint64_t> keys) const override {
     if (options_.device_memory_bytes == 0) return Status::OK();
-    std::vector<uint64_t> count(options_.devices, 0);
-    for (uint64_t k : keys) ++count[DeviceOfKey(k, options_.devices)];
-    for (uint32_t d = 0; d < options_.devices; ++d) {
-      if (count[d] * BytesPerKey() > options_.device_memory_bytes) {
-        return Status::InvalidArgument(
-            PassTooLargeMessage(keys.size(), d, count[d], BytesPerKey(), options_.device_memory_bytes));
-      }
-    }
-    return Status::OK();
+    return CheckPassFits(keys, options_.devices, BytesPerKey(), [&](uint32_t) { return options_.device_memory_bytes; });
   }
 
   Status Pull(std::span<const uint64_t> keys, float* out) override {
-    auto by_device = Route(keys, options_.devices);
+    auto by_device = RouteToDevices(keys, options_.devices);
     for (uint32_t d = 0; d < options_.devices; ++d) {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
       std::lock_guard<std::mutex> lock(s.mu);
       for (uint32_t i : by_device[d]) {
         const uint32_t slot = s.index.Find(keys[i]);
-        if (slot == KeyIndex::kNone) return NotInPass(keys[i], d);
+        if (slot == KeyIndex::kNone) return KeyNotInPass(keys[i], d);
         std::memcpy(out + size_t{i} * dim_, s.rows.data() + size_t{slot} * row_floats_, dim_ * sizeof(float));
       }
     }
@@ -115,13 +88,8 @@ class HostPassTable : public PassTable {
 
   Status Push(std::span<const uint64_t> keys, std::span<const float> grads, std::span<const float> shows,
               std::span<const float> clicks) override {
-    if (grads.size() != keys.size() * dim_ || (!shows.empty() && shows.size() != keys.size()) ||
-        (!clicks.empty() && clicks.size() != keys.size())) {
-      return Status::InvalidArgument("pass table push: " + std::to_string(keys.size()) + " keys need " +
-                                     std::to_string(keys.size() * dim_) + " gradient floats, got " +
-                                     std::to_string(grads.size()) + " (and shows/clicks empty or one per key)");
-    }
-    auto by_device = Route(keys, options_.devices);
+    RETURN_IF_ERROR(CheckPushSpans(keys, grads, shows, clicks, dim_));
+    auto by_device = RouteToDevices(keys, options_.devices);
     std::vector<float> initial;
     for (uint32_t d = 0; d < options_.devices; ++d) {
       if (by_device[d].empty()) continue;
@@ -129,7 +97,7 @@ class HostPassTable : public PassTable {
       std::lock_guard<std::mutex> lock(s.mu);
       for (uint32_t i : by_device[d]) {
         const uint32_t slot = s.index.Find(keys[i]);
-        if (slot == KeyIndex::kNone) return NotInPass(keys[i], d);
+        if (slot == KeyIndex::kNone) return KeyNotInPass(keys[i], d);
         float* row = s.rows.data() + size_t{slot} * row_floats_;
         const float show = shows.empty() ? 0.0f : shows[i];
         const float click = clicks.empty() ? 0.0f : clicks[i];
@@ -197,11 +165,6 @@ class HostPassTable : public PassTable {
     std::vector<float> clicks;
     std::vector<uint8_t> touched;  // per slot: pushed at least once
   };
-
-  Status NotInPass(uint64_t key, uint32_t device) const {
-    return Status::NotFound("key " + std::to_string(key) + " is not in this pass's table (device " +
-                            std::to_string(device) + "): begin_pass collects every key of the pass's data");
-  }
 
   const PassTableOptions options_;
   const std::unique_ptr<optimizer::Optimizer> optimizer_;

@@ -113,9 +113,22 @@ TEST_CASE("Keys are routed to devices by hash; lookups return the built rows; un
   CHECK(st.message().find("device " + std::to_string(DeviceOfKey(5, 3))) != std::string::npos);
   std::vector<float> grads(8, 0.1f);
   CHECK(table.Push(missing, grads, {}, {}).IsNotFound());
-  CHECK(table.Build(keys, std::vector<float>(7), flags, {}).IsInvalidArgument());
+  // Spans that disagree with the keys are refused, naming what they needed and got.
+  std::vector<uint64_t> two = {100, 101};
+  st = table.Push(two, std::vector<float>(7), {}, {});
+  CHECK(st.IsInvalidArgument());
+  CHECK(st.message().find("2 keys need 8 gradient floats") != std::string::npos);
+  CHECK(st.message().find("got 7, 0, 0") != std::string::npos);
+  CHECK(table.Push(two, grads, std::vector<float>(1), {}).IsInvalidArgument());
+  CHECK(table.Push(two, grads, {}, std::vector<float>(3)).IsInvalidArgument());
+  st = table.Build(keys, std::vector<float>(7), flags, {});
+  CHECK(st.IsInvalidArgument());
+  CHECK(st.message().find("got 7, 300, 0") != std::string::npos);
+  CHECK(table.Build(keys, rows, flags, std::vector<float>(3)).IsInvalidArgument());
   std::vector<uint64_t> dup = {1, 1};
-  CHECK(table.Build(dup, std::vector<float>(16), std::vector<uint8_t>(2), {}).IsInvalidArgument());
+  st = table.Build(dup, std::vector<float>(16), std::vector<uint8_t>(2), {});
+  CHECK(st.IsInvalidArgument());
+  CHECK(st.message().find("key 1 given twice") != std::string::npos);
   table.Clear();
   CHECK(table.size() == 0);
 }

@@ -1,0 +1,89 @@
+#pragma once
+// What the two PassTable implementations (host_pass_table.cc, heter_trainer/cuda/
+// cuda_pass_table.cc) share: routing keys to devices, the checks of Build's and Push's
+// arguments, the budget check, the not-in-pass error, and the starting row a pulled row
+// gives. One definition each, so that the host twin and the CUDA table refuse the same
+// inputs with the same words and start a pass from the same bytes.
+
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "heter_trainer/gpups/pass_table.h"
+#include "server/accessor/row_accessor.h"
+
+namespace fleetps::heter {
+
+// Positions of `keys` per owning device, in order.
+inline std::vector<std::vector<uint32_t>> RouteToDevices(std::span<const uint64_t> keys, uint32_t devices) {
+  std::vector<std::vector<uint32_t>> by_device(devices);
+  for (uint32_t i = 0; i < keys.size(); ++i) by_device[DeviceOfKey(keys[i], devices)].push_back(i);
+  return by_device;
+}
+
+// InvalidArgument with PassTooLargeMessage when the keys one device owns need more than its
+// budget of budget_of(d) bytes.
+template <typename BudgetOf>
+Status CheckPassFits(std::span<const uint64_t> keys, uint32_t devices, uint64_t bytes_per_key, BudgetOf budget_of) {
+  std::vector<uint64_t> count(devices, 0);
+  for (uint64_t k : keys) ++count[DeviceOfKey(k, devices)];
+  for (uint32_t d = 0; d < devices; ++d) {
+    const uint64_t budget = budget_of(d);
+    if (count[d] * bytes_per_key > budget) {
+      return Status::InvalidArgument(PassTooLargeMessage(keys.size(), d, count[d], bytes_per_key, budget));
+    }
+  }
+  return Status::OK();
+}
+
+// Build's spans: rows keys x core floats, one flag per key, stats empty or two per key.
+inline Status CheckBuildSpans(std::span<const uint64_t> keys, std::span<const float> rows,
+                              std::span<const uint8_t> flags, std::span<const float> stats, uint32_t core) {
+  if (rows.size() == keys.size() * core && flags.size() == keys.size() &&
+      (stats.empty() || stats.size() == keys.size() * 2)) {
+    return Status::OK();
+  }
+  return Status::InvalidArgument("pass table: " + std::to_string(keys.size()) + " keys need " +
+                                 std::to_string(keys.size() * core) +
+                                 " row floats, one flag and 0 or 2 stats each; got " + std::to_string(rows.size()) +
+                                 ", " + std::to_string(flags.size()) + ", " + std::to_string(stats.size()));
+}
+
+// Push's spans: grads keys x dim floats, shows and clicks each empty or one per key.
+inline Status CheckPushSpans(std::span<const uint64_t> keys, std::span<const float> grads,
+                             std::span<const float> shows, std::span<const float> clicks, uint32_t dim) {
+  if (grads.size() == keys.size() * dim && (shows.empty() || shows.size() == keys.size()) &&
+      (clicks.empty() || clicks.size() == keys.size())) {
+    return Status::OK();
+  }
+  return Status::InvalidArgument("pass table push: " + std::to_string(keys.size()) + " keys need " +
+                                 std::to_string(keys.size() * dim) + " gradient floats and 0 or 1 show and click "
+                                 "each; got " + std::to_string(grads.size()) + ", " + std::to_string(shows.size()) +
+                                 ", " + std::to_string(clicks.size()));
+}
+
+inline Status KeyNotInPass(uint64_t key, uint32_t device) {
+  return Status::NotFound("key " + std::to_string(key) + " is not in this pass's table (device " +
+                          std::to_string(device) + "): begin_pass collects every key of the pass's data");
+}
+
+inline Status KeyGivenTwice(uint64_t key) {
+  return Status::InvalidArgument("pass table: key " + std::to_string(key) + " given twice");
+}
+
+// row (accessor.row_floats() floats, zeroed) = key i's pulled row as a pass starts from it:
+// its core floats, its saved flags, and on CTR tables its show/click statistics.
+inline void FillPassRow(const server::RowAccessor& accessor, std::span<const float> rows,
+                        std::span<const uint8_t> flags, std::span<const float> stats, uint32_t i, float* row) {
+  const uint32_t core = accessor.flags_offset();
+  std::memcpy(row, rows.data() + size_t{i} * core, core * sizeof(float));
+  accessor.SetFlags(row, flags[i] & server::RowAccessor::kSavedFlags);
+  if (accessor.ctr()) {
+    float* st = row + accessor.stats_offset();
+    st[server::RowAccessor::kShow] = stats.empty() ? 0.0f : stats[size_t{i} * 2];
+    st[server::RowAccessor::kClick] = stats.empty() ? 0.0f : stats[size_t{i} * 2 + 1];
+  }
+}
+
+}  // namespace fleetps::heter
