@@ -2,8 +2,8 @@
 # heter_bench end to end: the same job and data trained in async PS mode (2 pservers +
 # N cpu-trainers, scripts/run_local.sh) and in heter mode (2 pservers + N cpu-trainers +
 # H heter-trainers, scripts/run_heter.sh; the device is HETER_DEVICE_TYPE's, default gpu
-# when one is visible; with H >= 2 once with the dense part through the pservers and once
-# averaged among the heter-trainers, fleetps.heter.dense_sync: allreduce), then the
+# when one is visible; once with the dense part through the pservers and once kept as
+# replicas averaged among the heter-trainers, fleetps.heter.dense_sync: allreduce), then the
 # heter_bench program (dense device step times, heter-trainer capacity), and the host CPU per
 # example of each role (what bounds heter mode's speed-up over async PS on the same cores).
 # Prints markdown tables.
@@ -27,16 +27,14 @@ common=(FLEETPS_SKIP_SETUP=1 FLEETPS_TRAINERS="$TRAINERS" FLEETPS_EPOCHS="$EPOCH
         FLEETPS_TEST_DATA="$PWD/$DATA/test" FLEETPS_BASE_PORT=19100)
 env "${common[@]}" FLEETPS_SYNC_MODE=async FLEETPS_OUT="$OUT/async" scripts/run_local.sh >"$OUT/async.log" 2>&1
 env "${common[@]}" FLEETPS_HETER_TRAINERS="$HETERS" FLEETPS_OUT="$OUT/heter" scripts/run_heter.sh >"$OUT/heter.log" 2>&1
-modes="async heter"
-if [ "$HETERS" -ge 2 ]; then
-  # The same job with the heter-trainers' dense part averaged among themselves.
-  # (model_save_path relative to the copy's folder)
-  { sed 's|^\(  model_save_path:\).*|\1 "allreduce_model"|' configs/ctr_dnn.yaml
-    echo "  heter: {dense_sync: allreduce, allreduce_port: 19190}"; } >"$OUT/ctr_dnn_allreduce.yaml"
-  env "${common[@]}" FLEETPS_HETER_TRAINERS="$HETERS" FLEETPS_CONFIG="$OUT/ctr_dnn_allreduce.yaml" \
-    FLEETPS_OUT="$OUT/heter_allreduce" scripts/run_heter.sh >"$OUT/heter_allreduce.log" 2>&1
-  modes="$modes heter_allreduce"
-fi
+# The same job with the heter-trainers' dense part kept as replicas, averaged among them
+# (with one heter-trainer: its own replica, no dense traffic to the pservers until the end).
+# (model_save_path relative to the copy's folder)
+{ sed 's|^\(  model_save_path:\).*|\1 "allreduce_model"|' configs/ctr_dnn.yaml
+  echo "  heter: {dense_sync: allreduce, allreduce_port: 19190}"; } >"$OUT/ctr_dnn_allreduce.yaml"
+env "${common[@]}" FLEETPS_HETER_TRAINERS="$HETERS" FLEETPS_CONFIG="$OUT/ctr_dnn_allreduce.yaml" \
+  FLEETPS_OUT="$OUT/heter_allreduce" scripts/run_heter.sh >"$OUT/heter_allreduce.log" 2>&1
+modes="async heter heter_allreduce"
 device=$(grep -ho "dense part of model [a-z_]* ([0-9]* parameters) on [^,]*" "$OUT"/heter/heterlog.0 | head -1 | sed 's/.* on //')
 
 python3 - "$OUT" "$TRAINERS" "$ROWS" "$EPOCHS" "$device" "$HETERS" "$modes" <<'PY'
@@ -79,11 +77,13 @@ for mode in modes:
     heter = roles.get("heter worker", 0) / examples * 1e6
     cost[mode] = (server, worker, heter)
     print(f"| {labels[mode]} | {server:.1f} | {worker:.1f} | {heter:.1f} | {server + worker + heter:.1f} |")
-a, h = sum(cost["async"]), cost["heter"][0] + cost["heter"][1]
+a = sum(cost["async"])
 print()
-print(f"Heter mode's host work outside the heter-trainers (pservers + cpu-trainers) costs {h:.1f} us per example, "
-      f"async PS {a:.1f}: on the same cores, with a dense device that needed no host CPU, heter mode could train "
-      f"at most {a / h:.2f}x async PS's examples/s.")
+for mode in modes[1:]:
+    h = cost[mode][0] + cost[mode][1]
+    print(f"{labels[mode]}: the host work outside the heter-trainers (pservers + cpu-trainers) costs {h:.1f} us per "
+          f"example, async PS {a:.1f}: on the same cores, with a dense device that needed no host CPU, it could train "
+          f"at most {a / h:.2f}x async PS's examples/s.")
 PY
 echo
 "$BUILD/bench/heter_bench/heter_bench" --config configs/ctr_dnn.yaml --device "$(echo "$device" | cut -c1-3)"
