@@ -20,6 +20,7 @@ VENV="${PADDLE_VENV:-$BUILD/paddle_venv}"
 DATA="$OUT/data_${ROWS}_${TRAINERS}"
 HERE=bench/paddle_anchor
 mkdir -p "$OUT"
+rm -f "$OUT/fleetps_local.json" "$OUT/paddle_local.json"  # a failed run must not report an old figure
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q "paddlepaddle==2.6.2" "protobuf==4.25.8" "numpy<2"
@@ -42,6 +43,11 @@ common=(FLEETPS_SKIP_SETUP=1 FLEETPS_TRAINERS="$TRAINERS" FLEETPS_EPOCHS="$EPOCH
 env "${common[@]}" FLEETPS_OUT="$OUT/fleetps" scripts/run_local.sh >"$OUT/fleetps.log" 2>&1
 env "${common[@]}" FLEETPS_CONFIG="$OUT/ctr_dnn_plain.yaml" FLEETPS_OUT="$OUT/fleetps_plain" scripts/run_local.sh \
   >"$OUT/fleetps_plain.log" 2>&1
+
+# fleetps in one process, as Paddle's --local run below (model saved beside the plain YAML).
+env -u TRAINING_ROLE -u PADDLE_PSERVERS_IP_PORT_LIST "$BUILD/trainer/cpu-trainer" --config "$OUT/ctr_dnn_plain.yaml" \
+  --train-data "$DATA/train" --test-data "$DATA/test" --epochs "$EPOCHS" --report "$OUT/fleetps_local.json" \
+  >"$OUT/fleetps_local.log" 2>&1
 
 # Paddle: its environment contract, 2 pservers + N trainers.
 PY="$(cd "$VENV" && pwd)/bin/python"
@@ -114,9 +120,14 @@ base = rowsout[-1][1]
 for label, rate, auc, server, worker in rowsout:
     auc = auc if isinstance(auc, str) else f"{auc:.4f}"
     print(f"| {label} | {rate:.0f} ({rate / base:.2f}x) | {auc} | {server:.1f} | {worker:.1f} | {server + worker:.1f} |")
-local = load(f"{out}/paddle_local.json")["epochs"][-1]
 print()
-print(f"PaddlePaddle, one process (local table, lazy Adam): {local['examples_per_sec']:.0f} examples/s, "
-      f"train AUC (progressive) {local['auc']:.4f}")
+print("One process, both training files, the same model (fleetps: plain rows; Paddle: a local table, lazy Adam):")
+print()
+print("| system | examples/s | train AUC (progressive) | CPU us/example |")
+print("|---|---|---|---|")
+for label, path in (("fleetps", "fleetps_local.json"), ("PaddlePaddle 2.6.2", "paddle_local.json")):
+    e = load(f"{out}/{path}")["epochs"][-1]
+    print(f"| {label} | {e['examples_per_sec']:.0f} | {e['auc']:.4f} | {e['cpu_seconds'] / e['examples'] * 1e6:.1f} |")
+print()
 print("fleetps's AUC is over all trainers' predictions; Paddle's per trainer (its auc op's statistics are local).")
 PY
