@@ -49,8 +49,11 @@ env -u TRAINING_ROLE -u PADDLE_PSERVERS_IP_PORT_LIST "$BUILD/trainer/cpu-trainer
   --train-data "$DATA/train" --test-data "$DATA/test" --epochs "$EPOCHS" --report "$OUT/fleetps_local.json" \
   >"$OUT/fleetps_local.log" 2>&1
 
-# Paddle: its environment contract, 2 pservers + N trainers.
+# Paddle: its environment contract, 2 pservers + N trainers. Each process runs in the run's
+# folder, where Paddle writes its *_train_desc.prototxt files.
 PY="$(cd "$VENV" && pwd)/bin/python"
+PROGRAM="$PWD/$HERE/ctr_dnn_ps.py"
+DATA_ABS="$PWD/$DATA"
 run_paddle() {
   local dir="$OUT/paddle" servers=() trainers=() i pid
   rm -rf "$dir" && mkdir -p "$dir"
@@ -58,13 +61,13 @@ run_paddle() {
   export PADDLE_PSERVERS_IP_PORT_LIST="$endpoints" PADDLE_TRAINERS_NUM="$TRAINERS" POD_IP=127.0.0.1 \
     OMP_NUM_THREADS=1 CPU_NUM=1 GLOG_v=0
   for i in 0 1; do
-    TRAINING_ROLE=PSERVER PADDLE_PORT=$((19480 + i)) "$PY" "$HERE/ctr_dnn_ps.py" --train-file - \
-      --report "$dir/pserver$i.json" >"$dir/serverlog.$i" 2>&1 &
+    (cd "$dir" && TRAINING_ROLE=PSERVER PADDLE_PORT=$((19480 + i)) exec "$PY" "$PROGRAM" --train-file - \
+      --report "pserver$i.json" >"serverlog.$i" 2>&1) &
     servers+=($!)
   done
   for ((i = 0; i < TRAINERS; i++)); do
-    TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=$i PADDLE_PORT=$((19490 + i)) "$PY" "$HERE/ctr_dnn_ps.py" \
-      --train-file "$DATA/multislot.$i" --epochs "$EPOCHS" --report "$dir/trainer$i.json" >"$dir/workerlog.$i" 2>&1 &
+    (cd "$dir" && TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=$i PADDLE_PORT=$((19490 + i)) exec "$PY" "$PROGRAM" \
+      --train-file "$DATA_ABS/multislot.$i" --epochs "$EPOCHS" --report "trainer$i.json" >"workerlog.$i" 2>&1) &
     trainers+=($!)
   done
   for pid in "${trainers[@]}"; do wait "$pid" || true; done
@@ -77,8 +80,8 @@ run_paddle() {
   wait 2>/dev/null || true
 }
 run_paddle
-OMP_NUM_THREADS=1 CPU_NUM=1 GLOG_v=0 "$PY" "$HERE/ctr_dnn_ps.py" --local --train-file "$DATA/multislot.all" \
-  --epochs "$EPOCHS" --report "$OUT/paddle_local.json" >"$OUT/paddle_local.log" 2>&1
+(cd "$OUT" && OMP_NUM_THREADS=1 CPU_NUM=1 GLOG_v=0 exec "$PY" "$PROGRAM" --local --train-file "$DATA_ABS/multislot.all" \
+  --epochs "$EPOCHS" --report paddle_local.json >paddle_local.log 2>&1)
 
 python3 - "$OUT" "$TRAINERS" "$ROWS" "$EPOCHS" "$(getconf CLK_TCK)" <<'PY'
 import json, os, sys
