@@ -60,11 +60,13 @@ StatusOr<std::shared_ptr<const std::vector<float>>> AllreduceDenseSync::DenseSna
 
 Status AllreduceDenseSync::Push(uint32_t, const StepGrads& g) {
   if (!g.keys.empty()) return Status::InvalidArgument("the heter-trainers' dense allreduce has no sparse table");
+  // pending_ is read under mu_: a round swaps it with grads_, and a size read across the
+  // swap could pair one vector's begin with the other's end.
+  std::lock_guard<std::mutex> lock(mu_);
   if (g.dense_grads.size() != pending_.size()) {
     return Status::InvalidArgument("dense gradient has " + std::to_string(g.dense_grads.size()) +
                                    " floats, the replica " + std::to_string(pending_.size()));
   }
-  std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(failed_);
   if (leaving_) return Status::Unavailable("heter-trainer is leaving the dense allreduce");
   if (snapshot_ == nullptr) {

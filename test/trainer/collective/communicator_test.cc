@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "test/support/process.h"
+#include "test/support/thread_checks.h"
 #include "test/support/tls_files.h"
 #include "trainer/collective/rendezvous.h"
 
@@ -26,11 +27,11 @@ std::vector<net::Endpoint> Endpoints(int n) {
   return eps;
 }
 
-// Runs body(comm) on `ranks` threads, each with its own communicator.
-void OnRanks(int ranks, const std::function<void(Communicator&)>& body) {
+// Runs body(comm, check) on `ranks` threads, each with its own communicator.
+void OnRanks(int ranks, const std::function<void(Communicator&, testing::ThreadChecks&)>& body) {
   const auto eps = Endpoints(ranks);
   std::vector<std::thread> threads;
-  std::vector<Status> results(ranks);
+  testing::ThreadChecks check;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       CollectiveOptions o;
@@ -38,23 +39,24 @@ void OnRanks(int ranks, const std::function<void(Communicator&)>& body) {
       o.endpoints = eps;
       o.timeout = 20s;
       auto comm = MakeGlooCommunicator(o);
-      results[r] = comm.status();
-      if (comm.ok()) body(**comm);
+      if (check(comm.ok(), "rank " + std::to_string(r) + ": " + comm.status().ToString())) body(**comm, check);
     });
   }
   for (auto& t : threads) t.join();
-  for (int r = 0; r < ranks; ++r) {
-    INFO("rank " << r << ": " << results[r].ToString());
-    REQUIRE(results[r].ok());
-  }
+  check.Require();
+}
+
+// check(st.ok()) naming the rank and the call.
+void CheckOk(testing::ThreadChecks& check, const Communicator& comm, const Status& st, const std::string& call) {
+  check(st.ok(), "rank " + std::to_string(comm.rank()) + ": " + call + ": " + st.ToString());
 }
 
 TEST_CASE("Broadcast makes every rank hold the root's values") {
   std::vector<std::vector<float>> params(3);
-  OnRanks(3, [&](Communicator& comm) {
+  OnRanks(3, [&](Communicator& comm, testing::ThreadChecks& check) {
     auto& p = params[comm.rank()];
     p.assign(1000, static_cast<float>(comm.rank() + 1));  // initialized differently
-    REQUIRE(comm.Broadcast(p, 1).ok());
+    CheckOk(check, comm, comm.Broadcast(p, 1), "Broadcast");
   });
   for (const auto& p : params) CHECK(p == std::vector<float>(1000, 2.0f));
 }
@@ -74,11 +76,11 @@ TEST_CASE("Allreduce leaves every rank bitwise the same sum") {
   for (int r = 0; r < 3; ++r) {
     for (size_t i = 0; i < n; ++i) want[i] += data[r][i];
   }
-  OnRanks(3, [&](Communicator& comm) {
-    REQUIRE(comm.AllreduceSum(data[comm.rank()]).ok());
-    REQUIRE(comm.AllreduceSum(counts[comm.rank()]).ok());
-    CHECK(comm.backend() == "gloo");
-    CHECK(comm.size() == 3);
+  OnRanks(3, [&](Communicator& comm, testing::ThreadChecks& check) {
+    CheckOk(check, comm, comm.AllreduceSum(data[comm.rank()]), "AllreduceSum (floats)");
+    CheckOk(check, comm, comm.AllreduceSum(counts[comm.rank()]), "AllreduceSum (doubles)");
+    check(comm.backend() == "gloo", "backend " + comm.backend());
+    check(comm.size() == 3, "size " + std::to_string(comm.size()));
   });
   CHECK(data[0] == data[1]);  // bitwise: operator== on floats
   CHECK(data[0] == data[2]);
@@ -90,13 +92,15 @@ TEST_CASE("Allreduce leaves every rank bitwise the same sum") {
 
 TEST_CASE("AllreduceMean divides by the world size; one rank is a no-op") {
   std::vector<std::vector<float>> data = {{2, 4}, {4, 8}};
-  OnRanks(2, [&](Communicator& comm) { REQUIRE(AllreduceMean(comm, data[comm.rank()]).ok()); });
+  OnRanks(2, [&](Communicator& comm, testing::ThreadChecks& check) {
+    CheckOk(check, comm, AllreduceMean(comm, data[comm.rank()]), "AllreduceMean");
+  });
   CHECK(data[0] == std::vector<float>{3, 6});
   CHECK(data[1] == std::vector<float>{3, 6});
   std::vector<float> single = {1, 2};
-  OnRanks(1, [&](Communicator& comm) {
-    REQUIRE(AllreduceMean(comm, single).ok());
-    REQUIRE(comm.Barrier().ok());
+  OnRanks(1, [&](Communicator& comm, testing::ThreadChecks& check) {
+    CheckOk(check, comm, AllreduceMean(comm, single), "AllreduceMean");
+    CheckOk(check, comm, comm.Barrier(), "Barrier");
   });
   CHECK(single == std::vector<float>{1, 2});
 }

@@ -9,12 +9,12 @@
 #include <cmath>
 #include <functional>
 #include <latch>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "common/config/trainer_config.h"
 #include "test/support/process.h"
+#include "test/support/thread_checks.h"
 #include "test/trainer/runtime/local_pserver.h"
 #include "trainer/collective/communicator.h"
 #include "trainer/runtime/allreduce_dense_sync.h"
@@ -57,24 +57,7 @@ struct Job {
   }
 };
 
-// Catch's assertions are not thread-safe: the rank threads record what failed here, and
-// the test's thread asserts it is empty.
-class Checks {
- public:
-  void operator()(bool ok, const std::string& what) {
-    if (ok) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    failed_.push_back(what);
-  }
-  void Require() {
-    for (const auto& what : failed_) FAIL_CHECK(what);
-    REQUIRE(failed_.empty());
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> failed_;
-};
+using Checks = testing::ThreadChecks;
 
 std::vector<float> Params(AllreduceDenseSync& sync, Checks& check) {
   std::vector<float> p;
@@ -115,9 +98,9 @@ void OnRanks(Job& job, int ranks, std::chrono::milliseconds interval,
       co.endpoints = eps;
       co.timeout = 20s;
       auto comm = collective::MakeGlooCommunicator(co);
-      if (!comm.ok()) return check(false, "rank " + std::to_string(r) + ": " + comm.status().ToString());
+      if (!check(comm.ok(), "rank " + std::to_string(r) + ": " + comm.status().ToString())) return;
       auto sync = AllreduceDenseSync::Create(job.options, job.client(), **comm, interval);
-      if (!sync.ok()) return check(false, "rank " + std::to_string(r) + ": " + sync.status().ToString());
+      if (!check(sync.ok(), "rank " + std::to_string(r) + ": " + sync.status().ToString())) return;
       body(r, **sync, check);
     });
   }
@@ -214,9 +197,9 @@ TEST_CASE("A heter-trainer that dies fails the others' rounds; Push and Flush th
     co.endpoints = eps;
     co.timeout = 2s;
     auto comm = collective::MakeGlooCommunicator(co);
-    if (!comm.ok()) return check(false, comm.status().ToString());
+    if (!check(comm.ok(), comm.status().ToString())) return;
     auto sync = AllreduceDenseSync::Create(job.options, job.client(), **comm, 5ms);
-    if (!sync.ok()) return check(false, sync.status().ToString());
+    if (!check(sync.ok(), sync.status().ToString())) return;
     std::this_thread::sleep_for(300ms);  // rank 1 is gone by now
     flushed = (*sync)->Flush();
     pushed = PushAll(**sync, 1.0f);

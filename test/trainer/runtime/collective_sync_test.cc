@@ -12,6 +12,7 @@
 
 #include "common/config/trainer_config.h"
 #include "test/support/process.h"
+#include "test/support/thread_checks.h"
 #include "test/trainer/runtime/local_pserver.h"
 #include "trainer/collective/communicator.h"
 #include "trainer/model/dense_net.h"
@@ -51,11 +52,11 @@ struct Job {
 
 // Runs body(rank, sync) on `ranks` threads, each with its communicator and CollectiveSync
 // started from initial parameters drawn with seed 7 + rank.
-void OnRanks(Job& job, int ranks, const std::function<void(uint32_t, CollectiveSync&)>& body) {
+void OnRanks(Job& job, int ranks, const std::function<void(uint32_t, CollectiveSync&, testing::ThreadChecks&)>& body) {
   std::vector<net::Endpoint> eps;
   for (uint16_t p : testing::FreePorts(ranks)) eps.push_back({"127.0.0.1", p});
   std::vector<std::thread> threads;
-  std::vector<std::string> errors(ranks);
+  testing::ThreadChecks check;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       auto options = job.options;
@@ -66,20 +67,25 @@ void OnRanks(Job& job, int ranks, const std::function<void(uint32_t, CollectiveS
       co.endpoints = eps;
       co.timeout = 20s;
       auto comm = collective::MakeGlooCommunicator(co);
-      if (!comm.ok()) return void(errors[r] = comm.status().ToString());
+      const std::string rank = "rank " + std::to_string(r) + ": ";
+      if (!check(comm.ok(), rank + comm.status().ToString())) return;
       auto sync = CollectiveSync::Create(options, job.client(), **comm);
-      if (!sync.ok()) return void(errors[r] = sync.status().ToString());
+      if (!check(sync.ok(), rank + sync.status().ToString())) return;
       std::vector<float> init(job.net.num_params());
       job.net.InitParams(init, 7 + r);
-      if (Status st = (*sync)->SetInitialParams(init); !st.ok()) return void(errors[r] = st.ToString());
-      body(r, **sync);
+      const Status st = (*sync)->SetInitialParams(init);
+      if (!check(st.ok(), rank + st.ToString())) return;
+      body(r, **sync, check);
     });
   }
   for (auto& t : threads) t.join();
-  for (int r = 0; r < ranks; ++r) {
-    INFO("rank " << r << ": " << errors[r]);
-    REQUIRE(errors[r].empty());
-  }
+  check.Require();
+}
+
+// EndStep(0, out_of_data); records a failed call as a failure. Whether every rank is done.
+bool EndStep(CollectiveSync& sync, bool out_of_data, testing::ThreadChecks& check) {
+  auto done = sync.EndStep(0, out_of_data);
+  return !check(done.ok(), "EndStep: " + done.status().ToString()) || *done;
 }
 
 struct Batches {
@@ -101,17 +107,19 @@ struct Batches {
 
 // One training step on rows [begin, end) of a batch; returns the loss. With `hook`, each
 // layer's gradients go to the sync from the backward pass, as the Trainer does.
-float Step(const model::DenseNet& net, CollectiveSync& sync, const Batches& b, int step, size_t begin, size_t end,
-           bool hook = false) {
+float Step(const model::DenseNet& net, CollectiveSync& sync, testing::ThreadChecks& check, const Batches& b, int step,
+           size_t begin, size_t end, bool hook = false) {
   std::vector<float> params, grads(net.num_params());
-  REQUIRE(sync.DenseParams(0, &params).ok());
+  const Status pulled = sync.DenseParams(0, &params);
+  if (!check(pulled.ok(), "DenseParams: " + pulled.ToString())) return 0.0f;
   model::DenseNet::Workspace ws;
   const size_t rows = end - begin, w = b.width;
   std::span<const float> x(b.x[step].data() + begin * w, rows * w), y(b.y[step].data() + begin, rows);
   model::DenseNet::GradsReady ready;
   if (hook) ready = [&](size_t lo, size_t hi) { sync.GradsReady(grads, lo, hi); };
   const float loss = net.ForwardBackward(params, x, y, rows, grads, {}, &ws, ready);
-  REQUIRE(sync.Push(0, StepGrads{{}, {}, {}, {}, grads}).ok());
+  const Status pushed = sync.Push(0, StepGrads{{}, {}, {}, {}, grads});
+  check(pushed.ok(), "Push: " + pushed.ToString());
   return loss;
 }
 
@@ -121,20 +129,20 @@ TEST_CASE("2 ranks of batch B follow 1 rank of batch 2B, and the ranks stay bitw
   const size_t B = 16;
   Batches batches(steps, 2 * B, 3);
   std::vector<float> single, single_losses(steps);
-  OnRanks(job, 1, [&](uint32_t, CollectiveSync& sync) {
+  OnRanks(job, 1, [&](uint32_t, CollectiveSync& sync, testing::ThreadChecks& check) {
     for (int s = 0; s < steps; ++s) {
-      single_losses[s] = Step(job.net, sync, batches, s, 0, 2 * B);
-      REQUIRE_FALSE(*sync.EndStep(0, false));
+      single_losses[s] = Step(job.net, sync, check, batches, s, 0, 2 * B);
+      check(!EndStep(sync, false, check), "step " + std::to_string(s) + " ended the epoch");
     }
     single = sync.params();
   });
   std::vector<std::vector<float>> replicas(2);
   std::vector<std::vector<float>> losses(2, std::vector<float>(steps));
   std::vector<std::string> checksums(2);
-  OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync) {
+  OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks& check) {
     for (int s = 0; s < steps; ++s) {
-      losses[r][s] = Step(job.net, sync, batches, s, r * B, (r + 1) * B);
-      REQUIRE_FALSE(*sync.EndStep(0, false));
+      losses[r][s] = Step(job.net, sync, check, batches, s, r * B, (r + 1) * B);
+      check(!EndStep(sync, false, check), "step " + std::to_string(s) + " ended the epoch");
     }
     replicas[r] = sync.params();
     checksums[r] = sync.Checksum();
@@ -156,10 +164,10 @@ TEST_CASE("Buckets sent from the backward pass (several of them) give the same r
   Batches batches(3, 8, 5, 512);
   std::vector<std::vector<float>> hooked(2), plain(2);
   for (bool hook : {true, false}) {
-    OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync) {
+    OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks& check) {
       for (int s = 0; s < 3; ++s) {
-        Step(job.net, sync, batches, s, r * 4, (r + 1) * 4, hook);
-        REQUIRE_FALSE(*sync.EndStep(0, false));
+        Step(job.net, sync, check, batches, s, r * 4, (r + 1) * 4, hook);
+        check(!EndStep(sync, false, check), "step " + std::to_string(s) + " ended the epoch");
       }
       (hook ? hooked : plain)[r] = sync.params();
     });
@@ -175,14 +183,12 @@ TEST_CASE("Uneven shards finish together, with and without drop_last") {
   const int have[2] = {5, 3};  // rank 1 runs out first
   std::vector<uint64_t> steps(2);
   std::vector<std::vector<float>> replicas(2);
-  OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync) {
+  OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks& check) {
     for (int s = 0;; ++s) {
       const bool has = s < have[r];
-      if (has) Step(job.net, sync, batches, s, 0, 8);
-      auto done = sync.EndStep(0, !has);
-      REQUIRE(done.ok());
-      if (*done) break;
-      REQUIRE(s < 10);
+      if (has) Step(job.net, sync, check, batches, s, 0, 8);
+      if (EndStep(sync, !has, check)) break;
+      if (!check(s < 10, "rank " + std::to_string(r) + ": still stepping after 10 steps")) break;
     }
     steps[r] = sync.steps();
     replicas[r] = sync.params();
@@ -196,12 +202,13 @@ TEST_CASE("Linear learning-rate scaling and warm-up give the hand-computed SGD s
   Job job(config::LrScaling::kLinear, 2);
   std::vector<std::vector<float>> replicas(2);
   std::vector<float> start;
-  OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync) {
+  OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks& check) {
     if (r == 0) start = sync.params();
     std::vector<float> g(job.net.num_params(), r == 0 ? 1.0f : 3.0f);  // mean 2
     for (int s = 0; s < 3; ++s) {
-      REQUIRE(sync.Push(0, StepGrads{{}, {}, {}, {}, g}).ok());
-      REQUIRE_FALSE(*sync.EndStep(0, false));
+      const Status pushed = sync.Push(0, StepGrads{{}, {}, {}, {}, g});
+      check(pushed.ok(), "Push: " + pushed.ToString());
+      check(!EndStep(sync, false, check), "step " + std::to_string(s) + " ended the epoch");
     }
     replicas[r] = sync.params();
   });
@@ -215,7 +222,7 @@ TEST_CASE("Linear learning-rate scaling and warm-up give the hand-computed SGD s
 TEST_CASE("Ranks drawing different initial parameters all start from rank 0's") {
   Job job;
   std::vector<std::vector<float>> replicas(3);
-  OnRanks(job, 3, [&](uint32_t r, CollectiveSync& sync) { replicas[r] = sync.params(); });
+  OnRanks(job, 3, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks&) { replicas[r] = sync.params(); });
   std::vector<float> rank0(job.net.num_params());
   job.net.InitParams(rank0, 7);
   for (const auto& p : replicas) CHECK(p == rank0);
