@@ -50,7 +50,7 @@ struct Job {
   PsClient& client() { return *pserver->client; }
 };
 
-// Runs body(rank, sync) on `ranks` threads, each with its communicator and CollectiveSync
+// Runs body(rank, sync, check) on `ranks` threads, each with its communicator and CollectiveSync
 // started from initial parameters drawn with seed 7 + rank.
 void OnRanks(Job& job, int ranks, const std::function<void(uint32_t, CollectiveSync&, testing::ThreadChecks&)>& body) {
   std::vector<net::Endpoint> eps;
