@@ -57,10 +57,17 @@ DATA_ABS="$PWD/$DATA"
 # run_paddle DIR [VAR=VALUE...]: one run, its logs and reports in $OUT/DIR, the variables
 # exported to every process.
 run_paddle() {
-  local dir="$OUT/$1" servers=() trainers=() i pid
+  local dir="$OUT/$1" servers=() trainers=() i pid port
   shift
   rm -rf "$dir" && mkdir -p "$dir"
   [ $# -eq 0 ] || export "$@"
+  # Pservers left from an interrupted run would serve these trainers their trained tables.
+  for port in 19480 19481; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "paddle_anchor: port $port is in use (a pserver of an interrupted run? pkill -f ctr_dnn_ps.py)" >&2
+      exit 1
+    fi
+  done
   local endpoints="127.0.0.1:19480,127.0.0.1:19481"
   export PADDLE_PSERVERS_IP_PORT_LIST="$endpoints" PADDLE_TRAINERS_NUM="$TRAINERS" POD_IP=127.0.0.1 \
     OMP_NUM_THREADS=1 CPU_NUM=1 GLOG_v=0
