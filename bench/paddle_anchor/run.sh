@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # fleetps against its anchor, PaddlePaddle's own CPU parameter server, on the same data, model
 # and machine: 2 pservers + N trainers of each, async, one worker thread per trainer, every
-# process on this machine. Also Paddle's single-process training of the same model (the check
-# that the two programs train the same model: its AUC is fleetps's local AUC).
+# process on this machine. The runs: fleetps with the YAML's CTR accessor and with plain rows;
+# Paddle with its defaults and with its trainers pulling the dense parameters after every
+# send; then one process of each (the check that the two programs train the same model: the
+# same AUC).
 #   bench/paddle_anchor/run.sh [rows (default 500000)] [trainers (default 2)] [epochs (default 1)]
 # Needs a fleetps build (BUILD, default build) and the Python package registry once: it makes a
 # virtual environment with PaddlePaddle 2.6.2 (PADDLE_VENV, default $BUILD/paddle_venv). The
