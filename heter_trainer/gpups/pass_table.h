@@ -104,15 +104,4 @@ StatusOr<std::unique_ptr<PassTable>> MakeCudaPassTable(const PassTableOptions& o
 // without CUDA or a GPU. For benchmarks.
 StatusOr<double> MeasureDeviceCopyGBps(int device);
 
-// The message of a pass refused for memory: what it needs on `device` and the budget.
-inline std::string PassTooLargeMessage(uint64_t pass_keys, uint32_t device, uint64_t device_keys,
-                                       uint64_t bytes_per_key, uint64_t budget_bytes) {
-  return "the pass has " + std::to_string(pass_keys) + " keys; device " + std::to_string(device) + " owns " +
-         std::to_string(device_keys) + " of them and needs " + std::to_string(device_keys * bytes_per_key) +
-         " bytes (" + std::to_string(bytes_per_key) + " per key), above its budget of " +
-         std::to_string(budget_bytes) +
-         " bytes (fleetps.gpups.device_memory_mb): split each epoch into more passes "
-         "(fleetps.gpups.passes_per_epoch), or train on more devices (FLAGS_selected_gpus)";
-}
-
 }  // namespace fleetps::heter

@@ -1,9 +1,9 @@
 #pragma once
 // What the two PassTable implementations (host_pass_table.cc, heter_trainer/cuda/
 // cuda_pass_table.cc) share: routing keys to devices, the checks of Build's and Push's
-// arguments, the budget check, the not-in-pass error, and the starting row a pulled row
-// gives. One definition each, so that the host twin and the CUDA table refuse the same
-// inputs with the same words and start a pass from the same bytes.
+// arguments, the budget check and its message, the not-in-pass error, and the starting row
+// a pulled row gives. One definition each, so that the host twin and the CUDA table refuse
+// the same inputs with the same words and start a pass from the same bytes.
 
 #include <cstring>
 #include <span>
@@ -20,6 +20,17 @@ inline std::vector<std::vector<uint32_t>> RouteToDevices(std::span<const uint64_
   std::vector<std::vector<uint32_t>> by_device(devices);
   for (uint32_t i = 0; i < keys.size(); ++i) by_device[DeviceOfKey(keys[i], devices)].push_back(i);
   return by_device;
+}
+
+// The message of a pass refused for memory: what it needs on `device` and the budget.
+inline std::string PassTooLargeMessage(uint64_t pass_keys, uint32_t device, uint64_t device_keys,
+                                       uint64_t bytes_per_key, uint64_t budget_bytes) {
+  return "the pass has " + std::to_string(pass_keys) + " keys; device " + std::to_string(device) + " owns " +
+         std::to_string(device_keys) + " of them and needs " + std::to_string(device_keys * bytes_per_key) +
+         " bytes (" + std::to_string(bytes_per_key) + " per key), above its budget of " +
+         std::to_string(budget_bytes) +
+         " bytes (fleetps.gpups.device_memory_mb): split each epoch into more passes "
+         "(fleetps.gpups.passes_per_epoch), or train on more devices (FLAGS_selected_gpus)";
 }
 
 // InvalidArgument with PassTooLargeMessage when the keys one device owns need more than its
