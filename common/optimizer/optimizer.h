@@ -56,6 +56,8 @@ class Optimizer {
   const OptimizerOptions& options() const { return options_; }
   uint32_t element_state_size() const { return element_state_size_; }
   uint32_t shared_state_size() const { return shared_state_size_; }
+  // The factor every update first multiplies the weights by: 1 - learning_rate * weight_decay.
+  float decay() const { return decay_; }
   // Floats of state for one row of `dim` weights.
   uint32_t StateSize(uint32_t dim) const { return shared_state_size_ + element_state_size_ * dim; }
 

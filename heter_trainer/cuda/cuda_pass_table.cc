@@ -57,6 +57,7 @@ class CudaPassTable : public PassTable {
     const auto& opt = options.table.optimizer;
     rule_.kind = static_cast<int>(opt.kind);
     rule_.learning_rate = opt.learning_rate;
+    rule_.decay = optimizer_->decay();
     rule_.epsilon = opt.epsilon;
     rule_.beta1 = opt.beta1;
     rule_.beta2 = opt.beta2;
@@ -96,8 +97,9 @@ class CudaPassTable : public PassTable {
     for (const auto& s : shards_) n += s->keys.size();
     return n;
   }
-  // Two rows, show/click/touched, and up to 4 table slots (key + row index) per key.
-  uint64_t BytesPerKey() const override { return uint64_t{row_floats_} * 8 + 9 + 4 * 12; }
+  // Two rows, show/click/touched, up to 4 table slots (key + row index) and the key itself
+  // (the build's query buffer) per key.
+  uint64_t BytesPerKey() const override { return uint64_t{row_floats_} * 8 + 9 + 4 * 12 + 8; }
 
   Status CheckFits(std::span<const uint64_t> keys) const override {
     return CheckPassFits(keys, options_.devices, BytesPerKey(), [&](uint32_t d) { return budgets_[d]; });
@@ -166,19 +168,29 @@ class CudaPassTable : public PassTable {
       std::lock_guard<std::mutex> lock(s.mu);
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
       const auto& members = by_device[d];
-      const uint32_t n = static_cast<uint32_t>(members.size());
-      sub.resize(n);
+      sub.resize(members.size());
+      for (size_t k = 0; k < members.size(); ++k) sub[k] = keys[members[k]];
+      // The keys before the first one not in the pass or given twice are pushed, as the host
+      // twin does; then the error.
+      Status refused = FindRows(s, sub, d);
+      uint32_t n = s.found_count;
+      s.pushed.Begin(s.keys.size());
+      for (uint32_t k = 0; k < n; ++k) {
+        if (!s.pushed.Mark(s.found_host[k])) {
+          refused = KeyGivenTwice(sub[k]);
+          n = k;
+        }
+      }
+      if (n == 0) return refused;
       g.resize(size_t{n} * dim_);
       sh.assign(shows.empty() ? 0 : n, 0.0f);
       cl.assign(clicks.empty() ? 0 : n, 0.0f);
       for (uint32_t k = 0; k < n; ++k) {
         const uint32_t i = members[k];
-        sub[k] = keys[i];
         std::memcpy(g.data() + size_t{k} * dim_, grads.data() + size_t{i} * dim_, dim_ * sizeof(float));
         if (!sh.empty()) sh[k] = shows[i];
         if (!cl.empty()) cl[k] = clicks[i];
       }
-      RETURN_IF_ERROR(FindRows(s, sub, d));
       RETURN_IF_ERROR(Reserve(s.device, &s.values, g.size()));
       RETURN_IF_ERROR(Reserve(s.device, &s.shows_in, size_t{n} * 2));
       RETURN_IF_ERROR(Reserve(s.device, &s.extend, n));
@@ -200,24 +212,8 @@ class CudaPassTable : public PassTable {
       uint32_t extend = 0;
       RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(&extend, s.count.data(), sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
       RETURN_IF_ERROR(s.stream.Synchronize());
-      if (extend == 0) continue;
-      // Rows extended now, as the pservers would: embedx from the initializer (host code).
-      std::vector<uint32_t> positions(extend), row_index(extend);
-      RETURN_IF_CUDA_ERROR(cudaMemcpy(positions.data(), s.extend.data(), extend * sizeof(uint32_t),
-                                      cudaMemcpyDeviceToHost));
-      initial.assign(size_t{extend} * dim_, 0.0f);
-      for (uint32_t e = 0; e < extend; ++e) {
-        initializer_.FillRow(sub[positions[e]], initial.data() + size_t{e} * dim_, dim_);
-        row_index[e] = s.found_host[positions[e]];
-      }
-      RETURN_IF_ERROR(Reserve(s.device, &s.initial, initial.size()));
-      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.initial.data(), initial.data(), initial.size() * sizeof(float),
-                                           cudaMemcpyHostToDevice, stream));
-      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.extend.data(), row_index.data(), extend * sizeof(uint32_t),
-                                           cudaMemcpyHostToDevice, stream));
-      RETURN_IF_ERROR(gpu::LaunchExtend(rule_, s.extend.data(), extend, s.initial.data(), s.rows.data(),
-                                        s.begin.data(), stream));
-      RETURN_IF_ERROR(s.stream.Synchronize());
+      if (extend > 0) RETURN_IF_ERROR(ExtendRows(s, sub, extend, &initial));
+      RETURN_IF_ERROR(refused);
     }
     return Status::OK();
   }
@@ -229,6 +225,9 @@ class CudaPassTable : public PassTable {
       const size_t n = s.keys.size();
       if (n == 0) continue;
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
+      // The copies below run on the legacy stream: the shard's own must be done (a failed
+      // call may have left work queued on it).
+      RETURN_IF_ERROR(s.stream.Synchronize());
       std::vector<float> rows(n * row_floats_), begin(n * row_floats_), stats(n * 2);
       std::vector<uint8_t> touched(n);
       RETURN_IF_CUDA_ERROR(cudaMemcpy(rows.data(), s.rows.data(), rows.size() * 4, cudaMemcpyDeviceToHost));
@@ -281,6 +280,8 @@ class CudaPassTable : public PassTable {
     DeviceBuffer<uint64_t> query;
     DeviceBuffer<uint32_t> found;
     std::vector<uint32_t> found_host;
+    uint32_t found_count = 0;  // FindRows: keys before the first one not in the pass
+    PushedRows pushed;         // Push's check for a key given twice
     DeviceBuffer<float> values, shows_in, initial;
     DeviceBuffer<uint32_t> extend, count;
   };
@@ -323,9 +324,33 @@ class CudaPassTable : public PassTable {
     return s.stream.Synchronize();
   }
 
-  // s.found (device) and s.found_host = the row indices of `keys` on shard d; NotFound for a
-  // key not in the pass.
+  // Rows that a push made reach the embedx threshold (their positions in `sub`, `extend` of
+  // them in s.extend), extended as the pservers would: embedx from the initializer (host code).
+  Status ExtendRows(Shard& s, const std::vector<uint64_t>& sub, uint32_t extend, std::vector<float>* initial) {
+    std::vector<uint32_t> positions(extend), row_index(extend);
+    RETURN_IF_CUDA_ERROR(cudaMemcpy(positions.data(), s.extend.data(), extend * sizeof(uint32_t),
+                                    cudaMemcpyDeviceToHost));
+    initial->assign(size_t{extend} * dim_, 0.0f);
+    for (uint32_t e = 0; e < extend; ++e) {
+      initializer_.FillRow(sub[positions[e]], initial->data() + size_t{e} * dim_, dim_);
+      row_index[e] = s.found_host[positions[e]];
+    }
+    cudaStream_t stream = s.stream.get();
+    RETURN_IF_ERROR(Reserve(s.device, &s.initial, initial->size()));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.initial.data(), initial->data(), initial->size() * sizeof(float),
+                                         cudaMemcpyHostToDevice, stream));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.extend.data(), row_index.data(), extend * sizeof(uint32_t),
+                                         cudaMemcpyHostToDevice, stream));
+    RETURN_IF_ERROR(
+        gpu::LaunchExtend(rule_, s.extend.data(), extend, s.initial.data(), s.rows.data(), s.begin.data(), stream));
+    return s.stream.Synchronize();
+  }
+
+  // s.found (device) and s.found_host = the row indices of `keys` on shard d, and
+  // s.found_count = how many keys lead the first one not in the pass (all: OK; else NotFound
+  // naming it; 0 after any other error).
   Status FindRows(Shard& s, const std::vector<uint64_t>& keys, uint32_t d) {
+    s.found_count = 0;
     const uint32_t n = static_cast<uint32_t>(keys.size());
     RETURN_IF_ERROR(Reserve(s.device, &s.query, n));
     RETURN_IF_ERROR(Reserve(s.device, &s.found, n));
@@ -339,8 +364,12 @@ class CudaPassTable : public PassTable {
         cudaMemcpyAsync(s.found_host.data(), s.found.data(), n * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
     RETURN_IF_ERROR(s.stream.Synchronize());
     for (uint32_t k = 0; k < n; ++k) {
-      if (s.found_host[k] == gpu::kEmptySlot) return KeyNotInPass(keys[k], d);
+      if (s.found_host[k] == gpu::kEmptySlot) {
+        s.found_count = k;
+        return KeyNotInPass(keys[k], d);
+      }
     }
+    s.found_count = n;
     return Status::OK();
   }
 

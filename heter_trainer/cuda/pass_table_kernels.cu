@@ -1,5 +1,7 @@
 #include "heter_trainer/cuda/pass_table_kernels.h"
 
+#include "heter_trainer/cuda/kernel_launch.h"
+
 #include "heter_trainer/cuda/cuda_status.h"
 
 namespace fleetps::heter::gpu {
@@ -68,6 +70,9 @@ __device__ __forceinline__ float FlushSubnormal(float x) { return x < 1.17549435
 // Optimizer::UpdateSpan (common/optimizer) on n weights.
 __device__ void UpdateSpan(const PassRule& r, float* w, float* element, float* shared, const float* grad,
                            uint32_t n) {
+  if (r.decay != 1.0f) {
+    for (uint32_t i = 0; i < n; ++i) w[i] = __fmul_rn(w[i], r.decay);
+  }
   if (r.kind == 0) {
     for (uint32_t i = 0; i < n; ++i) w[i] = Clip(r, __fsub_rn(w[i], __fmul_rn(r.learning_rate, grad[i])));
   } else if (r.kind == 1) {
@@ -155,24 +160,23 @@ uint32_t Blocks(uint64_t n) { return static_cast<uint32_t>((n + kThreads - 1) / 
 Status LaunchInsert(const uint64_t* keys, uint32_t n, uint64_t* table_keys, uint32_t* table_rows, uint64_t mask,
                     cudaStream_t stream) {
   if (n == 0) return Status::OK();
-  InsertKernel<<<Blocks(n), kThreads, 0, stream>>>(keys, n, table_keys, table_rows, mask);
-  RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  RETURN_IF_CUDA_ERROR(LaunchKernel(InsertKernel, Blocks(n), kThreads, stream, keys, n, table_keys, table_rows, mask));
   return Status::OK();
 }
 
 Status LaunchFind(const uint64_t* keys, uint32_t n, const uint64_t* table_keys, const uint32_t* table_rows,
                   uint64_t mask, uint32_t* rows_out, cudaStream_t stream) {
   if (n == 0) return Status::OK();
-  FindKernel<<<Blocks(n), kThreads, 0, stream>>>(keys, n, table_keys, table_rows, mask, rows_out);
-  RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  RETURN_IF_CUDA_ERROR(
+      LaunchKernel(FindKernel, Blocks(n), kThreads, stream, keys, n, table_keys, table_rows, mask, rows_out));
   return Status::OK();
 }
 
 Status LaunchGather(const uint32_t* row_index, uint32_t n, const float* rows, uint32_t row_floats, uint32_t dim,
                     float* out, cudaStream_t stream) {
   if (n == 0) return Status::OK();
-  GatherKernel<<<Blocks(uint64_t{n} * dim), kThreads, 0, stream>>>(row_index, n, rows, row_floats, dim, out);
-  RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  RETURN_IF_CUDA_ERROR(LaunchKernel(GatherKernel, Blocks(uint64_t{n} * dim), kThreads, stream, row_index, n, rows,
+                                    row_floats, dim, out));
   return Status::OK();
 }
 
@@ -180,17 +184,15 @@ Status LaunchPush(const PassRule& rule, const uint32_t* row_index, uint32_t n, c
                   const float* clicks, float* rows, float* pass_shows, float* pass_clicks, uint8_t* touched,
                   uint32_t* extend_list, uint32_t* extend_count, cudaStream_t stream) {
   if (n == 0) return Status::OK();
-  PushKernel<<<Blocks(n), kThreads, 0, stream>>>(rule, row_index, n, grads, shows, clicks, rows, pass_shows,
-                                                 pass_clicks, touched, extend_list, extend_count);
-  RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  RETURN_IF_CUDA_ERROR(LaunchKernel(PushKernel, Blocks(n), kThreads, stream, rule, row_index, n, grads, shows, clicks,
+                                    rows, pass_shows, pass_clicks, touched, extend_list, extend_count));
   return Status::OK();
 }
 
 Status LaunchExtend(const PassRule& rule, const uint32_t* row_index, uint32_t n, const float* initial, float* rows,
                     float* begin, cudaStream_t stream) {
   if (n == 0) return Status::OK();
-  ExtendKernel<<<Blocks(n), kThreads, 0, stream>>>(rule, row_index, n, initial, rows, begin);
-  RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  RETURN_IF_CUDA_ERROR(LaunchKernel(ExtendKernel, Blocks(n), kThreads, stream, rule, row_index, n, initial, rows, begin));
   return Status::OK();
 }
 

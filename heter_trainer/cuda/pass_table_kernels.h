@@ -22,6 +22,7 @@ inline constexpr uint32_t kEmptySlot = 0xffffffffu;
 struct PassRule {
   int kind = 0;  // 0 SGD, 1 Adagrad, 2 Adam (OptimizerKind order)
   float learning_rate = 0, epsilon = 0, beta1 = 0, beta2 = 0, initial_accumulator = 0;
+  float decay = 1;  // Optimizer::decay(): weights are first multiplied by it
   bool has_bounds = false;
   float bound_min = 0, bound_max = 0;
   uint32_t dim = 0;

@@ -34,9 +34,10 @@ class HostPassTable : public PassTable {
     for (const auto& s : shards_) n += s->index.size();
     return n;
   }
-  // Two rows (the pass's and the one it started from), show/click/touched, and the key
-  // index (at most half full: up to 4 slots of 16 bytes after rounding, and the key list).
-  uint64_t BytesPerKey() const override { return uint64_t{row_floats_} * 8 + 9 + 4 * 16 + 8; }
+  // Two rows (the pass's and the one it started from), show/click/touched, the key index (at
+  // most half full: up to 4 slots of 16 bytes after rounding, and the key list) and Push's
+  // stamp.
+  uint64_t BytesPerKey() const override { return uint64_t{row_floats_} * 8 + 9 + 4 * 16 + 8 + 4; }
 
   Status Build(std::span<const uint64_t> keys, std::span<const float> rows, std::span<const uint8_t> flags,
                std::span<const float> stats) override {
@@ -95,9 +96,11 @@ class HostPassTable : public PassTable {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
       std::lock_guard<std::mutex> lock(s.mu);
+      s.pushed.Begin(s.index.size());
       for (uint32_t i : by_device[d]) {
         const uint32_t slot = s.index.Find(keys[i]);
         if (slot == KeyIndex::kNone) return KeyNotInPass(keys[i], d);
+        if (!s.pushed.Mark(slot)) return KeyGivenTwice(keys[i]);
         float* row = s.rows.data() + size_t{slot} * row_floats_;
         const float show = shows.empty() ? 0.0f : shows[i];
         const float click = clicks.empty() ? 0.0f : clicks[i];
@@ -164,6 +167,7 @@ class HostPassTable : public PassTable {
     std::vector<float> shows;  // per slot: counted in this pass
     std::vector<float> clicks;
     std::vector<uint8_t> touched;  // per slot: pushed at least once
+    PushedRows pushed;             // Push's check for a key given twice
   };
 
   const PassTableOptions options_;

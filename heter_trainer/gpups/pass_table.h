@@ -83,8 +83,10 @@ class PassTable {
   // out[k * dim(), ...) = the weights of keys[k]. NotFound naming a key that is not in the pass.
   virtual Status Pull(std::span<const uint64_t> keys, float* out) = 0;
   // For each k in order: one push of grads[k * dim(), ...) with shows[k] and clicks[k] (each
-  // span empty or one per key) on keys[k]'s row. NotFound naming a key not in the pass
-  // (the keys before it on its device are applied).
+  // span empty or one per key) on keys[k]'s row; keys distinct. NotFound naming a key not in
+  // the pass, InvalidArgument naming a key given twice; the pushes routed before it are then
+  // applied (the keys of the devices before its own, and those before it on its own), the
+  // others not.
   virtual Status Push(std::span<const uint64_t> keys, std::span<const float> grads, std::span<const float> shows,
                       std::span<const float> clicks) = 0;
   // The rows pushed at least once in this pass (order: by device, then by first insertion).

@@ -5,6 +5,8 @@
 // a pulled row gives. One definition each, so that the host twin and the CUDA table refuse
 // the same inputs with the same words and start a pass from the same bytes.
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
@@ -82,6 +84,30 @@ inline Status KeyNotInPass(uint64_t key, uint32_t device) {
 inline Status KeyGivenTwice(uint64_t key) {
   return Status::InvalidArgument("pass table: key " + std::to_string(key) + " given twice");
 }
+
+// The rows one push has reached on a shard, so that a key given twice in a push is refused
+// (on a device its two updates would race). Used under the shard's lock.
+class PushedRows {
+ public:
+  // Starts a push on a shard of `rows` rows.
+  void Begin(size_t rows) {
+    if (stamps_.size() < rows) stamps_.resize(rows, 0);
+    if (++push_ == 0) {  // wrapped: forget every earlier push
+      std::fill(stamps_.begin(), stamps_.end(), 0);
+      push_ = 1;
+    }
+  }
+  // False when this push has already reached `row`.
+  bool Mark(uint32_t row) {
+    if (stamps_[row] == push_) return false;
+    stamps_[row] = push_;
+    return true;
+  }
+
+ private:
+  std::vector<uint32_t> stamps_;  // per row: the last push that reached it
+  uint32_t push_ = 0;
+};
 
 // row (accessor.row_floats() floats, zeroed) = key i's pulled row as a pass starts from it:
 // its core floats, its saved flags, and on CTR tables its show/click statistics.

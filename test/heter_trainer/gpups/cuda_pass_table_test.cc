@@ -1,8 +1,9 @@
 // The CUDA pass table against its host twin (label gpu): the same pass built on both, the
 // same batches pushed, then lookups and the exported rows must agree bitwise — the kernels
 // round as the pservers' host code does. Sparse rules SGD, Adagrad (CTR accessor, rows
-// extended during the pass) and Adam with weight bounds; one and two shards (two shards on
-// GPU 0 when only one is visible, so the key routing is exercised on any GPU machine).
+// extended during the pass) and Adam with weight decay and bounds; one and two shards (two
+// shards on GPU 0 when only one is visible, so the key routing is exercised on any GPU
+// machine); pushes refused part-way (refused_push_check.h).
 // Without a visible GPU every case reports "skipped".
 #include <catch2/catch.hpp>
 
@@ -10,6 +11,7 @@
 
 #include "heter_trainer/device/dense_device.h"
 #include "heter_trainer/gpups/pass_table.h"
+#include "test/heter_trainer/gpups/refused_push_check.h"
 
 namespace fleetps::heter {
 namespace {
@@ -28,6 +30,7 @@ TableOptions Table(OptimizerKind kind, bool ctr) {
   t.optimizer.learning_rate = 0.05f;
   t.optimizer.initial_accumulator = 0.1f;
   if (kind == OptimizerKind::kAdam) {
+    t.optimizer.weight_decay = 0.1f;
     t.optimizer.has_bounds = true;
     t.optimizer.bound_min = -0.2f;
     t.optimizer.bound_max = 0.2f;
@@ -113,9 +116,21 @@ TEST_CASE("CUDA pass table = host twin: Adagrad, CTR accessor with embedx extens
   Compare(Table(OptimizerKind::kAdagrad, true), 2);
 }
 
-TEST_CASE("CUDA pass table = host twin: Adam with weight bounds, CTR accessor, 2 shards", "[gpu]") {
+TEST_CASE("CUDA pass table = host twin: Adam with weight decay and bounds, CTR accessor, 2 shards", "[gpu]") {
   if (NoGpu()) return;
   Compare(Table(OptimizerKind::kAdam, true), 2);
+}
+
+TEST_CASE("CUDA pass table: a push refused part-way applies exactly what was routed before it", "[gpu]") {
+  if (NoGpu()) return;
+  PassTableOptions o;
+  o.table = RefusedPushTable();
+  o.devices = 2;
+  o.device_ids = {0, VisibleCudaDevices() > 1 ? 1 : 0};
+  auto cuda = MakeCudaPassTable(o);
+  INFO(cuda.status().ToString());
+  REQUIRE(cuda.ok());
+  CheckRefusedPushes(**cuda);
 }
 
 TEST_CASE("CUDA pass table: a pass above the device budget is refused before allocating", "[gpu]") {

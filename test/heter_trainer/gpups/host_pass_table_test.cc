@@ -9,6 +9,7 @@
 
 #include "heter_trainer/gpups/pass_table.h"
 #include "server/table/sparse_table.h"
+#include "test/heter_trainer/gpups/refused_push_check.h"
 
 namespace fleetps::heter {
 namespace {
@@ -131,6 +132,15 @@ TEST_CASE("Keys are routed to devices by hash; lookups return the built rows; un
   CHECK(st.message().find("key 1 given twice") != std::string::npos);
   table.Clear();
   CHECK(table.size() == 0);
+}
+
+TEST_CASE("A push refused part-way (a key twice, a key not in the pass) applies exactly what was routed before it") {
+  PassTableOptions o;
+  o.table = RefusedPushTable();
+  o.devices = 2;
+  auto made = MakeHostPassTable(o);
+  REQUIRE(made.ok());
+  CheckRefusedPushes(**made);
 }
 
 TEST_CASE("A pass on the host table gives bitwise the rows of pushing to the pservers, and WriteRows stores them") {

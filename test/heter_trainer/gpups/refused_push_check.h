@@ -1,0 +1,70 @@
+#pragma once
+// A push refused part-way (a key given twice, a key not in the pass) applies exactly the
+// pushes routed before the refused key: every key of the devices before its own, and the keys
+// before it on its own device. One check for both PassTable implementations (the host twin in
+// host_pass_table_test, the CUDA table in cuda_pass_table_test).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "heter_trainer/gpups/pass_table.h"
+
+namespace fleetps::heter {
+
+// A plain SGD table of dim 2 at learning rate 1: a push of gradient 1 takes a weight from 0 to -1.
+inline TableOptions RefusedPushTable() {
+  TableOptions t;
+  t.name = "embedding";
+  t.dim = 2;
+  t.optimizer.kind = OptimizerKind::kSgd;
+  t.optimizer.learning_rate = 1.0f;
+  return t;
+}
+
+// `table`: two devices over RefusedPushTable().
+inline void CheckRefusedPushes(PassTable& table) {
+  REQUIRE(table.devices() == 2);
+  std::vector<uint64_t> on[2];
+  uint64_t absent0 = 0;
+  for (uint64_t k = 1; on[0].size() < 4 || on[1].size() < 3; ++k) {
+    auto& list = on[DeviceOfKey(k, 2)];
+    if (list.size() < 4) list.push_back(k);
+  }
+  absent0 = on[0].back();  // device 0's fourth key stays out of the pass
+  on[0].pop_back();
+  std::vector<uint64_t> keys = {on[0][0], on[0][1], on[0][2], on[1][0], on[1][1], on[1][2]};
+  const uint32_t core = table.core_floats();
+  REQUIRE(table.Build(keys, std::vector<float>(keys.size() * core, 0.0f), std::vector<uint8_t>(keys.size(), 0), {})
+              .ok());
+  auto weight = [&](uint64_t key) {
+    float out[2] = {7, 7};
+    REQUIRE(table.Pull({&key, 1}, out).ok());
+    return out[0];
+  };
+  // On device 1 the third key repeats its first: device 0's keys and device 1's first two pushed.
+  std::vector<uint64_t> push = {on[1][0], on[0][0], on[1][1], on[1][0], on[1][2], on[0][1]};
+  Status st = table.Push(push, std::vector<float>(push.size() * 2, 1.0f), {}, {});
+  CHECK(st.IsInvalidArgument());
+  CHECK(st.message().find("key " + std::to_string(on[1][0]) + " given twice") != std::string::npos);
+  CHECK(weight(on[0][0]) == -1.0f);
+  CHECK(weight(on[0][1]) == -1.0f);
+  CHECK(weight(on[0][2]) == 0.0f);
+  CHECK(weight(on[1][0]) == -1.0f);
+  CHECK(weight(on[1][1]) == -1.0f);
+  CHECK(weight(on[1][2]) == 0.0f);
+  // A key not in the pass on device 0: the key before it pushed; the one after, and device 1's, not.
+  push = {on[0][2], on[1][2], absent0, on[0][0]};
+  st = table.Push(push, std::vector<float>(push.size() * 2, 1.0f), {}, {});
+  CHECK(st.IsNotFound());
+  CHECK(st.message().find("key " + std::to_string(absent0) + " ") != std::string::npos);
+  CHECK(weight(on[0][2]) == -1.0f);
+  CHECK(weight(on[0][0]) == -1.0f);
+  CHECK(weight(on[1][2]) == 0.0f);
+  // The table serves on: a valid push after the refused ones.
+  push = {on[1][2]};
+  REQUIRE(table.Push(push, std::vector<float>(2, 1.0f), {}, {}).ok());
+  CHECK(weight(on[1][2]) == -1.0f);
+}
+
+}  // namespace fleetps::heter
