@@ -48,6 +48,13 @@ step gpu 20 nvidia-smi
 step heter_cuda_test 120 "$B/test/heter_trainer/heter_cuda_test"
 step gpups_cuda_test 120 "$B/test/heter_trainer/gpups_cuda_test"
 step collective_nccl 120 "$B/test/e2e/collective_e2e_test" "One rank with backend nccl*"
+# The gpu tests pass with "skipped" where no device is usable (a driver older than the CUDA
+# runtime, say): here that is a failure, not a pass.
+for name in heter_cuda_test gpups_cuda_test collective_nccl; do
+  if grep -q "skipped" "$OUT/$name.log"; then
+    echo "$name: SKIPPED, no usable CUDA device (see gpu.log and $name.log)" | tee -a "$summary"
+  fi
+done
 if command -v compute-sanitizer >/dev/null; then
   step heter_cuda_sanitizer 240 compute-sanitizer --error-exitcode 1 "$B/test/heter_trainer/heter_cuda_test"
 fi

@@ -42,11 +42,6 @@ StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOpti
     if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) trainer::model::SetBlasThreads(1);
     return MakeCpuDevice(net);
   }
-  // The CUDA device implements the MLP models only; the CPU twin runs every model.
-  if (!net.is_mlp()) {
-    return Status::InvalidArgument("heter-trainer: the GPU device runs only the mlp and ctr_dnn models, not model_type " +
-                                   ModelTypeName(net.type()) + "; run it on the CPU (HETER_DEVICE_TYPE=cpu)");
-  }
   return MakeCudaDevice(net, o.gpus.front());
 }
 

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/config/model_config.h"
 #include "heter_trainer/cuda/cuda_resources.h"
 #include "heter_trainer/cuda/cuda_status.h"
 #include "heter_trainer/cuda/dense_gemm.h"
@@ -64,6 +65,7 @@ OutputLayout LayoutFor(const DenseNet& net, size_t batch) {
 class CudaLane : public DenseLane {
  public:
   static StatusOr<std::unique_ptr<DenseLane>> Create(const DenseNet& net, int gpu);
+  ~CudaLane() override;
 
   Status SetParams(std::span<const float> params) override;
   StatusOr<float> Step(std::span<const float> activations, std::span<const float> labels, size_t batch,
@@ -122,7 +124,14 @@ CudaLane::CudaLane(const DenseNet& net, int gpu)
   output_prefix_.push_back(prefix);  // [layers]: floats per row of all layer outputs
 }
 
+CudaLane::~CudaLane() {
+  // Queued work (the upload SetParams reads from params_staging_) must end before the
+  // buffers it uses are freed.
+  if (auto guard = DeviceGuard::Enter(gpu_); guard.ok()) static_cast<void>(stream_.Synchronize());
+}
+
 StatusOr<std::unique_ptr<DenseLane>> CudaLane::Create(const DenseNet& net, int gpu) {
+  ASSIGN_OR_RETURN(DeviceGuard guard, DeviceGuard::Enter(gpu));  // the pinned buffer's context too
   std::unique_ptr<CudaLane> lane(new CudaLane(net, gpu));
   ASSIGN_OR_RETURN(lane->stream_, Stream::Create(gpu));
   ASSIGN_OR_RETURN(lane->blas_, CublasHandle::Create(lane->stream_));
@@ -348,6 +357,10 @@ StatusOr<std::string> ProbeCudaDevice(int gpu) {
 }  // namespace gpu
 
 StatusOr<std::unique_ptr<DenseDevice>> MakeCudaDevice(const trainer::model::DenseNet& net, int gpu) {
+  if (!net.is_mlp()) {
+    return Status::InvalidArgument("the GPU device runs only the mlp and ctr_dnn models, not model_type " +
+                                   ModelTypeName(net.type()) + "; run it on the CPU (HETER_DEVICE_TYPE=cpu)");
+  }
   ASSIGN_OR_RETURN(std::string description, gpu::ProbeCudaDevice(gpu));
   return std::unique_ptr<DenseDevice>(new gpu::CudaDevice(net, gpu, std::move(description)));
 }

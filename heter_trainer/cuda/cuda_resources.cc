@@ -3,15 +3,16 @@
 namespace fleetps::heter::gpu {
 namespace {
 
-// Runs `release` with `device` current, then restores the caller's device. Failures are
-// dropped: callers are destructors (see the header).
+// The DeviceGuards open on this thread: only a nested guard restores a device (see the
+// header). Per-thread state, as the CUDA runtime's current device is.
+thread_local int open_guards = 0;
+
+// Runs `release` with `device` current. Failures are dropped: callers are destructors (see
+// the header).
 template <typename Release>
 void ReleaseOn(int device, Release release) {
-  int previous = -1;
-  const bool switched =
-      cudaGetDevice(&previous) == cudaSuccess && previous != device && cudaSetDevice(device) == cudaSuccess;
+  StatusOr<DeviceGuard> guard = DeviceGuard::Enter(device);
   release();
-  if (switched) static_cast<void>(cudaSetDevice(previous));
 }
 
 }  // namespace
@@ -20,10 +21,14 @@ StatusOr<DeviceGuard> DeviceGuard::Enter(int device) {
   int previous = 0;
   RETURN_IF_CUDA_ERROR(cudaGetDevice(&previous));
   if (previous != device) RETURN_IF_CUDA_ERROR(cudaSetDevice(device));
-  return DeviceGuard(previous);
+  const bool nested = open_guards > 0;
+  ++open_guards;
+  return DeviceGuard(nested ? previous : -1, true);
 }
 
 DeviceGuard::~DeviceGuard() {
+  if (!open_) return;
+  --open_guards;
   if (previous_ < 0) return;
   int current = -1;
   if (cudaGetDevice(&current) == cudaSuccess && current != previous_) static_cast<void>(cudaSetDevice(previous_));

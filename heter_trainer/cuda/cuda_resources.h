@@ -23,21 +23,28 @@
 
 namespace fleetps::heter::gpu {
 
-// Makes a device current for the calling thread for the guard's lifetime, then restores
-// the device that was current before.
+// Makes a device current for the calling thread for the guard's lifetime. A guard opened
+// inside another one restores the device of the enclosing guard when it ends; the
+// outermost guard of a thread leaves its device current. (The device a thread reports before
+// its first guard may be one it never used, device 0 on a fresh thread, and since CUDA 12
+// making a device current creates a context on it: restoring it would cost every process
+// a context on GPU 0.) Every CUDA call of heter_trainer/cuda runs under a guard naming its
+// device.
 class DeviceGuard {
  public:
   static StatusOr<DeviceGuard> Enter(int device);
 
-  DeviceGuard(DeviceGuard&& other) noexcept : previous_(std::exchange(other.previous_, -1)) {}
+  DeviceGuard(DeviceGuard&& other) noexcept
+      : previous_(std::exchange(other.previous_, -1)), open_(std::exchange(other.open_, false)) {}
   DeviceGuard& operator=(DeviceGuard&&) = delete;
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
   ~DeviceGuard();
 
  private:
-  explicit DeviceGuard(int previous) : previous_(previous) {}
-  int previous_;  // the device to restore; -1: nothing to restore (moved from)
+  DeviceGuard(int previous, bool open) : previous_(previous), open_(open) {}
+  int previous_;  // the device to restore; -1: none (outermost, or moved from)
+  bool open_;     // counted among the thread's open guards (false once moved from)
 };
 
 // A non-blocking stream (no implicit ordering with the legacy default stream).

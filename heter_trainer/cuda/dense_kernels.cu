@@ -3,6 +3,8 @@
 
 #include "heter_trainer/cuda/dense_kernels.h"
 
+#include "heter_trainer/cuda/kernel_launch.h"
+
 #include <algorithm>
 
 namespace fleetps::heter::gpu {
@@ -144,18 +146,13 @@ cudaError_t LaunchBiasActivation(float* y, const float* bias, size_t rows, size_
                                  cudaStream_t stream) {
   const size_t n = rows * cols;
   if (n == 0) return cudaSuccess;
-  if (relu) {
-    BiasActivationKernel<true><<<Blocks(n), kThreads, 0, stream>>>(y, bias, n, cols);
-  } else {
-    BiasActivationKernel<false><<<Blocks(n), kThreads, 0, stream>>>(y, bias, n, cols);
-  }
-  return cudaGetLastError();
+  auto* kernel = relu ? BiasActivationKernel<true> : BiasActivationKernel<false>;
+  return LaunchKernel(kernel, Blocks(n), kThreads, stream, y, bias, n, cols);
 }
 
 cudaError_t LaunchReluBackward(const float* y, float* dy, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  ReluBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(y, dy, n);
-  return cudaGetLastError();
+  return LaunchKernel(ReluBackwardKernel, Blocks(n), kThreads, stream, y, dy, n);
 }
 
 size_t BiasGradScratchFloats(size_t rows, size_t cols) {
@@ -171,13 +168,10 @@ cudaError_t LaunchBiasGrad(const float* dy, size_t rows, size_t cols, float* db,
   const dim3 grid(static_cast<unsigned>((cols + kBiasBlockX - 1) / kBiasBlockX), static_cast<unsigned>(row_blocks));
   const dim3 block(kBiasBlockX, kBiasBlockY);
   // One row block writes db directly; several leave partial sums for SumRowBlocksKernel.
-  ColumnSumKernel<<<grid, block, 0, stream>>>(dy, rows, cols, rows_per_block, row_blocks > 1 ? scratch : db);
-  if (row_blocks > 1) {
-    const cudaError_t error = cudaGetLastError();
-    if (error != cudaSuccess) return error;
-    SumRowBlocksKernel<<<Blocks(cols), kThreads, 0, stream>>>(scratch, row_blocks, cols, db);
-  }
-  return cudaGetLastError();
+  const cudaError_t error =
+      LaunchKernel(ColumnSumKernel, grid, block, stream, dy, rows, cols, rows_per_block, row_blocks > 1 ? scratch : db);
+  if (error != cudaSuccess || row_blocks == 1) return error;
+  return LaunchKernel(SumRowBlocksKernel, Blocks(cols), kThreads, stream, scratch, row_blocks, cols, db);
 }
 
 cudaError_t LaunchCrossEntropy(const float* logits, const float* labels, size_t batch, int width, float* probs,
@@ -186,28 +180,18 @@ cudaError_t LaunchCrossEntropy(const float* logits, const float* labels, size_t 
   if (batch == 0) return cudaMemsetAsync(mean_loss, 0, sizeof(float), stream);
   const unsigned blocks = Blocks(batch, kMaxLossBlocks);
   const float inv_batch = 1.0f / static_cast<float>(batch);
-  if (width == 2) {
-    CrossEntropyKernel<2>
-        <<<blocks, kThreads, 0, stream>>>(logits, labels, batch, inv_batch, probs, logit_grads, block_sums);
-  } else {
-    CrossEntropyKernel<1>
-        <<<blocks, kThreads, 0, stream>>>(logits, labels, batch, inv_batch, probs, logit_grads, block_sums);
-  }
-  const cudaError_t error = cudaGetLastError();
+  auto* kernel = width == 2 ? CrossEntropyKernel<2> : CrossEntropyKernel<1>;
+  const cudaError_t error =
+      LaunchKernel(kernel, blocks, kThreads, stream, logits, labels, batch, inv_batch, probs, logit_grads, block_sums);
   if (error != cudaSuccess) return error;
-  MeanLossKernel<<<1, kThreads, 0, stream>>>(block_sums, blocks, batch, mean_loss);
-  return cudaGetLastError();
+  return LaunchKernel(MeanLossKernel, 1, kThreads, stream, block_sums, blocks, batch, mean_loss);
 }
 
 cudaError_t LaunchPredict(const float* logits, size_t batch, int width, float* probs, cudaStream_t stream) {
   if (width != 1 && width != 2) return cudaErrorInvalidValue;
   if (batch == 0) return cudaSuccess;
-  if (width == 2) {
-    PredictKernel<2><<<Blocks(batch), kThreads, 0, stream>>>(logits, batch, probs);
-  } else {
-    PredictKernel<1><<<Blocks(batch), kThreads, 0, stream>>>(logits, batch, probs);
-  }
-  return cudaGetLastError();
+  auto* kernel = width == 2 ? PredictKernel<2> : PredictKernel<1>;
+  return LaunchKernel(kernel, Blocks(batch), kThreads, stream, logits, batch, probs);
 }
 
 cudaError_t ProbeKernelImage() {

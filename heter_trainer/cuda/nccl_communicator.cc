@@ -104,8 +104,8 @@ class NcclCommunicator : public Communicator {
  public:
   NcclCommunicator(uint32_t rank, uint32_t size, int gpu, std::chrono::milliseconds timeout,
                    std::unique_ptr<RendezvousServer> server, NcclComm comm, gpu::Stream stream)
-      : rank_(rank), size_(size), gpu_(gpu), timeout_(timeout), server_(std::move(server)), comm_(std::move(comm)),
-        stream_(std::move(stream)) {}
+      : rank_(rank), size_(size), gpu_(gpu), timeout_(timeout), server_(std::move(server)),
+        stream_(std::move(stream)), comm_(std::move(comm)) {}
 
   uint32_t rank() const override { return rank_; }
   uint32_t size() const override { return size_; }
@@ -135,7 +135,9 @@ class NcclCommunicator : public Communicator {
  private:
   // Copies `bytes` of host data to the device, runs `op` (the NCCL call `call`) on the
   // device copy, copies back, and waits, watching the communicator, until done or past the
-  // timeout. A failed or late operation aborts the communicator: this and every later
+  // timeout. The copies go through a pinned staging buffer: a copy to pageable memory would
+  // block the host until the collective ended (never, with a rank gone), and after an abort
+  // the late copy lands in the staging buffer, not in the caller's memory. A failed or late operation aborts the communicator: this and every later
   // operation return its error (the job cannot go on without the lost rank).
   template <typename Op>
   Status Run(void* host, size_t bytes, const char* call, Op op) {
@@ -158,17 +160,27 @@ class NcclCommunicator : public Communicator {
       buffer_ = {};
       ASSIGN_OR_RETURN(buffer_, gpu::DeviceBuffer<uint8_t>::Allocate(gpu_, bytes));
     }
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(buffer_.data(), host, bytes, cudaMemcpyHostToDevice, stream_.get()));
+    if (staging_.size() < bytes) {
+      staging_ = {};
+      ASSIGN_OR_RETURN(staging_, gpu::PinnedBuffer<uint8_t>::Allocate(bytes));
+    }
+    std::memcpy(staging_.data(), host, bytes);
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(buffer_.data(), staging_.data(), bytes, cudaMemcpyHostToDevice, stream_.get()));
     const ncclResult_t queued = op(buffer_.data());
     if (queued == ncclInProgress) {
       RETURN_IF_ERROR(WaitForComm(comm_.get(), call, rank, deadline, timeout_));
     } else {
       RETURN_IF_ERROR(NcclStatus(queued, call, rank));
     }
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(host, buffer_.data(), bytes, cudaMemcpyDeviceToHost, stream_.get()));
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(staging_.data(), buffer_.data(), bytes, cudaMemcpyDeviceToHost, stream_.get()));
     for (uint32_t polls = 0;; Pause(polls)) {
       const cudaError_t done = cudaStreamQuery(stream_.get());
-      if (done == cudaSuccess) return Status::OK();
+      if (done == cudaSuccess) {
+        std::memcpy(host, staging_.data(), bytes);
+        return Status::OK();
+      }
       if (done != cudaErrorNotReady) return gpu::CudaStatus(done, "cudaStreamQuery", __FILE__, __LINE__);
       ncclResult_t state = ncclSuccess;
       RETURN_IF_NCCL_ERROR(ncclCommGetAsyncError(comm_.get(), &state), rank);
@@ -183,9 +195,12 @@ class NcclCommunicator : public Communicator {
   const std::chrono::milliseconds timeout_;  // each operation
   Status broken_;                            // the error that aborted the communicator
   std::unique_ptr<RendezvousServer> server_;  // rank 0 of several: the unique id's home
-  NcclComm comm_;
-  gpu::Stream stream_;
+  // Destroyed in reverse order: the communicator ends (its kernels with it) before the
+  // stream and the buffers its operations use.
   gpu::DeviceBuffer<uint8_t> buffer_;
+  gpu::PinnedBuffer<uint8_t> staging_;
+  gpu::Stream stream_;
+  NcclComm comm_;
 };
 
 }  // namespace

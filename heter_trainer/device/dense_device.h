@@ -75,7 +75,8 @@ std::unique_ptr<DenseDevice> MakeCpuDevice(const model::DenseNet& net);
 
 // The CUDA device `gpu` (an index among the visible devices). `net` outlives the device.
 // Unavailable when this build has no CUDA, or no GPU is visible, or `gpu` is out of
-// range — with a message saying so and how to run on the CPU (HETER_DEVICE_TYPE=cpu).
+// range — with a message saying so and how to run on the CPU (HETER_DEVICE_TYPE=cpu);
+// InvalidArgument for a model other than mlp and ctr_dnn (the CPU device runs every model).
 StatusOr<std::unique_ptr<DenseDevice>> MakeCudaDevice(const model::DenseNet& net, int gpu);
 
 // The number of CUDA devices visible to this process (0 without CUDA or without a GPU).

@@ -199,6 +199,17 @@ TEST_CASE("MakeCudaDevice with an index out of range is Unavailable", "[heter][c
   }
 }
 
+TEST_CASE("MakeCudaDevice refuses the models its lanes do not implement", "[heter][cuda]") {
+  ModelOptions options;
+  options.type = ModelType::kDeepFm;
+  const DenseNet net = DenseNet::FromOptions(options);
+  StatusOr<std::unique_ptr<DenseDevice>> device = MakeCudaDevice(net, 0);
+  REQUIRE_FALSE(device.ok());
+  CHECK(device.status().IsInvalidArgument());
+  CHECK(device.status().message().find("model_type deepfm") != std::string::npos);
+  CHECK(device.status().message().find("HETER_DEVICE_TYPE=cpu") != std::string::npos);
+}
+
 TEST_CASE("TimeDenseGemms checks its arguments and the device", "[heter][cuda]") {
   const DenseNet net(4, {3}, OutputKind::kSigmoid);
   CHECK(TimeDenseGemms(net, 0, 1, 0).status().IsInvalidArgument());
