@@ -4,6 +4,8 @@
 #   run(command="scripts/device_check.sh", carry=["build/device_bundle.tar.xz"], timeout_s=540)
 # It unpacks the bundle, then runs each step with a time limit, writing STEP.log and a line
 # in summary.txt under $OUT (the folder the device tool brings back; default ./device_out):
+#   libs                  every shared library the binaries load is found (a library that
+#                         /usr/local/cuda lacks is looked for under /opt and /usr)
 #   gpu                   nvidia-smi
 #   heter_cuda_test       the CUDA dense device against the CPU twin (label gpu)
 #   gpups_cuda_test       the CUDA pass table against the host twin (label gpu)
@@ -14,7 +16,9 @@
 #   heter_nccl            a heter job (run_heter.sh, 100k rows) whose heter-trainer averages
 #                         its dense replica over NCCL (dense_sync allreduce, backend nccl;
 #                         world size 1); its workerlog says "(nccl: backend: nccl on GPU 0)"
-#   gpubox_nccl           a GPU-PS job (run_gpubox.sh, 100k rows) on GPU 0 with backend nccl
+#   gpubox_gpu            a GPU-PS job (run_gpubox.sh, 100k rows) on GPU 0: the CUDA pass
+#                         table and lanes (one node: its workers sum in memory; NCCL joins
+#                         nodes only, one rank each, which one GPU cannot host)
 # FULL=1 adds the end-to-end benchmarks on this machine's cores (async PS vs heter vs
 # GPU-PS): bench/heter_bench/run.sh ROWS TRAINERS 1 and bench/gpups_bench/run.sh ROWS 1, the
 # latter again with GPUPS_WORKERS host workers on GPU 0 (ROWS default 1000000, TRAINERS
@@ -44,6 +48,20 @@ step() {
   echo "$name: exit $rc in $(($(date +%s) - start)) s" | tee -a "$summary"
   tail -n 4 "$OUT/$name.log"
 }
+# The bundle leaves CUDA's libraries (and NCCL's, which live beside them here) to the
+# machine. Where its /usr/local/cuda lacks one (NCCL may come only as a Python wheel there),
+# take the first copy found under /opt or /usr.
+missing_libs() {
+  for b in "$B/heter_trainer/heter-trainer" "$B/test/heter_trainer/heter_cuda_test"; do ldd "$b"; done |
+    awk '/not found/ {print $1}' | sort -u
+}
+for lib in $(missing_libs); do
+  found="$(find /opt /usr -name "$lib" -print -quit 2>/dev/null)"
+  [ -n "$found" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"
+done
+ldd "$B/heter_trainer/heter-trainer" >"$OUT/libs.log" 2>&1
+m="$(missing_libs)"
+echo "libs: ${m:+missing $m}${m:-all found} (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)" | tee -a "$summary"
 step gpu 20 nvidia-smi
 step heter_cuda_test 120 "$B/test/heter_trainer/heter_cuda_test"
 step gpups_cuda_test 120 "$B/test/heter_trainer/gpups_cuda_test"
@@ -67,8 +85,8 @@ nccl_config="$(mktemp -d)/ctr_dnn_nccl.yaml"
 step heter_nccl 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
   FLEETPS_HETER_TRAINERS=1 HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$OUT/heter_nccl" \
   scripts/run_heter.sh
-step gpubox_nccl 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
-  HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$OUT/gpubox_nccl" scripts/run_gpubox.sh
+step gpubox_gpu 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
+  HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$OUT/gpubox_gpu" scripts/run_gpubox.sh
 if [ "${FULL:-0}" = 1 ]; then
   step heter_run 900 env BUILD="$B" bench/heter_bench/run.sh "${ROWS:-1000000}" "${TRAINERS:-8}" 1
   step gpups_run 900 env BUILD="$B" bench/gpups_bench/run.sh "${ROWS:-1000000}" 1

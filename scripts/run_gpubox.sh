@@ -44,12 +44,11 @@ cluster_setup "pserver heter-trainer fleetps-datagen fleetps-launch"
 cluster_data
 
 # The workers are heter-trainers in pass mode. Several nodes all-reduce their dense replicas
-# over the workers' endpoints (Gloo: one rank per node; NCCL: device d of a node uses its
-# port + d): the endpoints are spaced 16 ports apart.
+# over the workers' endpoints, one Gloo or NCCL rank per node.
 workers=(--worker_num 1)
 if [ "$TRAINERS" -gt 1 ]; then
   list=""
-  for ((i = 0; i < TRAINERS; i++)); do list+="${list:+,}127.0.0.1:$((BASE_PORT + 100 + 16 * i))"; done
+  for ((i = 0; i < TRAINERS; i++)); do list+="${list:+,}127.0.0.1:$((BASE_PORT + 100 + i))"; done
   workers=(--workers "$list")
 fi
 extra=()

@@ -509,11 +509,6 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
                                      " splits the records in memory into passes: set runner.reader_type: "
                                      "InMemoryDataset (or passes_per_epoch: 1)");
     }
-    if (o.gpups.workers_per_device > 1 && o.collective.backend == CollectiveBackend::kNccl) {
-      return Status::InvalidArgument("fleetps.gpups.workers_per_device " + std::to_string(o.gpups.workers_per_device) +
-                                     " gives each GPU several dense ranks, and NCCL takes one rank per GPU: set "
-                                     "fleetps.collective.backend: gloo (or workers_per_device: 1)");
-    }
     if (o.gpups.device != "gpu" && o.gpups.device != "cpu" && o.gpups.device != "auto") {
       return Status::InvalidArgument("HETER_DEVICE_TYPE='" + o.gpups.device + "': use gpu or cpu");
     }

@@ -144,7 +144,8 @@ struct GpuPsOptions {
   // own batches, does its host work (de-duplication, pooling, the embedding backward, the
   // gradient merge) and steps its own dense replica on the device (a lane of its own), so a
   // device is fed by several cores; every worker is a dense allreduce rank (trainers x
-  // devices x workers_per_device ranks in all; Gloo: NCCL takes one rank per GPU).
+  // devices x workers_per_device ranks in all: a node's workers sum in memory, the nodes
+  // all-reduce over one Gloo or NCCL rank each).
   uint32_t workers_per_device = 1;
 };
 

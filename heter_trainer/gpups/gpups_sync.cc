@@ -6,8 +6,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/key_index.h"
-#include "common/net/io_threads.h"
-#include "common/net/rpc_server.h"
 #include "heter_trainer/device/rank_communicator.h"
 #include "trainer/collective/local_group.h"
 #include "trainer/data/batch.h"
@@ -33,18 +31,6 @@ Status OnEveryWorker(uint32_t n, F f) {
   return Status::OK();
 }
 
-// A loopback port that was free a moment ago (bind to port 0 and read it back).
-StatusOr<uint16_t> FreeLoopbackPort() {
-  net::IoThreads io(1);
-  net::RpcServerOptions options;
-  options.host = "127.0.0.1";
-  net::RpcServer probe(io, options, [](net::Request, net::Responder) {});
-  RETURN_IF_ERROR(probe.Start().WithContext("finding a free loopback port for the devices' allreduce"));
-  const uint16_t port = probe.port();
-  probe.Stop();
-  return port;
-}
-
 // A DenseLane as the Trainer's DenseStepper: the step's parameters, then the step.
 class LaneStepper : public trainer::DenseStepper {
  public:
@@ -65,52 +51,27 @@ class LaneStepper : public trainer::DenseStepper {
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
     const config::TrainerOptions& o, uint32_t workers, bool gpus, std::shared_ptr<const net::AuthKey> auth_key) {
   const auto timeout = std::chrono::milliseconds(o.collective.timeout_ms);
-  auto options = [&](uint32_t rank, std::vector<net::Endpoint> endpoints) {
+  // The workers of this process sum their host replicas in memory; the processes all-reduce
+  // that sum over one rank each (none for a single process).
+  std::unique_ptr<collective::Communicator> nodes;
+  if (o.trainer_endpoints.size() > 1) {
     collective::CollectiveOptions co;
-    co.rank = rank;
-    co.endpoints = std::move(endpoints);
+    co.rank = o.trainer_id;
+    co.endpoints = o.trainer_endpoints;
     co.prefix = "fleetps-gpups";
     co.timeout = timeout;
     co.auth_key = auth_key;
-    return co;
-  };
-  if (!gpus || o.collective.backend != config::CollectiveBackend::kNccl) {
-    // The host replicas: the workers of this process sum in memory, and the processes
-    // all-reduce that over one Gloo rank each (none for a single process).
-    std::unique_ptr<collective::Communicator> nodes;
-    if (o.trainer_endpoints.size() > 1) {
-      ASSIGN_OR_RETURN(nodes, collective::MakeGlooCommunicator(options(o.trainer_id, o.trainer_endpoints)));
-    }
-    return collective::MakeLocalGroup(workers, std::move(nodes), timeout);
-  }
-  // NCCL: one rank per GPU (workers_per_device is 1), device d of a node at its port + d.
-  std::vector<net::Endpoint> nodes = o.trainer_endpoints;
-  if (nodes.empty()) {
-    ASSIGN_OR_RETURN(uint16_t port, FreeLoopbackPort());
-    nodes = {{"127.0.0.1", port}};
-  }
-  std::vector<net::Endpoint> ranks;
-  for (const auto& node : nodes) {
-    for (uint32_t w = 0; w < workers; ++w) {
-      if (uint32_t{node.port} + w > 65535) {
-        return Status::InvalidArgument("PADDLE_TRAINER_ENDPOINTS entry " + node.ToString() + " leaves no port for device " +
-                                       std::to_string(w) + " (with NCCL, device d's rank uses port + d)");
-      }
-      ranks.push_back({node.host, static_cast<uint16_t>(node.port + w)});
-    }
-  }
-  std::vector<std::unique_ptr<collective::Communicator>> comms(workers);
-  RETURN_IF_ERROR(OnEveryWorker(workers, [&](uint32_t w) -> Status {
-    const auto co = options(o.trainer_id * workers + w, ranks);
+    // NCCL on the node's first GPU with backend nccl and the CUDA pass table; else Gloo.
+    const bool nccl = gpus && o.collective.backend == config::CollectiveBackend::kNccl;
     config::DataParallelOptions backend = o.collective;
-    const size_t d = o.gpups.devices.empty() ? w : w % o.gpups.devices.size();
-    backend.gpu = d < o.gpups.devices.size() ? o.gpups.devices[d] : static_cast<int>(d);
+    backend.backend = nccl ? config::CollectiveBackend::kNccl : config::CollectiveBackend::kGloo;
+    backend.gpu = nccl ? o.gpups.devices.front() : -1;
     std::string reason;
-    ASSIGN_OR_RETURN(comms[w], MakeRankCommunicator(backend, co, &reason));
-    spdlog::info("trainer {} device {}: dense allreduce rank {}: {}", o.trainer_id, backend.gpu, co.rank, reason);
-    return Status::OK();
-  }));
-  return comms;
+    ASSIGN_OR_RETURN(nodes, MakeRankCommunicator(backend, co, &reason));
+    spdlog::info("trainer {}: dense allreduce among the nodes, rank {} of {}: {}", o.trainer_id, co.rank,
+                 co.endpoints.size(), reason);
+  }
+  return collective::MakeLocalGroup(workers, std::move(nodes), timeout);
 }
 
 GpuPsSync::GpuPsSync(const config::TrainerOptions& options, trainer::PsClient& client, std::unique_ptr<PassTable> table,

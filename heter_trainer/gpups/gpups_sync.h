@@ -120,12 +120,13 @@ class GpuPsSync : public trainer::ParamSync {
 };
 
 // Communicators for the `workers` workers of this trainer (devices x workers_per_device):
-// rank trainer_id * workers + w of trainers * workers. The host replicas (Gloo): a local
-// group (trainer/collective/local_group.h), whose workers sum in memory while the trainers
-// all-reduce over one Gloo rank each at options.trainer_endpoints (none for one trainer).
-// NCCL on worker w's GPU when `gpus` (the CUDA pass table) and fleetps.collective.backend
-// is nccl (one worker per device): one rank per GPU, device d of a node at its endpoint's
-// port + d (one trainer without endpoints: a free loopback port), set up concurrently.
+// rank trainer_id * workers + w of trainers * workers. A local group
+// (trainer/collective/local_group.h): the workers sum their host replicas in memory, and the
+// trainers all-reduce that sum over one rank each at options.trainer_endpoints (none for one
+// trainer): Gloo, or NCCL on the node's first GPU when `gpus` (the CUDA pass table) and
+// fleetps.collective.backend is nccl. Never several NCCL ranks in one process: there, a
+// worker's cudaFree on a GPU would wait for a rank's NCCL kernel that waits for the rank of
+// that same worker.
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
     const config::TrainerOptions& options, uint32_t workers, bool gpus, std::shared_ptr<const net::AuthKey> auth_key);
 

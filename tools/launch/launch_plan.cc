@@ -494,8 +494,7 @@ StatusOr<LaunchPlan> PlanLaunch(const LaunchFlags& flags, const LaunchEnvironmen
   const std::string sync_mode = SyncModeArg(flags.command);
   const bool hybrid = sync_mode == "collective";
   // GPU-PS pass mode (heter-trainer --sync-mode gpubox as the worker): several nodes
-  // all-reduce their devices' dense replicas over the workers' endpoints (device d of a
-  // worker uses its port + d: give --workers with room between the ports).
+  // all-reduce their devices' dense replicas over the workers' endpoints, one rank per node.
   const bool gpubox_nodes = sync_mode == "gpubox" && plan.workers.size() > 1;
 
   uint32_t local = 0;
