@@ -7,12 +7,12 @@
 # and written back (end_pass). Then it evaluates on the held-out split, saves the model and
 # stops every process. Logs: OUT/serverlog.N, OUT/workerlog.N; reports OUT/trainerN.json.
 #
-#   scripts/run_gpubox.sh                                   # GPUs when nvidia-smi sees some
+#   scripts/run_gpubox.sh                                   # GPUs when some are visible
 #   HETER_DEVICE_TYPE=cpu FLAGS_selected_gpus=0,1 scripts/run_gpubox.sh   # host twin, 2 shards
 # Variables: as scripts/run_local.sh (FLEETPS_CONFIG, FLEETPS_TRAIN_DATA, FLEETPS_TEST_DATA,
 # FLEETPS_ROWS, FLEETPS_PSERVERS (default 1, as PaddleRec's), FLEETPS_TRAINERS (nodes,
 # default 1), FLEETPS_EPOCHS, FLEETPS_BASE_PORT, FLEETPS_OUT, FLEETPS_SKIP_SETUP), plus
-# HETER_DEVICE_TYPE (gpu|cpu; default gpu when nvidia-smi sees one) and FLAGS_selected_gpus
+# HETER_DEVICE_TYPE (gpu|cpu; default gpu when a GPU is visible) and FLAGS_selected_gpus
 # (default: every visible GPU, or 0,1 on the host twin), FLEETPS_GPUPS_MERGE (add|average:
 # how end_pass combines rows several nodes trained; default the YAML's fleetps.gpups.merge).
 # The job YAML's runner.sync_mode may say anything: the trainers run it as gpubox.
@@ -24,22 +24,16 @@ PSERVERS="${FLEETPS_PSERVERS:-1}"
 TRAINERS="${FLEETPS_TRAINERS:-1}"
 BASE_PORT="${FLEETPS_BASE_PORT:-18700}"
 OUT="${FLEETPS_OUT:-$BUILD/gpubox_run}"
-if [ -z "${HETER_DEVICE_TYPE:-}" ]; then
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
-    HETER_DEVICE_TYPE=gpu
-  else
-    HETER_DEVICE_TYPE=cpu
-  fi
-fi
+
+. scripts/lib/local_cluster.sh
+HETER_DEVICE_TYPE="${HETER_DEVICE_TYPE:-$(default_device_type)}"
 if [ -z "${FLAGS_selected_gpus:-}" ]; then
   if [ "$HETER_DEVICE_TYPE" = gpu ]; then
-    FLAGS_selected_gpus=$(nvidia-smi -L | awk '{printf "%s%d", (NR > 1 ? "," : ""), NR - 1}')
+    FLAGS_selected_gpus=$(visible_gpus)
   else
     FLAGS_selected_gpus=0,1
   fi
 fi
-
-. scripts/lib/local_cluster.sh
 cluster_setup "pserver heter-trainer fleetps-datagen fleetps-launch"
 cluster_data
 

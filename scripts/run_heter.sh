@@ -11,7 +11,7 @@
 # Variables: as scripts/run_local.sh (FLEETPS_CONFIG, FLEETPS_TRAIN_DATA, FLEETPS_TEST_DATA,
 # FLEETPS_ROWS, FLEETPS_PSERVERS, FLEETPS_TRAINERS, FLEETPS_EPOCHS, FLEETPS_BASE_PORT,
 # FLEETPS_OUT, FLEETPS_SKIP_SETUP), plus FLEETPS_HETER_TRAINERS (default 1), HETER_DEVICE_TYPE (gpu|cpu;
-# default: gpu when nvidia-smi sees one), FLAGS_selected_gpus (default 0).
+# default: gpu when a GPU is visible), FLAGS_selected_gpus (default 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -21,15 +21,9 @@ TRAINERS="${FLEETPS_TRAINERS:-2}"
 HETERS="${FLEETPS_HETER_TRAINERS:-1}"
 BASE_PORT="${FLEETPS_BASE_PORT:-18600}"
 OUT="${FLEETPS_OUT:-$BUILD/heter_run}"
-if [ -z "${HETER_DEVICE_TYPE:-}" ]; then
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
-    HETER_DEVICE_TYPE=gpu
-  else
-    HETER_DEVICE_TYPE=cpu
-  fi
-fi
 
 . scripts/lib/local_cluster.sh
+HETER_DEVICE_TYPE="${HETER_DEVICE_TYPE:-$(default_device_type)}"
 cluster_setup "pserver cpu-trainer heter-trainer fleetps-datagen fleetps-launch"
 cluster_data
 

@@ -20,14 +20,8 @@ mkdir -p "$OUT"
 if [ ! -f "$DATA/data.yaml" ]; then
   "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --train-files 2 --seed 7 >/dev/null
 fi
-if [ -z "${HETER_DEVICE_TYPE:-}" ]; then
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
-    HETER_DEVICE_TYPE=gpu
-  else
-    HETER_DEVICE_TYPE=cpu
-  fi
-fi
-export HETER_DEVICE_TYPE
+. scripts/lib/local_cluster.sh
+export HETER_DEVICE_TYPE="${HETER_DEVICE_TYPE:-$(default_device_type)}"
 common=(FLEETPS_SKIP_SETUP=1 FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train"
         FLEETPS_TEST_DATA="$PWD/$DATA/test" FLEETPS_BASE_PORT=19400 FLEETPS_PSERVERS=2)
 env "${common[@]}" FLEETPS_TRAINERS=2 FLEETPS_SYNC_MODE=async FLEETPS_OUT="$OUT/async" scripts/run_local.sh \
@@ -67,6 +61,6 @@ device=cpu
 count=$(echo "${FLAGS_selected_gpus:-0,1}" | tr ',' '\n' | wc -l)
 if [ "$HETER_DEVICE_TYPE" = gpu ]; then
   device=gpu
-  count=$(echo "${FLAGS_selected_gpus:-$(nvidia-smi -L | awk '{printf "%s%d", (NR > 1 ? "," : ""), NR - 1}')}" | tr ',' '\n' | wc -l)
+  count=$(echo "${FLAGS_selected_gpus:-$(visible_gpus)}" | tr ',' '\n' | wc -l)
 fi
 "$BUILD/bench/gpups_bench/gpups_bench" --config configs/ctr_dnn.yaml --device "$device" --devices "$count"

@@ -1,6 +1,26 @@
-# Shared by scripts/run_local.sh, run_heter.sh and run_gpubox.sh (sourced, not run): the
-# pieces of a job on loopback. The caller sets BUILD, CONFIG, TRAINERS, BASE_PORT and OUT,
-# and TRAINER_BIN when the workers are not cpu-trainers (run_gpubox.sh: heter-trainer).
+# Shared by scripts/run_local.sh, run_heter.sh, run_gpubox.sh and bench/gpups_bench/run.sh
+# (sourced, not run): the pieces of a job on loopback. The caller sets BUILD, CONFIG,
+# TRAINERS, BASE_PORT and OUT, and TRAINER_BIN when the workers are not cpu-trainers
+# (run_gpubox.sh: heter-trainer).
+
+# The CUDA devices this machine gives the job, as FLAGS_selected_gpus lists them ("0,1,...";
+# nothing without a GPU): as many as CUDA_VISIBLE_DEVICES names when it is set (nvidia-smi
+# lists every GPU of the machine, whatever the process may see), else the GPUs nvidia-smi
+# lists.
+visible_gpus() {
+  local n=0
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    n=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c . || true)
+  elif command -v nvidia-smi >/dev/null 2>&1; then
+    n=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -c . || true)
+  fi
+  if [ "$n" -gt 0 ]; then seq -s, 0 $((n - 1)); fi
+}
+
+# HETER_DEVICE_TYPE's default: gpu when visible_gpus finds one, else cpu.
+default_device_type() {
+  if [ -n "$(visible_gpus)" ]; then echo gpu; else echo cpu; fi
+}
 
 # Installs and builds TARGETS unless FLEETPS_SKIP_SETUP is set (then $BUILD's binaries are used).
 cluster_setup() {
