@@ -110,15 +110,18 @@ class CudaPassTable : public PassTable {
     RETURN_IF_ERROR(CheckBuildSpans(keys, rows, flags, stats, core_));
     Clear();
     RETURN_IF_ERROR(CheckFits(keys));
+    auto by_device = RouteToDevices(keys, options_.devices);
     {
+      // In routing order, as the host twin meets them: the same repeated key is named.
       KeyIndex seen(keys.size());
-      for (uint64_t k : keys) {
-        const size_t before = seen.size();
-        seen.Insert(k);
-        if (seen.size() == before) return KeyGivenTwice(k);
+      for (const auto& members : by_device) {
+        for (uint32_t i : members) {
+          const size_t before = seen.size();
+          seen.Insert(keys[i]);
+          if (seen.size() == before) return KeyGivenTwice(keys[i]);
+        }
       }
     }
-    auto by_device = RouteToDevices(keys, options_.devices);
     for (uint32_t d = 0; d < options_.devices; ++d) {
       Status st = BuildShard(*shards_[d], keys, rows, flags, stats, by_device[d]);
       if (!st.ok()) {

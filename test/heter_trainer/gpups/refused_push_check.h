@@ -1,8 +1,9 @@
 #pragma once
 // A push refused part-way (a key given twice, a key not in the pass) applies exactly the
 // pushes routed before the refused key: every key of the devices before its own, and the keys
-// before it on its own device. One check for both PassTable implementations (the host twin in
-// host_pass_table_test, the CUDA table in cuda_pass_table_test).
+// before it on its own device; a pass with a repeated key is refused naming the first repeat
+// in routing order, with nothing kept. One check for both PassTable implementations (the host
+// twin in host_pass_table_test, the CUDA table in cuda_pass_table_test).
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -33,8 +34,15 @@ inline void CheckRefusedPushes(PassTable& table) {
   }
   absent0 = on[0].back();  // device 0's fourth key stays out of the pass
   on[0].pop_back();
-  std::vector<uint64_t> keys = {on[0][0], on[0][1], on[0][2], on[1][0], on[1][1], on[1][2]};
   const uint32_t core = table.core_floats();
+  // Device 1's key repeats first in the list, device 0's first in routing order.
+  std::vector<uint64_t> twice = {on[1][0], on[1][0], on[0][0], on[0][0]};
+  Status st =
+      table.Build(twice, std::vector<float>(twice.size() * core, 0.0f), std::vector<uint8_t>(twice.size(), 0), {});
+  CHECK(st.IsInvalidArgument());
+  CHECK(st.message().find("key " + std::to_string(on[0][0]) + " given twice") != std::string::npos);
+  CHECK(table.size() == 0);
+  std::vector<uint64_t> keys = {on[0][0], on[0][1], on[0][2], on[1][0], on[1][1], on[1][2]};
   REQUIRE(table.Build(keys, std::vector<float>(keys.size() * core, 0.0f), std::vector<uint8_t>(keys.size(), 0), {})
               .ok());
   auto weight = [&](uint64_t key) {
@@ -44,7 +52,7 @@ inline void CheckRefusedPushes(PassTable& table) {
   };
   // On device 1 the third key repeats its first: device 0's keys and device 1's first two pushed.
   std::vector<uint64_t> push = {on[1][0], on[0][0], on[1][1], on[1][0], on[1][2], on[0][1]};
-  Status st = table.Push(push, std::vector<float>(push.size() * 2, 1.0f), {}, {});
+  st = table.Push(push, std::vector<float>(push.size() * 2, 1.0f), {}, {});
   CHECK(st.IsInvalidArgument());
   CHECK(st.message().find("key " + std::to_string(on[1][0]) + " given twice") != std::string::npos);
   CHECK(weight(on[0][0]) == -1.0f);
