@@ -53,29 +53,8 @@ class CudaPassTable : public PassTable {
         dim_(accessor_.dim()),
         core_(accessor_.flags_offset()),
         row_floats_(accessor_.row_floats()),
-        budgets_(std::move(budgets)) {
-    const auto& opt = options.table.optimizer;
-    rule_.kind = static_cast<int>(opt.kind);
-    rule_.learning_rate = opt.learning_rate;
-    rule_.decay = optimizer_->decay();
-    rule_.epsilon = opt.epsilon;
-    rule_.beta1 = opt.beta1;
-    rule_.beta2 = opt.beta2;
-    rule_.initial_accumulator = opt.initial_accumulator;
-    rule_.has_bounds = opt.has_bounds;
-    rule_.bound_min = opt.bound_min;
-    rule_.bound_max = opt.bound_max;
-    rule_.dim = dim_;
-    rule_.shared_floats = optimizer_->shared_state_size();
-    rule_.element_floats = optimizer_->element_state_size();
-    rule_.row_floats = row_floats_;
-    rule_.flags_offset = accessor_.flags_offset();
-    rule_.stats_offset = accessor_.stats_offset();
-    rule_.ctr = accessor_.ctr();
-    rule_.nonclk_coeff = options.table.accessor.nonclk_coeff;
-    rule_.click_coeff = options.table.accessor.click_coeff;
-    rule_.embedx_threshold = options.table.accessor.embedx_threshold;
-  }
+        budgets_(std::move(budgets)),
+        rule_(PassRuleOf(options.table, *optimizer_, accessor_)) {}
 
   Status Init() {
     for (uint32_t d = 0; d < options_.devices; ++d) {
@@ -384,7 +363,7 @@ class CudaPassTable : public PassTable {
   const uint32_t core_;
   const uint32_t row_floats_;
   const std::vector<uint64_t> budgets_;  // bytes per device
-  gpu::PassRule rule_;
+  const gpu::PassRule rule_;
   std::vector<std::unique_ptr<Shard>> shards_;
 };
 

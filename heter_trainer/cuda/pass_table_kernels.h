@@ -1,10 +1,8 @@
 #pragma once
 // Kernels of the CUDA pass table (cuda_pass_table.cc): an open-addressing hash table in
 // device memory (batched insert / find), gathers of a batch's weights, and the sparse
-// optimizer + CTR accessor step on the rows, written to give bitwise what the host code
-// gives (common/optimizer, server/accessor/row_accessor.h): same float operations in the same
-// order, no fused multiply-add (this file's kernels are compiled with -fmad=false), IEEE
-// sqrt and division.
+// optimizer + CTR accessor step on the rows (heter_trainer/gpups/pass_rules.h: bitwise what
+// the host code gives; this file's kernels are also compiled with -fmad=false).
 //
 // This header includes the CUDA headers: only sources of fleetps::heter_cuda include it.
 
@@ -13,27 +11,11 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "heter_trainer/gpups/pass_rules.h"
 
 namespace fleetps::heter::gpu {
 
 inline constexpr uint32_t kEmptySlot = 0xffffffffu;
-
-// The sparse rule and the row layout, by value for the kernels.
-struct PassRule {
-  int kind = 0;  // 0 SGD, 1 Adagrad, 2 Adam (OptimizerKind order)
-  float learning_rate = 0, epsilon = 0, beta1 = 0, beta2 = 0, initial_accumulator = 0;
-  float decay = 1;  // Optimizer::decay(): weights are first multiplied by it
-  bool has_bounds = false;
-  float bound_min = 0, bound_max = 0;
-  uint32_t dim = 0;
-  uint32_t shared_floats = 0;   // optimizer shared state floats
-  uint32_t element_floats = 0;  // optimizer state floats per weight
-  uint32_t row_floats = 0;      // RowAccessor::row_floats()
-  uint32_t flags_offset = 0;
-  uint32_t stats_offset = 0;
-  bool ctr = false;
-  float nonclk_coeff = 0, click_coeff = 0, embedx_threshold = 0;
-};
 
 // Inserts keys[0, n) (distinct, not yet present) into a table of `mask + 1` slots: slot i of
 // the table holds table_keys[i] and its row index table_rows[i] (kEmptySlot: free). Row

@@ -1,8 +1,8 @@
 #pragma once
 // What the two PassTable implementations (host_pass_table.cc, heter_trainer/cuda/
 // cuda_pass_table.cc) share: routing keys to devices, the checks of Build's and Push's
-// arguments, the budget check and its message, the not-in-pass error, and the starting row
-// a pulled row gives. One definition each, so that the host twin and the CUDA table refuse
+// arguments, the budget check and its message, the not-in-pass error, the starting row
+// a pulled row gives, and the kernels' rule from the table's optimizer and accessor. One definition each, so that the host twin and the CUDA table refuse
 // the same inputs with the same words and start a pass from the same bytes.
 
 #include <algorithm>
@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/optimizer/optimizer.h"
+#include "heter_trainer/gpups/pass_rules.h"
 #include "heter_trainer/gpups/pass_table.h"
 #include "server/accessor/row_accessor.h"
 
@@ -121,6 +123,35 @@ inline void FillPassRow(const server::RowAccessor& accessor, std::span<const flo
     st[server::RowAccessor::kShow] = stats.empty() ? 0.0f : stats[size_t{i} * 2];
     st[server::RowAccessor::kClick] = stats.empty() ? 0.0f : stats[size_t{i} * 2 + 1];
   }
+}
+
+// The pass table kernels' rule (pass_rules.h) for `table`, whose rows `accessor` lays out
+// with `optimizer`.
+inline gpu::PassRule PassRuleOf(const TableOptions& table, const optimizer::Optimizer& optimizer,
+                                const server::RowAccessor& accessor) {
+  const auto& opt = table.optimizer;
+  gpu::PassRule rule;
+  rule.kind = static_cast<int>(opt.kind);
+  rule.learning_rate = opt.learning_rate;
+  rule.decay = optimizer.decay();
+  rule.epsilon = opt.epsilon;
+  rule.beta1 = opt.beta1;
+  rule.beta2 = opt.beta2;
+  rule.initial_accumulator = opt.initial_accumulator;
+  rule.has_bounds = opt.has_bounds;
+  rule.bound_min = opt.bound_min;
+  rule.bound_max = opt.bound_max;
+  rule.dim = accessor.dim();
+  rule.shared_floats = optimizer.shared_state_size();
+  rule.element_floats = optimizer.element_state_size();
+  rule.row_floats = accessor.row_floats();
+  rule.flags_offset = accessor.flags_offset();
+  rule.stats_offset = accessor.stats_offset();
+  rule.ctr = accessor.ctr();
+  rule.nonclk_coeff = table.accessor.nonclk_coeff;
+  rule.click_coeff = table.accessor.click_coeff;
+  rule.embedx_threshold = table.accessor.embedx_threshold;
+  return rule;
 }
 
 }  // namespace fleetps::heter
