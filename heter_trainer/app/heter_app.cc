@@ -34,15 +34,20 @@ HeterApp::~HeterApp() { Shutdown(); }
 
 namespace {
 
-// The device HETER_DEVICE_TYPE asks for.
+// The device HETER_DEVICE_TYPE asks for; auto: the GPU when one is usable and runs the
+// model, else the CPU, saying why in the log.
 StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOptions& o,
                                                   const trainer::model::DenseNet& net) {
-  if (o.device == "cpu" || (o.device == "auto" && VisibleCudaDevices() == 0)) {
-    // The lanes are the parallelism: one BLAS thread each, unless the user chose otherwise.
-    if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) trainer::model::SetBlasThreads(1);
-    return MakeCpuDevice(net);
+  if (o.device != "cpu") {
+    StatusOr<std::unique_ptr<DenseDevice>> gpu = MakeCudaDevice(net, o.gpus.front());
+    if (gpu.ok() || o.device != "auto") return gpu;
+    const auto log = gpu.status().IsUnavailable() ? spdlog::level::info : spdlog::level::warn;
+    spdlog::log(log, "heter-trainer: HETER_DEVICE_TYPE auto: the dense part runs on the CPU ({})",
+                gpu.status().message());
   }
-  return MakeCudaDevice(net, o.gpus.front());
+  // The lanes are the parallelism: one BLAS thread each, unless the user chose otherwise.
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) trainer::model::SetBlasThreads(1);
+  return MakeCpuDevice(net);
 }
 
 }  // namespace

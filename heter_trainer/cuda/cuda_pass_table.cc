@@ -393,10 +393,14 @@ StatusOr<double> MeasureDeviceCopyGBps(int device) {
 StatusOr<std::unique_ptr<PassTable>> MakeCudaPassTable(const PassTableOptions& options) {
   if (options.devices == 0) return Status::InvalidArgument("pass table: devices must be >= 1");
   int visible = 0;
-  if (cudaGetDeviceCount(&visible) != cudaSuccess || visible == 0) {
-    return Status::Unavailable(
-        "GPU-PS: no CUDA device is visible for the pass table; run with HETER_DEVICE_TYPE=cpu (the host-memory twin; "
-        "FLAGS_selected_gpus=0,1 gives two host shards)");
+  const cudaError_t counted = cudaGetDeviceCount(&visible);
+  if (counted != cudaSuccess || visible == 0) {
+    const std::string why = counted != cudaSuccess ? std::string("cudaGetDeviceCount: ") + cudaGetErrorName(counted) +
+                                                         " (" + cudaGetErrorString(counted) + ")"
+                                                   : "no CUDA device is visible";
+    return Status::Unavailable("GPU-PS: " + why +
+                               "; run with HETER_DEVICE_TYPE=cpu for the pass table's host-memory twin "
+                               "(FLAGS_selected_gpus=0,1 gives two host shards)");
   }
   std::vector<uint64_t> budgets;
   for (uint32_t d = 0; d < options.devices; ++d) {

@@ -7,7 +7,6 @@
 
 #include "common/config/server_config.h"
 #include "common/net/auth.h"
-#include "heter_trainer/device/dense_device.h"
 #include "heter_trainer/gpups/gpups_sync.h"
 #include "heter_trainer/gpups/pass_table.h"
 #include "trainer/runtime/heartbeat.h"
@@ -20,9 +19,11 @@ StatusOr<std::unique_ptr<PassTable>> MakeJobPassTable(const config::TrainerOptio
   table.devices = static_cast<uint32_t>(o.gpups.devices.size());
   table.device_ids = o.gpups.devices;
   table.device_memory_bytes = o.gpups.device_memory_mb << 20;
-  bool gpu = o.gpups.device == "gpu";
-  if (o.gpups.device == "auto") gpu = VisibleCudaDevices() > 0;
-  if (gpu) return MakeCudaPassTable(table);
+  if (o.gpups.device != "cpu") {
+    auto cuda = MakeCudaPassTable(table);
+    if (cuda.ok() || o.gpups.device != "auto" || !cuda.status().IsUnavailable()) return cuda;
+    spdlog::info("GPU-PS: HETER_DEVICE_TYPE auto: the pass table is the host-memory twin ({})", cuda.status().message());
+  }
   return MakeHostPassTable(table);
 }
 

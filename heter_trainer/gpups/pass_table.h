@@ -97,8 +97,8 @@ class PassTable {
 
 // The host-memory twin. InvalidArgument naming the field for a bad table.
 StatusOr<std::unique_ptr<PassTable>> MakeHostPassTable(const PassTableOptions& options);
-// The CUDA table (heter_trainer/cuda); in a build without CUDA, or without a visible GPU, an
-// error saying so and how to run on the host twin.
+// The CUDA table (heter_trainer/cuda); in a build without CUDA, or without a usable GPU,
+// Unavailable saying so and how to run on the host twin.
 StatusOr<std::unique_ptr<PassTable>> MakeCudaPassTable(const PassTableOptions& options);
 
 // Device-to-device copy bandwidth of CUDA device `device` in GB/s (bytes read + written per

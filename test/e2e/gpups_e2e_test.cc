@@ -61,13 +61,14 @@ runner:
                                               {"PADDLE_PSERVERS_IP_PORT_LIST", pservers},
                                               {"PADDLE_TRAINERS_NUM", std::to_string(trainers)},
                                               {"FLAGS_selected_gpus", gpus},
-                                              {"HETER_DEVICE_TYPE", "cpu"}};
+                                              {"HETER_DEVICE_TYPE", device}};
     if (trainers > 1) {
       env["PADDLE_TRAINER_ENDPOINTS"] = "127.0.0.1:" + std::to_string(ports[2]) + ",127.0.0.1:" + std::to_string(ports[3]);
     }
     return env;
   }
   std::vector<std::string> node0_args;  // more flags of node 0's heter-trainer
+  std::string device = "cpu";           // HETER_DEVICE_TYPE
 
   void Start() {
     for (int i = 0; i < 2; ++i) {
@@ -178,13 +179,17 @@ TEST_CASE("GPU-PS: one host device driven by two workers (fleetps.gpups.workers_
           "[e2e]") {
   GpuBoxJob job(20000, 1, "  gpups: {workers_per_device: 2}\n");
   job.gpus = "0";
+  job.device = "auto";  // without a GPU: the host twin, saying why
   job.Start();
   const int rc = job.nodes[0]->Wait(120s);
   INFO(job.AllLogs());
   REQUIRE(rc == 0);
   for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
   const std::string log = job.Log("trainer0");
-  CHECK_THAT(log, Catch::Contains("on 1 host device(s) (FLAGS_selected_gpus), 2 worker(s) per device, 2 dense ranks"));
+  if (::system("nvidia-smi -L >/dev/null 2>&1") != 0) {
+    CHECK_THAT(log, Catch::Contains("HETER_DEVICE_TYPE auto: the pass table is the host-memory twin"));
+    CHECK_THAT(log, Catch::Contains("on 1 host device(s) (FLAGS_selected_gpus), 2 worker(s) per device, 2 dense ranks"));
+  }
   // The two workers share the records: each epoch trains every training line once.
   const size_t lines = testing::CountDataLines(job.dir + "/data/train");
   const std::string report = testing::ReadFile(job.dir + "/trainer0.json");

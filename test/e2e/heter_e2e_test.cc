@@ -4,7 +4,8 @@
 //  - the job trains (over TLS, with server.auth: required, so the heter-trainer's own
 //    server and its pserver client use TLS and authenticate too), evaluates, saves, and
 //    every process exits 0 by itself: the heter-trainer once both cpu-trainers said they
-//    finished;
+//    finished; its HETER_DEVICE_TYPE is auto, which without a GPU runs on the CPU and logs
+//    why;
 //  - the same with two heter-trainers averaging their dense gradients by allreduce: both
 //    end with bitwise the same replica;
 //  - kill -9 of the heter-trainer mid-job: the cpu-trainers fail within 30 s with an
@@ -37,6 +38,7 @@ using namespace std::chrono_literals;
 // fleetps.heter map.
 struct HeterJob {
   const uint32_t heter_count;
+  std::string heter_device = "cpu";  // the heter-trainers' HETER_DEVICE_TYPE
   std::string dir = testing::MakeTempDir("heter_e2e");
   std::vector<uint16_t> ports = testing::FreePorts(3 + heter_count);
   std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
@@ -100,7 +102,7 @@ runner:
       env["POD_IP"] = "127.0.0.1";
       env["PADDLE_PORT"] = std::to_string(ports[2 + h]);
       env["STAGE_ID"] = "2";
-      env["HETER_DEVICE_TYPE"] = "cpu";
+      env["HETER_DEVICE_TYPE"] = heter_device;
       heters.push_back(std::make_unique<ChildProcess>());
       REQUIRE(heters.back()->Start(
           {testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"}, env,
@@ -127,8 +129,10 @@ runner:
   }
 };
 
-TEST_CASE("Heter job: cpu-trainers + a CPU heter-trainer train, evaluate, save and all exit 0", "[e2e]") {
+// HETER_DEVICE_TYPE=auto: the GPU where one is usable, else the CPU, saying why.
+TEST_CASE("Heter job: cpu-trainers + a heter-trainer on device auto train, evaluate, save and all exit 0", "[e2e]") {
   HeterJob job(40000, 1);
+  job.heter_device = "auto";
   job.Start();
   for (int i = 0; i < 2; ++i) {
     const int rc = job.trainers[i]->Wait(240s);
@@ -141,6 +145,9 @@ TEST_CASE("Heter job: cpu-trainers + a CPU heter-trainer train, evaluate, save a
   for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
   const std::string heter_log = job.Log("heter");
   CHECK_THAT(heter_log, Catch::Contains("every cpu-trainer has ended"));
+  if (::system("nvidia-smi -L >/dev/null 2>&1") != 0) {
+    CHECK_THAT(heter_log, Catch::Contains("HETER_DEVICE_TYPE auto: the dense part runs on the CPU"));
+  }
   CHECK_THAT(heter_log, Catch::Contains(", TLS)"));
   CHECK_THAT(job.Log("pserver0"), Catch::Contains(", TLS, shared-secret auth)"));
   CHECK_THAT(heter_log, !Catch::Contains(" 0 micro-batches trained"));
