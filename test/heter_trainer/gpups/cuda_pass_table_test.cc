@@ -3,7 +3,7 @@
 // round as the pservers' host code does. Sparse rules SGD, Adagrad (CTR accessor, rows
 // extended during the pass) and Adam with weight decay and bounds; one and two shards (two
 // shards on GPU 0 when only one is visible, so the key routing is exercised on any GPU
-// machine); pushes refused part-way (refused_push_check.h).
+// machine); pushes refused part-way (pass_table_checks.h).
 // Without a visible GPU every case reports "skipped".
 #include <catch2/catch.hpp>
 
@@ -11,7 +11,7 @@
 
 #include "heter_trainer/device/dense_device.h"
 #include "heter_trainer/gpups/pass_table.h"
-#include "test/heter_trainer/gpups/refused_push_check.h"
+#include "test/heter_trainer/gpups/pass_table_checks.h"
 
 namespace fleetps::heter {
 namespace {
@@ -22,27 +22,10 @@ bool NoGpu() {
   return true;
 }
 
+// Adam with weight decay and bounds; the other rules without.
 TableOptions Table(OptimizerKind kind, bool ctr) {
-  TableOptions t;
-  t.name = "embedding";
-  t.dim = 9;
-  t.optimizer.kind = kind;
-  t.optimizer.learning_rate = 0.05f;
-  t.optimizer.initial_accumulator = 0.1f;
-  if (kind == OptimizerKind::kAdam) {
-    t.optimizer.weight_decay = 0.1f;
-    t.optimizer.has_bounds = true;
-    t.optimizer.bound_min = -0.2f;
-    t.optimizer.bound_max = 0.2f;
-  }
-  t.initializer.kind = InitializerKind::kGaussian;
-  t.initializer.stddev = 0.1f;
-  t.initializer.seed = 3;
-  if (ctr) {
-    t.accessor.kind = AccessorKind::kCtr;
-    t.accessor.embedx_threshold = 5.0f;
-  }
-  return t;
+  const bool adam = kind == OptimizerKind::kAdam;
+  return RuleTable(kind, ctr, adam ? 0.1f : 0.0f, adam);
 }
 
 void Compare(const TableOptions& t, uint32_t shards) {

@@ -9,7 +9,7 @@
 
 #include "heter_trainer/gpups/pass_table.h"
 #include "server/table/sparse_table.h"
-#include "test/heter_trainer/gpups/refused_push_check.h"
+#include "test/heter_trainer/gpups/pass_table_checks.h"
 
 namespace fleetps::heter {
 namespace {

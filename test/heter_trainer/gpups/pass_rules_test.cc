@@ -12,32 +12,10 @@
 
 #include "heter_trainer/gpups/pass_table_impl.h"
 #include "server/table/table_common.h"
+#include "test/heter_trainer/gpups/pass_table_checks.h"
 
 namespace fleetps::heter {
 namespace {
-
-TableOptions Table(OptimizerKind kind, bool ctr, float weight_decay, bool bounds) {
-  TableOptions t;
-  t.name = "embedding";
-  t.dim = 9;
-  t.optimizer.kind = kind;
-  t.optimizer.learning_rate = 0.05f;
-  t.optimizer.initial_accumulator = 0.1f;
-  t.optimizer.weight_decay = weight_decay;
-  if (bounds) {
-    t.optimizer.has_bounds = true;
-    t.optimizer.bound_min = -0.2f;
-    t.optimizer.bound_max = 0.2f;
-  }
-  t.initializer.kind = InitializerKind::kGaussian;
-  t.initializer.stddev = 0.1f;
-  t.initializer.seed = 3;
-  if (ctr) {
-    t.accessor.kind = AccessorKind::kCtr;
-    t.accessor.embedx_threshold = 4.0f;
-  }
-  return t;
-}
 
 // Pushes random gradients, shows and clicks to 50 rows for 300 steps through both rules;
 // every row, and every decision to extend it, must agree bitwise.
@@ -81,15 +59,15 @@ void CompareRules(const TableOptions& t) {
 }
 
 TEST_CASE("Pass table rules = RowAccessor: SGD, plain rows, weight decay") {
-  CompareRules(Table(OptimizerKind::kSgd, false, 0.1f, false));
+  CompareRules(RuleTable(OptimizerKind::kSgd, false, 0.1f, false));
 }
 
 TEST_CASE("Pass table rules = RowAccessor: Adagrad, CTR rows extended lazily, bounds") {
-  CompareRules(Table(OptimizerKind::kAdagrad, true, 0.0f, true));
+  CompareRules(RuleTable(OptimizerKind::kAdagrad, true, 0.0f, true));
 }
 
 TEST_CASE("Pass table rules = RowAccessor: Adam, CTR rows, weight decay and bounds") {
-  CompareRules(Table(OptimizerKind::kAdam, true, 0.1f, true));
+  CompareRules(RuleTable(OptimizerKind::kAdam, true, 0.1f, true));
 }
 
 }  // namespace

@@ -1,4 +1,7 @@
 #pragma once
+// What the pass table tests share: the tables they train (RuleTable), and one check of
+// refusals for both PassTable implementations.
+//
 // A push refused part-way (a key given twice, a key not in the pass) applies exactly the
 // pushes routed before the refused key: every key of the devices before its own, and the keys
 // before it on its own device; a pass with a repeated key is refused naming the first repeat
@@ -12,6 +15,32 @@
 #include "heter_trainer/gpups/pass_table.h"
 
 namespace fleetps::heter {
+
+// A dim-9 table with the sparse rule `kind` at learning rate 0.05 (Adagrad's accumulator
+// from 0.1), `weight_decay`, bounds [-0.2, 0.2] when `bounds`, Gaussian initial weights,
+// and, with `ctr`, the CTR accessor with rows extended at score 5.
+inline TableOptions RuleTable(OptimizerKind kind, bool ctr, float weight_decay, bool bounds) {
+  TableOptions t;
+  t.name = "embedding";
+  t.dim = 9;
+  t.optimizer.kind = kind;
+  t.optimizer.learning_rate = 0.05f;
+  t.optimizer.initial_accumulator = 0.1f;
+  t.optimizer.weight_decay = weight_decay;
+  if (bounds) {
+    t.optimizer.has_bounds = true;
+    t.optimizer.bound_min = -0.2f;
+    t.optimizer.bound_max = 0.2f;
+  }
+  t.initializer.kind = InitializerKind::kGaussian;
+  t.initializer.stddev = 0.1f;
+  t.initializer.seed = 3;
+  if (ctr) {
+    t.accessor.kind = AccessorKind::kCtr;
+    t.accessor.embedx_threshold = 5.0f;
+  }
+  return t;
+}
 
 // A plain SGD table of dim 2 at learning rate 1: a push of gradient 1 takes a weight from 0 to -1.
 inline TableOptions RefusedPushTable() {
