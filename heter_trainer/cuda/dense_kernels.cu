@@ -3,9 +3,9 @@
 
 #include "heter_trainer/cuda/dense_kernels.h"
 
-#include "heter_trainer/cuda/kernel_launch.h"
-
 #include <algorithm>
+
+#include "heter_trainer/cuda/kernel_launch.h"
 
 namespace fleetps::heter::gpu {
 namespace {

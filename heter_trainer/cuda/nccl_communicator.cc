@@ -135,10 +135,11 @@ class NcclCommunicator : public Communicator {
  private:
   // Copies `bytes` of host data to the device, runs `op` (the NCCL call `call`) on the
   // device copy, copies back, and waits, watching the communicator, until done or past the
-  // timeout. The copies go through a pinned staging buffer: a copy to pageable memory would
-  // block the host until the collective ended (never, with a rank gone), and after an abort
-  // the late copy lands in the staging buffer, not in the caller's memory. A failed or late operation aborts the communicator: this and every later
-  // operation return its error (the job cannot go on without the lost rank).
+  // timeout. A failed or late operation aborts the communicator: this and every later
+  // operation return its error (the job cannot go on without the lost rank). The copies go
+  // through a pinned staging buffer: a copy to pageable memory would block the host until
+  // the collective ended (never, with a rank gone), and after an abort the late copy lands
+  // in the staging buffer, not in the caller's memory.
   template <typename Op>
   Status Run(void* host, size_t bytes, const char* call, Op op) {
     if (bytes == 0) return Status::OK();

@@ -1,9 +1,10 @@
 #pragma once
 // What the two PassTable implementations (host_pass_table.cc, heter_trainer/cuda/
 // cuda_pass_table.cc) share: routing keys to devices, the checks of Build's and Push's
-// arguments, the budget check and its message, the not-in-pass error, the starting row
-// a pulled row gives, and the kernels' rule from the table's optimizer and accessor. One definition each, so that the host twin and the CUDA table refuse
-// the same inputs with the same words and start a pass from the same bytes.
+// arguments, the budget check and its message, the not-in-pass and repeated-key errors, the
+// starting row a pulled row gives, and the kernels' rule (pass_rules.h) from the table's
+// optimizer and accessor. One definition each, so that the host twin and the CUDA table
+// refuse the same inputs with the same words and start a pass from the same bytes.
 
 #include <algorithm>
 #include <cstdint>
