@@ -35,7 +35,7 @@ struct HeterTrainerOptions {
   // Its RPC server, from the job YAML's fleetps.server map (limits, auth, trainer_lease_s):
   // endpoints = every heter-trainer, index = this one.
   ServerOptions server;
-  std::string device = "auto";            // HETER_DEVICE_TYPE: gpu | cpu | auto (gpu when visible)
+  std::string device = "auto";            // HETER_DEVICE_TYPE: gpu | cpu | auto (the GPU when usable, else the CPU)
   std::vector<int> gpus = {0};            // FLAGS_selected_gpus: the first one is used
   uint32_t stage_id = 2;                  // STAGE_ID (1 = the cpu-trainers)
   uint32_t stage_num = 2;                 // STAGE_NUM
