@@ -2,15 +2,17 @@
 # The GPU checks, on a GPU machine that has CUDA but none of our Debian libraries (the
 # device tool's machine). Build here, pack with scripts/device_bundle.sh, carry the bundle:
 #   run(command="scripts/device_check.sh", carry=["build/device_bundle.tar.xz"], timeout_s=540)
-# It unpacks the bundle, then runs each step with a time limit, writing STEP.log and a line
-# in summary.txt under $OUT (the folder the device tool brings back; default ./device_out):
+# It unpacks the bundle, then runs each step with a time limit. $OUT (the folder the device
+# tool brings back, at most 8 files; default ./device_out) gets two: summary.txt, a line per
+# step, and logs.tar.gz, every step's STEP.log and its job's logs and reports, packed again
+# after each step so that a run cut short still brings back what it did. The steps, the most
+# wanted first:
 #   libs                  every shared library the binaries load is found (a library that
 #                         /usr/local/cuda lacks is looked for under /opt and /usr)
 #   gpu                   nvidia-smi
 #   heter_cuda_test       the CUDA dense device against the CPU twin (label gpu)
 #   gpups_cuda_test       the CUDA pass table against the host twin (label gpu)
 #   collective_nccl       one rank with backend nccl: the Gloo run's parameter checksums
-#   heter_cuda_sanitizer  heter_cuda_test under compute-sanitizer (when installed)
 #   heter_bench           dense step times per micro-batch against the GEMMs' roofline
 #   gpups_bench           pass build, device-table lookup and update rates
 #   heter_nccl            a heter job (run_heter.sh, 100k rows) whose heter-trainer averages
@@ -19,6 +21,7 @@
 #   gpubox_gpu            a GPU-PS job (run_gpubox.sh, 100k rows) on GPU 0: the CUDA pass
 #                         table and lanes (one node: its workers sum in memory; NCCL joins
 #                         nodes only, one rank each, which one GPU cannot host)
+#   heter_cuda_sanitizer  heter_cuda_test under compute-sanitizer (when installed)
 # FULL=1 adds the end-to-end benchmarks on this machine's cores (async PS vs heter vs
 # GPU-PS): bench/heter_bench/run.sh ROWS TRAINERS 1 and bench/gpups_bench/run.sh ROWS 1, the
 # latter again with GPUPS_WORKERS host workers on GPU 0 (ROWS default 1000000, TRAINERS
@@ -38,15 +41,23 @@ export PATH="$cuda/bin:$PATH"
 export FLEETPS_TEST_BINARY_DIR="$B" FLEETPS_SKIP_SETUP=1
 summary="$OUT/summary.txt"
 : >"$summary"
-# step NAME LIMIT_S COMMAND...: output in $OUT/NAME.log, exit code and seconds in the summary.
+LOGS="$(mktemp -d)/device_logs"
+mkdir -p "$LOGS"
+# Packs $LOGS (logs and reports: files under 4 MB, so no saved model) into $OUT/logs.tar.gz.
+pack() {
+  (cd "$LOGS" && find . -type f -size -4M -print0 | tar --null -czf "$OUT/logs.tar.gz.part" -T - &&
+    mv "$OUT/logs.tar.gz.part" "$OUT/logs.tar.gz")
+}
+# step NAME LIMIT_S COMMAND...: output in $LOGS/NAME.log, exit code and seconds in the summary.
 step() {
   local name=$1 limit=$2 start rc
   shift 2
   start=$(date +%s)
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
   rc=$?
   echo "$name: exit $rc in $(($(date +%s) - start)) s" | tee -a "$summary"
-  tail -n 4 "$OUT/$name.log"
+  tail -n 4 "$LOGS/$name.log"
+  pack
 }
 # The bundle leaves CUDA's libraries (and NCCL's, which live beside them here) to the
 # machine. Where its /usr/local/cuda lacks one (NCCL may come only as a Python wheel there),
@@ -59,7 +70,7 @@ for lib in $(missing_libs); do
   found="$(find /opt /usr -name "$lib" -print -quit 2>/dev/null)"
   [ -n "$found" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"
 done
-ldd "$B/heter_trainer/heter-trainer" >"$OUT/libs.log" 2>&1
+ldd "$B/heter_trainer/heter-trainer" >"$LOGS/libs.log" 2>&1
 m="$(missing_libs)"
 echo "libs: ${m:+missing $m}${m:-all found} (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)" | tee -a "$summary"
 step gpu 20 nvidia-smi
@@ -69,13 +80,10 @@ step collective_nccl 120 "$B/test/e2e/collective_e2e_test" "One rank with backen
 # The gpu tests pass with "skipped" where no device is usable (a driver older than the CUDA
 # runtime, say): here that is a failure, not a pass.
 for name in heter_cuda_test gpups_cuda_test collective_nccl; do
-  if grep -q "skipped" "$OUT/$name.log"; then
+  if grep -q "skipped" "$LOGS/$name.log"; then
     echo "$name: SKIPPED, no usable CUDA device (see gpu.log and $name.log)" | tee -a "$summary"
   fi
 done
-if command -v compute-sanitizer >/dev/null; then
-  step heter_cuda_sanitizer 240 compute-sanitizer --error-exitcode 1 "$B/test/heter_trainer/heter_cuda_test"
-fi
 step heter_bench 180 "$B/bench/heter_bench/heter_bench" --config configs/ctr_dnn.yaml --device gpu
 step gpups_bench 180 "$B/bench/gpups_bench/gpups_bench" --config configs/ctr_dnn.yaml --device gpu --devices 1
 # The NCCL paths of the heter dense allreduce and of GPU-PS, on small jobs.
@@ -83,10 +91,14 @@ nccl_config="$(mktemp -d)/ctr_dnn_nccl.yaml"
 { cat configs/ctr_dnn.yaml; echo "  collective: {backend: nccl}"
   echo "  heter: {dense_sync: allreduce, allreduce_port: 19190}"; } >"$nccl_config"
 step heter_nccl 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
-  FLEETPS_HETER_TRAINERS=1 HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$OUT/heter_nccl" \
+  FLEETPS_HETER_TRAINERS=1 HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$LOGS/heter_nccl" \
   scripts/run_heter.sh
 step gpubox_gpu 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
-  HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$OUT/gpubox_gpu" scripts/run_gpubox.sh
+  HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$LOGS/gpubox_gpu" scripts/run_gpubox.sh
+# Last of the checks: the slowest, and only a second look at what heter_cuda_test ran.
+if command -v compute-sanitizer >/dev/null; then
+  step heter_cuda_sanitizer 240 compute-sanitizer --error-exitcode 1 "$B/test/heter_trainer/heter_cuda_test"
+fi
 if [ "${FULL:-0}" = 1 ]; then
   step heter_run 900 env BUILD="$B" bench/heter_bench/run.sh "${ROWS:-1000000}" "${TRAINERS:-8}" 1
   step gpups_run 900 env BUILD="$B" bench/gpups_bench/run.sh "${ROWS:-1000000}" 1
@@ -94,4 +106,5 @@ if [ "${FULL:-0}" = 1 ]; then
   step gpups_run_workers 900 env BUILD="$B" GPUPS_WORKERS="${GPUPS_WORKERS:-8}" FLAGS_selected_gpus=0 \
     bench/gpups_bench/run.sh "${ROWS:-1000000}" 1
 fi
-echo "device_check: logs in $OUT"
+pack
+echo "device_check: $summary and $OUT/logs.tar.gz"
