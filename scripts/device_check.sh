@@ -25,7 +25,8 @@
 # FULL=1 adds the end-to-end benchmarks on this machine's cores (async PS vs heter vs
 # GPU-PS): bench/heter_bench/run.sh ROWS TRAINERS 1 and bench/gpups_bench/run.sh ROWS 1, the
 # latter again with GPUPS_WORKERS host workers on GPU 0 (ROWS default 1000000, TRAINERS
-# default 8, GPUPS_WORKERS default 8). Every step runs even when one fails.
+# default 8, GPUPS_WORKERS default 8); FULL=only runs just those, for a second call on the
+# warm machine (one call may run 10 minutes at most). Every step runs even when one fails.
 #   scripts/device_check.sh [BUNDLE (default build/device_bundle.tar.xz)]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -73,37 +74,39 @@ done
 ldd "$B/heter_trainer/heter-trainer" >"$LOGS/libs.log" 2>&1
 m="$(missing_libs)"
 echo "libs: ${m:+missing $m}${m:-all found} (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)" | tee -a "$summary"
-step gpu 20 nvidia-smi
-step heter_cuda_test 120 "$B/test/heter_trainer/heter_cuda_test"
-step gpups_cuda_test 120 "$B/test/heter_trainer/gpups_cuda_test"
-step collective_nccl 120 "$B/test/e2e/collective_e2e_test" "One rank with backend nccl*"
-# The gpu tests pass with "skipped" where no device is usable (a driver older than the CUDA
-# runtime, say): here that is a failure, not a pass.
-for name in heter_cuda_test gpups_cuda_test collective_nccl; do
-  if grep -q "skipped" "$LOGS/$name.log"; then
-    echo "$name: SKIPPED, no usable CUDA device (see gpu.log and $name.log)" | tee -a "$summary"
+if [ "${FULL:-0}" != only ]; then
+  step gpu 20 nvidia-smi
+  step heter_cuda_test 120 "$B/test/heter_trainer/heter_cuda_test"
+  step gpups_cuda_test 120 "$B/test/heter_trainer/gpups_cuda_test"
+  step collective_nccl 120 "$B/test/e2e/collective_e2e_test" "One rank with backend nccl*"
+  # The gpu tests pass with "skipped" where no device is usable (a driver older than the CUDA
+  # runtime, say): here that is a failure, not a pass.
+  for name in heter_cuda_test gpups_cuda_test collective_nccl; do
+    if grep -q "skipped" "$LOGS/$name.log"; then
+      echo "$name: SKIPPED, no usable CUDA device (see gpu.log and $name.log)" | tee -a "$summary"
+    fi
+  done
+  step heter_bench 180 "$B/bench/heter_bench/heter_bench" --config configs/ctr_dnn.yaml --device gpu
+  step gpups_bench 180 "$B/bench/gpups_bench/gpups_bench" --config configs/ctr_dnn.yaml --device gpu --devices 1
+  # The NCCL paths of the heter dense allreduce and of GPU-PS, on small jobs.
+  nccl_config="$(mktemp -d)/ctr_dnn_nccl.yaml"
+  { cat configs/ctr_dnn.yaml; echo "  collective: {backend: nccl}"
+    echo "  heter: {dense_sync: allreduce, allreduce_port: 19190}"; } >"$nccl_config"
+  step heter_nccl 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
+    FLEETPS_HETER_TRAINERS=1 HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$LOGS/heter_nccl" \
+    scripts/run_heter.sh
+  step gpubox_gpu 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
+    HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$LOGS/gpubox_gpu" scripts/run_gpubox.sh
+  # Last of the checks: the slowest, and only a second look at what heter_cuda_test ran.
+  if command -v compute-sanitizer >/dev/null; then
+    step heter_cuda_sanitizer 240 compute-sanitizer --error-exitcode 1 "$B/test/heter_trainer/heter_cuda_test"
   fi
-done
-step heter_bench 180 "$B/bench/heter_bench/heter_bench" --config configs/ctr_dnn.yaml --device gpu
-step gpups_bench 180 "$B/bench/gpups_bench/gpups_bench" --config configs/ctr_dnn.yaml --device gpu --devices 1
-# The NCCL paths of the heter dense allreduce and of GPU-PS, on small jobs.
-nccl_config="$(mktemp -d)/ctr_dnn_nccl.yaml"
-{ cat configs/ctr_dnn.yaml; echo "  collective: {backend: nccl}"
-  echo "  heter: {dense_sync: allreduce, allreduce_port: 19190}"; } >"$nccl_config"
-step heter_nccl 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
-  FLEETPS_HETER_TRAINERS=1 HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$LOGS/heter_nccl" \
-  scripts/run_heter.sh
-step gpubox_gpu 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
-  HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$LOGS/gpubox_gpu" scripts/run_gpubox.sh
-# Last of the checks: the slowest, and only a second look at what heter_cuda_test ran.
-if command -v compute-sanitizer >/dev/null; then
-  step heter_cuda_sanitizer 240 compute-sanitizer --error-exitcode 1 "$B/test/heter_trainer/heter_cuda_test"
 fi
-if [ "${FULL:-0}" = 1 ]; then
-  step heter_run 900 env BUILD="$B" bench/heter_bench/run.sh "${ROWS:-1000000}" "${TRAINERS:-8}" 1
-  step gpups_run 900 env BUILD="$B" bench/gpups_bench/run.sh "${ROWS:-1000000}" 1
+if [ "${FULL:-0}" != 0 ]; then
+  step heter_run 280 env BUILD="$B" bench/heter_bench/run.sh "${ROWS:-1000000}" "${TRAINERS:-8}" 1
+  step gpups_run 280 env BUILD="$B" bench/gpups_bench/run.sh "${ROWS:-1000000}" 1
   # The GPU fed by several host workers (fleetps.gpups.workers_per_device).
-  step gpups_run_workers 900 env BUILD="$B" GPUPS_WORKERS="${GPUPS_WORKERS:-8}" FLAGS_selected_gpus=0 \
+  step gpups_run_workers 280 env BUILD="$B" GPUPS_WORKERS="${GPUPS_WORKERS:-8}" FLAGS_selected_gpus=0 \
     bench/gpups_bench/run.sh "${ROWS:-1000000}" 1
 fi
 pack

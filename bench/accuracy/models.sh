@@ -17,7 +17,7 @@ MODES="${3:-local async}"
 EPOCHS="${4:-2}"
 OUT="$BUILD/accuracy/models"
 DATAGEN_ARGS="${DATAGEN_ARGS:-}"
-DATA="$BUILD/accuracy/models_data_$ROWS$(echo "$DATAGEN_ARGS" | tr -c 'a-zA-Z0-9.\n' '_')"
+DATA="$(realpath -m "$BUILD/accuracy/models_data_$ROWS$(echo "$DATAGEN_ARGS" | tr -c 'a-zA-Z0-9.\n' '_')")"  # absolute: the jobs run elsewhere
 mkdir -p "$OUT"
 if [ ! -f "$DATA/datagen.txt" ]; then
   "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --train-files 2 --seed 7 \
@@ -36,7 +36,7 @@ for model in $MODELS; do
         echo "{\"failed\": true}" >"$run/trainer0.json"
     else
       FLEETPS_SKIP_SETUP=1 FLEETPS_CONFIG="configs/$model.yaml" FLEETPS_SYNC_MODE=$mode FLEETPS_EPOCHS="$EPOCHS" \
-        FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" FLEETPS_OUT="$run" \
+        FLEETPS_TRAIN_DATA="$DATA/train" FLEETPS_TEST_DATA="$DATA/test" FLEETPS_OUT="$run" \
         FLEETPS_BASE_PORT=18900 scripts/run_local.sh >"$run/cluster.log" 2>&1 ||
         echo "{\"failed\": true}" >"$run/trainer0.json"
     fi

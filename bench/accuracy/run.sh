@@ -20,7 +20,7 @@ EPOCHS="${3:-}"
 epoch_flags=()
 if [ -n "$EPOCHS" ]; then epoch_flags=(--epochs "$EPOCHS"); fi
 OUT="$BUILD/accuracy"
-DATA="$OUT/data_$ROWS"
+DATA="$(realpath -m "$OUT/data_$ROWS")"  # absolute: the jobs run elsewhere
 CONFIG="${FLEETPS_CONFIG:-configs/ctr_dnn.yaml}"
 mkdir -p "$OUT"
 if [ ! -f "$DATA/datagen.txt" ]; then
@@ -46,7 +46,7 @@ for mode in $MODES; do
         -e "s/passes_per_epoch: 1/passes_per_epoch: $GPUPS_PASSES/" "$CONFIG" >"$gpubox_config"
       grep -q "passes_per_epoch: $GPUPS_PASSES" "$gpubox_config"
     fi
-    if FLEETPS_CONFIG="$gpubox_config" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
+    if FLEETPS_CONFIG="$gpubox_config" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$DATA/train" FLEETPS_TEST_DATA="$DATA/test" \
         FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 FLEETPS_PSERVERS=2 FLEETPS_TRAINERS=$nodes FLEETPS_GPUPS_MERGE=$merge \
         HETER_DEVICE_TYPE="${HETER_DEVICE_TYPE:-cpu}" FLAGS_selected_gpus="${FLAGS_selected_gpus:-0,1}" \
         scripts/run_gpubox.sh >"$OUT/$mode.log" 2>&1; then
@@ -55,14 +55,14 @@ for mode in $MODES; do
       echo "{\"failed\": true}" >"$OUT/$mode.json"
     fi
   elif [ "$mode" = heter ]; then
-    if FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
+    if FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$DATA/train" FLEETPS_TEST_DATA="$DATA/test" \
         FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 scripts/run_heter.sh >"$OUT/$mode.log" 2>&1; then
       cp "$OUT/$mode/trainer0.json" "$OUT/$mode.json"
     else
       echo "{\"failed\": true}" >"$OUT/$mode.json"
     fi
   else
-    if FLEETPS_SYNC_MODE=$mode FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train" FLEETPS_TEST_DATA="$PWD/$DATA/test" \
+    if FLEETPS_SYNC_MODE=$mode FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$DATA/train" FLEETPS_TEST_DATA="$DATA/test" \
         FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 scripts/run_local.sh >"$OUT/$mode.log" 2>&1; then
       cp "$OUT/$mode/trainer0.json" "$OUT/$mode.json"
     else

@@ -22,7 +22,7 @@ wait || true
 echo "== Gloo allreduce"
 "$BUILD/bench/allreduce_bench/allreduce_bench" --seconds 1
 
-DATA="$OUT/mlp_data_$ROWS"
+DATA="$(realpath -m "$OUT/mlp_data_$ROWS")"  # absolute: the jobs run elsewhere
 if [ ! -f "$DATA/data.yaml" ]; then
   "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --format multislot --slots 1 \
     --dense-dim 32 --train-files 2 --seed 3 >/dev/null
@@ -37,7 +37,7 @@ for setting in "one-bucket:1024:false" "buckets:1:false" "buckets+overlap:1:true
   printf 'fleetps:\n  collective: {fuse_grad_size_in_MB: %s, overlap: %s, lr_scaling: none}\n' "$fuse" "$overlap" \
     >>"$OUT/mlp_$name.yaml"
   scripts/launch_collective.sh --nproc 2 --log_dir "$OUT/logs_$name" "$BUILD/trainer/cpu-trainer" \
-    --config "$OUT/mlp_$name.yaml" --train-data "$PWD/$DATA/train" --epochs 1 --report "$OUT/$name.json" >/dev/null
+    --config "$OUT/mlp_$name.yaml" --train-data "$DATA/train" --epochs 1 --report "$OUT/$name.json" >/dev/null
   line=$(grep -h "waiting for allreduces" "$OUT/logs_$name/workerlog.0" | tail -1)
   steps=$(echo "$line" | sed -E 's/.*: ([0-9]+) steps.*/\1/')
   wait_s=$(echo "$line" | sed -E 's/.* ([0-9.]+) s waiting.*/\1/')

@@ -15,15 +15,15 @@ BUILD="${BUILD:-build}"
 ROWS="${1:-500000}"
 EPOCHS="${2:-1}"
 OUT="$BUILD/gpups_bench"
-DATA="$OUT/data_${ROWS}"
+DATA="$(realpath -m "$OUT/data_${ROWS}")"  # absolute: the jobs run elsewhere
 mkdir -p "$OUT"
 if [ ! -f "$DATA/data.yaml" ]; then
   "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --train-files 2 --seed 7 >/dev/null
 fi
 . scripts/lib/local_cluster.sh
 export HETER_DEVICE_TYPE="${HETER_DEVICE_TYPE:-$(default_device_type)}"
-common=(FLEETPS_SKIP_SETUP=1 FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train"
-        FLEETPS_TEST_DATA="$PWD/$DATA/test" FLEETPS_BASE_PORT=19400 FLEETPS_PSERVERS=2)
+common=(FLEETPS_SKIP_SETUP=1 FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$DATA/train"
+        FLEETPS_TEST_DATA="$DATA/test" FLEETPS_BASE_PORT=19400 FLEETPS_PSERVERS=2)
 env "${common[@]}" FLEETPS_TRAINERS=2 FLEETPS_SYNC_MODE=async FLEETPS_OUT="$OUT/async" scripts/run_local.sh \
   >"$OUT/async.log" 2>&1
 env "${common[@]}" FLEETPS_TRAINERS=2 FLEETPS_OUT="$OUT/heter" scripts/run_heter.sh >"$OUT/heter.log" 2>&1

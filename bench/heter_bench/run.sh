@@ -18,13 +18,13 @@ TRAINERS="${2:-2}"
 EPOCHS="${3:-1}"
 HETERS="${4:-1}"
 OUT="$BUILD/heter_bench"
-DATA="$OUT/data_${ROWS}_${TRAINERS}"
+DATA="$(realpath -m "$OUT/data_${ROWS}_${TRAINERS}")"  # absolute: the jobs run elsewhere
 mkdir -p "$OUT"
 if [ ! -f "$DATA/data.yaml" ]; then
   "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --train-files "$TRAINERS" --seed 7 >/dev/null
 fi
-common=(FLEETPS_SKIP_SETUP=1 FLEETPS_TRAINERS="$TRAINERS" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train"
-        FLEETPS_TEST_DATA="$PWD/$DATA/test" FLEETPS_BASE_PORT=19100)
+common=(FLEETPS_SKIP_SETUP=1 FLEETPS_TRAINERS="$TRAINERS" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$DATA/train"
+        FLEETPS_TEST_DATA="$DATA/test" FLEETPS_BASE_PORT=19100)
 env "${common[@]}" FLEETPS_SYNC_MODE=async FLEETPS_OUT="$OUT/async" scripts/run_local.sh >"$OUT/async.log" 2>&1
 env "${common[@]}" FLEETPS_HETER_TRAINERS="$HETERS" FLEETPS_OUT="$OUT/heter" scripts/run_heter.sh >"$OUT/heter.log" 2>&1
 # The same job with the heter-trainers' dense part kept as replicas, averaged among them

@@ -19,7 +19,7 @@ TRAINERS="${2:-2}"
 EPOCHS="${3:-1}"
 OUT="$BUILD/paddle_anchor"
 VENV="${PADDLE_VENV:-$BUILD/paddle_venv}"
-DATA="$OUT/data_${ROWS}_${TRAINERS}"
+DATA="$(realpath -m "$OUT/data_${ROWS}_${TRAINERS}")"  # absolute: the jobs run elsewhere
 HERE=bench/paddle_anchor
 mkdir -p "$OUT"
 rm -f "$OUT/fleetps_local.json" "$OUT/paddle_local.json"  # a failed run must not report an old figure
@@ -40,8 +40,8 @@ done
 # fleetps: async PS with the YAML's CTR accessor, and with plain rows as Paddle's SparseAccessor keeps them.
 sed '/^    accessor:/d; /^    # Paddle.s CtrCommonAccessor/,/^    # has been shown/d' configs/ctr_dnn.yaml |
   sed 's|^  model_save_path:.*|  model_save_path: "plain_model"|' >"$OUT/ctr_dnn_plain.yaml"
-common=(FLEETPS_SKIP_SETUP=1 FLEETPS_TRAINERS="$TRAINERS" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$PWD/$DATA/train"
-        FLEETPS_TEST_DATA="$PWD/$DATA/test" FLEETPS_BASE_PORT=19400 FLEETPS_SYNC_MODE=async)
+common=(FLEETPS_SKIP_SETUP=1 FLEETPS_TRAINERS="$TRAINERS" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$DATA/train"
+        FLEETPS_TEST_DATA="$DATA/test" FLEETPS_BASE_PORT=19400 FLEETPS_SYNC_MODE=async)
 env "${common[@]}" FLEETPS_OUT="$OUT/fleetps" scripts/run_local.sh >"$OUT/fleetps.log" 2>&1
 env "${common[@]}" FLEETPS_CONFIG="$OUT/ctr_dnn_plain.yaml" FLEETPS_OUT="$OUT/fleetps_plain" scripts/run_local.sh \
   >"$OUT/fleetps_plain.log" 2>&1
@@ -55,7 +55,6 @@ env -u TRAINING_ROLE -u PADDLE_PSERVERS_IP_PORT_LIST "$BUILD/trainer/cpu-trainer
 # folder, where Paddle writes its *_train_desc.prototxt files.
 PY="$(cd "$VENV" && pwd)/bin/python"
 PROGRAM="$PWD/$HERE/ctr_dnn_ps.py"
-DATA_ABS="$PWD/$DATA"
 # run_paddle DIR [VAR=VALUE...]: one run, its logs and reports in $OUT/DIR, the variables
 # exported to every process.
 run_paddle() {
@@ -80,7 +79,7 @@ run_paddle() {
   done
   for ((i = 0; i < TRAINERS; i++)); do
     (cd "$dir" && TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=$i PADDLE_PORT=$((19490 + i)) exec "$PY" "$PROGRAM" \
-      --train-file "$DATA_ABS/multislot.$i" --epochs "$EPOCHS" --report "trainer$i.json" >"workerlog.$i" 2>&1) &
+      --train-file "$DATA/multislot.$i" --epochs "$EPOCHS" --report "trainer$i.json" >"workerlog.$i" 2>&1) &
     trainers+=($!)
   done
   for pid in "${trainers[@]}"; do wait "$pid" || true; done
@@ -98,7 +97,7 @@ run_paddle() {
 run_paddle paddle
 (run_paddle paddle_dense_recv FLAGS_communicator_independent_recv_thread=0 \
   FLAGS_communicator_min_send_grad_num_before_recv=1)
-(cd "$OUT" && OMP_NUM_THREADS=1 CPU_NUM=1 GLOG_v=0 exec "$PY" "$PROGRAM" --local --train-file "$DATA_ABS/multislot.all" \
+(cd "$OUT" && OMP_NUM_THREADS=1 CPU_NUM=1 GLOG_v=0 exec "$PY" "$PROGRAM" --local --train-file "$DATA/multislot.all" \
   --epochs "$EPOCHS" --report paddle_local.json >paddle_local.log 2>&1)
 
 python3 - "$OUT" "$TRAINERS" "$ROWS" "$EPOCHS" "$(getconf CLK_TCK)" <<'PY'

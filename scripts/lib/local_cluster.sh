@@ -42,8 +42,8 @@ cluster_data() {
       echo "== generating $rows rows into $dir"
       "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$dir" --rows "$rows" --train-files "$TRAINERS" --seed 7
     fi
-    TRAIN_DATA="$PWD/$dir/train"
-    TEST_DATA="$PWD/$dir/test"
+    TRAIN_DATA="$(realpath -m "$dir/train")"
+    TEST_DATA="$(realpath -m "$dir/test")"
   fi
 }
 
