@@ -21,7 +21,9 @@
 #   gpubox_gpu            a GPU-PS job (run_gpubox.sh, 100k rows) on GPU 0: the CUDA pass
 #                         table and lanes (one node: its workers sum in memory; NCCL joins
 #                         nodes only, one rank each, which one GPU cannot host)
-#   heter_cuda_sanitizer  heter_cuda_test under compute-sanitizer (when installed)
+#   heter_cuda_sanitizer  heter_cuda_test's dense-device cases under compute-sanitizer (when
+#                         installed)
+#   gpups_cuda_sanitizer  gpups_cuda_test under compute-sanitizer
 # FULL=1 adds the end-to-end benchmarks on this machine's cores (async PS vs heter vs
 # GPU-PS): bench/heter_bench/run.sh ROWS TRAINERS 1 and bench/gpups_bench/run.sh ROWS 1, the
 # latter again with GPUPS_WORKERS host workers on GPU 0 (ROWS default 1000000, TRAINERS
@@ -97,9 +99,11 @@ if [ "${FULL:-0}" != only ]; then
     scripts/run_heter.sh
   step gpubox_gpu 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
     HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$LOGS/gpubox_gpu" scripts/run_gpubox.sh
-  # Last of the checks: the slowest, and only a second look at what heter_cuda_test ran.
+  # Last of the checks: the slowest, and a second look at what the gpu tests ran (the dense
+  # device's cases, without NCCL's, and the pass table's kernels).
   if command -v compute-sanitizer >/dev/null; then
-    step heter_cuda_sanitizer 240 compute-sanitizer --error-exitcode 1 "$B/test/heter_trainer/heter_cuda_test"
+    step heter_cuda_sanitizer 240 compute-sanitizer --error-exitcode 1 "$B/test/heter_trainer/heter_cuda_test" "[cuda]"
+    step gpups_cuda_sanitizer 180 compute-sanitizer --error-exitcode 1 "$B/test/heter_trainer/gpups_cuda_test"
   fi
 fi
 if [ "${FULL:-0}" != 0 ]; then
