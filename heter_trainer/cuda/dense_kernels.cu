@@ -6,9 +6,12 @@
 #include <algorithm>
 
 #include "heter_trainer/cuda/kernel_launch.h"
+#include "trainer/model/loss_rules.h"
 
 namespace fleetps::heter::gpu {
 namespace {
+
+namespace loss_rules = trainer::model::loss_rules;
 
 constexpr int kThreads = 256;           // threads per block of the 1-D kernels (a power of two)
 constexpr size_t kMaxBlocks = 1 << 16;  // grid cap of the grid-stride kernels
@@ -23,22 +26,6 @@ unsigned Blocks(size_t n, size_t cap = kMaxBlocks) {
 
 __device__ size_t GlobalIndex() { return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ size_t GridStride() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
-
-// loss.cc's Sigmoid: exp of a non-positive argument only, so no overflow for any z.
-__device__ float Sigmoid(float z) {
-  const float e = expf(-fabsf(z));  // in (0, 1]
-  return z >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-}
-
-// Example i's click log-odds: the logit (width 1) or z1 - z0 (width 2).
-template <int kWidth>
-__device__ float LogOdds(const float* logits, size_t i) {
-  if constexpr (kWidth == 2) {
-    return logits[2 * i + 1] - logits[2 * i];
-  } else {
-    return logits[i];
-  }
-}
 
 template <bool kRelu>
 __global__ void BiasActivationKernel(float* y, const float* bias, size_t n, size_t cols) {
@@ -97,27 +84,19 @@ __device__ double BlockSum(double value) {
   return partial[0];
 }
 
-// loss.cc's BinaryCrossEntropy per example: loss = max(z, 0) - z y + log1p(exp(-|z|)) in
-// double, p = sigmoid(z), d(mean loss)/dz = (p - y) / batch (and its negation for z0 of
-// softmax2). Each block leaves its loss sum in block_sums[blockIdx.x].
+// loss.cc's BinaryCrossEntropy per example, in the same definition (loss_rules.h). Each
+// block leaves its loss sum in block_sums[blockIdx.x].
 template <int kWidth>
 __global__ void CrossEntropyKernel(const float* logits, const float* labels, size_t batch, float inv_batch,
                                    float* probs, float* logit_grads, double* block_sums) {
   double sum = 0.0;
   for (size_t i = GlobalIndex(); i < batch; i += GridStride()) {
-    const float z = LogOdds<kWidth>(logits, i);
+    const float z = loss_rules::LogOdds(logits, kWidth, i);
     const float y = labels[i];
-    const double zd = z;
-    sum += fmax(zd, 0.0) - zd * y + log1p(exp(-fabs(zd)));
-    const float p = Sigmoid(z);
+    sum += loss_rules::ExampleLoss(z, y);
+    const float p = loss_rules::Sigmoid(z);
     probs[i] = p;
-    const float g = (p - y) * inv_batch;
-    if constexpr (kWidth == 2) {
-      logit_grads[2 * i] = -g;
-      logit_grads[2 * i + 1] = g;
-    } else {
-      logit_grads[i] = g;
-    }
+    loss_rules::WriteLogitGrads(loss_rules::LogOddsGrad(p, y, inv_batch), kWidth, i, logit_grads);
   }
   const double block_sum = BlockSum(sum);
   if (threadIdx.x == 0) block_sums[blockIdx.x] = block_sum;
@@ -133,7 +112,9 @@ __global__ void MeanLossKernel(const double* block_sums, unsigned blocks, size_t
 
 template <int kWidth>
 __global__ void PredictKernel(const float* logits, size_t batch, float* probs) {
-  for (size_t i = GlobalIndex(); i < batch; i += GridStride()) probs[i] = Sigmoid(LogOdds<kWidth>(logits, i));
+  for (size_t i = GlobalIndex(); i < batch; i += GridStride()) {
+    probs[i] = loss_rules::Sigmoid(loss_rules::LogOdds(logits, kWidth, i));
+  }
 }
 
 size_t BiasRowBlocks(size_t rows) {

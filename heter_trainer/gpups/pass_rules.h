@@ -13,11 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define FLEETPS_HOST_DEVICE __host__ __device__
-#else
-#define FLEETPS_HOST_DEVICE
-#endif
+#include "common/host_device.h"
 
 namespace fleetps::heter::gpu {
 

@@ -94,6 +94,22 @@ TEST_CASE("Softmax2 loss is the sigmoid loss of the logit difference", "[loss]")
   CHECK(p_softmax == p_sigmoid);
 }
 
+TEST_CASE("A NaN logit gives a NaN loss, not a plausible one", "[loss]") {
+  // A diverged model must show in the reported loss, on the CPU and (loss_rules.h is their
+  // definition too) in the CUDA kernels.
+  const float nan = std::nanf("");
+  const std::vector<float> logits = {nan, 1};
+  const std::vector<float> labels = {0, 1};
+  std::vector<float> probs(2), grads(2);
+  CHECK(std::isnan(SigmoidCrossEntropy(logits, labels, probs, grads)));
+  CHECK(std::isnan(probs[0]));
+  CHECK(std::isnan(grads[0]));
+  CHECK(probs[1] == Approx(1 / (1 + std::exp(-1.0))));
+  const std::vector<float> pairs = {0, nan};
+  std::vector<float> p1(1);
+  CHECK(std::isnan(Softmax2CrossEntropy(pairs, {labels.data(), 1}, p1, {})));
+}
+
 TEST_CASE("Empty batch has zero loss", "[loss]") {
   CHECK(SigmoidCrossEntropy({}, {}, {}, {}) == 0.0f);
   CHECK(Softmax2CrossEntropy({}, {}, {}, {}) == 0.0f);
