@@ -193,7 +193,9 @@ Status ParseTableOverride(const YAML::Node& node, const YamlContext& ctx, bool d
 Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* h) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
   RETURN_IF_ERROR(RejectUnknownKeys(
-      node, {"route", "inflight", "timeout_ms", "failover", "lanes", "dense_sync", "allreduce_port", "allreduce_interval_ms"},
+      node,
+      {"route", "inflight", "timeout_ms", "failover", "failover_probe_ms", "lanes", "dense_sync", "allreduce_port",
+       "allreduce_interval_ms"},
       ctx));
   RETURN_IF_ERROR(ReadChoice(node, "route", ctx,
                              {{"round_robin", HeterRoute::kRoundRobin}, {"trainer_id", HeterRoute::kTrainerId}},
@@ -201,6 +203,10 @@ Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* 
   RETURN_IF_ERROR(ReadUint32(node, "inflight", ctx, &h->inflight));
   RETURN_IF_ERROR(ReadUint32(node, "timeout_ms", ctx, &h->timeout_ms));
   RETURN_IF_ERROR(ReadBool(node, "failover", ctx, &h->failover));
+  RETURN_IF_ERROR(ReadUint32(node, "failover_probe_ms", ctx, &h->failover_probe_ms));
+  if (h->failover_probe_ms < 100 || h->failover_probe_ms > 600000) {
+    return ctx.Child("failover_probe_ms").Error(node["failover_probe_ms"], "must be in [100, 600000]");
+  }
   RETURN_IF_ERROR(ReadUint32(node, "lanes", ctx, &h->lanes));
   if (h->inflight == 0 || h->inflight > 64) return ctx.Child("inflight").Error(node["inflight"], "must be in [1, 64]");
   if (h->lanes == 0 || h->lanes > 64) return ctx.Child("lanes").Error(node["lanes"], "must be in [1, 64]");
@@ -215,6 +221,11 @@ Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* 
   RETURN_IF_ERROR(ReadUint32(node, "allreduce_interval_ms", ctx, &h->allreduce_interval_ms));
   if (h->allreduce_interval_ms == 0 || h->allreduce_interval_ms > 60000) {
     return ctx.Child("allreduce_interval_ms").Error(node["allreduce_interval_ms"], "must be in [1, 60000]");
+  }
+  if (h->dense_sync == HeterDenseSync::kAllreduce && h->failover) {
+    return ctx.Child("failover").Error(node["failover"],
+                                       "failover needs dense_sync: pserver (with allreduce the heter-trainers "
+                                       "all-reduce among themselves, so losing one stops the others)");
   }
   if (h->dense_sync == HeterDenseSync::kAllreduce && h->allreduce_port == 0) {
     return ctx.Child("allreduce_port").Error(node["dense_sync"],

@@ -71,6 +71,8 @@ struct HeterOptions {
   uint32_t timeout_ms = 20000;    // `timeout_ms`: a heter-trainer silent this long fails the cpu-trainer
   bool failover = false;          // `failover`: re-send a micro-batch whose heter-trainer failed to
                                   //   the next live one (instead of failing the cpu-trainer)
+  uint32_t failover_probe_ms = 10000;  // `failover_probe_ms`: with failover, how often a down
+                                       //   heter-trainer is asked whether it is back, [100, 600000]
   uint32_t lanes = 2;             // `lanes`: micro-batches a heter-trainer computes at once, [1, 64]
   HeterDenseSync dense_sync = HeterDenseSync::kPserver;  // `dense_sync`: pserver | allreduce
   // `allreduce_port`: with allreduce, the rendezvous port on heter-trainer 0's host (free,

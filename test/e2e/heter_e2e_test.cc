@@ -11,6 +11,8 @@
 //  - kill -9 of the heter-trainer mid-job: the cpu-trainers fail within 30 s with an
 //    error naming its endpoint, and the pservers end — no process hangs;
 //  - a frozen heter-trainer (SIGSTOP): the same, through the micro-batch deadline;
+//  - with fleetps.heter.failover, kill -9 of one of two heter-trainers and its restart: the
+//    job goes on with the other one, takes the restarted one back, and every process exits 0;
 //  - HETER_DEVICE_TYPE=gpu where no GPU is visible exits non-zero, saying how to run on
 //    the CPU (skipped on a machine with a GPU).
 #include <signal.h>
@@ -97,17 +99,8 @@ runner:
       REQUIRE(servers[i]->Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"}, env,
                                 dir + "/pserver" + std::to_string(i) + ".log"));
     }
-    for (uint32_t h = 0; h < heter_count; ++h) {
-      auto env = Env("HETER_TRAINER");
-      env["POD_IP"] = "127.0.0.1";
-      env["PADDLE_PORT"] = std::to_string(ports[2 + h]);
-      env["STAGE_ID"] = "2";
-      env["HETER_DEVICE_TYPE"] = heter_device;
-      heters.push_back(std::make_unique<ChildProcess>());
-      REQUIRE(heters.back()->Start(
-          {testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"}, env,
-          dir + "/" + HeterLogName(h) + ".log"));
-    }
+    heters.resize(heter_count);
+    for (uint32_t h = 0; h < heter_count; ++h) StartHeter(h, HeterLogName(h));
     for (size_t p = 0; p < 2 + heter_count; ++p) REQUIRE(testing::WaitForPort(ports[p], 60s));
     for (int i = 0; i < 2; ++i) {
       auto tenv = Env("TRAINER");
@@ -119,6 +112,17 @@ runner:
                                   "--heartbeat-interval-ms", "500"},
                                  tenv, dir + "/trainer" + std::to_string(i) + ".log"));
     }
+  }
+  // Starts heter-trainer h (again, after it was stopped) with its log in <log>.log.
+  void StartHeter(uint32_t h, const std::string& log) {
+    auto env = Env("HETER_TRAINER");
+    env["POD_IP"] = "127.0.0.1";
+    env["PADDLE_PORT"] = std::to_string(ports[2 + h]);
+    env["STAGE_ID"] = "2";
+    env["HETER_DEVICE_TYPE"] = heter_device;
+    heters[h] = std::make_unique<ChildProcess>();
+    REQUIRE(heters[h]->Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"},
+                             env, dir + "/" + log + ".log"));
   }
   static std::string HeterLogName(uint32_t h) { return h == 0 ? "heter" : "heter" + std::to_string(h); }
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
@@ -220,6 +224,53 @@ TEST_CASE("kill -9 of the heter-trainer: the cpu-trainers fail naming it within 
 
 TEST_CASE("A frozen heter-trainer (SIGSTOP): the cpu-trainers fail naming it within 30 s", "[e2e]") {
   HeterTrainerLost(SIGSTOP);  // the stopped process is killed when the test ends
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// fleetps.heter.failover: kill -9 of one of two heter-trainers mid-job, then its restart
+// on the same port (as systemd's Restart= does). The cpu-trainers send the micro-batches
+// it lost to the other one, send it nothing while it is down (probed every 500 ms), take it
+// back once it answers HeterHello, and finish; every process exits 0 by itself.
+TEST_CASE("Heter failover: kill -9 of one of two heter-trainers, then its restart; the job finishes", "[e2e]") {
+  HeterJob job(200000, 8, 2, ", failover: true, failover_probe_ms: 500");
+  job.Start();
+  const bool training = testing::WaitForLog(job.dir + "/trainer0.log", "epoch 1 step", 120s);
+  INFO(job.AllLogs());
+  REQUIRE(training);
+  job.heters[1]->Signal(SIGKILL);
+  REQUIRE(job.heters[1]->Wait(10s) == 128 + SIGKILL);
+  // Two more epochs without it: many probes find it down, and no micro-batch waits for it.
+  REQUIRE(testing::WaitForLog(job.dir + "/trainer0.log", "epoch 3 done", 120s));
+  job.StartHeter(1, "heter1-restarted");
+  for (int i = 0; i < 2; ++i) {
+    const int rc = job.trainers[i]->Wait(240s);
+    INFO(job.AllLogs() + "\nheter1-restarted:\n" + job.Log("heter1-restarted"));
+    REQUIRE(rc == 0);
+  }
+  const std::string name = "heter-trainer 1 (127.0.0.1:" + std::to_string(job.ports[3]) + ")";
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = job.Log("trainer" + std::to_string(i));
+    INFO(log);
+    CHECK(Count(log, name + " is down") >= 1);
+    // Only the micro-batches in flight when it died failed there (inflight 2, 1 thread):
+    // none was sent to it while it was down.
+    CHECK(Count(log, "failed on " + name) <= 2);
+    CHECK_THAT(log, Catch::Contains(name + " answers again"));
+  }
+  CHECK_THAT(job.Log("trainer0"), Catch::Contains("saved the model"));
+  const int restarted_rc = job.heters[1]->Wait(30s);
+  const std::string restarted = job.Log("heter1-restarted");
+  INFO(restarted);
+  CHECK(restarted_rc == 0);
+  CHECK_THAT(restarted, Catch::Contains("micro-batches trained") && !Catch::Contains(" 0 micro-batches trained"));
+  CHECK(job.heters[0]->Wait(30s) == 0);
+  for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
+  CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.58);
 }
 
 TEST_CASE("HETER_DEVICE_TYPE=gpu without a visible GPU exits non-zero and says how to run on the CPU", "[e2e]") {

@@ -8,7 +8,7 @@
 
 namespace fleetps::trainer {
 
-StatusOr<std::vector<uint32_t>> HeartbeatAll(const std::vector<std::unique_ptr<net::RpcClient>>& clients,
+StatusOr<std::vector<uint32_t>> HeartbeatAll(const std::vector<net::RpcClient*>& clients,
                                              uint32_t trainer_id, uint32_t trainers, bool finished, bool failed,
                                              const std::string& reason, std::chrono::milliseconds timeout) {
   net::CallOptions call;

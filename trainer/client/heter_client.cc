@@ -23,7 +23,7 @@ struct HeterClient::Call {
 };
 
 HeterClient::HeterClient(HeterClientOptions options)
-    : options_(std::move(options)), failed_until_(options_.heter_trainers.size()) {}
+    : options_(std::move(options)), health_(options_.heter_trainers.size()) {}
 
 HeterClient::~HeterClient() {
   clients_.clear();  // closes the connections while the io threads still run
@@ -46,44 +46,111 @@ StatusOr<std::unique_ptr<HeterClient>> HeterClient::Connect(HeterClientOptions o
   return client;
 }
 
-Status HeterClient::Hello(size_t i) {
+flatbuffers::DetachedBuffer HeterClient::HelloRequest() const {
   flatbuffers::FlatBufferBuilder fbb(128);
   fbb.Finish(wire::CreateHeterHelloRequest(fbb, options_.trainer_id, options_.trainers, options_.input_width,
                                            options_.dense_params, /*stage_id=*/1));
-  ASSIGN_OR_RETURN(auto reply, clients_[i]->CallSync(static_cast<uint16_t>(MessageType::HeterHello), fbb.Release()));
+  return fbb.Release();
+}
+
+Status HeterClient::CheckHello(size_t i, const StatusOr<net::Reply>& reply) const {
+  if (!reply.ok()) return reply.status();
   Status error;
-  const auto* hello = VerifiedReply<wire::HeterHelloReply>(reply, clients_[i]->name(), &error);
+  const auto* hello = VerifiedReply<wire::HeterHelloReply>(*reply, clients_[i]->name(), &error);
   if (hello == nullptr) return error;
   spdlog::info("trainer {}: {} is stage {} on {} with {} lanes", options_.trainer_id, clients_[i]->name(),
                hello->stage_id(), hello->device() ? hello->device()->str() : "?", hello->lanes());
   return Status::OK();
 }
 
-bool HeterClient::InQuarantine(size_t i, Clock::time_point now) { return failed_until_[i] > now; }
+Status HeterClient::Hello(size_t i) {
+  return CheckHello(i, clients_[i]->CallSync(static_cast<uint16_t>(MessageType::HeterHello), HelloRequest()));
+}
 
 size_t HeterClient::Route() {
   const size_t n = clients_.size();
   size_t first = options_.route_by_trainer_id ? options_.trainer_id % n : next_.fetch_add(1) % n;
   if (!options_.failover) return first;
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto now = Clock::now();
-  for (size_t k = 0; k < n; ++k) {
-    const size_t i = (first + k) % n;
-    if (!InQuarantine(i, now)) return i;
+  std::vector<size_t> probes;
+  size_t target = first;  // every one is down: the call fails there (and finds none to go to)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    probes = DueProbesLocked(Clock::now());
+    for (size_t k = 0; k < n; ++k) {
+      if (!health_[(first + k) % n].down) {
+        target = (first + k) % n;
+        break;
+      }
+    }
   }
-  return first;  // every one failed recently: try the routed one again
+  for (size_t i : probes) Probe(i);
+  return target;
 }
 
 int HeterClient::NextLive(size_t failed) {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto now = Clock::now();
-  failed_until_[failed] = now + options_.failover_quarantine;
+  MarkDownLocked(failed, Clock::now());
   const size_t n = clients_.size();
   for (size_t k = 1; k < n; ++k) {
     const size_t i = (failed + k) % n;
-    if (!InQuarantine(i, now)) return static_cast<int>(i);
+    if (!health_[i].down) return static_cast<int>(i);
   }
   return -1;
+}
+
+void HeterClient::MarkDownLocked(size_t i, Clock::time_point now) {
+  Health& h = health_[i];
+  if (!h.down) {
+    spdlog::warn("trainer {}: {} is down: no micro-batches, heartbeats or flushes go to it until it answers "
+                 "HeterHello again (tried every {} ms)",
+                 options_.trainer_id, clients_[i]->name(), options_.failover_probe_interval.count());
+  }
+  h.down = true;
+  h.probe_at = now + options_.failover_probe_interval;
+}
+
+std::vector<size_t> HeterClient::DueProbesLocked(Clock::time_point now) {
+  std::vector<size_t> due;
+  for (size_t i = 0; i < health_.size(); ++i) {
+    Health& h = health_[i];
+    if (!h.down || h.probing || now < h.probe_at) continue;
+    h.probing = true;
+    due.push_back(i);
+  }
+  return due;
+}
+
+void HeterClient::Probe(size_t i) {
+  net::CallOptions call;
+  call.timeout = options_.rpc.request_timeout;
+  call.idempotent = true;
+  clients_[i]->Call(static_cast<uint16_t>(MessageType::HeterHello), HelloRequest(), call,
+                    [this, i](StatusOr<net::Reply> reply) {
+                      const Status st = CheckHello(i, reply);
+                      std::lock_guard<std::mutex> lock(mu_);
+                      Health& h = health_[i];
+                      h.probing = false;
+                      if (!st.ok()) {
+                        h.probe_at = Clock::now() + options_.failover_probe_interval;
+                        return;
+                      }
+                      h.down = false;
+                      spdlog::info("trainer {}: {} answers again: it takes micro-batches again", options_.trainer_id,
+                                   clients_[i]->name());
+                    });
+}
+
+std::vector<size_t> HeterClient::UpTargets() {
+  std::vector<size_t> up, probes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (options_.failover) probes = DueProbesLocked(Clock::now());
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      if (!options_.failover || !health_[i].down) up.push_back(i);
+    }
+  }
+  for (size_t i : probes) Probe(i);
+  return up;
 }
 
 std::future<StatusOr<HeterStep>> HeterClient::Train(uint64_t batch_id, uint32_t rows,
@@ -158,15 +225,8 @@ void HeterClient::OnReply(std::shared_ptr<Call> call, size_t target, StatusOr<ne
 }
 
 Status HeterClient::Flush() {
+  const std::vector<size_t> targets = UpTargets();
   std::vector<std::future<StatusOr<net::Reply>>> replies;
-  std::vector<size_t> targets;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto now = Clock::now();
-    for (size_t i = 0; i < clients_.size(); ++i) {
-      if (!options_.failover || !InQuarantine(i, now)) targets.push_back(i);
-    }
-  }
   for (size_t i : targets) {
     flatbuffers::FlatBufferBuilder fbb(64);
     fbb.Finish(wire::CreateHeterFlushRequest(fbb, options_.trainer_id));
@@ -177,22 +237,27 @@ Status HeterClient::Flush() {
   }
   Status first;
   for (size_t k = 0; k < replies.size(); ++k) {
+    const size_t i = targets[k];
     auto r = replies[k].get();
-    if (!r.ok()) {
-      if (first.ok()) first = r.status();
+    if (!r.ok() && options_.failover && (r.status().IsUnavailable() || r.status().IsTimedOut())) {
+      spdlog::warn("trainer {}: flushing {} failed ({}); the dense gradients it had not pushed are lost with it",
+                   options_.trainer_id, clients_[i]->name(), r.status().ToString());
+      std::lock_guard<std::mutex> lock(mu_);
+      MarkDownLocked(i, Clock::now());
       continue;
     }
-    Status error;
-    if (VerifiedReply<wire::HeterFlushReply>(*r, clients_[targets[k]]->name(), &error) == nullptr && first.ok()) {
-      first = error;
-    }
+    Status error = r.ok() ? Status::OK() : r.status();
+    if (r.ok() && VerifiedReply<wire::HeterFlushReply>(*r, clients_[i]->name(), &error) != nullptr) continue;
+    if (first.ok()) first = error;
   }
   return first;
 }
 
 StatusOr<std::vector<uint32_t>> HeterClient::Heartbeat(bool finished, bool failed, const std::string& reason,
                                                        std::chrono::milliseconds timeout) {
-  return HeartbeatAll(clients_, options_.trainer_id, options_.trainers, finished, failed, reason, timeout);
+  std::vector<net::RpcClient*> up;
+  for (size_t i : UpTargets()) up.push_back(clients_[i].get());
+  return HeartbeatAll(up, options_.trainer_id, options_.trainers, finished, failed, reason, timeout);
 }
 
 }  // namespace fleetps::trainer

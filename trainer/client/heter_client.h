@@ -8,8 +8,10 @@
 // once over the pipelined connections; the caller bounds how many. Every call has a
 // deadline (rpc.request_timeout): a heter-trainer that died or stopped answering fails
 // the call with an error naming it (Unavailable or TimedOut). With failover, such a
-// micro-batch is sent again to the next heter-trainer that has not failed recently, and
-// the failed one is avoided for a while; the call fails only when none is left.
+// micro-batch is sent again to the next heter-trainer that is up, and the failed one is
+// down: it gets no micro-batches, heartbeats or flushes until it answers HeterHello again
+// (probed every failover_probe_interval, so a restarted heter-trainer rejoins); a call fails
+// only when every heter-trainer is down.
 // Thread-safety: all methods are thread-safe.
 
 #include <atomic>
@@ -42,7 +44,7 @@ struct HeterClientOptions {
   uint64_t dense_params = 0;    // floats of the dense table the model needs
   int io_threads = 2;
   net::RpcClientOptions rpc;    // request_timeout: the deadline of a micro-batch
-  std::chrono::milliseconds failover_quarantine{10000};  // how long a failed heter-trainer is avoided
+  std::chrono::milliseconds failover_probe_interval{10000};  // a down heter-trainer is probed this often
 };
 
 // One micro-batch's answer. The spans point into `reply`.
@@ -67,10 +69,12 @@ class HeterClient {
   std::future<StatusOr<HeterStep>> Train(uint64_t batch_id, uint32_t rows, std::span<const float> activations,
                                          std::span<const float> labels);
   // Every heter-trainer pushes its pending dense gradients to the pservers and waits for
-  // them (HeterFlush). Heter-trainers in quarantine are skipped when failover is on.
+  // them (HeterFlush). With failover, the down ones are skipped, and one that fails now is
+  // marked down with a warning (what it had not pushed is lost with it), not an error.
   Status Flush();
   // This trainer's heartbeat to every heter-trainer (they exit when every cpu-trainer
-  // has finished). Returns the trainers some heter-trainer counts as gone.
+  // has finished; with failover, to those that are up). Returns the trainers some
+  // heter-trainer counts as gone.
   StatusOr<std::vector<uint32_t>> Heartbeat(bool finished, bool failed, const std::string& reason,
                                             std::chrono::milliseconds timeout);
 
@@ -82,20 +86,36 @@ class HeterClient {
   struct Call;  // one Train() from send to answer
   explicit HeterClient(HeterClientOptions options);
   Status Hello(size_t i);
+  flatbuffers::DetachedBuffer HelloRequest() const;
+  Status CheckHello(size_t i, const StatusOr<net::Reply>& reply) const;
   void Send(std::shared_ptr<Call> call, size_t target);
   void OnReply(std::shared_ptr<Call> call, size_t target, StatusOr<net::Reply> reply);
-  // The heter-trainer of a fresh micro-batch; after a failure of `failed`, the next one
-  // not in quarantine (or -1 when none).
+  // The heter-trainer of a fresh micro-batch: the routed one, or with failover the next one
+  // that is up (the routed one when none is).
   size_t Route();
+  // Failover: marks `failed` down and returns the next heter-trainer that is up, or -1.
   int NextLive(size_t failed);
-  bool InQuarantine(size_t i, std::chrono::steady_clock::time_point now);
+  void MarkDownLocked(size_t i, std::chrono::steady_clock::time_point now);
+  // The down heter-trainers whose next probe is due, marked as being probed.
+  std::vector<size_t> DueProbesLocked(std::chrono::steady_clock::time_point now);
+  // Sends HeterHello to heter-trainer i (down); when it answers, it is up again.
+  void Probe(size_t i);
+  // The heter-trainers that are up (all of them without failover).
+  std::vector<size_t> UpTargets();
+
+  // Failover state of a heter-trainer.
+  struct Health {
+    bool down = false;     // failed a call: skipped until it answers HeterHello
+    bool probing = false;  // a HeterHello to it is under way
+    std::chrono::steady_clock::time_point probe_at;  // when down: its next probe
+  };
 
   const HeterClientOptions options_;
   std::unique_ptr<net::IoThreads> io_;
   std::vector<std::unique_ptr<net::RpcClient>> clients_;
   std::atomic<uint64_t> next_{0};
-  std::mutex mu_;  // guards failed_until_
-  std::vector<std::chrono::steady_clock::time_point> failed_until_;
+  std::mutex mu_;  // guards health_
+  std::vector<Health> health_;
 };
 
 }  // namespace fleetps::trainer

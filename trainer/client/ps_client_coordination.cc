@@ -63,7 +63,9 @@ StatusOr<PsClient::MetricSum> PsClient::ReportMetric(const std::string& name, ui
 StatusOr<std::vector<uint32_t>> PsClient::Heartbeat(uint32_t trainer_id, uint32_t trainers, bool finished,
                                                     bool failed, const std::string& reason,
                                                     std::chrono::milliseconds timeout) {
-  return HeartbeatAll(clients_, trainer_id, trainers, finished, failed, reason, timeout);
+  std::vector<net::RpcClient*> servers;
+  for (const auto& c : clients_) servers.push_back(c.get());
+  return HeartbeatAll(servers, trainer_id, trainers, finished, failed, reason, timeout);
 }
 
 }  // namespace fleetps::trainer

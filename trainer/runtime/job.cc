@@ -99,6 +99,7 @@ HeterClientOptions JobHeterClientOptions(const config::TrainerOptions& o, const 
   h.heter_trainers = o.heter_trainers;
   h.route_by_trainer_id = o.heter.route == config::HeterRoute::kTrainerId;
   h.failover = o.heter.failover;
+  h.failover_probe_interval = std::chrono::milliseconds(o.heter.failover_probe_ms);
   h.trainer_id = o.trainer_id;
   h.trainers = o.trainers_num;
   h.input_width = static_cast<uint32_t>(DenseInputDim(o.model));

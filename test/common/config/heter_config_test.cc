@@ -22,7 +22,7 @@ const std::string kJob = "runner: {sync_mode: heter}\nhyper_parameters: {fc_size
 
 TEST_CASE("fleetps.heter is parsed and checked") {
   auto o = ParseTrainerYaml(kJob + "fleetps:\n  heter: {route: trainer_id, inflight: 3, timeout_ms: 5000, "
-                                   "failover: true, lanes: 6}\n",
+                                   "failover: true, failover_probe_ms: 2000, lanes: 6}\n",
                             "job.yaml");
   REQUIRE(o.ok());
   CHECK(o->heter_mode());
@@ -30,6 +30,7 @@ TEST_CASE("fleetps.heter is parsed and checked") {
   CHECK(o->heter.inflight == 3);
   CHECK(o->heter.timeout_ms == 5000);
   CHECK(o->heter.failover);
+  CHECK(o->heter.failover_probe_ms == 2000);
   CHECK(o->heter.lanes == 6);
 
   auto bad_route = ParseTrainerYaml(kJob + "fleetps:\n  heter: {route: random}\n", "job.yaml");
@@ -55,6 +56,12 @@ TEST_CASE("fleetps.heter is parsed and checked") {
   CHECK_THAT(bad_sync.status().message(), Catch::Contains("unknown dense_sync 'nccl' (use pserver or allreduce)"));
   auto bad_port = ParseTrainerYaml(kJob + "fleetps:\n  heter: {allreduce_port: 70000}\n", "job.yaml");
   CHECK_THAT(bad_port.status().message(), Catch::Contains("fleetps.heter.allreduce_port: must be a port"));
+  auto failover_allreduce = ParseTrainerYaml(
+      kJob + "fleetps:\n  heter: {dense_sync: allreduce, allreduce_port: 7100, failover: true}\n", "job.yaml");
+  CHECK_THAT(failover_allreduce.status().message(),
+             Catch::Contains("job.yaml:4: fleetps.heter.failover: failover needs dense_sync: pserver"));
+  auto fast_probe = ParseTrainerYaml(kJob + "fleetps:\n  heter: {failover_probe_ms: 10}\n", "job.yaml");
+  CHECK_THAT(fast_probe.status().message(), Catch::Contains("fleetps.heter.failover_probe_ms: must be in [100, 600000]"));
   auto no_interval = ParseTrainerYaml(kJob + "fleetps:\n  heter: {allreduce_interval_ms: 0}\n", "job.yaml");
   CHECK_THAT(no_interval.status().message(), Catch::Contains("allreduce_interval_ms: must be in [1, 60000]"));
 
