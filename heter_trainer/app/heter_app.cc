@@ -260,8 +260,17 @@ void HeterApp::Shutdown() {
                  allreduce_->steps(), allreduce_->Checksum());
   } else if (dense_) {
     // Dense gradients accepted since the last HeterFlush. The pservers may be gone already
-    // (the job ended): then there is nothing left to train and nothing to lose.
-    if (Status st = dense_->Flush(); !st.ok()) {
+    // (the job ended): then there is nothing left to train and nothing to lose. Bounded by
+    // the drain timeout: a pserver that is gone would hold the stop for its whole deadline.
+    auto flush = std::async(std::launch::async, [this] { return dense_->Flush(); });
+    const std::chrono::milliseconds limit(options_.server.drain_timeout_ms);
+    if (flush.wait_for(limit) == std::future_status::timeout) {
+      spdlog::warn("heter-trainer {}: the final dense push did not finish within {} ms (server.drain_timeout_ms); "
+                   "closing the pserver connections: the dense gradients not yet pushed are lost",
+                   options_.server.index, limit.count());
+      client_->Close();
+    }
+    if (Status st = flush.get(); !st.ok()) {
       spdlog::warn("heter-trainer {}: final dense push: {}", options_.server.index, st.ToString());
     }
   }

@@ -11,6 +11,7 @@
 //  - kill -9 of the heter-trainer mid-job: the cpu-trainers fail within 30 s with an
 //    error naming its endpoint, and the pservers end — no process hangs;
 //  - a frozen heter-trainer (SIGSTOP): the same, through the micro-batch deadline;
+//  - SIGTERM to a heter-trainer whose pserver is gone: it stops within the drain timeout;
 //  - with fleetps.heter.failover, kill -9 of one of two heter-trainers and its restart: the
 //    job goes on with the other one, takes the restarted one back, and every process exits 0;
 //  - HETER_DEVICE_TYPE=gpu where no GPU is visible exits non-zero, saying how to run on
@@ -77,6 +78,7 @@ runner:
     io_threads: 1
     shard_threads: 1
     trainer_lease_s: 5
+    drain_timeout_ms: 3000
     auth: required
     auth_secret_file: )" + secret + R"(
     tls: {cert_file: )" + tls.cert_file + ", key_file: " + tls.key_file + ", ca_file: " + tls.ca_file + "}\n");
@@ -271,6 +273,27 @@ TEST_CASE("Heter failover: kill -9 of one of two heter-trainers, then its restar
   CHECK(job.heters[0]->Wait(30s) == 0);
   for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
   CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.58);
+}
+
+// SIGTERM to a heter-trainer whose pserver is gone: its final dense push gives up after
+// server.drain_timeout_ms (3 s here) instead of the pserver request deadline (60 s), and
+// it exits.
+TEST_CASE("SIGTERM to a heter-trainer with a pserver gone: it stops within the drain timeout", "[e2e]") {
+  HeterJob job(200000, 2);
+  job.Start();
+  const bool training = testing::WaitForLog(job.dir + "/trainer0.log", "epoch 1 step", 120s);
+  INFO(job.AllLogs());
+  REQUIRE(training);
+  job.servers[1]->Signal(SIGKILL);
+  REQUIRE(job.servers[1]->Wait(10s) == 128 + SIGKILL);
+  const auto stop = std::chrono::steady_clock::now();
+  job.heters[0]->Signal(SIGTERM);
+  const int rc = job.heters[0]->Wait(40s);
+  const auto took = std::chrono::steady_clock::now() - stop;
+  INFO(job.Log("heter"));
+  CHECK(rc == 0);
+  CHECK(took < 15s);
+  CHECK_THAT(job.Log("heter"), Catch::Contains("the final dense push did not finish within 3000 ms"));
 }
 
 TEST_CASE("HETER_DEVICE_TYPE=gpu without a visible GPU exits non-zero and says how to run on the CPU", "[e2e]") {

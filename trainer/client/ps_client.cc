@@ -75,6 +75,10 @@ PsClient::~PsClient() {
   if (io_) io_->Stop();
 }
 
+void PsClient::Close() {
+  for (auto& c : clients_) c->Close();
+}
+
 StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(PsClientOptions options) {
   if (options.servers.empty()) {
     return Status::InvalidArgument("no pserver endpoints given (set PADDLE_PSERVERS_IP_PORT_LIST)");

@@ -120,6 +120,10 @@ class PsClient {
   PsClient& operator=(const PsClient&) = delete;
 
   size_t num_servers() const { return clients_.size(); }
+  // Closes every server connection: the calls under way and any later one fail at once
+  // with Aborted. For a shutdown that must not wait out a gone pserver's deadline; the
+  // client is of no further use.
+  void Close();
   // "pserver i (host:port)", as messages name server i.
   std::string ServerName(size_t i) const;
   // Reconnects and retries so far, summed over the servers.
