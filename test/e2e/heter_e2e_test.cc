@@ -115,6 +115,13 @@ runner:
                                  tenv, dir + "/trainer" + std::to_string(i) + ".log"));
     }
   }
+  // Start(), then waits until cpu-trainer 0 has logged a training step.
+  void StartTraining() {
+    Start();
+    const bool training = testing::WaitForLog(dir + "/trainer0.log", "epoch 1 step", 120s);
+    INFO(AllLogs());
+    REQUIRE(training);
+  }
   // Starts heter-trainer h (again, after it was stopped) with its log in <log>.log.
   void StartHeter(uint32_t h, const std::string& log) {
     auto env = Env("HETER_TRAINER");
@@ -199,10 +206,7 @@ TEST_CASE("Heter job with 2 heter-trainers averaging dense gradients by allreduc
 // it, and the pservers end.
 void HeterTrainerLost(int signo) {
   HeterJob job(200000, 2);
-  job.Start();
-  const bool training = testing::WaitForLog(job.dir + "/trainer0.log", "epoch 1 step", 120s);
-  INFO(job.AllLogs());
-  REQUIRE(training);
+  job.StartTraining();
   job.heters[0]->Signal(signo);
   const auto lost = std::chrono::steady_clock::now();
   for (int i = 0; i < 2; ++i) {
@@ -240,10 +244,7 @@ size_t Count(const std::string& text, const std::string& what) {
 // back once it answers HeterHello, and finish; every process exits 0 by itself.
 TEST_CASE("Heter failover: kill -9 of one of two heter-trainers, then its restart; the job finishes", "[e2e]") {
   HeterJob job(200000, 8, 2, ", failover: true, failover_probe_ms: 500");
-  job.Start();
-  const bool training = testing::WaitForLog(job.dir + "/trainer0.log", "epoch 1 step", 120s);
-  INFO(job.AllLogs());
-  REQUIRE(training);
+  job.StartTraining();
   job.heters[1]->Signal(SIGKILL);
   REQUIRE(job.heters[1]->Wait(10s) == 128 + SIGKILL);
   // Two more epochs without it: many probes find it down, and no micro-batch waits for it.
@@ -280,10 +281,7 @@ TEST_CASE("Heter failover: kill -9 of one of two heter-trainers, then its restar
 // it exits.
 TEST_CASE("SIGTERM to a heter-trainer with a pserver gone: it stops within the drain timeout", "[e2e]") {
   HeterJob job(200000, 2);
-  job.Start();
-  const bool training = testing::WaitForLog(job.dir + "/trainer0.log", "epoch 1 step", 120s);
-  INFO(job.AllLogs());
-  REQUIRE(training);
+  job.StartTraining();
   job.servers[1]->Signal(SIGKILL);
   REQUIRE(job.servers[1]->Wait(10s) == 128 + SIGKILL);
   const auto stop = std::chrono::steady_clock::now();
