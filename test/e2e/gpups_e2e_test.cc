@@ -2,6 +2,8 @@
 // (host twin, FLAGS_selected_gpus=0,1: two host shards each), launched with the environment
 // fleetps-launch sets, on generated data in real files with a real job YAML; and
 // scripts/run_gpubox.sh itself (one fleetps-launch command).
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -196,6 +198,28 @@ TEST_CASE("GPU-PS: one host device driven by two workers (fleetps.gpups.workers_
   CHECK_THAT(report, Catch::Contains("\"epoch\": 1, \"examples\": " + std::to_string(lines) + ",") &&
                          Catch::Contains("\"epoch\": 2, \"examples\": " + std::to_string(lines) + ","));
   CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.55);
+}
+
+// kill -9 of one of two nodes mid-pass: the other fails its next dense allreduce at once,
+// saying a rank died, and the pservers end (the killed node's lease runs out): nothing
+// hangs.
+TEST_CASE("GPU-PS: kill -9 of one of two nodes mid-pass, the other fails saying a rank died, nothing hangs",
+          "[e2e]") {
+  GpuBoxJob job(100000, 2);
+  job.Start();
+  const bool training = testing::WaitForLog(job.dir + "/trainer1.log", "epoch 1 step", 120s);
+  INFO(job.AllLogs());
+  REQUIRE(training);
+  job.nodes[1]->Signal(SIGKILL);
+  const auto lost = std::chrono::steady_clock::now();
+  const int rc = job.nodes[0]->Wait(60s);
+  const std::string log = job.Log("trainer0");
+  INFO(log);
+  CHECK(rc != 0);
+  CHECK(rc != -1);  // not still running
+  CHECK(std::chrono::steady_clock::now() - lost < 30s);
+  CHECK_THAT(log, Catch::Contains("a rank died, or is unreachable"));
+  for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(60s) == 1);  // a trainer failed, one gone
 }
 
 TEST_CASE("GPU-PS: a pass above fleetps.gpups.device_memory_mb is refused naming keys and bytes, nothing hangs",
