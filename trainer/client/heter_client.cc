@@ -255,9 +255,15 @@ Status HeterClient::Flush() {
 
 StatusOr<std::vector<uint32_t>> HeterClient::Heartbeat(bool finished, bool failed, const std::string& reason,
                                                        std::chrono::milliseconds timeout) {
-  std::vector<net::RpcClient*> up;
-  for (size_t i : UpTargets()) up.push_back(clients_[i].get());
-  return HeartbeatAll(up, options_.trainer_id, options_.trainers, finished, failed, reason, timeout);
+  // The final one goes to every heter-trainer: one taken for down that is in fact alive must
+  // still hear that this trainer has ended.
+  std::vector<net::RpcClient*> targets;
+  if (finished) {
+    for (const auto& c : clients_) targets.push_back(c.get());
+  } else {
+    for (size_t i : UpTargets()) targets.push_back(clients_[i].get());
+  }
+  return HeartbeatAll(targets, options_.trainer_id, options_.trainers, finished, failed, reason, timeout);
 }
 
 }  // namespace fleetps::trainer

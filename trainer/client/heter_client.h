@@ -73,8 +73,8 @@ class HeterClient {
   // marked down with a warning (what it had not pushed is lost with it), not an error.
   Status Flush();
   // This trainer's heartbeat to every heter-trainer (they exit when every cpu-trainer
-  // has finished; with failover, to those that are up). Returns the trainers some
-  // heter-trainer counts as gone.
+  // has finished; with failover, to those that are up, but the final one, `finished`, to
+  // all). Returns the trainers some heter-trainer counts as gone.
   StatusOr<std::vector<uint32_t>> Heartbeat(bool finished, bool failed, const std::string& reason,
                                             std::chrono::milliseconds timeout);
 
