@@ -40,6 +40,11 @@ StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOpti
                                                   const trainer::model::DenseNet& net) {
   if (o.device != "cpu") {
     StatusOr<std::unique_ptr<DenseDevice>> gpu = MakeCudaDevice(net, o.gpus.front());
+    if (gpu.ok() && o.gpus.size() > 1) {
+      spdlog::warn("heter-trainer: FLAGS_selected_gpus names {} GPUs; a heter-trainer drives one, GPU {}: start one "
+                   "heter-trainer per GPU (fleetps-launch --heter_worker_num N --gpus ... gives each its own)",
+                   o.gpus.size(), o.gpus.front());
+    }
     if (gpu.ok() || o.device != "auto") return gpu;
     const auto log = gpu.status().IsUnavailable() ? spdlog::level::info : spdlog::level::warn;
     spdlog::log(log, "heter-trainer: HETER_DEVICE_TYPE auto: the dense part runs on the CPU ({})",
