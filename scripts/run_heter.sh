@@ -11,7 +11,8 @@
 # Variables: as scripts/run_local.sh (FLEETPS_CONFIG, FLEETPS_TRAIN_DATA, FLEETPS_TEST_DATA,
 # FLEETPS_ROWS, FLEETPS_PSERVERS, FLEETPS_TRAINERS, FLEETPS_EPOCHS, FLEETPS_BASE_PORT,
 # FLEETPS_OUT, FLEETPS_SKIP_SETUP), plus FLEETPS_HETER_TRAINERS (default 1), HETER_DEVICE_TYPE (gpu|cpu;
-# default: gpu when a GPU is visible), FLAGS_selected_gpus (default 0).
+# default: gpu when a GPU is visible), FLAGS_selected_gpus (default 0), FLEETPS_HETER_MAX_RESTARTS
+# (default 0: fleetps-launch --heter_max_restarts; with fleetps.heter.failover in the YAML).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -33,6 +34,7 @@ if [ -n "${FLEETPS_EPOCHS:-}" ]; then extra+=(--epochs "$FLEETPS_EPOCHS"); fi
 gpus=()
 if [ "$HETER_DEVICE_TYPE" = gpu ]; then gpus=(--gpus "${FLAGS_selected_gpus:-0}"); fi
 cluster_launch --server_num "$PSERVERS" --worker_num "$TRAINERS" --heter_worker_num "$HETERS" \
-  --heter_devices "$HETER_DEVICE_TYPE" "${gpus[@]}" -- "${extra[@]}"
+  --heter_devices "$HETER_DEVICE_TYPE" --heter_max_restarts "${FLEETPS_HETER_MAX_RESTARTS:-0}" "${gpus[@]}" \
+  -- "${extra[@]}"
 grep -h "micro-batches trained" "$OUT"/heterlog.* | sed 's/^/== /' || true
 echo "== done: every process exited 0"

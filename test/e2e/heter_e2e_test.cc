@@ -11,6 +11,7 @@
 //  - kill -9 of the heter-trainer mid-job: the cpu-trainers fail within 30 s with an
 //    error naming its endpoint, and the pservers end — no process hangs;
 //  - a frozen heter-trainer (SIGSTOP): the same, through the micro-batch deadline;
+//  - the same with fleetps-launch --heter_max_restarts 1 restarting it: the launcher exits 0;
 //  - SIGTERM to a heter-trainer whose pserver is gone: it stops within the drain timeout;
 //  - with fleetps.heter.failover, kill -9 of one of two heter-trainers and its restart: the
 //    job goes on with the other one, takes the restarted one back, and every process exits 0;
@@ -24,6 +25,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <regex>
 #include <thread>
 
 #include "test/support/job.h"
@@ -273,6 +275,39 @@ TEST_CASE("Heter failover: kill -9 of one of two heter-trainers, then its restar
   CHECK_THAT(restarted, Catch::Contains("micro-batches trained") && !Catch::Contains(" 0 micro-batches trained"));
   CHECK(job.heters[0]->Wait(30s) == 0);
   for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
+  CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.58);
+}
+
+// The same through fleetps-launch --heter_max_restarts 1: the launcher starts the killed
+// heter-trainer again (as systemd's Restart= does), the job goes on and the launcher exits 0.
+TEST_CASE("fleetps-launch --heter_max_restarts: a killed heter-trainer is started again, the job ends 0", "[e2e]") {
+  HeterJob job(200000, 8, 2, ", failover: true, failover_probe_ms: 500");  // its data and YAML
+  const std::string log_dir = job.dir + "/log", out = job.dir + "/launcher.out";
+  ChildProcess launcher;
+  REQUIRE(launcher.Start({testing::BinaryPath("tools/launch/fleetps-launch"), "--server_num", "2", "--worker_num", "2",
+                          "--heter_worker_num", "2", "--heter_devices", "cpu", "--heter_max_restarts", "1",
+                          "--log_dir", log_dir, "--stop_wait_s", "20", testing::BinaryPath("trainer/cpu-trainer"),
+                          "--config", job.dir + "/job.yaml", "--report", job.dir + "/trainer{trainer_id}.json",
+                          "--heartbeat-interval-ms", "500"},
+                         {}, out));
+  const bool training = testing::WaitForLog(log_dir + "/workerlog.0", "epoch 1 step", 120s);
+  INFO(testing::ReadFile(out));
+  REQUIRE(training);
+  std::smatch m;
+  const std::string started = testing::ReadFile(out);
+  REQUIRE(std::regex_search(started, m, std::regex(R"(started heter worker 1 \(pid ([0-9]+)\))")));
+  REQUIRE(::kill(std::stoi(m[1]), SIGKILL) == 0);
+  const int rc = launcher.Wait(240s);
+  const std::string output = testing::ReadFile(out), heter1 = testing::ReadFile(log_dir + "/heterlog.1");
+  INFO(output + "\nheterlog.1:\n" + heter1);
+  CHECK(rc == 0);
+  CHECK_THAT(output, Catch::Contains("heter worker 1 (pid " + std::string(m[1]) + ") was killed by signal 9") &&
+                         Catch::Contains("(restart 1 of 1)"));
+  // The second run took micro-batches (the cpu-trainers took it back) and ended by itself.
+  const auto again = heter1.find("started again (restart 1)");
+  REQUIRE(again != std::string::npos);
+  CHECK_THAT(heter1.substr(again), Catch::Contains("micro-batches trained") &&
+                                       !Catch::Contains(" 0 micro-batches trained"));
   CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.58);
 }
 

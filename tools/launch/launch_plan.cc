@@ -224,6 +224,10 @@ StatusOr<LaunchFlags> ParseLaunchArgs(int argc, const char* const* argv) {
       ->check(CLI::NonNegativeNumber);
   cli.add_option("--kill_grace_s", f.kill_grace_s, "seconds between SIGTERM and SIGKILL when stopping (default 5)")
       ->check(CLI::NonNegativeNumber);
+  cli.add_option("--heter_max_restarts", f.heter_max_restarts,
+                 "times a heter-trainer that dies (a signal, or an exit code other than 1 and 2) is started again "
+                 "while the workers run (default 0: it fails the job); with fleetps.heter.failover the cpu-trainers "
+                 "take it back");
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -61,6 +61,8 @@ struct LaunchFlags {
   // themselves before they are sent SIGTERM; and how long after SIGTERM before SIGKILL.
   double stop_wait_s = 5;
   double kill_grace_s = 5;
+  // Times a failed heter trainer is started again while the workers run (SupervisorOptions).
+  uint32_t heter_max_restarts = 0;
   std::vector<std::string> command;  // TRAINER_BINARY ARGS...
 };
 

@@ -33,5 +33,6 @@ int main(int argc, char** argv) {
   SupervisorOptions options;
   options.stop_wait = std::chrono::milliseconds(static_cast<int64_t>(flags->stop_wait_s * 1000));
   options.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(flags->kill_grace_s * 1000));
+  options.heter_restarts = flags->heter_max_restarts;
   return RunLaunchPlan(std::move(*plan), options);
 }

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -133,7 +135,7 @@ Status Supervisor::Start() {
   return Status::OK();
 }
 
-Status Supervisor::StartChild(Child* c) {
+Status Supervisor::StartChild(Child* c, bool append) {
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -150,9 +152,15 @@ Status Supervisor::StartChild(Child* c) {
   envp.push_back(nullptr);
   const std::string exec_error = "fleetps-launch: cannot run " + c->spec.argv.front() + ": ";
 
-  const int log_fd = ::open(c->spec.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int log_fd =
+      ::open(c->spec.log_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
   if (log_fd < 0) {
     return Status::IOError("cannot create " + c->spec.log_path + ": " + std::strerror(errno));
+  }
+  if (append) {
+    const std::string mark = "fleetps-launch: " + c->spec.Name() + " " + c->how + "; started again (restart " +
+                             std::to_string(c->restarts) + ")\n";
+    (void)!::write(log_fd, mark.data(), mark.size());
   }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
@@ -188,7 +196,24 @@ Status Supervisor::StartChild(Child* c) {
 void Supervisor::Collect(Child* c, int status, const rusage& usage) {
   c->exited = true;
   c->how = Describe(status, &c->code);
-  c->usage = usage;
+  if (c->restarts == 0) {
+    c->usage = usage;
+    return;
+  }
+  // The earlier runs' time, and the largest peak.
+  timeradd(&c->usage.ru_utime, &usage.ru_utime, &c->usage.ru_utime);
+  timeradd(&c->usage.ru_stime, &usage.ru_stime, &c->usage.ru_stime);
+  c->usage.ru_maxrss = std::max(c->usage.ru_maxrss, usage.ru_maxrss);
+}
+
+bool Supervisor::Restartable(const Child& c) const {
+  if (c.spec.role != Role::kHeterWorker || c.restarts >= options_.heter_restarts || c.code == 1 || c.code == 2) {
+    return false;
+  }
+  for (const Child& w : children_) {
+    if (w.spec.role == Role::kWorker && !w.exited) return true;  // the job goes on
+  }
+  return false;
 }
 
 void Supervisor::Reap() {
@@ -203,7 +228,20 @@ void Supervisor::Reap() {
       Collect(&c, status, usage);
       // Whatever it left in its process group goes with it.
       ::kill(-c.pid, SIGKILL);
-      if (c.code != 0 && !c.signalled && !failed_) failed_ = static_cast<int>(i);
+      if (c.code == 0 || c.signalled) continue;
+      if (Restartable(c)) {
+        ++c.restarts;
+        const pid_t old_pid = c.pid;
+        c.exited = false;
+        if (StartChild(&c, /*append=*/true).ok()) {
+          Message(c.spec.Name() + " (pid " + std::to_string(old_pid) + ") " + c.how + "; started again as pid " +
+                  std::to_string(c.pid) + " (restart " + std::to_string(c.restarts) + " of " +
+                  std::to_string(options_.heter_restarts) + "), log appended to " + c.spec.log_path);
+          continue;
+        }
+        c.exited = true;
+      }
+      if (!failed_) failed_ = static_cast<int>(i);
     }
     // Not one of ours: an orphan reparented to this subreaper; reaped, nothing more.
   }

@@ -9,7 +9,11 @@
 //    copied to the launcher's stdout as it grows;
 //  - when every worker has exited 0, the servers and heter workers get stop_wait to exit
 //    by themselves, then SIGTERM, then SIGKILL after kill_grace; exit code 0;
-//  - when any process fails (non-zero exit or a signal it was not sent by the launcher),
+//  - a heter worker that fails while workers still run, killed by a signal or with an exit
+//    code other than 1 (a cpu-trainer failed) and 2 (a bad configuration), is started
+//    again, its log appended to, up to heter_restarts times: with fleetps.heter.failover
+//    the cpu-trainers take it back (the rule of the systemd unit's Restart=on-failure);
+//  - when any other process fails (non-zero exit or a signal it was not sent by the launcher),
 //    the launcher waits 200 ms for the failures it causes, names every process that has
 //    failed with the tail of its log, stops the others (SIGTERM to each process group,
 //    SIGKILL after kill_grace) and returns the first failure's exit code (128+signal when
@@ -40,6 +44,7 @@ struct SupervisorOptions {
   int stream_fd = 1;                           // where the first worker's output is copied; -1: nowhere
   int message_fd = 2;                          // the launcher's own messages ("fleetps-launch: ...")
   size_t tail_lines = 30;                      // lines of a failing process's log to print
+  uint32_t heter_restarts = 0;                 // times each heter worker may be started again
 };
 
 class Supervisor {
@@ -65,10 +70,14 @@ class Supervisor {
     bool signalled = false;  // the launcher sent it SIGTERM/SIGKILL
     int code = 0;            // exit code, or 128 + signal
     std::string how;         // "exited with code 3", "was killed by signal 9 (Killed)"
-    rusage usage{};          // valid once exited
+    rusage usage{};          // valid once exited; with restarts, summed over every run
+    uint32_t restarts = 0;
   };
   int Supervise();  // Wait without the resource report
-  Status StartChild(Child* c);
+  // Forks and execs c's program; `append`: after a restart, its log is appended to.
+  Status StartChild(Child* c, bool append = false);
+  // Whether the failed child c is to be started again (see the header comment).
+  bool Restartable(const Child& c) const;
   void Reap();  // collects every exited child (and reparented orphans) without blocking
   void Pump();  // copies the streamed worker's new output
   // Stops every running process: SIGTERM to its group, SIGKILL after kill_grace.

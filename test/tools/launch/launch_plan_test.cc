@@ -302,6 +302,12 @@ TEST_CASE("Bad flags are refused with what is wrong and where to look") {
   REQUIRE(f.ok());
   CHECK(f->command == std::vector<std::string>{"t", "--worker_num", "5", "-c", "j"});
   CHECK(*f->worker_num == 1);
+  CHECK(f->heter_max_restarts == 0);  // by default a dead heter-trainer fails the job
+  f = Parse({"--heter_worker_num", "1", "--heter_max_restarts", "3", "t"});
+  REQUIRE(f.ok());
+  CHECK(f->heter_max_restarts == 3);
+  f = Parse({"--heter_max_restarts", "-1", "t"});
+  CHECK_FALSE(f.ok());
 }
 
 TEST_CASE("Inherited role variables are not passed on") {

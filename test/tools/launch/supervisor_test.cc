@@ -1,5 +1,6 @@
 // fleetps-launch's supervision with small shell processes: a clean end, a failing process
-// stopping the others, SIGKILL for one that ignores SIGTERM, and nothing left behind.
+// stopping the others, a heter worker started again, SIGKILL for one that ignores SIGTERM,
+// and nothing left behind.
 #include "tools/launch/supervisor.h"
 
 #include <fcntl.h>
@@ -24,7 +25,8 @@ ProcessSpec Shell(Role role, uint32_t index, const std::string& script, const st
   s.endpoint = "127.0.0.1:0";
   s.argv = {"/bin/sh", "-c", script};
   s.env = {{"ROLE_INDEX", std::to_string(index)}};
-  s.log_path = dir + "/" + (role == Role::kServer ? "serverlog." : "workerlog.") + std::to_string(index);
+  const char* log = role == Role::kServer ? "serverlog." : role == Role::kWorker ? "workerlog." : "heterlog.";
+  s.log_path = dir + "/" + log + std::to_string(index);
   return s;
 }
 
@@ -54,12 +56,14 @@ struct Run {
   std::string stream_path = dir + "/stream.out", message_path = dir + "/messages.out";
   int code = -1;
   std::vector<pid_t> pids;
+  uint32_t heter_restarts = 0;
 
   void Go(LaunchPlan plan, std::chrono::milliseconds kill_grace = std::chrono::milliseconds(5000)) {
     plan.log_dir = dir;
     SupervisorOptions o;
     o.stop_wait = std::chrono::milliseconds(0);
     o.kill_grace = kill_grace;
+    o.heter_restarts = heter_restarts;
     o.stream_fd = ::open(stream_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     o.message_fd = ::open(message_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     {
@@ -148,6 +152,53 @@ TEST_CASE("A process killed by a signal fails the job with 128 + signal") {
   INFO(run.Messages());
   CHECK(run.code == 128 + SIGKILL);
   CHECK_THAT(run.Messages(), Catch::Contains("worker 0") && Catch::Contains("was killed by signal 9"));
+}
+
+TEST_CASE("A heter worker that dies is started again while the workers run; its log is appended to") {
+  Run run;
+  run.heter_restarts = 1;
+  LaunchPlan plan;
+  // The first run dies of SIGKILL; the second serves until the launcher stops it.
+  const std::string died = "'" + run.dir + "/died'";
+  plan.processes = {Shell(Role::kHeterWorker, 0,
+                          "if [ -e " + died + " ]; then echo second run; exec sleep 60; fi; "
+                          "touch " + died + "; echo first run; kill -9 $$",
+                          run.dir),
+                    // The worker ends once the second run has logged: the restart comes first.
+                    Shell(Role::kWorker, 0,
+                          "while ! grep -q 'second run' '" + run.dir + "/heterlog.0'; do sleep 0.01; done; exit 0",
+                          run.dir)};
+  run.Go(std::move(plan));
+  const std::string messages = run.Messages();
+  INFO(messages);
+  CHECK(run.code == 0);
+  CHECK(std::regex_search(messages, std::regex(R"(heter worker 0 \(pid \d+\) was killed by signal 9 \(Killed\); )"
+                                               R"(started again as pid \d+ \(restart 1 of 1\))")));
+  CHECK(testing::ReadFile(run.dir + "/heterlog.0") ==
+        "first run\nfleetps-launch: heter worker 0 was killed by signal 9 (Killed); started again (restart 1)\n"
+        "second run\n");
+  for (pid_t p : run.pids) CHECK(Gone(p));
+}
+
+TEST_CASE("A heter worker fails the job once its restarts are used, or at once with exit code 1 or 2") {
+  const bool config_error = GENERATE(false, true);
+  Run run;
+  run.heter_restarts = 1;
+  LaunchPlan plan;
+  plan.processes = {Shell(Role::kHeterWorker, 0, config_error ? "echo bad yaml >&2; exit 2" : "kill -9 $$", run.dir),
+                    Shell(Role::kWorker, 0, "exec sleep 60", run.dir)};
+  run.Go(std::move(plan));
+  const std::string messages = run.Messages();
+  INFO(messages);
+  if (config_error) {
+    CHECK(run.code == 2);
+    CHECK_THAT(messages, !Catch::Contains("started again"));
+  } else {
+    CHECK(run.code == 128 + SIGKILL);
+    CHECK_THAT(messages, Catch::Contains("(restart 1 of 1)") &&
+                             Catch::Contains("the job failed: heter worker 0 was killed by signal 9"));
+  }
+  for (pid_t p : run.pids) CHECK(Gone(p));
 }
 
 TEST_CASE("A process that ignores SIGTERM is killed after the grace period; its children go with it") {
