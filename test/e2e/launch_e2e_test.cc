@@ -1,6 +1,8 @@
 // fleetps-launch with the real binaries on loopback:
 //  - one command runs 2 pservers + 2 cpu-trainers to the end: exit 0, Paddle's log files
 //    under --log_dir, worker 0's output streamed, a report per trainer;
+//  - two nodes on loopback (127.0.0.1 and 127.0.0.2), a launcher each: the pservers' node
+//    keeps them until the trainers on the other node have ended; both exit 0;
 //  - kill -9 of a worker: the launcher stops every other process and exits non-zero
 //    (128 + 9) with the worker's log tail; no process of the job is left;
 //  - kill -9 of the launcher itself: its processes die with it (PR_SET_PDEATHSIG);
@@ -124,6 +126,39 @@ TEST_CASE("One fleetps-launch command runs 2 pservers + 2 cpu-trainers to the en
   }
   CHECK(points >= 3);
   CHECK(AllGone(job.Pids(), 5s));
+}
+
+// Two nodes on loopback, 127.0.0.1 and 127.0.0.2 (both are this machine's): one launcher per
+// node with the job's full lists, as fleetrun runs on each machine. Node A's launcher runs
+// the pservers only (no worker of its own: it must not take "no worker running" for "the
+// workers have finished", even with --stop_wait_s 0); node B's runs the trainers.
+TEST_CASE("Two nodes: one launcher runs the pservers, the other the trainers; both end 0", "[e2e]") {
+  LaunchJob job(1);
+  const auto ports = testing::FreePorts(4);
+  const std::string servers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+  const std::string workers = "127.0.0.2:" + std::to_string(ports[2]) + ",127.0.0.2:" + std::to_string(ports[3]);
+  ChildProcess node_a, node_b;
+  auto launch = [&](ChildProcess& node, const std::string& host, const std::string& stop_wait) {
+    REQUIRE(node.Start({testing::BinaryPath("tools/launch/fleetps-launch"), "--servers", servers, "--workers", workers,
+                        "--host", host, "--stop_wait_s", stop_wait, "--log_dir", job.dir + "/log-" + host,
+                        testing::BinaryPath("trainer/cpu-trainer"), "--config", job.dir + "/job.yaml", "--report",
+                        job.dir + "/report{trainer_id}.json", "--heartbeat-interval-ms", "500"},
+                       {}, job.dir + "/launcher-" + host + ".out"));
+  };
+  launch(node_a, "127.0.0.1", "0");
+  launch(node_b, "127.0.0.2", "10");
+  const int rc_b = node_b.Wait(240s);
+  const int rc_a = node_a.Wait(60s);
+  const std::string out_a = testing::ReadFile(job.dir + "/launcher-127.0.0.1.out");
+  const std::string out_b = testing::ReadFile(job.dir + "/launcher-127.0.0.2.out");
+  INFO("node A:\n" << out_a << "\nnode B:\n" << out_b);
+  CHECK(rc_a == 0);
+  CHECK(rc_b == 0);
+  CHECK_THAT(out_a, Catch::Contains("started server 0") && Catch::Contains("started server 1") &&
+                        !Catch::Contains("started worker") && !Catch::Contains("stopping"));
+  CHECK_THAT(out_b, Catch::Contains("started worker 0") && Catch::Contains("started worker 1") &&
+                        !Catch::Contains("started server"));
+  CHECK(testing::ReportTestAuc(job.dir + "/report1.json") > 0.5);
 }
 
 TEST_CASE("kill -9 of a worker: fleetps-launch stops everything and exits non-zero", "[e2e]") {

@@ -388,8 +388,9 @@ int Supervisor::Supervise() {
       Message("the job failed: " + names);
       return first.code != 0 ? first.code : 1;
     }
-    bool workers_running = false, others_running = false;
+    bool has_workers = false, workers_running = false, others_running = false;
     for (const auto& c : children_) {
+      has_workers = has_workers || c.spec.role == Role::kWorker;
       if (c.exited) continue;
       (c.spec.role == Role::kWorker ? workers_running : others_running) = true;
     }
@@ -398,6 +399,9 @@ int Supervisor::Supervise() {
       Message("every process exited 0 (" + Fixed1(Seconds(Clock::now() - started_)) + " s)");
       return 0;
     }
+    // A node without workers (the pservers' node of a multi-node job): its servers and heter
+    // workers end by themselves when the job's trainers have ended.
+    if (!has_workers) continue;
     if (!workers_done) {
       workers_done = Clock::now();
       Message("every worker exited 0; waiting up to " + Fixed1(Seconds(options_.stop_wait)) +

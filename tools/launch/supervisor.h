@@ -8,7 +8,9 @@
 //  - stdout and stderr go to the process's log file; the first local worker's log is
 //    copied to the launcher's stdout as it grows;
 //  - when every worker has exited 0, the servers and heter workers get stop_wait to exit
-//    by themselves, then SIGTERM, then SIGKILL after kill_grace; exit code 0;
+//    by themselves, then SIGTERM, then SIGKILL after kill_grace; exit code 0. On a node
+//    that runs no worker (multi-node), they run until they exit by themselves (they do once
+//    the job's trainers have ended) or the launcher is signalled;
 //  - a heter worker that fails while workers still run, killed by a signal or with an exit
 //    code other than 1 (a cpu-trainer failed) and 2 (a bad configuration), is started
 //    again, its log appended to, up to heter_restarts times: with fleetps.heter.failover

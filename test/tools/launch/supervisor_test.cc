@@ -100,6 +100,21 @@ TEST_CASE("Workers that exit 0 end the job with 0; a server still running is sto
   for (pid_t p : run.pids) CHECK(Gone(p));
 }
 
+TEST_CASE("A node without workers (multi-node): its servers run until they exit by themselves") {
+  Run run;
+  LaunchPlan plan;
+  // The servers of a pserver-only node: they end when the job's trainers (elsewhere) have.
+  plan.processes = {Shell(Role::kServer, 0, "sleep 0.5; echo job ended", run.dir),
+                    Shell(Role::kServer, 1, "sleep 0.7; echo job ended", run.dir)};
+  run.Go(std::move(plan));
+  const std::string messages = run.Messages();
+  INFO(messages);
+  CHECK(run.code == 0);
+  CHECK_THAT(messages, !Catch::Contains("stopping") && Catch::Contains("every process exited 0"));
+  CHECK(testing::ReadFile(run.dir + "/serverlog.0") == "job ended\n");
+  CHECK(testing::ReadFile(run.dir + "/serverlog.1") == "job ended\n");
+}
+
 TEST_CASE("When the job ends, the launcher reports each process's CPU time and peak memory, and the sum by role") {
   Run run;
   LaunchPlan plan;
