@@ -28,7 +28,8 @@
 # GPU-PS): bench/heter_bench/run.sh ROWS TRAINERS 1 and bench/gpups_bench/run.sh ROWS 1, the
 # latter again with GPUPS_WORKERS host workers on GPU 0 (ROWS default 1000000, TRAINERS
 # default 8, GPUPS_WORKERS default 8); FULL=only runs just those, for a second call on the
-# warm machine (one call may run 10 minutes at most). Every step runs even when one fails.
+# warm machine (one call may run 10 minutes at most). Every step runs even when one fails;
+# SKIP="NAME ..." leaves steps out (those a cut-short call already ran, say).
 #   scripts/device_check.sh [BUNDLE (default build/device_bundle.tar.xz)]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,7 @@ pack() {
 step() {
   local name=$1 limit=$2 start rc
   shift 2
+  case " ${SKIP:-} " in *" $name "*) echo "$name: skipped (SKIP)" | tee -a "$summary"; return ;; esac
   start=$(date +%s)
   timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
   rc=$?
@@ -94,10 +96,10 @@ if [ "${FULL:-0}" != only ]; then
   nccl_config="$(mktemp -d)/ctr_dnn_nccl.yaml"
   { cat configs/ctr_dnn.yaml; echo "  collective: {backend: nccl}"
     echo "  heter: {dense_sync: allreduce, allreduce_port: 19190}"; } >"$nccl_config"
-  step heter_nccl 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
+  step heter_nccl 180 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
     FLEETPS_HETER_TRAINERS=1 HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$LOGS/heter_nccl" \
     scripts/run_heter.sh
-  step gpubox_gpu 300 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
+  step gpubox_gpu 180 env BUILD="$B" FLEETPS_CONFIG="$nccl_config" FLEETPS_ROWS=100000 FLEETPS_EPOCHS=1 \
     HETER_DEVICE_TYPE=gpu FLAGS_selected_gpus=0 FLEETPS_OUT="$LOGS/gpubox_gpu" scripts/run_gpubox.sh
   # Last of the checks: the slowest, and a second look at what the gpu tests ran (the dense
   # device's cases, without NCCL's, and the pass table's kernels).
