@@ -86,7 +86,7 @@ if [ "${FULL:-0}" != only ]; then
   # The gpu tests pass with "skipped" where no device is usable (a driver older than the CUDA
   # runtime, say): here that is a failure, not a pass.
   for name in heter_cuda_test gpups_cuda_test collective_nccl; do
-    if grep -q "skipped" "$LOGS/$name.log"; then
+    if grep -qE "skipped: no CUDA|NCCL run skipped" "$LOGS/$name.log"; then
       echo "$name: SKIPPED, no usable CUDA device (see gpu.log and $name.log)" | tee -a "$summary"
     fi
   done
