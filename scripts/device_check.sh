@@ -29,7 +29,10 @@
 # latter again with GPUPS_WORKERS host workers on GPU 0 (ROWS default 1000000, TRAINERS
 # default 8, GPUPS_WORKERS default 8); FULL=only runs just those, for a second call on the
 # warm machine (one call may run 10 minutes at most). Every step runs even when one fails;
-# SKIP="NAME ..." leaves steps out (those a cut-short call already ran, say).
+# SKIP="NAME ..." leaves steps out (those a cut-short call already ran, say); ONLY="NAME ..."
+# runs just those (with FULL=1 for the end-to-end ones). gpups_sweep (FULL): the GPU-PS job
+# alone on GPU 0 once per GPUPS_SWEEP worker count (default "1 8 16"), with each run's
+# breakdown of the workers' time.
 #   scripts/device_check.sh [BUNDLE (default build/device_bundle.tar.xz)]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +60,9 @@ step() {
   local name=$1 limit=$2 start rc
   shift 2
   case " ${SKIP:-} " in *" $name "*) echo "$name: skipped (SKIP)" | tee -a "$summary"; return ;; esac
+  if [ -n "${ONLY:-}" ]; then
+    case " $ONLY " in *" $name "*) ;; *) return ;; esac
+  fi
   start=$(date +%s)
   timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
   rc=$?
@@ -86,11 +92,14 @@ if [ "${FULL:-0}" != only ]; then
   # The gpu tests pass with "skipped" where no device is usable (a driver older than the CUDA
   # runtime, say): here that is a failure, not a pass.
   for name in heter_cuda_test gpups_cuda_test collective_nccl; do
-    if grep -qE "skipped: no CUDA|NCCL run skipped" "$LOGS/$name.log"; then
+    if [ -f "$LOGS/$name.log" ] && grep -qE "skipped: no CUDA|NCCL run skipped" "$LOGS/$name.log"; then
       echo "$name: SKIPPED, no usable CUDA device (see gpu.log and $name.log)" | tee -a "$summary"
     fi
   done
   step heter_bench 180 "$B/bench/heter_bench/heter_bench" --config configs/ctr_dnn.yaml --device gpu
+  # The heter-trainer's capacity again with 4 lanes.
+  step heter_capacity_lanes4 60 "$B/bench/heter_bench/heter_bench" --config configs/ctr_dnn.yaml --device gpu \
+    --skip-dense --lanes 4
   step gpups_bench 180 "$B/bench/gpups_bench/gpups_bench" --config configs/ctr_dnn.yaml --device gpu --devices 1
   # The NCCL paths of the heter dense allreduce and of GPU-PS, on small jobs.
   nccl_config="$(mktemp -d)/ctr_dnn_nccl.yaml"
@@ -108,12 +117,44 @@ if [ "${FULL:-0}" != only ]; then
     step gpups_cuda_sanitizer 180 compute-sanitizer --error-exitcode 1 "$B/test/heter_trainer/gpups_cuda_test"
   fi
 fi
+# keep_jobs STEP DIR: the jobs' logs and reports of a benchmark (DIR/MODE/*log*, *.json) into
+# $LOGS/STEP, for where the time went.
+keep_jobs() {
+  local dest="$LOGS/$1" dir
+  for dir in "$2"/*/; do
+    mkdir -p "$dest/$(basename "$dir")"
+    cp "$dir"/*log* "$dir"/*.json "$dest/$(basename "$dir")/" 2>/dev/null
+  done
+  pack
+}
+# The GPU-PS job alone (2 pservers, one node on GPU 0) with 1, 8, ... host workers per device.
+gpups_sweep() {
+  local data="$B/sweep_data" dir="$LOGS/gpups_sweep" w config
+  mkdir -p "$dir"
+  [ -f "$data/data.yaml" ] ||
+    "$B/tools/datagen/fleetps-datagen" --out-dir "$data" --rows "${ROWS:-1000000}" --train-files 2 --seed 7 >/dev/null
+  for w in ${GPUPS_SWEEP:-1 8 16}; do
+    config="$dir/ctr_dnn_w$w.yaml"
+    sed -e "s/passes_per_epoch: 1}/passes_per_epoch: 1, workers_per_device: $w}/" \
+      -e "s|^\(  model_save_path:\).*|\1 \"$B/sweep_model\"|" configs/ctr_dnn.yaml >"$config"
+    env BUILD="$B" FLEETPS_EPOCHS=1 FLEETPS_TRAIN_DATA="$data/train" FLEETPS_TEST_DATA="$data/test" \
+      FLEETPS_PSERVERS=2 FLEETPS_TRAINERS=1 FLEETPS_BASE_PORT=19600 FLEETPS_CONFIG="$config" HETER_DEVICE_TYPE="${SWEEP_DEVICE:-gpu}" \
+      FLAGS_selected_gpus=0 FLEETPS_OUT="$dir/w$w" scripts/run_gpubox.sh >"$dir/w$w.log" 2>&1
+    echo "workers $w: exit $?: $(grep -h "epoch 1 done" "$dir/w$w"/workerlog.* | sed 's/.*this trainer: //')"
+  done
+}
+export B LOGS
+export -f gpups_sweep
 if [ "${FULL:-0}" != 0 ]; then
+  step gpups_sweep 280 bash -c gpups_sweep
   step heter_run 280 env BUILD="$B" bench/heter_bench/run.sh "${ROWS:-1000000}" "${TRAINERS:-8}" 1
+  keep_jobs heter_run "$B/heter_bench"
   step gpups_run 280 env BUILD="$B" bench/gpups_bench/run.sh "${ROWS:-1000000}" 1
+  keep_jobs gpups_run "$B/gpups_bench"
   # The GPU fed by several host workers (fleetps.gpups.workers_per_device).
   step gpups_run_workers 280 env BUILD="$B" GPUPS_WORKERS="${GPUPS_WORKERS:-8}" FLAGS_selected_gpus=0 \
     bench/gpups_bench/run.sh "${ROWS:-1000000}" 1
+  keep_jobs gpups_run_workers "$B/gpups_bench"
 fi
 pack
 echo "device_check: $summary and $OUT/logs.tar.gz"

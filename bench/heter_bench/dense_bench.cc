@@ -3,11 +3,15 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "fleetps/config.h"
 #include "heter_trainer/device/dense_device.h"
@@ -29,22 +33,77 @@ std::vector<float> Uniform(size_t n, uint64_t seed, float lo, float hi) {
   return v;
 }
 
-// Mean milliseconds of a training step with activation gradients on one lane of `device`
+struct StepInputs {
+  std::vector<float> activations, labels;
+};
+
+StepInputs MakeInputs(const DenseNet& net, size_t batch, uint64_t seed) {
+  StepInputs in{Uniform(batch * net.in_dim(), seed + batch, -1.0f, 1.0f), Uniform(batch, seed + batch + 1, 0.0f, 1.0f)};
+  for (float& y : in.labels) y = y < 0.25f ? 1.0f : 0.0f;
+  return in;
+}
+
+struct StepTimes {
+  double step_ms = 0;    // wall time of a step, one at a time on one lane
+  double device_ms = 0;  // of which the GEMMs and kernels on the device (GPU lanes; else 0)
+};
+
+// Mean times of a training step with activation gradients on one lane of `device`
 // (SetParams once, options.warmup_steps untimed steps, then options.steps timed ones).
-StatusOr<double> TimeSteps(heter::DenseDevice& device, const DenseNet& net, std::span<const float> params, size_t batch,
-                           const DenseBenchOptions& options) {
+StatusOr<StepTimes> TimeSteps(heter::DenseDevice& device, const DenseNet& net, std::span<const float> params,
+                              size_t batch, const DenseBenchOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<heter::DenseLane> lane, device.NewLane());
   RETURN_IF_ERROR(lane->SetParams(params));
-  const std::vector<float> activations = Uniform(batch * net.in_dim(), options.seed + batch, -1.0f, 1.0f);
-  std::vector<float> labels = Uniform(batch, options.seed + batch + 1, 0.0f, 1.0f);
-  for (float& y : labels) y = y < 0.25f ? 1.0f : 0.0f;
+  const StepInputs in = MakeInputs(net, batch, options.seed);
   std::vector<float> predictions(batch), param_grads(net.num_params()), activation_grads(batch * net.in_dim());
-  const heter::DenseStepOutput out{predictions, activation_grads, param_grads};
-  for (int i = 0; i < options.warmup_steps; ++i) RETURN_IF_ERROR(lane->Step(activations, labels, batch, out).status());
+  float device_ms = 0;
+  heter::DenseStepOutput out{predictions, activation_grads, param_grads};
+  for (int i = 0; i < options.warmup_steps; ++i) RETURN_IF_ERROR(lane->Step(in.activations, in.labels, batch, out).status());
+  out.device_ms = &device_ms;
+  double device_total = 0;
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < options.steps; ++i) RETURN_IF_ERROR(lane->Step(activations, labels, batch, out).status());
+  for (int i = 0; i < options.steps; ++i) {
+    RETURN_IF_ERROR(lane->Step(in.activations, in.labels, batch, out).status());
+    device_total += device_ms;
+  }
   const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count() / options.steps;
+  return StepTimes{elapsed.count() / options.steps, device_total / options.steps};
+}
+
+// Milliseconds per step when `lanes` threads each run options.steps steps on a lane of their
+// own at once, as a heter-trainer's lanes do: wall time over all the steps. What one device
+// gives per micro-batch once one lane's copies and host work overlap another's compute.
+StatusOr<double> TimeLanes(heter::DenseDevice& device, const DenseNet& net, std::span<const float> params,
+                           size_t batch, uint32_t lanes, const DenseBenchOptions& options) {
+  const StepInputs in = MakeInputs(net, batch, options.seed);
+  std::vector<std::unique_ptr<heter::DenseLane>> all;
+  for (uint32_t l = 0; l < lanes; ++l) {
+    ASSIGN_OR_RETURN(auto lane, device.NewLane());
+    RETURN_IF_ERROR(lane->SetParams(params));
+    all.push_back(std::move(lane));
+  }
+  std::vector<Status> results(lanes);
+  std::barrier ready(static_cast<std::ptrdiff_t>(lanes) + 1);
+  std::vector<std::thread> threads;
+  for (uint32_t l = 0; l < lanes; ++l) {
+    threads.emplace_back([&, l] {
+      std::vector<float> predictions(batch), param_grads(net.num_params()), activation_grads(batch * net.in_dim());
+      const heter::DenseStepOutput out{predictions, activation_grads, param_grads};
+      for (int i = 0; i < options.warmup_steps && results[l].ok(); ++i) {
+        results[l] = all[l]->Step(in.activations, in.labels, batch, out).status();
+      }
+      ready.arrive_and_wait();
+      for (int i = 0; i < options.steps && results[l].ok(); ++i) {
+        results[l] = all[l]->Step(in.activations, in.labels, batch, out).status();
+      }
+    });
+  }
+  ready.arrive_and_wait();
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& t : threads) t.join();
+  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+  for (const Status& st : results) RETURN_IF_ERROR(st);
+  return elapsed.count() / (static_cast<double>(options.steps) * lanes);
 }
 
 // Mean milliseconds of the BLAS calls a CPU training step of `net` with activation gradients
@@ -88,22 +147,13 @@ double TimeCpuDenseGemms(const DenseNet& net, size_t batch, int iterations) {
   return elapsed.count() / iterations;
 }
 
-void PrintRow(const char* device, size_t batch, double step_ms, double gemm_ms) {
-  const double examples_per_s = static_cast<double>(batch) / (step_ms / 1e3);
-  if (gemm_ms > 0.0) {
-    std::printf("%-6s %7zu %10.3f %10.3f %10.2f %14.0f\n", device, batch, step_ms, gemm_ms, step_ms / gemm_ms,
-                examples_per_s);
-  } else {
-    std::printf("%-6s %7zu %10.3f %10s %10s %14.0f\n", device, batch, step_ms, "-", "-", examples_per_s);
-  }
-}
-
 // One table block: every batch on `device`, with the GEMM-only time next to it (OpenBLAS's on
-// the CPU, cuBLAS's on GPU options.gpu).
+// the CPU, cuBLAS's on GPU options.gpu); on the GPU also the on-device time and the time per
+// step of several lanes at once.
 Status RunDevice(const char* name, heter::DenseDevice& device, const DenseNet& net, std::span<const float> params,
                  const DenseBenchOptions& options, bool gpu) {
   for (size_t batch : options.batches) {
-    ASSIGN_OR_RETURN(double step_ms, TimeSteps(device, net, params, batch, options));
+    ASSIGN_OR_RETURN(const StepTimes one, TimeSteps(device, net, params, batch, options));
     double gemm_ms = 0.0;
     if (!gpu) gemm_ms = TimeCpuDenseGemms(net, batch, options.steps);
 #if FLEETPS_HAVE_CUDA
@@ -111,7 +161,24 @@ Status RunDevice(const char* name, heter::DenseDevice& device, const DenseNet& n
       ASSIGN_OR_RETURN(gemm_ms, heter::TimeDenseGemms(net, batch, options.steps, options.gpu));
     }
 #endif
-    PrintRow(name, batch, step_ms, gemm_ms);
+    std::string row = fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.2f} |", name, batch, one.step_ms, gemm_ms,
+                                  one.step_ms / gemm_ms);
+    double best_ms = one.step_ms;
+    if (gpu) {
+      row += fmt::format(" {:.3f} | {:.2f} |", one.device_ms, one.device_ms / gemm_ms);
+      for (uint32_t lanes : options.lanes) {
+        ASSIGN_OR_RETURN(const double ms, TimeLanes(device, net, params, batch, lanes, options));
+        row += fmt::format(" {:.3f} |", ms);
+        best_ms = std::min(best_ms, ms);
+      }
+      row += fmt::format(" {:.2f} |", best_ms / gemm_ms);
+    } else {
+      row += " - | - |";
+      for (size_t i = 0; i < options.lanes.size(); ++i) row += " - |";
+      row += " - |";
+    }
+    row += fmt::format(" {:.0f} |", static_cast<double>(batch) / (best_ms / 1e3));
+    std::printf("%s\n", row.c_str());
     std::fflush(stdout);
   }
   return Status::OK();
@@ -133,9 +200,17 @@ int RunDenseDeviceBench(const DenseBenchOptions& options) {
   shape += options.output == OutputKind::kSoftmax2 ? "-2 (softmax2)" : "-1 (sigmoid)";
   std::printf(
       "dense step: net %s, %zu params; mean of %d steps after %d warm-up; forward, loss, backward with "
-      "activation gradients, host copies included\n",
+      "activation gradients. step: one at a time on one lane, host copies and transfers included; on device: "
+      "its GEMMs and kernels alone; N lanes: ms per step with N lanes stepping at once (threads, as the "
+      "heter-trainer's lanes)\n\n",
       shape.c_str(), net.num_params(), options.steps, options.warmup_steps);
-  std::printf("%-6s %7s %10s %10s %10s %14s\n", "device", "batch", "step ms", "gemm ms", "step/gemm", "examples/s");
+  std::string header = "| device | batch | step ms | GEMMs ms | step / GEMMs | on device ms | on device / GEMMs |";
+  std::string rule = "|---|---|---|---|---|---|---|";
+  for (uint32_t lanes : options.lanes) {
+    header += fmt::format(" {} lanes ms |", lanes);
+    rule += "---|";
+  }
+  std::printf("%s best / GEMMs | examples/s (best) |\n%s---|---|\n", header.c_str(), rule.c_str());
 
   std::unique_ptr<heter::DenseDevice> cpu = heter::MakeCpuDevice(net);
   if (Status status = RunDevice("cpu", *cpu, net, params, options, /*gpu=*/false); !status.ok()) {

@@ -23,11 +23,13 @@ struct DenseBenchOptions {
   std::vector<size_t> batches = {512, 1024, 2048, 4096, 8192};
   int warmup_steps = 3;  // untimed steps per (device, batch)
   int steps = 20;        // timed steps per (device, batch); the mean is printed
+  std::vector<uint32_t> lanes = {2, 4};  // GPU: lanes stepping at once, one column each
   int gpu = 0;           // CUDA device index (among the visible ones)
   uint64_t seed = 1;     // parameters and inputs
 };
 
-// Prints the table (device, batch, step ms, gemm ms, step/gemm, examples/s) to stdout;
+// Prints the table (device, batch, step ms, GEMMs ms, step / GEMMs; on the GPU the on-device
+// time and the time per step of `lanes` lanes at once; examples/s at the best) to stdout;
 // "gpu: skipped (no CUDA device visible)" when there is no GPU. Returns 0, or 1 after
 // printing the error when a device fails.
 int RunDenseDeviceBench(const DenseBenchOptions& options);

@@ -2,7 +2,7 @@
 //
 //   heter_bench --config configs/ctr_dnn.yaml [--device cpu|gpu] [--senders 1,2,4,8]
 //               [--batch 512] [--inflight 2] [--lanes 2] [--seconds 3] [--skip-dense]
-//               [--dense-batches 512,1024,2048,4096,8192]
+//               [--dense-batches 512,1024,2048,4096,8192] [--dense-lanes 2,4]
 //
 // 1. Dense device: the mean time of one training step of the job's DenseNet (forward, loss,
 //    backward, copies) per micro-batch size on the CPU device and, when a GPU is visible, on
@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <random>
@@ -106,6 +107,16 @@ StatusOr<Served> Feed(const trainer::HeterClientOptions& base, uint32_t senders,
   return out;
 }
 
+// The value of the sample `name` (no labels) in a Prometheus text page; 0 when absent.
+double Sample(const std::string& text, const std::string& name) {
+  size_t at = 0;
+  while ((at = text.find(name + " ", at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') return std::strtod(text.c_str() + at + name.size() + 1, nullptr);
+    at += name.size();
+  }
+  return 0;
+}
+
 int Fail(const Status& st) {
   std::fprintf(stderr, "heter_bench: %s\n", st.ToString().c_str());
   return 1;
@@ -118,6 +129,7 @@ int main(int argc, char** argv) {
   std::string config_path = "configs/ctr_dnn.yaml", device = "cpu";
   std::vector<uint32_t> senders = {1, 2, 4, 8};
   std::vector<size_t> dense_batches = {512, 1024, 2048, 4096, 8192};
+  std::vector<uint32_t> dense_lanes = {2, 4};
   uint32_t batch = 512, inflight = 2, lanes = 2;
   double seconds = 3;
   bool skip_dense = false;
@@ -132,6 +144,7 @@ int main(int argc, char** argv) {
   cli.add_option("--lanes", lanes, "heter-trainer lanes");
   cli.add_option("--seconds", seconds, "per capacity row");
   cli.add_option("--dense-batches", dense_batches, "micro-batch sizes of the dense device table")->delimiter(',');
+  cli.add_option("--dense-lanes", dense_lanes, "GPU: lanes stepping at once, a column each")->delimiter(',');
   cli.add_flag("--skip-dense", skip_dense, "skip the dense device table");
   CLI11_PARSE(cli, argc, argv);
   spdlog::set_level(spdlog::level::warn);
@@ -144,6 +157,7 @@ int main(int argc, char** argv) {
     d.hidden_sizes = job->model.fc_sizes;
     d.output = job->model.output;
     d.batches = dense_batches;
+    d.lanes = dense_lanes;
     d.gpu = gpu;
     std::printf("== dense device step (job %s: in %zu, hidden", config_path.c_str(), d.in_dim);
     for (uint32_t h : d.hidden_sizes) std::printf(" %u", h);
@@ -189,12 +203,21 @@ int main(int argc, char** argv) {
   co.io_threads = 1;
   std::printf("== heter-trainer capacity (%s device, %u lanes, micro-batch %u, %u in flight per sender, %.0f s)\n",
               device.c_str(), lanes, batch, inflight, seconds);
-  std::printf("| senders | examples/s served | per sender | mean round trip ms |\n|---|---|---|---|\n");
+  std::printf("| senders | examples/s served | per sender | mean round trip ms | lane step ms (heter-trainer) | "
+              "lanes busy |\n|---|---|---|---|---|---|\n");
   for (uint32_t n : senders) {
+    // The heter-trainer's own account: its lanes' step time (fleetps_heter_step_seconds).
+    const std::string before = heter.MetricsText();
+    const auto fed = Clock::now();
     auto served = Feed(co, n, batch, inflight, seconds);
     if (!served.ok()) return Fail(served.status());
-    std::printf("| %u | %.0f | %.0f | %.2f |\n", n, served->examples_per_s, served->examples_per_s / n,
-                served->mean_round_trip_ms);
+    const double wall = std::chrono::duration<double>(Clock::now() - fed).count();
+    const std::string after = heter.MetricsText();
+    const double step_s = Sample(after, "fleetps_heter_step_seconds_sum") - Sample(before, "fleetps_heter_step_seconds_sum");
+    const double steps = Sample(after, "fleetps_heter_step_seconds_count") - Sample(before, "fleetps_heter_step_seconds_count");
+    std::printf("| %u | %.0f | %.0f | %.2f | %.3f | %.0f%% |\n", n, served->examples_per_s,
+                served->examples_per_s / n, served->mean_round_trip_ms, steps > 0 ? 1e3 * step_s / steps : 0.0,
+                100.0 * step_s / (wall * lanes));
     std::fflush(stdout);
   }
   heter.Shutdown();

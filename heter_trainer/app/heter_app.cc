@@ -179,6 +179,8 @@ int HeterApp::exit_code() const {
   return exit_code_;
 }
 
+std::string HeterApp::MetricsText() const { return registry_ ? registry_->Serialize() : std::string(); }
+
 void HeterApp::SweepLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return shutdown_requested_; })) {

@@ -66,6 +66,7 @@ class HeterApp {
   Status Start();
   uint16_t port() const;
   uint16_t metrics_port() const;  // the /metrics port (0: off)
+  std::string MetricsText() const;  // the /metrics page (Prometheus text), served or not
   void WaitForShutdown(bool handle_signals);
   void RequestShutdown(const std::string& reason);
   void Shutdown();

@@ -99,6 +99,7 @@ class CudaLane : public DenseLane {
   DeviceBuffer<float> params_;            // [num_params]
   PinnedBuffer<float> params_staging_;    // [num_params]
   Event params_staged_;                   // recorded after the upload reads params_staging_
+  Event compute_start_, compute_end_;     // timing: around a step's GEMMs and kernels (device_ms)
   size_t params_size_ = 0;                // num_params once SetParams succeeded, else 0
   DeviceBuffer<double> loss_block_sums_;  // [kMaxLossBlocks]
 
@@ -138,6 +139,8 @@ StatusOr<std::unique_ptr<DenseLane>> CudaLane::Create(const DenseNet& net, int g
   ASSIGN_OR_RETURN(lane->params_, DeviceBuffer<float>::Allocate(gpu, net.num_params()));
   ASSIGN_OR_RETURN(lane->params_staging_, PinnedBuffer<float>::Allocate(net.num_params()));
   ASSIGN_OR_RETURN(lane->params_staged_, Event::Create(gpu, /*timing=*/false));
+  ASSIGN_OR_RETURN(lane->compute_start_, Event::Create(gpu, /*timing=*/true));
+  ASSIGN_OR_RETURN(lane->compute_end_, Event::Create(gpu, /*timing=*/true));
   ASSIGN_OR_RETURN(lane->loss_block_sums_, DeviceBuffer<double>::Allocate(gpu, kMaxLossBlocks));
   return std::unique_ptr<DenseLane>(std::move(lane));
 }
@@ -225,6 +228,8 @@ StatusOr<float> CudaLane::RunStep(std::span<const float> activations, std::span<
   }
   RETURN_IF_CUDA_ERROR(
       cudaMemcpyAsync(inputs_.data(), staged_inputs, input_floats * sizeof(float), cudaMemcpyHostToDevice, stream));
+  const bool timed = out.device_ms != nullptr;
+  if (timed) RETURN_IF_ERROR(compute_start_.Record(stream));
 
   RETURN_IF_ERROR(QueueForward(batch));
   const float* logits = LayerOutput(net_.layers().size() - 1, batch);
@@ -241,9 +246,13 @@ StatusOr<float> CudaLane::RunStep(std::span<const float> activations, std::span<
     RETURN_IF_ERROR(QueueBackward(batch, activation_grads, layout));
     output_floats = activation_grads ? layout.total : layout.activation_grads;
   }
+  if (timed) RETURN_IF_ERROR(compute_end_.Record(stream));
   RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(outputs_staging_.data(), device_outputs, output_floats * sizeof(float),
                                        cudaMemcpyDeviceToHost, stream));
   RETURN_IF_ERROR(stream_.Synchronize());
+  if (timed) {
+    ASSIGN_OR_RETURN(*out.device_ms, Event::ElapsedMs(compute_start_, compute_end_));
+  }
 
   const float* staged = outputs_staging_.data();
   std::memcpy(out.predictions.data(), staged + layout.predictions, out.predictions.size_bytes());

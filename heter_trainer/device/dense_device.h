@@ -37,6 +37,9 @@ struct DenseStepOutput {
   std::span<float> predictions;       // [batch]: click probability per example
   std::span<float> activation_grads;  // [batch x in_dim]: d(mean loss)/d(activations); empty = not wanted
   std::span<float> param_grads;       // [num_params]: d(mean loss)/d(params); empty = forward only
+  // When set, a GPU lane writes the step's time on the device between its input copy and its
+  // output copy (the GEMMs and kernels alone), in ms; the CPU lane leaves it alone.
+  float* device_ms = nullptr;
 };
 
 class DenseLane {

@@ -85,7 +85,10 @@ FLEETPS_HOST_DEVICE inline float Clip(const PassRule& r, float w) {
   return w < r.bound_min ? r.bound_min : (r.bound_max < w ? r.bound_max : w);
 }
 
-FLEETPS_HOST_DEVICE inline float FlushSubnormal(float x) { return x < 1.17549435e-38f ? 0.0f : x; }
+// 0 for a subnormal x (of either sign), else x: adam.cc's.
+FLEETPS_HOST_DEVICE inline float FlushSubnormal(float x) {
+  return x < 1.17549435e-38f && x > -1.17549435e-38f ? 0.0f : x;
+}
 
 // Optimizer::UpdateSpan on n weights.
 FLEETPS_HOST_DEVICE inline void UpdateSpan(const PassRule& r, float* w, float* element, float* shared,
@@ -109,8 +112,8 @@ FLEETPS_HOST_DEVICE inline void UpdateSpan(const PassRule& r, float* w, float* e
       float& m = element[2 * i];
       float& v = element[2 * i + 1];
       const float g = grad[i];
-      m = Add(Mul(r.beta1, m), Mul(Sub(1.0f, r.beta1), g));
-      v = Add(Mul(r.beta2, v), Mul(Mul(Sub(1.0f, r.beta2), g), g));
+      m = FlushSubnormal(Add(Mul(r.beta1, m), Mul(Sub(1.0f, r.beta1), g)));
+      v = FlushSubnormal(Add(Mul(r.beta2, v), Mul(Mul(Sub(1.0f, r.beta2), g), g)));
       w[i] = Clip(r, Sub(w[i], Mul(lr_t, Div(m, Add(Sqrt(v), r.epsilon)))));
     }
     b1 = FlushSubnormal(Mul(b1, r.beta1));

@@ -52,6 +52,7 @@ struct WorkerState {
   std::vector<float> predictions;  // heter mode: the answer's; GPU-PS: the device's (stepped)
   bool stepped = false;            // the last step's predictions are in `predictions`, not ws
   double dense_seconds = 0;
+  double read_seconds = 0, pull_seconds = 0, push_seconds = 0, end_step_seconds = 0;  // PassReport's
 };
 
 // Heter mode: one micro-batch from its read to its sparse push. The request's spans point
@@ -140,9 +141,11 @@ struct Trainer::Impl {
   // One training step.
   StatusOr<float> Step(uint32_t worker, const data::Batch& batch, WorkerState& w) {
     RETURN_IF_ERROR(BuildActivations(batch, w, [&](std::span<const uint64_t> keys, float* rows) {
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = Clock::now();
       Status st = sync->PullSparse(worker, keys, rows);
-      series.pull.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const double seconds = Seconds(t0);
+      series.pull.Observe(seconds);
+      w.pull_seconds += seconds;
       return st;
     }));
     RETURN_IF_ERROR(sync->DenseParams(worker, &w.params));
@@ -176,9 +179,11 @@ struct Trainer::Impl {
       w.keys.clear();
       w.key_grads.clear();
     }
-    const auto push_start = std::chrono::steady_clock::now();
+    const auto push_start = Clock::now();
     RETURN_IF_ERROR(sync->Push(worker, StepGrads{w.keys, w.key_grads, w.shows, w.clicks, w.param_grads}));
-    series.push.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - push_start).count());
+    const double push_seconds = Seconds(push_start);
+    series.push.Observe(push_seconds);
+    w.push_seconds += push_seconds;
     return loss;
   }
 
@@ -211,7 +216,9 @@ struct Trainer::Impl {
       w.keys.clear();
       w.key_grads.clear();
     }
+    const auto push_start = Clock::now();
     RETURN_IF_ERROR(sync->Push(worker, StepGrads{w.keys, w.key_grads, w.shows, w.clicks, {}}));
+    w.push_seconds += Seconds(push_start);
     return answer->loss;
   }
 
@@ -401,6 +408,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   auto interval_start = start;
   const uint32_t threads = options_.worker_threads;
   std::vector<WorkerState> states(threads);
+  double pass_sync_seconds = 0;  // begin_pass and the flushes
 
   impl.series.epoch.Set(epoch);
   std::vector<CurvePoint> curve;  // guarded by mu
@@ -483,7 +491,9 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     data::Batch batch;
     bool done = false;
     while (!done && !failed) {
+      auto t0 = Clock::now();
       auto has = dataset.NextBatch(&batch);
+      ws.read_seconds += Seconds(t0);
       Status st = has.status();
       const bool got = st.ok() && *has && !batch.empty();
       if (st.ok() && got) {
@@ -493,7 +503,9 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
       }
       if (st.ok()) {
         // Sync mode keeps every worker stepping until all are out of data.
+        t0 = Clock::now();
         auto all_done = impl.sync->EndStep(w, !got);
+        ws.end_step_seconds += Seconds(t0);
         st = all_done.status();
         done = st.ok() && *all_done;
       }
@@ -515,7 +527,9 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
           slot = std::move(free.front());
           free.pop_front();
         }
+        const auto t0 = Clock::now();
         auto has = dataset.NextBatch(&slot->batch);
+        states[w].read_seconds += Seconds(t0);
         Status st = has.status();
         if (st.ok() && *has && !slot->batch.empty()) {
           st = impl.BeginHeterStep(w, *slot);
@@ -541,7 +555,9 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
         record(*loss, slot->state.predictions, slot->batch);
       }
       states[w].dense_seconds += slot->state.dense_seconds;
+      states[w].push_seconds += slot->state.push_seconds;
       slot->state.dense_seconds = 0;
+      slot->state.push_seconds = 0;
       free.push_back(std::move(slot));
     }
   };
@@ -549,7 +565,9 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     std::string where = "trainer " + std::to_string(options_.trainer_id) + " epoch " + std::to_string(epoch);
     if (passes > 1) where += " pass " + std::to_string(pass + 1) + "/" + std::to_string(passes);
     if (parted != nullptr) parted->SetPassPart(pass, passes);
+    auto pass_start = Clock::now();
     RETURN_IF_ERROR(impl.sync->BeginPass(dataset).WithContext(where + " begin_pass"));
+    pass_sync_seconds += Seconds(pass_start);
     RETURN_IF_ERROR(dataset.StartPass());
     std::vector<std::thread> pool;
     for (uint32_t w = 0; w < threads; ++w) {
@@ -564,11 +582,15 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     dataset.EndPass();
     RETURN_IF_ERROR(first_error.WithContext(where));
     // The last pass ends with the epoch's Flush below.
+    pass_start = Clock::now();
     if (pass + 1 < passes) RETURN_IF_ERROR(impl.sync->Flush().WithContext(where + " end_pass"));
+    pass_sync_seconds += Seconds(pass_start);
   }
   impl.examples_before_epoch += examples;
   impl.last_epoch_examples = examples.load();
+  const auto flush_start = Clock::now();
   RETURN_IF_ERROR(impl.sync->Flush());
+  pass_sync_seconds += Seconds(flush_start);
   if (heter_ != nullptr) RETURN_IF_ERROR(heter_->Flush().WithContext("flushing the heter-trainers' dense gradients"));
   if (impl.collective != nullptr) {
     spdlog::info("trainer {} epoch {}: {} steps on {} ranks, {:.2f} s waiting for allreduces, parameter checksum {}",
@@ -582,7 +604,14 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   report.cpu_seconds = metrics::ProcessCpuSeconds() - cpu_start;
   report.examples = examples;
   report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);
-  for (const auto& s : states) report.dense_compute_sec += s.dense_seconds;
+  for (const auto& s : states) {
+    report.dense_compute_sec += s.dense_seconds;
+    report.read_sec += s.read_seconds;
+    report.pull_sec += s.pull_seconds;
+    report.push_sec += s.push_seconds;
+    report.end_step_sec += s.end_step_seconds;
+  }
+  report.pass_sync_sec = pass_sync_seconds;
   report.skipped_lines = dataset.stats().bad_lines;
   report.curve = std::move(curve);
   ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("epoch-" + std::to_string(epoch), epoch_auc));

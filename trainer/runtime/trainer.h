@@ -69,6 +69,15 @@ struct PassReport {
   double examples_per_sec = 0;     // this trainer's
   double dense_compute_sec = 0;    // summed over worker threads: DenseNet forward/backward
                                    // (heter mode: waiting for the heter-trainers' answers)
+  // Where else the worker threads' time went, seconds summed over them (training passes):
+  double read_sec = 0;      // waiting for the next batch (the readers' queue, a memory copy)
+  double pull_sec = 0;      // sparse pulls (GPU-PS: the pass table's lookups)
+  double push_sec = 0;      // handing a step's gradients over (GPU-PS: the merge, the table's
+                            // updates and the dense replica's optimizer step)
+  double end_step_sec = 0;  // the end-of-step synchronisation (sync, collective and GPU-PS
+                            // modes: waiting for the other workers and the dense allreduce)
+  double pass_sync_sec = 0; // wall time of begin_pass and the final flush (GPU-PS: building the
+                            // pass table and writing its rows back)
   uint64_t skipped_lines = 0;      // bad lines skipped (skip_bad_lines)
   double cpu_seconds = 0;          // this process's CPU time (user + system, every thread) in the pass
   std::vector<CurvePoint> curve;   // training passes: the per-interval loss/AUC curve

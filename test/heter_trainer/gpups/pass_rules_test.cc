@@ -17,9 +17,10 @@
 namespace fleetps::heter {
 namespace {
 
-// Pushes random gradients, shows and clicks to 50 rows for 300 steps through both rules;
-// every row, and every decision to extend it, must agree bitwise.
-void CompareRules(const TableOptions& t) {
+// Pushes random gradients, shows and clicks to 50 rows for `steps` steps through both rules;
+// every row, and every decision to extend it, must agree bitwise. From step `fade` on, the
+// gradients are 0 and only rows 0-4 are pushed (their optimizer state decays).
+void CompareRules(const TableOptions& t, int steps = 300, int fade = -1) {
   auto parts = server::BuildTableParts(t, TableKind::kSparse, 0, 1);
   REQUIRE(parts.ok());
   const server::RowAccessor accessor(t.accessor, static_cast<uint32_t>(t.dim), *parts->optimizer);
@@ -36,9 +37,10 @@ void CompareRules(const TableOptions& t) {
   rules = host;
   std::vector<float> grad(dim), initial(dim);
   uint32_t extended = 0;
-  for (int step = 0; step < 300; ++step) {
-    const uint32_t r = rng() % 50;
-    for (auto& g : grad) g = u(rng);
+  for (int step = 0; step < steps; ++step) {
+    const bool fading = fade >= 0 && step >= fade;
+    const uint32_t r = fading ? step % 5 : rng() % 50;
+    for (auto& g : grad) g = fading ? 0.0f : u(rng);
     const float show = static_cast<float>(1 + rng() % 2), click = static_cast<float>(rng() % 2);
     float* a = host.data() + size_t{r} * floats;
     float* b = rules.data() + size_t{r} * floats;
@@ -68,6 +70,13 @@ TEST_CASE("Pass table rules = RowAccessor: Adagrad, CTR rows extended lazily, bo
 
 TEST_CASE("Pass table rules = RowAccessor: Adam, CTR rows, weight decay and bounds") {
   CompareRules(RuleTable(OptimizerKind::kAdam, true, 0.1f, true));
+}
+
+TEST_CASE("Pass table rules = RowAccessor: Adam moments decaying into subnormals (flushed to 0 by both)") {
+  TableOptions t = RuleTable(OptimizerKind::kAdam, false, 0.0f, false);
+  t.optimizer.beta1 = 0.5f;  // m of a row pushed zeros reaches subnormals in ~130 pushes
+  t.optimizer.beta2 = 0.5f;
+  CompareRules(t, 1500, 300);
 }
 
 }  // namespace
