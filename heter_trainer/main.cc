@@ -16,6 +16,8 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include "common/config/heter_config.h"
 #include "common/logging.h"
@@ -36,39 +38,44 @@ int Fail(const fleetps::Status& st) {
 
 }  // namespace
 
+// The command line's overrides of a GPU-PS job (empty: the YAML's or the environment's).
+struct GpuBoxFlags {
+  std::string device, gpus, servers, log_level, train_data, test_data, merge, reader_type;
+  std::optional<uint32_t> epochs;
+  std::optional<uint16_t> metrics_port;
+};
+
 // GPU-PS pass mode: the job YAML read as a trainer reads it, then the gpubox job.
-int GpuBoxMain(const std::string& config_path, const std::string& device, const std::string& gpus,
-               const std::string& servers, const std::string& log_level, const fleetps::trainer::JobFlags& flags,
-               const std::string& train_data, const std::string& test_data, std::optional<uint32_t> epochs,
-               const std::string& merge, std::optional<uint16_t> metrics_port) {
+int GpuBoxMain(const std::string& config_path, const GpuBoxFlags& f, const fleetps::trainer::JobFlags& flags) {
   using namespace fleetps;
   auto options = config::LoadTrainerYaml(config_path);
   if (!options.ok()) return Fail(options.status());
   options->sync_mode = config::SyncMode::kGpuBox;
   if (auto st = config::ApplyTrainerEnv(config::ProcessEnv(), &*options); !st.ok()) return Fail(st);
-  if (!servers.empty()) {
-    auto eps = net::ParseEndpointList(servers);
+  if (!f.servers.empty()) {
+    auto eps = net::ParseEndpointList(f.servers);
     if (!eps.ok()) return Fail(eps.status().WithContext("--servers"));
     options->pservers = *eps;
   }
-  if (!device.empty()) options->gpups.device = device;
-  if (!gpus.empty()) {
-    auto list = config::ParseUintList(gpus, "--gpus");
+  if (!f.device.empty()) options->gpups.device = f.device;
+  if (!f.gpus.empty()) {
+    auto list = config::ParseUintList(f.gpus, "--gpus");
     if (!list.ok()) return Fail(list.status());
     options->gpups.devices.assign(list->begin(), list->end());
   }
-  if (!train_data.empty()) options->data.train_paths = {train_data};
-  if (!test_data.empty()) options->data.test_paths = {test_data};
-  if (epochs) options->epochs = *epochs;
-  if (!merge.empty()) options->gpups.average_merge = merge == "average";
-  if (!log_level.empty()) options->log_level = log_level;
+  if (!f.train_data.empty()) options->data.train_paths = {f.train_data};
+  if (!f.test_data.empty()) options->data.test_paths = {f.test_data};
+  if (f.epochs) options->epochs = *f.epochs;
+  if (!f.merge.empty()) options->gpups.average_merge = f.merge == "average";
+  if (!f.reader_type.empty()) config::DatasetKindFromName(f.reader_type, &options->data.dataset);  // checked by CLI11
+  if (!f.log_level.empty()) options->log_level = f.log_level;
   if (auto st = config::ValidateTrainerOptions(*options); !st.ok()) return Fail(st);
   if (auto st = SetUpLogging({options->log_level, "gpups:" + std::to_string(options->trainer_id)}); !st.ok()) {
     return Fail(st);
   }
   // Opt-in /metrics, as cpu-trainer's (--metrics-port or FLEETPS_TRAINER_METRICS_PORT): the
   // training series and the passes'.
-  auto port = trainer::TrainerMetricsPort(metrics_port, config::ProcessEnv());
+  auto port = trainer::TrainerMetricsPort(f.metrics_port, config::ProcessEnv());
   if (!port.ok()) return Fail(port.status());
   metrics::Registry metrics_registry;
   std::unique_ptr<net::HttpEndpoint> metrics_endpoint;
@@ -118,29 +125,34 @@ int main(int argc, char** argv) {
   cli.add_option("--metrics-port", metrics_port,
                  "serve /metrics, /healthz, /readyz on this port (overrides FLEETPS_HETER_METRICS_PORT; 0: off); "
                  "gpubox: as cpu-trainer's (overrides FLEETPS_TRAINER_METRICS_PORT; 0: any free port)");
-  std::string sync_mode, gpus, train_data, test_data, merge;
-  std::optional<uint32_t> epochs;
+  std::string sync_mode;
+  GpuBoxFlags gpubox;
   trainer::JobFlags flags;
   cli.add_option("--sync-mode", sync_mode, "gpubox: GPU-PS pass mode (overrides runner.sync_mode)")
       ->check(CLI::IsMember({"gpubox"}));
-  cli.add_option("--gpus", gpus, "gpubox: devices, e.g. 0,1 (overrides FLAGS_selected_gpus)");
-  cli.add_option("--train-data", train_data, "gpubox: training file or directory (overrides runner.train_data_dir)");
-  cli.add_option("--test-data", test_data, "gpubox: test file or directory (overrides runner.test_data_dir)");
-  cli.add_option("--epochs", epochs, "gpubox: passes over the training data (overrides runner.epochs)");
+  cli.add_option("--gpus", gpubox.gpus, "gpubox: devices, e.g. 0,1 (overrides FLAGS_selected_gpus)");
+  cli.add_option("--train-data", gpubox.train_data,
+                 "gpubox: training file or directory (overrides runner.train_data_dir)");
+  cli.add_option("--test-data", gpubox.test_data, "gpubox: test file or directory (overrides runner.test_data_dir)");
+  cli.add_option("--epochs", gpubox.epochs, "gpubox: passes over the training data (overrides runner.epochs)");
+  cli.add_option("--reader-type", gpubox.reader_type,
+                 "gpubox: QueueDataset | InMemoryDataset (overrides runner.reader_type; InMemoryDataset parses the "
+                 "data once, QueueDataset twice per pass: for the pass's keys, then to train)")
+      ->check(CLI::IsMember({"QueueDataset", "InMemoryDataset", "InmemoryDataset"}));
   cli.add_option("--report", flags.report_path,
                  "gpubox: write a JSON summary here ({trainer_id} is replaced by the trainer's id)");
-  cli.add_option("--merge", merge, "gpubox: add | average (overrides fleetps.gpups.merge)")
+  cli.add_option("--merge", gpubox.merge, "gpubox: add | average (overrides fleetps.gpups.merge)")
       ->check(CLI::IsMember({"add", "average"}));
   cli.set_version_flag("--version", std::string("heter-trainer (fleetps) ") + FLEETPS_VERSION);
   CLI11_PARSE(cli, argc, argv);
 
-  if (sync_mode == "gpubox") {
-    return GpuBoxMain(config_path, device, gpus, servers, log_level, flags, train_data, test_data, epochs, merge,
-                      metrics_port);
-  }
+  gpubox.device = device;
+  gpubox.servers = servers;
+  gpubox.log_level = log_level;
+  gpubox.metrics_port = metrics_port;
+  if (sync_mode == "gpubox") return GpuBoxMain(config_path, gpubox, flags);
   if (auto job = config::LoadTrainerYaml(config_path); job.ok() && job->gpubox_mode()) {
-    return GpuBoxMain(config_path, device, gpus, servers, log_level, flags, train_data, test_data, epochs, merge,
-                      metrics_port);
+    return GpuBoxMain(config_path, gpubox, flags);
   }
 
   auto options = config::LoadHeterTrainerYaml(config_path);

@@ -14,7 +14,10 @@
 # default 1), FLEETPS_EPOCHS, FLEETPS_BASE_PORT, FLEETPS_OUT, FLEETPS_SKIP_SETUP), plus
 # HETER_DEVICE_TYPE (gpu|cpu; default gpu when a GPU is visible) and FLAGS_selected_gpus
 # (default: every visible GPU, or 0,1 on the host twin), FLEETPS_GPUPS_MERGE (add|average:
-# how end_pass combines rows several nodes trained; default the YAML's fleetps.gpups.merge).
+# how end_pass combines rows several nodes trained; default the YAML's fleetps.gpups.merge),
+# FLEETPS_READER_TYPE (default InMemoryDataset, as PaddleRec's gpubox configs: the data is
+# parsed once, then each pass collects its keys and trains from memory; QueueDataset parses
+# the files twice per pass).
 # The job YAML's runner.sync_mode may say anything: the trainers run it as gpubox.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +51,8 @@ fi
 extra=()
 if [ -n "${FLEETPS_EPOCHS:-}" ]; then extra+=(--epochs "$FLEETPS_EPOCHS"); fi
 if [ -n "${FLEETPS_GPUPS_MERGE:-}" ]; then extra+=(--merge "$FLEETPS_GPUPS_MERGE"); fi
+# The pass's data in memory, parsed once (PaddleRec's gpubox configs: InmemoryDataset).
+extra+=(--reader-type "${FLEETPS_READER_TYPE:-InMemoryDataset}")
 echo "== $TRAINERS GPU-PS trainer(s) on $HETER_DEVICE_TYPE devices $FLAGS_selected_gpus"
 TRAINER_BIN="$BUILD/heter_trainer/heter-trainer"
 cluster_launch --server_num "$PSERVERS" "${workers[@]}" -- --sync-mode gpubox --device "$HETER_DEVICE_TYPE" \

@@ -239,6 +239,16 @@ bool DataFormatFromName(std::string_view name, DataFormat* out) {
   return false;
 }
 
+bool DatasetKindFromName(std::string_view name, DatasetKind* out) {
+  for (const auto& [spelling, value] : kDatasetKinds) {
+    if (spelling == name) {
+      *out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string_view DatasetKindName(DatasetKind kind) {
   for (const auto& [name, value] : kDatasetKinds) {
     if (value == kind) return name;

@@ -56,6 +56,8 @@ std::string_view DataFormatName(DataFormat format);  // "rank_dnn" | "multislot"
 // The format named `name` (a DataFormatName spelling); false when there is none.
 bool DataFormatFromName(std::string_view name, DataFormat* out);
 std::string_view DatasetKindName(DatasetKind kind);  // "QueueDataset" | "InMemoryDataset"
+// False for a name that is not a reader_type (QueueDataset, InMemoryDataset, InmemoryDataset).
+bool DatasetKindFromName(std::string_view name, DatasetKind* out);
 
 struct DataOptions {
   // `data_format`: rank_dnn | multislot | slot_dnn. Default rank_dnn.

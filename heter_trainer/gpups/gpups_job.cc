@@ -48,6 +48,11 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
                "{} dense ranks in all",
                o.trainer_id, o.trainers_num, devices, table->device_name(), o.gpups.workers_per_device,
                workers * o.trainers_num);
+  if (o.data.dataset == config::DatasetKind::kQueue) {
+    spdlog::info("trainer {}: reader_type QueueDataset parses the data twice per pass (its keys, then training); "
+                 "InMemoryDataset (--reader-type) parses it once, as Paddle's load_into_memory",
+                 o.trainer_id);
+  }
   const bool gpus = table->device_name() == "cuda";
   ASSIGN_OR_RETURN(auto comms, MakeDeviceCommunicators(o, workers, gpus, client_options.rpc.auth_key));
   config::TrainerOptions job = o;

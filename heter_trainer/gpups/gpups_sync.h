@@ -119,6 +119,12 @@ class GpuPsSync : public trainer::ParamSync {
   std::vector<MergeBuffer> merge_;  // per worker; each touched only by its worker
 };
 
+// The distinct keys of the batches of one pass of `dataset` (StartPass .. EndPass), read by
+// `threads` threads at once: each files a batch's keys by their hash into partitions of its
+// own, then each thread merges one partition of every thread's. Each key once, in no
+// particular order.
+StatusOr<std::vector<uint64_t>> CollectPassKeys(data::Dataset& dataset, uint32_t threads);
+
 // Communicators for the `workers` workers of this trainer (devices x workers_per_device):
 // rank trainer_id * workers + w of trainers * workers. A local group
 // (trainer/collective/local_group.h): the workers sum their host replicas in memory, and the

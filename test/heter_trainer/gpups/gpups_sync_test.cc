@@ -21,6 +21,8 @@
 #include "server/app/app.h"
 #include "server/table/table_set.h"
 #include "test/support/process.h"
+#include "test/trainer/data/data_test_util.h"
+#include "trainer/data/queue_dataset.h"
 #include "trainer/client/ps_client.h"
 
 namespace fleetps::heter {
@@ -221,6 +223,52 @@ void TrainPass(std::vector<std::unique_ptr<PassTrainer>>& trainers,
 }
 
 constexpr uint32_t kShow = 0, kClick = 1, kUnseen = 2, kDeltaScore = 3;
+
+TEST_CASE("begin_pass's key collection: every distinct key of the pass once, with 1 to 8 threads, pass after pass") {
+  // The rank_dnn sample (PaddleRec's own lines) in three files, read by two reader threads.
+  data::testing::TempDir dir;
+  const auto lines = data::testing::ReadLines(data::testing::kRankDnnSample);
+  std::vector<std::string> files;
+  for (size_t f = 0; f < 3; ++f) {
+    std::vector<std::string> part;
+    for (size_t i = f; i < lines.size(); i += 3) part.push_back(lines[i]);
+    files.push_back(dir.Write("part" + std::to_string(f), part));
+  }
+  config::DataOptions options = data::testing::RankDnnOptions();
+  options.thread_num = 2;
+  data::QueueDataset dataset(options, files, 7);
+  // The reference: one thread reads the pass and keeps the set of ids.
+  std::set<uint64_t> expected;
+  REQUIRE(dataset.StartPass().ok());
+  data::Batch batch;
+  while (true) {
+    auto has = dataset.NextBatch(&batch);
+    REQUIRE(has.ok());
+    if (!*has) break;
+    for (const auto& slot : batch.slots) expected.insert(slot.ids.begin(), slot.ids.end());
+  }
+  dataset.EndPass();
+  REQUIRE(expected.size() > 500);  // the sample's 80 lines carry ~26 ids each, mostly distinct
+  for (uint32_t threads : {1u, 3u, 8u}) {
+    auto keys = CollectPassKeys(dataset, threads);
+    REQUIRE(keys.ok());
+    INFO(threads << " threads");
+    CHECK(keys->size() == expected.size());  // none twice
+    CHECK(std::set<uint64_t>(keys->begin(), keys->end()) == expected);
+  }
+}
+
+TEST_CASE("begin_pass's key collection: a malformed line fails it with the file and line, nothing hangs") {
+  data::testing::TempDir dir;
+  auto lines = data::testing::ReadLines(data::testing::kRankDnnSample);
+  lines.resize(20);
+  lines[13] = "click:1 dense_feature:0.1 1:not_a_number";
+  const std::string file = dir.Write("bad", lines);
+  data::QueueDataset dataset(data::testing::RankDnnOptions(), {file}, 4);
+  auto keys = CollectPassKeys(dataset, 4);
+  REQUIRE_FALSE(keys.ok());
+  CHECK_THAT(keys.status().message(), Catch::Contains("reading the pass's keys") && Catch::Contains("bad:14"));
+}
 
 TEST_CASE("One trainer, two workers (two devices, or one device with two workers): after end_pass the pservers "
           "hold exactly the reference rows") {
