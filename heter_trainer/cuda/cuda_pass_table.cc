@@ -216,17 +216,8 @@ class CudaPassTable : public PassTable {
       RETURN_IF_CUDA_ERROR(cudaMemcpy(begin.data(), s.begin.data(), begin.size() * 4, cudaMemcpyDeviceToHost));
       RETURN_IF_CUDA_ERROR(cudaMemcpy(stats.data(), s.pass_stats.data(), stats.size() * 4, cudaMemcpyDeviceToHost));
       RETURN_IF_CUDA_ERROR(cudaMemcpy(touched.data(), s.touched.data(), n, cudaMemcpyDeviceToHost));
-      for (size_t r = 0; r < n; ++r) {
-        if (!touched[r]) continue;
-        const float* row = rows.data() + r * row_floats_;
-        const float* start = begin.data() + r * row_floats_;
-        out->keys.push_back(s.keys[r]);
-        out->begin.insert(out->begin.end(), start, start + core_);
-        out->end.insert(out->end.end(), row, row + core_);
-        if (accessor_.ctr()) out->extended.push_back(accessor_.Extended(row) ? 1 : 0);
-        out->shows.push_back(stats[r]);
-        out->clicks.push_back(stats[n + r]);
-      }
+      AppendTouchedRows(accessor_, s.keys, touched.data(), rows.data(), begin.data(), stats.data(),
+                        stats.data() + n, out);
     }
     return Status::OK();
   }

@@ -128,18 +128,8 @@ class HostPassTable : public PassTable {
     *out = PassRows{};
     for (const auto& sp : shards_) {
       const Shard& s = *sp;
-      const auto& keys = s.index.keys();
-      for (uint32_t slot = 0; slot < keys.size(); ++slot) {
-        if (!s.touched[slot]) continue;
-        const float* row = s.rows.data() + size_t{slot} * row_floats_;
-        const float* start = s.begin.data() + size_t{slot} * row_floats_;
-        out->keys.push_back(keys[slot]);
-        out->begin.insert(out->begin.end(), start, start + core_);
-        out->end.insert(out->end.end(), row, row + core_);
-        if (accessor_.ctr()) out->extended.push_back(accessor_.Extended(row) ? 1 : 0);
-        out->shows.push_back(s.shows[slot]);
-        out->clicks.push_back(s.clicks[slot]);
-      }
+      AppendTouchedRows(accessor_, s.index.keys(), s.touched.data(), s.rows.data(), s.begin.data(), s.shows.data(),
+                        s.clicks.data(), out);
     }
     return Status::OK();
   }

@@ -126,6 +126,36 @@ inline void FillPassRow(const server::RowAccessor& accessor, std::span<const flo
   }
 }
 
+// Export's part for one shard: appends to `out` the rows with touched[r] set, in slot order —
+// keys[r], the core floats of begin and rows (row_floats apart), the extended flag (CTR
+// tables), shows[r] and clicks[r]. Sized once for the touched rows, then filled in place.
+inline void AppendTouchedRows(const server::RowAccessor& accessor, std::span<const uint64_t> keys,
+                              const uint8_t* touched, const float* rows, const float* begin, const float* shows,
+                              const float* clicks, PassRows* out) {
+  const size_t n = keys.size();
+  const uint32_t core = accessor.flags_offset(), row_floats = accessor.row_floats();
+  size_t count = 0;
+  for (size_t r = 0; r < n; ++r) count += touched[r] != 0;
+  size_t k = out->keys.size();
+  out->keys.resize(k + count);
+  out->begin.resize((k + count) * core);
+  out->end.resize((k + count) * core);
+  if (accessor.ctr()) out->extended.resize(k + count);
+  out->shows.resize(k + count);
+  out->clicks.resize(k + count);
+  for (size_t r = 0; r < n; ++r) {
+    if (!touched[r]) continue;
+    const float* row = rows + r * row_floats;
+    out->keys[k] = keys[r];
+    std::memcpy(out->begin.data() + k * core, begin + r * row_floats, core * sizeof(float));
+    std::memcpy(out->end.data() + k * core, row, core * sizeof(float));
+    if (accessor.ctr()) out->extended[k] = accessor.Extended(row) ? 1 : 0;
+    out->shows[k] = shows[r];
+    out->clicks[k] = clicks[r];
+    ++k;
+  }
+}
+
 // The pass table kernels' rule (pass_rules.h) for `table`, whose rows `accessor` lays out
 // with `optimizer`.
 inline gpu::PassRule PassRuleOf(const TableOptions& table, const optimizer::Optimizer& optimizer,
