@@ -198,6 +198,24 @@ TEST_CASE("GPU-PS: one host device driven by two workers (fleetps.gpups.workers_
   CHECK_THAT(report, Catch::Contains("\"epoch\": 1, \"examples\": " + std::to_string(lines) + ",") &&
                          Catch::Contains("\"epoch\": 2, \"examples\": " + std::to_string(lines) + ","));
   CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.55);
+  {  // Where the two workers' time went: each part spent, together within 2 x the epoch.
+    std::smatch m;
+    REQUIRE(std::regex_search(
+        report, m,
+        std::regex(R"("epoch": 1, [^}]*"seconds": ([0-9.]+), [^}]*"dense_compute_sec": ([0-9.]+), "read_sec": ([0-9.]+), )"
+                   R"("pull_sec": ([0-9.]+), "push_sec": ([0-9.]+), "end_step_sec": ([0-9.]+), "pass_sync_sec": ([0-9.]+))")));
+    const double seconds = std::stod(m[1]), pass = std::stod(m[7]);
+    double parts = 0;
+    for (int i = 2; i <= 6; ++i) {
+      INFO("field " << i);
+      CHECK(std::stod(m[i]) > 0.0);
+      parts += std::stod(m[i]);
+    }
+    CHECK(parts <= 2 * seconds + 0.05);
+    CHECK(pass > 0.0);  // begin_pass and end_pass: the table built and written back
+    CHECK(pass < seconds);
+    CHECK_THAT(log, Catch::Contains("distinct keys read from the dataset in"));
+  }
 }
 
 // kill -9 of one of two nodes mid-pass: the other fails its next dense allreduce at once,

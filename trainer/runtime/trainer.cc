@@ -138,15 +138,20 @@ struct Trainer::Impl {
     }
   }
 
+  // The sparse pull of a step, timed (the pull histogram and the worker's pull seconds).
+  Status TimedPull(uint32_t worker, WorkerState& w, std::span<const uint64_t> keys, float* rows) {
+    const auto t0 = Clock::now();
+    Status st = sync->PullSparse(worker, keys, rows);
+    const double seconds = Seconds(t0);
+    series.pull.Observe(seconds);
+    w.pull_seconds += seconds;
+    return st;
+  }
+
   // One training step.
   StatusOr<float> Step(uint32_t worker, const data::Batch& batch, WorkerState& w) {
     RETURN_IF_ERROR(BuildActivations(batch, w, [&](std::span<const uint64_t> keys, float* rows) {
-      const auto t0 = Clock::now();
-      Status st = sync->PullSparse(worker, keys, rows);
-      const double seconds = Seconds(t0);
-      series.pull.Observe(seconds);
-      w.pull_seconds += seconds;
-      return st;
+      return TimedPull(worker, w, keys, rows);
     }));
     RETURN_IF_ERROR(sync->DenseParams(worker, &w.params));
     const size_t b = batch.size();
@@ -191,7 +196,7 @@ struct Trainer::Impl {
   Status BeginHeterStep(uint32_t worker, InFlight& f) {
     WorkerState& w = f.state;
     RETURN_IF_ERROR(BuildActivations(f.batch, w, [&](std::span<const uint64_t> keys, float* rows) {
-      return sync->PullSparse(worker, keys, rows);
+      return TimedPull(worker, w, keys, rows);
     }));
     f.reply = heter->Train(next_batch_id++, static_cast<uint32_t>(f.batch.size()), w.activations, f.batch.labels);
     return Status::OK();
@@ -555,8 +560,10 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
         record(*loss, slot->state.predictions, slot->batch);
       }
       states[w].dense_seconds += slot->state.dense_seconds;
+      states[w].pull_seconds += slot->state.pull_seconds;
       states[w].push_seconds += slot->state.push_seconds;
       slot->state.dense_seconds = 0;
+      slot->state.pull_seconds = 0;
       slot->state.push_seconds = 0;
       free.push_back(std::move(slot));
     }
