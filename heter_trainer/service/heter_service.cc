@@ -190,17 +190,24 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
   Lane& lane = lanes_[index];
   const size_t rows = msg->rows();
   const auto started = std::chrono::steady_clock::now();
+  // The reply's predictions and activation gradients are written by the step straight into
+  // the reply's buffer (sized for them up front), not copied there afterwards.
+  const size_t grads_size = rows * net_.in_dim();
+  flatbuffers::FlatBufferBuilder fbb(256 + (rows + grads_size) * sizeof(float));
+  float* predictions_out = nullptr;
+  float* grads_out = nullptr;
+  const auto predictions = fbb.CreateUninitializedVector(rows, &predictions_out);
+  const auto grads = fbb.CreateUninitializedVector(grads_size, &grads_out);
   auto run = [&]() -> StatusOr<float> {
     ASSIGN_OR_RETURN(auto snapshot, dense_.DenseSnapshot(index));
     if (snapshot != lane.params) {
       RETURN_IF_ERROR(lane.device->SetParams(*snapshot));
       lane.params = std::move(snapshot);
     }
-    lane.predictions.resize(rows);
-    lane.activation_grads.resize(rows * net_.in_dim());
     lane.param_grads.resize(net_.num_params());
-    ASSIGN_OR_RETURN(float loss, lane.device->Step(Span(msg->activations()), Span(msg->labels()), rows,
-                                                   {lane.predictions, lane.activation_grads, lane.param_grads}));
+    ASSIGN_OR_RETURN(float loss,
+                     lane.device->Step(Span(msg->activations()), Span(msg->labels()), rows,
+                                       {{predictions_out, rows}, {grads_out, grads_size}, lane.param_grads}));
     RETURN_IF_ERROR(dense_.Push(index, trainer::StepGrads{{}, {}, {}, {}, lane.param_grads}));
     return loss;
   };
@@ -215,9 +222,6 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
   metrics_.micro_batches.Increment();
   metrics_.examples.Increment(static_cast<double>(rows));
   metrics_.loss.Set(*loss);
-  flatbuffers::FlatBufferBuilder fbb(256 + (rows + lane.activation_grads.size()) * sizeof(float));
-  auto predictions = fbb.CreateVector(lane.predictions);
-  auto grads = fbb.CreateVector(lane.activation_grads);
   fbb.Finish(wire::CreateHeterTrainReply(fbb, msg->batch_id(), *loss, predictions, grads));
   work.responder.Send(net::ReplyType(MessageType::HeterTrain), fbb.Release());
 }

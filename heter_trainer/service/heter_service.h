@@ -90,11 +90,12 @@ class HeterService {
   trainer::ParamSync& dense_;
   server::TrainerRegistry& trainers_;
 
-  // Per lane: the device lane, the snapshot its parameters came from, scratch buffers.
+  // Per lane: the device lane, the snapshot its parameters came from, the step's parameter
+  // gradients (its predictions and activation gradients go into the reply).
   struct Lane {
     std::unique_ptr<DenseLane> device;
     std::shared_ptr<const std::vector<float>> params;
-    std::vector<float> predictions, activation_grads, param_grads;
+    std::vector<float> param_grads;
   };
   std::vector<Lane> lanes_;
   std::vector<std::thread> threads_;
