@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -142,38 +143,49 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
 
 StatusOr<std::vector<uint64_t>> CollectPassKeys(data::Dataset& dataset, uint32_t threads) {
   threads = std::max<uint32_t>(threads, 1);
-  // local[t][p]: the distinct keys of partition p (by MixKey) among the batches thread t took.
-  std::vector<std::vector<KeyIndex>> local(threads, std::vector<KeyIndex>(threads));
+  // The distinct keys, in partitions by MixKey, each under its own lock. A thread gathers a
+  // partition's keys in a small buffer and inserts them under the lock when it is full: few
+  // lock round trips, and no more memory than the distinct keys (per-thread sets of them
+  // could each grow to nearly all of them).
+  constexpr size_t kFlush = 1024;
+  const uint32_t parts = threads * 4;
+  struct Part {
+    std::mutex mu;
+    KeyIndex keys;
+  };
+  std::vector<Part> part(parts);
   RETURN_IF_ERROR(dataset.StartPass());
-  Status read = OnEveryWorker(threads, [&](uint32_t t) -> Status {
+  Status read = OnEveryWorker(threads, [&](uint32_t) -> Status {
+    std::vector<std::vector<uint64_t>> pending(parts);
+    auto flush = [&](uint32_t p) {
+      std::lock_guard<std::mutex> lock(part[p].mu);
+      for (uint64_t key : pending[p]) part[p].keys.Insert(key);
+      pending[p].clear();
+    };
     data::Batch batch;
     while (true) {
       ASSIGN_OR_RETURN(const bool has, dataset.NextBatch(&batch));
-      if (!has) return Status::OK();
+      if (!has) break;
       for (const auto& slot : batch.slots) {
-        for (uint64_t id : slot.ids) local[t][MixKey(id) % threads].Insert(id);
+        for (uint64_t id : slot.ids) {
+          const auto p = static_cast<uint32_t>(MixKey(id) % parts);
+          pending[p].push_back(id);
+          if (pending[p].size() == kFlush) flush(p);
+        }
       }
     }
+    for (uint32_t p = 0; p < parts; ++p) {
+      if (!pending[p].empty()) flush(p);
+    }
+    return Status::OK();
   });
   dataset.EndPass();
   RETURN_IF_ERROR(read.WithContext("reading the pass's keys"));
-  // Thread p merges partition p of every thread's: the partitions share no key.
-  std::vector<KeyIndex> merged(threads);
-  RETURN_IF_ERROR(OnEveryWorker(threads, [&](uint32_t p) {
-    size_t most = 0;
-    for (uint32_t t = 0; t < threads; ++t) most = std::max(most, local[t][p].size());
-    merged[p].Reserve(most);
-    for (uint32_t t = 0; t < threads; ++t) {
-      for (uint64_t key : local[t][p].keys()) merged[p].Insert(key);
-      local[t][p] = KeyIndex();
-    }
-    return Status::OK();
-  }));
   size_t total = 0;
-  for (const KeyIndex& m : merged) total += m.size();
+  for (const Part& p : part) total += p.keys.size();
   std::vector<uint64_t> keys;
   keys.reserve(total);
-  for (const KeyIndex& m : merged) keys.insert(keys.end(), m.keys().begin(), m.keys().end());
+  for (const Part& p : part) keys.insert(keys.end(), p.keys.keys().begin(), p.keys.keys().end());
   return keys;
 }
 

@@ -120,9 +120,8 @@ class GpuPsSync : public trainer::ParamSync {
 };
 
 // The distinct keys of the batches of one pass of `dataset` (StartPass .. EndPass), read by
-// `threads` threads at once: each files a batch's keys by their hash into partitions of its
-// own, then each thread merges one partition of every thread's. Each key once, in no
-// particular order.
+// `threads` threads at once into a set partitioned by the keys' hash, a lock per partition.
+// Each key once, in no particular order.
 StatusOr<std::vector<uint64_t>> CollectPassKeys(data::Dataset& dataset, uint32_t threads);
 
 // Communicators for the `workers` workers of this trainer (devices x workers_per_device):
