@@ -13,7 +13,10 @@
 #   heter_cuda_test       the CUDA dense device against the CPU twin (label gpu)
 #   gpups_cuda_test       the CUDA pass table against the host twin (label gpu)
 #   collective_nccl       one rank with backend nccl: the Gloo run's parameter checksums
-#   heter_bench           dense step times per micro-batch against the GEMMs' roofline
+#   heter_bench           dense step times per micro-batch against the GEMMs' roofline (one
+#                         lane, on the device alone, 2 and 4 lanes at once) and the
+#                         heter-trainer's capacity with 2 lanes
+#   heter_capacity_lanes4 the capacity again with 4 lanes
 #   gpups_bench           pass build, device-table lookup and update rates
 #   heter_nccl            a heter job (run_heter.sh, 100k rows) whose heter-trainer averages
 #                         its dense replica over NCCL (dense_sync allreduce, backend nccl;
