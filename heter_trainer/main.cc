@@ -67,7 +67,10 @@ int GpuBoxMain(const std::string& config_path, const GpuBoxFlags& f, const fleet
   if (!f.test_data.empty()) options->data.test_paths = {f.test_data};
   if (f.epochs) options->epochs = *f.epochs;
   if (!f.merge.empty()) options->gpups.average_merge = f.merge == "average";
-  if (!f.reader_type.empty()) config::DatasetKindFromName(f.reader_type, &options->data.dataset);  // checked by CLI11
+  if (!f.reader_type.empty() && !config::DatasetKindFromName(f.reader_type, &options->data.dataset)) {
+    return Fail(Status::InvalidArgument("--reader-type " + f.reader_type +
+                                        ": not QueueDataset, InMemoryDataset or InmemoryDataset"));
+  }
   if (!f.log_level.empty()) options->log_level = f.log_level;
   if (auto st = config::ValidateTrainerOptions(*options); !st.ok()) return Fail(st);
   if (auto st = SetUpLogging({options->log_level, "gpups:" + std::to_string(options->trainer_id)}); !st.ok()) {
