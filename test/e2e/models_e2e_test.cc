@@ -36,7 +36,7 @@ const std::vector<std::string> kModels = {"wide_deep", "deepfm", "dcn", "dlrm"};
 // 30000 generated rows (27000 train in 2 files), made once for every test case.
 const std::string& DataDir() {
   static const std::string dir = [] {
-    const std::string d = testing::MakeTempDir("models_e2e_data");
+    const std::string d = testing::MakeRunTempDir("models_e2e_data");
     REQUIRE(testing::GenerateData(d, {"--train-files", "2", "--rows", "30000"}));
     return d + "/data";
   }();

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -29,15 +28,6 @@ std::string BinaryDir() {
 }
 
 std::string BinaryPath(const std::string& relative) { return BinaryDir() + "/" + relative; }
-
-std::string MakeTempDir(const std::string& prefix) {
-  static std::atomic<int> counter{0};  // unique names within this test process
-  const auto dir = std::filesystem::path(BinaryDir()) / "Testing" / "tmp" /
-                   (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
 
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

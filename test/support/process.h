@@ -18,8 +18,12 @@ namespace fleetps::testing {
 std::string BinaryDir();
 // Path of a binary built by this tree, e.g. BinaryPath("server/pserver").
 std::string BinaryPath(const std::string& relative);
-// A fresh empty directory under BinaryDir()'s Testing/tmp.
+// A fresh empty directory under BinaryDir()'s Testing/tmp. It is removed when the test case
+// that made it ends with every assertion passed, and kept when the case fails (to be read);
+// FLEETPS_KEEP_TEST_TMP=1 keeps every one. A directory made outside a test case, or by
+// MakeRunTempDir (data shared by several cases), is removed when the whole run has passed.
 std::string MakeTempDir(const std::string& prefix);
+std::string MakeRunTempDir(const std::string& prefix);
 void WriteFile(const std::string& path, const std::string& text);
 std::string ReadFile(const std::string& path);
 
