@@ -1,15 +1,15 @@
 // gpups_bench: GPU-PS pass mode's building blocks.
 //
 //   gpups_bench --config configs/ctr_dnn.yaml [--device cpu|gpu] [--devices 2] [--servers 2]
-//               [--keys 2000000] [--batch-keys 16384] [--seconds 3]
+//               [--keys 2000000] [--batch-keys 16384] [--seconds 3] [--callers 1]
 //
 // 1. Pass build: --servers pservers in this process on loopback (the job's tables), --keys
 //    random keys pushed once so the rows exist; then begin_pass's work — PullRows of every
 //    key through PsClient and Build of the device table — and end_pass's — Export and
 //    WriteRows — timed, as keys/s.
-// 2. Device table: --devices shards; one thread per shard issues lookups (Pull) and updates
-//    (Push: the sparse optimizer in the table) of --batch-keys random distinct pass keys for
-//    --seconds each. Prints keys/s and the bytes the table moves per second (a lookup reads a
+// 2. Device table: --devices shards; --callers threads per shard (as the workers of a device)
+//    issue lookups (Pull) and updates (Push: the sparse optimizer in the table) of
+//    --batch-keys random distinct pass keys for --seconds each. Prints keys/s and the bytes the table moves per second (a lookup reads a
 //    row's dim floats and writes them out; an update reads and writes the whole row, reads
 //    the gradient, and updates show/click/touched), next to the memory bandwidth of the
 //    device (host twin: a large memcpy on all threads; CUDA: a device-to-device copy).
@@ -66,7 +66,7 @@ double HostCopyGBps(uint32_t threads) {
 int main(int argc, char** argv) {
   CLI::App cli{"gpups_bench: pass build, device-table lookup and update rates"};
   std::string config_path = "configs/ctr_dnn.yaml", device = "cpu";
-  uint32_t devices = 2, servers = 2, batch_keys = 16384;
+  uint32_t devices = 2, servers = 2, batch_keys = 16384, callers = 1;
   uint64_t keys_n = 2000000;
   double seconds = 3;
   cli.add_option("--config", config_path, "job YAML (tables and sparse rule)");
@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
   cli.add_option("--keys", keys_n, "keys in the pass")->check(CLI::Range(1000, 100000000));
   cli.add_option("--batch-keys", batch_keys, "distinct keys per lookup / update call")->check(CLI::Range(1, 1 << 22));
   cli.add_option("--seconds", seconds, "seconds per rate measurement");
+  cli.add_option("--callers", callers, "threads per device calling the table at once (as workers_per_device)")
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(cli, argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
@@ -169,12 +171,13 @@ int main(int argc, char** argv) {
   std::printf("| end_pass: WriteRows to the pservers | %.3f | %.0f |\n", write_s, n / write_s);
   std::printf("| end_pass total | %.3f | %.0f |\n\n", export_s + write_s, n / (export_s + write_s));
 
-  // 2. Lookup and update rates, one thread per device.
+  // 2. Lookup and update rates, `callers` threads per device.
   const uint32_t row_floats = core + 1 + (job->sparse_table.accessor.kind == AccessorKind::kCtr ? 4 : 0);
   // Batches of distinct random pass keys, made before the clock starts; threads cycle through them.
   constexpr size_t kBatches = 32;
-  std::vector<std::vector<std::vector<uint64_t>>> batches(devices);
-  for (uint32_t t = 0; t < devices; ++t) {
+  const uint32_t threads = devices * callers;
+  std::vector<std::vector<std::vector<uint64_t>>> batches(threads);
+  for (uint32_t t = 0; t < threads; ++t) {
     std::mt19937_64 r(100 + t);
     for (size_t b = 0; b < kBatches; ++b) {
       KeyIndex batch(batch_keys);
@@ -185,9 +188,9 @@ int main(int argc, char** argv) {
   auto rate = [&](bool update) -> StatusOr<double> {
     std::atomic<uint64_t> done{0};
     std::atomic<bool> stop{false};
-    std::vector<Status> errors(devices);
+    std::vector<Status> errors(threads);
     std::vector<std::thread> pool;
-    for (uint32_t t = 0; t < devices; ++t) {
+    for (uint32_t t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         std::vector<float> values(size_t{batch_keys} * dim, 0.001f), shows(batch_keys, 1.0f), clicks(batch_keys, 0.0f);
         for (size_t b = 0; !stop; b = (b + 1) % kBatches) {
@@ -227,11 +230,12 @@ int main(int argc, char** argv) {
     roofline = *gbps;
     roof_what = "GPU 0 device-to-device copy";
   } else {
-    roofline = HostCopyGBps(devices);
-    roof_what = "host memcpy, " + std::to_string(devices) + " threads";
+    roofline = HostCopyGBps(threads);
+    roof_what = "host memcpy, " + std::to_string(threads) + " threads";
   }
-  std::printf("| device-table op (%u keys per call, %u threads) | keys/s | GB/s moved | share of %s (%.1f GB/s) |\n",
-              batch_keys, devices, roof_what.c_str(), roofline);
+  std::printf("| device-table op (%u keys per call, %u threads: %u per device) | keys/s | GB/s moved | share of %s "
+              "(%.1f GB/s) |\n",
+              batch_keys, threads, callers, roof_what.c_str(), roofline);
   std::printf("|---|---|---|---|\n");
   std::printf("| lookup (Pull) | %.0f | %.2f | %.1f%% |\n", *lookups, *lookups * lookup_bytes / 1e9,
               100.0 * *lookups * lookup_bytes / 1e9 / roofline);

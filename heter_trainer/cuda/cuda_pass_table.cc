@@ -1,14 +1,17 @@
 // The CUDA pass table (heter_trainer/gpups/pass_table.h): per device shard, an open-addressing
 // hash table (keys and row indices, at most half full), the rows being trained and the rows
 // the pass started from (RowAccessor layout), and per-row show/click/touched, all in device
-// memory; every batch is routed by DeviceOfKey and handled on its shard's stream with the
-// kernels of pass_table_kernels.cu. Rows a push must extend come back as a list: their
+// memory; every batch is routed by DeviceOfKey and handled with the kernels of
+// pass_table_kernels.cu: lookups each on a stream of their own from the shard's pool (several
+// workers' lookups run at once, under the shard's lock held shared), updates on the shard's
+// stream under the lock held exclusively. Rows a push must extend come back as a list: their
 // initial embedx weights are computed on the host (server::Initializer, the pservers' code)
 // and written by a kernel, so values match the pservers' bitwise.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 
 #include "common/key_index.h"
 #include "heter_trainer/cuda/cuda_resources.h"
@@ -24,6 +27,7 @@ namespace {
 
 using gpu::DeviceBuffer;
 using gpu::DeviceGuard;
+using gpu::PinnedBuffer;
 using gpu::Stream;
 
 // Room on a device kept free beside the pass table (CUDA context, cuBLAS, the dense replica).
@@ -42,6 +46,51 @@ Status Reserve(int device, DeviceBuffer<T>* buf, size_t count) {
   ASSIGN_OR_RETURN(*buf, DeviceBuffer<T>::Allocate(device, std::max<size_t>(count, buf->size() * 2)));
   return Status::OK();
 }
+
+template <typename T>
+Status Reserve(PinnedBuffer<T>* buf, size_t count) {
+  if (buf->size() >= count) return Status::OK();
+  ASSIGN_OR_RETURN(*buf, PinnedBuffer<T>::Allocate(std::max<size_t>(count, buf->size() * 2)));
+  return Status::OK();
+}
+
+// One lookup's stream and scratch. Its host ends are pinned, so that its copies run at the
+// link's rate and its one synchronisation waits for the device alone.
+struct Lookup {
+  Stream stream;
+  DeviceBuffer<uint64_t> query;
+  DeviceBuffer<uint32_t> found;
+  DeviceBuffer<float> values;
+  PinnedBuffer<uint64_t> keys_in;
+  PinnedBuffer<uint32_t> found_out;
+  PinnedBuffer<float> values_out;
+};
+
+// A shard's idle lookups: one per concurrent Pull, made on first need and kept.
+class LookupPool {
+ public:
+  StatusOr<std::unique_ptr<Lookup>> Take(int device) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        auto l = std::move(idle_.back());
+        idle_.pop_back();
+        return l;
+      }
+    }
+    auto l = std::make_unique<Lookup>();
+    ASSIGN_OR_RETURN(l->stream, Stream::Create(device));
+    return l;
+  }
+  void Give(std::unique_ptr<Lookup> l) {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.push_back(std::move(l));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Lookup>> idle_;
+};
 
 class CudaPassTable : public PassTable {
  public:
@@ -113,27 +162,15 @@ class CudaPassTable : public PassTable {
 
   Status Pull(std::span<const uint64_t> keys, float* out) override {
     auto by_device = RouteToDevices(keys, options_.devices);
-    std::vector<uint64_t> sub;
-    std::vector<float> values;
     for (uint32_t d = 0; d < options_.devices; ++d) {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
-      std::lock_guard<std::mutex> lock(s.mu);
+      std::shared_lock<std::shared_mutex> lock(s.mu);
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
-      const uint32_t n = static_cast<uint32_t>(by_device[d].size());
-      sub.resize(n);
-      for (uint32_t k = 0; k < n; ++k) sub[k] = keys[by_device[d][k]];
-      RETURN_IF_ERROR(FindRows(s, sub, d));
-      RETURN_IF_ERROR(Reserve(s.device, &s.values, size_t{n} * dim_));
-      RETURN_IF_ERROR(gpu::LaunchGather(s.found.data(), n, s.rows.data(), row_floats_, dim_, s.values.data(),
-                                        s.stream.get()));
-      values.resize(size_t{n} * dim_);
-      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(values.data(), s.values.data(), values.size() * sizeof(float),
-                                           cudaMemcpyDeviceToHost, s.stream.get()));
-      RETURN_IF_ERROR(s.stream.Synchronize());
-      for (uint32_t k = 0; k < n; ++k) {
-        std::memcpy(out + size_t{by_device[d][k]} * dim_, values.data() + size_t{k} * dim_, dim_ * sizeof(float));
-      }
+      ASSIGN_OR_RETURN(auto lookup, s.lookups.Take(s.device));
+      Status st = PullShard(s, d, *lookup, keys, by_device[d], out);
+      s.lookups.Give(std::move(lookup));
+      RETURN_IF_ERROR(st);
     }
     return Status::OK();
   }
@@ -147,7 +184,7 @@ class CudaPassTable : public PassTable {
     for (uint32_t d = 0; d < options_.devices; ++d) {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
-      std::lock_guard<std::mutex> lock(s.mu);
+      std::unique_lock<std::shared_mutex> lock(s.mu);
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
       const auto& members = by_device[d];
       sub.resize(members.size());
@@ -237,9 +274,10 @@ class CudaPassTable : public PassTable {
   }
 
  private:
-  // One device's share of the pass; mu serialises the batches routed to it.
+  // One device's share of the pass. mu: held shared by lookups, exclusively by updates (a
+  // lookup never sees a row half updated); Build, Export and Clear run with no pass traffic.
   struct Shard {
-    std::mutex mu;
+    std::shared_mutex mu;
     int device = 0;
     Stream stream;
     std::vector<uint64_t> keys;         // row index -> key (host copy)
@@ -249,7 +287,8 @@ class CudaPassTable : public PassTable {
     DeviceBuffer<float> rows, begin;    // row index x row_floats
     DeviceBuffer<float> pass_stats;     // [shows of every row | clicks of every row]
     DeviceBuffer<uint8_t> touched;
-    // Per-call scratch.
+    LookupPool lookups;
+    // Push's and Build's scratch.
     DeviceBuffer<uint64_t> query;
     DeviceBuffer<uint32_t> found;
     std::vector<uint32_t> found_host;
@@ -317,6 +356,41 @@ class CudaPassTable : public PassTable {
     RETURN_IF_ERROR(
         gpu::LaunchExtend(rule_, s.extend.data(), extend, s.initial.data(), s.rows.data(), s.begin.data(), stream));
     return s.stream.Synchronize();
+  }
+
+  // out[members[k] * dim_, ...) = the weights of keys[members[k]], all owned by shard d: the
+  // keys in, find, gather, the row indices and weights out, on the lookup's stream with one
+  // synchronisation; then NotFound naming the first key not in the pass.
+  Status PullShard(const Shard& s, uint32_t d, Lookup& l, std::span<const uint64_t> keys,
+                   const std::vector<uint32_t>& members, float* out) {
+    const auto n = static_cast<uint32_t>(members.size());
+    if (s.mask == 0) return KeyNotInPass(keys[members[0]], d);
+    RETURN_IF_ERROR(Reserve(s.device, &l.query, n));
+    RETURN_IF_ERROR(Reserve(s.device, &l.found, n));
+    RETURN_IF_ERROR(Reserve(s.device, &l.values, size_t{n} * dim_));
+    RETURN_IF_ERROR(Reserve(&l.keys_in, n));
+    RETURN_IF_ERROR(Reserve(&l.found_out, n));
+    RETURN_IF_ERROR(Reserve(&l.values_out, size_t{n} * dim_));
+    for (uint32_t k = 0; k < n; ++k) l.keys_in.data()[k] = keys[members[k]];
+    cudaStream_t stream = l.stream.get();
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(l.query.data(), l.keys_in.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
+    RETURN_IF_ERROR(gpu::LaunchFind(l.query.data(), n, s.table_keys.data(), s.table_rows.data(), s.mask,
+                                    l.found.data(), stream));
+    RETURN_IF_ERROR(
+        gpu::LaunchGather(l.found.data(), n, s.rows.data(), row_floats_, dim_, l.values.data(), stream));
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(l.found_out.data(), l.found.data(), n * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.values_out.data(), l.values.data(), size_t{n} * dim_ * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream));
+    RETURN_IF_ERROR(l.stream.Synchronize());
+    for (uint32_t k = 0; k < n; ++k) {
+      if (l.found_out.data()[k] == gpu::kEmptySlot) return KeyNotInPass(keys[members[k]], d);
+    }
+    for (uint32_t k = 0; k < n; ++k) {
+      std::memcpy(out + size_t{members[k]} * dim_, l.values_out.data() + size_t{k} * dim_, dim_ * sizeof(float));
+    }
+    return Status::OK();
   }
 
   // s.found (device) and s.found_host = the row indices of `keys` on shard d, and

@@ -51,7 +51,8 @@ __global__ void GatherKernel(const uint32_t* row_index, uint32_t n, const float*
   const uint64_t t = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (t >= uint64_t{n} * dim) return;
   const uint32_t k = static_cast<uint32_t>(t / dim), j = static_cast<uint32_t>(t % dim);
-  out[t] = rows[uint64_t{row_index[k]} * row_floats + j];
+  const uint32_t row = row_index[k];
+  out[t] = row == kEmptySlot ? 0.0f : rows[uint64_t{row} * row_floats + j];
 }
 
 __global__ void PushKernel(PassRule r, const uint32_t* row_index, uint32_t n, const float* grads, const float* shows,

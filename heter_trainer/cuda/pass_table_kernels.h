@@ -25,7 +25,8 @@ Status LaunchInsert(const uint64_t* keys, uint32_t n, uint64_t* table_keys, uint
 // rows_out[k] = the row index of keys[k], or kEmptySlot when absent.
 Status LaunchFind(const uint64_t* keys, uint32_t n, const uint64_t* table_keys, const uint32_t* table_rows,
                   uint64_t mask, uint32_t* rows_out, cudaStream_t stream);
-// out[k * dim + j] = rows[row_index[k] * row_floats + j] for j < dim.
+// out[k * dim + j] = rows[row_index[k] * row_floats + j] for j < dim; 0 where row_index[k] is
+// kEmptySlot (a key LaunchFind did not find), so a lookup can gather before it checks.
 Status LaunchGather(const uint32_t* row_index, uint32_t n, const float* rows, uint32_t row_floats, uint32_t dim,
                     float* out, cudaStream_t stream);
 // One push per k (row indices distinct): RowAccessor::ApplyPush with the rule; pass_shows /

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <shared_mutex>
 
 #include "common/key_index.h"
 #include "heter_trainer/gpups/pass_table.h"
@@ -77,7 +78,7 @@ class HostPassTable : public PassTable {
     for (uint32_t d = 0; d < options_.devices; ++d) {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
-      std::lock_guard<std::mutex> lock(s.mu);
+      std::shared_lock<std::shared_mutex> lock(s.mu);  // lookups only read: the workers' run at once
       for (uint32_t i : by_device[d]) {
         const uint32_t slot = s.index.Find(keys[i]);
         if (slot == KeyIndex::kNone) return KeyNotInPass(keys[i], d);
@@ -95,7 +96,7 @@ class HostPassTable : public PassTable {
     for (uint32_t d = 0; d < options_.devices; ++d) {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
-      std::lock_guard<std::mutex> lock(s.mu);
+      std::unique_lock<std::shared_mutex> lock(s.mu);
       s.pushed.Begin(s.index.size());
       for (uint32_t i : by_device[d]) {
         const uint32_t slot = s.index.Find(keys[i]);
@@ -147,10 +148,11 @@ class HostPassTable : public PassTable {
   }
 
  private:
-  // One device's share of the pass. mu guards every member during a pass (Pull/Push); Build,
-  // Export and Clear run with no pass traffic.
+  // One device's share of the pass. mu guards every member during a pass: Pull holds it
+  // shared, Push exclusive (as the CUDA table: lookups at once, updates one at a time);
+  // Build, Export and Clear run with no pass traffic.
   struct Shard {
-    std::mutex mu;
+    std::shared_mutex mu;
     KeyIndex index;            // key -> slot
     std::vector<float> rows;   // slot x row_floats_: the rows being trained
     std::vector<float> begin;  // slot x row_floats_: the rows as pulled (extended along)

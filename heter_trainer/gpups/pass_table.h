@@ -18,8 +18,9 @@
 //
 // Keys are routed to devices with DeviceOfKey; a device holds its keys' rows in the
 // RowAccessor layout (server/accessor/row_accessor.h).
-// Thread-safety: Pull and Push may be called concurrently (a key's updates are serialised on
-// its shard); Build, Export and Clear are driver-thread calls with no Pull/Push running.
+// Thread-safety: Pull and Push may be called concurrently. The lookups of one shard run at
+// once; its updates run one at a time and never beside a lookup of it, which therefore sees
+// each row whole. Build, Export and Clear are driver-thread calls with no Pull/Push running.
 
 #include <cstdint>
 #include <memory>

@@ -3,7 +3,8 @@
 // round as the pservers' host code does. Sparse rules SGD, Adagrad (CTR accessor, rows
 // extended during the pass) and Adam with weight decay and bounds; one and two shards (two
 // shards on GPU 0 when only one is visible, so the key routing is exercised on any GPU
-// machine); pushes refused part-way (pass_table_checks.h).
+// machine); pushes refused part-way, and lookups and updates from several threads at once
+// (pass_table_checks.h).
 // Without a visible GPU every case reports "skipped".
 #include <catch2/catch.hpp>
 
@@ -114,6 +115,20 @@ TEST_CASE("CUDA pass table: a push refused part-way applies exactly what was rou
   INFO(cuda.status().ToString());
   REQUIRE(cuda.ok());
   CheckRefusedPushes(**cuda);
+}
+
+TEST_CASE("CUDA pass table: lookups and updates from six threads at once = the host twin's one by one", "[gpu]") {
+  if (NoGpu()) return;
+  PassTableOptions o;
+  o.table = Table(OptimizerKind::kAdam, true);
+  o.devices = 2;
+  o.device_ids = {0, VisibleCudaDevices() > 1 ? 1 : 0};
+  auto cuda = MakeCudaPassTable(o);
+  auto host = MakeHostPassTable(o);
+  INFO(cuda.status().ToString());
+  REQUIRE(cuda.ok());
+  REQUIRE(host.ok());
+  CheckConcurrentTraffic(**cuda, **host);
 }
 
 TEST_CASE("CUDA pass table: a pass above the device budget is refused before allocating", "[gpu]") {

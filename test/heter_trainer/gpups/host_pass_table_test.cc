@@ -205,6 +205,59 @@ TEST_CASE("A pass on the host table gives bitwise the rows of pushing to the pse
   }
 }
 
+TEST_CASE("Lookups and updates from six threads at once give what one thread gives, one shard and two") {
+  for (uint32_t devices : {1u, 2u}) {
+    PassTableOptions o;
+    o.table = RuleTable(OptimizerKind::kAdam, /*ctr=*/true, 0.1f, /*bounds=*/true);
+    o.devices = devices;
+    auto table = MakeHostPassTable(o);
+    auto reference = MakeHostPassTable(o);
+    REQUIRE(table.ok());
+    REQUIRE(reference.ok());
+    CheckConcurrentTraffic(**table, **reference);
+  }
+}
+
+TEST_CASE("Export of a large pass (filled in ranges on several threads): the touched rows, in slot order") {
+  PassTableOptions o;
+  o.table = RefusedPushTable();  // SGD at rate 1, dim 2: a gradient of g takes a weight w to w - g
+  auto table = MakeHostPassTable(o);
+  REQUIRE(table.ok());
+  const uint32_t core = (*table)->core_floats();
+  REQUIRE(core == 2);
+  std::vector<uint64_t> keys(300007);
+  std::vector<float> rows(keys.size() * core);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = i * 7919 + 3;
+    rows[i * core] = static_cast<float>(i % 1000);
+    rows[i * core + 1] = 0.5f;
+  }
+  REQUIRE((*table)->Build(keys, rows, std::vector<uint8_t>(keys.size(), 0), {}).ok());
+  // Every third key is pushed with gradient (1, 2) and show i % 5.
+  std::vector<uint64_t> pushed;
+  std::vector<float> grads, shows;
+  for (size_t i = 0; i < keys.size(); i += 3) {
+    pushed.push_back(keys[i]);
+    grads.insert(grads.end(), {1.0f, 2.0f});
+    shows.push_back(static_cast<float>(i % 5));
+  }
+  REQUIRE((*table)->Push(pushed, grads, shows, {}).ok());
+  PassRows out;
+  REQUIRE((*table)->Export(&out).ok());
+  REQUIRE(out.keys == pushed);  // one device: slots in build order
+  REQUIRE(out.begin.size() == pushed.size() * core);
+  REQUIRE(out.end.size() == pushed.size() * core);
+  REQUIRE(out.shows.size() == pushed.size());
+  size_t wrong = 0;
+  for (size_t k = 0; k < pushed.size(); ++k) {
+    const size_t i = k * 3;
+    wrong += out.begin[k * core] != static_cast<float>(i % 1000) || out.begin[k * core + 1] != 0.5f ||
+             out.end[k * core] != static_cast<float>(i % 1000) - 1.0f || out.end[k * core + 1] != -1.5f ||
+             out.shows[k] != static_cast<float>(i % 5);
+  }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("A pass that does not fit a device's budget is refused, naming keys and bytes") {
   PassTableOptions o;
   o.table = CtrTable();

@@ -1,6 +1,6 @@
 #pragma once
-// What the pass table tests share: the tables they train (RuleTable), and one check of
-// refusals for both PassTable implementations.
+// What the pass table tests share: the tables they train (RuleTable), and the checks of
+// refusals and of concurrent lookups and updates, for both PassTable implementations.
 //
 // A push refused part-way (a key given twice, a key not in the pass) applies exactly the
 // pushes routed before the refused key: every key of the devices before its own, and the keys
@@ -9,7 +9,10 @@
 // twin in host_pass_table_test, the CUDA table in cuda_pass_table_test).
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "heter_trainer/gpups/pass_table.h"
@@ -102,6 +105,97 @@ inline void CheckRefusedPushes(PassTable& table) {
   push = {on[1][2]};
   REQUIRE(table.Push(push, std::vector<float>(2, 1.0f), {}, {}).ok());
   CHECK(weight(on[1][2]) == -1.0f);
+}
+
+// Lookups and updates from several threads at once, as the GPU-PS workers call them: two
+// threads push batches of their own keys while four threads look up keys nobody pushes,
+// each in batches of its own size. Every lookup must return the rows `reference` (built the
+// same, called from one thread) gives, and the pass must end with the rows of `reference`
+// after the same pushes one after the other (the pushers' keys are disjoint, so their order
+// between threads does not matter). Catches scratch shared between concurrent calls, and
+// updates lost or torn by them.
+inline void CheckConcurrentTraffic(PassTable& table, PassTable& reference) {
+  const uint32_t core = table.core_floats(), dim = table.dim();
+  REQUIRE(reference.core_floats() == core);
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 6000; ++k) keys.push_back(k * 0x9E3779B97F4A7C15ull + 11);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-0.3f, 0.3f);
+  std::vector<float> rows(keys.size() * core);
+  for (auto& v : rows) v = std::abs(u(rng));
+  const std::vector<uint8_t> flags(keys.size(), 0);
+  std::vector<float> stats(keys.size() * 2, 1.0f);
+  REQUIRE(table.Build(keys, rows, flags, stats).ok());
+  REQUIRE(reference.Build(keys, rows, flags, stats).ok());
+  // keys[i]: pushed by thread i % 3 (0 or 1); i % 3 == 2: only looked up.
+  std::vector<std::vector<uint64_t>> pushed(2);
+  std::vector<uint64_t> looked_up;
+  for (size_t i = 0; i < keys.size(); ++i) (i % 3 == 2 ? looked_up : pushed[i % 3]).push_back(keys[i]);
+  std::vector<float> expected(looked_up.size() * dim);
+  REQUIRE(reference.Pull(looked_up, expected.data()).ok());
+  // Each pusher's batches: rounds of 300 of its keys, with gradients drawn from its seed.
+  constexpr int kRounds = 40;
+  auto batch_of = [&](uint32_t t, int round, std::vector<uint64_t>* ks, std::vector<float>* grads,
+                      std::vector<float>* shows) {
+    std::mt19937 r(100 * t + static_cast<uint32_t>(round));
+    ks->clear();
+    const size_t start = (static_cast<size_t>(round) * 300) % pushed[t].size();
+    for (size_t j = 0; j < 300; ++j) ks->push_back(pushed[t][(start + j) % pushed[t].size()]);
+    grads->resize(ks->size() * dim);
+    for (auto& g : *grads) g = std::uniform_real_distribution<float>(-0.3f, 0.3f)(r);
+    shows->assign(ks->size(), 1.0f);
+  };
+  std::atomic<int> failures{0};
+  std::atomic<int> pushers_left{2};
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint64_t> ks;
+      std::vector<float> grads, shows;
+      for (int round = 0; round < kRounds; ++round) {
+        batch_of(t, round, &ks, &grads, &shows);
+        if (!table.Push(ks, grads, shows, {}).ok()) ++failures;
+      }
+      --pushers_left;
+    });
+  }
+  std::atomic<int> lookups{0};
+  for (uint32_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const size_t size = 97 + 211 * t;  // each thread its own batch size
+      std::vector<float> out;
+      for (size_t start = 0; pushers_left > 0 || start < 4 * size; start += size) {
+        std::vector<uint64_t> ks;
+        std::vector<float> want;
+        for (size_t j = 0; j < size; ++j) {
+          const size_t i = (start + j) % looked_up.size();
+          ks.push_back(looked_up[i]);
+          want.insert(want.end(), expected.begin() + i * dim, expected.begin() + (i + 1) * dim);
+        }
+        out.assign(ks.size() * dim, -7.0f);
+        if (!table.Pull(ks, out.data()).ok() || out != want) ++failures;
+        ++lookups;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(failures == 0);
+  CHECK(lookups >= 16);
+  std::vector<uint64_t> ks;
+  std::vector<float> grads, shows;
+  for (uint32_t t = 0; t < 2; ++t) {
+    for (int round = 0; round < kRounds; ++round) {
+      batch_of(t, round, &ks, &grads, &shows);
+      REQUIRE(reference.Push(ks, grads, shows, {}).ok());
+    }
+  }
+  PassRows got, want;
+  REQUIRE(table.Export(&got).ok());
+  REQUIRE(reference.Export(&want).ok());
+  CHECK(got.keys == want.keys);
+  CHECK(got.end == want.end);
+  CHECK(got.shows == want.shows);
+  CHECK(got.extended == want.extended);
 }
 
 }  // namespace fleetps::heter
