@@ -6,7 +6,8 @@
 // 1. Pass build: --servers pservers in this process on loopback (the job's tables), --keys
 //    random keys pushed once so the rows exist; then begin_pass's work — PullRows of every
 //    key through PsClient and Build of the device table — and end_pass's — Export and
-//    WriteRows — timed, as keys/s.
+//    WriteRows — timed, as keys/s; then end_pass as the trainer runs it (WritePassBack:
+//    --write-back-rows rows per range, each exported while the one before is written).
 // 2. Device table: --devices shards; --callers threads per shard (as the workers of a device)
 //    issue lookups (Pull) and updates (Push: the sparse optimizer in the table) of
 //    --batch-keys random distinct pass keys for --seconds each. Prints keys/s and the bytes the table moves per second (a lookup reads a
@@ -29,6 +30,7 @@
 #include "common/config/trainer_config.h"
 #include "common/key_index.h"
 #include "heter_trainer/gpups/gpups_job.h"
+#include "heter_trainer/gpups/gpups_sync.h"
 #include "heter_trainer/gpups/pass_table.h"
 #include "server/app/app.h"
 #include "trainer/client/ps_client.h"
@@ -67,7 +69,7 @@ int main(int argc, char** argv) {
   CLI::App cli{"gpups_bench: pass build, device-table lookup and update rates"};
   std::string config_path = "configs/ctr_dnn.yaml", device = "cpu";
   uint32_t devices = 2, servers = 2, batch_keys = 16384, callers = 1;
-  uint64_t keys_n = 2000000;
+  uint64_t keys_n = 2000000, write_back_rows = uint64_t{1} << 15;
   double seconds = 3;
   cli.add_option("--config", config_path, "job YAML (tables and sparse rule)");
   cli.add_option("--device", device, "cpu (host twin) | gpu")->check(CLI::IsMember({"cpu", "gpu"}));
@@ -76,6 +78,8 @@ int main(int argc, char** argv) {
   cli.add_option("--keys", keys_n, "keys in the pass")->check(CLI::Range(1000, 100000000));
   cli.add_option("--batch-keys", batch_keys, "distinct keys per lookup / update call")->check(CLI::Range(1, 1 << 22));
   cli.add_option("--seconds", seconds, "seconds per rate measurement");
+  cli.add_option("--write-back-rows", write_back_rows, "rows per range of end_pass's write-back (WritePassBack)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   cli.add_option("--callers", callers, "threads per device calling the table at once (as workers_per_device)")
       ->check(CLI::Range(1, 64));
   CLI11_PARSE(cli, argc, argv);
@@ -144,10 +148,11 @@ int main(int argc, char** argv) {
   if (auto st = pass.Build(keys, rows, flags, stats); !st.ok()) return Fail(st);
   const double build_s = Seconds(t0);
   // Touch every row once so end_pass writes them all.
-  {
+  auto touch_every_row = [&] {
     std::vector<float> grads(keys.size() * dim, 0.001f);
-    if (auto st = pass.Push(keys, grads, {}, {}); !st.ok()) return Fail(st);
-  }
+    return pass.Push(keys, grads, {}, {});
+  };
+  if (auto st = touch_every_row(); !st.ok()) return Fail(st);
   t0 = Clock::now();
   heter::PassRows out;
   if (auto st = pass.Export(&out); !st.ok()) return Fail(st);
@@ -156,6 +161,23 @@ int main(int argc, char** argv) {
   trainer::PsClient::RowsIn in{out.begin, out.end, out.extended, out.shows, out.clicks, false};
   if (auto st = (*client)->WriteRows(sparse_id, out.keys, core, in).get(); !st.ok()) return Fail(st);
   const double write_s = Seconds(t0);
+  // The same pass again, written back as end_pass does: ranges exported while the ones before
+  // are being written (WritePassBack). Pulled afresh, so every row is written exact again.
+  if (auto st = (*client)->PullRows(sparse_id, keys, core, {rows.data(), flags.data(), stats.data()}).get(); !st.ok()) {
+    return Fail(st);
+  }
+  if (auto st = pass.Build(keys, rows, flags, stats); !st.ok()) return Fail(st);
+  if (auto st = touch_every_row(); !st.ok()) return Fail(st);
+  t0 = Clock::now();
+  trainer::PsClient::RowsWritten written;
+  if (auto st = heter::WritePassBack(pass, **client, sparse_id, false, write_back_rows, &written); !st.ok()) {
+    return Fail(st);
+  }
+  const double pipelined_s = Seconds(t0);
+  if (written.written != keys.size()) {
+    return Fail(Status::Internal("WritePassBack wrote " + std::to_string(written.written) + " rows exact of " +
+                                 std::to_string(keys.size())));
+  }
   if (auto st = pass.Build(keys, rows, flags, stats); !st.ok()) return Fail(st);
 
   const double n = static_cast<double>(keys.size());
@@ -169,7 +191,10 @@ int main(int argc, char** argv) {
   std::printf("| begin_pass total | %.3f | %.0f |\n", pull_s + build_s, n / (pull_s + build_s));
   std::printf("| end_pass: export the rows | %.3f | %.0f |\n", export_s, n / export_s);
   std::printf("| end_pass: WriteRows to the pservers | %.3f | %.0f |\n", write_s, n / write_s);
-  std::printf("| end_pass total | %.3f | %.0f |\n\n", export_s + write_s, n / (export_s + write_s));
+  std::printf("| end_pass total | %.3f | %.0f |\n", export_s + write_s, n / (export_s + write_s));
+  std::printf("| end_pass as the trainer runs it: ranges of %llu rows, each exported while the previous is written "
+              "(WritePassBack) | %.3f | %.0f |\n\n",
+              static_cast<unsigned long long>(write_back_rows), pipelined_s, n / pipelined_s);
 
   // 2. Lookup and update rates, `callers` threads per device.
   const uint32_t row_floats = core + 1 + (job->sparse_table.accessor.kind == AccessorKind::kCtr ? 4 : 0);

@@ -237,24 +237,33 @@ class CudaPassTable : public PassTable {
     return Status::OK();
   }
 
-  Status Export(PassRows* out) const override {
+  Status ExportRange(uint64_t first, uint64_t count, PassRows* out) const override {
     *out = PassRows{};
+    uint64_t base = 0;  // the shard's first row in the pass's numbering
     for (const auto& sp : shards_) {
       const Shard& s = *sp;
-      const size_t n = s.keys.size();
-      if (n == 0) continue;
+      const uint64_t n = s.keys.size();
+      const uint64_t lo = std::clamp(first, base, base + n) - base, hi = std::clamp(first + count, base, base + n) - base;
+      base += n;
+      if (lo >= hi) continue;
+      const size_t m = hi - lo;
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
       // The copies below run on the legacy stream: the shard's own must be done (a failed
       // call may have left work queued on it).
       RETURN_IF_ERROR(s.stream.Synchronize());
-      std::vector<float> rows(n * row_floats_), begin(n * row_floats_), stats(n * 2);
-      std::vector<uint8_t> touched(n);
-      RETURN_IF_CUDA_ERROR(cudaMemcpy(rows.data(), s.rows.data(), rows.size() * 4, cudaMemcpyDeviceToHost));
-      RETURN_IF_CUDA_ERROR(cudaMemcpy(begin.data(), s.begin.data(), begin.size() * 4, cudaMemcpyDeviceToHost));
-      RETURN_IF_CUDA_ERROR(cudaMemcpy(stats.data(), s.pass_stats.data(), stats.size() * 4, cudaMemcpyDeviceToHost));
-      RETURN_IF_CUDA_ERROR(cudaMemcpy(touched.data(), s.touched.data(), n, cudaMemcpyDeviceToHost));
-      AppendTouchedRows(accessor_, s.keys, touched.data(), rows.data(), begin.data(), stats.data(),
-                        stats.data() + n, out);
+      std::vector<float> rows(m * row_floats_), begin(m * row_floats_), shows(m), clicks(m);
+      std::vector<uint8_t> touched(m);
+      const size_t row_bytes = size_t{row_floats_} * sizeof(float);
+      RETURN_IF_CUDA_ERROR(cudaMemcpy(rows.data(), s.rows.data() + lo * row_floats_, m * row_bytes,
+                                      cudaMemcpyDeviceToHost));
+      RETURN_IF_CUDA_ERROR(cudaMemcpy(begin.data(), s.begin.data() + lo * row_floats_, m * row_bytes,
+                                      cudaMemcpyDeviceToHost));
+      RETURN_IF_CUDA_ERROR(cudaMemcpy(shows.data(), s.pass_stats.data() + lo, m * sizeof(float), cudaMemcpyDeviceToHost));
+      RETURN_IF_CUDA_ERROR(
+          cudaMemcpy(clicks.data(), s.pass_stats.data() + n + lo, m * sizeof(float), cudaMemcpyDeviceToHost));
+      RETURN_IF_CUDA_ERROR(cudaMemcpy(touched.data(), s.touched.data() + lo, m, cudaMemcpyDeviceToHost));
+      AppendTouchedRows(accessor_, std::span<const uint64_t>(s.keys).subspan(lo, m), touched.data(), rows.data(),
+                        begin.data(), shows.data(), clicks.data(), out);
     }
     return Status::OK();
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -18,6 +19,12 @@ namespace fleetps::heter {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// end_pass writes a pass back in ranges of this many rows (WritePassBack): 7.6 MB of rows
+// (begin and end) at a time for ctr_dnn's Adam rows. Of 8K to 1M rows per range, 8K-32K
+// were fastest (gpups_bench --write-back-rows, docs/BENCHMARKS.md); larger ranges overlap
+// less, smaller ones pay more per call.
+constexpr uint64_t kWriteBackRows = uint64_t{1} << 15;
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
@@ -189,6 +196,33 @@ StatusOr<std::vector<uint64_t>> CollectPassKeys(data::Dataset& dataset, uint32_t
   return keys;
 }
 
+Status WritePassBack(const PassTable& table, trainer::PsClient& client, uint32_t table_id, bool average,
+                     uint64_t range_rows, trainer::PsClient::RowsWritten* written) {
+  range_rows = std::max<uint64_t>(range_rows, 1);
+  const uint64_t ranges = (table.size() + range_rows - 1) / range_rows;
+  std::vector<trainer::PsClient::RowsWritten> counts(ranges);  // sized once: the calls write into them
+  std::vector<std::future<Status>> calls;
+  Status st;
+  for (uint64_t r = 0; r < ranges; ++r) {
+    PassRows rows;
+    st = table.ExportRange(r * range_rows, range_rows, &rows);
+    if (!st.ok()) break;
+    if (rows.keys.empty()) continue;
+    trainer::PsClient::RowsIn in{rows.begin, rows.end, rows.extended, rows.shows, rows.clicks, average};
+    calls.push_back(client.WriteRows(table_id, rows.keys, table.core_floats(), in, &counts[r]));
+  }
+  for (auto& call : calls) {  // every call is waited for, even after an error: counts outlive them
+    Status done = call.get();
+    if (st.ok()) st = std::move(done);
+  }
+  *written = {};
+  for (const auto& c : counts) {
+    written->written += c.written;
+    written->merged += c.merged;
+  }
+  return st;
+}
+
 Status GpuPsSync::BeginPass(data::Dataset& dataset) {
   const auto t0 = Clock::now();
   // Nothing else runs before the pass's training: every core may help (up to 16).
@@ -265,14 +299,11 @@ Status GpuPsSync::ApplyMerged(MergeBuffer& m) {
 Status GpuPsSync::EndPass() {
   const auto t0 = Clock::now();
   for (auto& m : merge_) RETURN_IF_ERROR(ApplyMerged(m).WithContext("end_pass: the last merged sparse gradients"));
-  PassRows rows;
-  RETURN_IF_ERROR(table_->Export(&rows).WithContext("end_pass"));
   trainer::PsClient::RowsWritten written;
-  trainer::PsClient::RowsIn in{rows.begin, rows.end, rows.extended, rows.shows, rows.clicks,
-                               o_.gpups.average_merge};
-  RETURN_IF_ERROR(client_.WriteRows(o_.sparse_table.id, rows.keys, table_->core_floats(), in, &written)
-                      .get()
-                      .WithContext("end_pass: writing " + std::to_string(rows.keys.size()) + " rows back"));
+  RETURN_IF_ERROR(WritePassBack(*table_, client_, o_.sparse_table.id, o_.gpups.average_merge, kWriteBackRows,
+                                &written)
+                      .WithContext("end_pass: writing the pass's " + std::to_string(table_->size()) +
+                                   " rows back"));
   table_->Clear();
   last_.written = written.written;
   last_.merged = written.merged;
@@ -282,7 +313,8 @@ Status GpuPsSync::EndPass() {
   series_.rows_added.Increment(static_cast<double>(written.merged));
   spdlog::info("trainer {} pass {}: end_pass: {} rows written back in {:.2f} s ({} exact, {} merged with another "
                "trainer's)",
-               o_.trainer_id, passes_, rows.keys.size(), last_.write_seconds, written.written, written.merged);
+               o_.trainer_id, passes_, written.written + written.merged, last_.write_seconds, written.written,
+               written.merged);
   return Status::OK();
 }
 

@@ -17,8 +17,10 @@
 //   EndStep                 the worker's replica's allreduce step (CollectiveSync: the
 //                           workers of a node summed in memory, the nodes over Gloo; rank =
 //                           trainer_id * workers + worker)
-//   Flush (end_pass)        the rows the pass touched written back (WriteRows: exact, or added
-//                           as a difference where another trainer wrote the row meanwhile),
+//   Flush (end_pass)        the rows the pass touched written back (WritePassBack: ranges of
+//                           rows, each exported while the one before is being written; a
+//                           row is written exact, or added as a difference where another
+//                           trainer wrote it meanwhile),
 //                           the table freed; rank 0 writes the dense replica to the pservers
 //
 // Worker w drives device w % devices: the Trainer runs fleetps.gpups.workers_per_device worker
@@ -118,6 +120,14 @@ class GpuPsSync : public trainer::ParamSync {
   } series_;
   std::vector<MergeBuffer> merge_;  // per worker; each touched only by its worker
 };
+
+// end_pass's write-back of `table`'s pass to sparse table `table_id` on the pservers: the
+// touched rows exported `range_rows` rows at a time (ExportRange), each range handed to
+// WriteRows before the next is exported, so that the export overlaps the network and the
+// pservers' work, and only a range's rows are held on the host at once. Waits for every
+// write; returns the first error; `written` receives the summed counts.
+Status WritePassBack(const PassTable& table, trainer::PsClient& client, uint32_t table_id, bool average,
+                     uint64_t range_rows, trainer::PsClient::RowsWritten* written);
 
 // The distinct keys of the batches of one pass of `dataset` (StartPass .. EndPass), read by
 // `threads` threads at once into a set partitioned by the keys' hash, a lock per partition.

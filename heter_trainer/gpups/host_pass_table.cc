@@ -125,12 +125,18 @@ class HostPassTable : public PassTable {
     return Status::OK();
   }
 
-  Status Export(PassRows* out) const override {
+  Status ExportRange(uint64_t first, uint64_t count, PassRows* out) const override {
     *out = PassRows{};
+    uint64_t base = 0;  // the shard's first row in the pass's numbering
     for (const auto& sp : shards_) {
       const Shard& s = *sp;
-      AppendTouchedRows(accessor_, s.index.keys(), s.touched.data(), s.rows.data(), s.begin.data(), s.shows.data(),
-                        s.clicks.data(), out);
+      const uint64_t n = s.index.size();
+      const uint64_t lo = std::clamp(first, base, base + n) - base, hi = std::clamp(first + count, base, base + n) - base;
+      base += n;
+      if (lo >= hi) continue;
+      AppendTouchedRows(accessor_, std::span<const uint64_t>(s.index.keys()).subspan(lo, hi - lo), s.touched.data() + lo,
+                        s.rows.data() + lo * row_floats_, s.begin.data() + lo * row_floats_, s.shows.data() + lo,
+                        s.clicks.data() + lo, out);
     }
     return Status::OK();
   }

@@ -7,7 +7,7 @@
 // weights of a batch's keys, each looked up on the device that owns it) and Push() (one
 // step of the table's sparse optimizer per key, through the same RowAccessor::ApplyPush the
 // pservers run, CTR statistics and lazy embedx extension included, so a pass gives exactly
-// the rows direct pushes would); then Export() the rows the pass touched, with the rows
+// the rows direct pushes would); then Export() (or ExportRange()) the rows the pass touched, with the rows
 // they started from, for WriteRows; then Clear().
 //
 // Two implementations, one interface: MakeHostPassTable, the host-memory twin (one shard
@@ -90,8 +90,12 @@ class PassTable {
   // others not.
   virtual Status Push(std::span<const uint64_t> keys, std::span<const float> grads, std::span<const float> shows,
                       std::span<const float> clicks) = 0;
-  // The rows pushed at least once in this pass (order: by device, then by first insertion).
-  virtual Status Export(PassRows* out) const = 0;
+  // The rows pushed at least once among rows [first, first + count) of this pass, rows
+  // numbered by device, then by insertion (0 .. size()), in that order; end_pass exports a
+  // pass in such ranges, each written back while the next is exported.
+  virtual Status ExportRange(uint64_t first, uint64_t count, PassRows* out) const = 0;
+  // Every row pushed at least once in this pass.
+  Status Export(PassRows* out) const { return ExportRange(0, size(), out); }
   // Frees the pass.
   virtual void Clear() = 0;
 };

@@ -176,7 +176,8 @@ class PsClient {
   };
   // Writes a pass's rows back (WriteRows: see schemas/ps.fbs). Not re-sent after a lost
   // connection (a second application would add end - begin again): fails Unavailable.
-  // `written` (optional) receives the servers' counts once the future is ready.
+  // `written` (optional) receives the servers' counts once the future is ready. keys and
+  // `in` are copied into the requests before this returns: the caller may reuse them.
   std::future<Status> WriteRows(uint32_t table_id, std::span<const uint64_t> keys, uint32_t row_floats,
                                 const RowsIn& in, RowsWritten* written = nullptr);
 

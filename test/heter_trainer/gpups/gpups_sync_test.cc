@@ -339,6 +339,41 @@ TEST_CASE("One trainer, two workers (two devices, or one device with two workers
   CHECK(std::any_of(dense.begin(), dense.end(), [](float v) { return v != 0.0f; }));
 }
 
+TEST_CASE("end_pass's write-back in ranges of 7 rows over two shards stores what one range stores") {
+  const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
+  Cluster ranged(job), whole(job);
+  const auto keys = Range(0, 60);
+  const auto history = Batches(keys, 2, 5);
+  PushAll(*ranged.Client(), history);
+  PushAll(*whole.Client(), history);
+  REQUIRE(ranged.Rows(0) == whole.Rows(0));
+  PassTableOptions o;
+  o.table = job.sparse_table;
+  o.devices = 2;
+  auto table = MakeHostPassTable(o);
+  REQUIRE(table.ok());
+  const uint32_t core = (*table)->core_floats();
+  std::vector<float> rows(keys.size() * core), stats(keys.size() * 2);
+  std::vector<uint8_t> flags(keys.size());
+  auto ranged_client = ranged.Client();
+  REQUIRE(ranged_client->PullRows(0, keys, core, {rows.data(), flags.data(), stats.data()}).get().ok());
+  REQUIRE((*table)->Build(keys, rows, flags, stats).ok());
+  std::set<uint64_t> touched;
+  for (const auto& b : Batches(Range(0, 50), 3, 9)) {  // the last 10 keys stay untouched
+    REQUIRE((*table)->Push(b.keys, b.grads, b.shows, b.clicks).ok());
+    touched.insert(b.keys.begin(), b.keys.end());
+  }
+  PsClient::RowsWritten in_ranges, in_one;
+  REQUIRE(WritePassBack(**table, *ranged_client, 0, false, 7, &in_ranges).ok());
+  REQUIRE(WritePassBack(**table, *whole.Client(), 0, false, 1000, &in_one).ok());
+  CHECK(in_ranges.written == touched.size());
+  CHECK(in_ranges.merged == 0);
+  CHECK(in_one.written == touched.size());
+  const auto got = ranged.Rows(0), want = whole.Rows(0);
+  CHECK(got == want);
+  CHECK(got.size() == keys.size());
+}
+
 TEST_CASE("Two trainers on overlapping keys: both passes add up on the pservers, in write order") {
   // Rows created whole (no lazy embedx), so a merge is a plain difference.
   const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/0.0f);

@@ -107,6 +107,33 @@ inline void CheckRefusedPushes(PassTable& table) {
   CHECK(weight(on[1][2]) == -1.0f);
 }
 
+// ExportRange over ranges of 1, 7 and 1000 rows (crossing the shards' boundaries), appended
+// in order, gives `whole` (the table's Export); a range past the end gives nothing.
+inline void CheckExportRanges(const PassTable& table, const PassRows& whole) {
+  for (uint64_t range : {uint64_t{1}, uint64_t{7}, uint64_t{1000}}) {
+    INFO("ranges of " << range << " rows");
+    PassRows joined, part;
+    for (uint64_t first = 0; first < table.size(); first += range) {
+      REQUIRE(table.ExportRange(first, range, &part).ok());
+      joined.keys.insert(joined.keys.end(), part.keys.begin(), part.keys.end());
+      joined.begin.insert(joined.begin.end(), part.begin.begin(), part.begin.end());
+      joined.end.insert(joined.end.end(), part.end.begin(), part.end.end());
+      joined.extended.insert(joined.extended.end(), part.extended.begin(), part.extended.end());
+      joined.shows.insert(joined.shows.end(), part.shows.begin(), part.shows.end());
+      joined.clicks.insert(joined.clicks.end(), part.clicks.begin(), part.clicks.end());
+    }
+    CHECK(joined.keys == whole.keys);
+    CHECK(joined.begin == whole.begin);
+    CHECK(joined.end == whole.end);
+    CHECK(joined.extended == whole.extended);
+    CHECK(joined.shows == whole.shows);
+    CHECK(joined.clicks == whole.clicks);
+  }
+  PassRows past;
+  REQUIRE(table.ExportRange(table.size(), 10, &past).ok());
+  CHECK(past.keys.empty());
+}
+
 // Lookups and updates from several threads at once, as the GPU-PS workers call them: two
 // threads push batches of their own keys while four threads look up keys nobody pushes,
 // each in batches of its own size. Every lookup must return the rows `reference` (built the
@@ -196,6 +223,7 @@ inline void CheckConcurrentTraffic(PassTable& table, PassTable& reference) {
   CHECK(got.end == want.end);
   CHECK(got.shows == want.shows);
   CHECK(got.extended == want.extended);
+  CheckExportRanges(table, got);
 }
 
 }  // namespace fleetps::heter
