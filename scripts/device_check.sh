@@ -18,6 +18,8 @@
 #                         heter-trainer's capacity with 2 lanes
 #   heter_capacity_lanes4 the capacity again with 4 lanes
 #   gpups_bench           pass build, device-table lookup and update rates
+#   gpups_bench_callers8  the rates with 8 threads calling the one device's table at once (as
+#                         8 workers per device: lookups run at once, updates one at a time)
 #   heter_nccl            a heter job (run_heter.sh, 100k rows) whose heter-trainer averages
 #                         its dense replica over NCCL (dense_sync allreduce, backend nccl;
 #                         world size 1); its workerlog says "(nccl: backend: nccl on GPU 0)"
@@ -104,6 +106,8 @@ if [ "${FULL:-0}" != only ]; then
   step heter_capacity_lanes4 60 "$B/bench/heter_bench/heter_bench" --config configs/ctr_dnn.yaml --device gpu \
     --skip-dense --lanes 4
   step gpups_bench 180 "$B/bench/gpups_bench/gpups_bench" --config configs/ctr_dnn.yaml --device gpu --devices 1
+  step gpups_bench_callers8 120 "$B/bench/gpups_bench/gpups_bench" --config configs/ctr_dnn.yaml --device gpu \
+    --devices 1 --callers 8 --keys 1000000
   # The NCCL paths of the heter dense allreduce and of GPU-PS, on small jobs.
   nccl_config="$(mktemp -d)/ctr_dnn_nccl.yaml"
   { cat configs/ctr_dnn.yaml; echo "  collective: {backend: nccl}"
