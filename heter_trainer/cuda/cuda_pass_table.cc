@@ -169,6 +169,8 @@ class CudaPassTable : public PassTable {
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
       ASSIGN_OR_RETURN(auto lookup, s.lookups.Take(s.device));
       Status st = PullShard(s, d, *lookup, keys, by_device[d], out);
+      // A call that failed part-way may have left copies queued: done before the next user.
+      if (!st.ok()) (void)lookup->stream.Synchronize();
       s.lookups.Give(std::move(lookup));
       RETURN_IF_ERROR(st);
     }
@@ -243,7 +245,7 @@ class CudaPassTable : public PassTable {
     for (const auto& sp : shards_) {
       const Shard& s = *sp;
       const uint64_t n = s.keys.size();
-      const uint64_t lo = std::clamp(first, base, base + n) - base, hi = std::clamp(first + count, base, base + n) - base;
+      const auto [lo, hi] = RowsOnShard(first, count, base, n);
       base += n;
       if (lo >= hi) continue;
       const size_t m = hi - lo;

@@ -131,7 +131,7 @@ class HostPassTable : public PassTable {
     for (const auto& sp : shards_) {
       const Shard& s = *sp;
       const uint64_t n = s.index.size();
-      const uint64_t lo = std::clamp(first, base, base + n) - base, hi = std::clamp(first + count, base, base + n) - base;
+      const auto [lo, hi] = RowsOnShard(first, count, base, n);
       base += n;
       if (lo >= hi) continue;
       AppendTouchedRows(accessor_, std::span<const uint64_t>(s.index.keys()).subspan(lo, hi - lo), s.touched.data() + lo,

@@ -127,6 +127,16 @@ inline void FillPassRow(const server::RowAccessor& accessor, std::span<const flo
   }
 }
 
+// The part of rows [first, first + count) of a pass (ExportRange's numbering) that falls on a
+// shard holding rows [base, base + n), as the shard's row indices [lo, hi); lo == hi: none.
+struct ShardRows {
+  uint64_t lo, hi;
+};
+inline ShardRows RowsOnShard(uint64_t first, uint64_t count, uint64_t base, uint64_t n) {
+  const uint64_t end = first + std::min(count, ~uint64_t{0} - first);  // no wrap for a huge count
+  return {std::clamp(first, base, base + n) - base, std::clamp(end, base, base + n) - base};
+}
+
 // Export's part for one shard: appends to `out` the rows with touched[r] set, in slot order —
 // keys[r], the core floats of begin and rows (row_floats apart), the extended flag (CTR
 // tables), shows[r] and clicks[r]. Sized once for the touched rows, then filled in place;
