@@ -140,7 +140,8 @@ inline void CheckExportRanges(const PassTable& table, const PassRows& whole) {
 // same, called from one thread) gives, and the pass must end with the rows of `reference`
 // after the same pushes one after the other (the pushers' keys are disjoint, so their order
 // between threads does not matter). Catches scratch shared between concurrent calls, and
-// updates lost or torn by them.
+// updates lost or torn by them; a lock that does not exclude (Push under a shared lock, say)
+// shows as races in a ThreadSanitizer build (README, Tests), rarely as wrong values.
 inline void CheckConcurrentTraffic(PassTable& table, PassTable& reference) {
   const uint32_t core = table.core_floats(), dim = table.dim();
   REQUIRE(reference.core_floats() == core);
