@@ -107,6 +107,16 @@ inline void CheckRefusedPushes(PassTable& table) {
   CHECK(weight(on[1][2]) == -1.0f);
 }
 
+// Two exports hold the same rows, bitwise.
+inline void CheckSameRows(const PassRows& a, const PassRows& b) {
+  CHECK(a.keys == b.keys);
+  CHECK(a.begin == b.begin);
+  CHECK(a.end == b.end);
+  CHECK(a.extended == b.extended);
+  CHECK(a.shows == b.shows);
+  CHECK(a.clicks == b.clicks);
+}
+
 // ExportRange over ranges of 1, 7 and 1000 rows (crossing the shards' boundaries), appended
 // in order, gives `whole` (the table's Export); a range past the end gives nothing.
 inline void CheckExportRanges(const PassTable& table, const PassRows& whole) {
@@ -122,12 +132,7 @@ inline void CheckExportRanges(const PassTable& table, const PassRows& whole) {
       joined.shows.insert(joined.shows.end(), part.shows.begin(), part.shows.end());
       joined.clicks.insert(joined.clicks.end(), part.clicks.begin(), part.clicks.end());
     }
-    CHECK(joined.keys == whole.keys);
-    CHECK(joined.begin == whole.begin);
-    CHECK(joined.end == whole.end);
-    CHECK(joined.extended == whole.extended);
-    CHECK(joined.shows == whole.shows);
-    CHECK(joined.clicks == whole.clicks);
+    CheckSameRows(joined, whole);
   }
   PassRows past;
   REQUIRE(table.ExportRange(table.size(), 10, &past).ok());
@@ -220,10 +225,7 @@ inline void CheckConcurrentTraffic(PassTable& table, PassTable& reference) {
   PassRows got, want;
   REQUIRE(table.Export(&got).ok());
   REQUIRE(reference.Export(&want).ok());
-  CHECK(got.keys == want.keys);
-  CHECK(got.end == want.end);
-  CHECK(got.shows == want.shows);
-  CHECK(got.extended == want.extended);
+  CheckSameRows(got, want);
   CheckExportRanges(table, got);
 }
 
