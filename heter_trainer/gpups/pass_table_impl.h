@@ -11,7 +11,6 @@
 #include <cstring>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/optimizer/optimizer.h"
@@ -139,50 +138,32 @@ inline ShardRows RowsOnShard(uint64_t first, uint64_t count, uint64_t base, uint
 
 // Export's part for one shard: appends to `out` the rows with touched[r] set, in slot order —
 // keys[r], the core floats of begin and rows (row_floats apart), the extended flag (CTR
-// tables), shows[r] and clicks[r]. Sized once for the touched rows, then filled in place;
-// a large shard in ranges of rows on up to 16 threads, each range at the offset the touched
-// rows before it give (end_pass waits on this with every core idle).
+// tables), shows[r] and clicks[r]. Sized once for the touched rows, then filled in place.
 inline void AppendTouchedRows(const server::RowAccessor& accessor, std::span<const uint64_t> keys,
                               const uint8_t* touched, const float* rows, const float* begin, const float* shows,
                               const float* clicks, PassRows* out) {
   const size_t n = keys.size();
   const uint32_t core = accessor.flags_offset(), row_floats = accessor.row_floats();
-  constexpr size_t kRowsPerRange = size_t{1} << 16;
-  const size_t ranges = std::clamp<size_t>(n / kRowsPerRange, 1, std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
-  auto on_every_range = [ranges](const auto& f) {
-    std::vector<std::thread> threads;
-    for (size_t c = 1; c < ranges; ++c) threads.emplace_back(f, c);
-    f(size_t{0});
-    for (auto& t : threads) t.join();
-  };
-  auto first_row = [n, ranges](size_t c) { return n * c / ranges; };
-  std::vector<size_t> at(ranges + 1, 0);  // at[c + 1]: touched rows in range c, then where range c's go
-  on_every_range([&](size_t c) {
-    for (size_t r = first_row(c); r < first_row(c + 1); ++r) at[c + 1] += touched[r] != 0;
-  });
-  at[0] = out->keys.size();
-  for (size_t c = 0; c < ranges; ++c) at[c + 1] += at[c];
-  const size_t total = at[ranges];
-  out->keys.resize(total);
-  out->begin.resize(total * core);
-  out->end.resize(total * core);
-  if (accessor.ctr()) out->extended.resize(total);
-  out->shows.resize(total);
-  out->clicks.resize(total);
-  on_every_range([&](size_t c) {
-    size_t k = at[c];
-    for (size_t r = first_row(c); r < first_row(c + 1); ++r) {
-      if (!touched[r]) continue;
-      const float* row = rows + r * row_floats;
-      out->keys[k] = keys[r];
-      std::memcpy(out->begin.data() + k * core, begin + r * row_floats, core * sizeof(float));
-      std::memcpy(out->end.data() + k * core, row, core * sizeof(float));
-      if (accessor.ctr()) out->extended[k] = accessor.Extended(row) ? 1 : 0;
-      out->shows[k] = shows[r];
-      out->clicks[k] = clicks[r];
-      ++k;
-    }
-  });
+  size_t count = 0;
+  for (size_t r = 0; r < n; ++r) count += touched[r] != 0;
+  size_t k = out->keys.size();
+  out->keys.resize(k + count);
+  out->begin.resize((k + count) * core);
+  out->end.resize((k + count) * core);
+  if (accessor.ctr()) out->extended.resize(k + count);
+  out->shows.resize(k + count);
+  out->clicks.resize(k + count);
+  for (size_t r = 0; r < n; ++r) {
+    if (!touched[r]) continue;
+    const float* row = rows + r * row_floats;
+    out->keys[k] = keys[r];
+    std::memcpy(out->begin.data() + k * core, begin + r * row_floats, core * sizeof(float));
+    std::memcpy(out->end.data() + k * core, row, core * sizeof(float));
+    if (accessor.ctr()) out->extended[k] = accessor.Extended(row) ? 1 : 0;
+    out->shows[k] = shows[r];
+    out->clicks[k] = clicks[r];
+    ++k;
+  }
 }
 
 // The pass table kernels' rule (pass_rules.h) for `table`, whose rows `accessor` lays out
