@@ -2,6 +2,7 @@
 //
 //   gpups_bench --config configs/ctr_dnn.yaml [--device cpu|gpu] [--devices 2] [--servers 2]
 //               [--keys 2000000] [--batch-keys 16384] [--seconds 3] [--callers 1]
+//               [--write-back-rows 32768]
 //
 // 1. Pass build: --servers pservers in this process on loopback (the job's tables), --keys
 //    random keys pushed once so the rows exist; then begin_pass's work — PullRows of every
@@ -10,10 +11,11 @@
 //    --write-back-rows rows per range, each exported while the one before is written).
 // 2. Device table: --devices shards; --callers threads per shard (as the workers of a device)
 //    issue lookups (Pull) and updates (Push: the sparse optimizer in the table) of
-//    --batch-keys random distinct pass keys for --seconds each. Prints keys/s and the bytes the table moves per second (a lookup reads a
-//    row's dim floats and writes them out; an update reads and writes the whole row, reads
-//    the gradient, and updates show/click/touched), next to the memory bandwidth of the
-//    device (host twin: a large memcpy on all threads; CUDA: a device-to-device copy).
+//    --batch-keys random distinct pass keys for --seconds each. Prints keys/s and the bytes
+//    the table moves per second (a lookup reads a row's dim floats and writes them out; an
+//    update reads and writes the whole row, reads the gradient, and updates
+//    show/click/touched), next to the memory bandwidth of the device (host twin: a large
+//    memcpy on all threads; CUDA: a device-to-device copy).
 // Prints markdown tables.
 
 #include <spdlog/spdlog.h>
