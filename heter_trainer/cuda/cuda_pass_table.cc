@@ -54,10 +54,11 @@ Status Reserve(PinnedBuffer<T>* buf, size_t count) {
   return Status::OK();
 }
 
-// One lookup's stream and scratch. Its host ends are pinned, so that its copies run at the
-// link's rate and its one synchronisation waits for the device alone.
+// A lookup's (or an update's) scratch, and for a lookup its own stream. The host ends are
+// pinned, so that the copies run at the link's rate and a synchronisation waits for the
+// device alone.
 struct Lookup {
-  Stream stream;
+  Stream stream;  // lookups only: updates run on their shard's stream
   DeviceBuffer<uint64_t> query;
   DeviceBuffer<uint32_t> found;
   DeviceBuffer<float> values;
@@ -181,60 +182,15 @@ class CudaPassTable : public PassTable {
               std::span<const float> clicks) override {
     RETURN_IF_ERROR(CheckPushSpans(keys, grads, shows, clicks, dim_));
     auto by_device = RouteToDevices(keys, options_.devices);
-    std::vector<uint64_t> sub;
-    std::vector<float> g, sh, cl, initial;
     for (uint32_t d = 0; d < options_.devices; ++d) {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
       std::unique_lock<std::shared_mutex> lock(s.mu);
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
-      const auto& members = by_device[d];
-      sub.resize(members.size());
-      for (size_t k = 0; k < members.size(); ++k) sub[k] = keys[members[k]];
-      // The keys before the first one not in the pass or given twice are pushed, as the host
-      // twin does; then the error.
-      Status refused = FindRows(s, sub, d);
-      uint32_t n = s.found_count;
-      s.pushed.Begin(s.keys.size());
-      for (uint32_t k = 0; k < n; ++k) {
-        if (!s.pushed.Mark(s.found_host[k])) {
-          refused = KeyGivenTwice(sub[k]);
-          n = k;
-        }
-      }
-      if (n == 0) return refused;
-      g.resize(size_t{n} * dim_);
-      sh.assign(shows.empty() ? 0 : n, 0.0f);
-      cl.assign(clicks.empty() ? 0 : n, 0.0f);
-      for (uint32_t k = 0; k < n; ++k) {
-        const uint32_t i = members[k];
-        std::memcpy(g.data() + size_t{k} * dim_, grads.data() + size_t{i} * dim_, dim_ * sizeof(float));
-        if (!sh.empty()) sh[k] = shows[i];
-        if (!cl.empty()) cl[k] = clicks[i];
-      }
-      RETURN_IF_ERROR(Reserve(s.device, &s.values, g.size()));
-      RETURN_IF_ERROR(Reserve(s.device, &s.shows_in, size_t{n} * 2));
-      RETURN_IF_ERROR(Reserve(s.device, &s.extend, n));
-      cudaStream_t stream = s.stream.get();
-      RETURN_IF_CUDA_ERROR(
-          cudaMemcpyAsync(s.values.data(), g.data(), g.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
-      float* dev_shows = sh.empty() ? nullptr : s.shows_in.data();
-      float* dev_clicks = cl.empty() ? nullptr : s.shows_in.data() + n;
-      if (dev_shows != nullptr) {
-        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev_shows, sh.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
-      }
-      if (dev_clicks != nullptr) {
-        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev_clicks, cl.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
-      }
-      RETURN_IF_CUDA_ERROR(cudaMemsetAsync(s.count.data(), 0, sizeof(uint32_t), stream));
-      RETURN_IF_ERROR(gpu::LaunchPush(rule_, s.found.data(), n, s.values.data(), dev_shows, dev_clicks,
-                                      s.rows.data(), s.pass_stats.data(), s.pass_stats.data() + s.keys.size(),
-                                      s.touched.data(), s.extend.data(), s.count.data(), stream));
-      uint32_t extend = 0;
-      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(&extend, s.count.data(), sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
-      RETURN_IF_ERROR(s.stream.Synchronize());
-      if (extend > 0) RETURN_IF_ERROR(ExtendRows(s, sub, extend, &initial));
-      RETURN_IF_ERROR(refused);
+      Status st = PushShard(s, d, keys, by_device[d], grads, shows, clicks);
+      // A call that failed part-way may have left copies queued: done before the next one.
+      if (!st.ok()) (void)s.stream.Synchronize();
+      RETURN_IF_ERROR(st);
     }
     return Status::OK();
   }
@@ -299,14 +255,16 @@ class CudaPassTable : public PassTable {
     DeviceBuffer<float> pass_stats;     // [shows of every row | clicks of every row]
     DeviceBuffer<uint8_t> touched;
     LookupPool lookups;
-    // Push's and Build's scratch.
-    DeviceBuffer<uint64_t> query;
-    DeviceBuffer<uint32_t> found;
-    std::vector<uint32_t> found_host;
-    uint32_t found_count = 0;  // FindRows: keys before the first one not in the pass
-    PushedRows pushed;         // Push's check for a key given twice
-    DeviceBuffer<float> values, shows_in, initial;
+    // Push's scratch (on `stream`): its keys' rows, and its gradients, shows and clicks
+    // staged in pinned memory and on the device ([grads | shows | clicks]).
+    Lookup update;
+    PinnedBuffer<float> update_in;
+    DeviceBuffer<float> update_grads;
+    PinnedBuffer<uint32_t> extend_count;  // rows the push extended
+    PushedRows pushed;                    // Push's check for a key given twice
+    DeviceBuffer<float> initial;
     DeviceBuffer<uint32_t> extend, count;
+    DeviceBuffer<uint64_t> query;  // Build's keys
   };
 
   int DeviceId(uint32_t d) const { return d < options_.device_ids.size() ? options_.device_ids[d] : static_cast<int>(d); }
@@ -347,26 +305,105 @@ class CudaPassTable : public PassTable {
     return s.stream.Synchronize();
   }
 
-  // Rows that a push made reach the embedx threshold (their positions in `sub`, `extend` of
-  // them in s.extend), extended as the pservers would: embedx from the initializer (host code).
-  Status ExtendRows(Shard& s, const std::vector<uint64_t>& sub, uint32_t extend, std::vector<float>* initial) {
+  // Rows that a push made reach the embedx threshold (positions k in the push's keys,
+  // `extend` of them in s.extend), extended as the pservers would: embedx from the
+  // initializer (host code).
+  Status ExtendRows(Shard& s, std::span<const uint64_t> keys, const std::vector<uint32_t>& members, uint32_t extend) {
     std::vector<uint32_t> positions(extend), row_index(extend);
     RETURN_IF_CUDA_ERROR(cudaMemcpy(positions.data(), s.extend.data(), extend * sizeof(uint32_t),
                                     cudaMemcpyDeviceToHost));
-    initial->assign(size_t{extend} * dim_, 0.0f);
+    std::vector<float> initial(size_t{extend} * dim_, 0.0f);
     for (uint32_t e = 0; e < extend; ++e) {
-      initializer_.FillRow(sub[positions[e]], initial->data() + size_t{e} * dim_, dim_);
-      row_index[e] = s.found_host[positions[e]];
+      initializer_.FillRow(keys[members[positions[e]]], initial.data() + size_t{e} * dim_, dim_);
+      row_index[e] = s.update.found_out.data()[positions[e]];
     }
     cudaStream_t stream = s.stream.get();
-    RETURN_IF_ERROR(Reserve(s.device, &s.initial, initial->size()));
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.initial.data(), initial->data(), initial->size() * sizeof(float),
+    RETURN_IF_ERROR(Reserve(s.device, &s.initial, initial.size()));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.initial.data(), initial.data(), initial.size() * sizeof(float),
                                          cudaMemcpyHostToDevice, stream));
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.extend.data(), row_index.data(), extend * sizeof(uint32_t),
                                          cudaMemcpyHostToDevice, stream));
     RETURN_IF_ERROR(
         gpu::LaunchExtend(rule_, s.extend.data(), extend, s.initial.data(), s.rows.data(), s.begin.data(), stream));
     return s.stream.Synchronize();
+  }
+
+  // Queues on `stream`: keys[members[k]] to l.query, their row indices on shard s to l.found
+  // (kEmptySlot: not in the pass). The shard must hold a pass (s.mask != 0).
+  Status QueueFind(const Shard& s, Lookup& l, cudaStream_t stream, std::span<const uint64_t> keys,
+                   const std::vector<uint32_t>& members) {
+    const auto n = static_cast<uint32_t>(members.size());
+    RETURN_IF_ERROR(Reserve(s.device, &l.query, n));
+    RETURN_IF_ERROR(Reserve(s.device, &l.found, n));
+    RETURN_IF_ERROR(Reserve(&l.keys_in, n));
+    RETURN_IF_ERROR(Reserve(&l.found_out, n));
+    for (uint32_t k = 0; k < n; ++k) l.keys_in.data()[k] = keys[members[k]];
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(l.query.data(), l.keys_in.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
+    return gpu::LaunchFind(l.query.data(), n, s.table_keys.data(), s.table_rows.data(), s.mask, l.found.data(), stream);
+  }
+
+  // How many of the n keys found into l.found_out lead the first one not in the pass.
+  static uint32_t FoundPrefix(const Lookup& l, uint32_t n) {
+    uint32_t k = 0;
+    while (k < n && l.found_out.data()[k] != gpu::kEmptySlot) ++k;
+    return k;
+  }
+
+  // Push's part on shard d (its lock held): find the keys' rows (one synchronisation), refuse
+  // at the first key not in the pass or given twice, stage the gradients, shows and clicks of
+  // the keys before it in pinned memory, copy them in at once and run the update kernel (a
+  // second synchronisation, for the count of rows it extended); then extend those rows.
+  Status PushShard(Shard& s, uint32_t d, std::span<const uint64_t> keys, const std::vector<uint32_t>& members,
+                   std::span<const float> grads, std::span<const float> shows, std::span<const float> clicks) {
+    if (s.mask == 0) return KeyNotInPass(keys[members[0]], d);
+    Lookup& l = s.update;
+    cudaStream_t stream = s.stream.get();
+    const auto m = static_cast<uint32_t>(members.size());
+    RETURN_IF_ERROR(QueueFind(s, l, stream, keys, members));
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(l.found_out.data(), l.found.data(), m * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+    RETURN_IF_ERROR(s.stream.Synchronize());
+    // The keys before the first one not in the pass or given twice are pushed, as the host
+    // twin does; then the error.
+    uint32_t n = FoundPrefix(l, m);
+    Status refused = n < m ? KeyNotInPass(keys[members[n]], d) : Status::OK();
+    s.pushed.Begin(s.keys.size());
+    for (uint32_t k = 0; k < n; ++k) {
+      if (!s.pushed.Mark(l.found_out.data()[k])) {
+        refused = KeyGivenTwice(keys[members[k]]);
+        n = k;
+      }
+    }
+    if (n == 0) return refused;
+    const size_t grad_floats = size_t{n} * dim_;
+    const size_t staged = grad_floats + (shows.empty() ? 0 : n) + (clicks.empty() ? 0 : n);
+    RETURN_IF_ERROR(Reserve(&s.update_in, staged));
+    RETURN_IF_ERROR(Reserve(s.device, &s.update_grads, staged));
+    RETURN_IF_ERROR(Reserve(s.device, &s.extend, n));
+    RETURN_IF_ERROR(Reserve(&s.extend_count, 1));
+    float* in = s.update_in.data();
+    float* in_shows = shows.empty() ? nullptr : in + grad_floats;
+    float* in_clicks = clicks.empty() ? nullptr : in + grad_floats + (shows.empty() ? 0 : n);
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint32_t i = members[k];
+      std::memcpy(in + size_t{k} * dim_, grads.data() + size_t{i} * dim_, dim_ * sizeof(float));
+      if (in_shows != nullptr) in_shows[k] = shows[i];
+      if (in_clicks != nullptr) in_clicks[k] = clicks[i];
+    }
+    float* dev = s.update_grads.data();
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, in, staged * sizeof(float), cudaMemcpyHostToDevice, stream));
+    RETURN_IF_CUDA_ERROR(cudaMemsetAsync(s.count.data(), 0, sizeof(uint32_t), stream));
+    RETURN_IF_ERROR(gpu::LaunchPush(rule_, l.found.data(), n, dev, in_shows ? dev + (in_shows - in) : nullptr,
+                                    in_clicks ? dev + (in_clicks - in) : nullptr, s.rows.data(), s.pass_stats.data(),
+                                    s.pass_stats.data() + s.keys.size(), s.touched.data(), s.extend.data(),
+                                    s.count.data(), stream));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.extend_count.data(), s.count.data(), sizeof(uint32_t),
+                                         cudaMemcpyDeviceToHost, stream));
+    RETURN_IF_ERROR(s.stream.Synchronize());
+    const uint32_t extend = s.extend_count.data()[0];
+    if (extend > 0) RETURN_IF_ERROR(ExtendRows(s, keys, members, extend));
+    return refused;
   }
 
   // out[members[k] * dim_, ...) = the weights of keys[members[k]], all owned by shard d: the
@@ -376,18 +413,10 @@ class CudaPassTable : public PassTable {
                    const std::vector<uint32_t>& members, float* out) {
     const auto n = static_cast<uint32_t>(members.size());
     if (s.mask == 0) return KeyNotInPass(keys[members[0]], d);
-    RETURN_IF_ERROR(Reserve(s.device, &l.query, n));
-    RETURN_IF_ERROR(Reserve(s.device, &l.found, n));
-    RETURN_IF_ERROR(Reserve(s.device, &l.values, size_t{n} * dim_));
-    RETURN_IF_ERROR(Reserve(&l.keys_in, n));
-    RETURN_IF_ERROR(Reserve(&l.found_out, n));
-    RETURN_IF_ERROR(Reserve(&l.values_out, size_t{n} * dim_));
-    for (uint32_t k = 0; k < n; ++k) l.keys_in.data()[k] = keys[members[k]];
     cudaStream_t stream = l.stream.get();
-    RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(l.query.data(), l.keys_in.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
-    RETURN_IF_ERROR(gpu::LaunchFind(l.query.data(), n, s.table_keys.data(), s.table_rows.data(), s.mask,
-                                    l.found.data(), stream));
+    RETURN_IF_ERROR(QueueFind(s, l, stream, keys, members));
+    RETURN_IF_ERROR(Reserve(s.device, &l.values, size_t{n} * dim_));
+    RETURN_IF_ERROR(Reserve(&l.values_out, size_t{n} * dim_));
     RETURN_IF_ERROR(
         gpu::LaunchGather(l.found.data(), n, s.rows.data(), row_floats_, dim_, l.values.data(), stream));
     RETURN_IF_CUDA_ERROR(
@@ -395,39 +424,10 @@ class CudaPassTable : public PassTable {
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.values_out.data(), l.values.data(), size_t{n} * dim_ * sizeof(float),
                                          cudaMemcpyDeviceToHost, stream));
     RETURN_IF_ERROR(l.stream.Synchronize());
-    for (uint32_t k = 0; k < n; ++k) {
-      if (l.found_out.data()[k] == gpu::kEmptySlot) return KeyNotInPass(keys[members[k]], d);
-    }
+    if (const uint32_t found = FoundPrefix(l, n); found < n) return KeyNotInPass(keys[members[found]], d);
     for (uint32_t k = 0; k < n; ++k) {
       std::memcpy(out + size_t{members[k]} * dim_, l.values_out.data() + size_t{k} * dim_, dim_ * sizeof(float));
     }
-    return Status::OK();
-  }
-
-  // s.found (device) and s.found_host = the row indices of `keys` on shard d, and
-  // s.found_count = how many keys lead the first one not in the pass (all: OK; else NotFound
-  // naming it; 0 after any other error).
-  Status FindRows(Shard& s, const std::vector<uint64_t>& keys, uint32_t d) {
-    s.found_count = 0;
-    const uint32_t n = static_cast<uint32_t>(keys.size());
-    RETURN_IF_ERROR(Reserve(s.device, &s.query, n));
-    RETURN_IF_ERROR(Reserve(s.device, &s.found, n));
-    cudaStream_t stream = s.stream.get();
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.query.data(), keys.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
-    if (s.mask == 0) return KeyNotInPass(keys[0], d);
-    RETURN_IF_ERROR(gpu::LaunchFind(s.query.data(), n, s.table_keys.data(), s.table_rows.data(), s.mask,
-                                    s.found.data(), stream));
-    s.found_host.resize(n);
-    RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(s.found_host.data(), s.found.data(), n * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
-    RETURN_IF_ERROR(s.stream.Synchronize());
-    for (uint32_t k = 0; k < n; ++k) {
-      if (s.found_host[k] == gpu::kEmptySlot) {
-        s.found_count = k;
-        return KeyNotInPass(keys[k], d);
-      }
-    }
-    s.found_count = n;
     return Status::OK();
   }
 
