@@ -37,7 +37,8 @@
 # SKIP="NAME ..." leaves steps out (those a cut-short call already ran, say); ONLY="NAME ..."
 # runs just those (with FULL=1 for the end-to-end ones). gpups_sweep (FULL): the GPU-PS job
 # alone on GPU 0 once per GPUPS_SWEEP worker count (default "1 8 16"), with each run's
-# breakdown of the workers' time.
+# breakdown of the workers' time and its steady state (the median and best examples/s of the
+# progress lines, the pass left out).
 #   scripts/device_check.sh [BUNDLE (default build/device_bundle.tar.xz)]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -148,6 +149,11 @@ gpups_sweep() {
       FLEETPS_PSERVERS=2 FLEETPS_TRAINERS=1 FLEETPS_BASE_PORT=19600 FLEETPS_CONFIG="$config" HETER_DEVICE_TYPE="${SWEEP_DEVICE:-gpu}" \
       FLAGS_selected_gpus=0 FLEETPS_OUT="$dir/w$w" scripts/run_gpubox.sh >"$dir/w$w.log" 2>&1
     echo "workers $w: exit $?: $(grep -h "epoch 1 done" "$dir/w$w"/workerlog.* | sed 's/.*this trainer: //')"
+    # Training alone: the progress lines' examples/s (each over print_interval steps), their
+    # median and best, the pass's begin and end left out.
+    grep -h " step [0-9]*: .* examples/s)" "$dir/w$w"/workerlog.* | sed 's/.* examples, \([0-9]*\) examples\/s).*/\1/' |
+      sort -n | awk -v w="$w" '{v[NR] = $1} END {if (NR) printf "workers %s: steady state %d progress lines, median %d, best %d examples/s\n", w, NR, v[int((NR + 1) / 2)], v[NR]}'
+
   done
 }
 export B LOGS
