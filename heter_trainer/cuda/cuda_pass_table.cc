@@ -2,11 +2,13 @@
 // hash table (keys and row indices, at most half full), the rows being trained and the rows
 // the pass started from (RowAccessor layout), and per-row show/click/touched, all in device
 // memory; every batch is routed by DeviceOfKey and handled with the kernels of
-// pass_table_kernels.cu: lookups each on a stream of their own from the shard's pool (several
-// workers' lookups run at once, under the shard's lock held shared), updates on the shard's
-// stream under the lock held exclusively. Rows a push must extend come back as a list: their
-// initial embedx weights are computed on the host (server::Initializer, the pservers' code)
-// and written by a kernel, so values match the pservers' bitwise.
+// pass_table_kernels.cu. Every call leases a stream and its scratch from the shard's pool:
+// several workers' lookups run at once, under the shard's lock held shared; an update finds
+// its rows, checks them and copies its gradients in with no lock (the key table changes only
+// in Build), and holds the lock exclusively only for the update kernel. Rows a push must
+// extend come back as a list: their initial embedx weights are computed on the host
+// (server::Initializer, the pservers' code) and written by a kernel, so values match the
+// pservers' bitwise.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -54,44 +56,36 @@ Status Reserve(PinnedBuffer<T>* buf, size_t count) {
   return Status::OK();
 }
 
-// A lookup's (or an update's) scratch, and for a lookup its own stream. The host ends are
-// pinned, so that the copies run at the link's rate and a synchronisation waits for the
-// device alone.
+static_assert(gpu::kEmptySlot == KeyIndex::kNone, "PushablePrefix reads a key the find missed as kNone");
+
+// A lookup's or an update's stream and scratch, leased from its shard's pool for one call.
+// The host ends are pinned, so that the copies run at the link's rate and a synchronisation
+// waits for the device alone.
 struct Lookup {
-  Stream stream;  // lookups only: updates run on their shard's stream
+  Stream stream;
   DeviceBuffer<uint64_t> query;
   DeviceBuffer<uint32_t> found;
   DeviceBuffer<float> values;
   PinnedBuffer<uint64_t> keys_in;
   PinnedBuffer<uint32_t> found_out;
   PinnedBuffer<float> values_out;
+  // An update's: its gradients, shows and clicks staged ([grads | shows | clicks]), the rows
+  // it extended (positions, count) and their initial weights; the check for a key given twice.
+  PinnedBuffer<float> update_in;
+  DeviceBuffer<float> update_grads;
+  DeviceBuffer<uint32_t> extend, count;
+  PinnedBuffer<uint32_t> extend_count;
+  DeviceBuffer<float> initial;
+  KeyIndex seen;
 };
 
-// A shard's idle lookups: one per concurrent Pull, made on first need and kept.
-class LookupPool {
- public:
-  StatusOr<std::unique_ptr<Lookup>> Take(int device) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!idle_.empty()) {
-        auto l = std::move(idle_.back());
-        idle_.pop_back();
-        return l;
-      }
-    }
+StatusOr<std::unique_ptr<Lookup>> TakeLookup(ScratchPool<Lookup>& pool, int device) {
+  return pool.Take([device]() -> StatusOr<std::unique_ptr<Lookup>> {
     auto l = std::make_unique<Lookup>();
     ASSIGN_OR_RETURN(l->stream, Stream::Create(device));
     return l;
-  }
-  void Give(std::unique_ptr<Lookup> l) {
-    std::lock_guard<std::mutex> lock(mu_);
-    idle_.push_back(std::move(l));
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Lookup>> idle_;
-};
+  });
+}
 
 class CudaPassTable : public PassTable {
  public:
@@ -111,7 +105,6 @@ class CudaPassTable : public PassTable {
       auto shard = std::make_unique<Shard>();
       shard->device = DeviceId(d);
       ASSIGN_OR_RETURN(shard->stream, Stream::Create(shard->device));
-      ASSIGN_OR_RETURN(shard->count, DeviceBuffer<uint32_t>::Allocate(shard->device, 1));
       shards_.push_back(std::move(shard));
     }
     return Status::OK();
@@ -168,7 +161,7 @@ class CudaPassTable : public PassTable {
       Shard& s = *shards_[d];
       std::shared_lock<std::shared_mutex> lock(s.mu);
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
-      ASSIGN_OR_RETURN(auto lookup, s.lookups.Take(s.device));
+      ASSIGN_OR_RETURN(auto lookup, TakeLookup(s.lookups, s.device));
       Status st = PullShard(s, d, *lookup, keys, by_device[d], out);
       // A call that failed part-way may have left copies queued: done before the next user.
       if (!st.ok()) (void)lookup->stream.Synchronize();
@@ -185,11 +178,12 @@ class CudaPassTable : public PassTable {
     for (uint32_t d = 0; d < options_.devices; ++d) {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
-      std::unique_lock<std::shared_mutex> lock(s.mu);
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
-      Status st = PushShard(s, d, keys, by_device[d], grads, shows, clicks);
-      // A call that failed part-way may have left copies queued: done before the next one.
-      if (!st.ok()) (void)s.stream.Synchronize();
+      ASSIGN_OR_RETURN(auto lookup, TakeLookup(s.lookups, s.device));
+      Status st = PushShard(s, d, *lookup, keys, by_device[d], grads, shows, clicks);
+      // A call that failed part-way may have left copies queued: done before the next user.
+      if (!st.ok()) (void)lookup->stream.Synchronize();
+      s.lookups.Give(std::move(lookup));
       RETURN_IF_ERROR(st);
     }
     return Status::OK();
@@ -206,8 +200,8 @@ class CudaPassTable : public PassTable {
       if (lo >= hi) continue;
       const size_t m = hi - lo;
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
-      // The copies below run on the legacy stream: the shard's own must be done (a failed
-      // call may have left work queued on it).
+      // The copies below run on the legacy stream: Build's work on the shard's own must be
+      // done (calls leave nothing queued on theirs).
       RETURN_IF_ERROR(s.stream.Synchronize());
       std::vector<float> rows(m * row_floats_), begin(m * row_floats_), shows(m), clicks(m);
       std::vector<uint8_t> touched(m);
@@ -241,12 +235,13 @@ class CudaPassTable : public PassTable {
   }
 
  private:
-  // One device's share of the pass. mu: held shared by lookups, exclusively by updates (a
-  // lookup never sees a row half updated); Build, Export and Clear run with no pass traffic.
+  // One device's share of the pass. mu: held shared by lookups, exclusively by the update
+  // kernels (a lookup never sees a row half updated); Build, Export and Clear run with no
+  // pass traffic, and are the only writers of the key table.
   struct Shard {
     std::shared_mutex mu;
     int device = 0;
-    Stream stream;
+    Stream stream;  // Build's
     std::vector<uint64_t> keys;         // row index -> key (host copy)
     DeviceBuffer<uint64_t> table_keys;  // slots
     DeviceBuffer<uint32_t> table_rows;  // slots: row index, kEmptySlot when free
@@ -254,16 +249,7 @@ class CudaPassTable : public PassTable {
     DeviceBuffer<float> rows, begin;    // row index x row_floats
     DeviceBuffer<float> pass_stats;     // [shows of every row | clicks of every row]
     DeviceBuffer<uint8_t> touched;
-    LookupPool lookups;
-    // Push's scratch (on `stream`): its keys' rows, and its gradients, shows and clicks
-    // staged in pinned memory and on the device ([grads | shows | clicks]).
-    Lookup update;
-    PinnedBuffer<float> update_in;
-    DeviceBuffer<float> update_grads;
-    PinnedBuffer<uint32_t> extend_count;  // rows the push extended
-    PushedRows pushed;                    // Push's check for a key given twice
-    DeviceBuffer<float> initial;
-    DeviceBuffer<uint32_t> extend, count;
+    ScratchPool<Lookup> lookups;  // one per call in flight
     DeviceBuffer<uint64_t> query;  // Build's keys
   };
 
@@ -305,27 +291,29 @@ class CudaPassTable : public PassTable {
     return s.stream.Synchronize();
   }
 
-  // Rows that a push made reach the embedx threshold (positions k in the push's keys,
-  // `extend` of them in s.extend), extended as the pservers would: embedx from the
-  // initializer (host code).
-  Status ExtendRows(Shard& s, std::span<const uint64_t> keys, const std::vector<uint32_t>& members, uint32_t extend) {
+  // Rows that update l made reach the embedx threshold (positions k in the push's keys,
+  // `extend` of them in l.extend), extended as the pservers would: embedx from the
+  // initializer (host code). On l's stream, shard s's lock held exclusively.
+  Status ExtendRows(Shard& s, Lookup& l, std::span<const uint64_t> keys, const std::vector<uint32_t>& members,
+                    uint32_t extend) {
     std::vector<uint32_t> positions(extend), row_index(extend);
-    RETURN_IF_CUDA_ERROR(cudaMemcpy(positions.data(), s.extend.data(), extend * sizeof(uint32_t),
-                                    cudaMemcpyDeviceToHost));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(positions.data(), l.extend.data(), extend * sizeof(uint32_t),
+                                         cudaMemcpyDeviceToHost, l.stream.get()));
+    RETURN_IF_ERROR(l.stream.Synchronize());
     std::vector<float> initial(size_t{extend} * dim_, 0.0f);
     for (uint32_t e = 0; e < extend; ++e) {
       initializer_.FillRow(keys[members[positions[e]]], initial.data() + size_t{e} * dim_, dim_);
-      row_index[e] = s.update.found_out.data()[positions[e]];
+      row_index[e] = l.found_out.data()[positions[e]];
     }
-    cudaStream_t stream = s.stream.get();
-    RETURN_IF_ERROR(Reserve(s.device, &s.initial, initial.size()));
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.initial.data(), initial.data(), initial.size() * sizeof(float),
+    cudaStream_t stream = l.stream.get();
+    RETURN_IF_ERROR(Reserve(s.device, &l.initial, initial.size()));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.initial.data(), initial.data(), initial.size() * sizeof(float),
                                          cudaMemcpyHostToDevice, stream));
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.extend.data(), row_index.data(), extend * sizeof(uint32_t),
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.extend.data(), row_index.data(), extend * sizeof(uint32_t),
                                          cudaMemcpyHostToDevice, stream));
     RETURN_IF_ERROR(
-        gpu::LaunchExtend(rule_, s.extend.data(), extend, s.initial.data(), s.rows.data(), s.begin.data(), stream));
-    return s.stream.Synchronize();
+        gpu::LaunchExtend(rule_, l.extend.data(), extend, l.initial.data(), s.rows.data(), s.begin.data(), stream));
+    return l.stream.Synchronize();
   }
 
   // Queues on `stream`: keys[members[k]] to l.query, their row indices on shard s to l.found
@@ -350,39 +338,35 @@ class CudaPassTable : public PassTable {
     return k;
   }
 
-  // Push's part on shard d (its lock held): find the keys' rows (one synchronisation), refuse
-  // at the first key not in the pass or given twice, stage the gradients, shows and clicks of
-  // the keys before it in pinned memory, copy them in at once and run the update kernel (a
-  // second synchronisation, for the count of rows it extended); then extend those rows.
-  Status PushShard(Shard& s, uint32_t d, std::span<const uint64_t> keys, const std::vector<uint32_t>& members,
-                   std::span<const float> grads, std::span<const float> shows, std::span<const float> clicks) {
+  // Push's part on shard d, on l's stream: with no lock (the key table changes only in
+  // Build), find the keys' rows (one synchronisation), refuse at the first key not in the
+  // pass or given twice, and stage the gradients, shows and clicks of the keys before it in
+  // pinned memory and copy them in; then, the shard's lock held exclusively, the update
+  // kernel (a second synchronisation, for the count of rows it extended) and the extension of
+  // those rows.
+  Status PushShard(Shard& s, uint32_t d, Lookup& l, std::span<const uint64_t> keys,
+                   const std::vector<uint32_t>& members, std::span<const float> grads, std::span<const float> shows,
+                   std::span<const float> clicks) {
     if (s.mask == 0) return KeyNotInPass(keys[members[0]], d);
-    Lookup& l = s.update;
-    cudaStream_t stream = s.stream.get();
+    cudaStream_t stream = l.stream.get();
     const auto m = static_cast<uint32_t>(members.size());
     RETURN_IF_ERROR(QueueFind(s, l, stream, keys, members));
     RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(l.found_out.data(), l.found.data(), m * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
-    RETURN_IF_ERROR(s.stream.Synchronize());
+    RETURN_IF_ERROR(l.stream.Synchronize());
     // The keys before the first one not in the pass or given twice are pushed, as the host
     // twin does; then the error.
-    uint32_t n = FoundPrefix(l, m);
-    Status refused = n < m ? KeyNotInPass(keys[members[n]], d) : Status::OK();
-    s.pushed.Begin(s.keys.size());
-    for (uint32_t k = 0; k < n; ++k) {
-      if (!s.pushed.Mark(l.found_out.data()[k])) {
-        refused = KeyGivenTwice(keys[members[k]]);
-        n = k;
-      }
-    }
+    Status refused;
+    const uint32_t n = PushablePrefix(keys, members, l.found_out.data(), d, l.seen, &refused);
     if (n == 0) return refused;
     const size_t grad_floats = size_t{n} * dim_;
     const size_t staged = grad_floats + (shows.empty() ? 0 : n) + (clicks.empty() ? 0 : n);
-    RETURN_IF_ERROR(Reserve(&s.update_in, staged));
-    RETURN_IF_ERROR(Reserve(s.device, &s.update_grads, staged));
-    RETURN_IF_ERROR(Reserve(s.device, &s.extend, n));
-    RETURN_IF_ERROR(Reserve(&s.extend_count, 1));
-    float* in = s.update_in.data();
+    RETURN_IF_ERROR(Reserve(&l.update_in, staged));
+    RETURN_IF_ERROR(Reserve(s.device, &l.update_grads, staged));
+    RETURN_IF_ERROR(Reserve(s.device, &l.extend, n));
+    RETURN_IF_ERROR(Reserve(s.device, &l.count, 1));
+    RETURN_IF_ERROR(Reserve(&l.extend_count, 1));
+    float* in = l.update_in.data();
     float* in_shows = shows.empty() ? nullptr : in + grad_floats;
     float* in_clicks = clicks.empty() ? nullptr : in + grad_floats + (shows.empty() ? 0 : n);
     for (uint32_t k = 0; k < n; ++k) {
@@ -391,19 +375,31 @@ class CudaPassTable : public PassTable {
       if (in_shows != nullptr) in_shows[k] = shows[i];
       if (in_clicks != nullptr) in_clicks[k] = clicks[i];
     }
-    float* dev = s.update_grads.data();
+    float* dev = l.update_grads.data();
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, in, staged * sizeof(float), cudaMemcpyHostToDevice, stream));
-    RETURN_IF_CUDA_ERROR(cudaMemsetAsync(s.count.data(), 0, sizeof(uint32_t), stream));
-    RETURN_IF_ERROR(gpu::LaunchPush(rule_, l.found.data(), n, dev, in_shows ? dev + (in_shows - in) : nullptr,
-                                    in_clicks ? dev + (in_clicks - in) : nullptr, s.rows.data(), s.pass_stats.data(),
-                                    s.pass_stats.data() + s.keys.size(), s.touched.data(), s.extend.data(),
-                                    s.count.data(), stream));
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.extend_count.data(), s.count.data(), sizeof(uint32_t),
-                                         cudaMemcpyDeviceToHost, stream));
-    RETURN_IF_ERROR(s.stream.Synchronize());
-    const uint32_t extend = s.extend_count.data()[0];
-    if (extend > 0) RETURN_IF_ERROR(ExtendRows(s, keys, members, extend));
+    RETURN_IF_CUDA_ERROR(cudaMemsetAsync(l.count.data(), 0, sizeof(uint32_t), stream));
+    std::unique_lock<std::shared_mutex> lock(s.mu);
+    Status st = UpdateRows(s, l, keys, members, n, dev, in_shows ? dev + (in_shows - in) : nullptr,
+                           in_clicks ? dev + (in_clicks - in) : nullptr);
+    // Nothing of a failed update may run on once the shard is free again.
+    if (!st.ok()) (void)l.stream.Synchronize();
+    RETURN_IF_ERROR(st);
     return refused;
+  }
+
+  // Push's update on shard s (its lock held exclusively): the kernel over the n rows l found,
+  // with the staged gradients, shows and clicks on the device; then the rows it extended.
+  Status UpdateRows(Shard& s, Lookup& l, std::span<const uint64_t> keys, const std::vector<uint32_t>& members,
+                    uint32_t n, const float* grads, const float* shows, const float* clicks) {
+    cudaStream_t stream = l.stream.get();
+    RETURN_IF_ERROR(gpu::LaunchPush(rule_, l.found.data(), n, grads, shows, clicks, s.rows.data(),
+                                    s.pass_stats.data(), s.pass_stats.data() + s.keys.size(), s.touched.data(),
+                                    l.extend.data(), l.count.data(), stream));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.extend_count.data(), l.count.data(), sizeof(uint32_t),
+                                         cudaMemcpyDeviceToHost, stream));
+    RETURN_IF_ERROR(l.stream.Synchronize());
+    const uint32_t extend = l.extend_count.data()[0];
+    return extend > 0 ? ExtendRows(s, l, keys, members, extend) : Status::OK();
   }
 
   // out[members[k] * dim_, ...) = the weights of keys[members[k]], all owned by shard d: the

@@ -35,10 +35,9 @@ class HostPassTable : public PassTable {
     for (const auto& s : shards_) n += s->index.size();
     return n;
   }
-  // Two rows (the pass's and the one it started from), show/click/touched, the key index (at
-  // most half full: up to 4 slots of 16 bytes after rounding, and the key list) and Push's
-  // stamp.
-  uint64_t BytesPerKey() const override { return uint64_t{row_floats_} * 8 + 9 + 4 * 16 + 8 + 4; }
+  // Two rows (the pass's and the one it started from), show/click/touched, and the key index
+  // (at most half full: up to 4 slots of 16 bytes after rounding, and the key list).
+  uint64_t BytesPerKey() const override { return uint64_t{row_floats_} * 8 + 9 + 4 * 16 + 8; }
 
   Status Build(std::span<const uint64_t> keys, std::span<const float> rows, std::span<const uint8_t> flags,
                std::span<const float> stats) override {
@@ -92,16 +91,22 @@ class HostPassTable : public PassTable {
               std::span<const float> clicks) override {
     RETURN_IF_ERROR(CheckPushSpans(keys, grads, shows, clicks, dim_));
     auto by_device = RouteToDevices(keys, options_.devices);
+    std::vector<uint32_t> found;
+    KeyIndex seen;
     std::vector<float> initial;
     for (uint32_t d = 0; d < options_.devices; ++d) {
-      if (by_device[d].empty()) continue;
+      const auto& members = by_device[d];
+      if (members.empty()) continue;
       Shard& s = *shards_[d];
+      // The rows first, with no lock: the key index changes only in Build and Clear. Only the
+      // updates themselves hold the shard alone.
+      found.resize(members.size());
+      for (size_t k = 0; k < members.size(); ++k) found[k] = s.index.Find(keys[members[k]]);
+      Status refused;
+      const uint32_t n = PushablePrefix(keys, members, found.data(), d, seen, &refused);
       std::unique_lock<std::shared_mutex> lock(s.mu);
-      s.pushed.Begin(s.index.size());
-      for (uint32_t i : by_device[d]) {
-        const uint32_t slot = s.index.Find(keys[i]);
-        if (slot == KeyIndex::kNone) return KeyNotInPass(keys[i], d);
-        if (!s.pushed.Mark(slot)) return KeyGivenTwice(keys[i]);
+      for (uint32_t k = 0; k < n; ++k) {
+        const uint32_t i = members[k], slot = found[k];
         float* row = s.rows.data() + size_t{slot} * row_floats_;
         const float show = shows.empty() ? 0.0f : shows[i];
         const float click = clicks.empty() ? 0.0f : clicks[i];
@@ -121,6 +126,7 @@ class HostPassTable : public PassTable {
         s.clicks[slot] += click;
         s.touched[slot] = 1;
       }
+      RETURN_IF_ERROR(refused);
     }
     return Status::OK();
   }
@@ -154,9 +160,10 @@ class HostPassTable : public PassTable {
   }
 
  private:
-  // One device's share of the pass. mu guards every member during a pass: Pull holds it
-  // shared, Push exclusive (as the CUDA table: lookups at once, updates one at a time);
-  // Build, Export and Clear run with no pass traffic.
+  // One device's share of the pass. mu guards the rows and statistics during a pass: Pull
+  // holds it shared, Push's updates exclusive (as the CUDA table: lookups at once, updates
+  // one at a time); Build, Export and Clear run with no pass traffic, and are the only
+  // writers of the index.
   struct Shard {
     std::shared_mutex mu;
     KeyIndex index;            // key -> slot
@@ -165,7 +172,6 @@ class HostPassTable : public PassTable {
     std::vector<float> shows;  // per slot: counted in this pass
     std::vector<float> clicks;
     std::vector<uint8_t> touched;  // per slot: pushed at least once
-    PushedRows pushed;             // Push's check for a key given twice
   };
 
   const PassTableOptions options_;

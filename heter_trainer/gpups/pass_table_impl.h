@@ -9,10 +9,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/key_index.h"
 #include "common/optimizer/optimizer.h"
 #include "heter_trainer/gpups/pass_rules.h"
 #include "heter_trainer/gpups/pass_table.h"
@@ -88,28 +91,59 @@ inline Status KeyGivenTwice(uint64_t key) {
   return Status::InvalidArgument("pass table: key " + std::to_string(key) + " given twice");
 }
 
-// The rows one push has reached on a shard, so that a key given twice in a push is refused
-// (on a device its two updates would race). Used under the shard's lock.
-class PushedRows {
- public:
-  // Starts a push on a shard of `rows` rows.
-  void Begin(size_t rows) {
-    if (stamps_.size() < rows) stamps_.resize(rows, 0);
-    if (++push_ == 0) {  // wrapped: forget every earlier push
-      std::fill(stamps_.begin(), stamps_.end(), 0);
-      push_ = 1;
+// Push's checks on one shard, before any update: found[k] is the row of keys[members[k]]
+// (KeyIndex::kNone, the CUDA table's kEmptySlot alike: not in the pass). Returns how many of
+// the members lead the first key not in the pass (NotFound) or given twice (InvalidArgument;
+// on a device its two updates would race), and that key's error in *refused (OK when all
+// pass). `seen`: the caller's scratch, left empty.
+inline uint32_t PushablePrefix(std::span<const uint64_t> keys, const std::vector<uint32_t>& members,
+                               const uint32_t* found, uint32_t device, KeyIndex& seen, Status* refused) {
+  *refused = Status::OK();
+  const auto m = static_cast<uint32_t>(members.size());
+  seen.Reserve(m);
+  uint32_t k = 0;
+  for (; k < m; ++k) {
+    const uint64_t key = keys[members[k]];
+    if (found[k] == KeyIndex::kNone) {
+      *refused = KeyNotInPass(key, device);
+      break;
+    }
+    const size_t before = seen.size();
+    seen.Insert(key);
+    if (seen.size() == before) {
+      *refused = KeyGivenTwice(key);
+      break;
     }
   }
-  // False when this push has already reached `row`.
-  bool Mark(uint32_t row) {
-    if (stamps_[row] == push_) return false;
-    stamps_[row] = push_;
-    return true;
+  seen.Clear();
+  return k;
+}
+
+// Scratch objects leased by concurrent calls, one per call at a time: made on first need
+// (by `make`) and kept for the next call.
+template <typename T>
+class ScratchPool {
+ public:
+  template <typename Make>
+  StatusOr<std::unique_ptr<T>> Take(Make make) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        std::unique_ptr<T> t = std::move(idle_.back());
+        idle_.pop_back();
+        return t;
+      }
+    }
+    return make();
+  }
+  void Give(std::unique_ptr<T> t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.push_back(std::move(t));
   }
 
  private:
-  std::vector<uint32_t> stamps_;  // per row: the last push that reached it
-  uint32_t push_ = 0;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<T>> idle_;
 };
 
 // row (accessor.row_floats() floats, zeroed) = key i's pulled row as a pass starts from it:

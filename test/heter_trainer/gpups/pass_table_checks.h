@@ -9,10 +9,12 @@
 // twin in host_pass_table_test, the CUDA table in cuda_pass_table_test).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "heter_trainer/gpups/pass_table.h"
@@ -101,10 +103,16 @@ inline void CheckRefusedPushes(PassTable& table) {
   CHECK(weight(on[0][2]) == -1.0f);
   CHECK(weight(on[0][0]) == -1.0f);
   CHECK(weight(on[1][2]) == 0.0f);
+  // A key given twice in a row: its first push applied, not its second.
+  push = {on[1][2], on[1][2]};
+  st = table.Push(push, std::vector<float>(push.size() * 2, 1.0f), {}, {});
+  CHECK(st.IsInvalidArgument());
+  CHECK(st.message().find("key " + std::to_string(on[1][2]) + " given twice") != std::string::npos);
+  CHECK(weight(on[1][2]) == -1.0f);
   // The table serves on: a valid push after the refused ones.
   push = {on[1][2]};
   REQUIRE(table.Push(push, std::vector<float>(2, 1.0f), {}, {}).ok());
-  CHECK(weight(on[1][2]) == -1.0f);
+  CHECK(weight(on[1][2]) == -2.0f);
 }
 
 // Two exports hold the same rows, bitwise.
@@ -140,13 +148,16 @@ inline void CheckExportRanges(const PassTable& table, const PassRows& whole) {
 }
 
 // Lookups and updates from several threads at once, as the GPU-PS workers call them: two
-// threads push batches of their own keys while four threads look up keys nobody pushes,
-// each in batches of its own size. Every lookup must return the rows `reference` (built the
-// same, called from one thread) gives, and the pass must end with the rows of `reference`
-// after the same pushes one after the other (the pushers' keys are disjoint, so their order
-// between threads does not matter). Catches scratch shared between concurrent calls, and
-// updates lost or torn by them; a lock that does not exclude (Push under a shared lock, say)
-// shows as races in a ThreadSanitizer build (README, Tests), rarely as wrong values.
+// threads push batches of their own keys while four threads look up keys nobody pushes and
+// some of the keys being pushed, each in batches of its own size. `reference` (built the
+// same, called from one thread) gives what they must see: a key nobody pushes, its row; a
+// key being pushed, one of the rows its pushes pass through (each key has one pusher, so
+// they form one sequence), never a row half updated. The pass must end with the rows of
+// `reference` after the same pushes one after the other (the pushers' keys are disjoint, so
+// their order between threads does not matter). Catches scratch shared between concurrent
+// calls, and updates lost or torn by them; a lock that does not exclude (Push under a shared
+// lock, say) shows as races in a ThreadSanitizer build (README, Tests), rarely as wrong
+// values.
 inline void CheckConcurrentTraffic(PassTable& table, PassTable& reference) {
   const uint32_t core = table.core_floats(), dim = table.dim();
   REQUIRE(reference.core_floats() == core);
@@ -178,6 +189,37 @@ inline void CheckConcurrentTraffic(PassTable& table, PassTable& reference) {
     for (auto& g : *grads) g = std::uniform_real_distribution<float>(-0.3f, 0.3f)(r);
     shows->assign(ks->size(), 1.0f);
   };
+  // The pushes applied to `reference` round by round, each pushed key's rows along the way
+  // recorded (its row before any push first).
+  std::unordered_map<uint64_t, std::vector<float>> passes_through;
+  {
+    std::vector<uint64_t> all(pushed[0]);
+    all.insert(all.end(), pushed[1].begin(), pushed[1].end());
+    std::vector<float> now(all.size() * dim);
+    REQUIRE(reference.Pull(all, now.data()).ok());
+    for (size_t i = 0; i < all.size(); ++i) passes_through[all[i]].assign(now.begin() + i * dim, now.begin() + (i + 1) * dim);
+    std::vector<uint64_t> ks;
+    std::vector<float> grads, shows;
+    for (uint32_t t = 0; t < 2; ++t) {
+      for (int round = 0; round < kRounds; ++round) {
+        batch_of(t, round, &ks, &grads, &shows);
+        REQUIRE(reference.Push(ks, grads, shows, {}).ok());
+        now.resize(ks.size() * dim);
+        REQUIRE(reference.Pull(ks, now.data()).ok());
+        for (size_t i = 0; i < ks.size(); ++i) {
+          auto& seen = passes_through[ks[i]];
+          seen.insert(seen.end(), now.begin() + i * dim, now.begin() + (i + 1) * dim);
+        }
+      }
+    }
+  }
+  auto one_of_its_rows = [&](uint64_t key, const float* row) {
+    const std::vector<float>& rows = passes_through.at(key);
+    for (size_t r = 0; r < rows.size(); r += dim) {
+      if (std::equal(row, row + dim, rows.begin() + r)) return true;
+    }
+    return false;
+  };
   std::atomic<int> failures{0};
   std::atomic<int> pushers_left{2};
   std::vector<std::thread> threads;
@@ -197,6 +239,7 @@ inline void CheckConcurrentTraffic(PassTable& table, PassTable& reference) {
     threads.emplace_back([&, t] {
       const size_t size = 97 + 211 * t;  // each thread its own batch size
       std::vector<float> out;
+      const std::vector<uint64_t>& busy = pushed[t % 2];
       for (size_t start = 0; pushers_left > 0 || start < 4 * size; start += size) {
         std::vector<uint64_t> ks;
         std::vector<float> want;
@@ -205,8 +248,12 @@ inline void CheckConcurrentTraffic(PassTable& table, PassTable& reference) {
           ks.push_back(looked_up[i]);
           want.insert(want.end(), expected.begin() + i * dim, expected.begin() + (i + 1) * dim);
         }
+        const size_t quiet = ks.size();  // then a quarter as many keys being pushed
+        for (size_t j = 0; j < size / 4; ++j) ks.push_back(busy[(start + 7 * j) % busy.size()]);
         out.assign(ks.size() * dim, -7.0f);
-        if (!table.Pull(ks, out.data()).ok() || out != want) ++failures;
+        bool ok = table.Pull(ks, out.data()).ok() && std::equal(want.begin(), want.end(), out.begin());
+        for (size_t k = quiet; ok && k < ks.size(); ++k) ok = one_of_its_rows(ks[k], out.data() + k * dim);
+        if (!ok) ++failures;
         ++lookups;
       }
     });
@@ -214,14 +261,6 @@ inline void CheckConcurrentTraffic(PassTable& table, PassTable& reference) {
   for (auto& th : threads) th.join();
   CHECK(failures == 0);
   CHECK(lookups >= 16);
-  std::vector<uint64_t> ks;
-  std::vector<float> grads, shows;
-  for (uint32_t t = 0; t < 2; ++t) {
-    for (int round = 0; round < kRounds; ++round) {
-      batch_of(t, round, &ks, &grads, &shows);
-      REQUIRE(reference.Push(ks, grads, shows, {}).ok());
-    }
-  }
   PassRows got, want;
   REQUIRE(table.Export(&got).ok());
   REQUIRE(reference.Export(&want).ok());
