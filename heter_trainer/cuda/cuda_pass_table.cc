@@ -133,19 +133,20 @@ class CudaPassTable : public PassTable {
     Clear();
     RETURN_IF_ERROR(CheckFits(keys));
     auto by_device = RouteToDevices(keys, options_.devices);
+    // Each device's keys in routing order, checked for a repeat as the host twin checks them
+    // (a repeated key lands on one device): the same key is named.
+    std::vector<std::vector<uint64_t>> mine(options_.devices);
     {
-      // In routing order, as the host twin meets them: the same repeated key is named.
-      KeyIndex seen(keys.size());
-      for (const auto& members : by_device) {
-        for (uint32_t i : members) {
-          const size_t before = seen.size();
-          seen.Insert(keys[i]);
-          if (seen.size() == before) return KeyGivenTwice(keys[i]);
-        }
+      KeyIndex seen;
+      std::vector<uint32_t> slots;
+      for (uint32_t d = 0; d < options_.devices; ++d) {
+        for (uint32_t i : by_device[d]) mine[d].push_back(keys[i]);
+        seen.Clear();
+        RETURN_IF_ERROR(IndexPassKeys(mine[d], &seen, &slots));
       }
     }
     for (uint32_t d = 0; d < options_.devices; ++d) {
-      Status st = BuildShard(*shards_[d], keys, rows, flags, stats, by_device[d]);
+      Status st = BuildShard(*shards_[d], std::move(mine[d]), rows, flags, stats, by_device[d]);
       if (!st.ok()) {
         Clear();
         return st.WithContext("pass table on GPU " + std::to_string(shards_[d]->device));
@@ -255,17 +256,17 @@ class CudaPassTable : public PassTable {
 
   int DeviceId(uint32_t d) const { return d < options_.device_ids.size() ? options_.device_ids[d] : static_cast<int>(d); }
 
-  Status BuildShard(Shard& s, std::span<const uint64_t> keys, std::span<const float> rows,
+  // Shard s's part of the pass: `keys` (the pass's keys members[k], in order) with their rows.
+  Status BuildShard(Shard& s, std::vector<uint64_t> keys, std::span<const float> rows,
                     std::span<const uint8_t> flags, std::span<const float> stats, const std::vector<uint32_t>& members) {
     ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
     const size_t n = members.size();
-    s.keys.resize(n);
-    std::vector<float> host(std::max<size_t>(n, 1) * row_floats_, 0.0f);
-    for (size_t k = 0; k < n; ++k) {
-      const uint32_t i = members[k];
-      s.keys[k] = keys[i];
-      FillPassRow(accessor_, rows, flags, stats, i, host.data() + k * row_floats_);
-    }
+    s.keys = std::move(keys);
+    RowVector host(std::max<size_t>(n, 1) * row_floats_);
+    ParallelChunks(n, kBuildChunk, [&](size_t lo, size_t hi) {
+      std::fill(host.begin() + lo * row_floats_, host.begin() + hi * row_floats_, 0.0f);
+      for (size_t k = lo; k < hi; ++k) FillPassRow(accessor_, rows, flags, stats, members[k], &host[k * row_floats_]);
+    });
     const uint64_t capacity = Capacity(n);
     s.mask = capacity - 1;
     const size_t m = std::max<size_t>(n, 1);

@@ -45,24 +45,31 @@ class HostPassTable : public PassTable {
     Clear();
     RETURN_IF_ERROR(CheckFits(keys));
     auto by_device = RouteToDevices(keys, options_.devices);
+    std::vector<uint64_t> mine;
+    std::vector<uint32_t> slots;
     for (uint32_t d = 0; d < options_.devices; ++d) {
       Shard& s = *shards_[d];
       const auto& members = by_device[d];
-      s.index = KeyIndex(members.size());
-      s.rows.assign(members.size() * size_t{row_floats_}, 0.0f);
-      s.shows.assign(members.size(), 0.0f);
-      s.clicks.assign(members.size(), 0.0f);
-      s.touched.assign(members.size(), 0);
-      for (uint32_t i : members) {
-        const size_t before = s.index.size();
-        const uint32_t slot = s.index.Insert(keys[i]);
-        if (s.index.size() == before) {
-          Clear();
-          return KeyGivenTwice(keys[i]);
-        }
-        FillPassRow(accessor_, rows, flags, stats, i, s.rows.data() + size_t{slot} * row_floats_);
+      const size_t n = members.size();
+      mine.resize(n);
+      for (size_t k = 0; k < n; ++k) mine[k] = keys[members[k]];
+      s.index = KeyIndex(n);
+      if (Status st = IndexPassKeys(mine, &s.index, &slots); !st.ok()) {
+        Clear();
+        return st;
       }
-      s.begin = s.rows;
+      // Distinct keys take slots 0, 1, ... in order: member k's row is slot k.
+      s.rows.resize(n * size_t{row_floats_});
+      s.begin.resize(s.rows.size());
+      s.shows.assign(n, 0.0f);
+      s.clicks.assign(n, 0.0f);
+      s.touched.assign(n, 0);
+      ParallelChunks(n, kBuildChunk, [&](size_t lo, size_t hi) {
+        std::fill(s.rows.begin() + lo * row_floats_, s.rows.begin() + hi * row_floats_, 0.0f);
+        for (size_t k = lo; k < hi; ++k) FillPassRow(accessor_, rows, flags, stats, members[k], &s.rows[k * row_floats_]);
+        std::copy(s.rows.begin() + lo * row_floats_, s.rows.begin() + hi * row_floats_,
+                  s.begin.begin() + lo * row_floats_);
+      });
     }
     return Status::OK();
   }
@@ -167,8 +174,8 @@ class HostPassTable : public PassTable {
   struct Shard {
     std::shared_mutex mu;
     KeyIndex index;            // key -> slot
-    std::vector<float> rows;   // slot x row_floats_: the rows being trained
-    std::vector<float> begin;  // slot x row_floats_: the rows as pulled (extended along)
+    RowVector rows;   // slot x row_floats_: the rows being trained
+    RowVector begin;  // slot x row_floats_: the rows as pulled (extended along)
     std::vector<float> shows;  // per slot: counted in this pass
     std::vector<float> clicks;
     std::vector<uint8_t> touched;  // per slot: pushed at least once

@@ -11,8 +11,11 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <span>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/key_index.h"
@@ -22,6 +25,41 @@
 #include "server/accessor/row_accessor.h"
 
 namespace fleetps::heter {
+
+// Build fills a pass's rows on several threads (ParallelChunks), at least this many each.
+inline constexpr size_t kBuildChunk = size_t{1} << 16;
+
+// An allocator whose vectors leave new elements uninitialised (default-initialised): Build's
+// threads write (and first touch) a pass's rows, instead of one thread zeroing them first.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using RowVector = std::vector<float, UninitializedAllocator<float>>;
+
+// Runs f(begin, end) over [0, n) in contiguous chunks on up to 16 threads (one per core),
+// each chunk at least `min_chunk` long; returns when all are done. For Build's host work on
+// a pass's rows.
+template <typename F>
+void ParallelChunks(size_t n, size_t min_chunk, F f) {
+  const size_t cores = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
+  const size_t chunks = std::clamp<size_t>(n / std::max<size_t>(min_chunk, 1), 1, cores);
+  std::vector<std::thread> threads;
+  for (size_t c = 1; c < chunks; ++c) threads.emplace_back([&, c] { f(n * c / chunks, n * (c + 1) / chunks); });
+  f(0, n / chunks);
+  for (auto& t : threads) t.join();
+}
 
 // Positions of `keys` per owning device, in order.
 inline std::vector<std::vector<uint32_t>> RouteToDevices(std::span<const uint64_t> keys, uint32_t devices) {
@@ -89,6 +127,22 @@ inline Status KeyNotInPass(uint64_t key, uint32_t device) {
 
 inline Status KeyGivenTwice(uint64_t key) {
   return Status::InvalidArgument("pass table: key " + std::to_string(key) + " given twice");
+}
+
+// Build's index of one device's keys: (*slots)[k] = the slot of keys[k] in `index`, each key
+// inserted in order (slots 0, 1, ... when distinct). InvalidArgument (KeyGivenTwice) naming
+// the first key that repeats an earlier one.
+inline Status IndexPassKeys(std::span<const uint64_t> keys, KeyIndex* index, std::vector<uint32_t>* slots) {
+  slots->resize(keys.size());
+  index->InsertAll(keys, slots->data());  // prefetches ahead: the keys' slots are cache misses
+  if (index->size() == keys.size()) return Status::OK();
+  // A key inserted again got an earlier key's slot instead of the next one.
+  uint32_t next = 0;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if ((*slots)[k] != next) return KeyGivenTwice(keys[k]);
+    ++next;
+  }
+  return Status::OK();  // unreachable: sizes differ only with a repeat
 }
 
 // Push's checks on one shard, before any update: found[k] is the row of keys[members[k]]

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "heter_trainer/gpups/pass_table.h"
+#include "heter_trainer/gpups/pass_table_impl.h"
 #include "server/table/sparse_table.h"
 #include "test/heter_trainer/gpups/pass_table_checks.h"
 
@@ -218,14 +219,16 @@ TEST_CASE("Lookups and updates from six threads at once give what one thread giv
   }
 }
 
-TEST_CASE("Export: exactly the touched rows, in slot order, each with its starting and final row and its shows") {
+TEST_CASE("Export: exactly the touched rows, in slot order, each with its starting and final row and its shows; "
+          "lookups give every row") {
   PassTableOptions o;
   o.table = RefusedPushTable();  // SGD at rate 1, dim 2: a gradient of g takes a weight w to w - g
   auto table = MakeHostPassTable(o);
   REQUIRE(table.ok());
   const uint32_t core = (*table)->core_floats();
   REQUIRE(core == 2);
-  std::vector<uint64_t> keys(30007);
+  // Three of Build's chunks and a part (kBuildChunk rows each: filled on several threads).
+  std::vector<uint64_t> keys(3 * kBuildChunk + 7);
   std::vector<float> rows(keys.size() * core);
   for (size_t i = 0; i < keys.size(); ++i) {
     keys[i] = i * 7919 + 3;
@@ -254,6 +257,13 @@ TEST_CASE("Export: exactly the touched rows, in slot order, each with its starti
     wrong += out.begin[k * core] != static_cast<float>(i % 1000) || out.begin[k * core + 1] != 0.5f ||
              out.end[k * core] != static_cast<float>(i % 1000) - 1.0f || out.end[k * core + 1] != -1.5f ||
              out.shows[k] != static_cast<float>(i % 5);
+  }
+  CHECK(wrong == 0);
+  std::vector<float> weights(keys.size() * 2);
+  REQUIRE((*table)->Pull(keys, weights.data()).ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const float w = static_cast<float>(i % 1000) - (i % 3 == 0 ? 1.0f : 0.0f);
+    wrong += weights[i * 2] != w || weights[i * 2 + 1] != (i % 3 == 0 ? -1.5f : 0.5f);
   }
   CHECK(wrong == 0);
 }
