@@ -33,15 +33,38 @@ std::vector<float> Uniform(size_t n, uint64_t seed, float lo, float hi) {
   return v;
 }
 
-struct StepInputs {
-  std::vector<float> activations, labels;
-};
+// A step's inputs (random) and outputs: in ordinary vectors, or with `host_buffers` in blocks
+// of the device's host_buffers(), as the heter-trainer holds micro-batches and replies (on a
+// GPU: page-locked, copied without the lane's staging).
+class StepBuffers {
+ public:
+  StepBuffers(heter::DenseDevice& device, const DenseNet& net, size_t batch, uint64_t seed, bool host_buffers) {
+    const std::vector<float> activations = Uniform(batch * net.in_dim(), seed + batch, -1.0f, 1.0f);
+    std::vector<float> labels = Uniform(batch, seed + batch + 1, 0.0f, 1.0f);
+    for (float& y : labels) y = y < 0.25f ? 1.0f : 0.0f;
+    std::shared_ptr<heter::HostBufferPool> pool = host_buffers ? device.host_buffers() : nullptr;
+    auto make = [&](size_t n) {
+      if (pool == nullptr) return std::span<float>(vectors_.emplace_back(n));
+      blocks_.push_back(heter::SharedBlock(pool, n * sizeof(float)));
+      return std::span<float>(reinterpret_cast<float*>(blocks_.back().get()), n);
+    };
+    vectors_.reserve(5);  // the spans point into them
+    this->activations = make(activations.size());
+    this->labels = make(batch);
+    std::copy(activations.begin(), activations.end(), this->activations.begin());
+    std::copy(labels.begin(), labels.end(), this->labels.begin());
+    predictions = make(batch);
+    activation_grads = make(activations.size());
+    param_grads = make(net.num_params());
+  }
+  heter::DenseStepOutput out() const { return {predictions, activation_grads, param_grads}; }
 
-StepInputs MakeInputs(const DenseNet& net, size_t batch, uint64_t seed) {
-  StepInputs in{Uniform(batch * net.in_dim(), seed + batch, -1.0f, 1.0f), Uniform(batch, seed + batch + 1, 0.0f, 1.0f)};
-  for (float& y : in.labels) y = y < 0.25f ? 1.0f : 0.0f;
-  return in;
-}
+  std::span<float> activations, labels, predictions, activation_grads, param_grads;
+
+ private:
+  std::vector<std::vector<float>> vectors_;
+  std::vector<std::shared_ptr<uint8_t[]>> blocks_;
+};
 
 struct StepTimes {
   double step_ms = 0;    // wall time of a step, one at a time on one lane
@@ -51,13 +74,12 @@ struct StepTimes {
 // Mean times of a training step with activation gradients on one lane of `device`
 // (SetParams once, options.warmup_steps untimed steps, then options.steps timed ones).
 StatusOr<StepTimes> TimeSteps(heter::DenseDevice& device, const DenseNet& net, std::span<const float> params,
-                              size_t batch, const DenseBenchOptions& options) {
+                              size_t batch, bool host_buffers, const DenseBenchOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<heter::DenseLane> lane, device.NewLane());
   RETURN_IF_ERROR(lane->SetParams(params));
-  const StepInputs in = MakeInputs(net, batch, options.seed);
-  std::vector<float> predictions(batch), param_grads(net.num_params()), activation_grads(batch * net.in_dim());
+  const StepBuffers in(device, net, batch, options.seed, host_buffers);
   float device_ms = 0;
-  heter::DenseStepOutput out{predictions, activation_grads, param_grads};
+  heter::DenseStepOutput out = in.out();
   for (int i = 0; i < options.warmup_steps; ++i) RETURN_IF_ERROR(lane->Step(in.activations, in.labels, batch, out).status());
   out.device_ms = &device_ms;
   double device_total = 0;
@@ -74,8 +96,7 @@ StatusOr<StepTimes> TimeSteps(heter::DenseDevice& device, const DenseNet& net, s
 // own at once, as a heter-trainer's lanes do: wall time over all the steps. What one device
 // gives per micro-batch once one lane's copies and host work overlap another's compute.
 StatusOr<double> TimeLanes(heter::DenseDevice& device, const DenseNet& net, std::span<const float> params,
-                           size_t batch, uint32_t lanes, const DenseBenchOptions& options) {
-  const StepInputs in = MakeInputs(net, batch, options.seed);
+                           size_t batch, uint32_t lanes, bool host_buffers, const DenseBenchOptions& options) {
   std::vector<std::unique_ptr<heter::DenseLane>> all;
   for (uint32_t l = 0; l < lanes; ++l) {
     ASSIGN_OR_RETURN(auto lane, device.NewLane());
@@ -87,8 +108,8 @@ StatusOr<double> TimeLanes(heter::DenseDevice& device, const DenseNet& net, std:
   std::vector<std::thread> threads;
   for (uint32_t l = 0; l < lanes; ++l) {
     threads.emplace_back([&, l] {
-      std::vector<float> predictions(batch), param_grads(net.num_params()), activation_grads(batch * net.in_dim());
-      const heter::DenseStepOutput out{predictions, activation_grads, param_grads};
+      const StepBuffers in(device, net, batch, options.seed, host_buffers);  // each lane its own, as micro-batches
+      const heter::DenseStepOutput out = in.out();
       for (int i = 0; i < options.warmup_steps && results[l].ok(); ++i) {
         results[l] = all[l]->Step(in.activations, in.labels, batch, out).status();
       }
@@ -149,11 +170,12 @@ double TimeCpuDenseGemms(const DenseNet& net, size_t batch, int iterations) {
 
 // One table block: every batch on `device`, with the GEMM-only time next to it (OpenBLAS's on
 // the CPU, cuBLAS's on GPU options.gpu); on the GPU also the on-device time and the time per
-// step of several lanes at once.
+// step of several lanes at once. `host_buffers`: inputs and outputs in the device's
+// host_buffers() (as the heter-trainer's micro-batches and replies), else ordinary vectors.
 Status RunDevice(const char* name, heter::DenseDevice& device, const DenseNet& net, std::span<const float> params,
-                 const DenseBenchOptions& options, bool gpu) {
+                 const DenseBenchOptions& options, bool gpu, bool host_buffers) {
   for (size_t batch : options.batches) {
-    ASSIGN_OR_RETURN(const StepTimes one, TimeSteps(device, net, params, batch, options));
+    ASSIGN_OR_RETURN(const StepTimes one, TimeSteps(device, net, params, batch, host_buffers, options));
     double gemm_ms = 0.0;
     if (!gpu) gemm_ms = TimeCpuDenseGemms(net, batch, options.steps);
 #if FLEETPS_HAVE_CUDA
@@ -167,7 +189,7 @@ Status RunDevice(const char* name, heter::DenseDevice& device, const DenseNet& n
     if (gpu) {
       row += fmt::format(" {:.3f} | {:.2f} |", one.device_ms, one.device_ms / gemm_ms);
       for (uint32_t lanes : options.lanes) {
-        ASSIGN_OR_RETURN(const double ms, TimeLanes(device, net, params, batch, lanes, options));
+        ASSIGN_OR_RETURN(const double ms, TimeLanes(device, net, params, batch, lanes, host_buffers, options));
         row += fmt::format(" {:.3f} |", ms);
         best_ms = std::min(best_ms, ms);
       }
@@ -213,7 +235,8 @@ int RunDenseDeviceBench(const DenseBenchOptions& options) {
   std::printf("%s best / GEMMs | examples/s (best) |\n%s---|---|\n", header.c_str(), rule.c_str());
 
   std::unique_ptr<heter::DenseDevice> cpu = heter::MakeCpuDevice(net);
-  if (Status status = RunDevice("cpu", *cpu, net, params, options, /*gpu=*/false); !status.ok()) {
+  if (Status status = RunDevice("cpu", *cpu, net, params, options, /*gpu=*/false, /*host_buffers=*/false);
+      !status.ok()) {
     std::fprintf(stderr, "heter_bench: cpu: %s\n", status.ToString().c_str());
     return 1;
   }
@@ -231,9 +254,13 @@ int RunDenseDeviceBench(const DenseBenchOptions& options) {
     return 1;
   }
   std::printf("gpu: %s\n", (*gpu)->Describe().c_str());
-  if (Status status = RunDevice("gpu", **gpu, net, params, options, /*gpu=*/true); !status.ok()) {
-    std::fprintf(stderr, "heter_bench: gpu: %s\n", status.ToString().c_str());
-    return 1;
+  // Ordinary vectors, staged by the lane; then page-locked, as the heter-trainer holds them.
+  for (bool host_buffers : {false, true}) {
+    const char* name = host_buffers ? "gpu, page-locked" : "gpu";
+    if (Status status = RunDevice(name, **gpu, net, params, options, /*gpu=*/true, host_buffers); !status.ok()) {
+      std::fprintf(stderr, "heter_bench: %s: %s\n", name, status.ToString().c_str());
+      return 1;
+    }
   }
   return 0;
 }

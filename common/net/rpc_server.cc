@@ -258,7 +258,9 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     ArmReadTimer(options().read_timeout, ReadWait::kFrame);
     reading_ = true;
     in_frame_ = true;
-    std::shared_ptr<uint8_t[]> payload(new uint8_t[length]);
+    std::shared_ptr<uint8_t[]> payload;
+    if (options().payload_allocator) payload = options().payload_allocator(length);
+    if (payload == nullptr) payload.reset(new uint8_t[length]);
     uint8_t* data = payload.get();
     asio::async_read(stream_, asio::buffer(data, length),
                      asio::bind_executor(strand_, [self = shared_from_this(), payload = std::move(payload)](

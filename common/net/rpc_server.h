@@ -119,6 +119,11 @@ struct RpcServerOptions {
   // Called once per answered request, on the thread that answers it (io thread or shard
   // lane): must be cheap and thread-safe. Null: nothing.
   std::function<void(const ReplyInfo&)> on_reply = nullptr;
+  // Allocates each request's payload of `bytes` (> 0) bytes, 8-byte aligned, on an io
+  // thread: must be thread-safe, and may return null to fall back to ordinary memory. For a
+  // handler that wants payloads in memory of its own (a GPU heter-trainer's page-locked
+  // memory, copied to the device without staging). Null: ordinary memory.
+  std::function<std::shared_ptr<uint8_t[]>(uint32_t bytes)> payload_allocator = nullptr;
 };
 
 class RpcServer {

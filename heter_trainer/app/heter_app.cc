@@ -101,6 +101,7 @@ Status HeterApp::Start() {
   net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_.server);
   rpc_options.auth_key = auth_key;
   rpc_options.tls = tls;
+  rpc_options.payload_allocator = service_->PayloadAllocator();  // page-locked micro-batches on a GPU
   rpc_ = std::make_unique<net::RpcServer>(*io_, rpc_options, [svc = service_.get()](net::Request req,
                                                                                     net::Responder resp) {
     svc->Handle(std::move(req), std::move(resp));

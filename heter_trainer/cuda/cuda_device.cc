@@ -5,7 +5,9 @@
 // (and labels), the forward products and bias/ReLU kernels, the loss kernel, the backward
 // products and kernels, and one device-to-host copy of everything the caller asked for
 // into pinned staging; then it synchronises the stream once and copies from the staging
-// into the caller's spans. Device and staging buffers are grown for the largest batch
+// into the caller's spans. Inputs, or outputs, that the caller holds in page-locked memory
+// (the device's host_buffers(): the heter-trainer's requests and replies) are copied from
+// and into directly instead, without the staging copies on the host. Device and staging buffers are grown for the largest batch
 // seen and reused (growing frees and allocates, which waits for the whole device: a
 // one-off per lane and batch size); parameters stay on the device from SetParams to
 // SetParams.
@@ -60,6 +62,18 @@ OutputLayout LayoutFor(const DenseNet& net, size_t batch) {
   layout.activation_grads = layout.param_grads + RoundUp(net.num_params());
   layout.total = layout.activation_grads + batch * net.in_dim();
   return layout;
+}
+
+// True when `p` lies in page-locked host memory (cudaMallocHost, cudaHostRegister), from and
+// into which a copy runs without staging; false for ordinary memory and null.
+bool PageLocked(const void* p) {
+  if (p == nullptr) return false;
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // not an error of the step: treated as ordinary memory
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
 }
 
 class CudaLane : public DenseLane {
@@ -217,17 +231,26 @@ StatusOr<float> CudaLane::RunStep(std::span<const float> activations, std::span<
   const bool activation_grads = !out.activation_grads.empty();
   const cudaStream_t stream = stream_.get();
 
-  // Inputs: activations [batch x in_dim], then (backward only) labels [batch], staged and
-  // copied in one transfer.
-  float* staged_inputs = inputs_staging_.data();
-  std::memcpy(staged_inputs, activations.data(), activations.size_bytes());
-  size_t input_floats = activations.size();
-  if (backward) {
-    std::memcpy(staged_inputs + input_floats, labels.data(), labels.size_bytes());
-    input_floats += batch;
+  // Inputs: activations [batch x in_dim], then (backward only) labels [batch]: straight from
+  // page-locked memory, else staged and copied in one transfer.
+  if (PageLocked(activations.data()) && (!backward || PageLocked(labels.data()))) {
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(inputs_.data(), activations.data(), activations.size_bytes(),
+                                         cudaMemcpyHostToDevice, stream));
+    if (backward) {
+      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(inputs_.data() + activations.size(), labels.data(), labels.size_bytes(),
+                                           cudaMemcpyHostToDevice, stream));
+    }
+  } else {
+    float* staged_inputs = inputs_staging_.data();
+    std::memcpy(staged_inputs, activations.data(), activations.size_bytes());
+    size_t input_floats = activations.size();
+    if (backward) {
+      std::memcpy(staged_inputs + input_floats, labels.data(), labels.size_bytes());
+      input_floats += batch;
+    }
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(inputs_.data(), staged_inputs, input_floats * sizeof(float), cudaMemcpyHostToDevice, stream));
   }
-  RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(inputs_.data(), staged_inputs, input_floats * sizeof(float), cudaMemcpyHostToDevice, stream));
   const bool timed = out.device_ms != nullptr;
   if (timed) RETURN_IF_ERROR(compute_start_.Record(stream));
 
@@ -247,21 +270,38 @@ StatusOr<float> CudaLane::RunStep(std::span<const float> activations, std::span<
     output_floats = activation_grads ? layout.total : layout.activation_grads;
   }
   if (timed) RETURN_IF_ERROR(compute_end_.Record(stream));
-  RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(outputs_staging_.data(), device_outputs, output_floats * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream));
+  // Outputs: straight into the caller's spans when all of them are page-locked (the loss
+  // through the staging), else everything in one copy to the staging.
+  const bool direct = PageLocked(out.predictions.data()) && (!backward || PageLocked(out.param_grads.data())) &&
+                      (!activation_grads || PageLocked(out.activation_grads.data()));
+  float* staged = outputs_staging_.data();
+  auto copy_out = [&](float* to, size_t from, size_t floats) {
+    return cudaMemcpyAsync(to, device_outputs + from, floats * sizeof(float), cudaMemcpyDeviceToHost, stream);
+  };
+  if (direct) {
+    RETURN_IF_CUDA_ERROR(copy_out(out.predictions.data(), layout.predictions, batch));
+    if (backward) {
+      RETURN_IF_CUDA_ERROR(copy_out(staged + layout.loss, layout.loss, 1));
+      RETURN_IF_CUDA_ERROR(copy_out(out.param_grads.data(), layout.param_grads, out.param_grads.size()));
+    }
+    if (activation_grads) {
+      RETURN_IF_CUDA_ERROR(copy_out(out.activation_grads.data(), layout.activation_grads, out.activation_grads.size()));
+    }
+  } else {
+    RETURN_IF_CUDA_ERROR(copy_out(staged, 0, output_floats));
+  }
   RETURN_IF_ERROR(stream_.Synchronize());
   if (timed) {
     ASSIGN_OR_RETURN(*out.device_ms, Event::ElapsedMs(compute_start_, compute_end_));
   }
-
-  const float* staged = outputs_staging_.data();
-  std::memcpy(out.predictions.data(), staged + layout.predictions, out.predictions.size_bytes());
-  if (!backward) return 0.0f;
-  std::memcpy(out.param_grads.data(), staged + layout.param_grads, out.param_grads.size_bytes());
-  if (activation_grads) {
-    std::memcpy(out.activation_grads.data(), staged + layout.activation_grads, out.activation_grads.size_bytes());
+  if (!direct) {
+    std::memcpy(out.predictions.data(), staged + layout.predictions, out.predictions.size_bytes());
+    if (backward) std::memcpy(out.param_grads.data(), staged + layout.param_grads, out.param_grads.size_bytes());
+    if (activation_grads) {
+      std::memcpy(out.activation_grads.data(), staged + layout.activation_grads, out.activation_grads.size_bytes());
+    }
   }
-  return staged[layout.loss];
+  return backward ? staged[layout.loss] : 0.0f;
 }
 
 Status CudaLane::QueueForward(size_t batch) {
@@ -315,17 +355,27 @@ Status CudaLane::QueueBackward(size_t batch, bool activation_grads, const Output
 class CudaDevice : public DenseDevice {
  public:
   CudaDevice(const DenseNet& net, int gpu, std::string description)
-      : net_(net), gpu_(gpu), description_(std::move(description)) {}
+      : net_(net),
+        gpu_(gpu),
+        description_(std::move(description)),
+        host_buffers_(std::make_shared<HostBufferPool>(
+            [](size_t bytes) -> void* {  // page-locked; null (ordinary memory) when that fails
+              void* block = nullptr;
+              return AllocatePinnedBytes(bytes, &block).ok() ? block : nullptr;
+            },
+            [](void* block) { FreePinnedBytes(block); })) {}
 
   DeviceType type() const override { return DeviceType::kGpu; }
   std::string Describe() const override { return description_; }
   // Thread-safe: a lane shares nothing with the device but the immutable net.
   StatusOr<std::unique_ptr<DenseLane>> NewLane() override { return CudaLane::Create(net_, gpu_); }
+  std::shared_ptr<HostBufferPool> host_buffers() override { return host_buffers_; }
 
  private:
   const DenseNet& net_;  // outlives the device (MakeCudaDevice's contract)
   const int gpu_;
   const std::string description_;
+  const std::shared_ptr<HostBufferPool> host_buffers_;  // page-locked; shared with the blocks handed out
 };
 
 }  // namespace

@@ -43,13 +43,16 @@ class CpuLane : public DenseLane {
 
 class CpuDevice : public DenseDevice {
  public:
-  explicit CpuDevice(const model::DenseNet& net) : net_(net) {}
+  explicit CpuDevice(const model::DenseNet& net)
+      : net_(net), host_buffers_(std::make_shared<HostBufferPool>(nullptr, nullptr)) {}
   DeviceType type() const override { return DeviceType::kCpu; }
   std::string Describe() const override { return "cpu"; }
   StatusOr<std::unique_ptr<DenseLane>> NewLane() override { return std::unique_ptr<DenseLane>(new CpuLane(net_)); }
+  std::shared_ptr<HostBufferPool> host_buffers() override { return host_buffers_; }
 
  private:
   const model::DenseNet& net_;
+  const std::shared_ptr<HostBufferPool> host_buffers_;  // ordinary memory, recycled
 };
 
 }  // namespace

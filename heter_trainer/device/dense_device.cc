@@ -1,5 +1,10 @@
 #include "heter_trainer/device/dense_device.h"
 
+#include <algorithm>
+#include <bit>
+#include <new>
+#include <utility>
+
 namespace fleetps::heter {
 
 std::string_view DeviceTypeName(DeviceType type) { return type == DeviceType::kGpu ? "gpu" : "cpu"; }
@@ -13,6 +18,70 @@ bool DeviceTypeFromName(std::string_view name, DeviceType* type) {
     return false;
   }
   return true;
+}
+
+HostBufferPool::HostBufferPool(std::function<void*(size_t)> allocate, std::function<void(void*)> free,
+                               size_t keep_bytes)
+    : allocate_(std::move(allocate)), free_(std::move(free)), keep_bytes_(keep_bytes) {}
+
+HostBufferPool::~HostBufferPool() {
+  for (auto& [size, blocks] : idle_) {
+    for (uint8_t* block : blocks) Free(block, size);
+  }
+}
+
+size_t HostBufferPool::SizeOf(size_t bytes) { return std::bit_ceil(std::max<size_t>(bytes, size_t{1} << 16)); }
+
+void HostBufferPool::Free(uint8_t* block, size_t) {
+  if (ordinary_.erase(block) > 0) {
+    ::operator delete(block, std::align_val_t{64});
+  } else {
+    free_(block);
+  }
+}
+
+uint8_t* HostBufferPool::Acquire(size_t bytes) {
+  const size_t size = SizeOf(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++outstanding_;
+    auto& blocks = idle_[size];
+    if (!blocks.empty()) {
+      uint8_t* block = blocks.back();
+      blocks.pop_back();
+      kept_ -= size;
+      return block;
+    }
+  }
+  if (allocate_) {
+    if (void* block = allocate_(size); block != nullptr) return static_cast<uint8_t*>(block);
+  }
+  auto* block = static_cast<uint8_t*>(::operator new(size, std::align_val_t{64}));
+  std::lock_guard<std::mutex> lock(mu_);
+  ordinary_.insert(block);
+  return block;
+}
+
+void HostBufferPool::Release(uint8_t* block, size_t bytes) {
+  const size_t size = SizeOf(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  --outstanding_;
+  if (kept_ + size <= keep_bytes_) {
+    idle_[size].push_back(block);
+    kept_ += size;
+  } else {
+    Free(block, size);
+  }
+}
+
+size_t HostBufferPool::outstanding() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return outstanding_;
+}
+
+std::shared_ptr<uint8_t[]> SharedBlock(std::shared_ptr<HostBufferPool> pool, size_t bytes) {
+  uint8_t* block = pool->Acquire(bytes);
+  return std::shared_ptr<uint8_t[]>(block, [pool = std::move(pool), bytes](uint8_t* p) { pool->Release(p, bytes); });
 }
 
 Status CheckStepShapes(const model::DenseNet& net, size_t params_size, std::span<const float> activations,

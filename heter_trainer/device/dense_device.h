@@ -15,10 +15,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "trainer/model/dense_net.h"
@@ -60,6 +65,46 @@ class DenseLane {
                                const DenseStepOutput& out) = 0;
 };
 
+// Host memory that a device's lanes copy to and from directly (on a GPU: page-locked): a
+// step whose input and output spans each lie within one block of it skips the lane's own
+// staging copies. The heter-trainer reads micro-batches into it and builds its replies in it.
+// Blocks come in power-of-two sizes (at least 64 KiB); a released block waits for the next
+// Acquire of its size while the pool keeps less than `keep_bytes`, else it is freed, so the
+// steady state allocates nothing. Thread-safe; outlives its blocks (SharedBlock sees to it).
+class HostBufferPool {
+ public:
+  // `allocate(bytes)`: a block of the device's memory, or null (then ordinary memory, 64-byte
+  // aligned); `free` returns such a block. Both null: ordinary memory only (the CPU).
+  HostBufferPool(std::function<void*(size_t)> allocate, std::function<void(void*)> free,
+                 size_t keep_bytes = size_t{1} << 30);
+  ~HostBufferPool();
+  HostBufferPool(const HostBufferPool&) = delete;
+  HostBufferPool& operator=(const HostBufferPool&) = delete;
+
+  // A block of at least `bytes` bytes, 64-byte aligned; never null.
+  uint8_t* Acquire(size_t bytes);
+  // Returns a block Acquire(bytes) gave, with the same `bytes`.
+  void Release(uint8_t* block, size_t bytes);
+  // Blocks acquired and not yet released.
+  size_t outstanding() const;
+
+ private:
+  static size_t SizeOf(size_t bytes);
+  void Free(uint8_t* block, size_t size);
+
+  const std::function<void*(size_t)> allocate_;
+  const std::function<void(void*)> free_;
+  const size_t keep_bytes_;
+  mutable std::mutex mu_;
+  std::map<size_t, std::vector<uint8_t*>> idle_;  // by block size
+  size_t kept_ = 0;                               // bytes in idle_
+  std::set<uint8_t*> ordinary_;                   // blocks of ordinary memory (allocate gave none)
+  size_t outstanding_ = 0;
+};
+
+// A block of `pool` as a shared buffer, released to the pool with its last reference.
+std::shared_ptr<uint8_t[]> SharedBlock(std::shared_ptr<HostBufferPool> pool, size_t bytes);
+
 class DenseDevice {
  public:
   virtual ~DenseDevice() = default;
@@ -67,6 +112,9 @@ class DenseDevice {
   // For logs: "cpu" or "gpu 0 (NVIDIA H100 80GB HBM3, 132 SMs)".
   virtual std::string Describe() const = 0;
   virtual StatusOr<std::unique_ptr<DenseLane>> NewLane() = 0;
+  // The memory this device's lanes copy to and from directly (the CPU's: ordinary memory,
+  // recycled all the same).
+  virtual std::shared_ptr<HostBufferPool> host_buffers() = 0;
 };
 
 // The shape checks every lane runs before a step: InvalidArgument naming what is wrong.

@@ -18,15 +18,24 @@ using wire::MessageType;
 
 HeterService::HeterService(const config::HeterTrainerOptions& options, const trainer::model::DenseNet& net,
                            DenseDevice& device, trainer::ParamSync& dense, server::TrainerRegistry& trainers)
-    : options_(options), net_(net), device_(device), dense_(dense), trainers_(trainers) {}
+    : options_(options),
+      net_(net),
+      device_(device),
+      host_buffers_(device.host_buffers()),
+      dense_(dense),
+      trainers_(trainers) {}
 
 HeterService::~HeterService() { Stop(); }
 
 Status HeterService::Start() {
   const uint32_t lanes = options_.job.heter.lanes;
   lanes_.resize(lanes);
+  const size_t grads_bytes = net_.num_params() * sizeof(float);
   for (uint32_t i = 0; i < lanes; ++i) {
-    ASSIGN_OR_RETURN(lanes_[i].device, device_.NewLane());
+    Lane& lane = lanes_[i];
+    ASSIGN_OR_RETURN(lane.device, device_.NewLane());
+    lane.param_grads_block = SharedBlock(host_buffers_, grads_bytes);
+    lane.param_grads = {reinterpret_cast<float*>(lane.param_grads_block.get()), net_.num_params()};
   }
   for (uint32_t i = 0; i < lanes; ++i) threads_.emplace_back([this, i] { LaneLoop(i); });
   return Status::OK();
@@ -45,6 +54,33 @@ void HeterService::Stop() {
   for (auto& t : threads_) t.join();
   threads_.clear();
   control_.Stop();
+}
+
+namespace {
+
+// Micro-batches and replies from this size up live in the device's host buffers; smaller
+// messages (hellos, heartbeats, tiny micro-batches) in ordinary memory, as the pool's
+// smallest block is 64 KiB.
+constexpr size_t kPooledBytes = size_t{1} << 16;
+
+// A reply's FlatBuffers storage in the device's host buffers: the lane copies the
+// predictions and activation gradients straight into it. Owned by the reply's buffer.
+class PooledAllocator : public flatbuffers::Allocator {
+ public:
+  explicit PooledAllocator(std::shared_ptr<HostBufferPool> pool) : pool_(std::move(pool)) {}
+  uint8_t* allocate(size_t bytes) override { return pool_->Acquire(bytes); }
+  void deallocate(uint8_t* block, size_t bytes) override { pool_->Release(block, bytes); }
+
+ private:
+  const std::shared_ptr<HostBufferPool> pool_;
+};
+
+}  // namespace
+
+std::function<std::shared_ptr<uint8_t[]>(uint32_t)> HeterService::PayloadAllocator() const {
+  return [pool = host_buffers_](uint32_t bytes) -> std::shared_ptr<uint8_t[]> {
+    return bytes >= kPooledBytes ? SharedBlock(pool, bytes) : nullptr;
+  };
 }
 
 void HeterService::Handle(net::Request request, net::Responder responder) {
@@ -193,7 +229,10 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
   // The reply's predictions and activation gradients are written by the step straight into
   // the reply's buffer (sized for them up front), not copied there afterwards.
   const size_t grads_size = rows * net_.in_dim();
-  flatbuffers::FlatBufferBuilder fbb(256 + (rows + grads_size) * sizeof(float));
+  const size_t reply_bytes = 256 + (rows + grads_size) * sizeof(float);
+  const bool pooled = reply_bytes >= kPooledBytes;
+  flatbuffers::FlatBufferBuilder fbb(reply_bytes, pooled ? new PooledAllocator(host_buffers_) : nullptr,
+                                     /*own_allocator=*/pooled);
   float* predictions_out = nullptr;
   float* grads_out = nullptr;
   const auto predictions = fbb.CreateUninitializedVector(rows, &predictions_out);
@@ -204,7 +243,6 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
       RETURN_IF_ERROR(lane.device->SetParams(*snapshot));
       lane.params = std::move(snapshot);
     }
-    lane.param_grads.resize(net_.num_params());
     ASSIGN_OR_RETURN(float loss,
                      lane.device->Step(Span(msg->activations()), Span(msg->labels()), rows,
                                        {{predictions_out, rows}, {grads_out, grads_size}, lane.param_grads}));

@@ -22,8 +22,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -69,6 +71,9 @@ class HeterService {
   void Stop();
 
   void Handle(net::Request request, net::Responder responder);
+  // For RpcServerOptions::payload_allocator: micro-batches read into the device's
+  // host_buffers(), which its lanes copy from without staging.
+  std::function<std::shared_ptr<uint8_t[]>(uint32_t)> PayloadAllocator() const;
 
   uint64_t steps() const { return steps_.load(); }  // micro-batches trained
 
@@ -87,15 +92,18 @@ class HeterService {
   const config::HeterTrainerOptions& options_;
   const trainer::model::DenseNet& net_;
   DenseDevice& device_;
+  const std::shared_ptr<HostBufferPool> host_buffers_;  // device_'s
   trainer::ParamSync& dense_;
   server::TrainerRegistry& trainers_;
 
   // Per lane: the device lane, the snapshot its parameters came from, the step's parameter
-  // gradients (its predictions and activation gradients go into the reply).
+  // gradients (its predictions and activation gradients go into the reply), in a block of the
+  // device's host_buffers().
   struct Lane {
     std::unique_ptr<DenseLane> device;
     std::shared_ptr<const std::vector<float>> params;
-    std::vector<float> param_grads;
+    std::shared_ptr<uint8_t[]> param_grads_block;
+    std::span<float> param_grads;
   };
   std::vector<Lane> lanes_;
   std::vector<std::thread> threads_;

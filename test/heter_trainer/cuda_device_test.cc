@@ -346,6 +346,54 @@ TEST_CASE("CUDA device matches the CPU device", "[heter][cuda][gpu]") {
   }
 }
 
+TEST_CASE("CUDA lane: inputs and outputs in the device's host buffers give the staged step's results",
+          "[heter][cuda][gpu]") {
+  if (!HaveGpu()) return;
+  const DenseNet net(247, {512, 256, 128}, OutputKind::kSoftmax2);  // ctr_dnn
+  std::unique_ptr<DenseDevice> device = Gpu(net);
+  std::shared_ptr<HostBufferPool> pool = device->host_buffers();
+  REQUIRE(pool != nullptr);
+  std::unique_ptr<DenseLane> lane = Lane(*device);
+  const std::vector<float> params = RandomParams(net, 31);
+  REQUIRE(lane->SetParams(params).ok());
+  auto block = [&](size_t floats) { return SharedBlock(pool, floats * sizeof(float)); };
+  auto floats = [](const std::shared_ptr<uint8_t[]>& b, size_t n) {
+    return std::span<float>(reinterpret_cast<float*>(b.get()), n);
+  };
+  for (size_t batch : {size_t{7}, size_t{4096}}) {
+    INFO("batch " << batch);
+    const std::vector<float> activations = RandomActivations(net, params, batch, 40 + batch);
+    const std::vector<float> labels = RandomLabels(batch, 50 + batch);
+    const StepResult staged = RunStep(*lane, net, activations, labels, batch, true, true);
+    auto in_block = block(activations.size()), labels_block = block(batch);
+    std::copy(activations.begin(), activations.end(), floats(in_block, activations.size()).begin());
+    std::copy(labels.begin(), labels.end(), floats(labels_block, batch).begin());
+    const std::span<const float> pinned_in = floats(in_block, activations.size());
+    const std::span<const float> pinned_labels = floats(labels_block, batch);
+    // Page-locked inputs, ordinary outputs.
+    ExpectClose(net, RunStep(*lane, net, pinned_in, pinned_labels, batch, true, true), staged);
+    // Page-locked inputs and outputs: every copy direct.
+    auto predictions = block(batch), act_grads = block(activations.size()), param_grads = block(net.num_params());
+    const StatusOr<float> loss =
+        lane->Step(pinned_in, pinned_labels, batch,
+                   {floats(predictions, batch), floats(act_grads, activations.size()),
+                    floats(param_grads, net.num_params())});
+    REQUIRE(loss.ok());
+    StepResult direct;
+    direct.loss = *loss;
+    auto to_vector = [](std::span<float> f) { return std::vector<float>(f.begin(), f.end()); };
+    direct.predictions = to_vector(floats(predictions, batch));
+    direct.activation_grads = to_vector(floats(act_grads, activations.size()));
+    direct.param_grads = to_vector(floats(param_grads, net.num_params()));
+    ExpectClose(net, direct, staged);
+    // Forward only, outputs page-locked.
+    const StatusOr<float> forward = lane->Step(pinned_in, {}, batch, {floats(predictions, batch), {}, {}});
+    REQUIRE(forward.ok());
+    CHECK(*forward == 0.0f);
+    CHECK(NormwiseError(floats(predictions, batch), staged.predictions) <= kTolerance);
+  }
+}
+
 TEST_CASE("CUDA lane: new parameters take effect at the next step", "[heter][cuda][gpu]") {
   if (!HaveGpu()) return;
   const DenseNet net(37, {64, 16}, OutputKind::kSigmoid);

@@ -17,6 +17,7 @@
 #include "common/net/io_threads.h"
 #include "common/net/rpc_client.h"
 #include "heter_trainer/app/heter_app.h"
+#include "heter_trainer/device/dense_device.h"
 #include "schemas/heter_generated.h"
 #include "server/app/app.h"
 #include "test/support/http.h"
@@ -182,6 +183,80 @@ TEST_CASE("A micro-batch is answered as DenseNet computes it and its dense gradi
   for (size_t i = 0; i < want.size(); ++i) want[i] = cluster.initial[i] - 0.5f * param_grads[i];
   CHECK(MaxRelError(dense, want) < 1e-6);
   CHECK(MaxRelError(dense, cluster.initial) > 1e-4);  // it did move
+}
+
+TEST_CASE("Micro-batches and replies of the device's host buffers (64 KiB and up) are answered the same") {
+  Cluster cluster;
+  auto client = cluster.Connect(cluster.ClientOptions());
+  const auto& net = *cluster.net;
+  // 3000 rows of 7 floats: an 84 KB request and an 96 KB reply, each in a pooled block; the
+  // second step reuses the blocks the first released.
+  for (uint64_t batch_id : {1, 2}) {
+    MicroBatch mb(3000, net.in_dim(), static_cast<uint32_t>(batch_id));
+    trainer::model::DenseNet::Workspace ws;
+    std::vector<float> param_grads(net.num_params()), act_grads(mb.activations.size());
+    const float loss =
+        net.ForwardBackward(cluster.initial, mb.activations, mb.labels, mb.rows, param_grads, act_grads, &ws);
+    auto step = client->Train(batch_id, static_cast<uint32_t>(mb.rows), mb.activations, mb.labels).get();
+    INFO(step.status().ToString());
+    REQUIRE(step.ok());
+    if (batch_id == 1) {
+      CHECK(step->loss == Approx(loss).epsilon(1e-6));
+      CHECK(MaxRelError(step->predictions, ws.predictions()) < 1e-6);
+      CHECK(MaxRelError(step->activation_grads, act_grads) < 1e-6);
+    } else {
+      CHECK(step->predictions.size() == mb.rows);  // parameters may have moved since: shapes only
+      CHECK(step->activation_grads.size() == mb.activations.size());
+    }
+  }
+}
+
+TEST_CASE("HostBufferPool: aligned blocks by power-of-two size, reused, capped, and ordinary memory as a fallback") {
+  int allocated = 0, freed = 0;
+  bool refuse = false;
+  std::vector<std::unique_ptr<uint8_t[]>> arena;
+  auto pool = std::make_shared<HostBufferPool>(
+      [&](size_t bytes) -> void* {
+        if (refuse) return nullptr;
+        ++allocated;
+        // 64-byte aligned by hand: the device's allocator would give page-aligned blocks.
+        arena.push_back(std::make_unique<uint8_t[]>(bytes + 64));
+        auto addr = reinterpret_cast<uintptr_t>(arena.back().get());
+        return reinterpret_cast<void*>((addr + 63) / 64 * 64);
+      },
+      [&](void*) { ++freed; }, /*keep_bytes=*/size_t{3} << 16);
+  uint8_t* a = pool->Acquire(100);      // a 64 KiB block
+  uint8_t* b = pool->Acquire(70000);    // a 128 KiB block
+  CHECK(reinterpret_cast<uintptr_t>(a) % 64 == 0);
+  CHECK(allocated == 2);
+  CHECK(pool->outstanding() == 2);
+  pool->Release(a, 100);
+  CHECK(pool->Acquire(65536) == a);     // the same size: the kept block again
+  CHECK(allocated == 2);
+  pool->Release(a, 65536);
+  pool->Release(b, 70000);              // 64 + 128 KiB kept: at the cap
+  uint8_t* c = pool->Acquire(200000);   // 256 KiB: new
+  pool->Release(c, 200000);             // above the cap: freed
+  CHECK(allocated == 3);
+  CHECK(freed == 1);
+  refuse = true;                        // the device's memory runs out: ordinary memory
+  uint8_t* d = pool->Acquire(300000);
+  REQUIRE(d != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(d) % 64 == 0);
+  d[299999] = 1;
+  pool->Release(d, 300000);             // above the cap: deleted, not handed to `free`
+  CHECK(freed == 1);
+  CHECK(pool->outstanding() == 0);
+  {
+    auto shared = SharedBlock(pool, 1000);
+    CHECK(pool->outstanding() == 1);
+    auto copy = shared;
+    shared.reset();
+    CHECK(pool->outstanding() == 1);
+  }
+  CHECK(pool->outstanding() == 0);
+  pool.reset();                         // the kept blocks (64 + 128 KiB) freed with the pool
+  CHECK(freed == 3);
 }
 
 TEST_CASE("Malformed micro-batches get an error reply and the heter-trainer keeps serving") {

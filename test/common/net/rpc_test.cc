@@ -4,7 +4,9 @@
 #include <boost/asio.hpp>
 #include <catch2/catch.hpp>
 #include <future>
+#include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "common/executor.h"
@@ -74,6 +76,56 @@ TEST_CASE("Pipelined calls are matched by request id in any order") {
   for (int i = 0; i < kCalls; ++i) REQUIRE(results[i].get_future().get() == i);
   CHECK(echo.handled == kCalls);
   client.Close();
+}
+
+TEST_CASE("Payloads are read into the memory payload_allocator gives, which the request releases") {
+  std::mutex mu;
+  std::set<const uint8_t*> given;  // guarded by mu
+  std::atomic<int> asked{0}, freed{0}, served_from_given{0};
+  RpcServerOptions options{"127.0.0.1", 0};
+  options.payload_allocator = [&](uint32_t bytes) -> std::shared_ptr<uint8_t[]> {
+    if (++asked % 2 == 0) return nullptr;  // every second request falls back to ordinary memory
+    std::shared_ptr<uint8_t[]> p(new uint8_t[bytes], [&](uint8_t* q) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        given.erase(q);  // its address may serve an ordinary payload next
+      }
+      ++freed;
+      delete[] q;
+    });
+    std::lock_guard<std::mutex> lock(mu);
+    given.insert(p.get());
+    return p;
+  };
+  IoThreads io(1);
+  RpcServer server(io, options, [&](Request req, Responder resp) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (given.count(req.data()) > 0) ++served_from_given;
+    }
+    flatbuffers::Verifier v(req.data(), req.payload_size);
+    if (!v.VerifyBuffer<wire::PingRequest>(nullptr)) return resp.SendError(Status::InvalidArgument("bad request"));
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreatePingReply(fbb, flatbuffers::GetRoot<wire::PingRequest>(req.data())->trainer_id()));
+    resp.Send(ReplyType(MessageType::Ping), fbb.Release());
+  });
+  REQUIRE(server.Start().ok());
+  {
+    IoThreads client_io(1);
+    RpcClient client(client_io, Endpoint{"127.0.0.1", server.port()}, RpcClientOptions{});
+    REQUIRE(client.Connect().ok());
+    for (int i = 0; i < 10; ++i) {
+      auto r = client.CallSync(static_cast<uint16_t>(MessageType::Ping), Ping(100 + i));
+      REQUIRE(r.ok());
+      CHECK(flatbuffers::GetRoot<wire::PingReply>(r->data())->server_index() == static_cast<uint32_t>(100 + i));
+    }
+    client.Close();
+  }
+  server.Stop();
+  io.Stop();
+  CHECK(asked == 10);
+  CHECK(served_from_given == 5);
+  CHECK(freed == 5);
 }
 
 TEST_CASE("Errors from the handler arrive as Status with the server named") {
