@@ -93,12 +93,11 @@ GpuPsSync::GpuPsSync(const config::TrainerOptions& options, trainer::PsClient& c
       comms_(std::move(comms)),
       merge_(comms_.size()) {}
 
-GpuPsSync::~GpuPsSync() {
-  dense_.clear();  // their communication threads before the communicators
-}
+GpuPsSync::~GpuPsSync() = default;
 
 void GpuPsSync::Abort(const Status& why) {
   for (auto& comm : comms_) comm->Abort(why);
+  if (dense_ != nullptr) dense_->Abort(why);
 }
 
 trainer::DenseStepper* GpuPsSync::dense_stepper(uint32_t worker) {
@@ -134,17 +133,21 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
     }
     sync->devices_.push_back(std::move(device));
   }
-  // Worker w: a lane of device w % devices and a dense replica (rank) of its own.
+  // Worker w: a lane of device w % devices.
   for (uint32_t w = 0; w < workers; ++w) {
     ASSIGN_OR_RETURN(auto lane, sync->devices_[w % devices]->NewLane());
     sync->steppers_.push_back(std::make_unique<LaneStepper>(std::move(lane)));
-    ASSIGN_OR_RETURN(auto dense, trainer::CollectiveSync::CreateDenseOnly(o, client, *sync->comms_[w]));
-    sync->dense_.push_back(std::move(dense));
   }
-  // Every rank draws; the broadcast makes them all rank 0's.
-  std::vector<float> params(sync->net_.num_params());
-  sync->net_.InitParams(params, o.model.init_seed + o.trainer_id);
-  RETURN_IF_ERROR(OnEveryWorker(workers, [&](uint32_t w) { return sync->dense_[w]->SetInitialParams(params); }));
+  // Every process draws; rank 0's broadcast makes them all its own.
+  std::vector<std::vector<float>> drawn(workers, std::vector<float>(sync->net_.num_params()));
+  sync->net_.InitParams(drawn[0], o.model.init_seed + o.trainer_id);
+  for (uint32_t w = 1; w < workers; ++w) drawn[w] = drawn[0];
+  RETURN_IF_ERROR(OnEveryWorker(workers, [&](uint32_t w) {
+    return sync->comms_[w]->Broadcast(drawn[w], 0).WithContext("broadcasting the initial parameters from rank 0");
+  }));
+  std::vector<collective::Communicator*> ranks;
+  for (auto& comm : sync->comms_) ranks.push_back(comm.get());
+  ASSIGN_OR_RETURN(sync->dense_, DenseReplica::Create(o, std::move(ranks), std::move(drawn[0])));
   return sync;
 }
 
@@ -324,16 +327,16 @@ Status GpuPsSync::PullSparse(uint32_t, std::span<const uint64_t> keys, float* ro
 }
 
 Status GpuPsSync::DenseParams(uint32_t worker, std::vector<float>* params) {
-  if (worker >= dense_.size()) {
+  if (worker >= merge_.size()) {
     return Status::InvalidArgument("GPU-PS: worker " + std::to_string(worker) + " has no device (" +
-                                   std::to_string(dense_.size()) +
+                                   std::to_string(merge_.size()) +
                                    " workers: fleetps.gpups.workers_per_device per device)");
   }
-  return dense_[worker]->DenseParams(worker, params);
+  return dense_->DenseParams(worker, params);
 }
 
 Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
-  if (worker >= dense_.size()) return DenseParams(worker, nullptr);
+  if (worker >= merge_.size()) return DenseParams(worker, nullptr);
   if (!g.keys.empty()) {
     // Summed per key over max_merge_steps steps (the async communicator's cadence), in order.
     MergeBuffer& m = merge_[worker];
@@ -362,18 +365,21 @@ Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
     }
     if (++m.steps >= std::max<uint32_t>(o_.max_merge_steps, 1)) RETURN_IF_ERROR(ApplyMerged(m));
   }
-  return dense_[worker]->Push(worker, trainer::StepGrads{{}, {}, {}, {}, g.dense_grads});
+  return dense_->Push(worker, g.dense_grads);
 }
 
 StatusOr<bool> GpuPsSync::EndStep(uint32_t worker, bool out_of_data) {
-  if (worker >= dense_.size()) return DenseParams(worker, nullptr);
-  return dense_[worker]->EndStep(worker, out_of_data);
+  if (worker >= merge_.size()) return DenseParams(worker, nullptr);
+  return dense_->EndStep(worker, out_of_data);
 }
 
 Status GpuPsSync::Flush() {
   RETURN_IF_ERROR(EndPass());
-  // Every replica holds the same parameters; rank 0's goes to the pservers' dense table.
-  for (auto& d : dense_) RETURN_IF_ERROR(d->Flush());
+  // Every process holds the same replica; rank 0's goes to the pservers' dense table, where
+  // evaluation and saving read it.
+  if (comms_.front()->rank() == 0) {
+    RETURN_IF_ERROR(client_.PushDenseParam(o_.dense_table.id, dense_->params()).get().WithContext("dense replica"));
+  }
   return Status::OK();
 }
 

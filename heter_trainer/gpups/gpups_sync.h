@@ -14,9 +14,10 @@
 //                           RowAccessor code); dense gradients to the worker's device replica
 //   dense_stepper           the worker's dense forward/backward on its device (a CUDA lane
 //                           of heter_trainer/device with the CUDA table, else the CPU lane)
-//   EndStep                 the worker's replica's allreduce step (CollectiveSync: the
-//                           workers of a node summed in memory, the nodes over Gloo; rank =
-//                           trainer_id * workers + worker)
+//   EndStep                 the dense allreduce step of the process's replica (DenseReplica:
+//                           the workers of a node summed in memory, the nodes over Gloo or
+//                           NCCL; rank = trainer_id * workers + worker; each worker then
+//                           steps its slice of the one replica)
 //   Flush (end_pass)        the rows the pass touched written back (WritePassBack: ranges of
 //                           rows, each exported while the one before is being written; a
 //                           row is written exact, or added as a difference where another
@@ -24,7 +25,8 @@
 //                           the table freed; rank 0 writes the dense replica to the pservers
 //
 // Worker w drives device w % devices: the Trainer runs fleetps.gpups.workers_per_device worker
-// threads per device, each with its own lane on the device, dense replica and merge buffer.
+// threads per device, each with its own lane on the device and merge buffer; the process's
+// workers share one dense replica.
 // Thread-safety: PullSparse, DenseParams, Push and EndStep from the workers (each its own
 // `worker`); BeginPass and Flush from the driver thread between passes.
 
@@ -37,10 +39,10 @@
 #include "common/metrics/registry.h"
 #include "common/status.h"
 #include "heter_trainer/device/dense_device.h"
+#include "heter_trainer/gpups/dense_replica.h"
 #include "heter_trainer/gpups/pass_table.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
-#include "trainer/runtime/collective_sync.h"
 #include "trainer/runtime/param_sync.h"
 
 namespace fleetps::heter {
@@ -101,7 +103,8 @@ class GpuPsSync : public trainer::ParamSync {
   std::vector<std::unique_ptr<DenseDevice>> devices_;              // one per table device
   std::vector<std::unique_ptr<trainer::DenseStepper>> steppers_;   // per worker: a lane of its device
   std::vector<std::unique_ptr<collective::Communicator>> comms_;  // declared before dense_: outlives it
-  std::vector<std::unique_ptr<trainer::CollectiveSync>> dense_;   // one replica per worker
+  std::unique_ptr<DenseReplica> dense_;                           // the process's workers'
+
   // A worker's sparse gradients (and show/click) of up to max_merge_steps steps, summed per
   // key in arrival order; applied to the table when full and at end_pass.
   struct MergeBuffer {

@@ -17,6 +17,7 @@
 
 #include "common/config/trainer_config.h"
 #include "common/metrics/registry.h"
+#include "heter_trainer/gpups/dense_replica.h"
 #include "heter_trainer/gpups/gpups_sync.h"
 #include "server/app/app.h"
 #include "server/table/table_set.h"
@@ -24,6 +25,8 @@
 #include "test/trainer/data/data_test_util.h"
 #include "trainer/data/queue_dataset.h"
 #include "trainer/client/ps_client.h"
+#include "trainer/collective/local_group.h"
+#include "trainer/runtime/collective_sync.h"
 
 namespace fleetps::heter {
 namespace {
@@ -441,6 +444,104 @@ TEST_CASE("Two trainers on overlapping keys: both passes add up on the pservers,
 
 namespace fleetps::heter {
 namespace {
+
+// Worker threads stepping a dense system: worker w, while it has data (data[w] steps), reads
+// the step's parameters (params(w, &p)) and pushes a gradient that depends on them and on its
+// own random draw (push(w, grads)); then it joins the remaining steps without data; each
+// step ends with end(w, out_of_data). Requires every worker's status OK.
+template <typename ParamsFn, typename PushFn, typename EndFn>
+void RunDenseSteps(uint32_t workers, const std::vector<int>& data, ParamsFn params, PushFn push, EndFn end) {
+  std::vector<std::thread> threads;
+  std::vector<Status> results(workers);
+  for (uint32_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937 rng(1000 + w);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      std::vector<float> p, grads;
+      for (int s = 0;; ++s) {
+        const bool has = s < data[w];
+        if (has) {
+          results[w] = params(w, &p);
+          if (!results[w].ok()) return;
+          grads.resize(p.size());
+          for (size_t i = 0; i < p.size(); ++i) grads[i] = u(rng) * (1.0f + static_cast<float>(s % 3)) + 0.5f * p[i];
+          results[w] = push(w, grads);
+          if (!results[w].ok()) return;
+        }
+        StatusOr<bool> done = end(w, !has);
+        if (!done.ok()) results[w] = done.status();
+        if (!done.ok() || *done) return;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& st : results) REQUIRE(st.ok());
+}
+
+TEST_CASE("The process's one dense replica, each worker stepping a slice, gives bitwise one replica per rank") {
+  const auto [rule, drop_last] = GENERATE(std::pair<const char*, bool>{"Adam", false},
+                                          std::pair<const char*, bool>{"Adagrad", false},
+                                          std::pair<const char*, bool>{"Adam", true});
+  INFO(rule << (drop_last ? ", drop_last" : ""));
+  config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
+  job.dense_table.dim = 200003;  // three slices of 66672, 66672 and 66659 floats
+  job.dense_table.optimizer.kind = std::string(rule) == "Adam" ? OptimizerKind::kAdam : OptimizerKind::kAdagrad;
+  job.dense_table.optimizer.learning_rate = 0.01f;
+  job.collective.lr_scaling = config::LrScaling::kLinear;
+  job.collective.warmup_steps = 3;
+  job.collective.drop_last = drop_last;
+  job.collective.timeout_ms = 30000;
+  Cluster cluster(job);
+  auto client = cluster.Client();
+  constexpr uint32_t kWorkers = 3;
+  const std::vector<int> data = {9, 7, 4};  // steps with data per worker: the mean is over fewer ranks at the end
+  std::vector<float> initial(job.dense_table.dim);
+  std::mt19937 rng(7);
+  for (float& v : initial) v = std::uniform_real_distribution<float>(-0.5f, 0.5f)(rng);
+
+  // Reference: one CollectiveSync replica per rank.
+  auto ref_comms = collective::MakeLocalGroup(kWorkers, nullptr, std::chrono::milliseconds(30000));
+  std::vector<std::unique_ptr<trainer::CollectiveSync>> ref;
+  for (uint32_t w = 0; w < kWorkers; ++w) {
+    auto sync = trainer::CollectiveSync::CreateDenseOnly(job, *client, *ref_comms[w]);
+    REQUIRE(sync.ok());
+    ref.push_back(std::move(sync).value());
+  }
+  {
+    std::vector<Status> set(kWorkers);
+    std::vector<std::thread> threads;
+    for (uint32_t w = 0; w < kWorkers; ++w) threads.emplace_back([&, w] { set[w] = ref[w]->SetInitialParams(initial); });
+    for (auto& t : threads) t.join();
+    for (const Status& st : set) REQUIRE(st.ok());
+  }
+  RunDenseSteps(
+      kWorkers, data, [&](uint32_t w, std::vector<float>* p) { return ref[w]->DenseParams(w, p); },
+      [&](uint32_t w, std::span<const float> g) { return ref[w]->Push(w, trainer::StepGrads{{}, {}, {}, {}, g}); },
+      [&](uint32_t w, bool out) { return ref[w]->EndStep(w, out); });
+
+  // The process's one replica.
+  auto comms = collective::MakeLocalGroup(kWorkers, nullptr, std::chrono::milliseconds(30000));
+  std::vector<collective::Communicator*> ranks;
+  for (auto& c : comms) ranks.push_back(c.get());
+  auto replica = DenseReplica::Create(job, ranks, initial);
+  REQUIRE(replica.ok());
+  // The gradients depend on the parameters each step reads: a read before every slice of the
+  // last step is applied changes the outcome.
+  RunDenseSteps(
+      kWorkers, data, [&](uint32_t w, std::vector<float>* p) { return (*replica)->DenseParams(w, p); },
+      [&](uint32_t w, std::span<const float> g) { return (*replica)->Push(w, g); },
+      [&](uint32_t w, bool out) { return (*replica)->EndStep(w, out); });
+
+  const uint64_t want_steps = drop_last ? 4 : 9;
+  CHECK(ref[0]->steps() == want_steps);
+  CHECK((*replica)->steps() == want_steps);
+  CHECK(ref[0]->params() == ref[2]->params());
+  CHECK((*replica)->params() == ref[0]->params());  // bitwise
+  CHECK((*replica)->params() != initial);
+  std::vector<float> now;
+  REQUIRE((*replica)->DenseParams(1, &now).ok());
+  CHECK(now == ref[1]->params());
+}
 
 TEST_CASE("A failed worker's Abort ends the other workers' wait in the dense allreduce at once") {
   config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);

@@ -1,0 +1,86 @@
+#pragma once
+// DenseReplica: the dense parameters of GPU-PS pass mode for the workers of one process —
+// one copy of the parameters and of the optimizer state, shared by the process's workers,
+// each a rank of a local group (trainer/collective/local_group.h) whose processes are joined
+// by an inner communicator.
+//
+// A step, as CollectiveSync's: every worker hands in its dense gradient (Push) and joins the
+// step's allreduce (EndStep), also a worker out of data, which adds nothing; the sum is
+// divided by the ranks that had data; the learning rate is scaled and warmed up as
+// fleetps.collective says. Then each worker applies the optimizer to its own slice of the
+// parameters, so that the optimizer's arithmetic and memory traffic are spent once per
+// process instead of once per worker, and no worker copies a whole replica of its own. A
+// worker's next DenseParams waits until every slice of the step is applied. Every process
+// applies the same sum with the same rule, so the processes' replicas stay bitwise equal, and
+// equal to what one replica per rank (CollectiveSync) gives.
+//
+// Thread-safety: worker w calls DenseParams, Push and EndStep on its own thread, the workers
+// at once; params() between steps; Abort from any thread.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "common/config/trainer_config.h"
+#include "common/optimizer/optimizer.h"
+#include "common/status.h"
+#include "trainer/collective/communicator.h"
+
+namespace fleetps::heter {
+
+class DenseReplica {
+ public:
+  // `comms[w]`: worker w's communicator (rank trainer_id * workers + w of a local group),
+  // outliving the result. `params`: the starting parameters, the same on every rank (rank
+  // 0's broadcast). InvalidArgument for a bad dense optimizer.
+  static StatusOr<std::unique_ptr<DenseReplica>> Create(const config::TrainerOptions& options,
+                                                        std::vector<trainer::collective::Communicator*> comms,
+                                                        std::vector<float> params);
+
+  // The parameters of worker's next step: the replica once every slice of the last step is
+  // applied (TimedOut after fleetps.collective.timeout_ms, or Abort's status).
+  Status DenseParams(uint32_t worker, std::vector<float>* params);
+  // worker's dense gradient of this step (the replica's size).
+  Status Push(uint32_t worker, std::span<const float> grads);
+  // The step's allreduce, joined by every rank every step; then worker's slice of the
+  // replica stepped. True when every rank is out of data (nothing applied), or, with
+  // drop_last, when one is.
+  StatusOr<bool> EndStep(uint32_t worker, bool out_of_data);
+  // Ends waits in DenseParams with `why` (the local group's waits end by its own Abort).
+  void Abort(const Status& why);
+
+  // The replica, when no step is under way.
+  const std::vector<float>& params() const { return params_; }
+  uint64_t steps() const;  // optimizer steps applied
+
+ private:
+  struct Member {
+    trainer::collective::Communicator* comm;
+    size_t lo = 0, hi = 0;              // its slice of the parameters
+    std::vector<float> buffer;          // [had data (1 float) | the step's gradient]
+    bool has_grads = false;             // pushed this step
+    std::vector<float> shared_state;    // its copy of the rule's shared state (Adam's powers)
+    std::unique_ptr<optimizer::Optimizer> optimizer;  // the rule at the current rate
+    uint64_t applied = 0;               // steps it has applied to its slice
+  };
+
+  DenseReplica(const config::TrainerOptions& options, std::vector<float> params);
+  // The dense rate of step `step` (scaling, warm-up), as CollectiveSync's.
+  float LearningRate(uint64_t step, uint32_t world) const;
+
+  const config::TrainerOptions& o_;
+  std::vector<float> params_;
+  std::vector<float> state_;  // the rule's element state, weight-major: a slice is contiguous
+  std::vector<Member> members_;
+
+  mutable std::mutex mu_;  // guards the members below
+  std::condition_variable cv_;
+  uint64_t slices_applied_ = 0;  // over all members and steps
+  Status aborted_;
+};
+
+}  // namespace fleetps::heter
