@@ -7,10 +7,10 @@
 // into pinned staging; then it synchronises the stream once and copies from the staging
 // into the caller's spans. Inputs, or outputs, that the caller holds in page-locked memory
 // (the device's host_buffers(): the heter-trainer's requests and replies) are copied from
-// and into directly instead, without the staging copies on the host. Device and staging buffers are grown for the largest batch
-// seen and reused (growing frees and allocates, which waits for the whole device: a
-// one-off per lane and batch size); parameters stay on the device from SetParams to
-// SetParams.
+// and into directly instead, without the staging copies on the host. Device and staging
+// buffers are grown for the largest batch seen and reused (growing frees and allocates,
+// which waits for the whole device: a one-off per lane and batch size); parameters stay on
+// the device from SetParams to SetParams.
 
 #include "heter_trainer/cuda/cuda_device.h"
 

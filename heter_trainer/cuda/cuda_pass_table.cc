@@ -79,13 +79,31 @@ struct Lookup {
   KeyIndex seen;
 };
 
-StatusOr<std::unique_ptr<Lookup>> TakeLookup(ScratchPool<Lookup>& pool, int device) {
-  return pool.Take([device]() -> StatusOr<std::unique_ptr<Lookup>> {
+// A shard's idle leases: one per concurrent call, made on first need and kept.
+class LookupPool {
+ public:
+  StatusOr<std::unique_ptr<Lookup>> Take(int device) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        auto l = std::move(idle_.back());
+        idle_.pop_back();
+        return l;
+      }
+    }
     auto l = std::make_unique<Lookup>();
     ASSIGN_OR_RETURN(l->stream, Stream::Create(device));
     return l;
-  });
-}
+  }
+  void Give(std::unique_ptr<Lookup> l) {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.push_back(std::move(l));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Lookup>> idle_;
+};
 
 class CudaPassTable : public PassTable {
  public:
@@ -162,7 +180,7 @@ class CudaPassTable : public PassTable {
       Shard& s = *shards_[d];
       std::shared_lock<std::shared_mutex> lock(s.mu);
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
-      ASSIGN_OR_RETURN(auto lookup, TakeLookup(s.lookups, s.device));
+      ASSIGN_OR_RETURN(auto lookup, s.lookups.Take(s.device));
       Status st = PullShard(s, d, *lookup, keys, by_device[d], out);
       // A call that failed part-way may have left copies queued: done before the next user.
       if (!st.ok()) (void)lookup->stream.Synchronize();
@@ -180,7 +198,7 @@ class CudaPassTable : public PassTable {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
-      ASSIGN_OR_RETURN(auto lookup, TakeLookup(s.lookups, s.device));
+      ASSIGN_OR_RETURN(auto lookup, s.lookups.Take(s.device));
       Status st = PushShard(s, d, *lookup, keys, by_device[d], grads, shows, clicks);
       // A call that failed part-way may have left copies queued: done before the next user.
       if (!st.ok()) (void)lookup->stream.Synchronize();
@@ -250,7 +268,7 @@ class CudaPassTable : public PassTable {
     DeviceBuffer<float> rows, begin;    // row index x row_floats
     DeviceBuffer<float> pass_stats;     // [shows of every row | clicks of every row]
     DeviceBuffer<uint8_t> touched;
-    ScratchPool<Lookup> lookups;  // one per call in flight
+    LookupPool lookups;  // one lease per call in flight
     DeviceBuffer<uint64_t> query;  // Build's keys
   };
 

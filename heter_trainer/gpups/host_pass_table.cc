@@ -173,10 +173,10 @@ class HostPassTable : public PassTable {
   // writers of the index.
   struct Shard {
     std::shared_mutex mu;
-    KeyIndex index;            // key -> slot
-    RowVector rows;   // slot x row_floats_: the rows being trained
-    RowVector begin;  // slot x row_floats_: the rows as pulled (extended along)
-    std::vector<float> shows;  // per slot: counted in this pass
+    KeyIndex index;                // key -> slot
+    RowVector rows;                // slot x row_floats_: the rows being trained
+    RowVector begin;               // slot x row_floats_: the rows as pulled (extended along)
+    std::vector<float> shows;      // per slot: counted in this pass
     std::vector<float> clicks;
     std::vector<uint8_t> touched;  // per slot: pushed at least once
   };

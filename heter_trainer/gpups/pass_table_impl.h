@@ -1,16 +1,16 @@
 #pragma once
 // What the two PassTable implementations (host_pass_table.cc, heter_trainer/cuda/
 // cuda_pass_table.cc) share: routing keys to devices, the checks of Build's and Push's
-// arguments, the budget check and its message, the not-in-pass and repeated-key errors, the
-// starting row a pulled row gives, and the kernels' rule (pass_rules.h) from the table's
-// optimizer and accessor. One definition each, so that the host twin and the CUDA table
+// arguments (Build's key index, Push's pushable prefix), the budget check and its message,
+// the not-in-pass and repeated-key errors, the starting row a pulled row gives, Build's
+// threads and uninitialised row vectors, and the kernels' rule (pass_rules.h) from the
+// table's optimizer and accessor. One definition each, so that the host twin and the CUDA table
 // refuse the same inputs with the same words and start a pass from the same bytes.
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <span>
 #include <string>
@@ -172,33 +172,6 @@ inline uint32_t PushablePrefix(std::span<const uint64_t> keys, const std::vector
   seen.Clear();
   return k;
 }
-
-// Scratch objects leased by concurrent calls, one per call at a time: made on first need
-// (by `make`) and kept for the next call.
-template <typename T>
-class ScratchPool {
- public:
-  template <typename Make>
-  StatusOr<std::unique_ptr<T>> Take(Make make) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!idle_.empty()) {
-        std::unique_ptr<T> t = std::move(idle_.back());
-        idle_.pop_back();
-        return t;
-      }
-    }
-    return make();
-  }
-  void Give(std::unique_ptr<T> t) {
-    std::lock_guard<std::mutex> lock(mu_);
-    idle_.push_back(std::move(t));
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::unique_ptr<T>> idle_;
-};
 
 // row (accessor.row_floats() floats, zeroed) = key i's pulled row as a pass starts from it:
 // its core floats, its saved flags, and on CTR tables its show/click statistics.

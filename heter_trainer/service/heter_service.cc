@@ -227,7 +227,8 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
   const size_t rows = msg->rows();
   const auto started = std::chrono::steady_clock::now();
   // The reply's predictions and activation gradients are written by the step straight into
-  // the reply's buffer (sized for them up front), not copied there afterwards.
+  // the reply's buffer (sized for them up front; from 64 KiB in the device's host buffers,
+  // which a GPU lane copies into without staging), not copied there afterwards.
   const size_t grads_size = rows * net_.in_dim();
   const size_t reply_bytes = 256 + (rows + grads_size) * sizeof(float);
   const bool pooled = reply_bytes >= kPooledBytes;
