@@ -32,6 +32,10 @@ class Group {
   // allreduce, and each member copies the result out.
   template <typename T>
   Status AllreduceSum(uint32_t member, std::span<T> data) {
+    if (members_ == 1) {  // nothing to sum in memory: the inner allreduce on the member's own buffer
+      RETURN_IF_ERROR(Failed());
+      return inner_ ? inner_->AllreduceSum(data).WithContext("the processes' allreduce") : Status::OK();
+    }
     // Allreduces alternate between two sum buffers: a member still copying out of one lets no
     // other member start the next allreduce but one (it must arrive there first), so the
     // leader may resize the other buffer before its first arrival.
@@ -141,6 +145,10 @@ class Group {
     return Status::OK();
   }
 
+  Status Failed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_;
+  }
   void SetResult(Status st) {
     std::lock_guard<std::mutex> lock(mu_);
     result_ = std::move(st);

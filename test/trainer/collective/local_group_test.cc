@@ -92,6 +92,27 @@ TEST_CASE("One process, three members: the allreduce is the in-order sum, bitwis
   for (const auto& c : counts) CHECK(c == std::vector<double>{2, 1e15 + 0.75});
 }
 
+TEST_CASE("One member per process: the allreduce is the processes' sum (alone: its own data); Abort fails it") {
+  const size_t n = 1001;
+  std::vector<std::vector<float>> data = {Random(n, 21), Random(n, 22)};
+  std::vector<float> want = data[0];
+  for (size_t i = 0; i < n; ++i) want[i] += data[1][i];
+  OnGroups(2, 1, [&](Communicator& c) -> Status { return c.AllreduceSum(data[c.rank()]); });
+  CHECK(data[0] == data[1]);  // bitwise
+  double max_err = 0;
+  for (size_t i = 0; i < n; ++i) max_err = std::max(max_err, double{std::abs(data[0][i] - want[i])});
+  CHECK(max_err < 1e-6);
+  std::vector<float> alone = Random(n, 23);
+  const std::vector<float> before = alone;
+  auto group = MakeLocalGroup(1, nullptr, 5s);
+  REQUIRE(group[0]->AllreduceSum(alone).ok());
+  CHECK(alone == before);
+  group[0]->Abort(Status::Internal("worker 0: device error"));
+  const Status st = group[0]->AllreduceSum(alone);
+  CHECK_FALSE(st.ok());
+  CHECK_THAT(st.message(), Catch::Contains("worker 0: device error"));
+}
+
 TEST_CASE("Seven members, allreduces of changing sizes back to back: each is the in-order sum on every member") {
   // Each member sums a slice; sizes below the member count, off the cache-line grid and
   // growing or shrinking between calls exercise the slices and the alternating buffers,
