@@ -358,12 +358,19 @@ class CudaDevice : public DenseDevice {
       : net_(net),
         gpu_(gpu),
         description_(std::move(description)),
+        // Page-locked blocks, null (ordinary memory) when that fails. Allocated and freed on
+        // io and lane threads with this device current: a thread with none would make one on
+        // GPU 0 (a context there, memory taken from another process's GPU).
         host_buffers_(std::make_shared<HostBufferPool>(
-            [](size_t bytes) -> void* {  // page-locked; null (ordinary memory) when that fails
+            [gpu](size_t bytes) -> void* {
               void* block = nullptr;
-              return AllocatePinnedBytes(bytes, &block).ok() ? block : nullptr;
+              auto guard = DeviceGuard::Enter(gpu);
+              return guard.ok() && AllocatePinnedBytes(bytes, &block).ok() ? block : nullptr;
             },
-            [](void* block) { FreePinnedBytes(block); })) {}
+            [gpu](void* block) {
+              auto guard = DeviceGuard::Enter(gpu);
+              FreePinnedBytes(block);
+            })) {}
 
   DeviceType type() const override { return DeviceType::kGpu; }
   std::string Describe() const override { return description_; }
