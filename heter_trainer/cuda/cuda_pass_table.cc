@@ -178,7 +178,7 @@ class CudaPassTable : public PassTable {
     for (uint32_t d = 0; d < options_.devices; ++d) {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
-      std::shared_lock<std::shared_mutex> lock(s.mu);
+      std::shared_lock<ShardMutex> lock(s.mu);
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
       ASSIGN_OR_RETURN(auto lookup, s.lookups.Take(s.device));
       Status st = PullShard(s, d, *lookup, keys, by_device[d], out);
@@ -258,7 +258,7 @@ class CudaPassTable : public PassTable {
   // kernels (a lookup never sees a row half updated); Build, Export and Clear run with no
   // pass traffic, and are the only writers of the key table.
   struct Shard {
-    std::shared_mutex mu;
+    ShardMutex mu;
     int device = 0;
     Stream stream;  // Build's
     std::vector<uint64_t> keys;         // row index -> key (host copy)
@@ -397,7 +397,7 @@ class CudaPassTable : public PassTable {
     float* dev = l.update_grads.data();
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, in, staged * sizeof(float), cudaMemcpyHostToDevice, stream));
     RETURN_IF_CUDA_ERROR(cudaMemsetAsync(l.count.data(), 0, sizeof(uint32_t), stream));
-    std::unique_lock<std::shared_mutex> lock(s.mu);
+    std::unique_lock<ShardMutex> lock(s.mu);
     Status st = UpdateRows(s, l, keys, members, n, dev, in_shows ? dev + (in_shows - in) : nullptr,
                            in_clicks ? dev + (in_clicks - in) : nullptr);
     // Nothing of a failed update may run on once the shard is free again.

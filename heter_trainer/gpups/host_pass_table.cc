@@ -84,7 +84,7 @@ class HostPassTable : public PassTable {
     for (uint32_t d = 0; d < options_.devices; ++d) {
       if (by_device[d].empty()) continue;
       Shard& s = *shards_[d];
-      std::shared_lock<std::shared_mutex> lock(s.mu);  // lookups only read: the workers' run at once
+      std::shared_lock<ShardMutex> lock(s.mu);  // lookups only read: the workers' run at once
       for (uint32_t i : by_device[d]) {
         const uint32_t slot = s.index.Find(keys[i]);
         if (slot == KeyIndex::kNone) return KeyNotInPass(keys[i], d);
@@ -111,7 +111,7 @@ class HostPassTable : public PassTable {
       for (size_t k = 0; k < members.size(); ++k) found[k] = s.index.Find(keys[members[k]]);
       Status refused;
       const uint32_t n = PushablePrefix(keys, members, found.data(), d, seen, &refused);
-      std::unique_lock<std::shared_mutex> lock(s.mu);
+      std::unique_lock<ShardMutex> lock(s.mu);
       for (uint32_t k = 0; k < n; ++k) {
         const uint32_t i = members[k], slot = found[k];
         float* row = s.rows.data() + size_t{slot} * row_floats_;
@@ -172,7 +172,7 @@ class HostPassTable : public PassTable {
   // one at a time); Build, Export and Clear run with no pass traffic, and are the only
   // writers of the index.
   struct Shard {
-    std::shared_mutex mu;
+    ShardMutex mu;
     KeyIndex index;                // key -> slot
     RowVector rows;                // slot x row_floats_: the rows being trained
     RowVector begin;               // slot x row_floats_: the rows as pulled (extended along)

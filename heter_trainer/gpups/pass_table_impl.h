@@ -7,6 +7,8 @@
 // table's optimizer and accessor. One definition each, so that the host twin and the CUDA table
 // refuse the same inputs with the same words and start a pass from the same bytes.
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -60,6 +62,35 @@ void ParallelChunks(size_t n, size_t min_chunk, F f) {
   f(0, n / chunks);
   for (auto& t : threads) t.join();
 }
+
+// A shard's lock: shared by lookups, exclusive for updates, and writer-first — once an update
+// waits, new lookups wait behind it. (std::shared_mutex on glibc lets lookups keep coming while
+// an update waits: with several workers looking up, an update could wait for a gap between
+// them indefinitely, and every other worker for it at the step's barrier.) Meets
+// SharedMutex, for std::shared_lock and std::unique_lock.
+class ShardMutex {
+ public:
+  ShardMutex() {
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&rw_, &attr);
+    pthread_rwlockattr_destroy(&attr);
+  }
+  ~ShardMutex() { pthread_rwlock_destroy(&rw_); }
+  ShardMutex(const ShardMutex&) = delete;
+  ShardMutex& operator=(const ShardMutex&) = delete;
+
+  void lock() { pthread_rwlock_wrlock(&rw_); }
+  bool try_lock() { return pthread_rwlock_trywrlock(&rw_) == 0; }
+  void unlock() { pthread_rwlock_unlock(&rw_); }
+  void lock_shared() { pthread_rwlock_rdlock(&rw_); }
+  bool try_lock_shared() { return pthread_rwlock_tryrdlock(&rw_) == 0; }
+  void unlock_shared() { pthread_rwlock_unlock(&rw_); }
+
+ private:
+  pthread_rwlock_t rw_;
+};
 
 // Positions of `keys` per owning device, in order.
 inline std::vector<std::vector<uint32_t>> RouteToDevices(std::span<const uint64_t> keys, uint32_t devices) {

@@ -5,7 +5,11 @@
 // large for a device's budget is refused before anything is allocated.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "heter_trainer/gpups/pass_table.h"
 #include "heter_trainer/gpups/pass_table_impl.h"
@@ -266,6 +270,34 @@ TEST_CASE("Export: exactly the touched rows, in slot order, each with its starti
     wrong += weights[i * 2] != w || weights[i * 2 + 1] != (i % 3 == 0 ? -1.5f : 0.5f);
   }
   CHECK(wrong == 0);
+}
+
+TEST_CASE("ShardMutex: once an update waits for the lookups that hold it, new lookups wait behind the update") {
+  ShardMutex mu;
+  mu.lock_shared();  // a lookup in progress
+  std::atomic<bool> updated{false};
+  std::thread update([&] {
+    std::unique_lock<ShardMutex> lock(mu);
+    updated = true;
+  });
+  // A new lookup gets in until the update waits, then no more (a reader-first lock would let
+  // every one in while lookups keep coming).
+  bool lookups_held_off = false;
+  for (int i = 0; i < 5000 && !lookups_held_off; ++i) {
+    if (mu.try_lock_shared()) {
+      mu.unlock_shared();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else {
+      lookups_held_off = true;
+    }
+  }
+  CHECK(lookups_held_off);
+  CHECK_FALSE(updated);
+  mu.unlock_shared();  // the lookup ends: the update goes first
+  update.join();
+  CHECK(updated);
+  REQUIRE(mu.try_lock_shared());
+  mu.unlock_shared();
 }
 
 TEST_CASE("A pass that does not fit a device's budget is refused, naming keys and bytes") {
