@@ -11,7 +11,7 @@
 //                           sparse gradients of fleetps.max_merge_steps steps of a worker
 //                           summed per key (as the async communicator merges them), then one
 //                           step of the sparse optimizer per key in the table (the pservers'
-//                           RowAccessor code); dense gradients to the worker's device replica
+//                           RowAccessor code); dense gradients to the node's replica
 //   dense_stepper           the worker's dense forward/backward on its device (a CUDA lane
 //                           of heter_trainer/device with the CUDA table, else the CPU lane)
 //   EndStep                 the dense allreduce step of the process's replica (DenseReplica:
@@ -104,7 +104,6 @@ class GpuPsSync : public trainer::ParamSync {
   std::vector<std::unique_ptr<trainer::DenseStepper>> steppers_;   // per worker: a lane of its device
   std::vector<std::unique_ptr<collective::Communicator>> comms_;  // declared before dense_: outlives it
   std::unique_ptr<DenseReplica> dense_;                           // the process's workers'
-
   // A worker's sparse gradients (and show/click) of up to max_merge_steps steps, summed per
   // key in arrival order; applied to the table when full and at end_pass.
   struct MergeBuffer {
