@@ -359,7 +359,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
       const YamlContext gctx = ectx.Child("gpups");
       if (!g.IsMap()) return gctx.Error(g, "expected a map");
       RETURN_IF_ERROR(
-          RejectUnknownKeys(g, {"device_memory_mb", "merge", "passes_per_epoch", "workers_per_device"}, gctx));
+          RejectUnknownKeys(g, {"device_memory_mb", "merge", "passes_per_epoch", "prefetch", "workers_per_device"}, gctx));
       RETURN_IF_ERROR(ReadUint64(g, "device_memory_mb", gctx, &o.gpups.device_memory_mb));
       RETURN_IF_ERROR(ReadUint32(g, "passes_per_epoch", gctx, &o.gpups.passes_per_epoch));
       if (o.gpups.passes_per_epoch == 0) {
@@ -370,6 +370,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
         return gctx.Child("workers_per_device").Error(g["workers_per_device"], "must be 1 to 64");
       }
       RETURN_IF_ERROR(ReadChoice(g, "merge", gctx, {{"add", false}, {"average", true}}, &o.gpups.average_merge));
+      RETURN_IF_ERROR(ReadBool(g, "prefetch", gctx, &o.gpups.prefetch));
     }
     if (ext["server"]) {
       // The pservers' options (ParseServerYaml reads them from this file); checked here too

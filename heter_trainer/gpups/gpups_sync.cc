@@ -368,6 +368,10 @@ Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
   return dense_->Push(worker, g.dense_grads);
 }
 
+bool GpuPsSync::NextPushUpdatesRows(uint32_t worker) const {
+  return worker >= merge_.size() || merge_[worker].steps + 1 >= std::max<uint32_t>(o_.max_merge_steps, 1);
+}
+
 StatusOr<bool> GpuPsSync::EndStep(uint32_t worker, bool out_of_data) {
   if (worker >= merge_.size()) return DenseParams(worker, nullptr);
   return dense_->EndStep(worker, out_of_data);

@@ -28,7 +28,8 @@
 // threads per device, each with its own lane on the device and merge buffer; the process's
 // workers share one dense replica.
 // Thread-safety: PullSparse, DenseParams, Push and EndStep from the workers (each its own
-// `worker`); BeginPass and Flush from the driver thread between passes.
+// `worker`; PullSparse also from a worker's prefetch helper, fleetps.gpups.prefetch);
+// BeginPass and Flush from the driver thread between passes.
 
 #include <cstdint>
 #include <memory>
@@ -84,6 +85,10 @@ class GpuPsSync : public trainer::ParamSync {
   StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) override;
   Status Flush() override;
   trainer::DenseStepper* dense_stepper(uint32_t worker) override;
+  bool prefetch() const override { return o_.gpups.prefetch; }
+  // True when the worker's next Push applies its merge buffer to the table (its
+  // max_merge_steps-th step).
+  bool NextPushUpdatesRows(uint32_t worker) const override;
   // Ends the other workers' waits in the dense allreduce with `why` (their local group).
   void Abort(const Status& why) override;
 

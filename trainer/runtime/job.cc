@@ -38,9 +38,11 @@ std::string PassJson(const PassReport& r) {
       "{{\"epoch\": {}, \"examples\": {}, \"loss\": {:.6f}, \"auc\": {:.6f}, \"actual_ctr\": {:.6f}, "
       "\"predicted_ctr\": {:.6f}, \"seconds\": {:.3f}, \"examples_per_sec\": {:.1f}, "
       "\"dense_compute_sec\": {:.3f}, \"read_sec\": {:.3f}, \"pull_sec\": {:.3f}, \"push_sec\": {:.3f}, "
-      "\"end_step_sec\": {:.3f}, \"pass_sync_sec\": {:.3f}, \"cpu_seconds\": {:.3f}, \"skipped_lines\": {}{}}}",
+      "\"end_step_sec\": {:.3f}, \"pass_sync_sec\": {:.3f}, \"prefetch_wait_sec\": {:.3f}, \"cpu_seconds\": {:.3f}, "
+      "\"skipped_lines\": {}{}}}",
       r.epoch, r.examples, r.loss, r.auc, r.actual_ctr, r.predicted_ctr, r.seconds, r.examples_per_sec,
-      r.dense_compute_sec, r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec, r.pass_sync_sec, r.cpu_seconds,
+      r.dense_compute_sec, r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec, r.pass_sync_sec, r.prefetch_wait_sec,
+      r.cpu_seconds,
       r.skipped_lines, CurveJson(r.curve));
 }
 
@@ -64,9 +66,13 @@ void LogPass(const char* what, const config::TrainerOptions& o, const PassReport
       o.trainer_id, what, r.auc, r.loss, r.actual_ctr, r.predicted_ctr, r.examples, r.seconds, r.examples_per_sec,
       r.dense_compute_sec,
       r.epoch == 0 ? ""
-                   : fmt::format(" (read {:.2f}, pull {:.2f}, push {:.2f}, end of step {:.2f}; begin/end of pass "
+                   : fmt::format(" (read {:.2f}, pull {:.2f}, push {:.2f}, end of step {:.2f}{}; begin/end of pass "
                                  "{:.2f} s)",
-                                 r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec, r.pass_sync_sec),
+                                 r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec,
+                                 r.prefetch_wait_sec > 0
+                                     ? fmt::format(", waiting for the prefetch {:.2f}", r.prefetch_wait_sec)
+                                     : "",
+                                 r.pass_sync_sec),
       r.skipped_lines ? fmt::format(", {} bad lines skipped", r.skipped_lines) : "");
 }
 

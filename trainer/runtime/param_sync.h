@@ -95,6 +95,13 @@ class ParamSync {
   virtual Status BeginPass(data::Dataset& dataset) { return Status::OK(); }
   // Where `worker` runs its dense steps; null: the Trainer's own DenseNet on the worker thread.
   virtual DenseStepper* dense_stepper(uint32_t worker) { return nullptr; }
+  // True when a worker's next batch may be read, de-duplicated, pulled and pooled on a helper
+  // thread while the worker's current step runs (GPU-PS: fleetps.gpups.prefetch).
+  virtual bool prefetch() const { return false; }
+  // With prefetch: whether `worker`'s next Push changes what its next PullSparse reads. When
+  // false (the push only adds to the worker's merge buffer), the next step's pull may run
+  // before that Push; when true, it waits for the Push. Called by the worker's thread.
+  virtual bool NextPushUpdatesRows(uint32_t worker) const { return true; }
   // A worker failed with `why` and stops: whatever the other workers of this process wait
   // for from it (GPU-PS: its share of the dense allreduce) ends with that error at once
   // instead of at the collective timeout. Any thread; later calls keep the first reason.

@@ -1,7 +1,10 @@
 #include "trainer/runtime/trainer.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -53,6 +56,15 @@ struct WorkerState {
   bool stepped = false;            // the last step's predictions are in `predictions`, not ws
   double dense_seconds = 0;
   double read_seconds = 0, pull_seconds = 0, push_seconds = 0, end_step_seconds = 0;  // PassReport's
+  double prefetch_wait_seconds = 0;
+};
+
+// GPU-PS with prefetch: one step of a worker, prepared by its helper thread.
+struct Prefetched {
+  data::Batch batch;
+  WorkerState state;
+  Status status;     // of the read or the preparation
+  bool got = false;  // a batch was read
 };
 
 // Heter mode: one micro-batch from its read to its sparse push. The request's spans point
@@ -148,11 +160,21 @@ struct Trainer::Impl {
     return st;
   }
 
+  // The first part of a training step: the batch's activations, its sparse rows pulled.
+  Status Prepare(uint32_t worker, const data::Batch& batch, WorkerState& w) {
+    return BuildActivations(batch, w, [&](std::span<const uint64_t> keys, float* rows) {
+      return TimedPull(worker, w, keys, rows);
+    });
+  }
+
   // One training step.
   StatusOr<float> Step(uint32_t worker, const data::Batch& batch, WorkerState& w) {
-    RETURN_IF_ERROR(BuildActivations(batch, w, [&](std::span<const uint64_t> keys, float* rows) {
-      return TimedPull(worker, w, keys, rows);
-    }));
+    RETURN_IF_ERROR(Prepare(worker, batch, w));
+    return Finish(worker, batch, w);
+  }
+
+  // The rest of a prepared step: the dense part, the embedding backward and the pushes.
+  StatusOr<float> Finish(uint32_t worker, const data::Batch& batch, WorkerState& w) {
     RETURN_IF_ERROR(sync->DenseParams(worker, &w.params));
     const size_t b = batch.size();
     w.param_grads.resize(net.num_params());
@@ -518,6 +540,94 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     }
   };
 
+  // GPU-PS with prefetch (ParamSync::prefetch): a helper thread reads step k+1's batch and
+  // prepares it (de-duplication, pull, pooling) while the worker runs step k, in two slots.
+  // The pull waits for step k's push when that push updates the rows it reads.
+  auto prefetching_worker = [&](uint32_t w) {
+    WorkerState& ws = states[w];
+    std::array<Prefetched, 2> slots;
+    std::mutex m;
+    std::condition_variable cv;
+    uint64_t prepared = 0;  // steps the helper has prepared
+    uint64_t finished = 0;  // steps the worker is done with: their slots are free again
+    uint64_t may_pull = 0;  // the last step the helper may pull for
+    bool stop = false;
+    auto advance = [&](uint64_t& counter, uint64_t to) {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        counter = std::max(counter, to);
+      }
+      cv.notify_all();
+    };
+    auto wait_until = [&](auto ready) {  // false once stopped
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait(lock, [&] { return stop || ready(); });
+      return !stop;
+    };
+    std::thread helper([&] {
+      for (uint64_t k = 0;; ++k) {
+        Prefetched& p = slots[k % 2];
+        if (!wait_until([&] { return finished + 1 >= k; })) return;  // step k - 2 freed the slot
+        const auto t0 = Clock::now();
+        auto has = dataset.NextBatch(&p.batch);
+        p.state.read_seconds += Seconds(t0);
+        p.status = has.status();
+        p.got = p.status.ok() && *has && !p.batch.empty();
+        if (p.got) {
+          if (!wait_until([&] { return may_pull >= k; })) return;
+          p.status = impl.Prepare(w, p.batch, p.state);
+        }
+        const bool last = !p.got || !p.status.ok();
+        advance(prepared, k + 1);
+        if (last) return;
+      }
+    });
+    bool out_of_data = false, done = false;
+    for (uint64_t k = 0; !done && !failed; ++k) {
+      Status st;
+      bool got = false;
+      if (!out_of_data) {
+        const auto t0 = Clock::now();
+        wait_until([&] { return prepared > k; });  // only this thread stops the helper
+        ws.prefetch_wait_seconds += Seconds(t0);
+        Prefetched& p = slots[k % 2];
+        st = p.status;
+        got = st.ok() && p.got;
+        out_of_data = !got;
+        if (got) {
+          if (!impl.sync->NextPushUpdatesRows(w)) advance(may_pull, k + 1);
+          auto loss = impl.Finish(w, p.batch, p.state);
+          advance(may_pull, k + 1);
+          st = loss.status();
+          if (st.ok()) {
+            record(*loss, p.state.stepped ? std::span<const float>(p.state.predictions) : p.state.ws.predictions(),
+                   p.batch);
+          }
+        }
+        for (auto field : {&WorkerState::read_seconds, &WorkerState::pull_seconds, &WorkerState::dense_seconds,
+                           &WorkerState::push_seconds}) {
+          ws.*field += p.state.*field;
+          p.state.*field = 0;
+        }
+        advance(finished, k + 1);
+      }
+      if (st.ok()) {
+        const auto t0 = Clock::now();
+        auto all_done = impl.sync->EndStep(w, !got);
+        ws.end_step_seconds += Seconds(t0);
+        st = all_done.status();
+        done = st.ok() && *all_done;
+      }
+      if (!st.ok()) fail(st);
+    }
+    {
+      std::lock_guard<std::mutex> lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    helper.join();
+  };
+
   // Heter mode: up to heter.inflight micro-batches of this worker in flight at once.
   auto heter_worker = [&](uint32_t w) {
     const size_t depth = options_.heter.inflight;
@@ -580,6 +690,8 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     for (uint32_t w = 0; w < threads; ++w) {
       if (heter_ != nullptr) {
         pool.emplace_back(heter_worker, w);
+      } else if (impl.sync->prefetch()) {
+        pool.emplace_back(prefetching_worker, w);
       } else {
         pool.emplace_back(worker, w);
       }
@@ -617,6 +729,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     report.pull_sec += s.pull_seconds;
     report.push_sec += s.push_seconds;
     report.end_step_sec += s.end_step_seconds;
+    report.prefetch_wait_sec += s.prefetch_wait_seconds;
   }
   report.pass_sync_sec = pass_sync_seconds;
   report.skipped_lines = dataset.stats().bad_lines;

@@ -78,6 +78,9 @@ struct PassReport {
                             // modes: waiting for the other workers and the dense allreduce)
   double pass_sync_sec = 0; // wall time of begin_pass and the final flush (GPU-PS: building the
                             // pass table and writing its rows back)
+  double prefetch_wait_sec = 0;  // GPU-PS with fleetps.gpups.prefetch: the workers waiting for
+                                 // their helpers' next batch (read_sec and pull_sec are then
+                                 // the helpers' time, beside the workers')
   uint64_t skipped_lines = 0;      // bad lines skipped (skip_bad_lines)
   double cpu_seconds = 0;          // this process's CPU time (user + system, every thread) in the pass
   std::vector<CurvePoint> curve;   // training passes: the per-interval loss/AUC curve
