@@ -31,11 +31,14 @@
 #include "bench/free_port.h"
 #include "common/config/trainer_config.h"
 #include "common/key_index.h"
+#include "heter_trainer/gpups/dense_replica.h"
 #include "heter_trainer/gpups/gpups_job.h"
 #include "heter_trainer/gpups/gpups_sync.h"
 #include "heter_trainer/gpups/pass_table.h"
 #include "server/app/app.h"
 #include "trainer/client/ps_client.h"
+#include "trainer/collective/local_group.h"
+#include "trainer/model/dense_net.h"
 
 namespace {
 
@@ -63,6 +66,41 @@ double HostCopyGBps(uint32_t threads) {
   }
   for (auto& th : pool) th.join();
   return 2.0 * kBytes * kRounds * threads / Seconds(t0) / 1e9;
+}
+
+// ms per step of the node's dense replica (DenseParams, Push, EndStep on every worker) with
+// `workers` workers of one node and 1, 2 and 4 threads applying the optimizer, `steps` steps
+// each: a markdown table.
+Status DenseReplicaSteps(config::TrainerOptions job, uint32_t workers, uint32_t steps) {
+  const size_t n = trainer::model::DenseNet::FromOptions(job.model).num_params();
+  job.dense_table.dim = static_cast<uint32_t>(n);
+  std::printf("| dense replica step (%zu parameters, %s, %u worker(s), %u steps) | apply threads | ms per step |\n",
+              n, std::string(config::OptimizerKindName(job.dense_table.optimizer.kind)).c_str(), workers, steps);
+  std::printf("|---|---|---|\n");
+  for (size_t apply : {size_t{1}, size_t{2}, size_t{4}}) {
+    auto comms = trainer::collective::MakeLocalGroup(workers, nullptr, std::chrono::milliseconds(600000));
+    std::vector<trainer::collective::Communicator*> ranks;
+    for (auto& c : comms) ranks.push_back(c.get());
+    ASSIGN_OR_RETURN(auto replica, heter::DenseReplica::Create(job, ranks, std::vector<float>(n, 0.01f), apply));
+    std::vector<Status> status(workers);
+    const auto t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (uint32_t w = 0; w < workers; ++w) {
+      threads.emplace_back([&, w] {
+        std::vector<float> params, grads(n, 1e-3f);
+        for (uint32_t i = 0; i < steps && status[w].ok(); ++i) {
+          status[w] = replica->DenseParams(w, &params);
+          if (status[w].ok()) status[w] = replica->Push(w, grads);
+          if (status[w].ok()) status[w] = replica->EndStep(w, false).status();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const Status& st : status) RETURN_IF_ERROR(st);
+    std::printf("| | %zu (%zu helper threads) | %.3f |\n", apply, replica->helper_threads(),
+                Seconds(t0) * 1e3 / steps);
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -270,5 +308,9 @@ int main(int argc, char** argv) {
               *updates * update_bytes / 1e9, 100.0 * *updates * update_bytes / 1e9 / roofline);
   client->reset();
   for (auto& a : apps) a->Shutdown();
+
+  // 3. The dense replica's step, as --callers workers of one node run it.
+  std::printf("\n");
+  if (auto st = DenseReplicaSteps(*job, callers, 2000); !st.ok()) return Fail(st);
   return 0;
 }

@@ -1,13 +1,15 @@
 #include "heter_trainer/gpups/dense_replica.h"
 
 #include <algorithm>
+#include <latch>
 #include <string>
+#include <thread>
 
 namespace fleetps::heter {
 
 StatusOr<std::unique_ptr<DenseReplica>> DenseReplica::Create(const config::TrainerOptions& o,
                                                               std::vector<trainer::collective::Communicator*> comms,
-                                                              std::vector<float> params) {
+                                                              std::vector<float> params, size_t apply_threads) {
   RETURN_IF_ERROR(optimizer::ValidateOptimizerOptions(o.dense_table.optimizer).WithContext("dense optimizer"));
   if (comms.empty()) return Status::InvalidArgument("dense replica: no workers");
   if (params.size() != o.dense_table.dim) {
@@ -20,20 +22,30 @@ StatusOr<std::unique_ptr<DenseReplica>> DenseReplica::Create(const config::Train
   replica->state_.assign(n * rule->element_state_size(), 0.0f);
   std::vector<float> shared(rule->shared_state_size(), 0.0f);
   rule->InitSpanState(replica->state_.data(), shared.data(), n);
-  // Slices a multiple of a cache line long: workers share at most the line at each boundary.
+  // Slices and parts a multiple of a cache line long: threads share at most the line at each
+  // boundary.
   constexpr size_t kLine = 16;
+  auto lines = [](size_t floats) { return (floats + kLine - 1) / kLine * kLine; };
   const size_t k = comms.size();
-  const size_t per = (n / k + kLine) / kLine * kLine;
+  const size_t per = lines(n / k + 1);
+  // Helpers when the workers are fewer than the apply threads.
+  const size_t threads = std::max<size_t>(apply_threads, 1);
+  const size_t parts = std::clamp<size_t>(std::min((threads + k - 1) / k, per / kMinPart), 1, threads);
   replica->members_.resize(k);
   for (size_t w = 0; w < k; ++w) {
     Member& m = replica->members_[w];
     m.comm = comms[w];
-    m.lo = std::min(n, w * per);
-    m.hi = std::min(n, m.lo + per);
+    const size_t lo = std::min(n, w * per), hi = std::min(n, lo + per);
+    const size_t part = lines((hi - lo) / parts + 1);
+    for (size_t b = lo; b < hi || m.parts.empty(); b += part) m.parts.push_back({b, std::min(hi, b + part), shared});
     m.buffer.assign(n + 1, 0.0f);
-    m.shared_state = shared;
   }
+  if (parts > 1) replica->helpers_ = std::make_unique<ExecutorPool>(std::min(k * (parts - 1), threads - 1));
   return replica;
+}
+
+size_t DenseReplica::DefaultApplyThreads() {
+  return std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 1, 4);
 }
 
 DenseReplica::DenseReplica(const config::TrainerOptions& options, std::vector<float> params)
@@ -101,10 +113,8 @@ StatusOr<bool> DenseReplica::EndStep(uint32_t worker, bool) {
   const float with_data = m.buffer[0];
   if (with_data == 0.0f) return true;  // every rank is out of data
   if (o_.collective.drop_last && with_data < static_cast<float>(m.comm->size())) return true;
-  // Every worker decided as this one (the same sum): each steps its own slice.
-  const float scale = 1.0f / with_data;
-  float* grads = m.buffer.data() + 1;
-  for (size_t i = m.lo; i < m.hi; ++i) grads[i] *= scale;
+  // Every worker decided as this one (the same sum): each steps its own slice, its parts
+  // beyond the first on the helpers meanwhile.
   // The rule is immutable with its rate: rebuilt only while the rate changes (warm-up).
   const float lr = LearningRate(m.applied, m.comm->size());
   if (m.optimizer == nullptr || lr != m.optimizer->options().learning_rate) {
@@ -112,9 +122,22 @@ StatusOr<bool> DenseReplica::EndStep(uint32_t worker, bool) {
     rule.learning_rate = lr;
     ASSIGN_OR_RETURN(m.optimizer, optimizer::CreateOptimizer(rule));
   }
-  const size_t element = m.optimizer->element_state_size();
-  m.optimizer->UpdateSpan(params_.data() + m.lo, state_.data() + m.lo * element, m.shared_state.data(),
-                          grads + m.lo, m.hi - m.lo);
+  const float scale = 1.0f / with_data;
+  float* grads = m.buffer.data() + 1;
+  auto step = [&, element = m.optimizer->element_state_size()](Part& p) {
+    for (size_t i = p.lo; i < p.hi; ++i) grads[i] *= scale;
+    m.optimizer->UpdateSpan(params_.data() + p.lo, state_.data() + p.lo * element, p.shared_state.data(),
+                            grads + p.lo, p.hi - p.lo);
+  };
+  std::latch helped(static_cast<ptrdiff_t>(m.parts.size() - 1));
+  for (size_t i = 1; i < m.parts.size(); ++i) {
+    helpers_->Post(worker * m.parts.size() + i, [&, i] {
+      step(m.parts[i]);
+      helped.count_down();
+    });
+  }
+  step(m.parts[0]);
+  helped.wait();
   ++m.applied;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -12,7 +12,9 @@
 // process instead of once per worker, and no worker copies a whole replica of its own. A
 // worker's next DenseParams waits until every slice of the step is applied. Every process
 // applies the same sum with the same rule, so the processes' replicas stay bitwise equal, and
-// equal to what one replica per rank (CollectiveSync) gives.
+// equal to what one replica per rank (CollectiveSync) gives. With fewer workers than
+// `apply_threads`, helper threads of the replica step parts of each worker's slice with it,
+// so one worker does not run the whole optimizer alone.
 //
 // Thread-safety: worker w calls DenseParams, Push and EndStep on its own thread, the workers
 // at once; params() between steps; Abort from any thread.
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "common/config/trainer_config.h"
+#include "common/executor.h"
 #include "common/optimizer/optimizer.h"
 #include "common/status.h"
 #include "trainer/collective/communicator.h"
@@ -34,12 +37,20 @@ namespace fleetps::heter {
 
 class DenseReplica {
  public:
+  // The least parameters a helper is given (a smaller slice is stepped by its worker alone).
+  static constexpr size_t kMinPart = size_t{1} << 14;
+  // Threads that apply a step's optimizer together, workers and helpers: one per two cores
+  // (the workers' prefetch helpers and the devices' lanes run beside them), at most 4.
+  static size_t DefaultApplyThreads();
+
   // `comms[w]`: worker w's communicator (rank trainer_id * workers + w of a local group),
   // outliving the result. `params`: the starting parameters, the same on every rank (rank
-  // 0's broadcast). InvalidArgument for a bad dense optimizer.
+  // 0's broadcast). `apply_threads`: workers and helpers stepping the optimizer (helpers when
+  // it exceeds the workers). InvalidArgument for a bad dense optimizer.
   static StatusOr<std::unique_ptr<DenseReplica>> Create(const config::TrainerOptions& options,
                                                         std::vector<trainer::collective::Communicator*> comms,
-                                                        std::vector<float> params);
+                                                        std::vector<float> params,
+                                                        size_t apply_threads = DefaultApplyThreads());
 
   // The parameters of worker's next step: the replica once every slice of the last step is
   // applied (TimedOut after fleetps.collective.timeout_ms, or Abort's status).
@@ -56,14 +67,19 @@ class DenseReplica {
   // The replica, when no step is under way.
   const std::vector<float>& params() const { return params_; }
   uint64_t steps() const;  // optimizer steps applied
+  size_t helper_threads() const { return helpers_ ? helpers_->num_threads() : 0; }
 
  private:
+  // A contiguous part of a worker's slice, stepped by the worker or a helper.
+  struct Part {
+    size_t lo = 0, hi = 0;
+    std::vector<float> shared_state;  // its copy of the rule's shared state (Adam's powers)
+  };
   struct Member {
     trainer::collective::Communicator* comm;
-    size_t lo = 0, hi = 0;              // its slice of the parameters
+    std::vector<Part> parts;            // its slice of the parameters; parts[0] its own
     std::vector<float> buffer;          // [had data (1 float) | the step's gradient]
     bool has_grads = false;             // pushed this step
-    std::vector<float> shared_state;    // its copy of the rule's shared state (Adam's powers)
     std::unique_ptr<optimizer::Optimizer> optimizer;  // the rule at the current rate
     uint64_t applied = 0;               // steps it has applied to its slice
   };
@@ -76,6 +92,7 @@ class DenseReplica {
   std::vector<float> params_;
   std::vector<float> state_;  // the rule's element state, weight-major: a slice is contiguous
   std::vector<Member> members_;
+  std::unique_ptr<ExecutorPool> helpers_;  // null when every worker steps its slice alone
 
   mutable std::mutex mu_;  // guards the members below
   std::condition_variable cv_;

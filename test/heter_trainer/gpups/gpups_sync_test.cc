@@ -482,7 +482,12 @@ TEST_CASE("The process's one dense replica, each worker stepping a slice, gives 
   const auto [rule, drop_last] = GENERATE(std::pair<const char*, bool>{"Adam", false},
                                           std::pair<const char*, bool>{"Adagrad", false},
                                           std::pair<const char*, bool>{"Adam", true});
-  INFO(rule << (drop_last ? ", drop_last" : ""));
+  // With more apply threads than workers, helpers step parts of the workers' slices: one
+  // worker's slice (the whole replica) in two parts, or three workers' in two parts each.
+  const auto [kWorkers, apply_threads] =
+      GENERATE(std::pair<uint32_t, size_t>{3, 1}, std::pair<uint32_t, size_t>{1, 2}, std::pair<uint32_t, size_t>{3, 4});
+  INFO(rule << (drop_last ? ", drop_last" : "") << ", " << kWorkers << " worker(s), " << apply_threads
+            << " apply threads");
   config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
   job.dense_table.dim = 200003;  // three slices of 66672, 66672 and 66659 floats
   job.dense_table.optimizer.kind = std::string(rule) == "Adam" ? OptimizerKind::kAdam : OptimizerKind::kAdagrad;
@@ -493,8 +498,8 @@ TEST_CASE("The process's one dense replica, each worker stepping a slice, gives 
   job.collective.timeout_ms = 30000;
   Cluster cluster(job);
   auto client = cluster.Client();
-  constexpr uint32_t kWorkers = 3;
-  const std::vector<int> data = {9, 7, 4};  // steps with data per worker: the mean is over fewer ranks at the end
+  // Steps with data per worker: the mean is over fewer ranks at the end.
+  const std::vector<int> data = kWorkers == 3 ? std::vector<int>{9, 7, 4} : std::vector<int>{9};
   std::vector<float> initial(job.dense_table.dim);
   std::mt19937 rng(7);
   for (float& v : initial) v = std::uniform_real_distribution<float>(-0.5f, 0.5f)(rng);
@@ -523,8 +528,9 @@ TEST_CASE("The process's one dense replica, each worker stepping a slice, gives 
   auto comms = collective::MakeLocalGroup(kWorkers, nullptr, std::chrono::milliseconds(30000));
   std::vector<collective::Communicator*> ranks;
   for (auto& c : comms) ranks.push_back(c.get());
-  auto replica = DenseReplica::Create(job, ranks, initial);
+  auto replica = DenseReplica::Create(job, ranks, initial, apply_threads);
   REQUIRE(replica.ok());
+  CHECK((*replica)->helper_threads() == (apply_threads > kWorkers ? apply_threads - 1 : 0));
   // The gradients depend on the parameters each step reads: a read before every slice of the
   // last step is applied changes the outcome.
   RunDenseSteps(
@@ -532,15 +538,15 @@ TEST_CASE("The process's one dense replica, each worker stepping a slice, gives 
       [&](uint32_t w, std::span<const float> g) { return (*replica)->Push(w, g); },
       [&](uint32_t w, bool out) { return (*replica)->EndStep(w, out); });
 
-  const uint64_t want_steps = drop_last ? 4 : 9;
+  const uint64_t want_steps = drop_last && kWorkers == 3 ? 4 : 9;
   CHECK(ref[0]->steps() == want_steps);
   CHECK((*replica)->steps() == want_steps);
-  CHECK(ref[0]->params() == ref[2]->params());
+  CHECK(ref[0]->params() == ref[kWorkers - 1]->params());
   CHECK((*replica)->params() == ref[0]->params());  // bitwise
   CHECK((*replica)->params() != initial);
   std::vector<float> now;
-  REQUIRE((*replica)->DenseParams(1, &now).ok());
-  CHECK(now == ref[1]->params());
+  REQUIRE((*replica)->DenseParams(kWorkers - 1, &now).ok());
+  CHECK(now == ref[kWorkers - 1]->params());
 }
 
 TEST_CASE("A failed worker's Abort ends the other workers' wait in the dense allreduce at once") {
