@@ -27,6 +27,7 @@
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/local_group.h"
 #include "trainer/runtime/collective_sync.h"
+#include "trainer/runtime/trainer.h"
 
 namespace fleetps::heter {
 namespace {
@@ -547,6 +548,62 @@ TEST_CASE("The process's one dense replica, each worker stepping a slice, gives 
   std::vector<float> now;
   REQUIRE((*replica)->DenseParams(kWorkers - 1, &now).ok());
   CHECK(now == ref[kWorkers - 1]->params());
+}
+
+// The Trainer in GPU-PS mode, in process: `workers` workers on one host device, with or
+// without their prefetch helpers, train one pass over `files`. Returns the rows the pass wrote
+// back and the dense replica; `examples` receives the records trained.
+struct TrainedPass {
+  std::map<uint64_t, std::vector<float>> rows;
+  std::vector<float> dense;
+  uint64_t examples = 0;
+};
+TrainedPass TrainWithTrainer(const std::vector<std::string>& files, uint32_t workers, bool prefetch) {
+  auto job = config::ParseTrainerYaml(R"(
+runner: {sync_mode: gpubox, reader_type: QueueDataset, thread_num: 1, train_batch_size: 64, print_interval: 1000}
+hyper_parameters:
+  model_type: ctr_dnn
+  optimizer: {class: Adam, learning_rate: 0.002}
+  sparse_inputs_slots: 27
+  sparse_feature_dim: 8
+  dense_input_dim: 13
+  fc_sizes: [32, 16]
+fleetps:
+  sparse_table: {shards: 2, accessor: {name: ctr, embedx_threshold: 2}}
+)",
+                                      "gpups_sync_test.yaml");
+  REQUIRE(job.ok());
+  job->data.train_paths = files;
+  job->gpups.prefetch = prefetch;
+  Cluster cluster(*job);
+  auto trainers = MakeTrainers(cluster, *job, 1, 1, workers);
+  PassTrainer& tr = *trainers[0];
+  auto trainer = std::make_unique<trainer::Trainer>(tr.options, *tr.client, nullptr, nullptr, std::move(tr.sync));
+  REQUIRE(trainer->Start().ok());
+  auto report = trainer->TrainEpoch(1);
+  REQUIRE(report.ok());
+  CHECK((report->prefetch_wait_sec > 0) == prefetch);
+  TrainedPass out;
+  out.examples = report->examples;
+  out.rows = cluster.Rows(job->sparse_table.id);
+  out.dense.resize(job->dense_table.dim);
+  REQUIRE(tr.client->PullDense(job->dense_table.id, out.dense).get().ok());
+  return out;
+}
+
+TEST_CASE("The Trainer's prefetch helpers: one worker's pass bitwise as without them; two workers train every record") {
+  data::testing::TempDir dir;
+  const auto files = data::testing::WriteNumberedRankDnnFiles(dir, "train", 2, 700);
+  const TrainedPass with = TrainWithTrainer(files, 1, true);
+  const TrainedPass without = TrainWithTrainer(files, 1, false);
+  CHECK(with.examples == 1400);
+  CHECK(with.rows.size() == 1400);  // the ids of the first slot, unique per record, hold the others
+  CHECK(with.rows == without.rows);  // weights, optimizer state, statistics: bitwise
+  CHECK(with.dense == without.dense);
+  // Two workers and their two helpers at once (a TSan target): every record trained once.
+  const TrainedPass two = TrainWithTrainer(files, 2, true);
+  CHECK(two.examples == 1400);
+  CHECK(two.rows.size() == with.rows.size());
 }
 
 TEST_CASE("A failed worker's Abort ends the other workers' wait in the dense allreduce at once") {
