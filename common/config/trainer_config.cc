@@ -370,7 +370,8 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
         return gctx.Child("workers_per_device").Error(g["workers_per_device"], "must be 1 to 64");
       }
       RETURN_IF_ERROR(ReadChoice(g, "merge", gctx, {{"add", false}, {"average", true}}, &o.gpups.average_merge));
-      RETURN_IF_ERROR(ReadBool(g, "prefetch", gctx, &o.gpups.prefetch));
+      RETURN_IF_ERROR(ReadChoice<std::optional<bool>>(
+          g, "prefetch", gctx, {{"auto", std::nullopt}, {"true", true}, {"false", false}}, &o.gpups.prefetch));
     }
     if (ext["server"]) {
       // The pservers' options (ParseServerYaml reads them from this file); checked here too

@@ -25,6 +25,7 @@
 // FLAGS_selected_gpus and HETER_DEVICE_TYPE (gpubox mode's devices).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -149,12 +150,13 @@ struct GpuPsOptions {
   // devices x workers_per_device ranks in all: a node's workers sum in memory, the nodes
   // all-reduce over one Gloo or NCCL rank each).
   uint32_t workers_per_device = 1;
-  // `prefetch` (default true): each worker has a helper thread that reads its next batch,
-  // de-duplicates its keys, looks them up in the pass table and pools them while the worker
-  // runs the current step. A lookup that the current step's update could change (the update
-  // that applies the worker's merged gradients) waits for it, so a worker's rows are those it
-  // would see without the helper. false: one thread per worker does everything in turn.
-  bool prefetch = true;
+  // `prefetch` (auto | true | false): each worker has a helper thread that reads its next
+  // batch, de-duplicates its keys, looks them up in the pass table and pools them while the
+  // worker runs the current step. A lookup that the current step's update could change (the
+  // update that applies the worker's merged gradients) waits for it, so a worker's rows are
+  // those it would see without the helper. false: one thread per worker does everything in
+  // turn. auto (nullopt, the default): helpers when the process has two cores per worker.
+  std::optional<bool> prefetch;
 };
 
 struct TrainerOptions {

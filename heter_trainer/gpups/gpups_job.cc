@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -45,9 +46,11 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
   const uint32_t devices = table->devices();
   const uint32_t workers = devices * o.gpups.workers_per_device;
   spdlog::info("trainer {}/{}: GPU-PS (gpubox) on {} {} device(s) (FLAGS_selected_gpus), {} worker(s) per device, "
-               "{} dense ranks in all",
+               "{} dense ranks in all; prefetch helpers {} (fleetps.gpups.prefetch: {})",
                o.trainer_id, o.trainers_num, devices, table->device_name(), o.gpups.workers_per_device,
-               workers * o.trainers_num);
+               workers * o.trainers_num, PrefetchOn(o.gpups, workers) ? "on" : "off",
+               o.gpups.prefetch.has_value() ? (*o.gpups.prefetch ? "true" : "false")
+                                            : fmt::format("auto, {} hardware threads", std::thread::hardware_concurrency()));
   if (o.data.dataset == config::DatasetKind::kQueue) {
     spdlog::info("trainer {}: reader_type QueueDataset parses the data twice per pass (its keys, then training); "
                  "InMemoryDataset (--reader-type) parses it once, as Paddle's load_into_memory",

@@ -368,6 +368,10 @@ Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
   return dense_->Push(worker, g.dense_grads);
 }
 
+bool PrefetchOn(const config::GpuPsOptions& options, uint32_t workers) {
+  return options.prefetch.value_or(2 * uint64_t{workers} <= std::thread::hardware_concurrency());
+}
+
 bool GpuPsSync::NextPushUpdatesRows(uint32_t worker) const {
   return worker >= merge_.size() || merge_[worker].steps + 1 >= std::max<uint32_t>(o_.max_merge_steps, 1);
 }

@@ -61,6 +61,11 @@ struct PassStats {
   double write_seconds = 0;   // Export + WriteRows
 };
 
+// Whether the `workers` workers of a process run with prefetch helpers: fleetps.gpups.prefetch,
+// or when auto, whether the machine has two hardware threads per worker (the helpers of more
+// workers would compete with the workers for the cores).
+bool PrefetchOn(const config::GpuPsOptions& options, uint32_t workers);
+
 class GpuPsSync : public trainer::ParamSync {
  public:
   // `client` outlives the result. `comms[w]`: worker w's communicator (rank trainer_id *
@@ -85,7 +90,7 @@ class GpuPsSync : public trainer::ParamSync {
   StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) override;
   Status Flush() override;
   trainer::DenseStepper* dense_stepper(uint32_t worker) override;
-  bool prefetch() const override { return o_.gpups.prefetch; }
+  bool prefetch() const override { return PrefetchOn(o_.gpups, static_cast<uint32_t>(comms_.size())); }
   // True when the worker's next Push applies its merge buffer to the table (its
   // max_merge_steps-th step).
   bool NextPushUpdatesRows(uint32_t worker) const override;

@@ -101,11 +101,13 @@ TEST_CASE("A gpubox job that cannot run is refused, saying what to set") {
   CHECK(ValidateTrainerOptions(in_memory).ok());
   TrainerOptions fed = Parse(kJob + "fleetps:\n  gpups: {workers_per_device: 2}\n");
   CHECK(fed.gpups.workers_per_device == 2);
-  CHECK(fed.gpups.prefetch);  // the default
-  CHECK_FALSE(Parse(kJob + "fleetps:\n  gpups: {prefetch: false}\n").gpups.prefetch);
+  CHECK_FALSE(fed.gpups.prefetch.has_value());  // auto, the default
+  CHECK_FALSE(Parse(kJob + "fleetps:\n  gpups: {prefetch: auto}\n").gpups.prefetch.has_value());
+  CHECK(Parse(kJob + "fleetps:\n  gpups: {prefetch: false}\n").gpups.prefetch == false);
+  CHECK(Parse(kJob + "fleetps:\n  gpups: {prefetch: true}\n").gpups.prefetch == true);
   auto prefetch = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {prefetch: sometimes}\n", "job.yaml");
   REQUIRE_FALSE(prefetch.ok());
-  CHECK_THAT(prefetch.status().message(), Catch::Contains("prefetch"));
+  CHECK_THAT(prefetch.status().message(), Catch::Contains("prefetch") && Catch::Contains("auto, true or false"));
   fed.pservers = o.pservers;
   CHECK(ValidateTrainerOptions(fed).ok());
   for (const char* bad_workers : {"0", "65"}) {
