@@ -104,10 +104,10 @@ runner:
 TEST_CASE("GPU-PS job: two nodes x two host devices train two passes per epoch, evaluate, save and all exit 0",
           "[e2e]") {
   // Per-slot embedding widths: the pass table's rows stay 8 wide, each slot pools its first
-  // 8, 4 or 2 floats.
+  // 8, 4 or 2 floats. Every worker with its prefetch helper, pass after pass.
   std::string dims;
   for (int s = 0; s < 26; ++s) dims += (s ? ", " : "") + std::to_string(8 >> (s % 3));
-  GpuBoxJob job(30000, 2, "  gpups: {passes_per_epoch: 2}\n", "  slot_dims: [" + dims + "]\n");
+  GpuBoxJob job(30000, 2, "  gpups: {passes_per_epoch: 2, prefetch: true}\n", "  slot_dims: [" + dims + "]\n");
   const uint16_t metrics_port = testing::FreePorts(1)[0];
   job.node0_args = {"--metrics-port", std::to_string(metrics_port)};
   job.Start();
