@@ -37,7 +37,7 @@ StatusOr<std::unique_ptr<DenseReplica>> DenseReplica::Create(const config::Train
     m.comm = comms[w];
     const size_t lo = std::min(n, w * per), hi = std::min(n, lo + per);
     const size_t part = lines((hi - lo) / parts + 1);
-    for (size_t b = lo; b < hi || m.parts.empty(); b += part) m.parts.push_back({b, std::min(hi, b + part), shared});
+    for (size_t b = lo; b < hi || m.parts.empty(); b += part) m.parts.push_back({b, std::min(hi, b + part), shared, {}});
     m.buffer.assign(n + 1, 0.0f);
   }
   if (parts > 1) replica->helpers_ = std::make_unique<ExecutorPool>(std::min(k * (parts - 1), threads - 1));
@@ -108,9 +108,10 @@ StatusOr<bool> DenseReplica::EndStep(uint32_t worker, bool) {
   // A rank without data adds zeros and a 0 in the first slot, which counts the ranks with data.
   if (!m.has_grads) std::fill(m.buffer.begin(), m.buffer.end(), 0.0f);
   m.has_grads = false;
-  RETURN_IF_ERROR(
-      m.comm->AllreduceSum(m.buffer).WithContext("step " + std::to_string(m.applied + 1) + " gradient allreduce"));
-  const float with_data = m.buffer[0];
+  // The sum read where the local group left it: each worker reads only its slice.
+  auto sum = m.comm->AllreduceSumView(m.buffer);
+  if (!sum.ok()) return sum.status().WithContext("step " + std::to_string(m.applied + 1) + " gradient allreduce");
+  const float with_data = (*sum)[0];
   if (with_data == 0.0f) return true;  // every rank is out of data
   if (o_.collective.drop_last && with_data < static_cast<float>(m.comm->size())) return true;
   // Every worker decided as this one (the same sum): each steps its own slice, its parts
@@ -123,11 +124,12 @@ StatusOr<bool> DenseReplica::EndStep(uint32_t worker, bool) {
     ASSIGN_OR_RETURN(m.optimizer, optimizer::CreateOptimizer(rule));
   }
   const float scale = 1.0f / with_data;
-  float* grads = m.buffer.data() + 1;
+  const float* grads = sum->data() + 1;
   auto step = [&, element = m.optimizer->element_state_size()](Part& p) {
-    for (size_t i = p.lo; i < p.hi; ++i) grads[i] *= scale;
+    p.grads.resize(p.hi - p.lo);
+    for (size_t i = p.lo; i < p.hi; ++i) p.grads[i - p.lo] = grads[i] * scale;
     m.optimizer->UpdateSpan(params_.data() + p.lo, state_.data() + p.lo * element, p.shared_state.data(),
-                            grads + p.lo, p.hi - p.lo);
+                            p.grads.data(), p.hi - p.lo);
   };
   std::latch helped(static_cast<ptrdiff_t>(m.parts.size() - 1));
   for (size_t i = 1; i < m.parts.size(); ++i) {

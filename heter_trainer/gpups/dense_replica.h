@@ -74,6 +74,7 @@ class DenseReplica {
   struct Part {
     size_t lo = 0, hi = 0;
     std::vector<float> shared_state;  // its copy of the rule's shared state (Adam's powers)
+    std::vector<float> grads;         // the step's mean gradient of the part
   };
   struct Member {
     trainer::collective::Communicator* comm;

@@ -50,6 +50,13 @@ class Communicator {
   // data = the element-wise sum of every rank's data (in place, the same on every rank).
   virtual Status AllreduceSum(std::span<float> data) = 0;
   virtual Status AllreduceSum(std::span<double> data) = 0;
+  // The same sum, read where it was computed: a span of `data` (the sum in place), or of the
+  // communicator's own buffer (a local group's, instead of copying the sum into every
+  // member's data, which may then hold anything). Valid until this rank's next operation.
+  virtual StatusOr<std::span<const float>> AllreduceSumView(std::span<float> data) {
+    RETURN_IF_ERROR(AllreduceSum(data));
+    return std::span<const float>(data);
+  }
   virtual Status Barrier() = 0;
   // A thread of this process that is a rank of this job will not come: operations that wait
   // for it end with `why`, now and later. Local groups (local_group.h) end them; backends

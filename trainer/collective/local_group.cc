@@ -30,15 +30,18 @@ class Group {
   // order: each element gets the same sum whoever computes it), so the sum's cost spreads over
   // the k threads instead of k - 1 waiting on the leader; the leader then runs the inner
   // allreduce, and each member copies the result out.
+  // The sum of the members' data: in `data`, or left in the group's buffer when `view`.
+  // Returns where it is; valid until the member's next operation.
   template <typename T>
-  Status AllreduceSum(uint32_t member, std::span<T> data) {
+  StatusOr<std::span<const T>> AllreduceSum(uint32_t member, std::span<T> data, bool view) {
     if (members_ == 1) {  // nothing to sum in memory: the inner allreduce on the member's own buffer
       RETURN_IF_ERROR(Failed());
-      return inner_ ? inner_->AllreduceSum(data).WithContext("the processes' allreduce") : Status::OK();
+      if (inner_) RETURN_IF_ERROR(inner_->AllreduceSum(data).WithContext("the processes' allreduce"));
+      return std::span<const T>(data);
     }
-    // Allreduces alternate between two sum buffers: a member still copying out of one lets no
-    // other member start the next allreduce but one (it must arrive there first), so the
-    // leader may resize the other buffer before its first arrival.
+    // Allreduces alternate between two sum buffers: a member still copying out of one (or
+    // reading it as its view) lets no other member start the next allreduce but one (it must
+    // arrive there first), so the leader may resize the other buffer before its first arrival.
     std::vector<T>& sum = Sums<T>()[allreduces_[member]++ % 2];
     Publish(member, data.data(), data.size());
     if (member == 0) sum.resize(data.size());
@@ -66,8 +69,9 @@ class Group {
       RETURN_IF_ERROR(Arrive(member, "allreduce"));
       RETURN_IF_ERROR(Result());
     }
+    if (view) return std::span<const T>(sum);
     std::copy(sum.begin(), sum.end(), data.begin());
-    return Status::OK();
+    return std::span<const T>(data);
   }
 
   Status Broadcast(uint32_t member, std::span<float> data, uint32_t root) {
@@ -193,8 +197,11 @@ class Member : public Communicator {
   uint32_t size() const override { return group_->inner_size() * group_->members(); }
   std::string backend() const override { return group_->backend(); }
   Status Broadcast(std::span<float> data, uint32_t root) override { return group_->Broadcast(member_, data, root); }
-  Status AllreduceSum(std::span<float> data) override { return group_->AllreduceSum(member_, data); }
-  Status AllreduceSum(std::span<double> data) override { return group_->AllreduceSum(member_, data); }
+  Status AllreduceSum(std::span<float> data) override { return group_->AllreduceSum(member_, data, false).status(); }
+  Status AllreduceSum(std::span<double> data) override { return group_->AllreduceSum(member_, data, false).status(); }
+  StatusOr<std::span<const float>> AllreduceSumView(std::span<float> data) override {
+    return group_->AllreduceSum(member_, data, true);
+  }
   Status Barrier() override { return group_->Barrier(member_); }
   void Abort(const Status& why) override { group_->Abort(why); }
 

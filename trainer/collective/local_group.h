@@ -5,7 +5,8 @@
 //
 // An allreduce sums the members' buffers in memory (in member order, so every member gets
 // bitwise the same values), runs one inner allreduce of the sum for the whole process, and
-// hands the result back to every member; a broadcast and a barrier likewise cross the
+// hands the result back to every member (or, with AllreduceSumView, lets each read the one
+// sum where it lies); a broadcast and a barrier likewise cross the
 // network once per process. Against one inner rank per thread, this moves 1/k of the bytes
 // over the network and needs no transport at all for a single process (inner = nullptr).
 // GPU-PS uses it for the host replicas of its workers (fleetps.gpups.workers_per_device).
