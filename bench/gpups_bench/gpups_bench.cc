@@ -68,7 +68,7 @@ double HostCopyGBps(uint32_t threads) {
   return 2.0 * kBytes * kRounds * threads / Seconds(t0) / 1e9;
 }
 
-// ms per step of the node's dense replica (DenseParams, Push, EndStep on every worker) with
+// ms per step of the node's dense replica (DenseParamsView, Push, EndStep on every worker) with
 // `workers` workers of one node and 1, 2 and 4 threads applying the optimizer, `steps` steps
 // each: a markdown table.
 Status DenseReplicaSteps(config::TrainerOptions job, uint32_t workers, uint32_t steps) {
@@ -87,9 +87,9 @@ Status DenseReplicaSteps(config::TrainerOptions job, uint32_t workers, uint32_t 
     std::vector<std::thread> threads;
     for (uint32_t w = 0; w < workers; ++w) {
       threads.emplace_back([&, w] {
-        std::vector<float> params, grads(n, 1e-3f);
+        std::vector<float> grads(n, 1e-3f);
         for (uint32_t i = 0; i < steps && status[w].ok(); ++i) {
-          status[w] = replica->DenseParams(w, &params);
+          status[w] = replica->DenseParamsView(w).status();  // what a worker's step reads, in place
           if (status[w].ok()) status[w] = replica->Push(w, grads);
           if (status[w].ok()) status[w] = replica->EndStep(w, false).status();
         }

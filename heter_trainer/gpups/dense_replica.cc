@@ -60,6 +60,12 @@ void DenseReplica::Abort(const Status& why) {
 }
 
 Status DenseReplica::DenseParams(uint32_t worker, std::vector<float>* params) {
+  ASSIGN_OR_RETURN(auto view, DenseParamsView(worker));
+  params->assign(view.begin(), view.end());
+  return Status::OK();
+}
+
+StatusOr<std::span<const float>> DenseReplica::DenseParamsView(uint32_t worker) {
   if (worker >= members_.size()) {
     return Status::InvalidArgument("dense replica: worker " + std::to_string(worker) + " of " +
                                    std::to_string(members_.size()));
@@ -76,8 +82,7 @@ Status DenseReplica::DenseParams(uint32_t worker, std::vector<float>* params) {
     }
     if (slices_applied_ < want) return aborted_;
   }
-  params->assign(params_.begin(), params_.end());
-  return Status::OK();
+  return std::span<const float>(params_);
 }
 
 Status DenseReplica::Push(uint32_t worker, std::span<const float> grads) {

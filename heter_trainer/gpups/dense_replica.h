@@ -55,6 +55,9 @@ class DenseReplica {
   // The parameters of worker's next step: the replica once every slice of the last step is
   // applied (TimedOut after fleetps.collective.timeout_ms, or Abort's status).
   Status DenseParams(uint32_t worker, std::vector<float>* params);
+  // The same, the replica itself: no slice changes before every worker's EndStep of the step,
+  // so the worker may read it until its own EndStep.
+  StatusOr<std::span<const float>> DenseParamsView(uint32_t worker);
   // worker's dense gradient of this step (the replica's size).
   Status Push(uint32_t worker, std::span<const float> grads);
   // The step's allreduce, joined by every rank every step; then worker's slice of the

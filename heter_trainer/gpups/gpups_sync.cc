@@ -327,12 +327,18 @@ Status GpuPsSync::PullSparse(uint32_t, std::span<const uint64_t> keys, float* ro
 }
 
 Status GpuPsSync::DenseParams(uint32_t worker, std::vector<float>* params) {
+  ASSIGN_OR_RETURN(auto view, DenseParamsView(worker, nullptr));
+  params->assign(view.begin(), view.end());
+  return Status::OK();
+}
+
+StatusOr<std::span<const float>> GpuPsSync::DenseParamsView(uint32_t worker, std::vector<float>*) {
   if (worker >= merge_.size()) {
     return Status::InvalidArgument("GPU-PS: worker " + std::to_string(worker) + " has no device (" +
                                    std::to_string(merge_.size()) +
                                    " workers: fleetps.gpups.workers_per_device per device)");
   }
-  return dense_->DenseParams(worker, params);
+  return dense_->DenseParamsView(worker);
 }
 
 Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {

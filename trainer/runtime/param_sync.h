@@ -77,6 +77,13 @@ class ParamSync {
   virtual Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) = 0;
   // The dense parameters to use for the next step.
   virtual Status DenseParams(uint32_t worker, std::vector<float>* params) = 0;
+  // The same, read in place where the mode allows it (GPU-PS: the node's replica, which no
+  // step changes before every worker's EndStep), else DenseParams into *scratch. Valid until
+  // the worker's next EndStep (or Push, in modes without EndStep).
+  virtual StatusOr<std::span<const float>> DenseParamsView(uint32_t worker, std::vector<float>* scratch) {
+    RETURN_IF_ERROR(DenseParams(worker, scratch));
+    return std::span<const float>(*scratch);
+  }
   // The same, shared: the snapshot stays valid while held, and the same pointer comes back
   // until the parameters are refreshed (so a device copy can be kept until it changes).
   virtual StatusOr<std::shared_ptr<const std::vector<float>>> DenseSnapshot(uint32_t worker);

@@ -175,7 +175,7 @@ struct Trainer::Impl {
 
   // The rest of a prepared step: the dense part, the embedding backward and the pushes.
   StatusOr<float> Finish(uint32_t worker, const data::Batch& batch, WorkerState& w) {
-    RETURN_IF_ERROR(sync->DenseParams(worker, &w.params));
+    ASSIGN_OR_RETURN(const std::span<const float> params, sync->DenseParamsView(worker, &w.params));
     const size_t b = batch.size();
     w.param_grads.resize(net.num_params());
     w.activation_grads.resize(pool ? w.activations.size() : 0);
@@ -188,11 +188,11 @@ struct Trainer::Impl {
     float loss = 0;
     if (DenseStepper* stepper = sync->dense_stepper(worker)) {  // GPU-PS: the worker's device
       w.predictions.resize(b);
-      ASSIGN_OR_RETURN(loss, stepper->Step(w.params, w.activations, batch.labels, b, w.predictions,
+      ASSIGN_OR_RETURN(loss, stepper->Step(params, w.activations, batch.labels, b, w.predictions,
                                            w.activation_grads, w.param_grads));
       w.stepped = true;
     } else {
-      loss = net.ForwardBackward(w.params, w.activations, batch.labels, b, w.param_grads, w.activation_grads, &w.ws,
+      loss = net.ForwardBackward(params, w.activations, batch.labels, b, w.param_grads, w.activation_grads, &w.ws,
                                  ready);
     }
     w.dense_seconds += Seconds(t0);
