@@ -68,37 +68,47 @@ double HostCopyGBps(uint32_t threads) {
   return 2.0 * kBytes * kRounds * threads / Seconds(t0) / 1e9;
 }
 
-// ms per step of the node's dense replica (DenseParamsView, Push, EndStep on every worker) with
-// `workers` workers of one node and 1, 2 and 4 threads applying the optimizer, `steps` steps
-// each: a markdown table.
+// ms per step of the node's dense replica with `workers` workers of one node, `steps` steps
+// each, and 1, 2 and 4 threads applying the optimizer: each worker reads the replica in
+// place (DenseParamsView), writes a gradient as its dense step would — into a vector of its
+// own that Push copies, or into its buffer in the replica (GradsBuffer) — then Push and
+// EndStep. A markdown table.
 Status DenseReplicaSteps(config::TrainerOptions job, uint32_t workers, uint32_t steps) {
   const size_t n = trainer::model::DenseNet::FromOptions(job.model).num_params();
   job.dense_table.dim = static_cast<uint32_t>(n);
-  std::printf("| dense replica step (%zu parameters, %s, %u worker(s), %u steps) | apply threads | ms per step |\n",
+  std::printf("| dense replica step (%zu parameters, %s, %u worker(s), %u steps) | apply threads | ms per step, "
+              "gradient copied | ms per step, gradient in place |\n",
               n, std::string(config::OptimizerKindName(job.dense_table.optimizer.kind)).c_str(), workers, steps);
-  std::printf("|---|---|---|\n");
+  std::printf("|---|---|---|---|\n");
   for (size_t apply : {size_t{1}, size_t{2}, size_t{4}}) {
-    auto comms = trainer::collective::MakeLocalGroup(workers, nullptr, std::chrono::milliseconds(600000));
-    std::vector<trainer::collective::Communicator*> ranks;
-    for (auto& c : comms) ranks.push_back(c.get());
-    ASSIGN_OR_RETURN(auto replica, heter::DenseReplica::Create(job, ranks, std::vector<float>(n, 0.01f), apply));
-    std::vector<Status> status(workers);
-    const auto t0 = Clock::now();
-    std::vector<std::thread> threads;
-    for (uint32_t w = 0; w < workers; ++w) {
-      threads.emplace_back([&, w] {
-        std::vector<float> grads(n, 1e-3f);
-        for (uint32_t i = 0; i < steps && status[w].ok(); ++i) {
-          status[w] = replica->DenseParamsView(w).status();  // what a worker's step reads, in place
-          if (status[w].ok()) status[w] = replica->Push(w, grads);
-          if (status[w].ok()) status[w] = replica->EndStep(w, false).status();
-        }
-      });
+    double ms[2];
+    size_t helpers = 0;
+    for (bool in_place : {false, true}) {
+      auto comms = trainer::collective::MakeLocalGroup(workers, nullptr, std::chrono::milliseconds(600000));
+      std::vector<trainer::collective::Communicator*> ranks;
+      for (auto& c : comms) ranks.push_back(c.get());
+      ASSIGN_OR_RETURN(auto replica, heter::DenseReplica::Create(job, ranks, std::vector<float>(n, 0.01f), apply));
+      helpers = replica->helper_threads();
+      std::vector<Status> status(workers);
+      const auto t0 = Clock::now();
+      std::vector<std::thread> threads;
+      for (uint32_t w = 0; w < workers; ++w) {
+        threads.emplace_back([&, w] {
+          std::vector<float> own(n);
+          for (uint32_t i = 0; i < steps && status[w].ok(); ++i) {
+            status[w] = replica->DenseParamsView(w).status();
+            const std::span<float> grads = in_place ? replica->GradsBuffer(w) : std::span<float>(own);
+            std::fill(grads.begin(), grads.end(), 1e-3f * static_cast<float>(i % 7 + 1));
+            if (status[w].ok()) status[w] = replica->Push(w, grads);
+            if (status[w].ok()) status[w] = replica->EndStep(w, false).status();
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (const Status& st : status) RETURN_IF_ERROR(st);
+      ms[in_place] = Seconds(t0) * 1e3 / steps;
     }
-    for (auto& t : threads) t.join();
-    for (const Status& st : status) RETURN_IF_ERROR(st);
-    std::printf("| | %zu (%zu helper threads) | %.3f |\n", apply, replica->helper_threads(),
-                Seconds(t0) * 1e3 / steps);
+    std::printf("| | %zu (%zu helper threads) | %.3f | %.3f |\n", apply, helpers, ms[0], ms[1]);
   }
   return Status::OK();
 }

@@ -93,9 +93,14 @@ Status DenseReplica::Push(uint32_t worker, std::span<const float> grads) {
   }
   Member& m = members_[worker];
   m.buffer[0] = 1.0f;  // this rank had data
-  std::copy(grads.begin(), grads.end(), m.buffer.begin() + 1);
+  if (grads.data() != m.buffer.data() + 1) std::copy(grads.begin(), grads.end(), m.buffer.begin() + 1);
   m.has_grads = true;
   return Status::OK();
+}
+
+std::span<float> DenseReplica::GradsBuffer(uint32_t worker) {
+  if (worker >= members_.size()) return {};
+  return std::span<float>(members_[worker].buffer).subspan(1);
 }
 
 float DenseReplica::LearningRate(uint64_t step, uint32_t world) const {

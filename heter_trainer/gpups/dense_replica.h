@@ -58,7 +58,10 @@ class DenseReplica {
   // The same, the replica itself: no slice changes before every worker's EndStep of the step,
   // so the worker may read it until its own EndStep.
   StatusOr<std::span<const float>> DenseParamsView(uint32_t worker);
-  // worker's dense gradient of this step (the replica's size).
+  // Where worker may write its dense gradient of the step for Push (no copy then): its
+  // buffer, free from its last EndStep to its next Push. Empty for an unknown worker.
+  std::span<float> GradsBuffer(uint32_t worker);
+  // worker's dense gradient of this step (the replica's size; in GradsBuffer or elsewhere).
   Status Push(uint32_t worker, std::span<const float> grads);
   // The step's allreduce, joined by every rank every step; then worker's slice of the
   // replica stepped. True when every rank is out of data (nothing applied), or, with

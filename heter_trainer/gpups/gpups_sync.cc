@@ -341,6 +341,8 @@ StatusOr<std::span<const float>> GpuPsSync::DenseParamsView(uint32_t worker, std
   return dense_->DenseParamsView(worker);
 }
 
+std::span<float> GpuPsSync::DenseGradsBuffer(uint32_t worker) { return dense_->GradsBuffer(worker); }
+
 Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
   if (worker >= merge_.size()) return DenseParams(worker, nullptr);
   if (!g.keys.empty()) {

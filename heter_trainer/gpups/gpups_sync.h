@@ -87,6 +87,7 @@ class GpuPsSync : public trainer::ParamSync {
   Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) override;
   Status DenseParams(uint32_t worker, std::vector<float>* params) override;
   StatusOr<std::span<const float>> DenseParamsView(uint32_t worker, std::vector<float>* scratch) override;
+  std::span<float> DenseGradsBuffer(uint32_t worker) override;
   Status Push(uint32_t worker, const trainer::StepGrads& grads) override;
   StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) override;
   Status Flush() override;

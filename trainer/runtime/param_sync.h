@@ -87,6 +87,10 @@ class ParamSync {
   // The same, shared: the snapshot stays valid while held, and the same pointer comes back
   // until the parameters are refreshed (so a device copy can be kept until it changes).
   virtual StatusOr<std::shared_ptr<const std::vector<float>>> DenseSnapshot(uint32_t worker);
+  // Where `worker`'s dense step may write its dense gradient for Push to take it without a
+  // copy (GPU-PS: the worker's buffer in the node's replica), valid until that Push; empty:
+  // the Trainer's own buffer.
+  virtual std::span<float> DenseGradsBuffer(uint32_t worker) { return {}; }
   virtual Status Push(uint32_t worker, const StepGrads& grads) = 0;
   // Sync and collective mode: called by every worker once per step, also by workers
   // without data (`out_of_data`); returns true when the pass is over for every worker of

@@ -177,22 +177,26 @@ struct Trainer::Impl {
   StatusOr<float> Finish(uint32_t worker, const data::Batch& batch, WorkerState& w) {
     ASSIGN_OR_RETURN(const std::span<const float> params, sync->DenseParamsView(worker, &w.params));
     const size_t b = batch.size();
-    w.param_grads.resize(net.num_params());
+    std::span<float> param_grads = sync->DenseGradsBuffer(worker);
+    if (param_grads.size() != net.num_params()) {
+      w.param_grads.resize(net.num_params());
+      param_grads = w.param_grads;
+    }
     w.activation_grads.resize(pool ? w.activations.size() : 0);
     const auto t0 = Clock::now();
     // Collective mode: each layer's gradients go to the allreduce as soon as they are final.
     model::DenseNet::GradsReady ready;
     if (collective != nullptr && options.collective.overlap) {
-      ready = [&](size_t begin, size_t end) { collective->GradsReady(w.param_grads, begin, end); };
+      ready = [&](size_t begin, size_t end) { collective->GradsReady(param_grads, begin, end); };
     }
     float loss = 0;
     if (DenseStepper* stepper = sync->dense_stepper(worker)) {  // GPU-PS: the worker's device
       w.predictions.resize(b);
       ASSIGN_OR_RETURN(loss, stepper->Step(params, w.activations, batch.labels, b, w.predictions,
-                                           w.activation_grads, w.param_grads));
+                                           w.activation_grads, param_grads));
       w.stepped = true;
     } else {
-      loss = net.ForwardBackward(params, w.activations, batch.labels, b, w.param_grads, w.activation_grads, &w.ws,
+      loss = net.ForwardBackward(params, w.activations, batch.labels, b, param_grads, w.activation_grads, &w.ws,
                                  ready);
     }
     w.dense_seconds += Seconds(t0);
@@ -207,7 +211,7 @@ struct Trainer::Impl {
       w.key_grads.clear();
     }
     const auto push_start = Clock::now();
-    RETURN_IF_ERROR(sync->Push(worker, StepGrads{w.keys, w.key_grads, w.shows, w.clicks, w.param_grads}));
+    RETURN_IF_ERROR(sync->Push(worker, StepGrads{w.keys, w.key_grads, w.shows, w.clicks, param_grads}));
     const double push_seconds = Seconds(push_start);
     series.push.Observe(push_seconds);
     w.push_seconds += push_seconds;

@@ -534,9 +534,23 @@ TEST_CASE("The process's one dense replica, each worker stepping a slice, gives 
   CHECK((*replica)->helper_threads() == (apply_threads > kWorkers ? apply_threads - 1 : 0));
   // The gradients depend on the parameters each step reads: a read before every slice of the
   // last step is applied changes the outcome.
+  // Worker 1 (and a lone worker) reads the replica in place and writes its gradient into
+  // its buffer in the replica, as the Trainer's dense step does; the others copy.
+  const auto in_place = [&](uint32_t w) { return w == 1 || kWorkers == 1; };
   RunDenseSteps(
-      kWorkers, data, [&](uint32_t w, std::vector<float>* p) { return (*replica)->DenseParams(w, p); },
-      [&](uint32_t w, std::span<const float> g) { return (*replica)->Push(w, g); },
+      kWorkers, data,
+      [&](uint32_t w, std::vector<float>* p) -> Status {
+        if (!in_place(w)) return (*replica)->DenseParams(w, p);
+        ASSIGN_OR_RETURN(auto view, (*replica)->DenseParamsView(w));
+        p->assign(view.begin(), view.end());
+        return Status::OK();
+      },
+      [&](uint32_t w, std::span<const float> g) {
+        if (!in_place(w)) return (*replica)->Push(w, g);
+        const std::span<float> buffer = (*replica)->GradsBuffer(w);
+        std::copy(g.begin(), g.end(), buffer.begin());
+        return (*replica)->Push(w, buffer);
+      },
       [&](uint32_t w, bool out) { return (*replica)->EndStep(w, out); });
 
   const uint64_t want_steps = drop_last && kWorkers == 3 ? 4 : 9;
