@@ -65,11 +65,14 @@ Status DenseReplica::DenseParams(uint32_t worker, std::vector<float>* params) {
   return Status::OK();
 }
 
+Status DenseReplica::CheckWorker(uint32_t worker) const {
+  if (worker < members_.size()) return Status::OK();
+  return Status::InvalidArgument("dense replica: worker " + std::to_string(worker) + " of " +
+                                 std::to_string(members_.size()));
+}
+
 StatusOr<std::span<const float>> DenseReplica::DenseParamsView(uint32_t worker) {
-  if (worker >= members_.size()) {
-    return Status::InvalidArgument("dense replica: worker " + std::to_string(worker) + " of " +
-                                   std::to_string(members_.size()));
-  }
+  RETURN_IF_ERROR(CheckWorker(worker));
   const uint64_t want = members_[worker].applied * members_.size();  // every slice of its steps
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -86,7 +89,7 @@ StatusOr<std::span<const float>> DenseReplica::DenseParamsView(uint32_t worker) 
 }
 
 Status DenseReplica::Push(uint32_t worker, std::span<const float> grads) {
-  if (worker >= members_.size()) return DenseParams(worker, nullptr);
+  RETURN_IF_ERROR(CheckWorker(worker));
   if (grads.size() != params_.size()) {
     return Status::InvalidArgument("dense gradient has " + std::to_string(grads.size()) + " floats, the replica " +
                                    std::to_string(params_.size()));
@@ -113,7 +116,7 @@ float DenseReplica::LearningRate(uint64_t step, uint32_t world) const {
 }
 
 StatusOr<bool> DenseReplica::EndStep(uint32_t worker, bool) {
-  if (worker >= members_.size()) return DenseParams(worker, nullptr);
+  RETURN_IF_ERROR(CheckWorker(worker));
   Member& m = members_[worker];
   // A rank without data adds zeros and a 0 in the first slot, which counts the ranks with data.
   if (!m.has_grads) std::fill(m.buffer.begin(), m.buffer.end(), 0.0f);

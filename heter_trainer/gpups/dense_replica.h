@@ -92,6 +92,7 @@ class DenseReplica {
   };
 
   DenseReplica(const config::TrainerOptions& options, std::vector<float> params);
+  Status CheckWorker(uint32_t worker) const;  // InvalidArgument for a worker it does not have
   // The dense rate of step `step` (scaling, warm-up), as CollectiveSync's.
   float LearningRate(uint64_t step, uint32_t world) const;
 

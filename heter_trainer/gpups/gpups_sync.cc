@@ -332,19 +332,24 @@ Status GpuPsSync::DenseParams(uint32_t worker, std::vector<float>* params) {
   return Status::OK();
 }
 
+Status GpuPsSync::CheckWorker(uint32_t worker) const {
+  if (worker < merge_.size()) return Status::OK();
+  return Status::InvalidArgument("GPU-PS: worker " + std::to_string(worker) + " has no device (" +
+                                 std::to_string(merge_.size()) +
+                                 " workers: fleetps.gpups.workers_per_device per device)");
+}
+
+uint32_t GpuPsSync::MergeWindow() const { return std::max<uint32_t>(o_.max_merge_steps, 1); }
+
 StatusOr<std::span<const float>> GpuPsSync::DenseParamsView(uint32_t worker, std::vector<float>*) {
-  if (worker >= merge_.size()) {
-    return Status::InvalidArgument("GPU-PS: worker " + std::to_string(worker) + " has no device (" +
-                                   std::to_string(merge_.size()) +
-                                   " workers: fleetps.gpups.workers_per_device per device)");
-  }
+  RETURN_IF_ERROR(CheckWorker(worker));
   return dense_->DenseParamsView(worker);
 }
 
 std::span<float> GpuPsSync::DenseGradsBuffer(uint32_t worker) { return dense_->GradsBuffer(worker); }
 
 Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
-  if (worker >= merge_.size()) return DenseParams(worker, nullptr);
+  RETURN_IF_ERROR(CheckWorker(worker));
   if (!g.keys.empty()) {
     // Summed per key over max_merge_steps steps (the async communicator's cadence), in order.
     MergeBuffer& m = merge_[worker];
@@ -371,7 +376,7 @@ Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
         m.clicks[m.rows[i]] += g.clicks[i];
       }
     }
-    if (++m.steps >= std::max<uint32_t>(o_.max_merge_steps, 1)) RETURN_IF_ERROR(ApplyMerged(m));
+    if (++m.steps >= MergeWindow()) RETURN_IF_ERROR(ApplyMerged(m));
   }
   return dense_->Push(worker, g.dense_grads);
 }
@@ -381,11 +386,11 @@ bool PrefetchOn(const config::GpuPsOptions& options, uint32_t workers) {
 }
 
 bool GpuPsSync::NextPushUpdatesRows(uint32_t worker) const {
-  return worker >= merge_.size() || merge_[worker].steps + 1 >= std::max<uint32_t>(o_.max_merge_steps, 1);
+  return worker >= merge_.size() || merge_[worker].steps + 1 >= MergeWindow();
 }
 
 StatusOr<bool> GpuPsSync::EndStep(uint32_t worker, bool out_of_data) {
-  if (worker >= merge_.size()) return DenseParams(worker, nullptr);
+  RETURN_IF_ERROR(CheckWorker(worker));
   return dense_->EndStep(worker, out_of_data);
 }
 

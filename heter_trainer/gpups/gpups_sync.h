@@ -125,6 +125,8 @@ class GpuPsSync : public trainer::ParamSync {
     uint32_t steps = 0;
   };
   Status ApplyMerged(MergeBuffer& m);
+  Status CheckWorker(uint32_t worker) const;  // InvalidArgument naming the workers it has
+  uint32_t MergeWindow() const;               // steps a worker's gradients are merged over
 
   PassStats last_;
   uint32_t passes_ = 0;
