@@ -228,14 +228,25 @@ Status WritePassBack(const PassTable& table, trainer::PsClient& client, uint32_t
 
 Status GpuPsSync::BeginPass(data::Dataset& dataset) {
   const auto t0 = Clock::now();
-  // Nothing else runs before the pass's training: every core may help (up to 16).
-  const uint32_t threads = std::min(std::max(std::thread::hardware_concurrency(), 1u), 16u);
-  ASSIGN_OR_RETURN(const std::vector<uint64_t> keys, CollectPassKeys(dataset, threads));
+  const std::optional<uint64_t> records = dataset.PassRecordsId();
+  const bool reuse = records.has_value() && records == pass_keys_records_;
+  if (reuse) {
+    spdlog::info("trainer {} pass {}: begin_pass: the same records as the last pass: its {} keys", o_.trainer_id,
+                 passes_ + 1, pass_keys_.size());
+  } else {
+    pass_keys_records_.reset();
+    pass_keys_ = {};
+    // Nothing else runs before the pass's training: every core may help (up to 16).
+    const uint32_t threads = std::min(std::max(std::thread::hardware_concurrency(), 1u), 16u);
+    ASSIGN_OR_RETURN(pass_keys_, CollectPassKeys(dataset, threads));
+    pass_keys_records_ = records;
+    spdlog::info("trainer {} pass {}: begin_pass: {} distinct keys read from the dataset in {:.2f} s ({} threads)",
+                 o_.trainer_id, passes_ + 1, pass_keys_.size(), Seconds(t0), threads);
+  }
   const double collect = Seconds(t0);
-  spdlog::info("trainer {} pass {}: begin_pass: {} distinct keys read from the dataset in {:.2f} s ({} threads)",
-               o_.trainer_id, passes_ + 1, keys.size(), collect, threads);
-  RETURN_IF_ERROR(BeginPassWithKeys(keys));
+  RETURN_IF_ERROR(BeginPassWithKeys(pass_keys_));
   last_.collect_seconds = collect;
+  last_.keys_reused = reuse;
   series_.collect.Set(collect);
   return Status::OK();
 }

@@ -4,7 +4,8 @@
 // process's devices, and the dense part is replicated on every worker (workers_per_device
 // per device) and kept equal by allreduce.
 //
-//   BeginPass (begin_pass)  the pass's unique keys read from the dataset; their full rows
+//   BeginPass (begin_pass)  the pass's unique keys read from the dataset (or the last pass's,
+//                           when the dataset says it reads the same records); their full rows
 //                           (weights, optimizer state, show/click) pulled from the pservers
 //                           (PullRows); the device table built (refused when it does not fit)
 //   PullSparse / Push       on the device table: lookups routed to the owning device; the
@@ -33,6 +34,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/config/trainer_config.h"
@@ -53,7 +55,8 @@ namespace collective = ::fleetps::trainer::collective;
 // What the last pass did (for logs and benchmarks).
 struct PassStats {
   uint64_t keys = 0;          // unique keys in the pass
-  double collect_seconds = 0; // reading the keys from the dataset
+  bool keys_reused = false;   // the last pass's keys (the same records: Dataset::PassRecordsId)
+  double collect_seconds = 0; // reading the keys from the dataset (0 when reused)
   double pull_seconds = 0;    // PullRows from the pservers
   double build_seconds = 0;   // building the device table
   uint64_t written = 0;       // rows written back exactly
@@ -130,6 +133,10 @@ class GpuPsSync : public trainer::ParamSync {
 
   PassStats last_;
   uint32_t passes_ = 0;
+  // The keys BeginPass last read, and the records it read them from: a pass over the same
+  // records (the next epoch's, one pass per epoch, an InMemoryDataset) takes them again.
+  std::vector<uint64_t> pass_keys_;
+  std::optional<uint64_t> pass_keys_records_;
   struct Series {  // no-op handles until SetMetrics
     metrics::Counter passes, rows_exact, rows_added;
     metrics::Gauge keys, collect, pull, build, write;

@@ -4,6 +4,9 @@
 // (loads once, shuffles). Lifecycle per pass, driven by one thread:
 //   StartPass(); workers call NextBatch() until it returns false or an error; EndPass().
 
+#include <cstdint>
+#include <optional>
+
 #include "common/status.h"
 #include "trainer/data/batch.h"
 #include "trainer/data/file_reader.h"
@@ -28,6 +31,11 @@ class Dataset {
 
   // Counters of the running / last pass (QueueDataset) or of the last load (InMemoryDataset).
   virtual ReadStats stats() const = 0;
+
+  // Names the set of records the next pass reads: two passes that get the same value read the
+  // same records (in any order), so they hold the same keys (GPU-PS begin_pass reuses the
+  // last pass's keys then). nullopt when that is not known (files are read anew each pass).
+  virtual std::optional<uint64_t> PassRecordsId() const { return std::nullopt; }
 };
 
 }  // namespace fleetps::data

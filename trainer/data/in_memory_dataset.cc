@@ -18,7 +18,9 @@ InMemoryDataset::InMemoryDataset(const config::DataOptions& options, std::vector
       files_(std::move(files)),
       batch_size_(batch_size),
       trainer_id_(trainer_id),
-      format_(MakeLineFormat(options)) {
+      format_(MakeLineFormat(options)),
+      // Random: no two datasets of a process start from the same identity.
+      records_id_(std::random_device{}() * uint64_t{0x100000001} ^ std::random_device{}()) {
   FLEETPS_CHECK_GE(batch_size_, 1u);
 }
 
@@ -111,6 +113,7 @@ void InMemoryDataset::LocalShuffle(uint64_t seed) {
 void InMemoryDataset::SampleShard(uint32_t rank, uint32_t world, bool shuffle, uint64_t seed) {
   FLEETPS_CHECK_GE(world, 1u);
   FLEETPS_CHECK_LT(rank, world);
+  ++records_id_;
   order_ = LoadOrder();
   if (shuffle) LocalShuffle(seed);
   const size_t n = order_.size();
@@ -167,6 +170,7 @@ void InMemoryDataset::FinishGlobalShuffle(uint64_t seed) {
 }
 
 void InMemoryDataset::ReleaseMemory() {
+  ++records_id_;  // also SetBlocks' and GlobalShuffle's: both release the records first
   std::vector<RecordBlock>().swap(blocks_);
   std::vector<RowRef>().swap(order_);
 }
@@ -180,6 +184,11 @@ size_t InMemoryDataset::MemoryBytes() const {
 void InMemoryDataset::SetPassPart(uint32_t part, uint32_t parts) {
   parts_ = std::max<uint32_t>(parts, 1);
   part_ = std::min(part, parts_ - 1);
+}
+
+std::optional<uint64_t> InMemoryDataset::PassRecordsId() const {
+  if (parts_ > 1) return std::nullopt;
+  return records_id_;
 }
 
 Status InMemoryDataset::StartPass() {

@@ -91,6 +91,10 @@ class InMemoryDataset : public Dataset {
   // the parts' sizes differ by at most one record. (0, 1), the default, is every record.
   void SetPassPart(uint32_t part, uint32_t parts);
 
+  // The same while every pass reads every record in memory and none was loaded, exchanged
+  // or resampled since (a reorder keeps it); nullopt while passes read parts of the records.
+  std::optional<uint64_t> PassRecordsId() const override;
+
   Status StartPass() override;  // rewinds over the records (of the part) in their current order
   StatusOr<bool> NextBatch(Batch* batch) override;
   void EndPass() override {}
@@ -118,6 +122,7 @@ class InMemoryDataset : public Dataset {
   std::vector<RecordBlock> blocks_;
   std::vector<RowRef> order_;
   uint32_t part_ = 0, parts_ = 1;   // SetPassPart
+  uint64_t records_id_;             // changes whenever the records in order_ do (PassRecordsId)
   size_t pass_end_ = 0;             // end in order_ of the running pass
   std::atomic<size_t> cursor_{0};  // next position in order_ of the running pass
 

@@ -23,6 +23,7 @@
 #include "server/table/table_set.h"
 #include "test/support/process.h"
 #include "test/trainer/data/data_test_util.h"
+#include "trainer/data/in_memory_dataset.h"
 #include "trainer/data/queue_dataset.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/local_group.h"
@@ -272,6 +273,47 @@ TEST_CASE("begin_pass's key collection: a malformed line fails it with the file 
   auto keys = CollectPassKeys(dataset, 4);
   REQUIRE_FALSE(keys.ok());
   CHECK_THAT(keys.status().message(), Catch::Contains("reading the pass's keys") && Catch::Contains("bad:14"));
+}
+
+TEST_CASE("begin_pass takes the last pass's keys again when the dataset reads the same records, else reads them") {
+  const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
+  Cluster cluster(job);
+  auto trainers = MakeTrainers(cluster, job, 1, 1);
+  GpuPsSync& sync = *trainers[0]->sync;
+  data::testing::TempDir dir;
+  // Keys: the rows' numbers (slot 0, 0..599) and row % 97 (the other slots).
+  const auto files = data::testing::WriteNumberedRankDnnFiles(dir, "part", 2, 300);
+  data::InMemoryDataset dataset(data::testing::RankDnnOptions(), files, 64);
+  REQUIRE(dataset.LoadIntoMemory().ok());
+  // One pass: the table must hold exactly the distinct ids of the records the pass reads.
+  auto pass = [&](bool reused) {
+    REQUIRE(sync.BeginPass(dataset).ok());
+    std::set<uint64_t> ids;
+    REQUIRE(dataset.StartPass().ok());
+    data::Batch batch;
+    while (*dataset.NextBatch(&batch)) {
+      for (const auto& slot : batch.slots) ids.insert(slot.ids.begin(), slot.ids.end());
+    }
+    dataset.EndPass();
+    CHECK(sync.last_pass().keys_reused == reused);
+    CHECK(sync.table().size() == ids.size());
+    const std::vector<uint64_t> keys(ids.begin(), ids.end());
+    std::vector<float> rows(keys.size() * sync.table().dim());
+    CHECK(sync.PullSparse(0, keys, rows.data()).ok());  // every id of the pass is in the table
+    REQUIRE(sync.EndPass().ok());
+    return ids.size();
+  };
+  CHECK(pass(false) == 600);
+  dataset.LocalShuffle(1);  // the same records in another order
+  CHECK(pass(true) == 600);
+  dataset.SetPassPart(0, 2);  // half of them
+  const size_t half = pass(false);
+  CHECK(half < 600);
+  dataset.SetPassPart(0, 1);
+  CHECK(pass(false) == 600);
+  CHECK(pass(true) == 600);
+  dataset.SampleShard(0, 2, /*shuffle=*/false, 0);  // rows 0, 2, 4, ...: 300 numbers and 48 odd ones below 97
+  CHECK(pass(false) == 348);
 }
 
 TEST_CASE("One trainer, two workers (two devices, or one device with two workers): after end_pass the pservers "

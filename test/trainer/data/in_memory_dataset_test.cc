@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -245,6 +246,41 @@ TEST_CASE("pass parts split the records into consecutive ranges, every record on
   CHECK(KeysInOrder(&dataset).size() == 1);
   dataset.SetPassPart(0, 1001);
   CHECK(KeysInOrder(&dataset).empty());
+}
+
+TEST_CASE("the pass's records identity: kept by reorders and repeated passes, changed by a reload, a resample or "
+          "an exchange, none for parts", "[data][inmemory]") {
+  testing::TempDir dir;
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 2, 100);
+  InMemoryDataset dataset(Options(1), files, 16);
+  InMemoryDataset other(Options(1), files, 16);
+  REQUIRE(dataset.LoadIntoMemory().ok());
+  REQUIRE(other.LoadIntoMemory().ok());
+  const auto loaded = dataset.PassRecordsId();
+  REQUIRE(loaded.has_value());
+  CHECK(other.PassRecordsId() != loaded);  // another dataset of the process: another identity
+  // A pass and a reorder keep the records: the same identity.
+  CHECK(KeysInOrder(&dataset).size() == 200);
+  dataset.LocalShuffle(7);
+  CHECK(dataset.PassRecordsId() == loaded);
+  // Parts of the records: none; every record again: the same one.
+  dataset.SetPassPart(1, 2);
+  CHECK_FALSE(dataset.PassRecordsId().has_value());
+  dataset.SetPassPart(0, 1);
+  CHECK(dataset.PassRecordsId() == loaded);
+  // Loaded again (the files may have changed), resampled, exchanged: each a new identity.
+  std::set<uint64_t> seen = {*loaded};
+  REQUIRE(dataset.LoadIntoMemory().ok());
+  CHECK(seen.insert(*dataset.PassRecordsId()).second);
+  dataset.SampleShard(0, 2, true, 3);
+  CHECK(KeysInOrder(&dataset).size() == 100);
+  CHECK(seen.insert(*dataset.PassRecordsId()).second);
+  InProcessRecordTransport transport(0, {&dataset});
+  REQUIRE(dataset.GlobalShuffle(&transport, 1, 5).ok());
+  CHECK(seen.insert(*dataset.PassRecordsId()).second);
+  dataset.FinishGlobalShuffle(5);
+  CHECK(seen.insert(*dataset.PassRecordsId()).second);
+  CHECK(dataset.PassRecordsId() == dataset.PassRecordsId());
 }
 
 TEST_CASE("global shuffle across 3 in-process trainers", "[data][inmemory]") {
