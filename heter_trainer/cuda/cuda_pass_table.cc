@@ -34,6 +34,8 @@ using gpu::Stream;
 
 // Room on a device kept free beside the pass table (CUDA context, cuBLAS, the dense replica).
 constexpr uint64_t kReserveBytes = uint64_t{1} << 30;
+// Rows an export copies to the host at a time (end_pass writes back ranges of 32768).
+constexpr uint64_t kExportChunk = uint64_t{1} << 15;
 
 uint64_t Capacity(uint64_t keys) {  // slots: a power of two, at most half full
   uint64_t c = 16;
@@ -210,6 +212,7 @@ class CudaPassTable : public PassTable {
 
   Status ExportRange(uint64_t first, uint64_t count, PassRows* out) const override {
     *out = PassRows{};
+    std::lock_guard<std::mutex> lock(export_.mu);  // one export at a time: its staging is shared
     uint64_t base = 0;  // the shard's first row in the pass's numbering
     for (const auto& sp : shards_) {
       const Shard& s = *sp;
@@ -217,24 +220,31 @@ class CudaPassTable : public PassTable {
       const auto [lo, hi] = RowsOnShard(first, count, base, n);
       base += n;
       if (lo >= hi) continue;
-      const size_t m = hi - lo;
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
-      // The copies below run on the legacy stream: Build's work on the shard's own must be
-      // done (calls leave nothing queued on theirs).
-      RETURN_IF_ERROR(s.stream.Synchronize());
-      std::vector<float> rows(m * row_floats_), begin(m * row_floats_), shows(m), clicks(m);
-      std::vector<uint8_t> touched(m);
-      const size_t row_bytes = size_t{row_floats_} * sizeof(float);
-      RETURN_IF_CUDA_ERROR(cudaMemcpy(rows.data(), s.rows.data() + lo * row_floats_, m * row_bytes,
-                                      cudaMemcpyDeviceToHost));
-      RETURN_IF_CUDA_ERROR(cudaMemcpy(begin.data(), s.begin.data() + lo * row_floats_, m * row_bytes,
-                                      cudaMemcpyDeviceToHost));
-      RETURN_IF_CUDA_ERROR(cudaMemcpy(shows.data(), s.pass_stats.data() + lo, m * sizeof(float), cudaMemcpyDeviceToHost));
-      RETURN_IF_CUDA_ERROR(
-          cudaMemcpy(clicks.data(), s.pass_stats.data() + n + lo, m * sizeof(float), cudaMemcpyDeviceToHost));
-      RETURN_IF_CUDA_ERROR(cudaMemcpy(touched.data(), s.touched.data() + lo, m, cudaMemcpyDeviceToHost));
-      AppendTouchedRows(accessor_, std::span<const uint64_t>(s.keys).subspan(lo, m), touched.data(), rows.data(),
-                        begin.data(), shows.data(), clicks.data(), out);
+      // At most kExportChunk rows at a time through the page-locked staging: copies at the
+      // link's rate into memory that is neither allocated nor zeroed per call.
+      for (uint64_t c = lo; c < hi; c += kExportChunk) {
+        const size_t m = std::min<uint64_t>(hi - c, kExportChunk);
+        const size_t floats = m * row_floats_;
+        RETURN_IF_ERROR(Reserve(&export_.floats, 2 * floats + 2 * m));
+        RETURN_IF_ERROR(Reserve(&export_.touched, m));
+        float* rows = export_.floats.data();
+        float* begin = rows + floats;
+        float* shows = begin + floats;
+        float* clicks = shows + m;
+        // On Build's stream, the only work on it: the rows are final (every call finished its
+        // own stream's work before it returned).
+        cudaStream_t stream = s.stream.get();
+        const auto to_host = cudaMemcpyDeviceToHost;
+        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(rows, s.rows.data() + c * row_floats_, floats * sizeof(float), to_host, stream));
+        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(begin, s.begin.data() + c * row_floats_, floats * sizeof(float), to_host, stream));
+        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(shows, s.pass_stats.data() + c, m * sizeof(float), to_host, stream));
+        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(clicks, s.pass_stats.data() + n + c, m * sizeof(float), to_host, stream));
+        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(export_.touched.data(), s.touched.data() + c, m, to_host, stream));
+        RETURN_IF_ERROR(s.stream.Synchronize());
+        AppendTouchedRows(accessor_, std::span<const uint64_t>(s.keys).subspan(c, m), export_.touched.data(), rows,
+                          begin, shows, clicks, out);
+      }
     }
     return Status::OK();
   }
@@ -456,6 +466,14 @@ class CudaPassTable : public PassTable {
   const std::vector<uint64_t> budgets_;  // bytes per device
   const gpu::PassRule rule_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  // ExportRange's page-locked staging: [rows | begin | shows | clicks] and touched, of up to
+  // kExportChunk rows; made on the first export, kept with the table.
+  struct ExportStaging {
+    std::mutex mu;
+    PinnedBuffer<float> floats;
+    PinnedBuffer<uint8_t> touched;
+  };
+  mutable ExportStaging export_;
 };
 
 }  // namespace
