@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -204,20 +205,23 @@ Status WritePassBack(const PassTable& table, trainer::PsClient& client, uint32_t
   range_rows = std::max<uint64_t>(range_rows, 1);
   const uint64_t ranges = (table.size() + range_rows - 1) / range_rows;
   std::vector<trainer::PsClient::RowsWritten> counts(ranges);  // sized once: the calls write into them
-  std::vector<std::future<Status>> calls;
+  std::deque<std::future<Status>> calls;  // in flight, oldest first
   Status st;
-  for (uint64_t r = 0; r < ranges; ++r) {
+  auto wait_oldest = [&] {
+    Status done = calls.front().get();
+    calls.pop_front();
+    if (st.ok()) st = std::move(done);
+  };
+  for (uint64_t r = 0; r < ranges && st.ok(); ++r) {
     PassRows rows;
     st = table.ExportRange(r * range_rows, range_rows, &rows);
     if (!st.ok()) break;
     if (rows.keys.empty()) continue;
     trainer::PsClient::RowsIn in{rows.begin, rows.end, rows.extended, rows.shows, rows.clicks, average};
     calls.push_back(client.WriteRows(table_id, rows.keys, table.core_floats(), in, &counts[r]));
+    if (calls.size() >= kWriteBackInFlight) wait_oldest();
   }
-  for (auto& call : calls) {  // every call is waited for, even after an error: counts outlive them
-    Status done = call.get();
-    if (st.ok()) st = std::move(done);
-  }
+  while (!calls.empty()) wait_oldest();  // every call is waited for, even after an error: counts outlive them
   *written = {};
   for (const auto& c : counts) {
     written->written += c.written;

@@ -147,8 +147,11 @@ class GpuPsSync : public trainer::ParamSync {
 // end_pass's write-back of `table`'s pass to sparse table `table_id` on the pservers: the
 // touched rows exported `range_rows` rows at a time (ExportRange), each range handed to
 // WriteRows before the next is exported, so that the export overlaps the network and the
-// pservers' work, and only a range's rows are held on the host at once. Waits for every
-// write; returns the first error; `written` receives the summed counts.
+// pservers' work. At most kWriteBackInFlight ranges are written at once (the next export
+// waits for the oldest): however large the pass and however slow the pservers, the host
+// holds a few ranges' requests, and no write waits in a queue long enough to time out.
+// Waits for every write; returns the first error; `written` receives the summed counts.
+inline constexpr size_t kWriteBackInFlight = 8;
 Status WritePassBack(const PassTable& table, trainer::PsClient& client, uint32_t table_id, bool average,
                      uint64_t range_rows, trainer::PsClient::RowsWritten* written);
 

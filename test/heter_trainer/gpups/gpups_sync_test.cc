@@ -385,7 +385,8 @@ TEST_CASE("One trainer, two workers (two devices, or one device with two workers
   CHECK(std::any_of(dense.begin(), dense.end(), [](float v) { return v != 0.0f; }));
 }
 
-TEST_CASE("end_pass's write-back in ranges of 7 rows over two shards stores what one range stores") {
+TEST_CASE("end_pass's write-back in ranges of 3 rows over two shards (more ranges than are written at once) stores "
+          "what one range stores") {
   const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
   Cluster ranged(job), whole(job);
   const auto keys = Range(0, 60);
@@ -410,7 +411,8 @@ TEST_CASE("end_pass's write-back in ranges of 7 rows over two shards stores what
     touched.insert(b.keys.begin(), b.keys.end());
   }
   PsClient::RowsWritten in_ranges, in_one;
-  REQUIRE(WritePassBack(**table, *ranged_client, 0, false, 7, &in_ranges).ok());
+  REQUIRE(keys.size() / 3 > kWriteBackInFlight);
+  REQUIRE(WritePassBack(**table, *ranged_client, 0, false, 3, &in_ranges).ok());
   REQUIRE(WritePassBack(**table, *whole.Client(), 0, false, 1000, &in_one).ok());
   CHECK(in_ranges.written == touched.size());
   CHECK(in_ranges.merged == 0);
