@@ -152,6 +152,8 @@ gpups_sweep() {
       FLEETPS_PSERVERS=2 FLEETPS_TRAINERS=1 FLEETPS_BASE_PORT=19600 FLEETPS_CONFIG="$config" HETER_DEVICE_TYPE="${SWEEP_DEVICE:-gpu}" \
       FLAGS_selected_gpus=0 FLEETPS_OUT="$dir/w$w" scripts/run_gpubox.sh >"$dir/w$w.log" 2>&1
     echo "workers $w: exit $?: $(grep -h "epoch 1 done" "$dir/w$w"/workerlog.* | sed 's/.*this trainer: //')"
+    # The pass around the training: begin_pass's key collection, PullRows and build; end_pass.
+    grep -h "begin_pass: \|end_pass: " "$dir/w$w"/workerlog.* | sed "s/.*pass 1: /workers $w: /"
     # Training alone: the progress lines' examples/s (each over print_interval steps), their
     # median and best, the pass's begin and end left out.
     grep -h " step [0-9]*: .* examples/s)" "$dir/w$w"/workerlog.* | sed 's/.* examples, \([0-9]*\) examples\/s).*/\1/' |
