@@ -234,13 +234,14 @@ class CudaPassTable : public PassTable {
         float* clicks = shows + m;
         // On Build's stream, the only work on it: the rows are final (every call finished its
         // own stream's work before it returned).
-        cudaStream_t stream = s.stream.get();
-        const auto to_host = cudaMemcpyDeviceToHost;
-        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(rows, s.rows.data() + c * row_floats_, floats * sizeof(float), to_host, stream));
-        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(begin, s.begin.data() + c * row_floats_, floats * sizeof(float), to_host, stream));
-        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(shows, s.pass_stats.data() + c, m * sizeof(float), to_host, stream));
-        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(clicks, s.pass_stats.data() + n + c, m * sizeof(float), to_host, stream));
-        RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(export_.touched.data(), s.touched.data() + c, m, to_host, stream));
+        auto to_host = [stream = s.stream.get()](void* to, const void* from, size_t bytes) {
+          return cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream);
+        };
+        RETURN_IF_CUDA_ERROR(to_host(rows, s.rows.data() + c * row_floats_, floats * sizeof(float)));
+        RETURN_IF_CUDA_ERROR(to_host(begin, s.begin.data() + c * row_floats_, floats * sizeof(float)));
+        RETURN_IF_CUDA_ERROR(to_host(shows, s.pass_stats.data() + c, m * sizeof(float)));
+        RETURN_IF_CUDA_ERROR(to_host(clicks, s.pass_stats.data() + n + c, m * sizeof(float)));
+        RETURN_IF_CUDA_ERROR(to_host(export_.touched.data(), s.touched.data() + c, m));
         RETURN_IF_ERROR(s.stream.Synchronize());
         AppendTouchedRows(accessor_, std::span<const uint64_t>(s.keys).subspan(c, m), export_.touched.data(), rows,
                           begin, shows, clicks, out);

@@ -12,6 +12,16 @@
 
 namespace fleetps::data {
 
+namespace {
+
+// A dataset's first records identity: random, so that no two datasets share one.
+uint64_t RandomId() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd();
+}
+
+}  // namespace
+
 InMemoryDataset::InMemoryDataset(const config::DataOptions& options, std::vector<std::string> files,
                                  size_t batch_size, uint32_t trainer_id)
     : options_(options),
@@ -19,8 +29,7 @@ InMemoryDataset::InMemoryDataset(const config::DataOptions& options, std::vector
       batch_size_(batch_size),
       trainer_id_(trainer_id),
       format_(MakeLineFormat(options)),
-      // Random: no two datasets of a process start from the same identity.
-      records_id_(std::random_device{}() * uint64_t{0x100000001} ^ std::random_device{}()) {
+      records_id_(RandomId()) {
   FLEETPS_CHECK_GE(batch_size_, 1u);
 }
 
