@@ -49,9 +49,12 @@ class FileReader {
 
   FileReader(const LineFormat& format, bool skip_bad_lines, ReadProgress* progress);
 
-  // Parses every non-blank line of `path` (a trailing '\r' is dropped). A malformed line
-  // is skipped and recorded in the progress when skip_bad_lines, otherwise it ends the read
-  // with InvalidArgument "path:line: reason". IOError names an unreadable file.
+  // Parses every non-blank line of `path` (a trailing '\r' is dropped); a file that starts
+  // with gzip's magic bytes is decompressed as it is read (all its members, as zcat; Paddle's
+  // readers take .gz files alike). A malformed line is skipped and recorded in the progress
+  // when skip_bad_lines, otherwise it ends the read with InvalidArgument "path:line: reason".
+  // IOError names an unreadable file, and a corrupt or truncated gzip file with the line
+  // where its data ends.
   Status ReadFile(const std::string& path, const Sink& sink);
 
  private:

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <regex>
 #include <cmath>
+#include <cstdlib>
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -67,10 +68,16 @@ double TrainerRun(const Workdir& w, const std::string& name, const std::vector<s
   return TestAuc(w.dir + "/" + name + ".json");
 }
 
-TEST_CASE("Local training reaches the AUC floor and exits 0") {
+TEST_CASE("Local training reaches the AUC floor and exits 0, one of its two training files gzip-compressed") {
   Workdir w;
+  const size_t lines = testing::CountDataLines(w.dir + "/data/train");
+  REQUIRE(std::system(("gzip " + w.dir + "/data/train/part-00001").c_str()) == 0);  // -> part-00001.gz
   const double auc = TrainerRun(w, "local", {}, {});
   CHECK(auc > kAucFloor);
+  // Every line of both files trained, each epoch.
+  const std::string report = testing::ReadFile(w.dir + "/local.json");
+  CHECK_THAT(report, Catch::Contains("\"epoch\": 1, \"examples\": " + std::to_string(lines) + ",") &&
+                         Catch::Contains("\"epoch\": 2, \"examples\": " + std::to_string(lines) + ","));
 }
 
 TEST_CASE("With the CTR accessor the trainer's show/click counts extend frequent keys only") {
