@@ -23,7 +23,8 @@ StatusOr<std::vector<std::string>> ExpandFileList(const std::vector<std::string>
     std::vector<std::string> dir_files;
     for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (!name.starts_with('.') && it->is_regular_file(ec)) dir_files.push_back(it->path().string());
+      const bool hidden = name.starts_with('.') || name.starts_with('_');
+      if (!hidden && it->is_regular_file(ec)) dir_files.push_back(it->path().string());
     }
     if (ec) return Status::IOError(path + ": cannot list data directory: " + ec.message());
     if (dir_files.empty()) return Status::InvalidArgument(path + ": data directory has no data files");

@@ -11,9 +11,9 @@
 namespace fleetps::data {
 
 // Expands `paths` in order: a regular file stays as is; a directory stands for the regular
-// files directly inside it (not recursive; names starting with '.' skipped, e.g. done
-// markers) sorted by name. NotFound names a missing path; InvalidArgument names a
-// directory without data files.
+// files directly inside it (not recursive; names starting with '.' or '_' skipped, as
+// Hadoop's input formats skip them: done markers, _SUCCESS, .crc files) sorted by name.
+// NotFound names a missing path; InvalidArgument names a directory without data files.
 StatusOr<std::vector<std::string>> ExpandFileList(const std::vector<std::string>& paths);
 
 // The share of trainer `trainer_id` of `trainers_num` (>= 1): file i goes to trainer

@@ -15,6 +15,8 @@ TEST_CASE("a directory expands to its data files sorted by name", "[data][files]
   const std::string b = dir.Write("train/part-b", {"x"});
   const std::string a = dir.Write("train/part-a", {"x"});
   dir.Write("train/.done", {""});          // hidden: skipped
+  dir.Write("train/_SUCCESS", {""});       // Hadoop's marker: skipped
+  dir.Write("train/_committed_1", {"{}"});  // a committer's: skipped
   dir.Write("train/sub/part-c", {"x"});    // not recursive
   const std::string single = dir.Write("extra.txt", {"x"});
 
