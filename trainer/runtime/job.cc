@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "common/metrics/registry.h"
@@ -159,6 +160,11 @@ Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFl
   for (uint32_t e = 1; e <= o.epochs; ++e) {
     ASSIGN_OR_RETURN(PassReport r, trainer.TrainEpoch(e));
     LogPass(fmt::format("epoch {} done", e).c_str(), o, r);
+    if (r.examples == 0) {
+      spdlog::warn("trainer {} epoch {}: trained no examples: its share of the training data ({}) holds no "
+                   "records (empty files, or fewer files than trainers with runner.split_file_list)",
+                   o.trainer_id, e, fmt::join(o.data.train_paths, ", "));
+    }
     epochs.push_back(r);
     if (o.save_every_epoch && e < o.epochs && !o.model_save_path.empty()) {
       RETURN_IF_ERROR(trainer.Barrier(fmt::format("epoch-{}-saved", e)));  // every push is in

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <regex>
 #include <cmath>
+#include <filesystem>
 #include <cstdlib>
 #include <algorithm>
 #include <map>
@@ -129,6 +130,26 @@ TEST_CASE("With the CTR accessor the trainer's show/click counts extend frequent
   CHECK(rows > 10000);
   CHECK(extended > 100);         // frequent ids reached the threshold...
   CHECK(extended < rows / 2);    // ...the long tail did not
+}
+
+TEST_CASE("A trainer whose training files hold no records says so and exits 0") {
+  const std::string dir = testing::MakeTempDir("empty_e2e");
+  std::filesystem::create_directories(dir + "/data/train");
+  testing::WriteFile(dir + "/data/train/part-00000", "");
+  testing::WriteFile(dir + "/job.yaml", R"(
+runner:
+  train_data_dir: "data/train"
+  epochs: 1
+  model_save_path: "model"
+)" + std::string(testing::kSmallCtrDnnModel));
+  ChildProcess p;
+  REQUIRE(p.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml"}, {}, dir + "/run.log"));
+  const int rc = p.Wait(std::chrono::seconds(60));
+  const std::string log = testing::ReadFile(dir + "/run.log");
+  INFO(log);
+  CHECK(rc == 0);
+  CHECK_THAT(log, Catch::Contains("trainer 0 epoch 1: trained no examples: its share of the training data (") &&
+                      Catch::Contains("data/train) holds no records"));
 }
 
 TEST_CASE("The Fleet quick-start mlp trains on MultiSlot data") {
