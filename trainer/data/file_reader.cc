@@ -2,6 +2,8 @@
 
 #include <zlib.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -40,82 +42,114 @@ void ReadProgress::Reset() {
 
 namespace {
 
-// The lines of a data file, as std::getline splits them: a plain file, or one compressed
-// with gzip (every member of a concatenation of them, as `zcat` reads it).
-class LineSource {
+// The lines of a data file, split at '\n' as std::getline splits them (a last line without
+// one is a line), from its bytes: a plain file, or a gzip one (every member of a
+// concatenation, as zcat reads it).
+class LineReader {
  public:
-  virtual ~LineSource() = default;
+  // A longer line ends the read (a file that is not line data, or a gzip bomb).
+  static constexpr size_t kMaxLineBytes = size_t{64} << 20;
+
+  virtual ~LineReader() = default;
   // The next line into *line, without its '\n'; false at the end or on an error (status()).
-  virtual bool Next(std::string* line) = 0;
-  // What ended the lines early (IOError), else OK.
-  virtual Status status() const = 0;
-};
+  bool Next(std::string* line);
+  // What ended the lines early, else OK.
+  const Status& status() const { return error_; }
 
-class PlainLines : public LineSource {
- public:
-  explicit PlainLines(const std::string& path) : in_(path) {}
-  bool is_open() const { return static_cast<bool>(in_); }
-  bool Next(std::string* line) override { return static_cast<bool>(std::getline(in_, *line)); }
-  Status status() const override { return in_.bad() ? Status::IOError("read error") : Status::OK(); }
+ protected:
+  // Up to n bytes of the file into buf: how many, 0 at its end.
+  virtual StatusOr<size_t> Read(char* buf, size_t n) = 0;
 
  private:
-  std::ifstream in_;
-};
-
-class GzipLines : public LineSource {
- public:
-  explicit GzipLines(const std::string& path)
-      : path_(path), file_(gzopen(path.c_str(), "rb")), buffer_(kBuffer) {
-    if (file_ != nullptr) gzbuffer(file_, kBuffer);
-  }
-  ~GzipLines() override {
-    if (file_ != nullptr) gzclose(file_);
-  }
-  GzipLines(const GzipLines&) = delete;
-  GzipLines& operator=(const GzipLines&) = delete;
-  bool is_open() const { return file_ != nullptr; }
-
-  bool Next(std::string* line) override {
-    line->clear();
-    bool any = false;  // a last line without '\n' is a line
-    while (true) {
-      if (pos_ == end_) {
-        const int n = gzread(file_, buffer_.data(), static_cast<unsigned>(buffer_.size()));
-        int code = Z_OK;
-        const char* message = n > 0 ? nullptr : gzerror(file_, &code);
-        // Corrupt data (n < 0), or the file ends inside a gzip stream: gzread then ends the
-        // data as at a clean end, and only gzerror's Z_BUF_ERROR tells.
-        if (n < 0 || code == Z_BUF_ERROR) {
-          std::string_view what = message;  // "path: what"
-          if (what.starts_with(path_ + ": ")) what.remove_prefix(path_.size() + 2);
-          error_ = Status::IOError("gzip: " + std::string(what) + " (a corrupt or truncated .gz file)");
-          return false;
-        }
-        if (n == 0) return any;
-        pos_ = 0;
-        end_ = static_cast<size_t>(n);
-      }
-      any = true;
-      const char* begin = buffer_.data() + pos_;
-      const auto* newline = static_cast<const char*>(std::memchr(begin, '\n', end_ - pos_));
-      const size_t length = newline != nullptr ? static_cast<size_t>(newline - begin) : end_ - pos_;
-      line->append(begin, length);
-      pos_ += length;
-      if (newline != nullptr) {
-        ++pos_;
-        return true;
-      }
-    }
-  }
-  Status status() const override { return error_; }
-
- private:
-  static constexpr size_t kBuffer = size_t{1} << 17;
-  const std::string path_;
-  gzFile file_;
-  std::vector<char> buffer_;
+  std::vector<char> buffer_ = std::vector<char>(size_t{1} << 17);
   size_t pos_ = 0, end_ = 0;  // the unread bytes of buffer_
   Status error_;
+};
+
+bool LineReader::Next(std::string* line) {
+  line->clear();
+  bool any = false;
+  while (true) {
+    if (pos_ == end_) {
+      StatusOr<size_t> n = Read(buffer_.data(), buffer_.size());
+      if (!n.ok()) {
+        error_ = n.status();
+        return false;
+      }
+      if (*n == 0) return any;
+      pos_ = 0;
+      end_ = *n;
+    }
+    any = true;
+    const char* begin = buffer_.data() + pos_;
+    const auto* newline = static_cast<const char*>(std::memchr(begin, '\n', end_ - pos_));
+    const size_t length = newline != nullptr ? static_cast<size_t>(newline - begin) : end_ - pos_;
+    line->append(begin, length);
+    pos_ += length;
+    if (line->size() > kMaxLineBytes) {
+      error_ = Status::InvalidArgument("a line longer than " + std::to_string(kMaxLineBytes >> 20) +
+                                       " MiB: not a data file of this format");
+      return false;
+    }
+    if (newline != nullptr) {
+      ++pos_;
+      return true;
+    }
+  }
+}
+
+class PlainFile : public LineReader {
+ public:
+  explicit PlainFile(const std::string& path) : file_(std::fopen(path.c_str(), "rb")) {}
+  ~PlainFile() override {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  PlainFile(const PlainFile&) = delete;
+  PlainFile& operator=(const PlainFile&) = delete;
+  bool is_open() const { return file_ != nullptr; }
+
+ protected:
+  StatusOr<size_t> Read(char* buf, size_t n) override {
+    const size_t got = std::fread(buf, 1, n, file_);
+    if (got == 0 && std::ferror(file_)) return Status::IOError(std::string("read error: ") + std::strerror(errno));
+    return got;
+  }
+
+ private:
+  std::FILE* file_;
+};
+
+class GzipFile : public LineReader {
+ public:
+  explicit GzipFile(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+    if (file_ != nullptr) gzbuffer(file_, size_t{1} << 17);
+  }
+  ~GzipFile() override {
+    if (file_ != nullptr) gzclose(file_);
+  }
+  GzipFile(const GzipFile&) = delete;
+  GzipFile& operator=(const GzipFile&) = delete;
+  bool is_open() const { return file_ != nullptr; }
+
+ protected:
+  StatusOr<size_t> Read(char* buf, size_t n) override {
+    const int got = gzread(file_, buf, static_cast<unsigned>(n));
+    if (got > 0) return static_cast<size_t>(got);
+    int code = Z_OK;
+    const char* message = gzerror(file_, &code);
+    // Corrupt data (got < 0), or the file ends inside a gzip stream: gzread then ends the
+    // data as at a clean end, and only gzerror's Z_BUF_ERROR tells.
+    if (got < 0 || code == Z_BUF_ERROR) {
+      std::string_view what = message;  // "path: what"
+      if (what.starts_with(path_ + ": ")) what.remove_prefix(path_.size() + 2);
+      return Status::IOError("gzip: " + std::string(what) + " (a corrupt or truncated .gz file)");
+    }
+    return size_t{0};
+  }
+
+ private:
+  const std::string path_;
+  gzFile file_;
 };
 
 // True when the file starts with gzip's magic bytes (1f 8b), whatever its name.
@@ -125,15 +159,15 @@ bool IsGzip(const std::string& path) {
   return in.read(reinterpret_cast<char*>(magic), 2) && magic[0] == 0x1f && magic[1] == 0x8b;
 }
 
-StatusOr<std::unique_ptr<LineSource>> OpenLines(const std::string& path) {
-  if (IsGzip(path)) {
-    auto gz = std::make_unique<GzipLines>(path);
-    if (!gz->is_open()) return Status::IOError(path + ": cannot open data file");
-    return std::unique_ptr<LineSource>(std::move(gz));
-  }
-  auto plain = std::make_unique<PlainLines>(path);
-  if (!plain->is_open()) return Status::IOError(path + ": cannot open data file");
-  return std::unique_ptr<LineSource>(std::move(plain));
+template <typename File>
+StatusOr<std::unique_ptr<LineReader>> Open(const std::string& path) {
+  auto file = std::make_unique<File>(path);
+  if (!file->is_open()) return Status::IOError(path + ": cannot open data file");
+  return std::unique_ptr<LineReader>(std::move(file));
+}
+
+StatusOr<std::unique_ptr<LineReader>> OpenLines(const std::string& path) {
+  return IsGzip(path) ? Open<GzipFile>(path) : Open<PlainFile>(path);
 }
 
 }  // namespace
@@ -142,7 +176,7 @@ FileReader::FileReader(const LineFormat& format, bool skip_bad_lines, ReadProgre
     : format_(format), skip_bad_lines_(skip_bad_lines), progress_(progress) {}
 
 Status FileReader::ReadFile(const std::string& path, const Sink& sink) {
-  ASSIGN_OR_RETURN(const std::unique_ptr<LineSource> lines, OpenLines(path));
+  ASSIGN_OR_RETURN(const std::unique_ptr<LineReader> lines, OpenLines(path));
   uint64_t line_no = 0;
   uint64_t examples = 0;
   while (lines->Next(&line_)) {

@@ -97,6 +97,23 @@ TEST_CASE("a gzip file's lines longer than the read buffer arrive whole", "[data
   CHECK((*got)[1] == (*got)[0]);
 }
 
+TEST_CASE("a line above 64 MiB ends the read naming file:line (a gzip file may expand a thousandfold)",
+          "[data][files]") {
+  testing::TempDir dir;
+  const auto lines = testing::ReadLines(testing::kRankDnnSample);
+  const std::string gz = dir.path() + "/bomb.gz";
+  WriteGzip(gz, Joined(lines, 0, 2));
+  gzFile out = gzopen(gz.c_str(), "ab");
+  REQUIRE(out != nullptr);
+  const std::string chunk(size_t{1} << 20, 'a');
+  for (int i = 0; i < 65; ++i) REQUIRE(gzwrite(out, chunk.data(), static_cast<unsigned>(chunk.size())) > 0);
+  REQUIRE(gzclose(out) == Z_OK);
+  auto got = ReadAll(gz, testing::RankDnnOptions());
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(got.status().message(), Catch::StartsWith(gz + ":3: a line longer than 64 MiB"));
+}
+
 TEST_CASE("a bad line in a gzip file names file:line; a truncated or corrupt one is an IOError naming it",
           "[data][files]") {
   testing::TempDir dir;
