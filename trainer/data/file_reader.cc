@@ -2,10 +2,12 @@
 
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -98,38 +100,35 @@ bool LineReader::Next(std::string* line) {
   }
 }
 
+// A plain file, read(2) from its descriptor.
 class PlainFile : public LineReader {
  public:
-  explicit PlainFile(const std::string& path) : file_(std::fopen(path.c_str(), "rb")) {}
-  ~PlainFile() override {
-    if (file_ != nullptr) std::fclose(file_);
-  }
+  explicit PlainFile(int fd) : fd_(fd) {}
+  ~PlainFile() override { ::close(fd_); }
   PlainFile(const PlainFile&) = delete;
   PlainFile& operator=(const PlainFile&) = delete;
-  bool is_open() const { return file_ != nullptr; }
 
  protected:
   StatusOr<size_t> Read(char* buf, size_t n) override {
-    const size_t got = std::fread(buf, 1, n, file_);
-    if (got == 0 && std::ferror(file_)) return Status::IOError(std::string("read error: ") + std::strerror(errno));
-    return got;
+    while (true) {
+      const ssize_t got = ::read(fd_, buf, n);
+      if (got >= 0) return static_cast<size_t>(got);
+      if (errno != EINTR) return Status::IOError(std::string("read error: ") + std::strerror(errno));
+    }
   }
 
  private:
-  std::FILE* file_;
+  const int fd_;
 };
 
-class GzipFile : public LineReader {
+// A file read through zlib: gzip data decompressed (every member of a concatenation, as
+// zcat), other data as it is.
+class ZlibFile : public LineReader {
  public:
-  explicit GzipFile(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
-    if (file_ != nullptr) gzbuffer(file_, size_t{1} << 17);
-  }
-  ~GzipFile() override {
-    if (file_ != nullptr) gzclose(file_);
-  }
-  GzipFile(const GzipFile&) = delete;
-  GzipFile& operator=(const GzipFile&) = delete;
-  bool is_open() const { return file_ != nullptr; }
+  explicit ZlibFile(gzFile file) : file_(file) { gzbuffer(file_, size_t{1} << 17); }
+  ~ZlibFile() override { gzclose(file_); }
+  ZlibFile(const ZlibFile&) = delete;
+  ZlibFile& operator=(const ZlibFile&) = delete;
 
  protected:
   StatusOr<size_t> Read(char* buf, size_t n) override {
@@ -140,34 +139,35 @@ class GzipFile : public LineReader {
     // Corrupt data (got < 0), or the file ends inside a gzip stream: gzread then ends the
     // data as at a clean end, and only gzerror's Z_BUF_ERROR tells.
     if (got < 0 || code == Z_BUF_ERROR) {
-      std::string_view what = message;  // "path: what"
-      if (what.starts_with(path_ + ": ")) what.remove_prefix(path_.size() + 2);
+      std::string_view what = message;  // "<fd:N>: what"
+      if (const size_t colon = what.find(": "); colon != std::string_view::npos) what.remove_prefix(colon + 2);
       return Status::IOError("gzip: " + std::string(what) + " (a corrupt or truncated .gz file)");
     }
     return size_t{0};
   }
 
  private:
-  const std::string path_;
   gzFile file_;
 };
 
-// True when the file starts with gzip's magic bytes (1f 8b), whatever its name.
-bool IsGzip(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  unsigned char magic[2] = {0, 0};
-  return in.read(reinterpret_cast<char*>(magic), 2) && magic[0] == 0x1f && magic[1] == 0x8b;
-}
-
-template <typename File>
-StatusOr<std::unique_ptr<LineReader>> Open(const std::string& path) {
-  auto file = std::make_unique<File>(path);
-  if (!file->is_open()) return Status::IOError(path + ": cannot open data file");
-  return std::unique_ptr<LineReader>(std::move(file));
-}
-
+// Opens `path` for its lines. A regular file that starts with gzip's magic bytes (1f 8b),
+// whatever its name, goes through zlib, any other regular file is read as it is; a stream
+// that cannot be peeked at without consuming it (a pipe, `<(zcat ...)`) goes through zlib,
+// which tells gzip from text itself and passes text through.
 StatusOr<std::unique_ptr<LineReader>> OpenLines(const std::string& path) {
-  return IsGzip(path) ? Open<GzipFile>(path) : Open<PlainFile>(path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError(path + ": cannot open data file: " + std::strerror(errno));
+  struct stat st {};
+  unsigned char magic[2] = {0, 0};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const bool gzip = regular && ::pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  if (regular && !gzip) return std::unique_ptr<LineReader>(std::make_unique<PlainFile>(fd));
+  gzFile file = gzdopen(fd, "rb");
+  if (file == nullptr) {
+    ::close(fd);
+    return Status::IOError(path + ": cannot open data file (zlib)");
+  }
+  return std::unique_ptr<LineReader>(std::make_unique<ZlibFile>(file));
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ class FileReader {
 
   // Parses every non-blank line of `path` (a trailing '\r' is dropped); a file that starts
   // with gzip's magic bytes is decompressed as it is read (all its members, as zcat; Paddle's
-  // readers take .gz files alike). A malformed line is skipped and recorded in the progress
+  // readers take .gz files alike), also from a pipe. A malformed line is skipped and recorded in the progress
   // when skip_bad_lines, otherwise it ends the read with InvalidArgument "path:line: reason".
   // IOError names an unreadable file, and a corrupt or truncated gzip file with the line
   // where its data ends.

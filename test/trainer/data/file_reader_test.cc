@@ -1,11 +1,14 @@
 // FileReader: plain and gzip-compressed data files (PaddleRec's rank_dnn sample), the lines
 // and the errors they give.
 
+#include <sys/stat.h>
 #include <zlib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -78,6 +81,29 @@ TEST_CASE("a gzip data file reads as its plain text, whatever its name; concaten
   got = ReadAll(last, options);
   REQUIRE(got.ok());
   CHECK(*got == *plain);
+}
+
+TEST_CASE("a named pipe reads whole, plain or gzip (nothing peeked away)", "[data][files]") {
+  testing::TempDir dir;
+  const auto lines = testing::ReadLines(testing::kRankDnnSample);
+  const auto options = testing::RankDnnOptions();
+  auto plain = ReadAll(testing::kRankDnnSample, options);
+  REQUIRE(plain.ok());
+  const std::string gz = dir.path() + "/sample.gz";
+  WriteGzip(gz, Joined(lines, 0, 80));
+  for (const std::string& source : {testing::kRankDnnSample, gz}) {
+    INFO(source);
+    const std::string fifo = dir.path() + "/fifo";
+    std::filesystem::remove(fifo);
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::thread writer([&] {  // as `cat source > fifo`
+      std::ofstream(fifo, std::ios::binary) << ReadBytes(source);
+    });
+    auto got = ReadAll(fifo, options);
+    writer.join();
+    REQUIRE(got.ok());
+    CHECK(*got == *plain);
+  }
 }
 
 TEST_CASE("a gzip file's lines longer than the read buffer arrive whole", "[data][files]") {
