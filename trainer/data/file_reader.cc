@@ -3,13 +3,12 @@
 #include <zlib.h>
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <string_view>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -100,74 +99,126 @@ bool LineReader::Next(std::string* line) {
   }
 }
 
-// A plain file, read(2) from its descriptor.
-class PlainFile : public LineReader {
+// A data file's bytes, read(2) from its descriptor: as they are, or, when they start with
+// gzip's magic bytes (1f 8b, whatever the file's name), inflated (every member of a
+// concatenation, as zcat). Told apart from the first bytes read, so a pipe loses none.
+// Truncated or corrupt gzip data, and data after the last member that is not another
+// member, are errors: nothing is dropped quietly (zcat warns of such "trailing garbage").
+class DataFile : public LineReader {
  public:
-  explicit PlainFile(int fd) : fd_(fd) {}
-  ~PlainFile() override { ::close(fd_); }
-  PlainFile(const PlainFile&) = delete;
-  PlainFile& operator=(const PlainFile&) = delete;
+  explicit DataFile(int fd) : fd_(fd) {}
+  ~DataFile() override {
+    if (inflating_) inflateEnd(&stream_);
+    ::close(fd_);
+  }
+  DataFile(const DataFile&) = delete;
+  DataFile& operator=(const DataFile&) = delete;
 
  protected:
   StatusOr<size_t> Read(char* buf, size_t n) override {
+    if (!started_) {
+      started_ = true;
+      // Enough bytes to tell gzip from text (fewer only at the end of the file).
+      while (in_end_ < 2 && !eof_) RETURN_IF_ERROR(Fill());
+      if (IsMember()) {
+        if (inflateInit2(&stream_, 16 + MAX_WBITS) != Z_OK) return Status::Internal("gzip: inflateInit2 failed");
+        inflating_ = true;
+      }
+    }
+    return inflating_ ? Inflate(buf, n) : Copy(buf, n);
+  }
+
+ private:
+  static constexpr size_t kInput = size_t{1} << 17;
+
+  // Up to n bytes of the file into `to`: how many, 0 at its end (then eof_).
+  StatusOr<size_t> ReadFd(char* to, size_t n) {
+    if (n == 0) return size_t{0};
     while (true) {
-      const ssize_t got = ::read(fd_, buf, n);
-      if (got >= 0) return static_cast<size_t>(got);
+      const ssize_t got = ::read(fd_, to, n);
+      if (got >= 0) {
+        eof_ = got == 0;
+        return static_cast<size_t>(got);
+      }
       if (errno != EINTR) return Status::IOError(std::string("read error: ") + std::strerror(errno));
     }
   }
 
- private:
-  const int fd_;
-};
-
-// A file read through zlib: gzip data decompressed (every member of a concatenation, as
-// zcat), other data as it is.
-class ZlibFile : public LineReader {
- public:
-  explicit ZlibFile(gzFile file) : file_(file) { gzbuffer(file_, size_t{1} << 17); }
-  ~ZlibFile() override { gzclose(file_); }
-  ZlibFile(const ZlibFile&) = delete;
-  ZlibFile& operator=(const ZlibFile&) = delete;
-
- protected:
-  StatusOr<size_t> Read(char* buf, size_t n) override {
-    const int got = gzread(file_, buf, static_cast<unsigned>(n));
-    if (got > 0) return static_cast<size_t>(got);
-    int code = Z_OK;
-    const char* message = gzerror(file_, &code);
-    // Corrupt data (got < 0), or the file ends inside a gzip stream: gzread then ends the
-    // data as at a clean end, and only gzerror's Z_BUF_ERROR tells.
-    if (got < 0 || code == Z_BUF_ERROR) {
-      std::string_view what = message;  // "<fd:N>: what"
-      if (const size_t colon = what.find(": "); colon != std::string_view::npos) what.remove_prefix(colon + 2);
-      return Status::IOError("gzip: " + std::string(what) + " (a corrupt or truncated .gz file)");
-    }
-    return size_t{0};
+  // More raw bytes after the unread ones, moved to the front of in_.
+  Status Fill() {
+    std::memmove(in_.data(), in_.data() + in_pos_, in_end_ - in_pos_);
+    in_end_ -= in_pos_;
+    in_pos_ = 0;
+    ASSIGN_OR_RETURN(const size_t got, ReadFd(in_.data() + in_end_, in_.size() - in_end_));
+    in_end_ += got;
+    return Status::OK();
   }
 
- private:
-  gzFile file_;
+  // Whether the unread bytes start a gzip member.
+  bool IsMember() const {
+    return in_end_ - in_pos_ >= 2 && static_cast<unsigned char>(in_[in_pos_]) == 0x1f &&
+           static_cast<unsigned char>(in_[in_pos_ + 1]) == 0x8b;
+  }
+
+  // Plain data: the bytes read while telling it from gzip, then straight from the file.
+  StatusOr<size_t> Copy(char* buf, size_t n) {
+    if (in_pos_ == in_end_) return eof_ ? size_t{0} : ReadFd(buf, n);
+    const size_t m = std::min(n, in_end_ - in_pos_);
+    std::memcpy(buf, in_.data() + in_pos_, m);
+    in_pos_ += m;
+    return m;
+  }
+
+  StatusOr<size_t> Inflate(char* buf, size_t n) {
+    while (true) {
+      if (in_pos_ == in_end_ && !eof_) RETURN_IF_ERROR(Fill());
+      if (member_ended_) {
+        if (in_pos_ == in_end_) return size_t{0};  // the file ends after a whole member
+        if (in_end_ - in_pos_ < 2 && !eof_) {
+          RETURN_IF_ERROR(Fill());
+          continue;
+        }
+        if (!IsMember()) {
+          return Status::InvalidArgument(
+              "gzip: the bytes after the last compressed member are not gzip (trailing data, which zcat "
+              "would warn of and drop)");
+        }
+        inflateReset(&stream_);
+        member_ended_ = false;
+      }
+      stream_.next_in = reinterpret_cast<Bytef*>(in_.data() + in_pos_);
+      stream_.avail_in = static_cast<uInt>(in_end_ - in_pos_);
+      stream_.next_out = reinterpret_cast<Bytef*>(buf);
+      stream_.avail_out = static_cast<uInt>(n);
+      const int ret = inflate(&stream_, Z_NO_FLUSH);
+      in_pos_ = in_end_ - stream_.avail_in;
+      const size_t produced = n - stream_.avail_out;
+      if (ret == Z_STREAM_END) {
+        member_ended_ = true;
+      } else if (ret != Z_OK && ret != Z_BUF_ERROR) {
+        return Status::IOError(std::string("gzip: ") + (stream_.msg != nullptr ? stream_.msg : "inflate failed") +
+                               " (a corrupt .gz file)");
+      } else if (produced == 0 && in_pos_ == in_end_ && eof_) {
+        return Status::IOError("gzip: unexpected end of file (a truncated .gz file)");
+      }
+      if (produced > 0) return produced;
+    }
+  }
+
+  const int fd_;
+  std::vector<char> in_ = std::vector<char>(kInput);
+  size_t in_pos_ = 0, in_end_ = 0;  // the unread raw bytes of in_
+  bool eof_ = false;
+  bool started_ = false;
+  bool inflating_ = false;     // gzip data, stream_ initialised
+  bool member_ended_ = false;  // stream_ ended a member: the next bytes must start another
+  z_stream stream_{};
 };
 
-// Opens `path` for its lines. A regular file that starts with gzip's magic bytes (1f 8b),
-// whatever its name, goes through zlib, any other regular file is read as it is; a stream
-// that cannot be peeked at without consuming it (a pipe, `<(zcat ...)`) goes through zlib,
-// which tells gzip from text itself and passes text through.
 StatusOr<std::unique_ptr<LineReader>> OpenLines(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::IOError(path + ": cannot open data file: " + std::strerror(errno));
-  struct stat st {};
-  unsigned char magic[2] = {0, 0};
-  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  const bool gzip = regular && ::pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-  if (regular && !gzip) return std::unique_ptr<LineReader>(std::make_unique<PlainFile>(fd));
-  gzFile file = gzdopen(fd, "rb");
-  if (file == nullptr) {
-    ::close(fd);
-    return Status::IOError(path + ": cannot open data file (zlib)");
-  }
-  return std::unique_ptr<LineReader>(std::make_unique<ZlibFile>(file));
+  return std::unique_ptr<LineReader>(std::make_unique<DataFile>(fd));
 }
 
 }  // namespace

@@ -51,10 +51,11 @@ class FileReader {
 
   // Parses every non-blank line of `path` (a trailing '\r' is dropped); a file that starts
   // with gzip's magic bytes is decompressed as it is read (all its members, as zcat; Paddle's
-  // readers take .gz files alike), also from a pipe. A malformed line is skipped and recorded in the progress
-  // when skip_bad_lines, otherwise it ends the read with InvalidArgument "path:line: reason".
-  // IOError names an unreadable file, and a corrupt or truncated gzip file with the line
-  // where its data ends.
+  // readers take .gz files alike), also from a pipe. A malformed line is skipped and
+  // recorded in the progress when skip_bad_lines, otherwise it ends the read with
+  // InvalidArgument "path:line: reason". IOError names an unreadable file, and a corrupt or
+  // truncated gzip file with the line where its data ends; bytes after the last gzip member
+  // that are not another member are an error too (zcat drops them with a warning).
   Status ReadFile(const std::string& path, const Sink& sink);
 
  private:

@@ -140,7 +140,7 @@ TEST_CASE("a line above 64 MiB ends the read naming file:line (a gzip file may e
   CHECK_THAT(got.status().message(), Catch::StartsWith(gz + ":3: a line longer than 64 MiB"));
 }
 
-TEST_CASE("a bad line in a gzip file names file:line; a truncated or corrupt one is an IOError naming it",
+TEST_CASE("a bad line in a gzip file names file:line; a truncated, corrupt or trailed one is an error naming it",
           "[data][files]") {
   testing::TempDir dir;
   auto lines = testing::ReadLines(testing::kRankDnnSample);
@@ -166,6 +166,17 @@ TEST_CASE("a bad line in a gzip file names file:line; a truncated or corrupt one
   REQUIRE_FALSE(got.ok());
   CHECK(got.status().code() == StatusCode::kIOError);
   CHECK_THAT(got.status().message(), Catch::StartsWith(cut + ":") && Catch::Contains("truncated"));
+
+  // Text after the last member (cat a.gz b.txt): an error, not the lines dropped as zlib's
+  // gzread and zcat drop them.
+  const std::string trailing = dir.path() + "/trailing.gz";
+  WriteGzip(trailing, Joined(lines, 0, 40));
+  { std::ofstream(trailing, std::ios::app | std::ios::binary) << Joined(lines, 40, 80); }
+  got = ReadAll(trailing, options);
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(got.status().message(), Catch::StartsWith(trailing + ":41: gzip: the bytes after the last compressed "
+                                                                  "member are not gzip"));
 
   // Damaged bytes inside the compressed data.
   std::string damaged = bytes;
