@@ -8,14 +8,21 @@
 //         sparse slots [26, 3, 7] (short lines the fuzzer completes more easily)
 //   6, 7  a serialized RecordBlock, parsed with the shape of byte 1 (6) or rank_dnn's
 //         13 dense floats x 26 slots (7)
+//   8     a data file's bytes (plain or gzip), read by FileReader with format 3
 // Checks, besides the sanitizers:
 //  - a line that parses has the configured shape, a 0/1 label and finite dense values, and
 //    LineFormat::Write gives a line that parses back to the same Example;
 //  - the parsed examples of one input, appended to a RecordBlock, survive Serialize and
 //    Parse unchanged and give the same Batch as appending the examples directly;
 //  - a RecordBlock that Parse accepts can be read whole (AppendToBatch every record) and
-//    re-serialized to an equal block.
+//    re-serialized to an equal block;
+//  - a data file read ends or fails with InvalidArgument or IOError naming the file; bytes
+//    that are not gzip give exactly the examples of their lines parsed one by one, up to the
+//    first bad line, which fails the read.
+#include <zlib.h>
+
 #include <cmath>
+#include <fstream>
 #include <memory>
 #include <span>
 #include <string>
@@ -26,6 +33,7 @@
 #include "common/config/yaml_util.h"
 #include "test/fuzz/fuzz_util.h"
 #include "trainer/data/batch.h"
+#include "trainer/data/file_reader.h"
 #include "trainer/data/line_format.h"
 #include "trainer/data/record_block.h"
 
@@ -140,6 +148,57 @@ void FuzzRecordBlock(std::span<const uint8_t> input, uint32_t dense_dim, uint32_
   if (!(copy == *block)) Fail("AppendRecord of every record gives a different block");
 }
 
+void FuzzDataFile(std::string_view bytes) {
+  static const std::string path = ScratchDir("data_format_fuzz") + "/part-00000";
+  { std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes; }
+  const Format& fmt = Formats()[3];
+  data::ReadProgress progress;
+  data::FileReader reader(*fmt.format, false, &progress);
+  std::vector<Example> got;
+  const Status st = reader.ReadFile(path, [&](const Example& e) {
+    got.push_back(e);
+    return Status::OK();
+  });
+  if (!st.ok() && ((!st.IsInvalidArgument() && !st.IsIOError()) || st.message().rfind(path + ":", 0) != 0)) {
+    Fail("ReadFile failed with " + st.ToString());
+  }
+  if (bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x1f && static_cast<uint8_t>(bytes[1]) == 0x8b) return;
+  // Text: its lines one by one, as ReadFile should have read them.
+  std::vector<Example> want;
+  bool bad = false;
+  Example ex;
+  while (!bytes.empty() && !bad) {
+    const size_t nl = bytes.find('\n');
+    std::string_view line = bytes.substr(0, nl);
+    bytes = nl == std::string_view::npos ? std::string_view() : bytes.substr(nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    bad = !fmt.format->Parse(line, &ex).ok();
+    if (!bad) want.push_back(ex);
+  }
+  if (st.ok() == bad) Fail("ReadFile " + std::string(st.ok() ? "accepted a bad line" : "failed on good lines: ") +
+                           st.ToString());
+  if (got != want) Fail("ReadFile gave " + std::to_string(got.size()) + " examples, the lines " +
+                        std::to_string(want.size()));
+}
+
+// The gzip encoding of `text` (one member).
+std::string Gzip(const std::string& text) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    Fail("deflateInit2");
+  }
+  std::string out(deflateBound(&z, text.size()) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  if (deflate(&z, Z_FINISH) != Z_STREAM_END) Fail("deflate");
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
 // ---- seeds ----------------------------------------------------------------------------
 
 std::vector<std::string> SampleLines(const std::string& path, size_t max_lines) {
@@ -184,6 +243,15 @@ void WriteSeeds(SeedWriter& seeds) {
     std::string line;
     formats[f].format->Write(ex, &line);
     seeds.Add(std::string(1, static_cast<char>(f)) + line + "\n" + line);
+    if (f == 3) {  // data files of these lines: plain, gzip, two members, truncated, trailed
+      const std::string text = line + "\n" + line + "\n";
+      const std::string gz = Gzip(text);
+      seeds.Add(std::string(1, '\x08') + text);
+      seeds.Add(std::string(1, '\x08') + gz);
+      seeds.Add(std::string(1, '\x08') + gz + gz);
+      seeds.Add(std::string(1, '\x08') + gz.substr(0, gz.size() / 2));
+      seeds.Add(std::string(1, '\x08') + gz + line);
+    }
     if (f >= 3) {
       RecordBlock block(o.dense_dim, static_cast<uint32_t>(o.sparse_slots.size()));
       block.Append(ex);
@@ -219,15 +287,17 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fleetps::fuzz;
   if (size == 0) return 0;
-  const uint8_t selector = data[0] % 8;
+  const uint8_t selector = data[0] % 9;
   if (selector < 6) {
     FuzzLines(Formats()[selector], std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
   } else if (selector == 6) {
     if (size < 2) return 0;
     // Byte 1: dense_dim in bits 0-1, num_slots in bits 2-7.
     FuzzRecordBlock({data + 2, size - 2}, data[1] & 3, data[1] >> 2);
-  } else {
+  } else if (selector == 7) {
     FuzzRecordBlock({data + 1, size - 1}, 13, 26);
+  } else {
+    FuzzDataFile(std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
   }
   return 0;
 }
