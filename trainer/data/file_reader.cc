@@ -44,78 +44,32 @@ void ReadProgress::Reset() {
 namespace {
 
 // The lines of a data file, split at '\n' as std::getline splits them (a last line without
-// one is a line), from its bytes: a plain file, or a gzip one (every member of a
-// concatenation, as zcat reads it).
-class LineReader {
+// one is a line). Its bytes are read(2) from its descriptor: as they are, or, when they
+// start with gzip's magic bytes (1f 8b, whatever the file's name), inflated (every member of
+// a concatenation, as zcat). Told apart from the first bytes read, so a pipe loses none.
+// Truncated or corrupt gzip data, and data after the last member that is not another
+// member, are errors: nothing is dropped quietly (zcat warns of such "trailing garbage").
+class DataFile {
  public:
   // A longer line ends the read (a file that is not line data, or a gzip bomb).
   static constexpr size_t kMaxLineBytes = size_t{64} << 20;
 
-  virtual ~LineReader() = default;
-  // The next line into *line, without its '\n'; false at the end or on an error (status()).
-  bool Next(std::string* line);
-  // What ended the lines early, else OK.
-  const Status& status() const { return error_; }
-
- protected:
-  // Up to n bytes of the file into buf: how many, 0 at its end.
-  virtual StatusOr<size_t> Read(char* buf, size_t n) = 0;
-
- private:
-  std::vector<char> buffer_ = std::vector<char>(size_t{1} << 17);
-  size_t pos_ = 0, end_ = 0;  // the unread bytes of buffer_
-  Status error_;
-};
-
-bool LineReader::Next(std::string* line) {
-  line->clear();
-  bool any = false;
-  while (true) {
-    if (pos_ == end_) {
-      StatusOr<size_t> n = Read(buffer_.data(), buffer_.size());
-      if (!n.ok()) {
-        error_ = n.status();
-        return false;
-      }
-      if (*n == 0) return any;
-      pos_ = 0;
-      end_ = *n;
-    }
-    any = true;
-    const char* begin = buffer_.data() + pos_;
-    const auto* newline = static_cast<const char*>(std::memchr(begin, '\n', end_ - pos_));
-    const size_t length = newline != nullptr ? static_cast<size_t>(newline - begin) : end_ - pos_;
-    line->append(begin, length);
-    pos_ += length;
-    if (line->size() > kMaxLineBytes) {
-      error_ = Status::InvalidArgument("a line longer than " + std::to_string(kMaxLineBytes >> 20) +
-                                       " MiB: not a data file of this format");
-      return false;
-    }
-    if (newline != nullptr) {
-      ++pos_;
-      return true;
-    }
-  }
-}
-
-// A data file's bytes, read(2) from its descriptor: as they are, or, when they start with
-// gzip's magic bytes (1f 8b, whatever the file's name), inflated (every member of a
-// concatenation, as zcat). Told apart from the first bytes read, so a pipe loses none.
-// Truncated or corrupt gzip data, and data after the last member that is not another
-// member, are errors: nothing is dropped quietly (zcat warns of such "trailing garbage").
-class DataFile : public LineReader {
- public:
   explicit DataFile(int fd) : fd_(fd) {}
-  ~DataFile() override {
+  ~DataFile() {
     if (inflating_) inflateEnd(&stream_);
     ::close(fd_);
   }
   DataFile(const DataFile&) = delete;
   DataFile& operator=(const DataFile&) = delete;
 
- protected:
-  StatusOr<size_t> Read(char* buf, size_t n) override {
+  // The next line into *line, without its '\n'; false at the end or on an error (status()).
+  bool Next(std::string* line);
+  // What ended the lines early, else OK.
+  const Status& status() const { return error_; }
+
+ private:
+  // Up to n bytes of the file's data (inflated when gzip) into buf: how many, 0 at its end.
+  StatusOr<size_t> Read(char* buf, size_t n) {
     if (!started_) {
       started_ = true;
       // Enough bytes to tell gzip from text (fewer only at the end of the file).
@@ -128,7 +82,6 @@ class DataFile : public LineReader {
     return inflating_ ? Inflate(buf, n) : Copy(buf, n);
   }
 
- private:
   static constexpr size_t kInput = size_t{1} << 17;
 
   // Up to n bytes of the file into `to`: how many, 0 at its end (then eof_).
@@ -206,6 +159,9 @@ class DataFile : public LineReader {
   }
 
   const int fd_;
+  std::vector<char> buffer_ = std::vector<char>(size_t{1} << 17);  // Next's: the file's data
+  size_t pos_ = 0, end_ = 0;                                        // its unread bytes
+  Status error_;
   std::vector<char> in_ = std::vector<char>(kInput);
   size_t in_pos_ = 0, in_end_ = 0;  // the unread raw bytes of in_
   bool eof_ = false;
@@ -215,10 +171,42 @@ class DataFile : public LineReader {
   z_stream stream_{};
 };
 
-StatusOr<std::unique_ptr<LineReader>> OpenLines(const std::string& path) {
+bool DataFile::Next(std::string* line) {
+  line->clear();
+  bool any = false;
+  while (true) {
+    if (pos_ == end_) {
+      StatusOr<size_t> n = Read(buffer_.data(), buffer_.size());
+      if (!n.ok()) {
+        error_ = n.status();
+        return false;
+      }
+      if (*n == 0) return any;
+      pos_ = 0;
+      end_ = *n;
+    }
+    any = true;
+    const char* begin = buffer_.data() + pos_;
+    const auto* newline = static_cast<const char*>(std::memchr(begin, '\n', end_ - pos_));
+    const size_t length = newline != nullptr ? static_cast<size_t>(newline - begin) : end_ - pos_;
+    line->append(begin, length);
+    pos_ += length;
+    if (line->size() > kMaxLineBytes) {
+      error_ = Status::InvalidArgument("a line longer than " + std::to_string(kMaxLineBytes >> 20) +
+                                       " MiB: not a data file of this format");
+      return false;
+    }
+    if (newline != nullptr) {
+      ++pos_;
+      return true;
+    }
+  }
+}
+
+StatusOr<std::unique_ptr<DataFile>> OpenDataFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::IOError(path + ": cannot open data file: " + std::strerror(errno));
-  return std::unique_ptr<LineReader>(std::make_unique<DataFile>(fd));
+  return std::make_unique<DataFile>(fd);
 }
 
 }  // namespace
@@ -227,7 +215,7 @@ FileReader::FileReader(const LineFormat& format, bool skip_bad_lines, ReadProgre
     : format_(format), skip_bad_lines_(skip_bad_lines), progress_(progress) {}
 
 Status FileReader::ReadFile(const std::string& path, const Sink& sink) {
-  ASSIGN_OR_RETURN(const std::unique_ptr<LineReader> lines, OpenLines(path));
+  ASSIGN_OR_RETURN(const std::unique_ptr<DataFile> lines, OpenDataFile(path));
   uint64_t line_no = 0;
   uint64_t examples = 0;
   while (lines->Next(&line_)) {
