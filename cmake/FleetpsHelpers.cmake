@@ -47,6 +47,9 @@ function(fleetps_add_test)
     set(ARG_TIMEOUT 300)
   endif()
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  if(ARG_LABELS MATCHES "unit|integration")
+    add_dependencies(fleetps_checks ${ARG_NAME})
+  endif()
 endfunction()
 
 # Adds each listed sub-folder that has a CMakeLists.txt.

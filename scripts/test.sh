@@ -6,11 +6,14 @@
 #   scripts/test.sh               everything
 #   FLEETPS_SKIP_SANITIZE=1 scripts/test.sh    skip the sanitizer pass
 #   FLEETPS_SKIP_FUZZ=1 scripts/test.sh        skip the fuzz stage (libFuzzer targets, 20 s each)
+#   FLEETPS_UNITY_BUILD=OFF scripts/test.sh    compile file by file (default: unity builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 
 export FLEETPS_WERROR=ON
+# Both trees are built fresh here, where unity builds (scripts/build.sh) compile fastest.
+export FLEETPS_UNITY_BUILD="${FLEETPS_UNITY_BUILD:-ON}"
 echo "== build (build/)"
 BUILD=build scripts/build.sh
 echo "== tests (build/)"

@@ -73,8 +73,8 @@ Status ReadChecked(const YAML::Node& map, const std::string& key, const YamlCont
 
 // Reads a case-insensitive name from `names` into *out.
 template <typename E>
-Status ReadEnum(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
-                const std::vector<std::pair<std::string, E>>& names, E* out) {
+Status ReadEnumIgnoreCase(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
+                          const std::vector<std::pair<std::string, E>>& names, E* out) {
   if (!Present(map, key)) return Status::OK();
   std::string name;
   RETURN_IF_ERROR(ReadString(map, key, ctx, &name));
@@ -107,7 +107,7 @@ Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& 
   ModelOptions o = *options;
   const auto at_least_1 = [](uint32_t v) { return v >= 1; };
 
-  RETURN_IF_ERROR(ReadEnum<ModelType>(hp, "model_type", ctx, ModelTypeNames(), &o.type));
+  RETURN_IF_ERROR(ReadEnumIgnoreCase<ModelType>(hp, "model_type", ctx, ModelTypeNames(), &o.type));
   RETURN_IF_ERROR(ReadChecked(hp, "sparse_feature_dim", ctx, ReadUint32, at_least_1, "an integer >= 1",
                               &o.sparse_feature_dim));
   if (Present(hp, "emb_dim")) {
@@ -165,14 +165,13 @@ Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& 
 
   RETURN_IF_ERROR(ReadChecked(hp, "cross_num", ctx, ReadUint32, [](uint32_t v) { return v >= 1 && v <= 64; },
                               "an integer in [1, 64]", &o.cross_num));
-  RETURN_IF_ERROR(
-      ReadEnum<CrossType>(hp, "cross_type", ctx, {{"v1", CrossType::kV1}, {"v2", CrossType::kV2}}, &o.cross_type));
+  RETURN_IF_ERROR(ReadEnumIgnoreCase<CrossType>(hp, "cross_type", ctx,
+                                                {{"v1", CrossType::kV1}, {"v2", CrossType::kV2}}, &o.cross_type));
   RETURN_IF_ERROR(read_widths("bot_layer_sizes", &o.bot_layer_sizes));
   RETURN_IF_ERROR(read_widths("top_layer_sizes", &o.top_layer_sizes));
 
-  RETURN_IF_ERROR(ReadEnum<OutputKind>(hp, "output", ctx,
-                                       {{"softmax2", OutputKind::kSoftmax2}, {"sigmoid", OutputKind::kSigmoid}},
-                                       &o.output));
+  RETURN_IF_ERROR(ReadEnumIgnoreCase<OutputKind>(
+      hp, "output", ctx, {{"softmax2", OutputKind::kSoftmax2}, {"sigmoid", OutputKind::kSigmoid}}, &o.output));
   RETURN_IF_ERROR(ReadUint64(hp, "init_seed", ctx, &o.init_seed));
   if (Present(hp, "optimizer")) RETURN_IF_ERROR(ParseOptimizer(hp["optimizer"], ctx.Child("optimizer"), &o.optimizer));
 

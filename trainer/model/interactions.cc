@@ -8,15 +8,6 @@
 #include "common/check.h"
 
 namespace fleetps::trainer::model {
-namespace {
-
-int BlasDim(size_t n) {
-  FLEETPS_CHECK_LE(n, size_t{1} << 30) << "matrix dimension too large for BLAS";
-  return static_cast<int>(n);
-}
-
-}  // namespace
-
 // ---- FmSecondOrder ----
 
 FmSecondOrder::FmSecondOrder(size_t fields, size_t k) : fields_(fields), k_(k) {

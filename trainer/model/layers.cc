@@ -18,14 +18,10 @@ bool SetBlasThreads(int threads) {
   return true;
 }
 
-namespace {
-
 int BlasDim(size_t n) {
   FLEETPS_CHECK_LE(n, size_t{1} << 30) << "matrix dimension too large for BLAS";
   return static_cast<int>(n);
 }
-
-}  // namespace
 
 FullyConnected::FullyConnected(size_t in_dim, size_t out_dim, size_t param_offset)
     : in_dim_(in_dim), out_dim_(out_dim), param_offset_(param_offset) {

@@ -67,6 +67,9 @@ class FullyConnected {
   size_t param_offset_;
 };
 
+// n as a BLAS dimension (int); dies when n exceeds 2^30.
+int BlasDim(size_t n);
+
 // x = max(x, 0), in place.
 void ReluForward(std::span<float> x);
 

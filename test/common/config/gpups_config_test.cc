@@ -6,19 +6,12 @@
 #include <string>
 
 #include "common/config/trainer_config.h"
+#include "test/support/env.h"
 
 namespace fleetps::config {
 namespace {
 
-EnvLookup Env(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
-const std::string kJob =
+const std::string kGpupsJob =
     "runner: {sync_mode: gpubox}\n"
     "hyper_parameters: {model_type: ctr_dnn, sparse_inputs_slots: 3, sparse_feature_dim: 4, dense_input_dim: 2, "
     "fc_sizes: [8]}\n";
@@ -31,15 +24,15 @@ TrainerOptions Parse(const std::string& text) {
 }
 
 TEST_CASE("sync_mode gpubox, fleetps.gpups and the device environment are read") {
-  TrainerOptions o = Parse(kJob + "fleetps:\n  gpups: {device_memory_mb: 4096}\n");
+  TrainerOptions o = Parse(kGpupsJob + "fleetps:\n  gpups: {device_memory_mb: 4096}\n");
   CHECK(o.gpubox_mode());
   CHECK_FALSE(o.gpups.average_merge);
   CHECK(o.gpups.passes_per_epoch == 1);
-  CHECK(Parse(kJob + "fleetps:\n  gpups: {merge: average}\n").gpups.average_merge);
+  CHECK(Parse(kGpupsJob + "fleetps:\n  gpups: {merge: average}\n").gpups.average_merge);
   CHECK(SyncModeName(o.sync_mode) == "gpubox");
   CHECK(o.gpups.device_memory_mb == 4096);
   CHECK(o.gpups.devices == std::vector<int>{0});
-  REQUIRE(ApplyTrainerEnv(Env({{"TRAINING_ROLE", "TRAINER"},
+  REQUIRE(ApplyTrainerEnv(testing::EnvFrom({{"TRAINING_ROLE", "TRAINER"},
                                {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:8500"},
                                {"PADDLE_TRAINERS_NUM", "2"},
                                {"PADDLE_TRAINER_ID", "1"},
@@ -65,7 +58,7 @@ TEST_CASE("A gpubox job that cannot run is refused, saying what to set") {
     CHECK(st.IsInvalidArgument());
     CHECK(st.message().find(part) != std::string::npos);
   };
-  TrainerOptions o = Parse(kJob);
+  TrainerOptions o = Parse(kGpupsJob);
   refused(o, "PADDLE_PSERVERS_IP_PORT_LIST");  // no pservers
   o.pservers = {{"127.0.0.1", 8500}};
   CHECK(ValidateTrainerOptions(o).ok());
@@ -81,46 +74,46 @@ TEST_CASE("A gpubox job that cannot run is refused, saying what to set") {
   TrainerOptions mlp = Parse("runner: {sync_mode: gpubox}\nhyper_parameters: {model_type: mlp, input_dim: 13, fc_sizes: [8]}\n");
   mlp.pservers = o.pservers;
   refused(mlp, "ctr_dnn");
-  auto bad = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {device_memory: 4}\n", "job.yaml");
+  auto bad = ParseTrainerYaml(kGpupsJob + "fleetps:\n  gpups: {device_memory: 4}\n", "job.yaml");
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.status().message(), Catch::Contains("did you mean 'device_memory_mb'?"));
-  auto merge = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {merge: mean}\n", "job.yaml");
+  auto merge = ParseTrainerYaml(kGpupsJob + "fleetps:\n  gpups: {merge: mean}\n", "job.yaml");
   REQUIRE_FALSE(merge.ok());
   CHECK_THAT(merge.status().message(), Catch::Contains("unknown merge 'mean' (use add or average)"));
-  auto zero = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {passes_per_epoch: 0}\n", "job.yaml");
+  auto zero = ParseTrainerYaml(kGpupsJob + "fleetps:\n  gpups: {passes_per_epoch: 0}\n", "job.yaml");
   REQUIRE_FALSE(zero.ok());
   CHECK_THAT(zero.status().message(), Catch::Contains("passes_per_epoch") && Catch::Contains("must be >= 1"));
-  TrainerOptions queue = Parse(kJob + "fleetps:\n  gpups: {passes_per_epoch: 4}\n");
+  TrainerOptions queue = Parse(kGpupsJob + "fleetps:\n  gpups: {passes_per_epoch: 4}\n");
   CHECK(queue.gpups.passes_per_epoch == 4);
   queue.pservers = o.pservers;
   refused(queue, "set runner.reader_type: InMemoryDataset");
   TrainerOptions in_memory =
-      Parse("runner: {sync_mode: gpubox, reader_type: InMemoryDataset}\n" + kJob.substr(kJob.find('\n') + 1) +
+      Parse("runner: {sync_mode: gpubox, reader_type: InMemoryDataset}\n" + kGpupsJob.substr(kGpupsJob.find('\n') + 1) +
             "fleetps:\n  gpups: {passes_per_epoch: 4}\n");
   in_memory.pservers = o.pservers;
   CHECK(ValidateTrainerOptions(in_memory).ok());
-  TrainerOptions fed = Parse(kJob + "fleetps:\n  gpups: {workers_per_device: 2}\n");
+  TrainerOptions fed = Parse(kGpupsJob + "fleetps:\n  gpups: {workers_per_device: 2}\n");
   CHECK(fed.gpups.workers_per_device == 2);
   CHECK_FALSE(fed.gpups.prefetch.has_value());  // auto, the default
-  CHECK_FALSE(Parse(kJob + "fleetps:\n  gpups: {prefetch: auto}\n").gpups.prefetch.has_value());
-  CHECK(Parse(kJob + "fleetps:\n  gpups: {prefetch: false}\n").gpups.prefetch == false);
-  CHECK(Parse(kJob + "fleetps:\n  gpups: {prefetch: true}\n").gpups.prefetch == true);
-  auto prefetch = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {prefetch: sometimes}\n", "job.yaml");
+  CHECK_FALSE(Parse(kGpupsJob + "fleetps:\n  gpups: {prefetch: auto}\n").gpups.prefetch.has_value());
+  CHECK(Parse(kGpupsJob + "fleetps:\n  gpups: {prefetch: false}\n").gpups.prefetch == false);
+  CHECK(Parse(kGpupsJob + "fleetps:\n  gpups: {prefetch: true}\n").gpups.prefetch == true);
+  auto prefetch = ParseTrainerYaml(kGpupsJob + "fleetps:\n  gpups: {prefetch: sometimes}\n", "job.yaml");
   REQUIRE_FALSE(prefetch.ok());
   CHECK_THAT(prefetch.status().message(), Catch::Contains("prefetch") && Catch::Contains("auto, true or false"));
   fed.pservers = o.pservers;
   CHECK(ValidateTrainerOptions(fed).ok());
   for (const char* bad_workers : {"0", "65"}) {
-    auto w = ParseTrainerYaml(kJob + "fleetps:\n  gpups: {workers_per_device: " + bad_workers + "}\n", "job.yaml");
+    auto w = ParseTrainerYaml(kGpupsJob + "fleetps:\n  gpups: {workers_per_device: " + bad_workers + "}\n", "job.yaml");
     REQUIRE_FALSE(w.ok());
     CHECK_THAT(w.status().message(), Catch::Contains("workers_per_device") && Catch::Contains("must be 1 to 64"));
   }
   TrainerOptions nccl =
-      Parse(kJob + "fleetps:\n  gpups: {workers_per_device: 2}\n  collective: {backend: nccl}\n");
+      Parse(kGpupsJob + "fleetps:\n  gpups: {workers_per_device: 2}\n  collective: {backend: nccl}\n");
   nccl.pservers = o.pservers;
   CHECK(ValidateTrainerOptions(nccl).ok());  // NCCL is one rank per node, whatever the workers
-  TrainerOptions env_bad = Parse(kJob);
-  CHECK(ApplyTrainerEnv(Env({{"FLAGS_selected_gpus", "0,x"}}), &env_bad).IsInvalidArgument());
+  TrainerOptions env_bad = Parse(kGpupsJob);
+  CHECK(ApplyTrainerEnv(testing::EnvFrom({{"FLAGS_selected_gpus", "0,x"}}), &env_bad).IsInvalidArgument());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Heterogeneous training options: fleetps.heter in the job YAML, Paddle's heter-PS
 // environment on both sides (common/config/heter_config.h, trainer_config.h).
 #include "common/config/heter_config.h"
+#include "test/support/env.h"
 
 #include <catch2/catch.hpp>
 
@@ -10,18 +11,10 @@
 namespace fleetps::config {
 namespace {
 
-EnvLookup Env(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
-const std::string kJob = "runner: {sync_mode: heter}\nhyper_parameters: {fc_sizes: [8]}\n";
+const std::string kHeterJob = "runner: {sync_mode: heter}\nhyper_parameters: {fc_sizes: [8]}\n";
 
 TEST_CASE("fleetps.heter is parsed and checked") {
-  auto o = ParseTrainerYaml(kJob + "fleetps:\n  heter: {route: trainer_id, inflight: 3, timeout_ms: 5000, "
+  auto o = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {route: trainer_id, inflight: 3, timeout_ms: 5000, "
                                    "failover: true, failover_probe_ms: 2000, lanes: 6}\n",
                             "job.yaml");
   REQUIRE(o.ok());
@@ -33,39 +26,40 @@ TEST_CASE("fleetps.heter is parsed and checked") {
   CHECK(o->heter.failover_probe_ms == 2000);
   CHECK(o->heter.lanes == 6);
 
-  auto bad_route = ParseTrainerYaml(kJob + "fleetps:\n  heter: {route: random}\n", "job.yaml");
+  auto bad_route = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {route: random}\n", "job.yaml");
   REQUIRE_FALSE(bad_route.ok());
   CHECK(bad_route.status().message() ==
         "job.yaml:4: fleetps.heter.route: unknown route 'random' (use round_robin or trainer_id)");
-  auto zero = ParseTrainerYaml(kJob + "fleetps:\n  heter:\n    inflight: 0\n", "job.yaml");
+  auto zero = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter:\n    inflight: 0\n", "job.yaml");
   REQUIRE_FALSE(zero.ok());
   CHECK_THAT(zero.status().message(), Catch::Contains("job.yaml:5: fleetps.heter.inflight: must be in [1, 64]"));
   CHECK(o->heter.dense_sync == HeterDenseSync::kPserver);  // the default
 
   auto allreduce = ParseTrainerYaml(
-      kJob + "fleetps:\n  heter: {dense_sync: allreduce, allreduce_port: 7100, allreduce_interval_ms: 20}\n", "job.yaml");
+      kHeterJob + "fleetps:\n  heter: {dense_sync: allreduce, allreduce_port: 7100, allreduce_interval_ms: 20}\n",
+      "job.yaml");
   REQUIRE(allreduce.ok());
   CHECK(allreduce->heter.dense_sync == HeterDenseSync::kAllreduce);
   CHECK(allreduce->heter.allreduce_port == 7100);
   CHECK(allreduce->heter.allreduce_interval_ms == 20);
-  auto no_port = ParseTrainerYaml(kJob + "fleetps:\n  heter: {dense_sync: allreduce}\n", "job.yaml");
+  auto no_port = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {dense_sync: allreduce}\n", "job.yaml");
   REQUIRE_FALSE(no_port.ok());
   CHECK_THAT(no_port.status().message(),
              Catch::Contains("job.yaml:4: fleetps.heter.allreduce_port: dense_sync allreduce needs allreduce_port"));
-  auto bad_sync = ParseTrainerYaml(kJob + "fleetps:\n  heter: {dense_sync: nccl}\n", "job.yaml");
+  auto bad_sync = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {dense_sync: nccl}\n", "job.yaml");
   CHECK_THAT(bad_sync.status().message(), Catch::Contains("unknown dense_sync 'nccl' (use pserver or allreduce)"));
-  auto bad_port = ParseTrainerYaml(kJob + "fleetps:\n  heter: {allreduce_port: 70000}\n", "job.yaml");
+  auto bad_port = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {allreduce_port: 70000}\n", "job.yaml");
   CHECK_THAT(bad_port.status().message(), Catch::Contains("fleetps.heter.allreduce_port: must be a port"));
   auto failover_allreduce = ParseTrainerYaml(
-      kJob + "fleetps:\n  heter: {dense_sync: allreduce, allreduce_port: 7100, failover: true}\n", "job.yaml");
+      kHeterJob + "fleetps:\n  heter: {dense_sync: allreduce, allreduce_port: 7100, failover: true}\n", "job.yaml");
   CHECK_THAT(failover_allreduce.status().message(),
              Catch::Contains("job.yaml:4: fleetps.heter.failover: failover needs dense_sync: pserver"));
-  auto fast_probe = ParseTrainerYaml(kJob + "fleetps:\n  heter: {failover_probe_ms: 10}\n", "job.yaml");
+  auto fast_probe = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {failover_probe_ms: 10}\n", "job.yaml");
   CHECK_THAT(fast_probe.status().message(), Catch::Contains("fleetps.heter.failover_probe_ms: must be in [100, 600000]"));
-  auto no_interval = ParseTrainerYaml(kJob + "fleetps:\n  heter: {allreduce_interval_ms: 0}\n", "job.yaml");
+  auto no_interval = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {allreduce_interval_ms: 0}\n", "job.yaml");
   CHECK_THAT(no_interval.status().message(), Catch::Contains("allreduce_interval_ms: must be in [1, 60000]"));
 
-  auto typo = ParseTrainerYaml(kJob + "fleetps:\n  heter: {in_flight: 2}\n", "job.yaml");
+  auto typo = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {in_flight: 2}\n", "job.yaml");
   REQUIRE_FALSE(typo.ok());
   CHECK_THAT(typo.status().message(), Catch::Contains("did you mean 'inflight'?"));
 }
@@ -74,7 +68,7 @@ TEST_CASE("A cpu-trainer given heter-trainer endpoints trains in heter mode") {
   auto o = ParseTrainerYaml("runner: {sync_mode: async}\nhyper_parameters: {fc_sizes: [8]}\n", "job.yaml");
   REQUIRE(o.ok());
   CHECK_FALSE(o->heter_mode());
-  REQUIRE(ApplyTrainerEnv(Env({{"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:1"},
+  REQUIRE(ApplyTrainerEnv(testing::EnvFrom({{"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:1"},
                                {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1:1,10.0.0.2:2"},
                                {"PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST", "10.0.0.2:2"}}),
                           &*o)
@@ -84,17 +78,19 @@ TEST_CASE("A cpu-trainer given heter-trainer endpoints trains in heter mode") {
   CHECK(o->heter_trainers[0].ToString() == "10.0.0.2:2");
   CHECK(ValidateTrainerOptions(*o).ok());
 
-  auto all_only = ParseTrainerYaml(kJob, "job.yaml");
-  REQUIRE(ApplyTrainerEnv(Env({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1:1,10.0.0.2:2"}}), &*all_only).ok());
+  auto all_only = ParseTrainerYaml(kHeterJob, "job.yaml");
+  REQUIRE(
+      ApplyTrainerEnv(testing::EnvFrom({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1:1,10.0.0.2:2"}}), &*all_only)
+          .ok());
   CHECK(all_only->heter_trainers.size() == 2);
 
-  auto bad = ParseTrainerYaml(kJob, "job.yaml");
-  Status st = ApplyTrainerEnv(Env({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1"}}), &*bad);
+  auto bad = ParseTrainerYaml(kHeterJob, "job.yaml");
+  Status st = ApplyTrainerEnv(testing::EnvFrom({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1"}}), &*bad);
   CHECK_THAT(st.message(), Catch::Contains("PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST"));
 }
 
 TEST_CASE("Heter mode without heter-trainers or without pservers is refused") {
-  auto o = ParseTrainerYaml(kJob, "job.yaml");
+  auto o = ParseTrainerYaml(kHeterJob, "job.yaml");
   REQUIRE(o.ok());
   o->pservers = {{"127.0.0.1", 1}};
   CHECK_THAT(ValidateTrainerOptions(*o).message(), Catch::Contains("PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST"));
@@ -122,7 +118,7 @@ std::map<std::string, std::string> HeterEnv() {
 
 HeterTrainerOptions Base() {
   HeterTrainerOptions o;
-  auto job = ParseTrainerYaml(kJob, "job.yaml");
+  auto job = ParseTrainerYaml(kHeterJob, "job.yaml");
   REQUIRE(job.ok());
   o.job = *job;
   return o;
@@ -130,7 +126,7 @@ HeterTrainerOptions Base() {
 
 TEST_CASE("A heter-trainer reads Paddle's heter environment") {
   HeterTrainerOptions o = Base();
-  REQUIRE(ApplyHeterTrainerEnv(Env(HeterEnv()), &o).ok());
+  REQUIRE(ApplyHeterTrainerEnv(testing::EnvFrom(HeterEnv()), &o).ok());
   CHECK(o.server.endpoints.size() == 2);
   CHECK(o.server.index == 1);
   CHECK(o.previous.size() == 3);
@@ -154,7 +150,7 @@ TEST_CASE("A heter environment that does not fit is refused with the variable na
         env[k] = v;
       }
     }
-    Status st = ApplyHeterTrainerEnv(Env(env), &o);
+    Status st = ApplyHeterTrainerEnv(testing::EnvFrom(env), &o);
     if (st.ok()) st = ValidateHeterTrainerOptions(o);
     REQUIRE_FALSE(st.ok());
     return st.message();

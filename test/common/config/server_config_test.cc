@@ -1,4 +1,5 @@
 #include "common/config/server_config.h"
+#include "test/support/env.h"
 
 #include <catch2/catch.hpp>
 #include <map>
@@ -26,14 +27,6 @@ tables:
     size: 1000
     optimizer: {name: sgd, learning_rate: 0.1}
 )";
-
-EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
 
 TEST_CASE("A full pserver config parses") {
   auto o = ParseServerYaml(kGood, "ps.yaml");
@@ -88,7 +81,7 @@ TEST_CASE("Config errors name file, line, key and the fix") {
 TEST_CASE("Paddle environment picks the endpoint list and this server's index") {
   auto o = ParseServerYaml(kGood, "ps.yaml");
   REQUIRE(o.ok());
-  Status st = ApplyServerEnv(FakeEnv({{"TRAINING_ROLE", "PSERVER"},
+  Status st = ApplyServerEnv(testing::EnvFrom({{"TRAINING_ROLE", "PSERVER"},
                                       {"PADDLE_PSERVERS_IP_PORT_LIST", "10.0.0.1:6000,10.0.0.2:6000,10.0.0.3:6000"},
                                       {"POD_IP", "10.0.0.3"},
                                       {"PADDLE_PORT", "6000"}}),
@@ -98,21 +91,21 @@ TEST_CASE("Paddle environment picks the endpoint list and this server's index") 
   CHECK(o->index == 2);
 
   auto o2 = ParseServerYaml(kGood, "ps.yaml");
-  st = ApplyServerEnv(FakeEnv({{"PADDLE_PSERVERS_IP_PORT_LIST", "10.0.0.1:6000"},
+  st = ApplyServerEnv(testing::EnvFrom({{"PADDLE_PSERVERS_IP_PORT_LIST", "10.0.0.1:6000"},
                                {"POD_IP", "10.0.0.9"},
                                {"PADDLE_PORT", "6000"}}),
                       &*o2);
   CHECK(st.IsInvalidArgument());
   CHECK(st.message().find("10.0.0.9:6000 is not in the pserver list") != std::string::npos);
 
-  st = ApplyServerEnv(FakeEnv({{"TRAINING_ROLE", "TRAINER"}}), &*o2);
+  st = ApplyServerEnv(testing::EnvFrom({{"TRAINING_ROLE", "TRAINER"}}), &*o2);
   CHECK(st.message().find("expected PSERVER") != std::string::npos);
 }
 
 TEST_CASE("Flags override environment, which overrides YAML") {
   auto o = ParseServerYaml(kGood, "ps.yaml");
   REQUIRE(o.ok());
-  REQUIRE(ApplyServerEnv(FakeEnv({{"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:7000,127.0.0.1:7001"},
+  REQUIRE(ApplyServerEnv(testing::EnvFrom({{"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:7000,127.0.0.1:7001"},
                                   {"FLEETPS_LOG_LEVEL", "debug"}}),
                          &*o)
               .ok());
@@ -137,14 +130,14 @@ TEST_CASE("metrics_port: YAML, then FLEETPS_METRICS_PORT, then --metrics-port; b
   REQUIRE(o.ok());
   CHECK(o->metrics_port == 9100);
   CHECK(ParseServerYaml(kGood, "ps.yaml")->metrics_port == 0);  // off by default
-  REQUIRE(ApplyServerEnv(FakeEnv({{"FLEETPS_METRICS_PORT", "9200"}}), &*o).ok());
+  REQUIRE(ApplyServerEnv(testing::EnvFrom({{"FLEETPS_METRICS_PORT", "9200"}}), &*o).ok());
   CHECK(o->metrics_port == 9200);
   ServerFlags flags;
   flags.metrics_port = 9300;
   REQUIRE(ApplyServerFlags(flags, &*o).ok());
   CHECK(o->metrics_port == 9300);
   for (const char* bad : {"http", "70000", "-1", "91x"}) {
-    const Status st = ApplyServerEnv(FakeEnv({{"FLEETPS_METRICS_PORT", bad}}), &*o);
+    const Status st = ApplyServerEnv(testing::EnvFrom({{"FLEETPS_METRICS_PORT", bad}}), &*o);
     CHECK(st.IsInvalidArgument());
     CHECK_THAT(st.message(), Catch::Contains(std::string("FLEETPS_METRICS_PORT='") + bad + "'") &&
                                  Catch::Contains("0-65535"));
@@ -420,13 +413,13 @@ TEST_CASE("auth resolves to required off loopback, and then needs a secret file"
 TEST_CASE("FLEETPS_AUTH_SECRET_FILE overrides the YAML's auth_secret_file") {
   auto o = ParseServerYaml(kNewServerKeys, "ps.yaml");
   REQUIRE(o.ok());
-  REQUIRE(ApplyServerEnv(FakeEnv({}), &*o).ok());
+  REQUIRE(ApplyServerEnv(testing::EnvFrom({}), &*o).ok());
   CHECK(o->auth_secret_file == "/etc/fleetps/secret");
-  REQUIRE(ApplyServerEnv(FakeEnv({{"FLEETPS_AUTH_SECRET_FILE", "/run/secrets/ps"}}), &*o).ok());
+  REQUIRE(ApplyServerEnv(testing::EnvFrom({{"FLEETPS_AUTH_SECRET_FILE", "/run/secrets/ps"}}), &*o).ok());
   CHECK(o->auth_secret_file == "/run/secrets/ps");
-  REQUIRE(ApplyServerEnv(FakeEnv({{"FLEETPS_AUTH_SECRET_FILE", ""}}), &*o).ok());  // empty: unset
+  REQUIRE(ApplyServerEnv(testing::EnvFrom({{"FLEETPS_AUTH_SECRET_FILE", ""}}), &*o).ok());  // empty: unset
   CHECK(o->auth_secret_file == "/run/secrets/ps");
-  REQUIRE(ApplyServerEnv(FakeEnv({{"FLEETPS_TLS_CERT_FILE", "/run/c.pem"},
+  REQUIRE(ApplyServerEnv(testing::EnvFrom({{"FLEETPS_TLS_CERT_FILE", "/run/c.pem"},
                                   {"FLEETPS_TLS_KEY_FILE", "/run/c.key"},
                                   {"FLEETPS_TLS_CA_FILE", "/run/ca.pem"}}),
                          &*o)

@@ -23,11 +23,11 @@ using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
 
 // A blocking loopback peer speaking raw frames.
-struct RawPeer {
+struct FramePeer {
   asio::io_context io;
   tcp::socket socket{io};
 
-  explicit RawPeer(uint16_t port) { socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port)); }
+  explicit FramePeer(uint16_t port) { socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port)); }
 
   void Send(uint16_t type, uint64_t id, const std::vector<uint8_t>& payload) {
     uint8_t header[kFrameHeaderSize];
@@ -131,7 +131,7 @@ TEST_CASE("A handler that throws gets an Internal reply and the connection keeps
     if (req.request_id == 1) throw std::runtime_error("boom in handler");
     resp.Send(ReplyType(MessageType::Ping), PingReply(0));
   });
-  RawPeer peer(srv.port());
+  FramePeer peer(srv.port());
   peer.SendPing(1);
   auto first = peer.Read();
   REQUIRE(first.ok());
@@ -153,13 +153,13 @@ TEST_CASE("Requests over the in-flight budget are answered Busy without being he
     std::lock_guard<std::mutex> lock(mu);
     held.push_back(std::move(resp));  // answered later by the test
   });
-  RawPeer a(srv.port());
+  FramePeer a(srv.port());
   a.SendPing(1, 700 * 1024);  // admitted and held: 700 KiB in flight
   REQUIRE(WaitFor([&] {
     std::lock_guard<std::mutex> lock(mu);
     return held.size() == 1;
   }));
-  RawPeer b(srv.port());
+  FramePeer b(srv.port());
   for (uint64_t id = 10; id < 20; ++id) b.SendPing(id, 700 * 1024);  // each would pass the budget
   for (uint64_t id = 10; id < 20; ++id) {
     auto f = b.Read();
@@ -198,7 +198,7 @@ TEST_CASE("Released request bytes do not count: long waits cannot lock others ou
     std::lock_guard<std::mutex> lock(mu);
     held.push_back(std::move(resp));
   });
-  RawPeer peer(srv.port());
+  FramePeer peer(srv.port());
   for (uint64_t id = 1; id <= 8; ++id) peer.SendPing(id, 400 * 1024);  // 3.2 MiB in total
   REQUIRE(WaitFor([&] {
     std::lock_guard<std::mutex> lock(mu);
@@ -220,7 +220,7 @@ TEST_CASE("A peer that never reads its replies stops being read; others are serv
     ++handled;
     resp.Send(ReplyType(MessageType::Ping), PingReply(512 * 1024));  // 512 KiB per tiny request
   });
-  RawPeer hog(srv.port());
+  FramePeer hog(srv.port());
   // Shrink the hog's receive buffer so the kernel cannot absorb the replies for it.
   hog.socket.set_option(asio::socket_base::receive_buffer_size(4096));
   constexpr int kRequests = 400;  // 200 MiB of replies if all were produced
@@ -241,7 +241,7 @@ TEST_CASE("A peer that never reads its replies stops being read; others are serv
   // Unwritten replies: the per-connection bound, plus one reply and the socket buffers.
   CHECK(srv.server.in_flight_bytes() <= o.max_write_queue_bytes + (1u << 20));
   // Another peer is still served.
-  RawPeer polite(srv.port());
+  FramePeer polite(srv.port());
   polite.SendPing(7);
   auto f = polite.Read();
   REQUIRE(f.ok());
@@ -257,7 +257,7 @@ TEST_CASE("A reply the peer does not take within read_timeout closes the connect
   TestServer srv(o, [&](Request req, Responder resp) {
     resp.Send(ReplyType(MessageType::Ping), PingReply(4u << 20));
   });
-  RawPeer hog(srv.port());
+  FramePeer hog(srv.port());
   hog.socket.set_option(asio::socket_base::receive_buffer_size(4096));
   hog.SendPing(1);
   CHECK(WaitFor([&] { return srv.server.connections() == 0; }, 5000ms));
@@ -274,17 +274,17 @@ TEST_CASE("Idle connections and half-sent frames are closed; a waiting request i
     std::lock_guard<std::mutex> lock(mu);
     held.push_back(std::move(resp));
   });
-  RawPeer idle(srv.port());
+  FramePeer idle(srv.port());
   CHECK(idle.ClosedWithin(3000ms));
 
-  RawPeer half(srv.port());
+  FramePeer half(srv.port());
   uint8_t header[kFrameHeaderSize];
   EncodeFrameHeader(static_cast<uint16_t>(MessageType::Ping), 1, 1000, header);
   asio::write(half.socket, asio::buffer(header));
   asio::write(half.socket, asio::buffer(header, 10));  // 10 of the 1000 payload bytes
   CHECK(half.ClosedWithin(3000ms));
 
-  RawPeer waiting(srv.port());
+  FramePeer waiting(srv.port());
   waiting.SendPing(5);
   REQUIRE(WaitFor([&] {
     std::lock_guard<std::mutex> lock(mu);
@@ -307,12 +307,12 @@ TEST_CASE("Connections beyond max_connections are refused with Unavailable") {
   RpcServerOptions o = Limits();
   o.max_connections = 2;
   TestServer srv(o, [](Request req, Responder resp) { resp.Send(ReplyType(MessageType::Ping), PingReply(0)); });
-  RawPeer a(srv.port()), b(srv.port());
+  FramePeer a(srv.port()), b(srv.port());
   a.SendPing(1);
   b.SendPing(2);
   REQUIRE(a.Read().ok());
   REQUIRE(b.Read().ok());
-  RawPeer c(srv.port());
+  FramePeer c(srv.port());
   auto refused = c.Read();
   REQUIRE(refused.ok());
   CHECK(refused->error.code() == StatusCode::kUnavailable);
@@ -323,7 +323,7 @@ TEST_CASE("Connections beyond max_connections are refused with Unavailable") {
   REQUIRE(a.Read().ok());
   b.socket.close();
   REQUIRE(WaitFor([&] { return srv.server.connections() == 1; }));
-  RawPeer d(srv.port());
+  FramePeer d(srv.port());
   d.SendPing(4);
   auto f = d.Read();
   REQUIRE(f.ok());
@@ -337,7 +337,7 @@ TEST_CASE("After StopAccepting, open connections get Unavailable for new request
     std::lock_guard<std::mutex> lock(mu);
     held.push_back(std::move(resp));
   });
-  RawPeer peer(srv.port());
+  FramePeer peer(srv.port());
   peer.SendPing(1);
   REQUIRE(WaitFor([&] {
     std::lock_guard<std::mutex> lock(mu);

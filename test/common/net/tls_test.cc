@@ -72,15 +72,15 @@ std::shared_ptr<TlsContext> Load(const TlsFiles& files) {
 }
 
 struct Certificates {
-  std::string dir = testing::MakeTempDir("tls_test");
-  testing::TlsTestFiles good, other_ca, wrong_name;
+  std::string dir = fleetps::testing::MakeTempDir("tls_test");
+  fleetps::testing::TlsTestFiles good, other_ca, wrong_name;
   Certificates() {
-    REQUIRE(testing::MakeTlsFiles(dir, "good", "IP:127.0.0.1", &good));
-    REQUIRE(testing::MakeTlsFiles(dir, "other", "IP:127.0.0.1", &other_ca));
-    REQUIRE(testing::MakeTlsFiles(dir, "wrongname", "IP:10.9.8.7,DNS:elsewhere.example", &wrong_name));
+    REQUIRE(fleetps::testing::MakeTlsFiles(dir, "good", "IP:127.0.0.1", &good));
+    REQUIRE(fleetps::testing::MakeTlsFiles(dir, "other", "IP:127.0.0.1", &other_ca));
+    REQUIRE(fleetps::testing::MakeTlsFiles(dir, "wrongname", "IP:10.9.8.7,DNS:elsewhere.example", &wrong_name));
   }
-  TlsFiles Server(const testing::TlsTestFiles& f) const { return {f.cert_file, f.key_file, ""}; }
-  TlsFiles Client(const testing::TlsTestFiles& f) const { return {"", "", f.ca_file}; }
+  TlsFiles Server(const fleetps::testing::TlsTestFiles& f) const { return {f.cert_file, f.key_file, ""}; }
+  TlsFiles Client(const fleetps::testing::TlsTestFiles& f) const { return {"", "", f.ca_file}; }
 };
 
 TEST_CASE("Calls and the shared-secret exchange run inside TLS") {

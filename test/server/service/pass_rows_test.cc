@@ -59,12 +59,12 @@ config::ServerOptions Options(uint32_t max_message_bytes = 256u << 20) {
   return o;
 }
 
-struct Server {
+struct PassServer {
   server::App app;
   std::unique_ptr<PsClient> client;
   std::unique_ptr<net::IoThreads> io;
   std::unique_ptr<net::RpcClient> raw;  // for requests PsClient would refuse to send
-  explicit Server(uint32_t max_message_bytes = 256u << 20) : app(Options(max_message_bytes)) {
+  explicit PassServer(uint32_t max_message_bytes = 256u << 20) : app(Options(max_message_bytes)) {
     const Status started = app.Start();
     INFO(started.ToString());
     REQUIRE(started.ok());
@@ -78,7 +78,7 @@ struct Server {
     raw = std::make_unique<net::RpcClient>(*io, net::Endpoint{"127.0.0.1", app.port()}, net::RpcClientOptions{});
     REQUIRE(raw->Connect().ok());
   }
-  ~Server() {
+  ~PassServer() {
     raw.reset();
     io.reset();
     client.reset();
@@ -113,7 +113,7 @@ Pulled Pull(PsClient& client, uint32_t table, const std::vector<uint64_t>& keys,
 }
 
 TEST_CASE("PullRows returns weights and optimizer state; missing keys read as a new row, not stored") {
-  Server s;
+  PassServer s;
   std::vector<uint64_t> keys = {5, 6};
   Pulled p = Pull(*s.client, kPlain, keys, 4);
   // Initial weights 1, adagrad g2sum starts at initial_accumulator 1.
@@ -135,7 +135,7 @@ TEST_CASE("PullRows returns weights and optimizer state; missing keys read as a 
 }
 
 TEST_CASE("WriteRows replaces an unchanged row exactly and merges a changed one by difference") {
-  Server s;
+  PassServer s;
   std::vector<uint64_t> keys = {10, 11};
   Pulled start = Pull(*s.client, kPlain, keys, 4);
   std::vector<float> end = {0.1f, 0.2f, 2.5f, 3.5f, -0.3f, 0.7f, 4.0f, 1.5f};
@@ -169,7 +169,7 @@ TEST_CASE("WriteRows replaces an unchanged row exactly and merges a changed one 
 }
 
 TEST_CASE("WriteRows on a CTR table adds the pass's shows and clicks and extends rows") {
-  Server s;
+  PassServer s;
   std::vector<uint64_t> keys = {20};
   Pulled start = Pull(*s.client, kCtr, keys, 3);
   // embedx_threshold 2 > 0: a new row has embed_w only (0.25), embedx zeros.
@@ -191,7 +191,7 @@ TEST_CASE("WriteRows on a CTR table adds the pass's shows and clicks and extends
 }
 
 TEST_CASE("Bad WriteRows and PullRows requests are refused, naming the table and the problem") {
-  Server s;
+  PassServer s;
   std::vector<uint64_t> keys = {1, 2};
   std::vector<float> rows(8, 1.0f);
   auto refused = [](const Status& st, const std::string& part) {
@@ -214,7 +214,7 @@ TEST_CASE("Bad WriteRows and PullRows requests are refused, naming the table and
   refused(s.Write({7, 7}, rows, rows), "appears twice");
   CHECK((*s.client->Stats())[0].rows == 0);  // nothing of the refused requests was applied
   // A reply above max_message_bytes is refused before it is built.
-  Server small(4096);
+  PassServer small(4096);
   std::vector<uint64_t> many(400);
   for (size_t i = 0; i < many.size(); ++i) many[i] = i;
   flatbuffers::FlatBufferBuilder fbb;

@@ -16,7 +16,7 @@
 namespace fleetps::server {
 namespace {
 
-constexpr uint32_t kRowFloats = 5;
+constexpr uint32_t kTieredRowFloats = 5;
 constexpr size_t kMemoryRows = TieredRowStore::kMinMemoryRows;
 
 std::unique_ptr<SpillDb> OpenSpill() {
@@ -32,8 +32,8 @@ std::unique_ptr<SpillDb> OpenSpill() {
 // A row's content as the test writes it: derived from the key and a version, with values
 // that are not round numbers so a lost or shifted float shows.
 std::vector<float> Content(uint64_t key, int version) {
-  std::vector<float> row(kRowFloats);
-  for (uint32_t i = 0; i < kRowFloats; ++i) {
+  std::vector<float> row(kTieredRowFloats);
+  for (uint32_t i = 0; i < kTieredRowFloats; ++i) {
     row[i] = static_cast<float>((key % 100003) * 0.001 + version * 1.5 + i * 0.0625);
   }
   return row;
@@ -44,7 +44,7 @@ std::map<uint64_t, std::vector<float>> Dump(const RowStore& store) {
   std::map<uint64_t, std::vector<float>> rows;
   REQUIRE(store
               .ForEach([&](uint64_t key, const float* row) {
-                const bool fresh = rows.emplace(key, std::vector<float>(row, row + kRowFloats)).second;
+                const bool fresh = rows.emplace(key, std::vector<float>(row, row + kTieredRowFloats)).second;
                 REQUIRE(fresh);
                 return Status::OK();
               })
@@ -59,7 +59,7 @@ void Write(TieredRowStore& store, const std::vector<uint64_t>& keys, int version
     const size_t n = std::min<size_t>(256, keys.size() - b);
     std::vector<float*> rows(n);
     std::unique_ptr<bool[]> inserted(new bool[n]);
-    REQUIRE(store.FindOrInsertBatch(keys.data() + b, n, kRowFloats, rows.data(), inserted.get()).ok());
+    REQUIRE(store.FindOrInsertBatch(keys.data() + b, n, kTieredRowFloats, rows.data(), inserted.get()).ok());
     for (size_t k = 0; k < n; ++k) {
       const uint64_t key = keys[b + k];
       CHECK(inserted[k] == (reference->count(key) == 0));
@@ -80,7 +80,7 @@ TEST_CASE("TieredRowStore: budget arithmetic", "[storage]") {
 
 TEST_CASE("TieredRowStore: rows beyond the memory limit go to RocksDB and come back exactly", "[storage]") {
   auto spill = OpenSpill();
-  TieredRowStore store(kRowFloats, kMemoryRows, spill.get(), 3);
+  TieredRowStore store(kTieredRowFloats, kMemoryRows, spill.get(), 3);
   std::map<uint64_t, std::vector<float>> reference;
   std::mt19937_64 rng(7);
   std::vector<uint64_t> keys(20000);
@@ -89,7 +89,7 @@ TEST_CASE("TieredRowStore: rows beyond the memory limit go to RocksDB and come b
   keys.push_back(UINT64_MAX);
   Write(store, keys, 1, &reference);
   // One more call runs the eviction the last batch made due.
-  REQUIRE(store.FindBatch(keys.data(), 1, kRowFloats, std::vector<float*>(1).data()).ok());
+  REQUIRE(store.FindBatch(keys.data(), 1, kTieredRowFloats, std::vector<float*>(1).data()).ok());
 
   CHECK(store.size() == keys.size());
   CHECK(store.memory_rows() <= kMemoryRows + 256);
@@ -101,10 +101,10 @@ TEST_CASE("TieredRowStore: rows beyond the memory limit go to RocksDB and come b
   for (size_t b = 0; b < keys.size(); b += 256) {
     const size_t n = std::min<size_t>(256, keys.size() - b);
     std::vector<float*> rows(n);
-    REQUIRE(store.FindBatch(keys.data() + b, n, kRowFloats, rows.data()).ok());
+    REQUIRE(store.FindBatch(keys.data() + b, n, kTieredRowFloats, rows.data()).ok());
     for (size_t k = 0; k < n; ++k) {
       REQUIRE(rows[k] != nullptr);
-      CHECK(std::vector<float>(rows[k], rows[k] + kRowFloats) == reference[keys[b + k]]);
+      CHECK(std::vector<float>(rows[k], rows[k] + kTieredRowFloats) == reference[keys[b + k]]);
     }
   }
   CHECK(store.promoted() > 0);
@@ -118,21 +118,21 @@ TEST_CASE("TieredRowStore: rows beyond the memory limit go to RocksDB and come b
   for (size_t b = 0; b < keys.size(); b += 256) {
     const size_t n = std::min<size_t>(256, keys.size() - b);
     std::vector<float*> rows(n);
-    REQUIRE(store.FindBatch(keys.data() + b, n, kRowFloats, rows.data()).ok());
+    REQUIRE(store.FindBatch(keys.data() + b, n, kTieredRowFloats, rows.data()).ok());
   }
   CHECK(Dump(store) == reference);
   CHECK(store.size() == reference.size());
   // Missing keys stay missing, in both tiers.
   std::vector<uint64_t> absent = {12345, 67890};
   std::vector<float*> rows(2);
-  REQUIRE(store.FindBatch(absent.data(), 2, kRowFloats, rows.data()).ok());
+  REQUIRE(store.FindBatch(absent.data(), 2, kTieredRowFloats, rows.data()).ok());
   CHECK(rows[0] == nullptr);
   CHECK(rows[1] == nullptr);
 }
 
 TEST_CASE("TieredRowStore: random operations agree with a std::map", "[storage]") {
   auto spill = OpenSpill();
-  TieredRowStore store(kRowFloats, kMemoryRows, spill.get(), 0);
+  TieredRowStore store(kTieredRowFloats, kMemoryRows, spill.get(), 0);
   std::map<uint64_t, std::vector<float>> reference;
   std::mt19937_64 rng(42);
   std::vector<uint64_t> pool(6000);
@@ -145,7 +145,7 @@ TEST_CASE("TieredRowStore: random operations agree with a std::map", "[storage]"
       case 0: {  // write (duplicates: the last write wins, one row)
         std::vector<float*> rows(keys.size());
         std::unique_ptr<bool[]> inserted(new bool[keys.size()]);
-        REQUIRE(store.FindOrInsertBatch(keys.data(), keys.size(), kRowFloats, rows.data(), inserted.get()).ok());
+        REQUIRE(store.FindOrInsertBatch(keys.data(), keys.size(), kTieredRowFloats, rows.data(), inserted.get()).ok());
         std::set<uint64_t> seen;
         for (size_t k = 0; k < keys.size(); ++k) {
           const bool first = seen.insert(keys[k]).second;
@@ -159,14 +159,14 @@ TEST_CASE("TieredRowStore: random operations agree with a std::map", "[storage]"
       case 1:
       case 2: {  // read
         std::vector<float*> rows(keys.size());
-        REQUIRE(store.FindBatch(keys.data(), keys.size(), kRowFloats, rows.data()).ok());
+        REQUIRE(store.FindBatch(keys.data(), keys.size(), kTieredRowFloats, rows.data()).ok());
         for (size_t k = 0; k < keys.size(); ++k) {
           auto it = reference.find(keys[k]);
           if (it == reference.end()) {
             CHECK(rows[k] == nullptr);
           } else {
             REQUIRE(rows[k] != nullptr);
-            CHECK(std::vector<float>(rows[k], rows[k] + kRowFloats) == it->second);
+            CHECK(std::vector<float>(rows[k], rows[k] + kTieredRowFloats) == it->second);
           }
         }
         break;
@@ -188,7 +188,7 @@ TEST_CASE("TieredRowStore: random operations agree with a std::map", "[storage]"
 
 TEST_CASE("TieredRowStore: the coldest rows leave RAM first", "[storage]") {
   auto spill = OpenSpill();
-  TieredRowStore store(kRowFloats, kMemoryRows, spill.get(), 1);
+  TieredRowStore store(kTieredRowFloats, kMemoryRows, spill.get(), 1);
   std::map<uint64_t, std::vector<float>> reference;
   std::vector<uint64_t> hot;
   for (uint64_t k = 0; k < 200; ++k) hot.push_back(k * 7919);
@@ -200,12 +200,12 @@ TEST_CASE("TieredRowStore: the coldest rows leave RAM first", "[storage]") {
     for (auto& k : cold) k = rng() | (uint64_t{1} << 63);
     Write(store, cold, 1, &reference);
     std::vector<float*> rows(hot.size());
-    REQUIRE(store.FindBatch(hot.data(), hot.size(), kRowFloats, rows.data()).ok());
+    REQUIRE(store.FindBatch(hot.data(), hot.size(), kTieredRowFloats, rows.data()).ok());
   }
   REQUIRE(store.disk_rows() > 5000);
   const uint64_t promoted_before = store.promoted();
   std::vector<float*> rows(hot.size());
-  REQUIRE(store.FindBatch(hot.data(), hot.size(), kRowFloats, rows.data()).ok());
+  REQUIRE(store.FindBatch(hot.data(), hot.size(), kTieredRowFloats, rows.data()).ok());
   // Sampled LRU: nearly every hot row stayed in RAM (none or few read back from disk).
   CHECK(store.promoted() - promoted_before < 20);
   CHECK(Dump(store) == reference);
@@ -213,14 +213,14 @@ TEST_CASE("TieredRowStore: the coldest rows leave RAM first", "[storage]") {
 
 TEST_CASE("TieredRowStore: Rewrite modifies and erases in both tiers; Clear empties both", "[storage]") {
   auto spill = OpenSpill();
-  TieredRowStore store(kRowFloats, kMemoryRows, spill.get(), 2);
-  TieredRowStore other(kRowFloats, kMemoryRows, spill.get(), 5);  // another shard, same RocksDB
+  TieredRowStore store(kTieredRowFloats, kMemoryRows, spill.get(), 2);
+  TieredRowStore other(kTieredRowFloats, kMemoryRows, spill.get(), 5);  // another shard, same RocksDB
   std::map<uint64_t, std::vector<float>> reference, other_reference;
   std::vector<uint64_t> keys(5000);
   for (uint64_t k = 0; k < keys.size(); ++k) keys[k] = k * 1000003;
   Write(store, keys, 1, &reference);
   Write(other, keys, 7, &other_reference);
-  REQUIRE(store.FindBatch(keys.data(), 1, kRowFloats, std::vector<float*>(1).data()).ok());
+  REQUIRE(store.FindBatch(keys.data(), 1, kTieredRowFloats, std::vector<float*>(1).data()).ok());
   REQUIRE(store.disk_rows() > 3000);
 
   // Erase odd keys, add 1 to the first float of even ones.
@@ -244,20 +244,20 @@ TEST_CASE("TieredRowStore: Rewrite modifies and erases in both tiers; Clear empt
   // Read everything back through the batch path too.
   std::vector<float*> rows(1);
   for (uint64_t key : keys) {
-    REQUIRE(store.FindBatch(&key, 1, kRowFloats, rows.data()).ok());
+    REQUIRE(store.FindBatch(&key, 1, kTieredRowFloats, rows.data()).ok());
     auto it = reference.find(key);
     if (it == reference.end()) {
       CHECK(rows[0] == nullptr);
     } else {
       REQUIRE(rows[0] != nullptr);
-      CHECK(std::vector<float>(rows[0], rows[0] + kRowFloats) == it->second);
+      CHECK(std::vector<float>(rows[0], rows[0] + kTieredRowFloats) == it->second);
     }
   }
 
   REQUIRE(store.Clear().ok());
   CHECK(store.size() == 0);
   CHECK(Dump(store).empty());
-  REQUIRE(store.FindBatch(keys.data(), 1, kRowFloats, rows.data()).ok());
+  REQUIRE(store.FindBatch(keys.data(), 1, kTieredRowFloats, rows.data()).ok());
   CHECK(rows[0] == nullptr);
   // The other shard's range is untouched.
   CHECK(Dump(other) == other_reference);
@@ -265,7 +265,7 @@ TEST_CASE("TieredRowStore: Rewrite modifies and erases in both tiers; Clear empt
 
 TEST_CASE("TieredRowStore: InsertAbsentBatch fills RAM, then writes straight to RocksDB", "[storage]") {
   auto spill = OpenSpill();
-  TieredRowStore store(kRowFloats, kMemoryRows, spill.get(), 4);
+  TieredRowStore store(kTieredRowFloats, kMemoryRows, spill.get(), 4);
   std::map<uint64_t, std::vector<float>> reference;
   std::vector<uint64_t> keys(5000);
   std::vector<float> rows;
@@ -277,7 +277,7 @@ TEST_CASE("TieredRowStore: InsertAbsentBatch fills RAM, then writes straight to 
   }
   for (size_t b = 0; b < keys.size(); b += 700) {
     const size_t n = std::min<size_t>(700, keys.size() - b);
-    REQUIRE(store.InsertAbsentBatch(keys.data() + b, n, rows.data() + b * kRowFloats).ok());
+    REQUIRE(store.InsertAbsentBatch(keys.data() + b, n, rows.data() + b * kTieredRowFloats).ok());
   }
   CHECK(store.memory_rows() == kMemoryRows);
   CHECK(store.disk_rows() == keys.size() - kMemoryRows);
@@ -291,7 +291,7 @@ TEST_CASE("TieredRowStore: InsertAbsentBatch fills RAM, then writes straight to 
 }
 
 TEST_CASE("MemoryRowStore: Rewrite and Clear", "[storage]") {
-  MemoryRowStore store(kRowFloats);
+  MemoryRowStore store(kTieredRowFloats);
   std::map<uint64_t, std::vector<float>> reference;
   for (uint64_t key = 0; key < 1000; ++key) {
     bool inserted = false;

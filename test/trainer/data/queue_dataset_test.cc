@@ -54,7 +54,7 @@ PassResult RunPass(Dataset* dataset, int workers) {
   return result;
 }
 
-std::vector<uint64_t> Iota(size_t n) {
+std::vector<uint64_t> SequentialIds(size_t n) {
   std::vector<uint64_t> v(n);
   std::iota(v.begin(), v.end(), 0);
   return v;
@@ -71,7 +71,7 @@ TEST_CASE("queue dataset yields every example exactly once, pass after pass", "[
     PassResult result = RunPass(&dataset, 3);
     REQUIRE(result.status.ok());
     std::sort(result.keys.begin(), result.keys.end());
-    CHECK(result.keys == Iota(3000));
+    CHECK(result.keys == SequentialIds(3000));
     CHECK(result.max_batch == 16);
     CHECK(result.ones == 1000);
     const ReadStats stats = dataset.stats();

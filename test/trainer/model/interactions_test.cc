@@ -19,7 +19,7 @@ using testing::RandomVector;
 // h = 1e-3 the central difference is off by ~1e-4 at most: tolerance 1e-3 + 1e-2 |g|.
 const GradientCheckOptions kSmooth{.step = 1e-3, .abs_tol = 1e-3, .rel_tol = 1e-2, .skip_kinks = false};
 
-double Dot(std::span<const float> a, std::span<const float> b) {
+double ReferenceDot(std::span<const float> a, std::span<const float> b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += double{a[i]} * b[i];
   return s;
@@ -45,7 +45,7 @@ TEST_CASE("FmSecondOrder backward matches finite differences", "[interactions]")
   const auto f = [&] {
     std::vector<float> y(batch);
     fm.Forward(e, batch, y);
-    return Dot(y, r);
+    return ReferenceDot(y, r);
   };
   const auto result = CheckGradient(f, e, de, kSmooth);
   CHECK(result.max_gradient > 0.1);
@@ -90,7 +90,7 @@ TEST_CASE("CrossLayer backward matches finite differences", "[interactions]") {
     const auto f = [&] {
       std::vector<float> in(inner_size), out(batch * d);
       layer.Forward(params, x0, x, batch, in, out);
-      return Dot(out, r);
+      return ReferenceDot(out, r);
     };
     std::span<float> own(params.data() + 2, layer.num_params());
     CheckGradient(f, own, std::span<const float>(grads).subspan(2), kSmooth);
@@ -117,7 +117,7 @@ TEST_CASE("DotInteraction forward by hand and backward against finite difference
   const auto f = [&] {
     std::vector<float> out(batch * big.out_dim());
     big.Forward(v, batch, out);
-    return Dot(out, r);
+    return ReferenceDot(out, r);
   };
   const auto result = CheckGradient(f, v, dv, kSmooth);
   CHECK(result.max_gradient > 0.1);

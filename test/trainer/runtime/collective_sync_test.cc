@@ -25,13 +25,13 @@ using namespace std::chrono_literals;
 
 // A job of an mlp over 6 inputs (one hidden layer of 5, softmax2), SGD lr 0.1, and an
 // in-process pserver holding its dense table (CollectiveSync::Flush writes there).
-struct Job {
+struct CollectiveJob {
   config::TrainerOptions options;
   std::optional<testing::LocalPserver> pserver;
   model::DenseNet net;
 
-  explicit Job(config::LrScaling scaling = config::LrScaling::kNone, uint32_t warmup = 0, bool drop_last = false,
-               size_t in_dim = 6, uint32_t hidden = 5)
+  explicit CollectiveJob(config::LrScaling scaling = config::LrScaling::kNone, uint32_t warmup = 0,
+                         bool drop_last = false, size_t in_dim = 6, uint32_t hidden = 5)
       : net(in_dim, {hidden}, OutputKind::kSoftmax2) {
     options.model.type = ModelType::kMlp;
     options.dense_table.id = 1;
@@ -52,7 +52,8 @@ struct Job {
 
 // Runs body(rank, sync, check) on `ranks` threads, each with its communicator and CollectiveSync
 // started from initial parameters drawn with seed 7 + rank.
-void OnRanks(Job& job, int ranks, const std::function<void(uint32_t, CollectiveSync&, testing::ThreadChecks&)>& body) {
+void OnRanks(CollectiveJob& job, int ranks,
+             const std::function<void(uint32_t, CollectiveSync&, testing::ThreadChecks&)>& body) {
   std::vector<net::Endpoint> eps;
   for (uint16_t p : testing::FreePorts(ranks)) eps.push_back({"127.0.0.1", p});
   std::vector<std::thread> threads;
@@ -124,7 +125,7 @@ float Step(const model::DenseNet& net, CollectiveSync& sync, testing::ThreadChec
 }
 
 TEST_CASE("2 ranks of batch B follow 1 rank of batch 2B, and the ranks stay bitwise equal") {
-  Job job;
+  CollectiveJob job;
   const int steps = 20;
   const size_t B = 16;
   Batches batches(steps, 2 * B, 3);
@@ -159,7 +160,7 @@ TEST_CASE("2 ranks of batch B follow 1 rank of batch 2B, and the ranks stay bitw
 TEST_CASE("Buckets sent from the backward pass (several of them) give the same replicas as one send") {
   // 512 inputs x 600 hidden: 309k floats, two 1 MB buckets; the hook hands the output
   // layer, then the hidden layer over to the communication thread.
-  Job job(config::LrScaling::kNone, 0, false, 512, 600);
+  CollectiveJob job(config::LrScaling::kNone, 0, false, 512, 600);
   job.options.collective.fuse_grad_size_mb = 1;
   Batches batches(3, 8, 5, 512);
   std::vector<std::vector<float>> hooked(2), plain(2);
@@ -178,7 +179,7 @@ TEST_CASE("Buckets sent from the backward pass (several of them) give the same r
 
 TEST_CASE("Uneven shards finish together, with and without drop_last") {
   const bool drop_last = GENERATE(false, true);
-  Job job(config::LrScaling::kNone, 0, drop_last);
+  CollectiveJob job(config::LrScaling::kNone, 0, drop_last);
   Batches batches(5, 8, 4);
   const int have[2] = {5, 3};  // rank 1 runs out first
   std::vector<uint64_t> steps(2);
@@ -199,7 +200,7 @@ TEST_CASE("Uneven shards finish together, with and without drop_last") {
 }
 
 TEST_CASE("Linear learning-rate scaling and warm-up give the hand-computed SGD steps") {
-  Job job(config::LrScaling::kLinear, 2);
+  CollectiveJob job(config::LrScaling::kLinear, 2);
   std::vector<std::vector<float>> replicas(2);
   std::vector<float> start;
   OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks& check) {
@@ -220,7 +221,7 @@ TEST_CASE("Linear learning-rate scaling and warm-up give the hand-computed SGD s
 }
 
 TEST_CASE("Ranks drawing different initial parameters all start from rank 0's") {
-  Job job;
+  CollectiveJob job;
   std::vector<std::vector<float>> replicas(3);
   OnRanks(job, 3, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks&) { replicas[r] = sync.params(); });
   std::vector<float> rank0(job.net.num_params());

@@ -3,38 +3,31 @@
 
 #include <map>
 
+#include "test/support/env.h"
 #include "trainer/runtime/job.h"
 
 namespace fleetps::trainer {
 namespace {
 
-config::EnvLookup Env(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
 TEST_CASE("The trainer metrics port: the flag, else FLEETPS_TRAINER_METRICS_PORT, else none") {
-  auto port = TrainerMetricsPort(std::nullopt, Env({}));
+  auto port = TrainerMetricsPort(std::nullopt, testing::EnvFrom({}));
   REQUIRE(port.ok());
   CHECK_FALSE(port->has_value());
-  port = TrainerMetricsPort(std::nullopt, Env({{"FLEETPS_TRAINER_METRICS_PORT", ""}}));
+  port = TrainerMetricsPort(std::nullopt, testing::EnvFrom({{"FLEETPS_TRAINER_METRICS_PORT", ""}}));
   REQUIRE(port.ok());
   CHECK_FALSE(port->has_value());
-  port = TrainerMetricsPort(std::nullopt, Env({{"FLEETPS_TRAINER_METRICS_PORT", "9105"}}));
+  port = TrainerMetricsPort(std::nullopt, testing::EnvFrom({{"FLEETPS_TRAINER_METRICS_PORT", "9105"}}));
   REQUIRE(port.ok());
   CHECK(*port == std::optional<uint16_t>(9105));
-  port = TrainerMetricsPort(7001, Env({{"FLEETPS_TRAINER_METRICS_PORT", "9105"}}));
+  port = TrainerMetricsPort(7001, testing::EnvFrom({{"FLEETPS_TRAINER_METRICS_PORT", "9105"}}));
   REQUIRE(port.ok());
   CHECK(*port == std::optional<uint16_t>(7001));
-  port = TrainerMetricsPort(std::nullopt, Env({{"FLEETPS_TRAINER_METRICS_PORT", "0"}}));
+  port = TrainerMetricsPort(std::nullopt, testing::EnvFrom({{"FLEETPS_TRAINER_METRICS_PORT", "0"}}));
   REQUIRE(port.ok());
   CHECK(*port == std::optional<uint16_t>(0));  // any free port
   for (const char* bad : {"65536", "-1", "91x", "+80", " 80", "\t80", "99999999999999999999"}) {
     INFO(bad);
-    auto refused = TrainerMetricsPort(std::nullopt, Env({{"FLEETPS_TRAINER_METRICS_PORT", bad}}));
+    auto refused = TrainerMetricsPort(std::nullopt, testing::EnvFrom({{"FLEETPS_TRAINER_METRICS_PORT", bad}}));
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.status().IsInvalidArgument());
     CHECK_THAT(refused.status().message(),
