@@ -23,6 +23,7 @@
 #include "common/logging.h"
 #include "common/metrics/registry.h"
 #include "common/net/http_endpoint.h"
+#include "common/stop_request.h"
 #include "common/systemd/notifier.h"
 #include "fleetps/config.h"
 #include "heter_trainer/app/heter_app.h"
@@ -48,6 +49,10 @@ struct GpuBoxFlags {
 // GPU-PS pass mode: the job YAML read as a trainer reads it, then the gpubox job.
 int GpuBoxMain(const std::string& config_path, const GpuBoxFlags& f, const fleetps::trainer::JobFlags& flags) {
   using namespace fleetps;
+  // SIGTERM or SIGINT stops training gracefully: the pass in progress is written back to the
+  // pservers first (common/stop_request.h).
+  StopRequest stop;
+  StopSignals stop_signals(&stop, "heter-trainer (gpubox)");
   auto options = config::LoadTrainerYaml(config_path);
   if (!options.ok()) return Fail(options.status());
   options->sync_mode = config::SyncMode::kGpuBox;
@@ -83,6 +88,7 @@ int GpuBoxMain(const std::string& config_path, const GpuBoxFlags& f, const fleet
   metrics::Registry metrics_registry;
   std::unique_ptr<net::HttpEndpoint> metrics_endpoint;
   trainer::JobFlags job_flags = flags;
+  job_flags.stop = &stop;
   if (*port) {
     auto served = trainer::ServeTrainerMetrics(metrics_registry, **port);
     if (!served.ok()) return Fail(served.status());
@@ -103,7 +109,11 @@ int GpuBoxMain(const std::string& config_path, const GpuBoxFlags& f, const fleet
   };
   const Status st = heter::RunGpuPsJob(*options, trainer::TrainerRpcOptions{}, job_flags);
   notifier.Stopping(st.ok() ? "job finished" : "job failed").IgnoreError();
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) {
+    Fail(st);
+    if (stop.requested()) StopSignals::ExitBySignal(stop.signal());  // the status says what stopped it
+    return 2;
+  }
   return 0;
 }
 

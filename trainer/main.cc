@@ -24,6 +24,7 @@
 #include "common/config/trainer_config.h"
 #include "common/logging.h"
 #include "common/metrics/registry.h"
+#include "common/stop_request.h"
 #include "common/systemd/notifier.h"
 #include "fleetps/config.h"
 #include "server/app/app.h"
@@ -89,6 +90,14 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   cli.set_version_flag("--version", std::string("cpu-trainer (fleetps) ") + FLEETPS_VERSION);
   CLI11_PARSE(cli, argc, argv);
+  // Training stops gracefully on SIGTERM or SIGINT (common/stop_request.h): the steps in
+  // flight finish and their updates are pushed.
+  StopRequest stop;
+  std::optional<StopSignals> stop_signals;
+  if (mode == "train") {
+    stop_signals.emplace(&stop, "cpu-trainer");
+    flags.stop = &stop;
+  }
 
   auto options = config::LoadTrainerYaml(config_path);
   if (!options.ok()) return Fail(options.status());
@@ -260,6 +269,10 @@ int main(int argc, char** argv) {
     std::error_code ignored;  // best effort: a private scratch directory
     if (!local_server->options().data_dir.empty()) std::filesystem::remove_all(local_server->options().data_dir, ignored);
   }
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) {
+    Fail(st);
+    if (stop.requested()) StopSignals::ExitBySignal(stop.signal());  // the status says what stopped it
+    return 1;
+  }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <regex>
@@ -292,6 +293,31 @@ TEST_CASE("GPU-PS: kill -9 of one of two nodes mid-pass, the other fails saying 
   CHECK(std::chrono::steady_clock::now() - lost < 30s);
   CHECK_THAT(log, Catch::Contains("a rank died, or is unreachable"));
   for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(60s) == 1);  // a trainer failed, one gone
+}
+
+TEST_CASE("GPU-PS: SIGTERM mid-pass writes the pass back, then the node exits by the signal and the pservers end",
+          "[e2e]") {
+  GpuBoxJob job(100000, 1);
+  job.Start();
+  const bool training = testing::WaitForLog(job.dir + "/trainer0.log", "epoch 1 step", 120s);
+  INFO(job.AllLogs());
+  REQUIRE(training);
+  job.nodes[0]->Signal(SIGTERM);
+  const int rc = job.nodes[0]->Wait(60s);
+  const std::string log = job.Log("trainer0");
+  INFO(log);
+  CHECK(rc == 128 + SIGTERM);
+  const size_t signalled = log.find("SIGTERM: stopping");
+  REQUIRE(signalled != std::string::npos);
+  // The pass it was training is written back before it ends, and nothing after it runs.
+  const size_t written = log.find("pass 1: end_pass: ", signalled);
+  CHECK(written != std::string::npos);
+  CHECK_THAT(log, Catch::Contains("Aborted: stopped by SIGTERM in epoch 1, after "));
+  CHECK(log.find("pass 2: begin_pass") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(job.dir + "/model"));  // a stopped job saves nothing
+  // The node said it failed: the pservers end without waiting out its lease.
+  for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 1);
+  CHECK_THAT(job.Log("pserver0"), Catch::Contains("failed: 0"));
 }
 
 TEST_CASE("GPU-PS: a pass above fleetps.gpups.device_memory_mb is refused naming keys and bytes, nothing hangs",

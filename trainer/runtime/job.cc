@@ -145,8 +145,16 @@ Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobF
 
 namespace {
 
+// The end of a job that a stop request cut short in `epoch`, after `examples` of it.
+Status Stopped(const JobFlags& flags, uint32_t epoch, uint64_t examples) {
+  return Status::Aborted(fmt::format("{} in epoch {}, after {} of its examples; the updates of every step trained "
+                                     "were written to the pservers",
+                                     flags.stop->reason(), epoch, examples));
+}
+
 Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer) {
   trainer.SetMetrics(flags.metrics);
+  trainer.SetStopRequest(flags.stop);
   RETURN_IF_ERROR(trainer.Start());
   if (flags.on_started) flags.on_started();
   spdlog::info("trainer {}/{}: {} training, {} worker threads, {} epochs, model {} ({} dense parameters){}",
@@ -158,7 +166,9 @@ Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFl
                               : "");
   std::vector<PassReport> epochs;
   for (uint32_t e = 1; e <= o.epochs; ++e) {
+    if (trainer.stop_requested()) return Stopped(flags, e, 0);
     ASSIGN_OR_RETURN(PassReport r, trainer.TrainEpoch(e));
+    if (trainer.stop_requested()) return Stopped(flags, e, r.examples);
     LogPass(fmt::format("epoch {} done", e).c_str(), o, r);
     if (r.examples == 0) {
       spdlog::warn("trainer {} epoch {}: trained no examples: its share of the training data ({}) holds no "

@@ -12,6 +12,7 @@
 #include "common/config/trainer_config.h"
 #include "common/net/http_endpoint.h"
 #include "common/status.h"
+#include "common/stop_request.h"
 #include "trainer/client/heter_client.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
@@ -55,6 +56,9 @@ struct JobFlags {
   // Called once training can begin: connected to the pservers, past the start barrier
   // (a service manager's READY=1). Null: none.
   std::function<void()> on_started;
+  // Once requested, training ends early without losing a trained step (Trainer::SetStopRequest)
+  // and the job returns Aborted naming the reason: no test pass, no save. Null: never.
+  const StopRequest* stop = nullptr;
 };
 
 // `path` with every "{trainer_id}" replaced by `trainer_id`: the trainers of a job started

@@ -522,11 +522,16 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     data::Batch batch;
     bool done = false;
     while (!done && !failed) {
-      auto t0 = Clock::now();
-      auto has = dataset.NextBatch(&batch);
-      ws.read_seconds += Seconds(t0);
-      Status st = has.status();
-      const bool got = st.ok() && *has && !batch.empty();
+      // After a stop request this worker is out of data: sync mode's EndStep still meets the others.
+      Status st;
+      bool got = false;
+      if (!stop_requested()) {
+        const auto t0 = Clock::now();
+        auto has = dataset.NextBatch(&batch);
+        ws.read_seconds += Seconds(t0);
+        st = has.status();
+        got = st.ok() && *has && !batch.empty();
+      }
       if (st.ok() && got) {
         auto loss = impl.Step(w, batch, ws);
         st = loss.status();
@@ -534,7 +539,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
       }
       if (st.ok()) {
         // Sync mode keeps every worker stepping until all are out of data.
-        t0 = Clock::now();
+        const auto t0 = Clock::now();
         auto all_done = impl.sync->EndStep(w, !got);
         ws.end_step_seconds += Seconds(t0);
         st = all_done.status();
@@ -590,6 +595,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     for (uint64_t k = 0; !done && !failed; ++k) {
       Status st;
       bool got = false;
+      if (stop_requested()) out_of_data = true;  // a batch the helper prepared is not trained
       if (!out_of_data) {
         const auto t0 = Clock::now();
         wait_until([&] { return prepared > k; });  // only this thread stops the helper
@@ -638,6 +644,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     std::deque<std::unique_ptr<InFlight>> pending, free;
     bool out_of_data = false;
     while (true) {
+      if (stop_requested()) out_of_data = true;  // the micro-batches in flight still finish
       if (!out_of_data && !failed && pending.size() < depth) {
         std::unique_ptr<InFlight> slot;
         if (free.empty()) {
@@ -704,9 +711,10 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     impl.progress.Clear();
     dataset.EndPass();
     RETURN_IF_ERROR(first_error.WithContext(where));
-    // The last pass ends with the epoch's Flush below.
+    // The last pass, and a pass a stop request cut short, end with the epoch's Flush below.
+    if (pass + 1 == passes || stop_requested()) break;
     pass_start = Clock::now();
-    if (pass + 1 < passes) RETURN_IF_ERROR(impl.sync->Flush().WithContext(where + " end_pass"));
+    RETURN_IF_ERROR(impl.sync->Flush().WithContext(where + " end_pass"));
     pass_sync_seconds += Seconds(pass_start);
   }
   impl.examples_before_epoch += examples;

@@ -35,6 +35,7 @@
 
 #include "common/config/trainer_config.h"
 #include "common/status.h"
+#include "common/stop_request.h"
 #include "trainer/client/heter_client.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
@@ -110,6 +111,11 @@ class Trainer {
   // examples and steps trained, the last interval's loss, AUC and examples/s, the epoch,
   // and the latency of the sparse pulls and of the pushes (cpu-trainer --metrics-port).
   void SetMetrics(metrics::Registry* registry);
+  // Once `stop` is requested (it outlives the Trainer; null: never), TrainEpoch takes no new
+  // batch: the steps in flight finish, their updates are pushed (a GPU-PS pass is written
+  // back), and the epoch ends early, its report counting what was trained.
+  void SetStopRequest(const StopRequest* stop) { stop_ = stop; }
+  bool stop_requested() const { return stop_ != nullptr && stop_->requested(); }
 
  private:
   struct Impl;
@@ -118,6 +124,7 @@ class Trainer {
   HeterClient* heter_;              // heter mode only
   collective::Communicator* comm_;  // collective mode only: barriers and metric sums go through it
   std::unique_ptr<ParamSync> given_sync_;  // gpubox mode: handed to impl_ by Start()
+  const StopRequest* stop_ = nullptr;
   std::unique_ptr<Impl> impl_;
 };
 

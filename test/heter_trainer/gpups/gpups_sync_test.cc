@@ -17,6 +17,7 @@
 
 #include "common/config/trainer_config.h"
 #include "common/metrics/registry.h"
+#include "common/stop_request.h"
 #include "heter_trainer/gpups/dense_replica.h"
 #include "heter_trainer/gpups/gpups_sync.h"
 #include "server/app/app.h"
@@ -608,15 +609,8 @@ TEST_CASE("The process's one dense replica, each worker stepping a slice, gives 
   CHECK(now == ref[kWorkers - 1]->params());
 }
 
-// The Trainer in GPU-PS mode, in process: `workers` workers on one host device, with or
-// without their prefetch helpers, train one pass over `files`. Returns the rows the pass wrote
-// back and the dense replica; `examples` receives the records trained.
-struct TrainedPass {
-  std::map<uint64_t, std::vector<float>> rows;
-  std::vector<float> dense;
-  uint64_t examples = 0;
-};
-TrainedPass TrainWithTrainer(const std::vector<std::string>& files, uint32_t workers, bool prefetch) {
+// A GPU-PS job of the Trainer over `files`: one QueueDataset pass, batches of 64.
+config::TrainerOptions TrainerJob(const std::vector<std::string>& files, bool prefetch) {
   auto job = config::ParseTrainerYaml(R"(
 runner: {sync_mode: gpubox, reader_type: QueueDataset, thread_num: 1, train_batch_size: 64, print_interval: 1000}
 hyper_parameters:
@@ -633,8 +627,21 @@ fleetps:
   REQUIRE(job.ok());
   job->data.train_paths = files;
   job->gpups.prefetch = prefetch;
-  Cluster cluster(*job);
-  auto trainers = MakeTrainers(cluster, *job, 1, 1, workers);
+  return *job;
+}
+
+// The Trainer in GPU-PS mode, in process: `workers` workers on one host device, with or
+// without their prefetch helpers, train one pass over `files`. Returns the rows the pass wrote
+// back and the dense replica; `examples` receives the records trained.
+struct TrainedPass {
+  std::map<uint64_t, std::vector<float>> rows;
+  std::vector<float> dense;
+  uint64_t examples = 0;
+};
+TrainedPass TrainWithTrainer(const std::vector<std::string>& files, uint32_t workers, bool prefetch) {
+  const config::TrainerOptions job = TrainerJob(files, prefetch);
+  Cluster cluster(job);
+  auto trainers = MakeTrainers(cluster, job, 1, 1, workers);
   PassTrainer& tr = *trainers[0];
   auto trainer = std::make_unique<trainer::Trainer>(tr.options, *tr.client, nullptr, nullptr, std::move(tr.sync));
   REQUIRE(trainer->Start().ok());
@@ -643,9 +650,9 @@ fleetps:
   CHECK((report->prefetch_wait_sec > 0) == prefetch);
   TrainedPass out;
   out.examples = report->examples;
-  out.rows = cluster.Rows(job->sparse_table.id);
-  out.dense.resize(job->dense_table.dim);
-  REQUIRE(tr.client->PullDense(job->dense_table.id, out.dense).get().ok());
+  out.rows = cluster.Rows(job.sparse_table.id);
+  out.dense.resize(job.dense_table.dim);
+  REQUIRE(tr.client->PullDense(job.dense_table.id, out.dense).get().ok());
   return out;
 }
 
@@ -662,6 +669,49 @@ TEST_CASE("The Trainer's prefetch helpers: one worker's pass bitwise as without 
   const TrainedPass two = TrainWithTrainer(files, 2, true);
   CHECK(two.examples == 1400);
   CHECK(two.rows.size() == with.rows.size());
+}
+
+TEST_CASE("A stop request mid-pass: no batch is trained after it, and every step trained is written back") {
+  const bool prefetch = GENERATE(false, true);
+  INFO("prefetch " << prefetch);
+  data::testing::TempDir dir;
+  constexpr uint64_t kRecords = 50000;
+  const config::TrainerOptions job =
+      TrainerJob(data::testing::WriteNumberedRankDnnFiles(dir, "train", 1, kRecords), prefetch);
+  Cluster cluster(job);
+  auto trainers = MakeTrainers(cluster, job, 1, 1, /*workers_per_device=*/2);
+  PassTrainer& tr = *trainers[0];
+  metrics::Registry registry;  // outlives the Trainer
+  trainer::Trainer trainer(tr.options, *tr.client, nullptr, nullptr, std::move(tr.sync));
+  trainer.SetMetrics(&registry);
+  StopRequest stop;
+  trainer.SetStopRequest(&stop);
+  REQUIRE(trainer.Start().ok());
+  const metrics::Counter trained = registry.GetCounter("fleetps_trainer_examples_total", "");
+  std::thread stopper([&] {
+    while (trained.value() < 640) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    stop.Request("stopped by the test");
+  });
+  auto report = trainer.TrainEpoch(1);
+  stopper.join();
+  REQUIRE(report.ok());
+  CHECK(report->examples >= 640);
+  CHECK(report->examples < kRecords);  // the pass was cut short
+  // Each record shows one key per sparse slot: the shows the pservers hold are exactly the
+  // steps trained. A pass not written back holds none; a batch trained after the stop, or one
+  // a prefetch helper prepared but no worker trained, would add its own.
+  const auto rows = cluster.Rows(job.sparse_table.id);
+  const uint32_t stats = cluster.app->tables().sparse(job.sparse_table.id)->accessor().stats_offset();
+  double shows = 0;
+  uint64_t records = 0;  // records >= 97 trained: their slot-0 ids are keys of their own
+  for (const auto& [key, row] : rows) {
+    shows += row[stats + kShow];
+    if (key >= 97 && row[stats + kShow] > 0) ++records;
+  }
+  const double slots = static_cast<double>(job.data.sparse_slots.size());
+  CHECK(shows == slots * static_cast<double>(report->examples));
+  CHECK(records + 97 >= report->examples);
+  CHECK(records <= report->examples);
 }
 
 TEST_CASE("A failed worker's Abort ends the other workers' wait in the dense allreduce at once") {

@@ -329,5 +329,60 @@ TEST_CASE("A stopped pserver fails the trainer within the RPC deadline, naming t
   for (auto& s : servers) s.Signal(SIGKILL);
 }
 
+// SIGTERM (systemctl stop, kill): the trainer takes no new batch, pushes what it trained,
+// tells the pservers it failed and why, and exits by the signal. A second SIGTERM ends it at
+// once, here while its pushes wait on a stopped pserver.
+TEST_CASE("SIGTERM stops a trainer gracefully; a second one at once") {
+  Workdir w;
+  const uint16_t port = testing::FreePorts(1)[0];
+  const std::map<std::string, std::string> env = {{"TRAINING_ROLE", "TRAINER"},
+                                                  {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:" + std::to_string(port)},
+                                                  {"PADDLE_TRAINERS_NUM", "1"},
+                                                  {"PADDLE_TRAINER_ID", "0"},
+                                                  {"POD_IP", "127.0.0.1"},
+                                                  {"PADDLE_PORT", std::to_string(port)}};
+  const auto start = [&](ChildProcess& server, ChildProcess& trainer, const std::string& name) {
+    auto server_env = env;
+    server_env["TRAINING_ROLE"] = "PSERVER";
+    REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", w.dir + "/job.yaml"}, server_env,
+                         w.dir + "/" + name + "-pserver.log"));
+    REQUIRE(testing::WaitForPort(port, std::chrono::seconds(30)));
+    REQUIRE(trainer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml", "--epochs",
+                           "1000"},
+                          env, w.dir + "/" + name + ".log"));
+    REQUIRE(testing::WaitForLog(w.dir + "/" + name + ".log", " step ", std::chrono::seconds(60)));
+  };
+
+  ChildProcess server, trainer;
+  start(server, trainer, "graceful");
+  trainer.Signal(SIGTERM);
+  int rc = trainer.Wait(std::chrono::seconds(30));
+  std::string log = testing::ReadFile(w.dir + "/graceful.log");
+  INFO(log);
+  CHECK(rc == 128 + SIGTERM);
+  CHECK_THAT(log, Catch::Contains("SIGTERM: stopping: no new batches"));
+  CHECK_THAT(log, Catch::Contains("cpu-trainer: Aborted: stopped by SIGTERM in epoch ") &&
+                      Catch::Contains("the updates of every step trained were written to the pservers"));
+  // The pserver hears of the failure at once instead of waiting out the trainer's lease.
+  const auto ended = std::chrono::steady_clock::now();
+  CHECK(server.Wait(std::chrono::seconds(30)) == 1);
+  CHECK(std::chrono::steady_clock::now() - ended < std::chrono::seconds(15));
+  CHECK_THAT(testing::ReadFile(w.dir + "/graceful-pserver.log"), Catch::Contains("failed: 0"));
+
+  ChildProcess frozen_server, impatient;
+  start(frozen_server, impatient, "twice");
+  frozen_server.Signal(SIGSTOP);  // the trainer's last pushes cannot complete
+  impatient.Signal(SIGTERM);
+  REQUIRE(testing::WaitForLog(w.dir + "/twice.log", "SIGTERM: stopping", std::chrono::seconds(10)));
+  impatient.Signal(SIGTERM);
+  rc = impatient.Wait(std::chrono::seconds(10));
+  log = testing::ReadFile(w.dir + "/twice.log");
+  INFO(log);
+  CHECK(rc == 128 + SIGTERM);
+  CHECK_THAT(log, Catch::Contains("a second SIGTERM: exiting at once"));
+  frozen_server.Signal(SIGCONT);
+  frozen_server.Signal(SIGKILL);
+}
+
 }  // namespace
 }  // namespace fleetps
