@@ -94,6 +94,14 @@ runner:
       REQUIRE(nodes[t]->Start(args, env, dir + "/trainer" + std::to_string(t) + ".log"));
     }
   }
+  // Start(), then waits until node `node` trains its first logged step.
+  void StartUntilTraining(uint32_t node) {
+    Start();
+    const bool training =
+        testing::WaitForLog(dir + "/trainer" + std::to_string(node) + ".log", "epoch 1 step", 120s);
+    INFO(AllLogs());
+    REQUIRE(training);
+  }
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
   std::string AllLogs() const {
     std::string out;
@@ -279,10 +287,7 @@ TEST_CASE("GPU-PS prefetch: one worker trains bitwise the same model with the he
 TEST_CASE("GPU-PS: kill -9 of one of two nodes mid-pass, the other fails saying a rank died, nothing hangs",
           "[e2e]") {
   GpuBoxJob job(100000, 2);
-  job.Start();
-  const bool training = testing::WaitForLog(job.dir + "/trainer1.log", "epoch 1 step", 120s);
-  INFO(job.AllLogs());
-  REQUIRE(training);
+  job.StartUntilTraining(1);
   job.nodes[1]->Signal(SIGKILL);
   const auto lost = std::chrono::steady_clock::now();
   const int rc = job.nodes[0]->Wait(60s);
@@ -298,10 +303,7 @@ TEST_CASE("GPU-PS: kill -9 of one of two nodes mid-pass, the other fails saying 
 TEST_CASE("GPU-PS: SIGTERM mid-pass writes the pass back, then the node exits by the signal and the pservers end",
           "[e2e]") {
   GpuBoxJob job(100000, 1);
-  job.Start();
-  const bool training = testing::WaitForLog(job.dir + "/trainer0.log", "epoch 1 step", 120s);
-  INFO(job.AllLogs());
-  REQUIRE(training);
+  job.StartUntilTraining(0);
   job.nodes[0]->Signal(SIGTERM);
   const int rc = job.nodes[0]->Wait(60s);
   const std::string log = job.Log("trainer0");
