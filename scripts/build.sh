@@ -3,8 +3,9 @@
 #   scripts/build.sh                 release-with-debug-info build
 #   FLEETPS_SANITIZE=ON BUILD=build-asan scripts/build.sh    ASan + UBSan build
 #   FLEETPS_UNITY_BUILD=ON scripts/build.sh   unity build: each target's sources compiled in
-#       batches of 16 as one unit (scripts/test.sh's choice: a fresh tree builds faster;
-#       per-file, the default, rebuilds less after an edit)
+#       batches of 16 as one unit (a fresh tree builds faster: scripts/test.sh's choice for
+#       one; per-file, a new tree's default, rebuilds less after an edit). Unset: the tree
+#       keeps what it was configured with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${FLEETPS_BUILD_DIR:-${BUILD:-build}}"
@@ -13,6 +14,6 @@ cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DFLEETPS_WERROR="${FLEETPS_WERROR:-OFF}" \
   -DFLEETPS_SANITIZE="${FLEETPS_SANITIZE:-OFF}" \
   -DFLEETPS_BUILD_BENCH="${FLEETPS_BUILD_BENCH:-ON}" \
-  -DCMAKE_UNITY_BUILD="${FLEETPS_UNITY_BUILD:-OFF}" \
+  ${FLEETPS_UNITY_BUILD:+-DCMAKE_UNITY_BUILD="$FLEETPS_UNITY_BUILD"} \
   ${FLEETPS_CMAKE_ARGS:-} >/dev/null
 ninja -C "$BUILD_DIR" -j "$JOBS" ${FLEETPS_TARGETS:-}

@@ -12,7 +12,7 @@
 # compile flags, ;-separated, e.g. -fno-sanitize=alignment with FLEETPS_FUZZ_BUILD=build-fuzz-noalign),
 # FLEETPS_FUZZ_BUILD_TESTS=ON (also build the unit and integration tests, target fleetps_checks,
 # in the same sanitized tree: scripts/test.sh runs them there), FLEETPS_FUZZ_BUILD_ONLY=1 (build,
-# do not run), FLEETPS_UNITY_BUILD=ON (unity build, as scripts/build.sh).
+# do not run), FLEETPS_UNITY_BUILD=ON|OFF (unity build or not, as scripts/build.sh).
 # Per target, under build-fuzz/fuzz/<target>/: seeds/ (written by the target itself),
 # corpus/ (kept between runs and grown by them), findings/ (crash-*, timeout-*, oom-*
 # inputs), last.log. The inputs of fixed findings, test/fuzz/regressions/<target>/, are
@@ -43,7 +43,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_C_COMPILER="$CC_FUZZ" -DCMAKE_CXX_COMPILER="$CXX_FUZZ" \
   -DFLEETPS_BUILD_FUZZ=ON -DFLEETPS_SANITIZE=ON -DFLEETPS_WITH_CUDA=OFF \
   -DFLEETPS_BUILD_TESTS="${FLEETPS_FUZZ_BUILD_TESTS:-OFF}" -DFLEETPS_BUILD_BENCH=OFF -DFLEETPS_BUILD_E2E=OFF \
-  -DFLEETPS_FUZZ_EXTRA_FLAGS="${FLEETPS_FUZZ_EXTRA_FLAGS:-}" -DCMAKE_UNITY_BUILD="${FLEETPS_UNITY_BUILD:-OFF}" >/dev/null
+  -DFLEETPS_FUZZ_EXTRA_FLAGS="${FLEETPS_FUZZ_EXTRA_FLAGS:-}" ${FLEETPS_UNITY_BUILD:+-DCMAKE_UNITY_BUILD="$FLEETPS_UNITY_BUILD"} >/dev/null
 if [ "${FLEETPS_FUZZ_BUILD_TESTS:-OFF}" = "ON" ]; then
   ninja -C "$BUILD_DIR" -j "$JOBS" fleetps_checks "${TARGETS[@]}"
 else

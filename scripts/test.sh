@@ -6,16 +6,22 @@
 #   scripts/test.sh               everything
 #   FLEETPS_SKIP_SANITIZE=1 scripts/test.sh    skip the sanitizer pass
 #   FLEETPS_SKIP_FUZZ=1 scripts/test.sh        skip the fuzz stage (libFuzzer targets, 20 s each)
-#   FLEETPS_UNITY_BUILD=OFF scripts/test.sh    compile file by file (default: unity builds)
+#   FLEETPS_UNITY_BUILD=ON|OFF scripts/test.sh  unity builds or not (default: a new tree is a
+#                                              unity build, an existing one keeps its setting)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 
 export FLEETPS_WERROR=ON
-# Both trees are built fresh here, where unity builds (scripts/build.sh) compile fastest.
-export FLEETPS_UNITY_BUILD="${FLEETPS_UNITY_BUILD:-ON}"
+# A new tree (CI's clean clone) is a unity build: from nothing it compiles fastest
+# (scripts/build.sh). An existing tree keeps its setting: switching rebuilds everything.
+unity_for() {
+  if [ -n "${FLEETPS_UNITY_BUILD:-}" ]; then echo "$FLEETPS_UNITY_BUILD"
+  elif [ ! -f "$1/CMakeCache.txt" ]; then echo ON
+  fi
+}
 echo "== build (build/)"
-BUILD=build scripts/build.sh
+FLEETPS_UNITY_BUILD="$(unity_for build)" BUILD=build scripts/build.sh
 echo "== tests (build/)"
 ctest --test-dir build --output-on-failure --timeout 600 -j 2
 
@@ -25,7 +31,7 @@ ctest --test-dir build --output-on-failure --timeout 600 -j 2
 export FLEETPS_FUZZ_BUILD_TESTS=ON
 if [ "${FLEETPS_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== sanitizer build (build-fuzz/: clang, ASan + UBSan, unit + integration tests)"
-  FLEETPS_FUZZ_BUILD_ONLY=1 scripts/fuzz.sh
+  FLEETPS_UNITY_BUILD="$(unity_for build-fuzz)" FLEETPS_FUZZ_BUILD_ONLY=1 scripts/fuzz.sh
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-fuzz --output-on-failure --timeout 900 -j 2 -L "unit|integration"
 fi
@@ -34,5 +40,5 @@ if [ "${FLEETPS_SKIP_FUZZ:-0}" != "1" ]; then
   # Each target runs from its seeds plus the corpus earlier runs left in build-fuzz/fuzz/;
   # any crash, sanitizer report, hang or broken invariant fails the run (docs/FUZZING.md).
   echo "== fuzz (build-fuzz/: clang + libFuzzer, ${FLEETPS_FUZZ_SECONDS:-20} s per target)"
-  scripts/fuzz.sh "${FLEETPS_FUZZ_SECONDS:-20}"
+  FLEETPS_UNITY_BUILD="$(unity_for build-fuzz)" scripts/fuzz.sh "${FLEETPS_FUZZ_SECONDS:-20}"
 fi
