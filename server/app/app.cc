@@ -18,6 +18,13 @@ namespace fleetps::server {
 
 namespace asio = boost::asio;
 
+namespace {
+
+// How long a server other than 0 waits for server 0's final save (SweepTrainers).
+constexpr std::chrono::seconds kFinalSaveWait{300};
+
+}  // namespace
+
 struct App::Timers {
   explicit Timers(asio::io_context& io) : sweep(io), signals(io) {}
   asio::steady_timer sweep;
@@ -165,13 +172,9 @@ Status App::SaveEverywhere() {
                                        commit));
     return fbb.Release();
   };
-  net::RpcClientOptions rpc_options;
-  rpc_options.connect_timeout = std::chrono::milliseconds(10000);
-  rpc_options.auth_key = auth_key_;  // Save is an admin operation
-  rpc_options.tls = tls_;
   std::vector<std::unique_ptr<net::RpcClient>> clients;
   for (const auto& ep : options_.endpoints) {
-    clients.push_back(std::make_unique<net::RpcClient>(*io_, ep, rpc_options));
+    clients.push_back(std::make_unique<net::RpcClient>(*io_, ep, AdminClientOptions()));
     RETURN_IF_ERROR(clients.back()->Connect());
   }
   const auto type = static_cast<uint16_t>(wire::MessageType::Save);
@@ -187,6 +190,41 @@ Status App::SaveEverywhere() {
   if (first.ok()) first = clients[0]->CallSync(type, request(true)).status();
   for (auto& c : clients) c->Close();
   return first;
+}
+
+net::RpcClientOptions App::AdminClientOptions() const {
+  net::RpcClientOptions rpc_options;
+  rpc_options.connect_timeout = std::chrono::milliseconds(10000);
+  rpc_options.auth_key = auth_key_;  // Save and Stop are admin operations
+  rpc_options.tls = tls_;
+  return rpc_options;
+}
+
+void App::FinalSave() {
+  const auto started = std::chrono::steady_clock::now();
+  const Status saved = SaveEverywhere();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (saved.ok()) {
+    spdlog::info("pserver 0: final save to {} done in {:.1f} s: it holds every update the servers accepted "
+                 "(pserver --resume {} loads it)",
+                 options_.save_dir, seconds, options_.save_dir);
+  } else {
+    spdlog::error("pserver 0: final save to {} failed after {:.1f} s (the previous checkpoint is intact): {}",
+                  options_.save_dir, seconds, saved.ToString());
+    std::lock_guard<std::mutex> lock(mu_);
+    exit_code_ = 1;
+  }
+  // The other servers wait for this; each is told even when the save failed.
+  const std::string reason = saved.ok() ? "pserver 0's final save is done" : "pserver 0's final save failed";
+  for (size_t i = 1; i < options_.endpoints.size(); ++i) {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(wire::CreateStopRequest(fbb, fbb.CreateString(reason)));
+    net::RpcClient client(*io_, options_.endpoints[i], AdminClientOptions());
+    Status st = client.Connect();
+    if (st.ok()) st = client.CallSync(static_cast<uint16_t>(wire::MessageType::Stop), fbb.Release()).status();
+    if (!st.ok()) spdlog::warn("pserver 0: could not stop pserver {} after the final save: {}", i, st.ToString());
+    client.Close();
+  }
 }
 
 void App::ArmBarrierSweep() {
@@ -215,16 +253,43 @@ void App::SweepTrainers(std::chrono::steady_clock::time_point now) {
                            gone.size() == 1 ? "is" : "are", options_.trainer_lease_s, options_.index);
   }
   service_->barriers().SetJobFailure(failure);
-  if (sweep.ended && options_.exit_when_trainers_gone) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (shutdown_requested_) return;
-      exit_code_ = sweep.clean ? 0 : 1;
-    }
-    spdlog::log(sweep.clean ? spdlog::level::info : spdlog::level::err, "pserver {}: every trainer has ended ({}); exiting",
-                options_.index, sweep.summary);
-    RequestShutdown("every trainer has ended: " + sweep.summary);
+  if (!sweep.ended || !options_.exit_when_trainers_gone) {
+    final_save_deadline_.reset();  // a trainer is back
+    return;
   }
+  // A job that ended unclean (a trainer failed, was stopped or is gone) saved no model at its
+  // end. With periodic saves on, the servers save once more before they exit, so that
+  // --resume finds every update they accepted: server 0 saves, then stops the others, which
+  // wait for it (at most kFinalSaveWait: server 0 may be gone too).
+  const bool final_save = !sweep.clean && options_.save_interval_s > 0 && !options_.save_dir.empty();
+  if (final_save && options_.index != 0) {
+    if (!final_save_deadline_) {
+      final_save_deadline_ = now + kFinalSaveWait;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        exit_code_ = 1;
+      }
+      spdlog::error("pserver {}: every trainer has ended ({}); waiting for pserver 0's final save to {} (at most {} s)",
+                    options_.index, sweep.summary, options_.save_dir, kFinalSaveWait.count());
+    } else if (now >= *final_save_deadline_) {
+      spdlog::error("pserver {}: pserver 0 did not stop this server within {} s of the job's end: exiting without its "
+                    "final save",
+                    options_.index, kFinalSaveWait.count());
+      RequestShutdown("no final save from pserver 0");
+    }
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_requested_) return;
+    exit_code_ = sweep.clean ? 0 : 1;
+    final_save_ = final_save;
+  }
+  spdlog::log(sweep.clean ? spdlog::level::info : spdlog::level::err, "pserver {}: every trainer has ended ({}); {}",
+              options_.index, sweep.summary,
+              final_save ? "saving to " + options_.save_dir + ", stopping the other pservers, then exiting"
+                         : std::string("exiting"));
+  RequestShutdown("every trainer has ended: " + sweep.summary);
 }
 
 uint16_t App::port() const { return rpc_ ? rpc_->port() : 0; }
@@ -261,6 +326,12 @@ void App::Shutdown() {
   }
   cv_.notify_all();
   if (saver_.joinable()) saver_.join();  // a save in progress finishes first
+  bool final_save = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    final_save = final_save_;
+  }
+  if (final_save && rpc_) FinalSave();  // before the drain: this server takes its part of the save
   if (rpc_) {
     spdlog::info("pserver {} shutting down ({}): draining {} in-flight requests", options_.index,
                  shutdown_reason_.empty() ? "shutdown" : shutdown_reason_, rpc_->in_flight());

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -29,6 +30,7 @@ namespace net {
 class AuthKey;
 class IoThreads;
 class RpcServer;
+struct RpcClientOptions;
 }  // namespace net
 }  // namespace fleetps
 
@@ -68,12 +70,18 @@ class App {
  private:
   void ArmBarrierSweep();  // io thread only
   // Every 500 ms: trainers past their lease are gone (barriers fail while one is); once
-  // every trainer has ended and exit_when_trainers_gone, the server shuts down.
+  // every trainer has ended and exit_when_trainers_gone, the server shuts down (after the
+  // final save, when the job ended unclean and periodic saves are on).
   void SweepTrainers(std::chrono::steady_clock::time_point now);
   // The periodic saver's thread: every save_interval_s until Shutdown, one save.
   void PeriodicSaveLoop();
   // Saves every table of every server to save_dir (phase 1 on all, commit on server 0).
   Status SaveEverywhere();
+  // Server 0, in Shutdown, when the job ended unclean with periodic saves on: one more save,
+  // then Stop to the other servers, which wait for it (SweepTrainers).
+  void FinalSave();
+  // The options of this server's own admin requests to the servers (Save, Stop).
+  net::RpcClientOptions AdminClientOptions() const;
 
   config::ServerOptions options_;
   std::shared_ptr<const net::AuthKey> auth_key_;  // the shared secret, when configured
@@ -90,7 +98,8 @@ class App {
 
   std::unique_ptr<ServerMetrics> metrics_;  // outlives rpc_ (its on_reply hook)
 
-  // guards shutdown_requested_, shutdown_reason_, stopped_, saver_stop_, exit_code_, started_, io_stopped_
+  // guards shutdown_requested_, shutdown_reason_, stopped_, saver_stop_, exit_code_, final_save_, started_,
+  // io_stopped_
   mutable std::mutex mu_;
   bool started_ = false;     // Start() has finished: serving
   bool io_stopped_ = false;  // Shutdown() is tearing the io threads down
@@ -100,7 +109,10 @@ class App {
   bool stopped_ = false;
   bool saver_stop_ = false;  // tells the periodic saver to end
   int exit_code_ = 0;
+  bool final_save_ = false;  // server 0: FinalSave() before the drain
   uint64_t sweeps_ = 0;  // io thread only
+  // io thread only: a server other than 0 waits for server 0's final save until then.
+  std::optional<std::chrono::steady_clock::time_point> final_save_deadline_;
   std::thread saver_;
 
   struct Timers;

@@ -53,10 +53,11 @@ runner:
 )" + server_extra);
   }
 
-  void StartServer(int i, const std::string& load_dir = "") {
+  // `load_dir`: given to `load_flag` (--load DIR, or --resume DIR: the newest checkpoint there).
+  void StartServer(int i, const std::string& load_dir = "", const std::string& load_flag = "--load") {
     std::vector<std::string> argv = {testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"};
     if (!load_dir.empty()) {
-      argv.push_back("--load");
+      argv.push_back(load_flag);
       argv.push_back(load_dir);
     }
     servers[i] = std::make_unique<ChildProcess>();
@@ -193,6 +194,49 @@ TEST_CASE("kill -9 of a trainer: the other trainer and the pservers end within t
   }
   // Lease 3 s + sweeps and the final heartbeat: well under the test's bound.
   CHECK(std::chrono::steady_clock::now() - killed < 30s);
+}
+
+// systemctl stop of a job's trainers, with periodic saves on: each trainer pushes what it
+// trained and tells the pservers it was stopped; pserver 0 then saves once more, before any
+// periodic save was due, and stops pserver 1, which waited for it. Pservers restarted with
+// --resume load that checkpoint: the trainers' updates are in it.
+TEST_CASE("Trainers stopped by SIGTERM: the pservers save once more before they exit, --resume loads it", "[e2e]") {
+  Job job("    save_interval_s: 3600\n", 1000);
+  const std::string ckpt = job.dir + "/ckpt";
+  testing::WriteFile(job.dir + "/job.yaml", testing::ReadFile(job.dir + "/job.yaml") + "    save_dir: " + ckpt + "\n");
+  for (int i = 0; i < 2; ++i) job.StartServer(i);
+  for (uint16_t p : job.ports) REQUIRE(testing::WaitForPort(p, 30s));
+  for (int i = 0; i < 2; ++i) job.StartTrainer(i, "trainer" + std::to_string(i));
+  job.AwaitLog("trainer0", "epoch 1 step 50:", 60s);
+  job.AwaitLog("trainer1", "epoch 1 step 50:", 60s);
+  for (auto& t : job.trainers) t->Signal(SIGTERM);
+  for (int i = 0; i < 2; ++i) {
+    const int rc = job.trainers[i]->Wait(30s);
+    INFO("trainer " << i << " log:\n" << job.Log("trainer" + std::to_string(i)));
+    CHECK(rc == 128 + SIGTERM);
+  }
+  for (int i = 0; i < 2; ++i) {
+    const int rc = job.servers[i]->Wait(60s);
+    INFO("pserver " << i << " log:\n" << job.Log("pserver" + std::to_string(i)));
+    CHECK(rc == 1);  // the job did not finish
+  }
+  const std::string log0 = job.Log("pserver0"), log1 = job.Log("pserver1");
+  INFO("pserver 0 log:\n" << log0 << "\npserver 1 log:\n" << log1);
+  CHECK_THAT(log0, Catch::Contains("stopped by SIGTERM"));
+  CHECK_THAT(log0, Catch::Contains("final save to " + ckpt + " done"));
+  CHECK_THAT(log0, !Catch::Contains("periodic save"));  // the only save was the final one
+  CHECK_THAT(log1, Catch::Contains("waiting for pserver 0's final save"));
+  CHECK_THAT(log1, Catch::Contains("pserver 0's final save is done"));
+
+  for (int i = 0; i < 2; ++i) job.StartServer(i, ckpt, "--resume");
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = "pserver" + std::to_string(i);
+    job.AwaitLog(name, "loaded checkpoint", 60s);
+    const std::string log = job.Log(name);
+    INFO(log);
+    CHECK_THAT(log, !Catch::Contains(" 0 sparse rows"));  // each holds its share of the trained rows
+  }
+  for (auto& s : job.servers) s->Signal(SIGKILL);
 }
 
 TEST_CASE("A cluster with server.auth: required admits only trainers holding its secret", "[e2e]") {
