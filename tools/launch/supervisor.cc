@@ -267,50 +267,72 @@ void Supervisor::Pump() {
   }
 }
 
-void Supervisor::StopAll(const std::string& why) {
-  size_t running = 0;
+void Supervisor::StopAll(const std::string& why, bool servers_may_end) {
+  const auto t0 = Clock::now();
+  auto running = [this](auto pick) {
+    size_t n = 0;
+    for (const auto& c : children_) n += c.pid > 0 && !c.exited && pick(c);
+    return n;
+  };
+  auto is_worker = [](const Child& c) { return c.spec.role == Role::kWorker; };
+  auto any = [](const Child&) { return true; };
+  const size_t total = running(any);
+  if (total == 0) return;
+  Message("stopping " + std::to_string(total) + " process(es): " + why);
+  // The workers first: a trainer stopped by SIGTERM pushes what it trained, which needs its
+  // pservers (and heter workers) up.
+  Terminate(is_worker);
+  if (servers_may_end && running(any) > 0) {
+    // The servers and heter workers end by themselves once every trainer has ended (the
+    // pservers after their final save, with periodic saves on).
+    const auto deadline = Clock::now() + options_.stop_wait;
+    while (running(any) > 0 && Clock::now() < deadline) WaitForChildren(std::chrono::milliseconds(50));
+  }
+  Terminate(any);
+  Message("every process has stopped (" + Fixed1(Seconds(Clock::now() - t0)) + " s)");
+}
+
+template <typename Pick>
+void Supervisor::Terminate(Pick pick) {
+  bool any = false;
   for (auto& c : children_) {
-    if (c.pid <= 0 || c.exited) continue;
+    if (c.pid <= 0 || c.exited || !pick(c)) continue;
     c.signalled = true;
     ::kill(-c.pid, SIGTERM);
-    ++running;
+    any = true;
   }
-  if (running == 0) return;
-  Message("stopping " + std::to_string(running) + " process(es): " + why);
-  const auto t0 = Clock::now();
-  const auto deadline = t0 + options_.kill_grace;
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  auto all_gone = [this] {
+  if (!any) return;
+  const auto deadline = Clock::now() + options_.kill_grace;
+  auto gone = [&] {
     for (const auto& c : children_) {
-      if (c.pid > 0 && !c.exited) return false;
+      if (c.pid > 0 && !c.exited && pick(c)) return false;
     }
     return true;
   };
-  while (true) {
-    Reap();
-    Pump();
-    if (all_gone()) break;
-    if (Clock::now() >= deadline) {
-      for (auto& c : children_) {
-        if (c.pid <= 0 || c.exited) continue;
-        Message(c.spec.Name() + " (pid " + std::to_string(c.pid) + ") did not stop within " +
-                Fixed1(Seconds(options_.kill_grace)) + " s of SIGTERM: SIGKILL");
-        ::kill(-c.pid, SIGKILL);
-        ::kill(c.pid, SIGKILL);
-        int status = 0;
-        rusage usage{};
-        if (::wait4(c.pid, &status, 0, &usage) == c.pid) Collect(&c, status, usage);
-      }
-      break;
-    }
-    timespec ts{0, 50'000'000};
-    ::sigtimedwait(&chld, nullptr, &ts);
+  while (!gone() && Clock::now() < deadline) WaitForChildren(std::chrono::milliseconds(50));
+  for (auto& c : children_) {
+    if (c.pid <= 0 || c.exited || !pick(c)) continue;
+    Message(c.spec.Name() + " (pid " + std::to_string(c.pid) + ") did not stop within " +
+            Fixed1(Seconds(options_.kill_grace)) + " s of SIGTERM: SIGKILL");
+    ::kill(-c.pid, SIGKILL);
+    ::kill(c.pid, SIGKILL);
+    int status = 0;
+    rusage usage{};
+    if (::wait4(c.pid, &status, 0, &usage) == c.pid) Collect(&c, status, usage);
   }
   Reap();
   Pump();
-  Message("every process has stopped (" + Fixed1(Seconds(Clock::now() - t0)) + " s)");
+}
+
+void Supervisor::WaitForChildren(std::chrono::milliseconds at_most) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(at_most).count();
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  ::sigtimedwait(&chld, nullptr, &ts);
+  Reap();
+  Pump();
 }
 
 void Supervisor::ReportFailure(const Child& c) {
@@ -358,7 +380,7 @@ int Supervisor::Supervise() {
     const int sig = ::sigtimedwait(&set, nullptr, &ts);
     if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       Pump();
-      StopAll(std::string("the launcher received ") + ::strsignal(sig));
+      StopAll(std::string("the launcher received ") + ::strsignal(sig), /*servers_may_end=*/true);
       return 128 + sig;
     }
     Reap();

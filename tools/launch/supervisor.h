@@ -18,8 +18,11 @@
 //  - when any other process fails (non-zero exit or a signal it was not sent by the launcher),
 //    the launcher waits 200 ms for the failures it causes, names every process that has
 //    failed with the tail of its log, stops the others (SIGTERM to each process group,
-//    SIGKILL after kill_grace) and returns the first failure's exit code (128+signal when
-//    killed by one); SIGINT/SIGTERM/SIGHUP to the launcher stop everything likewise;
+//    SIGKILL after kill_grace; the workers first, whose graceful stop pushes to the servers)
+//    and returns the first failure's exit code (128+signal when killed by one);
+//    SIGINT/SIGTERM/SIGHUP to the launcher stop everything likewise, but the servers and heter
+//    workers get stop_wait to exit by themselves after the workers (the pservers save once
+//    more then, with periodic saves on);
 //  - when the job has ended, each process's CPU time (user + system, its own children
 //    included) and peak resident memory, from wait4's rusage, and the CPU time summed by
 //    role: what a job cost, and how the roles share the machine.
@@ -82,8 +85,15 @@ class Supervisor {
   bool Restartable(const Child& c) const;
   void Reap();  // collects every exited child (and reparented orphans) without blocking
   void Pump();  // copies the streamed worker's new output
-  // Stops every running process: SIGTERM to its group, SIGKILL after kill_grace.
-  void StopAll(const std::string& why);
+  // Stops every running process: SIGTERM to its group, SIGKILL after kill_grace; the
+  // workers first, then (with servers_may_end, after up to stop_wait for them to exit by
+  // themselves) the servers and heter workers.
+  void StopAll(const std::string& why, bool servers_may_end = false);
+  // SIGTERM to the running children `pick` selects; SIGKILL to those left after kill_grace.
+  template <typename Pick>
+  void Terminate(Pick pick);
+  // Waits for a SIGCHLD at most `at_most`, then reaps and pumps.
+  void WaitForChildren(std::chrono::milliseconds at_most);
   void ReportFailure(const Child& c);
   void ReportResources() const;
   void Collect(Child* c, int status, const rusage& usage);

@@ -158,6 +158,23 @@ TEST_CASE("A failing worker stops every other process; the launcher exits with i
   for (pid_t p : run.pids) CHECK(Gone(p));
 }
 
+TEST_CASE("On a stop the workers get SIGTERM first; the servers only once the workers are gone") {
+  Run run;
+  const std::string order = run.dir + "/order";
+  // A worker that takes 300 ms to stop (a trainer pushing what it trained), and a server that
+  // stops at once: in order, the server's line comes after the worker's.
+  const std::string worker = "trap 'sleep 0.3; echo worker >> " + order + "; exit 0' TERM; while true; do sleep 0.05; done";
+  const std::string server = "trap 'echo server >> " + order + "; exit 0' TERM; while true; do sleep 0.05; done";
+  LaunchPlan plan;
+  plan.processes = {Shell(Role::kServer, 0, server, run.dir), Shell(Role::kWorker, 0, worker, run.dir),
+                    Shell(Role::kWorker, 1, "sleep 0.5; exit 3", run.dir)};
+  run.Go(std::move(plan));
+  INFO(run.Messages());
+  CHECK(run.code == 3);
+  CHECK(testing::ReadFile(order) == "worker\nserver\n");
+  for (pid_t p : run.pids) CHECK(Gone(p));
+}
+
 TEST_CASE("A process killed by a signal fails the job with 128 + signal") {
   Run run;
   LaunchPlan plan;
