@@ -226,6 +226,26 @@ void HeterTrainerLost(int signo) {
   }
 }
 
+// SIGTERM to the cpu-trainers (systemctl stop): each lets its micro-batches in flight come
+// back and pushes what they trained, then ends by the signal; the heter-trainer and the
+// pservers, whose trainers have all ended (failed), end by themselves.
+TEST_CASE("SIGTERM to the cpu-trainers of a heter job: they stop gracefully, the rest end by themselves", "[e2e]") {
+  HeterJob job(200000, 2);
+  job.StartTraining();
+  for (auto& t : job.trainers) t->Signal(SIGTERM);
+  for (int i = 0; i < 2; ++i) {
+    const int rc = job.trainers[i]->Wait(30s);
+    const std::string log = job.Log("trainer" + std::to_string(i));
+    INFO(log);
+    CHECK(rc == 128 + SIGTERM);
+    CHECK_THAT(log, Catch::Contains("cpu-trainer: Aborted: stopped by SIGTERM in epoch 1, after "));
+  }
+  const int heter_rc = job.heters[0]->Wait(30s);
+  INFO(job.AllLogs());
+  CHECK(heter_rc == 1);  // its cpu-trainers ended, not cleanly
+  for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 1);
+}
+
 TEST_CASE("kill -9 of the heter-trainer: the cpu-trainers fail naming it within 30 s, nothing hangs", "[e2e]") {
   HeterTrainerLost(SIGKILL);
 }
