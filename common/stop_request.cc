@@ -13,16 +13,22 @@
 
 namespace fleetps {
 
-void StopRequest::Request(const std::string& reason) {
+void StopRequest::Request(const std::string& reason, int signo) {
   std::lock_guard<std::mutex> lock(mu_);
   if (requested_.load(std::memory_order_relaxed)) return;
   reason_ = reason;
+  signal_ = signo;
   requested_.store(true, std::memory_order_release);
 }
 
 std::string StopRequest::reason() const {
   std::lock_guard<std::mutex> lock(mu_);
   return reason_;
+}
+
+int StopRequest::signal() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return signal_;
 }
 
 namespace {
@@ -83,8 +89,7 @@ void StopSignals::Run() {
     spdlog::warn("{}: {}: stopping: no new batches; the steps in flight finish and their updates are written to the "
                  "pservers (send it again to exit at once)",
                  program_, name);
-    stop_->set_signal(signo);
-    stop_->Request(std::string("stopped by ") + name);
+    stop_->Request(std::string("stopped by ") + name, signo);
   }
 }
 

@@ -20,19 +20,18 @@ namespace fleetps {
 
 class StopRequest {
  public:
-  // The first reason is kept; later requests change nothing.
-  void Request(const std::string& reason);
+  // The first request is kept; later ones change nothing. `signo`: the signal that asked for
+  // it (StopSignals), 0 for none.
+  void Request(const std::string& reason, int signo = 0);
   bool requested() const { return requested_.load(std::memory_order_acquire); }
   std::string reason() const;
-  // The signal that requested the stop (StopSignals), 0 when none did.
-  int signal() const { return signal_.load(std::memory_order_acquire); }
-  void set_signal(int signo) { signal_.store(signo, std::memory_order_release); }
+  int signal() const;
 
  private:
   std::atomic<bool> requested_{false};
-  std::atomic<int> signal_{0};
-  mutable std::mutex mu_;  // guards reason_
+  mutable std::mutex mu_;  // guards reason_ and signal_
   std::string reason_;
+  int signal_ = 0;
 };
 
 class StopSignals {
