@@ -31,6 +31,7 @@
 #include "common/net/endpoint.h"
 #include "common/net/rpc_client.h"
 #include "common/status.h"
+#include "common/stop_request.h"
 
 namespace fleetps::net {
 class IoThreads;
@@ -202,7 +203,9 @@ class PsClient {
   std::future<Status> PushDenseParam(uint32_t table_id, std::span<const float> values);
 
   // Waits at the named barrier on server 0 until `participants` trainers arrived; also
-  // sums `values` across them (an all-reduce) and ANDs `done`.
+  // sums `values` across them (an all-reduce) and ANDs `done`. With `stop`, a stop request
+  // ends the wait within kStopPoll with Aborted (this trainer's arrival stays counted; the
+  // others' wait ends when it reports that it failed).
   struct BarrierResult {
     uint64_t generation = 0;
     std::vector<double> sum;
@@ -210,7 +213,8 @@ class PsClient {
   };
   StatusOr<BarrierResult> Barrier(const std::string& name, uint32_t trainer_id, uint32_t participants,
                                   std::chrono::milliseconds timeout, std::span<const double> values = {},
-                                  bool done = false);
+                                  bool done = false, const StopRequest* stop = nullptr);
+  static constexpr std::chrono::milliseconds kStopPoll{100};
   // Reports this trainer's latest `values` under `name` to server 0 without waiting for
   // the others; returns the sum of every reporter's latest values and their number.
   struct MetricSum {

@@ -4,6 +4,8 @@
 // the barriers and metric boards; heartbeats go to every server).
 
 #include <chrono>
+#include <future>
+#include <memory>
 
 #include "schemas/ps_generated.h"
 #include "trainer/client/heartbeat_rpc.h"
@@ -15,7 +17,8 @@ using wire::MessageType;
 
 StatusOr<PsClient::BarrierResult> PsClient::Barrier(const std::string& name, uint32_t trainer_id,
                                                     uint32_t participants, std::chrono::milliseconds timeout,
-                                                    std::span<const double> values, bool done) {
+                                                    std::span<const double> values, bool done,
+                                                    const StopRequest* stop) {
   flatbuffers::FlatBufferBuilder fbb(128 + values.size() * 8);
   auto name_off = fbb.CreateString(name);
   auto values_off = fbb.CreateVector(values.data(), values.size());
@@ -25,8 +28,14 @@ StatusOr<PsClient::BarrierResult> PsClient::Barrier(const std::string& name, uin
   // server that cannot answer at all is still noticed (sooner by the liveness probe).
   net::CallOptions call = net::DefaultCallOptions(static_cast<uint16_t>(MessageType::Barrier), options_.rpc);
   call.timeout = timeout + options_.barrier_margin;
-  ASSIGN_OR_RETURN(net::Reply reply,
-                   clients_[0]->CallSync(static_cast<uint16_t>(MessageType::Barrier), fbb.Release(), call));
+  auto answer = std::make_shared<std::promise<StatusOr<net::Reply>>>();
+  std::future<StatusOr<net::Reply>> answered = answer->get_future();
+  clients_[0]->Call(static_cast<uint16_t>(MessageType::Barrier), fbb.Release(), call,
+                    [answer](StatusOr<net::Reply> r) { answer->set_value(std::move(r)); });
+  while (stop != nullptr && answered.wait_for(kStopPoll) == std::future_status::timeout) {
+    if (stop->requested()) return Status::Aborted(stop->reason() + " while waiting at barrier '" + name + "'");
+  }
+  ASSIGN_OR_RETURN(net::Reply reply, answered.get());
   Status error;
   const auto* msg = VerifiedReply<wire::BarrierReply>(reply, clients_[0]->name(), &error);
   if (msg == nullptr) return error;

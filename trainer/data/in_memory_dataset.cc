@@ -6,6 +6,8 @@
 #include <thread>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "common/check.h"
 #include "common/sharding.h"
 #include "trainer/data/file_reader.h"
@@ -37,7 +39,7 @@ RecordBlock InMemoryDataset::EmptyBlock() const {
   return RecordBlock(options_.dense_dim, static_cast<uint32_t>(options_.sparse_slots.size()));
 }
 
-Status InMemoryDataset::LoadIntoMemory(const LoadProgressFn& on_file) {
+Status InMemoryDataset::LoadIntoMemory(const LoadProgressFn& on_file, const StopRequest* stop) {
   ReleaseMemory();
   progress_.Reset();
   // Blocks are collected per file so that their order does not depend on thread timing.
@@ -57,10 +59,12 @@ Status InMemoryDataset::LoadIntoMemory(const LoadProgressFn& on_file) {
       if (i >= files_.size()) return;
       std::vector<RecordBlock>& blocks = file_blocks[i];
       const auto close_block = [&blocks] { blocks.back().ShrinkToFit(); };
+      if (stop != nullptr && stop->requested()) return;  // the load's end reports it
       blocks.push_back(EmptyBlock());
       Status status = reader.ReadFile(files_[i], [&](const Example& example) {
         if (blocks.back().size() == kBlockRows) {
           close_block();
+          if (stop != nullptr && stop->requested()) return Status::Aborted("stop requested");
           blocks.push_back(EmptyBlock());
         }
         blocks.back().Append(example);
@@ -84,6 +88,10 @@ Status InMemoryDataset::LoadIntoMemory(const LoadProgressFn& on_file) {
   const size_t num_threads = std::min<size_t>(options_.thread_num, files_.size());
   for (size_t t = 0; t < num_threads; ++t) threads.emplace_back(load_files);
   for (auto& thread : threads) thread.join();
+  if (stop != nullptr && stop->requested() && (error.ok() || error.code() == StatusCode::kAborted)) {
+    error = Status::Aborted(fmt::format("{} while loading data into memory ({} of {} files read); nothing was kept",
+                                        stop->reason(), files_done, files_.size()));
+  }
   if (!error.ok()) return error;
 
   std::vector<RecordBlock> blocks;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/config/data_config.h"
+#include "common/stop_request.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/line_format.h"
 #include "trainer/data/record_block.h"
@@ -53,8 +54,9 @@ class InMemoryDataset : public Dataset {
 
   // Replaces the records in memory with the files' records, parsed by options.thread_num
   // threads; `on_file` (may be empty) hears of each file read. On error nothing is kept and
-  // the first error is returned.
-  Status LoadIntoMemory(const LoadProgressFn& on_file = {});
+  // the first error is returned. A request on `stop` (may be null) ends the load within a
+  // block of records: Aborted, nothing kept.
+  Status LoadIntoMemory(const LoadProgressFn& on_file = {}, const StopRequest* stop = nullptr);
 
   // Permutes the record order with a generator seeded by `seed`.
   void LocalShuffle(uint64_t seed);

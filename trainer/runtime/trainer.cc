@@ -253,8 +253,9 @@ struct Trainer::Impl {
     return answer->loss;
   }
 
+  // `stop`: a stop request ends an InMemoryDataset's load (Aborted).
   StatusOr<std::unique_ptr<data::Dataset>> OpenDataset(const std::vector<std::string>& paths, size_t batch_size,
-                                                       bool allow_in_memory) {
+                                                       bool allow_in_memory, const StopRequest* stop = nullptr) {
     // The distributed sampler shares records, not files: every trainer loads every file.
     const bool sampled = allow_in_memory && options.data.sampler == config::SamplerKind::kDistributed;
     ASSIGN_OR_RETURN(auto files, data::ListTrainerFiles(paths, options.data.split_file_list && !sampled,
@@ -266,7 +267,7 @@ struct Trainer::Impl {
       const std::string what = "trainer " + std::to_string(options.trainer_id) + ": loading data";
       RETURN_IF_ERROR(ds->LoadIntoMemory([&](size_t done, size_t total, uint64_t examples) {
         progress.Update(WorkProgress{what, done, total, "files", examples, "examples", 0});
-      }));
+      }, stop));
       progress.Done();
       spdlog::info("trainer {}: loaded {} examples into memory ({:.1f} MB)", options.trainer_id, ds->size(),
                    ds->MemoryBytes() / 1e6);
@@ -279,8 +280,10 @@ struct Trainer::Impl {
     return std::unique_ptr<data::Dataset>(std::move(ds));
   }
 
-  // Sums the AUC state of every trainer; returns the merged calculator.
-  StatusOr<model::AucCalculator> GlobalAuc(const std::string& name, const model::AucCalculator& local) {
+  // Sums the AUC state of every trainer; returns the merged calculator. After a stop request
+  // (`stop`), this trainer's own.
+  StatusOr<model::AucCalculator> GlobalAuc(const std::string& name, const model::AucCalculator& local,
+                                           const StopRequest* stop) {
     model::AucCalculator merged;
     if (comm != nullptr) {
       std::vector<double> state(local.state().begin(), local.state().end());
@@ -288,13 +291,19 @@ struct Trainer::Impl {
       merged.MergeState(state);
       return merged;
     }
-    if (options.trainers_num == 1) {
+    // A trainer that was asked to stop reports its own metrics rather than wait for the others.
+    if (options.trainers_num == 1 || (stop != nullptr && stop->requested())) {
       merged.Merge(local);
       return merged;
     }
-    ASSIGN_OR_RETURN(auto result, client.Barrier(name, options.trainer_id, options.trainers_num,
-                                                 std::chrono::milliseconds(options.barrier_timeout_ms), local.state()));
-    merged.MergeState(result.sum);
+    auto result = client.Barrier(name, options.trainer_id, options.trainers_num,
+                                 std::chrono::milliseconds(options.barrier_timeout_ms), local.state(), false, stop);
+    if (!result.ok() && stop != nullptr && stop->requested()) {
+      merged.Merge(local);
+      return merged;
+    }
+    RETURN_IF_ERROR(result.status());
+    merged.MergeState(result->sum);
     return merged;
   }
 };
@@ -319,9 +328,24 @@ Trainer::~Trainer() = default;
 
 Status Trainer::Barrier(const std::string& name) {
   if (comm_ != nullptr) return comm_->Barrier().WithContext("barrier '" + name + "'");
-  return client_
-      .Barrier(name, options_.trainer_id, options_.trainers_num, std::chrono::milliseconds(options_.barrier_timeout_ms))
-      .status();
+  // Every barrier of a job follows a Flush, so a stop while waiting loses no update.
+  const Status st = client_
+                        .Barrier(name, options_.trainer_id, options_.trainers_num,
+                                 std::chrono::milliseconds(options_.barrier_timeout_ms), {}, false, stop_)
+                        .status();
+  if (st.code() == StatusCode::kAborted && stop_requested()) {
+    return Status::Aborted(st.message() + " for the other trainers; the updates of every step trained were written "
+                           "to the pservers");
+  }
+  return st;
+}
+
+Status Trainer::StartBarrier() {
+  if (options_.trainers_num > 1) {
+    spdlog::info("trainer {}: waiting for the job's {} trainers to start (barrier 'start', at most {} s)",
+                 options_.trainer_id, options_.trainers_num, options_.barrier_timeout_ms / 1000);
+  }
+  return Barrier("start");
 }
 
 Status Trainer::Start() {
@@ -345,7 +369,7 @@ Status Trainer::Start() {
   if (options_.gpubox_mode()) {
     if (given_sync_ == nullptr) return Status::InvalidArgument("GPU-PS (gpubox) mode needs its device tables' sync");
     impl.sync = std::move(given_sync_);
-    return Barrier("start");
+    return StartBarrier();
   }
   if (options_.collective_mode()) {
     if (comm_ == nullptr) return Status::InvalidArgument("collective mode needs a communicator");
@@ -356,7 +380,7 @@ Status Trainer::Start() {
     RETURN_IF_ERROR(collective->SetInitialParams(std::move(params)));
     impl.collective = collective.get();
     impl.sync = std::move(collective);
-    return Barrier("start");
+    return StartBarrier();
   }
   ASSIGN_OR_RETURN(impl.sync, MakeParamSync(options_, client_, options_.worker_threads));
   impl.sync->SetPushQueueGauges(impl.series.push_queue);
@@ -365,7 +389,7 @@ Status Trainer::Start() {
     impl.net.InitParams(params, options_.model.init_seed);
     RETURN_IF_ERROR(client_.PushDenseParam(options_.dense_table.id, params).get().WithContext("initial dense push"));
   }
-  return Barrier("start");
+  return StartBarrier();
 }
 
 void Trainer::SetMetrics(metrics::Registry* registry) {
@@ -403,7 +427,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     return Status::InvalidArgument("heter mode needs the heter-trainers (no HeterClient given)");
   }
   if (impl.train_data == nullptr) {
-    ASSIGN_OR_RETURN(impl.train_data, impl.OpenDataset(options_.data.train_paths, options_.data.batch_size, true));
+    ASSIGN_OR_RETURN(impl.train_data, impl.OpenDataset(options_.data.train_paths, options_.data.batch_size, true, stop_));
   }
   if (auto* mem = dynamic_cast<data::InMemoryDataset*>(impl.train_data.get())) {
     const uint64_t seed = options_.data.shuffle_seed + epoch * 1000003ull;
@@ -746,7 +770,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   report.pass_sync_sec = pass_sync_seconds;
   report.skipped_lines = dataset.stats().bad_lines;
   report.curve = std::move(curve);
-  ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("epoch-" + std::to_string(epoch), epoch_auc));
+  ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("epoch-" + std::to_string(epoch), epoch_auc, stop_));
   report.auc = global.Auc();
   report.loss = global.MeanLoss();
   report.actual_ctr = global.ActualCtr();
@@ -775,7 +799,7 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
   auto worker = [&] {
     WorkerState ws;
     data::Batch batch;
-    while (true) {
+    while (!stop_requested()) {
       auto has = dataset->NextBatch(&batch);
       Status st = has.status();
       if (st.ok() && !*has) break;
@@ -803,12 +827,17 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
   for (auto& t : pool) t.join();
   dataset->EndPass();
   RETURN_IF_ERROR(first_error.WithContext("evaluation"));
+  if (stop_requested()) {  // scoring changes nothing on the pservers: nothing to finish
+    return Status::Aborted(fmt::format("{} in the test pass, after {} of its examples; training had ended and the "
+                                       "updates of every step trained were written to the pservers",
+                                       stop_->reason(), examples.load()));
+  }
   PassReport report;
   report.seconds = Seconds(start);
   report.cpu_seconds = metrics::ProcessCpuSeconds() - cpu_start;
   report.examples = examples;
   report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);
-  ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("eval", auc));
+  ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("eval", auc, stop_));
   report.auc = global.Auc();
   report.loss = global.MeanLoss();
   report.actual_ctr = global.ActualCtr();

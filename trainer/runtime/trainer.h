@@ -103,7 +103,7 @@ class Trainer {
   // Scores `paths` (this trainer's share) with the current parameters; writes one
   // "label prediction" line per example to `predictions_path` when not empty.
   StatusOr<PassReport> Evaluate(const std::vector<std::string>& paths, const std::string& predictions_path);
-  // Meets every trainer at a named barrier.
+  // Meets every trainer at a named barrier. After a stop request the wait ends (Aborted).
   Status Barrier(const std::string& name);
 
   const config::TrainerOptions& options() const { return options_; }
@@ -113,12 +113,16 @@ class Trainer {
   void SetMetrics(metrics::Registry* registry);
   // Once `stop` is requested (it outlives the Trainer; null: never), TrainEpoch takes no new
   // batch: the steps in flight finish, their updates are pushed (a GPU-PS pass is written
-  // back), and the epoch ends early, its report counting what was trained.
+  // back), and the epoch ends early, its report counting what was trained (this trainer's
+  // metrics alone). A load into memory, a test pass and a barrier wait (not collective
+  // mode's) end at once with Aborted: none of them holds an update.
   void SetStopRequest(const StopRequest* stop) { stop_ = stop; }
   bool stop_requested() const { return stop_ != nullptr && stop_->requested(); }
 
  private:
   struct Impl;
+  Status StartBarrier();  // Barrier("start"), said in the log when there are other trainers
+
   config::TrainerOptions options_;
   PsClient& client_;
   HeterClient* heter_;              // heter mode only

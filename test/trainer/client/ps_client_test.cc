@@ -7,6 +7,7 @@
 #include <boost/asio.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <csignal>
 #include <future>
 #include <thread>
 
@@ -287,6 +288,36 @@ TEST_CASE("A barrier waits its own timeout plus the margin, not the request dead
   CHECK_THAT(frozen.status().message(), Catch::Contains("Barrier to pserver 0 (" + s.via.ToString() + ")"));
   CHECK(Since(start) >= milliseconds(500));
   CHECK(Since(start) < milliseconds(1500));
+}
+
+// A stop request (SIGTERM to a trainer) ends a barrier wait within kStopPoll, whatever its
+// timeout; without a request the same wait still meets the other trainer.
+TEST_CASE("A stop request ends a barrier wait") {
+  ProxiedServer s;
+  auto a = s.Client(Fast({s.via}));
+  auto b = s.Client(Fast({s.via}));
+  StopRequest stop;
+  auto stopper = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    stop.Request("stopped by SIGTERM", SIGTERM);
+  });
+  const auto start = Clock::now();
+  auto r = a->Barrier("alone", 0, 2, milliseconds(60000), {}, false, &stop);
+  stopper.get();
+  CHECK(r.status().code() == StatusCode::kAborted);
+  CHECK(r.status().message() == "stopped by SIGTERM while waiting at barrier 'alone'");
+  CHECK(Since(start) >= milliseconds(300));
+  CHECK(Since(start) < milliseconds(5000));
+
+  StopRequest idle;
+  auto late = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    return b->Barrier("met", 1, 2, milliseconds(10000)).status();
+  });
+  auto met = a->Barrier("met", 0, 2, milliseconds(10000), {}, false, &idle);
+  INFO(met.status().ToString());
+  CHECK(met.ok());
+  CHECK(late.get().ok());
 }
 
 }  // namespace

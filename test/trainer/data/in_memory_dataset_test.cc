@@ -1,6 +1,7 @@
 // InMemoryDataset: loading, local and global shuffles, batch iteration.
 
 #include <algorithm>
+#include <csignal>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -115,6 +116,31 @@ TEST_CASE("a load error names file:line and keeps nothing", "[data][inmemory]") 
   const Status status = dataset.LoadIntoMemory();
   CHECK(status.message() == files[1] + ":7: token 2 \"oops\": expected name:value");
   CHECK(dataset.size() == 0);
+}
+
+TEST_CASE("a stop request ends a load: Aborted, naming the files read, nothing kept", "[data][inmemory]") {
+  testing::TempDir dir;
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 3, 2 * InMemoryDataset::kBlockRows);
+  StopRequest stop;
+  // Asked for after the first file: one loading thread reads no other.
+  InMemoryDataset dataset(Options(1), files, 100);
+  const Status st = dataset.LoadIntoMemory(
+      [&](size_t, size_t, uint64_t) { stop.Request("stopped by SIGTERM", SIGTERM); }, &stop);
+  CHECK((st.code() == StatusCode::kAborted));
+  CHECK(st.message() == "stopped by SIGTERM while loading data into memory (1 of 3 files read); nothing was kept");
+  CHECK(dataset.size() == 0);
+  CHECK(dataset.MemoryBytes() == 0);
+  // Asked for before: no file is read, with any number of threads.
+  InMemoryDataset threaded(Options(3), files, 100);
+  size_t files_read = 0;
+  CHECK(threaded.LoadIntoMemory([&](size_t, size_t, uint64_t) { ++files_read; }, &stop).code() == StatusCode::kAborted);
+  CHECK(files_read == 0);
+  CHECK(threaded.size() == 0);
+  // Without a request a load is whole.
+  StopRequest idle;
+  InMemoryDataset whole(Options(2), files, 100);
+  REQUIRE(whole.LoadIntoMemory({}, &idle).ok());
+  CHECK(whole.size() == 3 * 2 * InMemoryDataset::kBlockRows);
 }
 
 TEST_CASE("local shuffle is a seeded permutation", "[data][inmemory]") {

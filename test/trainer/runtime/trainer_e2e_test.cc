@@ -384,5 +384,42 @@ TEST_CASE("SIGTERM stops a trainer gracefully; a second one at once") {
   frozen_server.Signal(SIGKILL);
 }
 
+// A trainer waiting for the others (here at the start barrier, for a trainer 1 that never
+// comes) stops on SIGTERM at once instead of at the barrier's timeout, and tells the pserver
+// why it ended.
+TEST_CASE("SIGTERM ends a wait at a barrier") {
+  Workdir w;
+  const uint16_t port = testing::FreePorts(1)[0];
+  std::map<std::string, std::string> env = {{"TRAINING_ROLE", "PSERVER"},
+                                            {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:" + std::to_string(port)},
+                                            {"PADDLE_TRAINERS_NUM", "2"},
+                                            {"PADDLE_TRAINER_ID", "0"},
+                                            {"POD_IP", "127.0.0.1"},
+                                            {"PADDLE_PORT", std::to_string(port)}};
+  ChildProcess server, trainer;
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", w.dir + "/job.yaml"}, env,
+                       w.dir + "/pserver.log"));
+  REQUIRE(testing::WaitForPort(port, std::chrono::seconds(30)));
+  env["TRAINING_ROLE"] = "TRAINER";
+  REQUIRE(trainer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml"}, env,
+                        w.dir + "/trainer.log"));
+  REQUIRE(testing::WaitForLog(w.dir + "/trainer.log", "waiting for the job's 2 trainers to start",
+                              std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into the barrier's call
+  const auto signalled = std::chrono::steady_clock::now();
+  trainer.Signal(SIGTERM);
+  const int rc = trainer.Wait(std::chrono::seconds(30));
+  const std::string log = testing::ReadFile(w.dir + "/trainer.log");
+  INFO(log);
+  CHECK(rc == 128 + SIGTERM);
+  CHECK(std::chrono::steady_clock::now() - signalled < std::chrono::seconds(10));
+  CHECK_THAT(log, Catch::Contains("cpu-trainer: Aborted: stopped by SIGTERM while waiting at barrier 'start' for the "
+                                  "other trainers"));
+  // (The pserver still waits for trainer 1, which it has never heard from.)
+  CHECK(testing::WaitForLog(w.dir + "/pserver.log", "trainer 0 ended with an error: Aborted: stopped by SIGTERM",
+                            std::chrono::seconds(10)));
+  server.Signal(SIGKILL);
+}
+
 }  // namespace
 }  // namespace fleetps
