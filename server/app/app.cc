@@ -10,6 +10,7 @@
 #include "common/net/rpc_client.h"
 #include "common/net/rpc_server.h"
 #include "common/progress.h"
+#include "common/stop_request.h"
 #include "schemas/ps_generated.h"
 #include "server/app/server_metrics.h"
 #include "server/service/ps_service.h"
@@ -234,6 +235,7 @@ void App::ArmBarrierSweep() {
     const auto now = std::chrono::steady_clock::now();
     service_->barriers().ExpireDeadlines(now);
     if (++sweeps_ % 10 == 0) SweepTrainers(now);
+    if (const int signo = pending_signal_.exchange(0)) OnStopSignal(signo);
     ArmBarrierSweep();
   });
 }
@@ -292,6 +294,40 @@ void App::SweepTrainers(std::chrono::steady_clock::time_point now) {
   RequestShutdown("every trainer has ended: " + sweep.summary);
 }
 
+void App::ArmSignals() {
+  timers_->signals.async_wait([this](boost::system::error_code ec, int signo) {
+    if (ec) return;
+    pending_signal_ = signo;
+    ArmSignals();
+  });
+}
+
+void App::OnStopSignal(int signo) {
+  const std::string name = signo == SIGINT ? "SIGINT" : "SIGTERM";
+  if (++signals_ > 1) {
+    bool stopping = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = shutdown_requested_;
+    }
+    if (stopping) {
+      spdlog::error("pserver {}: a second {} during the shutdown: exiting at once (a save under way is abandoned; "
+                    "the last committed checkpoint stays)",
+                    options_.index, name);
+      StopSignals::ExitBySignal(signo);
+    }
+    RequestShutdown("a second " + name);
+    return;
+  }
+  SweepTrainers(std::chrono::steady_clock::now());  // the job may just have ended: its final save first
+  if (final_save_deadline_) {
+    spdlog::warn("pserver {}: {}: waiting for pserver 0's final save first (send it again to exit at once)",
+                 options_.index, name);
+    return;
+  }
+  RequestShutdown(name);
+}
+
 uint16_t App::port() const { return rpc_ ? rpc_->port() : 0; }
 uint16_t App::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
@@ -309,9 +345,7 @@ void App::WaitForShutdown(bool handle_signals) {
   if (handle_signals && timers_) {
     timers_->signals.add(SIGINT);
     timers_->signals.add(SIGTERM);
-    timers_->signals.async_wait([this](boost::system::error_code ec, int signo) {
-      if (!ec) RequestShutdown(signo == SIGINT ? "SIGINT" : "SIGTERM");
-    });
+    ArmSignals();
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return shutdown_requested_; });

@@ -12,6 +12,7 @@
 // Thread-safety: Start/WaitForShutdown/Shutdown from one controlling thread;
 // RequestShutdown() from anywhere.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -69,6 +70,13 @@ class App {
 
  private:
   void ArmBarrierSweep();  // io thread only
+  // SIGINT or SIGTERM, handled by the sweep (io thread only). A shutdown, unless the job's
+  // trainers have all ended unclean with periodic saves on: pserver 0 then makes its final
+  // save first, and the others wait for it, as when no signal came (an ordered stop signals
+  // the pservers right after the trainers). A second signal during a shutdown already under
+  // way (a long final save, a drain) ends the process at once, by that signal.
+  void OnStopSignal(int signo);
+  void ArmSignals();  // SIGINT and SIGTERM to pending_signal_, for the sweep
   // Every 500 ms: trainers past their lease are gone (barriers fail while one is); once
   // every trainer has ended and exit_when_trainers_gone, the server shuts down (after the
   // final save, when the job ended unclean and periodic saves are on).
@@ -111,6 +119,8 @@ class App {
   int exit_code_ = 0;
   bool final_save_ = false;  // server 0: FinalSave() before the drain
   uint64_t sweeps_ = 0;  // io thread only
+  std::atomic<int> pending_signal_{0};  // set by the signal handler, taken by the sweep
+  int signals_ = 0;                     // io thread only: stop signals handled
   // io thread only: a server other than 0 waits for server 0's final save until then.
   std::optional<std::chrono::steady_clock::time_point> final_save_deadline_;
   std::thread saver_;

@@ -199,8 +199,12 @@ TEST_CASE("kill -9 of a trainer: the other trainer and the pservers end within t
 // systemctl stop of a job's trainers, with periodic saves on: each trainer pushes what it
 // trained and tells the pservers it was stopped; pserver 0 then saves once more, before any
 // periodic save was due, and stops pserver 1, which waited for it. Pservers restarted with
-// --resume load that checkpoint: the trainers' updates are in it.
+// --resume load that checkpoint: the trainers' updates are in it. The same when the pservers
+// get SIGTERM as soon as the trainers have exited (an ordered stop of every unit of a node,
+// a script): the signal waits for the final save instead of cutting it off.
 TEST_CASE("Trainers stopped by SIGTERM: the pservers save once more before they exit, --resume loads it", "[e2e]") {
+  const bool servers_signalled = GENERATE(false, true);
+  INFO("pservers signalled after the trainers: " << servers_signalled);
   Job job("    save_interval_s: 3600\n", 1000);
   const std::string ckpt = job.dir + "/ckpt";
   testing::WriteFile(job.dir + "/job.yaml", testing::ReadFile(job.dir + "/job.yaml") + "    save_dir: " + ckpt + "\n");
@@ -215,6 +219,9 @@ TEST_CASE("Trainers stopped by SIGTERM: the pservers save once more before they 
     INFO("trainer " << i << " log:\n" << job.Log("trainer" + std::to_string(i)));
     CHECK(rc == 128 + SIGTERM);
   }
+  if (servers_signalled) {
+    for (auto& s : job.servers) s->Signal(SIGTERM);
+  }
   for (int i = 0; i < 2; ++i) {
     const int rc = job.servers[i]->Wait(60s);
     INFO("pserver " << i << " log:\n" << job.Log("pserver" + std::to_string(i)));
@@ -227,6 +234,7 @@ TEST_CASE("Trainers stopped by SIGTERM: the pservers save once more before they 
   CHECK_THAT(log0, !Catch::Contains("periodic save"));  // the only save was the final one
   CHECK_THAT(log1, Catch::Contains("waiting for pserver 0's final save"));
   CHECK_THAT(log1, Catch::Contains("pserver 0's final save is done"));
+  CHECK_THAT(log1, !Catch::Contains("shutting down (SIGTERM)"));  // the signal did not cut the wait short
 
   for (int i = 0; i < 2; ++i) job.StartServer(i, ckpt, "--resume");
   for (int i = 0; i < 2; ++i) {
@@ -237,6 +245,33 @@ TEST_CASE("Trainers stopped by SIGTERM: the pservers save once more before they 
     CHECK_THAT(log, !Catch::Contains(" 0 sparse rows"));  // each holds its share of the trained rows
   }
   for (auto& s : job.servers) s->Signal(SIGKILL);
+}
+
+// A pserver that waits for pserver 0's final save (here pserver 0 is frozen) after a SIGTERM
+// leaves the wait on a second one: it drains and exits without the save.
+TEST_CASE("A second SIGTERM ends a pserver's wait for the final save", "[e2e]") {
+  Job job("    save_interval_s: 3600\n", 1000);
+  const std::string ckpt = job.dir + "/ckpt";
+  testing::WriteFile(job.dir + "/job.yaml", testing::ReadFile(job.dir + "/job.yaml") + "    save_dir: " + ckpt + "\n");
+  for (int i = 0; i < 2; ++i) job.StartServer(i);
+  for (uint16_t p : job.ports) REQUIRE(testing::WaitForPort(p, 30s));
+  for (int i = 0; i < 2; ++i) job.StartTrainer(i, "trainer" + std::to_string(i));
+  job.AwaitLog("trainer0", "epoch 1 step 50:", 60s);
+  job.AwaitLog("trainer1", "epoch 1 step 50:", 60s);
+  for (auto& t : job.trainers) t->Signal(SIGTERM);
+  for (auto& t : job.trainers) CHECK(t->Wait(30s) == 128 + SIGTERM);
+  job.servers[0]->Signal(SIGSTOP);  // its final save never comes
+  job.servers[1]->Signal(SIGTERM);
+  job.AwaitLog("pserver1", "SIGTERM: waiting for pserver 0's final save first", 10s);
+  job.servers[1]->Signal(SIGTERM);
+  const int rc = job.servers[1]->Wait(30s);
+  const std::string log = job.Log("pserver1");
+  INFO(log);
+  CHECK(rc == 1);  // the job did not finish
+  CHECK_THAT(log, Catch::Contains("shutting down (a second SIGTERM)"));
+  CHECK_THAT(log, !Catch::Contains("pserver 0's final save is done"));
+  job.servers[0]->Signal(SIGCONT);
+  job.servers[0]->Signal(SIGKILL);
 }
 
 TEST_CASE("A cluster with server.auth: required admits only trainers holding its secret", "[e2e]") {

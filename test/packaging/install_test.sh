@@ -47,6 +47,9 @@ for p in pserver cpu-trainer heter-trainer fleetps-launch fleetps-ctl fleetps-pl
 done
 grep -q "^ExecStart=/usr/bin/pserver " "$root/usr/lib/systemd/system/fleetps-pserver@.service" ||
   fail "the installed pserver unit does not run /usr/bin/pserver"
+for target in fleetps.target fleetps-pservers.target fleetps-heter-trainers.target; do
+  [ -f "$root/usr/lib/systemd/system/$target" ] || fail "$target is not installed (the units name it)"
+done
 [ -f "$root/usr/share/doc/fleetps/OPERATIONS.md" ] || fail "docs are not installed"
 
 echo "== installed pserver --version"

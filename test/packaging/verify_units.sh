@@ -4,6 +4,9 @@
 # build tree's binaries). Any diagnostic fails the test. Then the readiness contract: a
 # Type=notify unit runs a program that sends READY=1 and answers the watchdog (pserver,
 # heter-trainer, cpu-trainer; systemd_notify_test checks each), so it sets WatchdogSec=.
+# Last the stop order of one node's units: cpu-trainers, then heter-trainers, then pservers
+# (the reverse of their start order, which the two ordering targets set; verify above has
+# built each unit's start transaction, so the order has no cycle).
 #   verify_units.sh BUILD_DIR INSTALL_BINDIR
 set -euo pipefail
 build="$1"
@@ -46,3 +49,16 @@ for f in "$build"/packaging/systemd/*.service; do
 done
 [ $bad -eq 0 ] || exit 1
 echo "readiness: every Type=notify unit sets WatchdogSec="
+has() {  # has UNIT LINE: the unit holds the line
+  grep -qxF "$2" "$build/packaging/systemd/$1" || { echo "$1: missing '$2' (the stop order)" >&2; bad=1; }
+}
+has fleetps-pserver@.service "Before=fleetps-pservers.target"
+has fleetps-pserver@.service "Wants=fleetps-pservers.target"
+has fleetps-heter-trainer@.service "After=fleetps-pservers.target"
+has fleetps-heter-trainer@.service "Before=fleetps-heter-trainers.target"
+has fleetps-heter-trainer@.service "Wants=fleetps-heter-trainers.target"
+has fleetps-trainer@.service "After=fleetps-pservers.target fleetps-heter-trainers.target"
+has fleetps-pservers.target "PartOf=fleetps.target"
+has fleetps-heter-trainers.target "PartOf=fleetps.target"
+[ $bad -eq 0 ] || exit 1
+echo "stop order: cpu-trainers, heter-trainers, pservers"
