@@ -25,6 +25,13 @@ class Backoff {
   std::chrono::milliseconds delay_{1};
 };
 
+// Aborted once a stop is requested.
+Status Stopped(const GlobalShuffleOptions& o, uint64_t round) {
+  if (o.stop == nullptr || !o.stop->requested()) return Status::OK();
+  return Status::Aborted(o.stop->reason() + " during global shuffle round " + std::to_string(round) +
+                         " (the records in this trainer's memory are lost; its files are untouched)");
+}
+
 // Sends records to other trainers' mailboxes, retrying while the mailbox is full; records
 // for this trainer go straight into its dataset.
 class MailboxTransport : public data::RecordTransport {
@@ -46,6 +53,7 @@ class MailboxTransport : public data::RecordTransport {
     const auto deadline = Clock::now() + o_.timeout;
     Backoff backoff;
     while (true) {
+      RETURN_IF_ERROR(Stopped(o_, round_));
       // The client itself retries Busy answers with back-off until the call's deadline,
       // here what is left of o_.timeout; a Busy that comes back means the time is up.
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -80,6 +88,7 @@ Status Receive(PsClient& client, data::InMemoryDataset& dataset, const GlobalShu
   uint32_t senders_done = 0;
   Backoff backoff;
   while (!stop) {
+    RETURN_IF_ERROR(Stopped(o, round));
     ASSIGN_OR_RETURN(auto fetched, client.ShuffleFetch(round, o.trainer_id, o.trainers_num));
     for (auto& mail : fetched.mail) {
       ASSIGN_OR_RETURN(auto block, data::RecordBlock::Parse(mail.block, dataset.dense_dim(), dataset.num_slots(),
@@ -108,7 +117,8 @@ Status Receive(PsClient& client, data::InMemoryDataset& dataset, const GlobalShu
 
 StatusOr<GlobalShuffleReport> GlobalShuffle(PsClient& client, data::InMemoryDataset& dataset,
                                             const GlobalShuffleOptions& o) {
-  ASSIGN_OR_RETURN(auto barrier, client.Barrier("global-shuffle", o.trainer_id, o.trainers_num, o.timeout));
+  ASSIGN_OR_RETURN(auto barrier,
+                   client.Barrier("global-shuffle", o.trainer_id, o.trainers_num, o.timeout, {}, false, o.stop));
   const uint64_t round = barrier.generation;
   const auto start = Clock::now();
   GlobalShuffleReport report;
@@ -124,6 +134,7 @@ StatusOr<GlobalShuffleReport> GlobalShuffle(PsClient& client, data::InMemoryData
   for (uint32_t to = 0; to < o.trainers_num && sent.ok(); ++to) sent = transport.Post(to, {}, true);
   if (!sent.ok()) stop = true;
   receiver.join();
+  RETURN_IF_ERROR(Stopped(o, round));  // rather than the error of whichever side saw it first
   RETURN_IF_ERROR(sent);
   RETURN_IF_ERROR(received);
   dataset.FinishGlobalShuffle(o.seed ^ round);

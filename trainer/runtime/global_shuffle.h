@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "common/stop_request.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/data/in_memory_dataset.h"
 
@@ -26,6 +27,8 @@ struct GlobalShuffleOptions {
   uint64_t seed = 0;
   // How long the barrier, a full mailbox or a silent sender may keep this trainer waiting.
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  // A request ends the shuffle, its barrier wait included: Aborted (null: never).
+  const StopRequest* stop = nullptr;
 };
 
 struct GlobalShuffleReport {

@@ -440,6 +440,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
       shuffle.trainers_num = options_.trainers_num;
       shuffle.seed = seed;
       shuffle.timeout = std::chrono::milliseconds(options_.barrier_timeout_ms);
+      shuffle.stop = stop_;
       RETURN_IF_ERROR(GlobalShuffle(client_, *mem, shuffle).status());
     } else if (options_.data.shuffle != config::ShuffleMode::kNone) {
       mem->LocalShuffle(seed + options_.trainer_id);

@@ -4,6 +4,7 @@
 // receivers: every record must still arrive exactly once.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <csignal>
 #include <numeric>
 #include <thread>
 
@@ -151,6 +152,50 @@ TEST_CASE("a trainer that never joins makes the others fail with a clear timeout
   CHECK(round.status().code() == StatusCode::kTimedOut);
   CHECK_THAT(round.status().message(), Catch::Contains("global-shuffle"));
   app.Shutdown();
+}
+
+// A stop request (SIGTERM to the trainer) ends the shuffle where it waits: at its barrier for
+// a trainer that never comes, and for the mail of one that joined the round but sends nothing.
+// (The abandoned barrier keeps trainer 0's arrival, so each case has a server of its own.)
+TEST_CASE("a stop request ends a global shuffle's waits") {
+  data::InMemoryDataset dataset(data::testing::RankDnnOptions(), {data::testing::kRankDnnSample}, 10, 0);
+  REQUIRE(dataset.LoadIntoMemory().ok());
+  const auto stopped_shuffle = [&](bool trainer1_joins) {
+    const auto ports = testing::FreePorts(1);
+    server::App app(ServerOptions(ports, 0, 1 << 20));
+    REQUIRE(app.Start().ok());
+    PsClientOptions co;
+    co.servers = {{"127.0.0.1", ports[0]}};
+    auto client = PsClient::Connect(co);
+    auto silent = PsClient::Connect(co);
+    REQUIRE(client.ok());
+    REQUIRE(silent.ok());
+    std::thread joiner;
+    if (trainer1_joins) {
+      joiner = std::thread([&] { CHECK((*silent)->Barrier("global-shuffle", 1, 2, std::chrono::minutes(1)).ok()); });
+    }
+    StopRequest stop;
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      stop.Request("stopped by SIGTERM", SIGTERM);
+    });
+    GlobalShuffleOptions o;
+    o.trainers_num = 2;
+    o.timeout = std::chrono::minutes(1);
+    o.stop = &stop;
+    const auto start = std::chrono::steady_clock::now();
+    auto round = GlobalShuffle(**client, dataset, o);
+    stopper.join();
+    if (joiner.joinable()) joiner.join();
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    app.Shutdown();
+    REQUIRE_FALSE(round.ok());
+    CHECK(round.status().code() == StatusCode::kAborted);
+    return round.status().message();
+  };
+  CHECK(stopped_shuffle(false) == "stopped by SIGTERM while waiting at barrier 'global-shuffle'");
+  CHECK_THAT(stopped_shuffle(true), Catch::StartsWith("stopped by SIGTERM during global shuffle round ") &&
+                                        Catch::Contains("the records in this trainer's memory are lost"));
 }
 
 }  // namespace fleetps::trainer
