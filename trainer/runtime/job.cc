@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <string>
+#include <string_view>
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -47,8 +49,25 @@ std::string PassJson(const PassReport& r) {
       r.skipped_lines, CurveJson(r.curve));
 }
 
+// `text` as a JSON string literal.
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// `stopped`: why a stop request ended the job early (its last epoch may be cut short).
 Status WriteReport(const std::string& path, const config::TrainerOptions& o, const std::vector<PassReport>& epochs,
-                   const PassReport* test) {
+                   const PassReport* test, std::string_view stopped = {}) {
   if (path.empty()) return Status::OK();
   std::ofstream out(path, std::ios::trunc);
   if (!out) return Status::IOError("cannot write report " + path);
@@ -56,7 +75,9 @@ Status WriteReport(const std::string& path, const config::TrainerOptions& o, con
       << o.trainer_id << ", \"trainers\": " << o.trainers_num << ", \"threads\": " << o.worker_threads
       << ", \"epochs\": [";
   for (size_t i = 0; i < epochs.size(); ++i) out << (i ? ", " : "") << PassJson(epochs[i]);
-  out << "], \"test\": " << (test ? PassJson(*test) : "null") << "}\n";
+  out << "], \"test\": " << (test ? PassJson(*test) : "null");
+  if (!stopped.empty()) out << ", \"stopped\": " << JsonString(stopped);
+  out << "}\n";
   return out.good() ? Status::OK() : Status::IOError("cannot write report " + path);
 }
 
@@ -152,7 +173,10 @@ Status Stopped(const JobFlags& flags, uint32_t epoch, uint64_t examples) {
                                      flags.stop->reason(), epoch, examples));
 }
 
-Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer) {
+// The job's training and test passes; `epochs` gets each epoch trained, one cut short by a
+// stop request included.
+Status TrainAndTest(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer,
+                    std::vector<PassReport>& epochs) {
   trainer.SetMetrics(flags.metrics);
   trainer.SetStopRequest(flags.stop);
   RETURN_IF_ERROR(trainer.Start());
@@ -164,11 +188,14 @@ Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFl
                o.heter_mode() ? fmt::format(", dense part on {} heter-trainer(s), {} micro-batches in flight per thread",
                                             o.heter_trainers.size(), o.heter.inflight)
                               : "");
-  std::vector<PassReport> epochs;
   for (uint32_t e = 1; e <= o.epochs; ++e) {
     if (trainer.stop_requested()) return Stopped(flags, e, 0);
     ASSIGN_OR_RETURN(PassReport r, trainer.TrainEpoch(e));
-    if (trainer.stop_requested()) return Stopped(flags, e, r.examples);
+    if (trainer.stop_requested()) {
+      LogPass(fmt::format("epoch {} stopped", e).c_str(), o, r);
+      epochs.push_back(r);
+      return Stopped(flags, e, r.examples);
+    }
     LogPass(fmt::format("epoch {} done", e).c_str(), o, r);
     if (r.examples == 0) {
       spdlog::warn("trainer {} epoch {}: trained no examples: its share of the training data ({}) holds no "
@@ -191,6 +218,17 @@ Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFl
   RETURN_IF_ERROR(trainer.Barrier("finished"));
   if (!o.model_save_path.empty()) RETURN_IF_ERROR(SaveModel(o, client, trainer));
   return Status::OK();
+}
+
+Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer) {
+  std::vector<PassReport> epochs;
+  const Status st = TrainAndTest(o, client, flags, trainer, epochs);
+  if (!st.ok() && trainer.stop_requested()) {  // what was trained stays on record
+    if (const Status written = WriteReport(flags.report_path, o, epochs, nullptr, st.message()); !written.ok()) {
+      spdlog::warn("trainer {}: {}", o.trainer_id, written.ToString());
+    }
+  }
+  return st;
 }
 
 }  // namespace

@@ -348,7 +348,7 @@ TEST_CASE("SIGTERM stops a trainer gracefully; a second one at once") {
                          w.dir + "/" + name + "-pserver.log"));
     REQUIRE(testing::WaitForPort(port, std::chrono::seconds(30)));
     REQUIRE(trainer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml", "--epochs",
-                           "1000"},
+                           "1000", "--report", w.dir + "/" + name + ".json"},
                           env, w.dir + "/" + name + ".log"));
     REQUIRE(testing::WaitForLog(w.dir + "/" + name + ".log", " step ", std::chrono::seconds(60)));
   };
@@ -368,6 +368,16 @@ TEST_CASE("SIGTERM stops a trainer gracefully; a second one at once") {
   CHECK(server.Wait(std::chrono::seconds(30)) == 1);
   CHECK(std::chrono::steady_clock::now() - ended < std::chrono::seconds(15));
   CHECK_THAT(testing::ReadFile(w.dir + "/graceful-pserver.log"), Catch::Contains("failed: 0"));
+  // The report keeps what was trained: the epochs, the last one cut short, and why.
+  const std::string report = testing::ReadFile(w.dir + "/graceful.json");
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("\"test\": null, \"stopped\": \"stopped by SIGTERM in epoch "));
+  std::smatch stopped;
+  REQUIRE(std::regex_search(report, stopped, std::regex(R"(in epoch (\d+), after (\d+) of its examples)")));
+  const std::string last_epoch = "{\"epoch\": " + stopped[1].str() + ", \"examples\": " + stopped[2].str() + ",";
+  CHECK_THAT(report, Catch::Contains(last_epoch));
+  CHECK(std::stoull(stopped[2].str()) > 0);
+  CHECK_THAT(log, Catch::Contains("epoch " + stopped[1].str() + " stopped: auc "));
 
   ChildProcess frozen_server, impatient;
   start(frozen_server, impatient, "twice");
