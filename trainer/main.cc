@@ -233,15 +233,15 @@ int main(int argc, char** argv) {
   // it has ended.
   std::optional<trainer::Heartbeat> heartbeat, heter_heartbeat;
   if (mode == "train" && !options->local()) {
-    heartbeat.emplace(**client, options->trainer_id, options->trainers_num, rpc.heartbeat_interval);
+    heartbeat.emplace(**client, options->trainer_id, options->trainers_num, rpc.heartbeat_interval, &stop);
   }
   if (heter) {
     heter_heartbeat.emplace(
         "the heter-trainers",
-        [&heter](bool finished, bool failed, const std::string& reason, std::chrono::milliseconds timeout) {
-          return heter->Heartbeat(finished, failed, reason, timeout);
+        [&heter](const trainer::HeartbeatState& state, std::chrono::milliseconds timeout) {
+          return heter->Heartbeat(state, timeout);
         },
-        options->trainer_id, rpc.heartbeat_interval);
+        options->trainer_id, rpc.heartbeat_interval, &stop);
   }
   // Under a Type=notify unit (fleetps-trainer@): READY=1 once connected and past the job's
   // start barrier, WATCHDOG=1 while the process runs (a stuck pserver fails the job through

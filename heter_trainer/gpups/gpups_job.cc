@@ -61,7 +61,7 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
   config::TrainerOptions job = o;
   job.worker_threads = workers;
   std::optional<trainer::Heartbeat> heartbeat;
-  heartbeat.emplace(*client, o.trainer_id, o.trainers_num, rpc.heartbeat_interval);
+  heartbeat.emplace(*client, o.trainer_id, o.trainers_num, rpc.heartbeat_interval, flags.stop);
   Status st;
   {
     auto sync = GpuPsSync::Create(job, *client, std::move(table), std::move(comms));

@@ -23,6 +23,18 @@ namespace {
 
 // How long a server other than 0 waits for server 0's final save (SweepTrainers).
 constexpr std::chrono::seconds kFinalSaveWait{300};
+// After a stop signal: how long a trainer that is still training has to say it is stopping
+// too (its heartbeat, sent at once when its own signal came), and how long stopping trainers
+// are served at most.
+constexpr std::chrono::seconds kStoppingGrace{2};
+constexpr std::chrono::seconds kTrainerStopWait{300};
+
+// "0, 2" ("-" for none).
+std::string IdList(const std::vector<uint32_t>& ids) {
+  std::string out;
+  for (uint32_t id : ids) out += (out.empty() ? "" : ", ") + std::to_string(id);
+  return out.empty() ? "-" : out;
+}
 
 }  // namespace
 
@@ -236,11 +248,12 @@ void App::ArmBarrierSweep() {
     service_->barriers().ExpireDeadlines(now);
     if (++sweeps_ % 10 == 0) SweepTrainers(now);
     if (const int signo = pending_signal_.exchange(0)) OnStopSignal(signo);
+    if (signal_wait_) CheckSignalWait(now);
     ArmBarrierSweep();
   });
 }
 
-void App::SweepTrainers(std::chrono::steady_clock::time_point now) {
+TrainerRegistry::Sweep App::SweepTrainers(std::chrono::steady_clock::time_point now) {
   const TrainerRegistry::Sweep sweep = service_->trainers().Expire(now);
   for (uint32_t id : sweep.newly_gone) {
     spdlog::error("pserver {}: trainer {} is gone: no heartbeat for {} s (server.trainer_lease_s); barriers fail "
@@ -257,7 +270,7 @@ void App::SweepTrainers(std::chrono::steady_clock::time_point now) {
   service_->barriers().SetJobFailure(failure);
   if (!sweep.ended || !options_.exit_when_trainers_gone) {
     final_save_deadline_.reset();  // a trainer is back
-    return;
+    return sweep;
   }
   // A job that ended unclean (a trainer failed, was stopped or is gone) saved no model at its
   // end. With periodic saves on, the servers save once more before they exit, so that
@@ -279,11 +292,11 @@ void App::SweepTrainers(std::chrono::steady_clock::time_point now) {
                     options_.index, kFinalSaveWait.count());
       RequestShutdown("no final save from pserver 0");
     }
-    return;
+    return sweep;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (shutdown_requested_) return;
+    if (shutdown_requested_) return sweep;
     exit_code_ = sweep.clean ? 0 : 1;
     final_save_ = final_save;
   }
@@ -292,6 +305,7 @@ void App::SweepTrainers(std::chrono::steady_clock::time_point now) {
               final_save ? "saving to " + options_.save_dir + ", stopping the other pservers, then exiting"
                          : std::string("exiting"));
   RequestShutdown("every trainer has ended: " + sweep.summary);
+  return sweep;
 }
 
 void App::ArmSignals() {
@@ -319,13 +333,47 @@ void App::OnStopSignal(int signo) {
     RequestShutdown("a second " + name);
     return;
   }
-  SweepTrainers(std::chrono::steady_clock::now());  // the job may just have ended: its final save first
+  const auto now = std::chrono::steady_clock::now();
+  const TrainerRegistry::Sweep sweep = SweepTrainers(now);  // the job may just have ended: its final save first
   if (final_save_deadline_) {
     spdlog::warn("pserver {}: {}: waiting for pserver 0's final save first (send it again to exit at once)",
                  options_.index, name);
     return;
   }
-  RequestShutdown(name);
+  if (sweep.training.empty() && sweep.stopping.empty()) {
+    RequestShutdown(name);
+    return;
+  }
+  signal_wait_ = SignalWait{name, now + kStoppingGrace, now + kTrainerStopWait};
+  spdlog::warn("pserver {}: {}: serving the job's stopping trainers until they have ended (stopping: {}; training: "
+               "{}; at most {} s; send it again to exit at once)",
+               options_.index, name, IdList(sweep.stopping), IdList(sweep.training), kTrainerStopWait.count());
+}
+
+void App::CheckSignalWait(std::chrono::steady_clock::time_point now) {
+  const TrainerRegistry::Sweep sweep = SweepTrainers(now);
+  bool requested = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    requested = shutdown_requested_;
+  }
+  if (requested || final_save_deadline_) {  // the job's end took over (its final save)
+    signal_wait_.reset();
+    return;
+  }
+  std::string why;
+  if (sweep.stopping.empty() && sweep.training.empty()) {
+    why = "the stopping trainers have ended";
+  } else if (sweep.stopping.empty() && now >= signal_wait_->grace_end) {
+    why = "trainer(s) " + IdList(sweep.training) + " still training";
+  } else if (now >= signal_wait_->limit) {
+    why = "trainer(s) " + IdList(sweep.stopping) + " did not end within " + std::to_string(kTrainerStopWait.count()) +
+          " s";
+  } else {
+    return;
+  }
+  RequestShutdown(signal_wait_->signal + ": " + why);
+  signal_wait_.reset();
 }
 
 uint16_t App::port() const { return rpc_ ? rpc_->port() : 0; }

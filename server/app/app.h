@@ -23,6 +23,7 @@
 
 #include "common/config/server_config.h"
 #include "common/status.h"
+#include "server/service/trainer_registry.h"
 
 namespace fleetps {
 class ExecutorPool;
@@ -70,17 +71,23 @@ class App {
 
  private:
   void ArmBarrierSweep();  // io thread only
-  // SIGINT or SIGTERM, handled by the sweep (io thread only). A shutdown, unless the job's
-  // trainers have all ended unclean with periodic saves on: pserver 0 then makes its final
-  // save first, and the others wait for it, as when no signal came (an ordered stop signals
-  // the pservers right after the trainers). A second signal during a shutdown already under
-  // way (a long final save, a drain) ends the process at once, by that signal.
+  // SIGINT or SIGTERM, handled by the sweep (io thread only). A shutdown, but first:
+  // - when the job's trainers have all ended unclean with periodic saves on, pserver 0 makes
+  //   its final save and the others wait for it, as when no signal came (an ordered stop
+  //   signals the pservers right after the trainers);
+  // - while trainers are alive, the server serves those that say they are stopping until
+  //   they have ended (a stop of every process at once: their last pushes land, and the
+  //   final save follows), at most kTrainerStopWait; one that does not say so within
+  //   kStoppingGrace is not waited for.
+  // A second signal ends a wait; one during a shutdown already under way (a long final
+  // save, a drain) ends the process at once, by that signal.
   void OnStopSignal(int signo);
   void ArmSignals();  // SIGINT and SIGTERM to pending_signal_, for the sweep
+  void CheckSignalWait(std::chrono::steady_clock::time_point now);  // the sweep, while signal_wait_
   // Every 500 ms: trainers past their lease are gone (barriers fail while one is); once
   // every trainer has ended and exit_when_trainers_gone, the server shuts down (after the
   // final save, when the job ended unclean and periodic saves are on).
-  void SweepTrainers(std::chrono::steady_clock::time_point now);
+  TrainerRegistry::Sweep SweepTrainers(std::chrono::steady_clock::time_point now);
   // The periodic saver's thread: every save_interval_s until Shutdown, one save.
   void PeriodicSaveLoop();
   // Saves every table of every server to save_dir (phase 1 on all, commit on server 0).
@@ -121,6 +128,13 @@ class App {
   uint64_t sweeps_ = 0;  // io thread only
   std::atomic<int> pending_signal_{0};  // set by the signal handler, taken by the sweep
   int signals_ = 0;                     // io thread only: stop signals handled
+  // io thread only: after a first signal, serving the trainers that are stopping.
+  struct SignalWait {
+    std::string signal;                                  // "SIGTERM"
+    std::chrono::steady_clock::time_point grace_end;     // trainers not stopping by then are not waited for
+    std::chrono::steady_clock::time_point limit;         // nor are stopping ones after this
+  };
+  std::optional<SignalWait> signal_wait_;
   // io thread only: a server other than 0 waits for server 0's final save until then.
   std::optional<std::chrono::steady_clock::time_point> final_save_deadline_;
   std::thread saver_;

@@ -8,7 +8,8 @@
 namespace fleetps::server {
 
 StatusOr<std::vector<uint32_t>> TrainerRegistry::Heartbeat(uint32_t id, uint32_t trainers, bool finished, bool failed,
-                                                           const std::string& reason, Clock::time_point now) {
+                                                           const std::string& reason, Clock::time_point now,
+                                                           bool stopping) {
   if (trainers == 0 || trainers > kMaxTrainers) {
     return Status::InvalidArgument("heartbeat from trainer " + std::to_string(id) + ": trainers " +
                                    std::to_string(trainers) + " is not in [1, " + std::to_string(kMaxTrainers) + "]");
@@ -39,8 +40,10 @@ StatusOr<std::vector<uint32_t>> TrainerRegistry::Heartbeat(uint32_t id, uint32_t
       spdlog::info("trainer {} finished", id);
     }
   }
+  if (stopping && !e.stopping && !e.finished) spdlog::warn("trainer {} is stopping: {}", id, reason);
   e.finished = e.finished || finished;
   e.failed = e.failed || failed;
+  e.stopping = e.stopping || stopping;
   return GoneLocked();
 }
 
@@ -65,6 +68,7 @@ TrainerRegistry::Sweep TrainerRegistry::Expire(Clock::time_point now) {
       add(gone, id);
       sweep.gone.push_back(id);
     }
+    if (e.seen && !e.finished && !e.gone) (e.stopping ? sweep.stopping : sweep.training).push_back(id);
     sweep.ended = sweep.ended && (e.finished || e.gone);
     sweep.clean = sweep.clean && e.finished && !e.failed;
   }
@@ -93,7 +97,7 @@ void AnswerHeartbeat(TrainerRegistry& registry, const net::Request& req, const n
   if (msg == nullptr) return;
   auto gone = registry.Heartbeat(msg->trainer_id(), msg->trainers(), msg->finished(), msg->failed(),
                                  msg->reason() ? msg->reason()->str() : std::string(),
-                                 std::chrono::steady_clock::now());
+                                 std::chrono::steady_clock::now(), msg->stopping());
   if (!gone.ok()) return responder.SendError(gone.status().WithContext("Heartbeat from " + responder.peer()));
   flatbuffers::FlatBufferBuilder fbb(64);
   fbb.Finish(wire::CreateHeartbeatReply(fbb, fbb.CreateVector(*gone)));

@@ -31,17 +31,20 @@ class TrainerRegistry {
   explicit TrainerRegistry(std::chrono::milliseconds lease) : lease_(lease) {}
 
   // Records a heartbeat of trainer `id` of `trainers`; `finished` once it has ended
-  // (`failed` with `reason` when it ended with an error). Returns the ids counted as gone.
+  // (`failed` with `reason` when it ended with an error); `stopping` while a stop request
+  // ends its training. Returns the ids counted as gone.
   // InvalidArgument when trainers is 0 or above kMaxTrainers, id >= trainers, or trainers
   // differs from the first heartbeat's (PADDLE_TRAINERS_NUM differs between trainers).
   StatusOr<std::vector<uint32_t>> Heartbeat(uint32_t id, uint32_t trainers, bool finished, bool failed,
-                                            const std::string& reason, Clock::time_point now);
+                                            const std::string& reason, Clock::time_point now, bool stopping = false);
 
   struct Sweep {
     std::vector<uint32_t> newly_gone;  // gone since the previous sweep
     std::vector<uint32_t> gone;        // every trainer counted as gone now
     bool ended = false;                // every trainer finished or gone (and at least one heartbeat)
     bool clean = false;                // ended, and every trainer finished without failing
+    std::vector<uint32_t> training;    // alive (heard from, not finished, not gone), not stopping
+    std::vector<uint32_t> stopping;    // alive, and said it is stopping
     std::string summary;               // "trainers finished: 0, 1; failed: -; gone: 2 (no heartbeat for 60 s)"
   };
   // Marks trainers silent for longer than the lease as gone.
@@ -55,6 +58,7 @@ class TrainerRegistry {
     bool finished = false;
     bool failed = false;
     bool gone = false;
+    bool stopping = false;
   };
   std::vector<uint32_t> GoneLocked() const;
 

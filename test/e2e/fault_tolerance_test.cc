@@ -201,10 +201,14 @@ TEST_CASE("kill -9 of a trainer: the other trainer and the pservers end within t
 // periodic save was due, and stops pserver 1, which waited for it. Pservers restarted with
 // --resume load that checkpoint: the trainers' updates are in it. The same when the pservers
 // get SIGTERM as soon as the trainers have exited (an ordered stop of every unit of a node,
-// a script): the signal waits for the final save instead of cutting it off.
+// a script): the signal waits for the final save instead of cutting it off; and when every
+// process gets it at once (a job's pods deleted): the pservers serve the stopping trainers
+// until they have ended, then save (here the pservers' signal comes first, within the time
+// a pserver gives training trainers to say they are stopping too).
 TEST_CASE("Trainers stopped by SIGTERM: the pservers save once more before they exit, --resume loads it", "[e2e]") {
-  const bool servers_signalled = GENERATE(false, true);
-  INFO("pservers signalled after the trainers: " << servers_signalled);
+  enum Signalled { kNot, kAfterTrainers, kWithTrainers };
+  const int servers_signalled = GENERATE(kNot, kAfterTrainers, kWithTrainers);
+  INFO("pservers signalled (0: not, 1: after the trainers, 2: with them): " << servers_signalled);
   Job job("    save_interval_s: 3600\n", 1000);
   const std::string ckpt = job.dir + "/ckpt";
   testing::WriteFile(job.dir + "/job.yaml", testing::ReadFile(job.dir + "/job.yaml") + "    save_dir: " + ckpt + "\n");
@@ -213,13 +217,20 @@ TEST_CASE("Trainers stopped by SIGTERM: the pservers save once more before they 
   for (int i = 0; i < 2; ++i) job.StartTrainer(i, "trainer" + std::to_string(i));
   job.AwaitLog("trainer0", "epoch 1 step 50:", 60s);
   job.AwaitLog("trainer1", "epoch 1 step 50:", 60s);
+  if (servers_signalled == kWithTrainers) {  // the pservers' signal first, so that they see the trainers' stop
+    for (auto& s : job.servers) s->Signal(SIGTERM);
+    job.AwaitLog("pserver0", "SIGTERM: serving the job's stopping trainers until they have ended", 10s);
+    job.AwaitLog("pserver1", "SIGTERM: serving the job's stopping trainers until they have ended", 10s);
+  }
   for (auto& t : job.trainers) t->Signal(SIGTERM);
   for (int i = 0; i < 2; ++i) {
     const int rc = job.trainers[i]->Wait(30s);
-    INFO("trainer " << i << " log:\n" << job.Log("trainer" + std::to_string(i)));
+    const std::string log = job.Log("trainer" + std::to_string(i));
+    INFO("trainer " << i << " log:\n" << log);
     CHECK(rc == 128 + SIGTERM);
+    CHECK_THAT(log, Catch::Contains("the updates of every step trained were written to the pservers"));
   }
-  if (servers_signalled) {
+  if (servers_signalled == kAfterTrainers) {
     for (auto& s : job.servers) s->Signal(SIGTERM);
   }
   for (int i = 0; i < 2; ++i) {
@@ -234,7 +245,7 @@ TEST_CASE("Trainers stopped by SIGTERM: the pservers save once more before they 
   CHECK_THAT(log0, !Catch::Contains("periodic save"));  // the only save was the final one
   CHECK_THAT(log1, Catch::Contains("waiting for pserver 0's final save"));
   CHECK_THAT(log1, Catch::Contains("pserver 0's final save is done"));
-  CHECK_THAT(log1, !Catch::Contains("shutting down (SIGTERM)"));  // the signal did not cut the wait short
+  CHECK_THAT(log0 + log1, !Catch::Contains("shutting down (SIGTERM"));  // no signal cut a wait short
 
   for (int i = 0; i < 2; ++i) job.StartServer(i, ckpt, "--resume");
   for (int i = 0; i < 2; ++i) {
@@ -272,6 +283,32 @@ TEST_CASE("A second SIGTERM ends a pserver's wait for the final save", "[e2e]") 
   CHECK_THAT(log, !Catch::Contains("pserver 0's final save is done"));
   job.servers[0]->Signal(SIGCONT);
   job.servers[0]->Signal(SIGKILL);
+}
+
+// A pserver stopped alone while the job trains (a restart for maintenance) does not wait for
+// trainers that are not stopping: it shuts down once they have had kStoppingGrace (2 s) to
+// say they are.
+TEST_CASE("A pserver stopped while its trainers train waits only briefly for them", "[e2e]") {
+  Job job("", 1000);
+  for (int i = 0; i < 2; ++i) job.StartServer(i);
+  for (uint16_t p : job.ports) REQUIRE(testing::WaitForPort(p, 30s));
+  for (int i = 0; i < 2; ++i) job.StartTrainer(i, "trainer" + std::to_string(i));
+  job.AwaitLog("trainer0", "epoch 1 step 50:", 60s);
+  job.AwaitLog("trainer1", "epoch 1 step 50:", 60s);
+  const auto signalled = std::chrono::steady_clock::now();
+  job.servers[1]->Signal(SIGTERM);
+  const int rc = job.servers[1]->Wait(30s);
+  const auto waited = std::chrono::steady_clock::now() - signalled;
+  const std::string log = job.Log("pserver1");
+  INFO(log);
+  CHECK(rc == 0);
+  CHECK_THAT(log, Catch::Contains("SIGTERM: serving the job's stopping trainers until they have ended (stopping: -; "
+                                  "training: 0, 1;"));
+  CHECK_THAT(log, Catch::Contains("shutting down (SIGTERM: trainer(s) 0, 1 still training)"));
+  CHECK(waited >= 2s);
+  CHECK(waited < 15s);
+  for (auto& t : job.trainers) t->Signal(SIGKILL);
+  for (auto& s : job.servers) s->Signal(SIGKILL);
 }
 
 TEST_CASE("A cluster with server.auth: required admits only trainers holding its secret", "[e2e]") {

@@ -337,9 +337,9 @@ TEST_CASE("The heter-trainer exits by itself once every cpu-trainer has finished
   Cluster cluster;
   auto c0 = cluster.Connect(cluster.ClientOptions(0));
   auto c1 = cluster.Connect(cluster.ClientOptions(1));
-  REQUIRE(c0->Heartbeat(false, false, "", 2s).ok());
-  REQUIRE(c0->Heartbeat(true, false, "", 2s).ok());
-  REQUIRE(c1->Heartbeat(true, one_fails, one_fails ? "boom" : "", 2s).ok());
+  REQUIRE(c0->Heartbeat({}, 2s).ok());
+  REQUIRE(c0->Heartbeat({.finished = true, .reason = ""}, 2s).ok());
+  REQUIRE(c1->Heartbeat({.finished = true, .failed = one_fails, .stopping = false, .reason = one_fails ? "boom" : ""}, 2s).ok());
   auto& app = *cluster.heters[0];
   std::thread waiter([&] { app.WaitForShutdown(false); });
   waiter.join();  // returns once the sweep saw both finish (500 ms period)

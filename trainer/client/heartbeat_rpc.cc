@@ -9,16 +9,17 @@
 namespace fleetps::trainer {
 
 StatusOr<std::vector<uint32_t>> HeartbeatAll(const std::vector<net::RpcClient*>& clients,
-                                             uint32_t trainer_id, uint32_t trainers, bool finished, bool failed,
-                                             const std::string& reason, std::chrono::milliseconds timeout) {
+                                             uint32_t trainer_id, uint32_t trainers, const HeartbeatState& state,
+                                             std::chrono::milliseconds timeout) {
   net::CallOptions call;
   call.timeout = timeout;
   call.idempotent = true;
   call.busy = net::BusyRetry::kAlways;
   std::vector<std::promise<StatusOr<net::Reply>>> promises(clients.size());
   for (size_t s = 0; s < clients.size(); ++s) {
-    flatbuffers::FlatBufferBuilder fbb(64 + reason.size());
-    fbb.Finish(wire::CreateHeartbeatRequest(fbb, trainer_id, trainers, finished, failed, fbb.CreateString(reason)));
+    flatbuffers::FlatBufferBuilder fbb(64 + state.reason.size());
+    fbb.Finish(wire::CreateHeartbeatRequest(fbb, trainer_id, trainers, state.finished, state.failed,
+                                            fbb.CreateString(state.reason), state.stopping));
     clients[s]->Call(static_cast<uint16_t>(wire::MessageType::Heartbeat), fbb.Release(), call,
                      [p = &promises[s]](StatusOr<net::Reply> r) { p->set_value(std::move(r)); });
   }

@@ -11,6 +11,7 @@
 
 #include "common/net/rpc_client.h"
 #include "common/status.h"
+#include "trainer/client/heartbeat_state.h"
 
 namespace fleetps::trainer {
 
@@ -18,7 +19,7 @@ namespace fleetps::trainer {
 // answer (bounded by `timeout`; re-sent after a connection loss: it is idempotent).
 // Returns the trainers some server counts as gone (sorted, unique), or the first error.
 StatusOr<std::vector<uint32_t>> HeartbeatAll(const std::vector<net::RpcClient*>& clients,
-                                             uint32_t trainer_id, uint32_t trainers, bool finished, bool failed,
-                                             const std::string& reason, std::chrono::milliseconds timeout);
+                                             uint32_t trainer_id, uint32_t trainers, const HeartbeatState& state,
+                                             std::chrono::milliseconds timeout);
 
 }  // namespace fleetps::trainer

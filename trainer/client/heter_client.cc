@@ -253,17 +253,17 @@ Status HeterClient::Flush() {
   return first;
 }
 
-StatusOr<std::vector<uint32_t>> HeterClient::Heartbeat(bool finished, bool failed, const std::string& reason,
+StatusOr<std::vector<uint32_t>> HeterClient::Heartbeat(const HeartbeatState& state,
                                                        std::chrono::milliseconds timeout) {
   // The final one goes to every heter-trainer: one taken for down that is in fact alive must
   // still hear that this trainer has ended.
   std::vector<net::RpcClient*> targets;
-  if (finished) {
+  if (state.finished) {
     for (const auto& c : clients_) targets.push_back(c.get());
   } else {
     for (size_t i : UpTargets()) targets.push_back(clients_[i].get());
   }
-  return HeartbeatAll(targets, options_.trainer_id, options_.trainers, finished, failed, reason, timeout);
+  return HeartbeatAll(targets, options_.trainer_id, options_.trainers, state, timeout);
 }
 
 }  // namespace fleetps::trainer

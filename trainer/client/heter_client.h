@@ -27,6 +27,7 @@
 #include "common/net/endpoint.h"
 #include "common/net/rpc_client.h"
 #include "common/status.h"
+#include "trainer/client/heartbeat_state.h"
 
 namespace fleetps::net {
 class IoThreads;
@@ -75,8 +76,7 @@ class HeterClient {
   // This trainer's heartbeat to every heter-trainer (they exit when every cpu-trainer
   // has finished; with failover, to those that are up, but the final one, `finished`, to
   // all). Returns the trainers some heter-trainer counts as gone.
-  StatusOr<std::vector<uint32_t>> Heartbeat(bool finished, bool failed, const std::string& reason,
-                                            std::chrono::milliseconds timeout);
+  StatusOr<std::vector<uint32_t>> Heartbeat(const HeartbeatState& state, std::chrono::milliseconds timeout);
 
   size_t size() const { return clients_.size(); }
   // "heter-trainer 0 (10.0.0.5:8600)"

@@ -32,6 +32,7 @@
 #include "common/net/rpc_client.h"
 #include "common/status.h"
 #include "common/stop_request.h"
+#include "trainer/client/heartbeat_state.h"
 
 namespace fleetps::net {
 class IoThreads;
@@ -272,12 +273,12 @@ class PsClient {
   };
   Status StopServers(const std::string& reason, const StopOptions& options);
   Status StopServers(const std::string& reason) { return StopServers(reason, StopOptions{}); }
-  // Tells every server that trainer `trainer_id` of `trainers` is alive, or with `finished`
-  // that it has ended (`failed`: with the error `reason`). Returns the trainers that some
-  // server counts as gone (sorted, unique), or the first server's error.
+  // Tells every server that trainer `trainer_id` of `trainers` is alive, stopping, or has
+  // ended (HeartbeatState). Returns the trainers that some server counts as gone (sorted,
+  // unique), or the first server's error.
   // Bounded by `timeout` (re-sent after a connection loss: a heartbeat is idempotent).
-  StatusOr<std::vector<uint32_t>> Heartbeat(uint32_t trainer_id, uint32_t trainers, bool finished, bool failed,
-                                            const std::string& reason, std::chrono::milliseconds timeout);
+  StatusOr<std::vector<uint32_t>> Heartbeat(uint32_t trainer_id, uint32_t trainers, const HeartbeatState& state,
+                                            std::chrono::milliseconds timeout);
 
  private:
   explicit PsClient(PsClientOptions options);

@@ -69,12 +69,11 @@ StatusOr<PsClient::MetricSum> PsClient::ReportMetric(const std::string& name, ui
   return out;
 }
 
-StatusOr<std::vector<uint32_t>> PsClient::Heartbeat(uint32_t trainer_id, uint32_t trainers, bool finished,
-                                                    bool failed, const std::string& reason,
-                                                    std::chrono::milliseconds timeout) {
+StatusOr<std::vector<uint32_t>> PsClient::Heartbeat(uint32_t trainer_id, uint32_t trainers,
+                                                    const HeartbeatState& state, std::chrono::milliseconds timeout) {
   std::vector<net::RpcClient*> servers;
   for (const auto& c : clients_) servers.push_back(c.get());
-  return HeartbeatAll(servers, trainer_id, trainers, finished, failed, reason, timeout);
+  return HeartbeatAll(servers, trainer_id, trainers, state, timeout);
 }
 
 }  // namespace fleetps::trainer

@@ -2,8 +2,10 @@
 // Heartbeat: keeps this trainer's lease on a set of servers — the pservers
 // (server.trainer_lease_s) or the heter-trainers — by sending a Heartbeat every
 // `interval` from a background thread, and tells them when the job has ended, so that
-// they can exit by themselves once every trainer has. A failed heartbeat is only logged:
-// a server that is down fails the training calls themselves, with their own deadlines.
+// they can exit by themselves once every trainer has. With a StopRequest, a request is
+// told at once (`stopping`: a server stopped meanwhile keeps serving this trainer until it
+// has ended). A failed heartbeat is only logged: a server that is down fails the training
+// calls themselves, with their own deadlines.
 // Thread-safety: Finish() from the owning thread.
 
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/stop_request.h"
 #include "trainer/client/ps_client.h"
 
 namespace fleetps::trainer {
@@ -24,12 +27,14 @@ class Heartbeat {
  public:
   // Sends one heartbeat to every server of the set and returns the trainers some server
   // counts as gone (PsClient::Heartbeat, HeterClient::Heartbeat).
-  using Sender = std::function<StatusOr<std::vector<uint32_t>>(bool finished, bool failed, const std::string& reason,
-                                                               std::chrono::milliseconds timeout)>;
-  // `servers` names the set in logs ("the pservers").
-  Heartbeat(std::string servers, Sender send, uint32_t trainer_id, std::chrono::milliseconds interval);
+  using Sender =
+      std::function<StatusOr<std::vector<uint32_t>>(const HeartbeatState& state, std::chrono::milliseconds timeout)>;
+  // `servers` names the set in logs ("the pservers"). `stop` (may be null) outlives this.
+  Heartbeat(std::string servers, Sender send, uint32_t trainer_id, std::chrono::milliseconds interval,
+            const StopRequest* stop = nullptr);
   // The pservers of `client`, which outlives this object.
-  Heartbeat(PsClient& client, uint32_t trainer_id, uint32_t trainers, std::chrono::milliseconds interval);
+  Heartbeat(PsClient& client, uint32_t trainer_id, uint32_t trainers, std::chrono::milliseconds interval,
+            const StopRequest* stop = nullptr);
   ~Heartbeat();  // stops the thread; no final message unless Finish() was called
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
@@ -46,6 +51,7 @@ class Heartbeat {
   const Sender send_;
   const uint32_t trainer_id_;
   const std::chrono::milliseconds interval_;
+  const StopRequest* const stop_request_;
   std::mutex mu_;  // guards stop_
   std::condition_variable cv_;
   bool stop_ = false;

@@ -62,5 +62,29 @@ TEST_CASE("TrainerRegistry: lease 0 never counts anyone gone; bad heartbeats are
   CHECK(reg.Heartbeat(0, TrainerRegistry::kMaxTrainers + 1, false, false, "", t0).status().IsInvalidArgument());
 }
 
+TEST_CASE("TrainerRegistry: the alive trainers, training or stopping") {
+  TrainerRegistry reg(10s);
+  const auto t0 = Clock::now();
+  CHECK(reg.Expire(t0).training.empty());
+  REQUIRE(reg.Heartbeat(0, 3, false, false, "", t0).ok());
+  REQUIRE(reg.Heartbeat(1, 3, false, false, "", t0).ok());
+  auto s = reg.Expire(t0 + 1s);
+  CHECK(s.training == std::vector<uint32_t>{0, 1});  // trainer 2 not heard from yet
+  CHECK(s.stopping.empty());
+  REQUIRE(reg.Heartbeat(1, 3, false, false, "stopped by SIGTERM", t0 + 2s, /*stopping=*/true).ok());
+  REQUIRE(reg.Heartbeat(1, 3, false, false, "", t0 + 3s).ok());  // stays stopping
+  s = reg.Expire(t0 + 3s);
+  CHECK(s.training == std::vector<uint32_t>{0});
+  CHECK(s.stopping == std::vector<uint32_t>{1});
+  REQUIRE(reg.Heartbeat(1, 3, true, true, "stopped by SIGTERM", t0 + 4s).ok());
+  REQUIRE(reg.Heartbeat(2, 3, false, false, "", t0 + 4s).ok());
+  s = reg.Expire(t0 + 4s);
+  CHECK(s.training == std::vector<uint32_t>{0, 2});
+  CHECK(s.stopping.empty());  // finished
+  s = reg.Expire(t0 + 15s);  // 0 and 2 silent past the lease: gone, not alive
+  CHECK(s.training.empty());
+  CHECK(s.gone == std::vector<uint32_t>{0, 2});
+}
+
 }  // namespace
 }  // namespace fleetps::server
