@@ -83,6 +83,22 @@ runner:
                                env, dir + "/" + name + ".log"));
   }
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
+  // Periodic saves into DIR/ckpt (hourly: none falls due in a test, but a final save may);
+  // returns that directory.
+  std::string SaveEveryHour() {
+    const std::string ckpt = dir + "/ckpt";
+    testing::WriteFile(dir + "/job.yaml",
+                       testing::ReadFile(dir + "/job.yaml") + "    save_interval_s: 3600\n    save_dir: " + ckpt + "\n");
+    return ckpt;
+  }
+  // Starts both pservers and both trainers; returns once each trainer has made 50 steps.
+  void StartTraining() {
+    for (int i = 0; i < 2; ++i) StartServer(i);
+    for (uint16_t p : ports) REQUIRE(testing::WaitForPort(p, 30s));
+    for (int i = 0; i < 2; ++i) StartTrainer(i, "trainer" + std::to_string(i));
+    AwaitLog("trainer0", "epoch 1 step 50:", 60s);
+    AwaitLog("trainer1", "epoch 1 step 50:", 60s);
+  }
   // Waits until `name`'s log contains `text`, failing after `timeout`.
   void AwaitLog(const std::string& name, const std::string& text, std::chrono::seconds timeout) {
     const bool found = testing::WaitForLog(dir + "/" + name + ".log", text, timeout);
@@ -209,14 +225,9 @@ TEST_CASE("Trainers stopped by SIGTERM: the pservers save once more before they 
   enum Signalled { kNot, kAfterTrainers, kWithTrainers };
   const int servers_signalled = GENERATE(kNot, kAfterTrainers, kWithTrainers);
   INFO("pservers signalled (0: not, 1: after the trainers, 2: with them): " << servers_signalled);
-  Job job("    save_interval_s: 3600\n", 1000);
-  const std::string ckpt = job.dir + "/ckpt";
-  testing::WriteFile(job.dir + "/job.yaml", testing::ReadFile(job.dir + "/job.yaml") + "    save_dir: " + ckpt + "\n");
-  for (int i = 0; i < 2; ++i) job.StartServer(i);
-  for (uint16_t p : job.ports) REQUIRE(testing::WaitForPort(p, 30s));
-  for (int i = 0; i < 2; ++i) job.StartTrainer(i, "trainer" + std::to_string(i));
-  job.AwaitLog("trainer0", "epoch 1 step 50:", 60s);
-  job.AwaitLog("trainer1", "epoch 1 step 50:", 60s);
+  Job job("", 1000);
+  const std::string ckpt = job.SaveEveryHour();
+  job.StartTraining();
   if (servers_signalled == kWithTrainers) {  // the pservers' signal first, so that they see the trainers' stop
     for (auto& s : job.servers) s->Signal(SIGTERM);
     job.AwaitLog("pserver0", "SIGTERM: serving the job's stopping trainers until they have ended", 10s);
@@ -261,14 +272,9 @@ TEST_CASE("Trainers stopped by SIGTERM: the pservers save once more before they 
 // A pserver that waits for pserver 0's final save (here pserver 0 is frozen) after a SIGTERM
 // leaves the wait on a second one: it drains and exits without the save.
 TEST_CASE("A second SIGTERM ends a pserver's wait for the final save", "[e2e]") {
-  Job job("    save_interval_s: 3600\n", 1000);
-  const std::string ckpt = job.dir + "/ckpt";
-  testing::WriteFile(job.dir + "/job.yaml", testing::ReadFile(job.dir + "/job.yaml") + "    save_dir: " + ckpt + "\n");
-  for (int i = 0; i < 2; ++i) job.StartServer(i);
-  for (uint16_t p : job.ports) REQUIRE(testing::WaitForPort(p, 30s));
-  for (int i = 0; i < 2; ++i) job.StartTrainer(i, "trainer" + std::to_string(i));
-  job.AwaitLog("trainer0", "epoch 1 step 50:", 60s);
-  job.AwaitLog("trainer1", "epoch 1 step 50:", 60s);
+  Job job("", 1000);
+  job.SaveEveryHour();
+  job.StartTraining();
   for (auto& t : job.trainers) t->Signal(SIGTERM);
   for (auto& t : job.trainers) CHECK(t->Wait(30s) == 128 + SIGTERM);
   job.servers[0]->Signal(SIGSTOP);  // its final save never comes
@@ -290,11 +296,7 @@ TEST_CASE("A second SIGTERM ends a pserver's wait for the final save", "[e2e]") 
 // say they are.
 TEST_CASE("A pserver stopped while its trainers train waits only briefly for them", "[e2e]") {
   Job job("", 1000);
-  for (int i = 0; i < 2; ++i) job.StartServer(i);
-  for (uint16_t p : job.ports) REQUIRE(testing::WaitForPort(p, 30s));
-  for (int i = 0; i < 2; ++i) job.StartTrainer(i, "trainer" + std::to_string(i));
-  job.AwaitLog("trainer0", "epoch 1 step 50:", 60s);
-  job.AwaitLog("trainer1", "epoch 1 step 50:", 60s);
+  job.StartTraining();
   const auto signalled = std::chrono::steady_clock::now();
   job.servers[1]->Signal(SIGTERM);
   const int rc = job.servers[1]->Wait(30s);

@@ -36,6 +36,20 @@ config::ServerOptions ServerOptions(const std::vector<uint16_t>& ports, uint32_t
   return o;
 }
 
+// One pserver on a free loopback port, and trainers' clients of it.
+struct OneServer {
+  std::vector<uint16_t> ports = testing::FreePorts(1);
+  server::App app{ServerOptions(ports, 0, 1 << 20)};
+  OneServer() { REQUIRE(app.Start().ok()); }
+  std::unique_ptr<PsClient> Connect() {
+    PsClientOptions co;
+    co.servers = {{"127.0.0.1", ports[0]}};
+    auto client = PsClient::Connect(co);
+    REQUIRE(client.ok());
+    return std::move(*client);
+  }
+};
+
 // The slot-"1" id of every record, in pass order (unique per record: the row number).
 std::vector<uint64_t> RowIds(data::InMemoryDataset& dataset) {
   std::vector<uint64_t> ids;
@@ -135,23 +149,17 @@ TEST_CASE("global shuffle through the pservers' mailboxes delivers every record 
 }
 
 TEST_CASE("a trainer that never joins makes the others fail with a clear timeout") {
-  const auto ports = testing::FreePorts(1);
-  server::App app(ServerOptions(ports, 0, 1 << 20));
-  REQUIRE(app.Start().ok());
-  PsClientOptions co;
-  co.servers = {{"127.0.0.1", ports[0]}};
-  auto client = PsClient::Connect(co);
-  REQUIRE(client.ok());
+  OneServer server;
+  auto client = server.Connect();
   data::InMemoryDataset dataset(data::testing::RankDnnOptions(), {data::testing::kRankDnnSample}, 10, 0);
   REQUIRE(dataset.LoadIntoMemory().ok());
   GlobalShuffleOptions o;
   o.trainers_num = 2;  // trainer 1 never comes
   o.timeout = std::chrono::milliseconds(300);
-  auto round = GlobalShuffle(**client, dataset, o);
+  auto round = GlobalShuffle(*client, dataset, o);
   REQUIRE_FALSE(round.ok());
   CHECK(round.status().code() == StatusCode::kTimedOut);
   CHECK_THAT(round.status().message(), Catch::Contains("global-shuffle"));
-  app.Shutdown();
 }
 
 // A stop request (SIGTERM to the trainer) ends the shuffle where it waits: at its barrier for
@@ -161,18 +169,12 @@ TEST_CASE("a stop request ends a global shuffle's waits") {
   data::InMemoryDataset dataset(data::testing::RankDnnOptions(), {data::testing::kRankDnnSample}, 10, 0);
   REQUIRE(dataset.LoadIntoMemory().ok());
   const auto stopped_shuffle = [&](bool trainer1_joins) {
-    const auto ports = testing::FreePorts(1);
-    server::App app(ServerOptions(ports, 0, 1 << 20));
-    REQUIRE(app.Start().ok());
-    PsClientOptions co;
-    co.servers = {{"127.0.0.1", ports[0]}};
-    auto client = PsClient::Connect(co);
-    auto silent = PsClient::Connect(co);
-    REQUIRE(client.ok());
-    REQUIRE(silent.ok());
+    OneServer server;
+    auto client = server.Connect();
+    auto silent = server.Connect();
     std::thread joiner;
     if (trainer1_joins) {
-      joiner = std::thread([&] { CHECK((*silent)->Barrier("global-shuffle", 1, 2, std::chrono::minutes(1)).ok()); });
+      joiner = std::thread([&] { CHECK(silent->Barrier("global-shuffle", 1, 2, std::chrono::minutes(1)).ok()); });
     }
     StopRequest stop;
     std::thread stopper([&] {
@@ -184,11 +186,10 @@ TEST_CASE("a stop request ends a global shuffle's waits") {
     o.timeout = std::chrono::minutes(1);
     o.stop = &stop;
     const auto start = std::chrono::steady_clock::now();
-    auto round = GlobalShuffle(**client, dataset, o);
+    auto round = GlobalShuffle(*client, dataset, o);
     stopper.join();
     if (joiner.joinable()) joiner.join();
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
-    app.Shutdown();
     REQUIRE_FALSE(round.ok());
     CHECK(round.status().code() == StatusCode::kAborted);
     return round.status().message();
