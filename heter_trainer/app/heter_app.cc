@@ -2,7 +2,9 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <functional>
 #include <future>
+#include <utility>
 
 #include <boost/asio.hpp>
 #include <spdlog/spdlog.h>
@@ -184,23 +186,49 @@ std::string HeterApp::MetricsText() const { return registry_ ? registry_->Serial
 
 void HeterApp::SweepLoop() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return shutdown_requested_; })) {
+  while (!shutdown_requested_) {
+    // Every 500 ms; every 50 ms while stopping trainers are served.
+    cv_.wait_for(lock, std::chrono::milliseconds(stop_wait_ ? 50 : 500),
+                 [this] { return shutdown_requested_ || pending_signal_ != 0; });
+    if (shutdown_requested_) break;
+    const int signo = std::exchange(pending_signal_, 0);
     lock.unlock();
-    const auto sweep = trainers_->Expire(std::chrono::steady_clock::now());
+    const auto now = std::chrono::steady_clock::now();
+    const auto sweep = trainers_->Expire(now);
     for (uint32_t id : sweep.newly_gone) {
       spdlog::error("heter-trainer {}: cpu-trainer {} is gone: no heartbeat for {} s (server.trainer_lease_s)",
                     options_.server.index, id, options_.server.trainer_lease_s);
     }
-    lock.lock();
-    if (sweep.ended && options_.server.exit_when_trainers_gone && !shutdown_requested_) {
-      exit_code_ = sweep.clean ? 0 : 1;
-      lock.unlock();
-      spdlog::log(sweep.clean ? spdlog::level::info : spdlog::level::err,
-                  "heter-trainer {}: every cpu-trainer has ended ({}); exiting", options_.server.index, sweep.summary);
-      RequestShutdown("every cpu-trainer has ended: " + sweep.summary);
-      lock.lock();
+    if (sweep.ended && options_.server.exit_when_trainers_gone) {
+      bool first = false;
+      {
+        std::lock_guard<std::mutex> guard(mu_);
+        first = !shutdown_requested_;
+        if (first) exit_code_ = sweep.clean ? 0 : 1;
+      }
+      if (first) {
+        spdlog::log(sweep.clean ? spdlog::level::info : spdlog::level::err,
+                    "heter-trainer {}: every cpu-trainer has ended ({}); exiting", options_.server.index,
+                    sweep.summary);
+        RequestShutdown("every cpu-trainer has ended: " + sweep.summary);
+      }
+    } else if (signo != 0) {
+      OnStopSignal(signo, sweep);
+    } else if (stop_wait_) {
+      if (const std::optional<std::string> why = stop_wait_->Over(sweep, now)) RequestShutdown(*why);
     }
+    lock.lock();
   }
+}
+
+void HeterApp::OnStopSignal(int signo, const server::TrainerRegistry::Sweep& sweep) {
+  const std::string name = signo == SIGINT ? "SIGINT" : "SIGTERM";
+  if (++signals_seen_ > 1 || !server::StopWait::Needed(sweep)) {
+    RequestShutdown(signals_seen_ > 1 ? "a second " + name : name);
+    return;
+  }
+  stop_wait_.emplace(name, std::chrono::steady_clock::now());
+  spdlog::warn("heter-trainer {}: {}", options_.server.index, stop_wait_->Describe(sweep));
 }
 
 void HeterApp::RequestShutdown(const std::string& reason) {
@@ -213,12 +241,29 @@ void HeterApp::RequestShutdown(const std::string& reason) {
   cv_.notify_all();
 }
 
+namespace {
+
+// Hands every SIGINT / SIGTERM to `on_signal` (on an io thread) until `signals` is cancelled.
+void ArmSignals(std::shared_ptr<asio::signal_set> signals, std::function<void(int)> on_signal) {
+  signals->async_wait([signals, on_signal](boost::system::error_code ec, int signo) {
+    if (ec) return;
+    on_signal(signo);
+    ArmSignals(signals, on_signal);
+  });
+}
+
+}  // namespace
+
 void HeterApp::WaitForShutdown(bool handle_signals) {
-  std::unique_ptr<asio::signal_set> signals;
+  std::shared_ptr<asio::signal_set> signals;
   if (handle_signals && io_) {
-    signals = std::make_unique<asio::signal_set>(io_->context(), SIGINT, SIGTERM);
-    signals->async_wait([this](boost::system::error_code ec, int signo) {
-      if (!ec) RequestShutdown(signo == SIGINT ? "SIGINT" : "SIGTERM");
+    signals = std::make_shared<asio::signal_set>(io_->context(), SIGINT, SIGTERM);
+    ArmSignals(signals, [this](int signo) {  // the sweeper handles it
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        pending_signal_ = signo;
+      }
+      cv_.notify_all();
     });
   }
   {

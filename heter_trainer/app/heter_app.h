@@ -7,7 +7,9 @@
 // visible), connects to the pservers and checks the dense table's size, starts the device
 // lanes and listens. WaitForShutdown() blocks until SIGINT/SIGTERM, or until every
 // cpu-trainer of the job has finished or is gone (the heartbeats' registry, swept every
-// 500 ms). Shutdown() stops accepting, drains, pushes the dense gradients still pending and
+// 500 ms). A first signal while cpu-trainers are alive keeps serving those that say they
+// are stopping until they have ended (server::StopWait: every process of a job stopped at
+// once; their last micro-batches and HeterFlush are answered); a second one shuts down. Shutdown() stops accepting, drains, pushes the dense gradients still pending and
 // tears down in reverse order. With fleetps.heter.dense_sync: allreduce, Start() also
 // meets the other heter-trainers (Gloo, rendezvous on heter-trainer 0's allreduce_port)
 // and Shutdown() takes part in their rounds until every heter-trainer has left.
@@ -18,11 +20,13 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "common/config/heter_config.h"
 #include "common/status.h"
+#include "server/service/trainer_registry.h"
 
 namespace fleetps {
 namespace metrics {
@@ -35,9 +39,6 @@ class TlsContext;
 class IoThreads;
 class RpcServer;
 }  // namespace net
-namespace server {
-class TrainerRegistry;
-}
 namespace trainer {
 class AllreduceDenseSync;
 class ParamSync;
@@ -80,6 +81,8 @@ class HeterApp {
 
  private:
   void SweepLoop();
+  // The sweeper's part of a stop signal (sweeper thread).
+  void OnStopSignal(int signo, const server::TrainerRegistry::Sweep& sweep);
   // dense_sync allreduce: meets the other heter-trainers; the replicas start from
   // heter-trainer 0's copy of the pservers' dense parameters at the first micro-batch.
   Status StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, std::shared_ptr<net::TlsContext> tls);
@@ -98,6 +101,8 @@ class HeterApp {
   std::unique_ptr<HeterService> service_;
   std::unique_ptr<net::RpcServer> rpc_;
   std::thread sweeper_;
+  int signals_seen_ = 0;                       // sweeper thread only
+  std::optional<server::StopWait> stop_wait_;  // sweeper thread only
 
   mutable std::mutex mu_;  // guards the members below
   std::condition_variable cv_;
@@ -107,6 +112,7 @@ class HeterApp {
   bool serving_ = false;  // Start() finished, Shutdown() not begun: io_ may be posted to
   bool started_ = false;  // Start() succeeded
   int exit_code_ = 0;
+  int pending_signal_ = 0;  // a signal for the sweeper to handle
 };
 
 }  // namespace fleetps::heter

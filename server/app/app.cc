@@ -23,18 +23,6 @@ namespace {
 
 // How long a server other than 0 waits for server 0's final save (SweepTrainers).
 constexpr std::chrono::seconds kFinalSaveWait{300};
-// After a stop signal: how long a trainer that is still training has to say it is stopping
-// too (its heartbeat, sent at once when its own signal came), and how long stopping trainers
-// are served at most.
-constexpr std::chrono::seconds kStoppingGrace{2};
-constexpr std::chrono::seconds kTrainerStopWait{300};
-
-// "0, 2" ("-" for none).
-std::string IdList(const std::vector<uint32_t>& ids) {
-  std::string out;
-  for (uint32_t id : ids) out += (out.empty() ? "" : ", ") + std::to_string(id);
-  return out.empty() ? "-" : out;
-}
 
 }  // namespace
 
@@ -340,14 +328,12 @@ void App::OnStopSignal(int signo) {
                  options_.index, name);
     return;
   }
-  if (sweep.training.empty() && sweep.stopping.empty()) {
+  if (!StopWait::Needed(sweep)) {
     RequestShutdown(name);
     return;
   }
-  signal_wait_ = SignalWait{name, now + kStoppingGrace, now + kTrainerStopWait};
-  spdlog::warn("pserver {}: {}: serving the job's stopping trainers until they have ended (stopping: {}; training: "
-               "{}; at most {} s; send it again to exit at once)",
-               options_.index, name, IdList(sweep.stopping), IdList(sweep.training), kTrainerStopWait.count());
+  signal_wait_.emplace(name, now);
+  spdlog::warn("pserver {}: {}", options_.index, signal_wait_->Describe(sweep));
 }
 
 void App::CheckSignalWait(std::chrono::steady_clock::time_point now) {
@@ -361,19 +347,10 @@ void App::CheckSignalWait(std::chrono::steady_clock::time_point now) {
     signal_wait_.reset();
     return;
   }
-  std::string why;
-  if (sweep.stopping.empty() && sweep.training.empty()) {
-    why = "the stopping trainers have ended";
-  } else if (sweep.stopping.empty() && now >= signal_wait_->grace_end) {
-    why = "trainer(s) " + IdList(sweep.training) + " still training";
-  } else if (now >= signal_wait_->limit) {
-    why = "trainer(s) " + IdList(sweep.stopping) + " did not end within " + std::to_string(kTrainerStopWait.count()) +
-          " s";
-  } else {
-    return;
+  if (const std::optional<std::string> why = signal_wait_->Over(sweep, now)) {
+    RequestShutdown(*why);
+    signal_wait_.reset();
   }
-  RequestShutdown(signal_wait_->signal + ": " + why);
-  signal_wait_.reset();
 }
 
 uint16_t App::port() const { return rpc_ ? rpc_->port() : 0; }

@@ -77,8 +77,7 @@ class App {
   //   signals the pservers right after the trainers);
   // - while trainers are alive, the server serves those that say they are stopping until
   //   they have ended (a stop of every process at once: their last pushes land, and the
-  //   final save follows), at most kTrainerStopWait; one that does not say so within
-  //   kStoppingGrace is not waited for.
+  //   final save follows): StopWait.
   // A second signal ends a wait; one during a shutdown already under way (a long final
   // save, a drain) ends the process at once, by that signal.
   void OnStopSignal(int signo);
@@ -128,13 +127,7 @@ class App {
   uint64_t sweeps_ = 0;  // io thread only
   std::atomic<int> pending_signal_{0};  // set by the signal handler, taken by the sweep
   int signals_ = 0;                     // io thread only: stop signals handled
-  // io thread only: after a first signal, serving the trainers that are stopping.
-  struct SignalWait {
-    std::string signal;                                  // "SIGTERM"
-    std::chrono::steady_clock::time_point grace_end;     // trainers not stopping by then are not waited for
-    std::chrono::steady_clock::time_point limit;         // nor are stopping ones after this
-  };
-  std::optional<SignalWait> signal_wait_;
+  std::optional<StopWait> signal_wait_;  // io thread only: after a first signal, while trainers stop
   // io thread only: a server other than 0 waits for server 0's final save until then.
   std::optional<std::chrono::steady_clock::time_point> final_save_deadline_;
   std::thread saver_;

@@ -92,6 +92,34 @@ std::vector<uint32_t> TrainerRegistry::GoneLocked() const {
   return out;
 }
 
+namespace {
+
+// "0, 2" ("-" for none).
+std::string IdList(const std::vector<uint32_t>& ids) {
+  std::string out;
+  for (uint32_t id : ids) out += (out.empty() ? "" : ", ") + std::to_string(id);
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+std::string StopWait::Describe(const TrainerRegistry::Sweep& sweep) const {
+  return fmt::format("{}: serving the job's stopping trainers until they have ended (stopping: {}; training: {}; at "
+                     "most {} s; send it again to exit at once)",
+                     signal_, IdList(sweep.stopping), IdList(sweep.training), limit_.count());
+}
+
+std::optional<std::string> StopWait::Over(const TrainerRegistry::Sweep& sweep, Clock::time_point now) const {
+  if (!Needed(sweep)) return signal_ + ": the stopping trainers have ended";
+  if (sweep.stopping.empty() && now >= grace_end_) {
+    return signal_ + ": trainer(s) " + IdList(sweep.training) + " still training";
+  }
+  if (now >= end_) {
+    return fmt::format("{}: trainer(s) {} did not end within {} s", signal_, IdList(sweep.stopping), limit_.count());
+  }
+  return std::nullopt;
+}
+
 void AnswerHeartbeat(TrainerRegistry& registry, const net::Request& req, const net::Responder& responder) {
   const auto* msg = Verified<wire::HeartbeatRequest>(req, responder);
   if (msg == nullptr) return;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,34 @@ class TrainerRegistry {
   uint32_t trainers_ = 0;  // 0 until the first heartbeat
   Clock::time_point first_heartbeat_;
   std::vector<Entry> entries_;  // trainers_ entries
+};
+
+// After a stop signal, a server (a pserver, a heter-trainer) keeps serving the trainers whose
+// heartbeat says they are stopping until they have ended, so that their last requests land
+// (every process of a job stopped at once). A trainer still training `grace` after the
+// signal is not waited for (the server was stopped alone); stopping ones at most `limit`.
+class StopWait {
+ public:
+  using Clock = TrainerRegistry::Clock;
+  // A trainer's heartbeat says it is stopping as soon as its own signal comes.
+  static constexpr std::chrono::seconds kGrace{2};
+  static constexpr std::chrono::seconds kLimit{300};
+  StopWait(std::string signal, Clock::time_point now, std::chrono::seconds grace = kGrace,
+           std::chrono::seconds limit = kLimit)
+      : signal_(std::move(signal)), grace_end_(now + grace), limit_(limit), end_(now + limit) {}
+
+  // Whether `sweep` holds trainers to wait for; the log line that says so.
+  static bool Needed(const TrainerRegistry::Sweep& sweep) { return !sweep.training.empty() || !sweep.stopping.empty(); }
+  std::string Describe(const TrainerRegistry::Sweep& sweep) const;
+  // Empty while the server should keep serving; else the reason to shut down now
+  // ("SIGTERM: the stopping trainers have ended").
+  std::optional<std::string> Over(const TrainerRegistry::Sweep& sweep, Clock::time_point now) const;
+
+ private:
+  std::string signal_;
+  Clock::time_point grace_end_;
+  std::chrono::seconds limit_;
+  Clock::time_point end_;
 };
 
 // Answers a Heartbeat request (schemas/ps.fbs) from `registry`: the pservers' and the

@@ -228,10 +228,23 @@ void HeterTrainerLost(int signo) {
 
 // SIGTERM to the cpu-trainers (systemctl stop): each lets its micro-batches in flight come
 // back and pushes what they trained, then ends by the signal; the heter-trainer and the
-// pservers, whose trainers have all ended (failed), end by themselves.
+// pservers, whose trainers have all ended (failed), end by themselves. The same when every
+// process of the job gets SIGTERM (here the servers' first): the heter-trainer and the
+// pservers serve the stopping cpu-trainers until they have ended.
 TEST_CASE("SIGTERM to the cpu-trainers of a heter job: they stop gracefully, the rest end by themselves", "[e2e]") {
+  const bool everyone = GENERATE(false, true);
+  INFO("every process signalled: " << everyone);
   HeterJob job(200000, 2);
   job.StartTraining();
+  if (everyone) {
+    job.heters[0]->Signal(SIGTERM);
+    for (auto& s : job.servers) s->Signal(SIGTERM);
+    const std::string serving = "SIGTERM: serving the job's stopping trainers until they have ended";
+    CHECK(testing::WaitForLog(job.dir + "/heter.log", serving, 10s));
+    for (int i = 0; i < 2; ++i) {
+      CHECK(testing::WaitForLog(job.dir + "/pserver" + std::to_string(i) + ".log", serving, 10s));
+    }
+  }
   for (auto& t : job.trainers) t->Signal(SIGTERM);
   for (int i = 0; i < 2; ++i) {
     const int rc = job.trainers[i]->Wait(30s);
@@ -347,6 +360,8 @@ TEST_CASE("SIGTERM to a heter-trainer with a pserver gone: it stops within the d
   CHECK(rc == 0);
   CHECK(took < 15s);
   CHECK_THAT(job.Log("heter"), Catch::Contains("the final dense push did not finish within 3000 ms"));
+  // Its cpu-trainers went on training: they were given 2 s to say they are stopping too.
+  CHECK_THAT(job.Log("heter"), Catch::Contains("SIGTERM: trainer(s) 0, 1 still training"));
 }
 
 TEST_CASE("HETER_DEVICE_TYPE=gpu without a visible GPU exits non-zero and says how to run on the CPU", "[e2e]") {
