@@ -105,7 +105,7 @@ std::string IdList(const std::vector<uint32_t>& ids) {
 
 std::string StopWait::Describe(const TrainerRegistry::Sweep& sweep) const {
   return fmt::format("{}: serving the job's stopping trainers until they have ended (stopping: {}; training: {}; at "
-                     "most {} s; send it again to exit at once)",
+                     "most {} s; send it again to stop waiting)",
                      signal_, IdList(sweep.stopping), IdList(sweep.training), limit_.count());
 }
 

@@ -86,5 +86,29 @@ TEST_CASE("TrainerRegistry: the alive trainers, training or stopping") {
   CHECK(s.gone == std::vector<uint32_t>{0, 2});
 }
 
+TEST_CASE("StopWait: stopping trainers are served until they end; training ones get the grace only") {
+  TrainerRegistry reg(0s);  // nobody goes silent here
+  const auto t0 = Clock::now();
+  REQUIRE(reg.Heartbeat(0, 2, false, false, "", t0).ok());
+  REQUIRE(reg.Heartbeat(1, 2, false, false, "", t0).ok());
+  const StopWait wait("SIGTERM", t0, 2s, 300s);
+  CHECK(StopWait::Needed(reg.Expire(t0)));
+  CHECK(wait.Describe(reg.Expire(t0)) ==
+        "SIGTERM: serving the job's stopping trainers until they have ended (stopping: -; training: 0, 1; at most "
+        "300 s; send it again to stop waiting)");
+  CHECK_FALSE(wait.Over(reg.Expire(t0 + 1s), t0 + 1s));  // within the grace
+  CHECK(wait.Over(reg.Expire(t0 + 2s), t0 + 2s) == "SIGTERM: trainer(s) 0, 1 still training");
+  // Trainer 1 stopping: served past the grace, while trainer 0 still trains, up to the limit.
+  REQUIRE(reg.Heartbeat(1, 2, false, false, "stopped by SIGTERM", t0 + 1s, /*stopping=*/true).ok());
+  CHECK_FALSE(wait.Over(reg.Expire(t0 + 10s), t0 + 10s));
+  CHECK(wait.Over(reg.Expire(t0 + 300s), t0 + 300s) == "SIGTERM: trainer(s) 1 did not end within 300 s");
+  // Every alive trainer has ended.
+  TrainerRegistry ended(60s);
+  REQUIRE(ended.Heartbeat(0, 1, false, false, "", t0, true).ok());
+  REQUIRE(ended.Heartbeat(0, 1, true, true, "stopped by SIGTERM", t0 + 1s).ok());
+  CHECK_FALSE(StopWait::Needed(ended.Expire(t0 + 1s)));
+  CHECK(wait.Over(ended.Expire(t0 + 1s), t0 + 1s) == "SIGTERM: the stopping trainers have ended");
+}
+
 }  // namespace
 }  // namespace fleetps::server
