@@ -4,6 +4,7 @@
 // receivers: every record must still arrive exactly once.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <tuple>
 #include <csignal>
 #include <numeric>
 #include <thread>
@@ -115,11 +116,10 @@ TEST_CASE("global shuffle through the pservers' mailboxes delivers every record 
       busy_retries += rounds[t]->busy_retries;
       ids.push_back(RowIds(*datasets[t]));
     }
-    CHECK(busy_retries > 0);  // the bound was hit and waited out
-    return std::make_pair(rounds[0]->round, ids);
+    return std::make_tuple(rounds[0]->round, ids, busy_retries);
   };
 
-  const auto [round, ids] = run_round(5);
+  const auto [round, ids, busy_first] = run_round(5);
   std::vector<uint64_t> all;
   for (uint32_t t = 0; t < kTrainers; ++t) {
     CHECK(ids[t].size() > kRowsPerFile * 9 / 10);  // destinations are uniform
@@ -137,8 +137,11 @@ TEST_CASE("global shuffle through the pservers' mailboxes delivers every record 
   CHECK(all == expected);  // every record exactly once
 
   // A second round gets a new number and, with the same seed, the same destinations.
-  const auto [round2, ids2] = run_round(5);
+  const auto [round2, ids2, busy_second] = run_round(5);
   CHECK(round2 == round + 1);
+  // The bound was hit and waited out. (Whether one round hits it depends on the timing of
+  // senders and receivers: a round whose receivers always fetched first has no Busy.)
+  CHECK(busy_first + busy_second > 0);
   for (uint32_t t = 0; t < kTrainers; ++t) {
     auto a = ids[t], b = ids2[t];
     std::sort(a.begin(), a.end());
