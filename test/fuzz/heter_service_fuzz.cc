@@ -163,7 +163,7 @@ std::string Build(MessageType type, std::string_view bytes, const Harness& h) {
     case MessageType::Heartbeat:
       fbb.Finish(wire::CreateHeartbeatRequest(fbb, trainer, static_cast<uint32_t>(Around(p, kTrainers)),
                                               p.ConsumeBool(), p.ConsumeBool(),
-                                              fbb.CreateString(p.ConsumeRandomLengthString(40))));
+                                              fbb.CreateString(p.ConsumeRandomLengthString(40)), p.ConsumeBool()));
       break;
     default:
       fbb.Finish(wire::CreatePingRequest(fbb, p.ConsumeIntegral<int32_t>()));
