@@ -24,6 +24,8 @@ class StopRequest {
   // it (StopSignals), 0 for none.
   void Request(const std::string& reason, int signo = 0);
   bool requested() const { return requested_.load(std::memory_order_acquire); }
+  // The same for an optional request (null: never requested).
+  static bool Requested(const StopRequest* stop) { return stop != nullptr && stop->requested(); }
   std::string reason() const;
   int signal() const;
 

@@ -59,12 +59,12 @@ Status InMemoryDataset::LoadIntoMemory(const LoadProgressFn& on_file, const Stop
       if (i >= files_.size()) return;
       std::vector<RecordBlock>& blocks = file_blocks[i];
       const auto close_block = [&blocks] { blocks.back().ShrinkToFit(); };
-      if (stop != nullptr && stop->requested()) return;  // the load's end reports it
+      if (StopRequest::Requested(stop)) return;  // the load's end reports it
       blocks.push_back(EmptyBlock());
       Status status = reader.ReadFile(files_[i], [&](const Example& example) {
         if (blocks.back().size() == kBlockRows) {
           close_block();
-          if (stop != nullptr && stop->requested()) return Status::Aborted("stop requested");
+          if (StopRequest::Requested(stop)) return Status::Aborted("stop requested");
           blocks.push_back(EmptyBlock());
         }
         blocks.back().Append(example);
@@ -88,7 +88,7 @@ Status InMemoryDataset::LoadIntoMemory(const LoadProgressFn& on_file, const Stop
   const size_t num_threads = std::min<size_t>(options_.thread_num, files_.size());
   for (size_t t = 0; t < num_threads; ++t) threads.emplace_back(load_files);
   for (auto& thread : threads) thread.join();
-  if (stop != nullptr && stop->requested() && (error.ok() || error.code() == StatusCode::kAborted)) {
+  if (StopRequest::Requested(stop) && (error.ok() || error.code() == StatusCode::kAborted)) {
     error = Status::Aborted(fmt::format("{} while loading data into memory ({} of {} files read); nothing was kept",
                                         stop->reason(), files_done, files_.size()));
   }

@@ -27,7 +27,7 @@ class Backoff {
 
 // Aborted once a stop is requested.
 Status Stopped(const GlobalShuffleOptions& o, uint64_t round) {
-  if (o.stop == nullptr || !o.stop->requested()) return Status::OK();
+  if (!StopRequest::Requested(o.stop)) return Status::OK();
   return Status::Aborted(o.stop->reason() + " during global shuffle round " + std::to_string(round) +
                          " (the records in this trainer's memory are lost; its files are untouched)");
 }

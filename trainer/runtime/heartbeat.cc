@@ -47,7 +47,7 @@ void Heartbeat::Loop() {
     lock.lock();
     const auto next = std::chrono::steady_clock::now() + interval_;
     while (!stop_ && std::chrono::steady_clock::now() < next) {
-      if (!state.stopping && stop_request_ != nullptr && stop_request_->requested()) {
+      if (!state.stopping && StopRequest::Requested(stop_request_)) {
         state.stopping = true;
         state.reason = stop_request_->reason();
         break;

@@ -292,13 +292,13 @@ struct Trainer::Impl {
       return merged;
     }
     // A trainer that was asked to stop reports its own metrics rather than wait for the others.
-    if (options.trainers_num == 1 || (stop != nullptr && stop->requested())) {
+    if (options.trainers_num == 1 || StopRequest::Requested(stop)) {
       merged.Merge(local);
       return merged;
     }
     auto result = client.Barrier(name, options.trainer_id, options.trainers_num,
                                  std::chrono::milliseconds(options.barrier_timeout_ms), local.state(), false, stop);
-    if (!result.ok() && stop != nullptr && stop->requested()) {
+    if (!result.ok() && StopRequest::Requested(stop)) {
       merged.Merge(local);
       return merged;
     }

@@ -117,7 +117,7 @@ class Trainer {
   // metrics alone). A load into memory, a test pass and a barrier wait (not collective
   // mode's) end at once with Aborted: none of them holds an update.
   void SetStopRequest(const StopRequest* stop) { stop_ = stop; }
-  bool stop_requested() const { return stop_ != nullptr && stop_->requested(); }
+  bool stop_requested() const { return StopRequest::Requested(stop_); }
 
  private:
   struct Impl;
