@@ -57,6 +57,12 @@ class LaneStepper : public trainer::DenseStepper {
   std::unique_ptr<DenseLane> lane_;
 };
 
+// Aborted when `stop` is requested before begin_pass's step `what`.
+Status CheckNotStopped(const StopRequest* stop, const char* what) {
+  if (!StopRequest::Requested(stop)) return Status::OK();
+  return Status::Aborted(fmt::format("{} before {}; no pass was begun", stop->reason(), what));
+}
+
 }  // namespace
 
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
@@ -152,7 +158,7 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
   return sync;
 }
 
-StatusOr<std::vector<uint64_t>> CollectPassKeys(data::Dataset& dataset, uint32_t threads) {
+StatusOr<std::vector<uint64_t>> CollectPassKeys(data::Dataset& dataset, uint32_t threads, const StopRequest* stop) {
   threads = std::max<uint32_t>(threads, 1);
   // The distinct keys, in partitions by MixKey, each under its own lock. A thread gathers a
   // partition's keys in a small buffer and inserts them under the lock when it is full: few
@@ -175,6 +181,7 @@ StatusOr<std::vector<uint64_t>> CollectPassKeys(data::Dataset& dataset, uint32_t
     };
     data::Batch batch;
     while (true) {
+      if (StopRequest::Requested(stop)) return Status::Aborted(stop->reason() + "; no pass was begun");
       ASSIGN_OR_RETURN(const bool has, dataset.NextBatch(&batch));
       if (!has) break;
       for (const auto& slot : batch.slots) {
@@ -230,7 +237,7 @@ Status WritePassBack(const PassTable& table, trainer::PsClient& client, uint32_t
   return st;
 }
 
-Status GpuPsSync::BeginPass(data::Dataset& dataset) {
+Status GpuPsSync::BeginPass(data::Dataset& dataset, const StopRequest* stop) {
   const auto t0 = Clock::now();
   const std::optional<uint64_t> records = dataset.PassRecordsId();
   const bool reuse = records.has_value() && records == pass_keys_records_;
@@ -242,13 +249,13 @@ Status GpuPsSync::BeginPass(data::Dataset& dataset) {
     pass_keys_ = {};
     // Nothing else runs before the pass's training: every core may help (up to 16).
     const uint32_t threads = std::min(std::max(std::thread::hardware_concurrency(), 1u), 16u);
-    ASSIGN_OR_RETURN(pass_keys_, CollectPassKeys(dataset, threads));
+    ASSIGN_OR_RETURN(pass_keys_, CollectPassKeys(dataset, threads, stop));
     pass_keys_records_ = records;
     spdlog::info("trainer {} pass {}: begin_pass: {} distinct keys read from the dataset in {:.2f} s ({} threads)",
                  o_.trainer_id, passes_ + 1, pass_keys_.size(), Seconds(t0), threads);
   }
   const double collect = Seconds(t0);
-  RETURN_IF_ERROR(BeginPassWithKeys(pass_keys_));
+  RETURN_IF_ERROR(BeginPassWithKeys(pass_keys_, stop));
   last_.collect_seconds = collect;
   last_.keys_reused = reuse;
   series_.collect.Set(collect);
@@ -270,7 +277,8 @@ void GpuPsSync::SetMetrics(metrics::Registry& registry) {
   series_.rows_added = registry.GetCounter("fleetps_gpups_rows_written_total", rows, {{"merge", "added"}});
 }
 
-Status GpuPsSync::BeginPassWithKeys(std::span<const uint64_t> keys) {
+Status GpuPsSync::BeginPassWithKeys(std::span<const uint64_t> keys, const StopRequest* stop) {
+  RETURN_IF_ERROR(CheckNotStopped(stop, "pulling the pass's rows"));
   ++passes_;
   last_ = PassStats{};
   last_.keys = keys.size();
@@ -288,6 +296,7 @@ Status GpuPsSync::BeginPassWithKeys(std::span<const uint64_t> keys) {
                       .get()
                       .WithContext("begin_pass: pulling " + std::to_string(keys.size()) + " rows"));
   last_.pull_seconds = Seconds(t0);
+  RETURN_IF_ERROR(CheckNotStopped(stop, "building the pass's table"));
   t0 = Clock::now();
   RETURN_IF_ERROR(table_->Build(keys, rows, flags, stats).WithContext("begin_pass"));
   last_.build_seconds = Seconds(t0);

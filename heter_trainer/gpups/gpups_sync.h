@@ -86,7 +86,7 @@ class GpuPsSync : public trainer::ParamSync {
   // (the latest pass's), fleetps_gpups_rows_written_total{merge="exact"|"added"}.
   void SetMetrics(metrics::Registry& registry);
 
-  Status BeginPass(data::Dataset& dataset) override;
+  Status BeginPass(data::Dataset& dataset, const StopRequest* stop) override;
   Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) override;
   Status DenseParams(uint32_t worker, std::vector<float>* params) override;
   StatusOr<std::span<const float>> DenseParamsView(uint32_t worker, std::vector<float>* scratch) override;
@@ -102,8 +102,9 @@ class GpuPsSync : public trainer::ParamSync {
   // Ends the other workers' waits in the dense allreduce with `why` (their local group).
   void Abort(const Status& why) override;
 
-  // begin_pass with the keys given (distinct): pulls their rows and builds the table.
-  Status BeginPassWithKeys(std::span<const uint64_t> keys);
+  // begin_pass with the keys given (distinct): pulls their rows and builds the table (not
+  // once `stop` is requested: Aborted, no pass begun).
+  Status BeginPassWithKeys(std::span<const uint64_t> keys, const StopRequest* stop = nullptr);
   // end_pass: writes the touched rows back and frees the table.
   Status EndPass();
 
@@ -157,8 +158,10 @@ Status WritePassBack(const PassTable& table, trainer::PsClient& client, uint32_t
 
 // The distinct keys of the batches of one pass of `dataset` (StartPass .. EndPass), read by
 // `threads` threads at once into a set partitioned by the keys' hash, a lock per partition.
-// Each key once, in no particular order.
-StatusOr<std::vector<uint64_t>> CollectPassKeys(data::Dataset& dataset, uint32_t threads);
+// Each key once, in no particular order. Once `stop` is requested the threads take no new
+// batch and it returns Aborted.
+StatusOr<std::vector<uint64_t>> CollectPassKeys(data::Dataset& dataset, uint32_t threads,
+                                                const StopRequest* stop = nullptr);
 
 // Communicators for the `workers` workers of this trainer (devices x workers_per_device):
 // rank trainer_id * workers + w of trainers * workers. A local group

@@ -30,6 +30,7 @@
 #include "common/config/trainer_config.h"
 #include "common/metrics/registry.h"
 #include "common/status.h"
+#include "common/stop_request.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/data/dataset.h"
 
@@ -102,8 +103,9 @@ class ParamSync {
   virtual Status Flush() = 0;
   // Start of a pass over `dataset`, before its StartPass and the workers (driver thread).
   // GPU-PS pass mode: begin_pass (reads the pass's keys from the dataset, pulls their rows
-  // and builds the device table). Other modes: nothing.
-  virtual Status BeginPass(data::Dataset& dataset) { return Status::OK(); }
+  // and builds the device table); once `stop` (null: never) is requested it ends between
+  // those steps, Aborted, with no pass begun. Other modes: nothing.
+  virtual Status BeginPass(data::Dataset& dataset, const StopRequest* stop) { return Status::OK(); }
   // Where `worker` runs its dense steps; null: the Trainer's own DenseNet on the worker thread.
   virtual DenseStepper* dense_stepper(uint32_t worker) { return nullptr; }
   // True when a worker's next batch may be read, de-duplicated, pulled and pooled on a helper

@@ -719,8 +719,14 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
     if (passes > 1) where += " pass " + std::to_string(pass + 1) + "/" + std::to_string(passes);
     if (parted != nullptr) parted->SetPassPart(pass, passes);
     auto pass_start = Clock::now();
-    RETURN_IF_ERROR(impl.sync->BeginPass(dataset).WithContext(where + " begin_pass"));
+    const Status begun = impl.sync->BeginPass(dataset, stop_);
     pass_sync_seconds += Seconds(pass_start);
+    if (begun.code() == StatusCode::kAborted && stop_requested()) {
+      // Nothing of this pass was trained: the epoch ends with its Flush, as a pass cut short.
+      spdlog::info("{} begin_pass: {}", where, begun.message());
+      break;
+    }
+    RETURN_IF_ERROR(begun.WithContext(where + " begin_pass"));
     RETURN_IF_ERROR(dataset.StartPass());
     std::vector<std::thread> pool;
     for (uint32_t w = 0; w < threads; ++w) {

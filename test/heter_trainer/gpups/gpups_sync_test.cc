@@ -10,6 +10,7 @@
 // one request (PsClient sums duplicate keys in order, as the pass's merge does).
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <map>
 #include <set>
 #include <random>
@@ -288,7 +289,7 @@ TEST_CASE("begin_pass takes the last pass's keys again when the dataset reads th
   REQUIRE(dataset.LoadIntoMemory().ok());
   // One pass: the table must hold exactly the distinct ids of the records the pass reads.
   auto pass = [&](bool reused) {
-    REQUIRE(sync.BeginPass(dataset).ok());
+    REQUIRE(sync.BeginPass(dataset, nullptr).ok());
     std::set<uint64_t> ids;
     REQUIRE(dataset.StartPass().ok());
     data::Batch batch;
@@ -712,6 +713,92 @@ TEST_CASE("A stop request mid-pass: no batch is trained after it, and every step
   CHECK(shows == slots * static_cast<double>(report->examples));
   CHECK(records + 97 >= report->examples);
   CHECK(records <= report->examples);
+}
+
+// A dataset over another that requests `stop` as it hands out the `at`-th batch of a pass.
+class StoppingDataset : public data::Dataset {
+ public:
+  StoppingDataset(data::Dataset& inner, StopRequest& stop, uint64_t at) : inner_(inner), stop_(stop), at_(at) {}
+  Status StartPass() override {
+    batches_ = 0;
+    return inner_.StartPass();
+  }
+  StatusOr<bool> NextBatch(data::Batch* batch) override {
+    ASSIGN_OR_RETURN(const bool has, inner_.NextBatch(batch));
+    if (has && ++batches_ == at_) stop_.Request("stopped by the test");
+    return has;
+  }
+  void EndPass() override { inner_.EndPass(); }
+  data::ReadStats stats() const override { return inner_.stats(); }
+  std::optional<uint64_t> PassRecordsId() const override { return inner_.PassRecordsId(); }
+  uint64_t batches() const { return batches_; }
+
+ private:
+  data::Dataset& inner_;
+  StopRequest& stop_;
+  uint64_t at_;
+  std::atomic<uint64_t> batches_{0};
+};
+
+TEST_CASE("A stop request during begin_pass: the pass's keys are read no further, nothing is pulled or built") {
+  const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
+  Cluster cluster(job);
+  auto trainers = MakeTrainers(cluster, job, 1, 1);
+  GpuPsSync& sync = *trainers[0]->sync;
+  metrics::Registry registry;
+  sync.SetMetrics(registry);
+  const metrics::Counter passes = registry.GetCounter("fleetps_gpups_passes_total", "");
+  data::testing::TempDir dir;
+  const auto files = data::testing::WriteNumberedRankDnnFiles(dir, "part", 2, 300);  // 600 records
+  data::InMemoryDataset records(data::testing::RankDnnOptions(), files, 16);  // 38 batches a pass
+  REQUIRE(records.LoadIntoMemory().ok());
+
+  SECTION("while the keys are read") {
+    StopRequest stop;
+    StoppingDataset dataset(records, stop, 5);
+    const Status st = sync.BeginPass(dataset, &stop);
+    CHECK(st.code() == StatusCode::kAborted);
+    CHECK_THAT(st.message(), Catch::Contains("reading the pass's keys") && Catch::Contains("stopped by the test"));
+    // Each of begin_pass's threads (one per core, at most 16) takes at most one batch after it.
+    CHECK(dataset.batches() >= 5);
+    CHECK(dataset.batches() <= 5 + 16);  // of 38
+  }
+  SECTION("after the keys are read") {
+    StopRequest stop;
+    stop.Request("stopped by the test");
+    const std::vector<uint64_t> keys = Range(0, 80);
+    const Status st = sync.BeginPassWithKeys(keys, &stop);
+    CHECK(st.code() == StatusCode::kAborted);
+    CHECK_THAT(st.message(), Catch::Contains("stopped by the test before pulling the pass's rows; no pass was begun"));
+  }
+  CHECK(sync.table().size() == 0);
+  CHECK(passes.value() == 0);
+  // The next pass reads its keys again, whole, and begins.
+  REQUIRE(sync.BeginPass(records, nullptr).ok());
+  CHECK_FALSE(sync.last_pass().keys_reused);
+  CHECK(sync.table().size() == 600);  // slot 0's ids are the records' numbers; the others are below 97
+  CHECK(passes.value() == 1);
+  REQUIRE(sync.EndPass().ok());
+}
+
+TEST_CASE("A stop request before an epoch's begin_pass: the Trainer's epoch ends with nothing trained or begun") {
+  data::testing::TempDir dir;
+  const config::TrainerOptions job = TrainerJob(data::testing::WriteNumberedRankDnnFiles(dir, "train", 1, 500), false);
+  Cluster cluster(job);
+  auto trainers = MakeTrainers(cluster, job, 1, 1);
+  PassTrainer& tr = *trainers[0];
+  metrics::Registry registry;
+  tr.sync->SetMetrics(registry);
+  trainer::Trainer trainer(tr.options, *tr.client, nullptr, nullptr, std::move(tr.sync));
+  StopRequest stop;
+  trainer.SetStopRequest(&stop);
+  REQUIRE(trainer.Start().ok());
+  stop.Request("stopped by the test");
+  auto report = trainer.TrainEpoch(1);
+  REQUIRE(report.ok());  // a pass cut short: the epoch ends with its Flush
+  CHECK(report->examples == 0);
+  CHECK(registry.GetCounter("fleetps_gpups_passes_total", "").value() == 0);
+  CHECK(cluster.Rows(job.sparse_table.id).empty());
 }
 
 TEST_CASE("A failed worker's Abort ends the other workers' wait in the dense allreduce at once") {
