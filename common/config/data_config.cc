@@ -13,6 +13,7 @@ constexpr std::pair<std::string_view, DataFormat> kFormats[] = {
     {"rank_dnn", DataFormat::kRankDnn},
     {"multislot", DataFormat::kMultiSlot},
     {"slot_dnn", DataFormat::kSlotDnn},
+    {"criteo", DataFormat::kCriteo},
 };
 // The last spelling of a kind is an alias (PaddleRec's config_gpubox.yaml writes it).
 constexpr std::pair<std::string_view, DatasetKind> kDatasetKinds[] = {
@@ -145,6 +146,26 @@ Status CheckMultiSlotOrder(const YAML::Node& map, const YamlContext& ctx, const 
              "must list the label slot, the dense slot and every sparse slot exactly once");
 }
 
+// A criteo line has 13 integer columns (the dense features) and 26 categorical ones (one id
+// for each sparse slot, in order). The error points at the key when this map holds it, else
+// at data_format (the shape keys may come from hyper_parameters).
+Status CheckCriteoShape(const YAML::Node& map, const YamlContext& ctx, const DataOptions& o) {
+  auto error = [&](const char* key, const std::string& message) {
+    return Has(map, key) ? ctx.Child(key).Error(map[key], message)
+                         : ctx.Child("data_format").Error(map["data_format"], message);
+  };
+  if (o.dense_dim != 13) {
+    return error("dense_input_dim", "data_format criteo has 13 integer columns: dense_input_dim must be 13, not " +
+                                        std::to_string(o.dense_dim));
+  }
+  if (o.sparse_slots.size() != 26) {
+    return error(Has(map, "sparse_slots") ? "sparse_slots" : "sparse_inputs_slots",
+                 "data_format criteo has 26 categorical columns, one per sparse slot: it needs 26 sparse slots "
+                 "(sparse_inputs_slots: 27, the label counted), not " + std::to_string(o.sparse_slots.size()));
+  }
+  return Status::OK();
+}
+
 // Reads every key of `section`; `shape` holds the shape keys gathered so far.
 Status ParseSection(const YAML::Node& section, const YamlContext& ctx, ShapeKeys shape, DataOptions* out) {
   if (section && !section.IsNull() && !section.IsMap()) return ctx.Error(section, "expected a map of data options");
@@ -198,6 +219,12 @@ Status ParseSection(const YAML::Node& section, const YamlContext& ctx, ShapeKeys
     RETURN_IF_ERROR(CheckMultiSlotOrder(section, ctx, o));
   } else if (Has(section, "multislot_slots")) {
     return ctx.Child("multislot_slots").Error(section["multislot_slots"], "only valid with data_format multislot");
+  }
+  if (o.format == DataFormat::kCriteo) {
+    RETURN_IF_ERROR(CheckCriteoShape(section, ctx, o));
+    RETURN_IF_ERROR(ReadUint64(section, "criteo_hash_dim", ctx, &o.criteo_hash_dim));
+  } else if (Has(section, "criteo_hash_dim")) {
+    return ctx.Child("criteo_hash_dim").Error(section["criteo_hash_dim"], "only valid with data_format criteo");
   }
 
   RETURN_IF_ERROR(ReadPaths(section, "train_data_dir", "train_files", ctx, &o.train_paths));
@@ -274,7 +301,7 @@ std::vector<std::string> DataOptionKeys() {
           "slot_num",        "sparse_slots",     "multislot_slots",  "train_data_dir",  "train_files",
           "test_data_dir",   "test_files",       "split_file_list",  "train_batch_size", "infer_batch_size",
           "thread_num",      "reader_type",      "skip_bad_lines",   "queue_capacity",  "shuffle",  "shuffle_seed",
-          "sampler"};
+          "sampler",         "criteo_hash_dim"};
 }
 
 std::vector<std::string> DataShapeKeys() { return {"dense_input_dim", "sparse_inputs_slots", "slot_num"}; }

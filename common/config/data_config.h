@@ -31,6 +31,10 @@ enum class DataFormat : uint8_t {
   kMultiSlot = 1,
   // PaddleRec slot_dnn: `<feasign>:<slot>` tokens (value first), label as `<0|1>:<label_slot>`.
   kSlotDnn = 2,
+  // Raw Criteo display-ads TSV (Kaggle's train.txt, PaddleRec's legacy rank/dnn data): the
+  // label, 13 integer and 26 categorical columns, tab-separated, read as PaddleRec's
+  // criteo_reader.py turns them into rank_dnn features (trainer/data/criteo_format.h).
+  kCriteo = 3,
 };
 
 // How the trainer holds the data of a pass.
@@ -52,7 +56,7 @@ enum class SamplerKind : uint8_t {
   kDistributed = 1,  // Paddle's DistributedBatchSampler: a strided share of every record
 };
 
-std::string_view DataFormatName(DataFormat format);  // "rank_dnn" | "multislot" | "slot_dnn"
+std::string_view DataFormatName(DataFormat format);  // "rank_dnn" | "multislot" | "slot_dnn" | "criteo"
 // The format named `name` (a DataFormatName spelling); false when there is none.
 bool DataFormatFromName(std::string_view name, DataFormat* out);
 std::string_view DatasetKindName(DatasetKind kind);  // "QueueDataset" | "InMemoryDataset"
@@ -60,8 +64,15 @@ std::string_view DatasetKindName(DatasetKind kind);  // "QueueDataset" | "InMemo
 bool DatasetKindFromName(std::string_view name, DatasetKind* out);
 
 struct DataOptions {
-  // `data_format`: rank_dnn | multislot | slot_dnn. Default rank_dnn.
+  // `data_format`: rank_dnn | multislot | slot_dnn | criteo. Default rank_dnn. criteo takes
+  // rank_dnn's defaults and requires its shape: 13 dense features, 26 sparse slots.
   DataFormat format = DataFormat::kRankDnn;
+
+  // `criteo_hash_dim` (criteo only): the categorical ids are taken modulo this, as
+  // PaddleRec's criteo readers do (`hash_dim_`, its sparse_feature_number); 0 keeps the
+  // whole 64-bit hash (no ids shared by chance: fleetps's sparse tables take any id).
+  // Default 1000001.
+  uint64_t criteo_hash_dim = 1000001;
 
   // `label_slot`: name of the 0/1 click label. Default "click" (rank_dnn, multislot),
   // "1" (slot_dnn).

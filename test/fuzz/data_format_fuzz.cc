@@ -1,5 +1,5 @@
-// Fuzz target: the three data-line formats (trainer/data/line_format.h: rank_dnn
-// `name:value`, MultiSlot, slot_dnn `value:slot`) and RecordBlock::Parse
+// Fuzz target: the four data-line formats (trainer/data/line_format.h: rank_dnn
+// `name:value`, MultiSlot, slot_dnn `value:slot`, criteo TSV) and RecordBlock::Parse
 // (trainer/data/record_block.h), the bytes a trainer receives in a global shuffle.
 //
 // Input: byte 0 selects what the rest is:
@@ -9,9 +9,11 @@
 //   6, 7  a serialized RecordBlock, parsed with the shape of byte 1 (6) or rank_dnn's
 //         13 dense floats x 26 slots (7)
 //   8     a data file's bytes (plain or gzip), read by FileReader with format 3
+//   9     text lines for data_format criteo (raw Criteo TSV)
 // Checks, besides the sanitizers:
-//  - a line that parses has the configured shape, a 0/1 label and finite dense values, and
-//    LineFormat::Write gives a line that parses back to the same Example;
+//  - a line that parses has the configured shape, a 0/1 label and finite dense values (criteo:
+//    one id per slot, below criteo_hash_dim), and LineFormat::Write gives a line that parses
+//    back to the same Example (criteo: CanWrite() is false);
 //  - the parsed examples of one input, appended to a RecordBlock, survive Serialize and
 //    Parse unchanged and give the same Batch as appending the examples directly;
 //  - a RecordBlock that Parse accepts can be read whole (AppendToBatch every record) and
@@ -68,6 +70,7 @@ std::vector<Format>& Formats() {
         "{data_format: rank_dnn, dense_input_dim: 2, sparse_slots: ['26', '3', '7']}",
         "{data_format: multislot, dense_input_dim: 2, sparse_slots: ['26', '3', '7']}",
         "{data_format: slot_dnn, sparse_slots: ['26', '3', '7']}",
+        "data_format: criteo",
     };
     for (const char* yaml : yamls) {
       Format fmt;
@@ -115,11 +118,18 @@ void FuzzLines(const Format& fmt, std::string_view text) {
     for (float v : ex.dense) {
       if (!std::isfinite(v)) Fail("Parse accepted a non-finite dense value");
     }
-    written.clear();
-    fmt.format->Write(ex, &written);
-    const Status st2 = fmt.format->Parse(written, &again);
-    if (!st2.ok()) Fail("Write gave a line that does not parse (" + st2.ToString() + "): " + written);
-    if (!(again == ex)) Fail("Write + Parse changed the example " + Describe(ex) + " into " + Describe(again));
+    if (o.format == config::DataFormat::kCriteo) {  // one hashed id per column, below the hash dim
+      for (const auto& ids : ex.slots) {
+        if (ids.size() != 1 || ids[0] >= o.criteo_hash_dim) Fail("criteo gave ids " + Describe(ex));
+      }
+    }
+    if (fmt.format->CanWrite()) {
+      written.clear();
+      fmt.format->Write(ex, &written);
+      const Status st2 = fmt.format->Parse(written, &again);
+      if (!st2.ok()) Fail("Write gave a line that does not parse (" + st2.ToString() + "): " + written);
+      if (!(again == ex)) Fail("Write + Parse changed the example " + Describe(ex) + " into " + Describe(again));
+    }
     block.Append(ex);
     direct.Append(ex);
   }
@@ -225,8 +235,13 @@ void WriteSeeds(SeedWriter& seeds) {
   for (const auto& line : SampleLines(dir + "/slot_dnn/data/demo_10", 1)) {
     seeds.Add(std::string(1, '\2') + line.substr(0, 2000));  // a prefix: still a valid line
   }
+  // Raw Criteo lines, with all 40 fields and with trailing empty columns trimmed.
+  for (const auto& line : SampleLines(dir + "/rank_dnn_legacy_raw_tsv/test/sample_test.txt", 4)) {
+    seeds.Add(std::string(1, '\x09') + line);
+  }
   // Lines written by each format from a small example, and RecordBlocks of them.
   for (size_t f = 0; f < formats.size(); ++f) {
+    if (!formats[f].format->CanWrite()) continue;
     const auto& o = formats[f].options;
     Example ex;
     ex.Reset(o.sparse_slots.size());
@@ -287,7 +302,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fleetps::fuzz;
   if (size == 0) return 0;
-  const uint8_t selector = data[0] % 9;
+  const uint8_t selector = data[0] % 10;
   if (selector < 6) {
     FuzzLines(Formats()[selector], std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
   } else if (selector == 6) {
@@ -296,8 +311,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FuzzRecordBlock({data + 2, size - 2}, data[1] & 3, data[1] >> 2);
   } else if (selector == 7) {
     FuzzRecordBlock({data + 1, size - 1}, 13, 26);
-  } else {
+  } else if (selector == 8) {
     FuzzDataFile(std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
+  } else {
+    FuzzLines(Formats()[6], std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));  // criteo
   }
   return 0;
 }

@@ -274,6 +274,10 @@ Status Validate(const DatagenOptions& o) {
   if (o.format == config::DataFormat::kSlotDnn && o.dense_dim > 0) {
     return fail("slot_dnn has no dense features: dense dim must be 0");
   }
+  if (o.format == config::DataFormat::kCriteo) {
+    return fail("criteo lines hold raw values that the reader hashes and scales: generate rank_dnn, multislot or "
+                "slot_dnn");
+  }
   if (o.out_dir.empty()) return fail("output directory is empty");
   return Status::OK();
 }

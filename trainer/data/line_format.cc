@@ -1,6 +1,7 @@
 #include "trainer/data/line_format.h"
 
 #include "trainer/data/colon_token_format.h"
+#include "trainer/data/criteo_format.h"
 #include "trainer/data/multislot_format.h"
 
 namespace fleetps::data {
@@ -16,6 +17,8 @@ std::unique_ptr<const LineFormat> MakeLineFormat(const config::DataOptions& opti
                                                 /*require_every_sparse_slot=*/false);
     case DataFormat::kMultiSlot:
       return std::make_unique<MultiSlotFormat>(options);
+    case DataFormat::kCriteo:
+      return std::make_unique<CriteoFormat>(options);
   }
   FLEETPS_CHECK(false) << "unknown data format " << static_cast<int>(options.format);
   return nullptr;

@@ -4,6 +4,7 @@
 // Implementations (chosen by MakeLineFormat from DataOptions::format):
 //   colon_token_format.h  rank_dnn (`name:value` tokens) and slot_dnn (`value:slot` tokens)
 //   multislot_format.h    Paddle MultiSlot count-prefixed lines
+//   criteo_format.h       raw Criteo TSV, hashed and scaled as PaddleRec's criteo reader
 // A format is immutable after construction; Parse and Write are const and thread-safe, so
 // one instance is shared by all reader threads.
 
@@ -28,8 +29,11 @@ class LineFormat {
   // Readers prefix "file:line: ". *example is unspecified after an error.
   virtual Status Parse(std::string_view line, Example* example) const = 0;
 
+  // Whether Write is supported: false for a format whose lines Parse hashes or scales
+  // (criteo), which no Example can be written back as.
+  virtual bool CanWrite() const { return true; }
   // Appends `example` as one line (no newline) that Parse reads back to an equal Example.
-  // The example must have the configured shape and a 0/1 label (checked).
+  // The example must have the configured shape and a 0/1 label (checked), and CanWrite().
   virtual void Write(const Example& example, std::string* out) const = 0;
 };
 

@@ -182,7 +182,7 @@ TEST_CASE("The shared PaddleRec configs still load") {
 }
 
 TEST_CASE("The configs in configs/ load") {
-  for (const std::string name : {"ctr_dnn.yaml", "mlp.yaml"}) {
+  for (const std::string name : {"ctr_dnn.yaml", "ctr_dnn_criteo.yaml", "mlp.yaml"}) {
     INFO(name);
     auto job = LoadTrainerYaml(kConfigDir + name);
     INFO(job.status().ToString());

@@ -125,7 +125,7 @@ TEST_CASE("multislot's default order is label, sparse slots, dense slot", "[data
 
 TEST_CASE("bad data options name file:line, key and allowed values", "[data][config]") {
   CHECK(ParseError("  data_format: csv\n") ==
-        "<test>:2: data.data_format: unknown value \"csv\" (allowed: rank_dnn, multislot, slot_dnn)");
+        "<test>:2: data.data_format: unknown value \"csv\" (allowed: rank_dnn, multislot, slot_dnn, criteo)");
   CHECK(ParseError("  reader_type: DataLoader\n") ==
         "<test>:2: data.reader_type: unknown value \"DataLoader\" "
         "(allowed: QueueDataset, InMemoryDataset, InmemoryDataset)");

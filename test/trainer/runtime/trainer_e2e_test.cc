@@ -179,6 +179,60 @@ uint64_t EpochExamples(const std::string& report, int epoch) {
   return std::stoull(text.substr(at + key.size()));
 }
 
+TEST_CASE("Raw Criteo TSV (PaddleRec's legacy rank/dnn sample) trains with data_format criteo; infer scores it alike") {
+  // 100 train and 100 test lines, some test lines with trailing empty columns trimmed.
+  const std::string dir = testing::MakeTempDir("criteo_e2e");
+  const std::string raw = std::string(FLEETPS_SOURCE_DIR) + "/../shared/data/paddlerec/rank_dnn_legacy_raw_tsv";
+  testing::WriteFile(dir + "/job.yaml", R"(
+runner:
+  data_format: criteo
+  train_data_dir: ")" + raw + R"(/train"
+  test_data_dir: ")" + raw + R"(/test"
+  train_batch_size: 16
+  epochs: 2
+  model_save_path: "model"
+)" + std::string(testing::kSmallCtrDnnModel));
+  ChildProcess p;
+  REQUIRE(p.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml", "--report",
+                   dir + "/criteo.json", "--predictions", dir + "/trained.txt"},
+                  {}, dir + "/criteo.log"));
+  const int rc = p.Wait(std::chrono::seconds(60));
+  INFO(testing::ReadFile(dir + "/criteo.log"));
+  REQUIRE(rc == 0);
+  CHECK(EpochExamples(dir + "/criteo.json", 1) == 100);
+  CHECK(EpochExamples(dir + "/criteo.json", 2) == 100);
+  const std::string trained = testing::ReadFile(dir + "/trained.txt");
+  CHECK(std::count(trained.begin(), trained.end(), '\n') == 100);  // every test line scored
+  // The saved sparse rows: ids modulo criteo_hash_dim (1000001), at most one per column value.
+  ChildProcess dump;
+  REQUIRE(dump.Start({testing::BinaryPath("tools/pserver_tool/pserver_tool"), "dump", dir + "/model", "--table", "0",
+                      "--limit", "100000"},
+                     {}, dir + "/dump.txt"));
+  REQUIRE(dump.Wait(std::chrono::seconds(60)) == 0);
+  std::istringstream rows(testing::ReadFile(dir + "/dump.txt"));
+  size_t keys = 0;
+  uint64_t max_key = 0;
+  for (std::string line; std::getline(rows, line);) {
+    std::istringstream fields(line);
+    uint64_t key;
+    if (!(fields >> key)) continue;
+    ++keys;
+    max_key = std::max(max_key, key);
+  }
+  CHECK(keys > 26);         // every column's values of 100 lines
+  CHECK(keys <= 26 * 100);  // and no more
+  CHECK(max_key < 1000001);
+  // Infer mode reads the same lines into the same ids: the saved model scores them alike.
+  ChildProcess infer;
+  REQUIRE(infer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml", "--mode", "infer",
+                       "--predictions", dir + "/infer.txt"},
+                      {}, dir + "/infer.log"));
+  const int infer_rc = infer.Wait(std::chrono::seconds(60));
+  INFO(testing::ReadFile(dir + "/infer.log"));
+  REQUIRE(infer_rc == 0);
+  CHECK(testing::ReadFile(dir + "/infer.txt") == trained);
+}
+
 // 2 pservers started with the job YAML, 2 trainers; trainer 0 stops the servers at the end.
 // Returns the work directory (logs, reports, data).
 std::string ClusterRun(const std::string& mode, int threads = 1, const std::string& runner_extra = "") {
