@@ -59,7 +59,8 @@ Status ApplyHeterTrainerEnv(const EnvLookup& env, HeterTrainerOptions* o) {
   };
   RETURN_IF_ERROR(read_u32("PADDLE_TRAINERS_NUM", &o->job.trainers_num));
   RETURN_IF_ERROR(read_list("PADDLE_PSERVERS_IP_PORT_LIST", &o->job.pservers));
-  RETURN_IF_ERROR(read_list("PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", &o->server.endpoints));
+  ASSIGN_OR_RETURN(const char* all, HeterTrainerListEnv(env));
+  if (all != nullptr) RETURN_IF_ERROR(read_list(all, &o->server.endpoints));
   RETURN_IF_ERROR(read_list("PADDLE_PREVIOUS_HETER_TRAINER_IP_PORT_LIST", &o->previous));
   RETURN_IF_ERROR(read_list("PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST", &o->next));
   RETURN_IF_ERROR(read_u32("STAGE_ID", &o->stage_id));
@@ -67,7 +68,8 @@ Status ApplyHeterTrainerEnv(const EnvLookup& env, HeterTrainerOptions* o) {
   if (auto v = env("PADDLE_STAGE_TRAINERS_NUM"); v && !v->empty()) {
     ASSIGN_OR_RETURN(o->stage_trainers, ParseUintList(*v, "PADDLE_STAGE_TRAINERS_NUM"));
   }
-  if (auto v = env("HETER_DEVICE_TYPE"); v && !v->empty()) o->device = *v;
+  ASSIGN_OR_RETURN(const std::optional<std::string> device, HeterDeviceEnv(env));
+  if (device) o->device = *device;
   if (auto v = env("FLEETPS_HETER_METRICS_PORT"); v && !v->empty()) {
     ASSIGN_OR_RETURN(auto port, ParseUintList(*v, "FLEETPS_HETER_METRICS_PORT"));
     if (port.size() != 1 || port[0] > 65535) {
@@ -98,8 +100,8 @@ Status ApplyHeterTrainerEnv(const EnvLookup& env, HeterTrainerOptions* o) {
     if (!found) {
       std::string list;
       for (const auto& e : o->server.endpoints) list += (list.empty() ? "" : ",") + e.ToString();
-      return Status::InvalidArgument("POD_IP:PADDLE_PORT = " + self->ToString() +
-                                     " is not in PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST [" + list +
+      return Status::InvalidArgument("POD_IP:PADDLE_PORT = " + self->ToString() + " is not in " +
+                                     (all != nullptr ? all : "PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST") + " [" + list +
                                      "] (the list must name every heter-trainer, this one included)");
     }
   }

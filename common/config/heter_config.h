@@ -5,12 +5,14 @@
 // Environment (as Paddle's PaddleCloudRoleMaker reads it for a heter worker):
 //   TRAINING_ROLE=HETER_TRAINER (when set)
 //   POD_IP, PADDLE_PORT                        this heter-trainer's endpoint
-//   PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST      every heter-trainer (this one included)
+//   PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST      every heter-trainer (this one included; Paddle
+//                                              2.0-2.1 and the paddle-operator: PADDLE_HETER_TRAINER_IP_PORT_LIST)
 //   PADDLE_PREVIOUS_HETER_TRAINER_IP_PORT_LIST the stage before (the cpu-trainers' endpoints; informative)
 //   PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST     the stage after (must be empty: fleetps runs two stages)
 //   STAGE_ID, STAGE_NUM                         this stage (2) of how many (2); stage 1 is the cpu-trainers
 //   PADDLE_STAGE_TRAINERS_NUM                   processes per stage, e.g. "[2, 1]"
-//   HETER_DEVICE_TYPE                            gpu | cpu (unset: gpu when one is visible, else cpu)
+//   HETER_DEVICE_TYPE                            gpu | cpu (unset: gpu when one is visible, else cpu;
+//                                                Paddle 2.0-2.1: PADDLE_HETER_TRAINER_DEVICE)
 //   FLAGS_selected_gpus                          e.g. "0": the GPU this process uses
 //   PADDLE_PSERVERS_IP_PORT_LIST, PADDLE_TRAINERS_NUM   as for the cpu-trainers
 //   FLEETPS_LOG_LEVEL, FLEETPS_AUTH_SECRET_FILE         as for the pservers

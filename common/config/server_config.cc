@@ -234,6 +234,17 @@ EnvLookup ProcessEnv() {
   };
 }
 
+StatusOr<const char*> EnvNameOrAlias(const EnvLookup& env, const char* name, const char* alias) {
+  const auto value = env(name), old = env(alias);
+  const bool has = value && !value->empty(), has_old = old && !old->empty();
+  if (has && has_old && *value != *old) {
+    return Status::InvalidArgument(std::string(name) + "='" + *value + "' and " + alias + "='" + *old +
+                                   "' differ: they name the same thing (" + alias +
+                                   " is the older spelling); set one of them");
+  }
+  return has ? name : has_old ? alias : nullptr;
+}
+
 Status ValidateTable(const TableOptions& t) {
   const std::string where = "table '" + t.name + "' (id " + std::to_string(t.id) + ")";
   if (t.name.empty()) return Status::InvalidArgument("table id " + std::to_string(t.id) + " has an empty name");

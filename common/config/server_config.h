@@ -133,6 +133,10 @@ struct ServerFlags {
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 // The process environment.
 EnvLookup ProcessEnv();
+// The variable to read of `name` and its older spelling `alias`: name when it is set
+// non-empty, else alias when that is, else null. InvalidArgument naming both when both are
+// set non-empty with different values.
+StatusOr<const char*> EnvNameOrAlias(const EnvLookup& env, const char* name, const char* alias);
 
 // Parses the YAML text of a pserver config (no env, no flags).
 StatusOr<ServerOptions> ParseServerYaml(const std::string& text, const std::string& file_name);

@@ -471,13 +471,26 @@ Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* o) {
       return Status::InvalidArgument("PADDLE_DISTRI_BACKEND=" + *v + ": use auto, gloo or nccl");
     }
   }
-  if (auto v = env("HETER_DEVICE_TYPE"); v && !v->empty()) o->gpups.device = *v;
+  ASSIGN_OR_RETURN(const std::optional<std::string> device, HeterDeviceEnv(env));
+  if (device) o->gpups.device = *device;
   if (o->gpubox_mode()) return Status::OK();  // a GPU-PS trainer has no heter stage
   return ApplyHeterEndpointsEnv(env, o);
 }
 
+StatusOr<const char*> HeterTrainerListEnv(const EnvLookup& env) {
+  return EnvNameOrAlias(env, "PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "PADDLE_HETER_TRAINER_IP_PORT_LIST");
+}
+
+StatusOr<std::optional<std::string>> HeterDeviceEnv(const EnvLookup& env) {
+  ASSIGN_OR_RETURN(const char* name, EnvNameOrAlias(env, "HETER_DEVICE_TYPE", "PADDLE_HETER_TRAINER_DEVICE"));
+  if (name == nullptr) return std::optional<std::string>();
+  return env(name);
+}
+
 Status ApplyHeterEndpointsEnv(const EnvLookup& env, TrainerOptions* o) {
-  for (const char* name : {"PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST", "PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST"}) {
+  ASSIGN_OR_RETURN(const char* all, HeterTrainerListEnv(env));
+  for (const char* name : {"PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST", all}) {
+    if (name == nullptr) continue;
     auto list = env(name);
     if (!list || list->empty()) continue;
     auto eps = net::ParseEndpointList(*list);

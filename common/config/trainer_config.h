@@ -18,11 +18,13 @@
 // Environment (as Paddle's PaddleCloudRoleMaker reads it): TRAINING_ROLE (TRAINER when
 // set), PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ID, PADDLE_PSERVERS_IP_PORT_LIST (absent:
 // local training with in-process tables), PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST /
-// PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST (set: heterogeneous training),
+// PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST (or Paddle 2.0-2.1's PADDLE_HETER_TRAINER_IP_PORT_LIST;
+// set: heterogeneous training),
 // PADDLE_TRAINER_ENDPOINTS / PADDLE_CURRENT_ENDPOINT (several: collective training; with
 // PADDLE_PSERVERS_IP_PORT_LIST too, the hybrid: sparse on the pservers, dense by allreduce;
 // in gpubox mode: the nodes, whose devices' dense replicas are all-reduced together),
-// FLAGS_selected_gpus and HETER_DEVICE_TYPE (gpubox mode's devices).
+// FLAGS_selected_gpus and HETER_DEVICE_TYPE (or PADDLE_HETER_TRAINER_DEVICE; gpubox mode's
+// devices).
 
 #include <cstdint>
 #include <optional>
@@ -212,9 +214,16 @@ std::vector<TableOptions> JobTables(const TrainerOptions& options);
 StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::string& file_name);
 StatusOr<TrainerOptions> LoadTrainerYaml(const std::string& path);
 Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* options);
-// Reads the heter-trainer endpoints of the environment (the NEXT list, else the ALL list);
-// a cpu-trainer given some runs in heter mode.
+// Reads the heter-trainer endpoints of the environment (the NEXT list, else the ALL list,
+// HeterTrainerListEnv); a cpu-trainer given some runs in heter mode.
 Status ApplyHeterEndpointsEnv(const EnvLookup& env, TrainerOptions* options);
+// The variable naming every heter-trainer: PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST, else
+// PADDLE_HETER_TRAINER_IP_PORT_LIST (Paddle 2.0-2.1's spelling, which the Kubernetes
+// paddle-operator sets); null when neither is set. Both set and different: InvalidArgument.
+StatusOr<const char*> HeterTrainerListEnv(const EnvLookup& env);
+// The heter device type: HETER_DEVICE_TYPE, else PADDLE_HETER_TRAINER_DEVICE (Paddle
+// 2.0-2.1's); nullopt when neither is set. Both set and different: InvalidArgument.
+StatusOr<std::optional<std::string>> HeterDeviceEnv(const EnvLookup& env);
 Status ValidateTrainerOptions(const TrainerOptions& options);
 
 // True when the YAML document is a job config (has `hyper_parameters`), so pserver can

@@ -172,6 +172,60 @@ TEST_CASE("A heter environment that does not fit is refused with the variable na
              Catch::Contains("FLEETPS_HETER_METRICS_PORT='70000' is not a port number"));
 }
 
+TEST_CASE("Paddle 2.0-2.1's spellings: PADDLE_HETER_TRAINER_IP_PORT_LIST and PADDLE_HETER_TRAINER_DEVICE") {
+  // A heter-trainer started as Paddle 2.0's role maker (and the paddle-operator) name it.
+  auto legacy = HeterEnv();
+  legacy.erase("PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST");
+  legacy.erase("HETER_DEVICE_TYPE");
+  legacy.erase("STAGE_ID");
+  legacy.erase("STAGE_NUM");
+  legacy.erase("PADDLE_STAGE_TRAINERS_NUM");
+  legacy["PADDLE_HETER_TRAINER_IP_PORT_LIST"] = "127.0.0.1:8600,127.0.0.1:8601";
+  legacy["PADDLE_HETER_TRAINER_DEVICE"] = "cpu";
+  HeterTrainerOptions o = Base();
+  REQUIRE(ApplyHeterTrainerEnv(testing::EnvFrom(legacy), &o).ok());
+  CHECK(o.server.endpoints.size() == 2);
+  CHECK(o.server.index == 1);
+  CHECK(o.device == "cpu");
+  CHECK(ValidateHeterTrainerOptions(o).ok());
+  legacy["PADDLE_PORT"] = "9999";
+  HeterTrainerOptions stray = Base();
+  CHECK_THAT(ApplyHeterTrainerEnv(testing::EnvFrom(legacy), &stray).message(),
+             Catch::Contains("is not in PADDLE_HETER_TRAINER_IP_PORT_LIST [127.0.0.1:8600,127.0.0.1:8601]"));
+
+  // Its cpu-trainers: the list turns heter mode on, as the newer name does. An empty value
+  // (the operator sets it empty for jobs without heter-trainers) does not.
+  auto trainer = ParseTrainerYaml("runner: {sync_mode: async}\nhyper_parameters: {fc_sizes: [8]}\n", "job.yaml");
+  REQUIRE(trainer.ok());
+  auto plain = *trainer;
+  REQUIRE(ApplyTrainerEnv(testing::EnvFrom({{"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:1"},
+                                            {"PADDLE_HETER_TRAINER_IP_PORT_LIST", ""}}),
+                          &plain)
+              .ok());
+  CHECK_FALSE(plain.heter_mode());
+  REQUIRE(ApplyTrainerEnv(testing::EnvFrom({{"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:1"},
+                                            {"PADDLE_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1:1,10.0.0.2:2"}}),
+                          &*trainer)
+              .ok());
+  CHECK(trainer->heter_mode());
+  CHECK(trainer->heter_trainers.size() == 2);
+
+  // Both spellings, disagreeing: refused, naming both.
+  auto both = HeterEnv();
+  both["PADDLE_HETER_TRAINER_IP_PORT_LIST"] = "127.0.0.1:8601";
+  HeterTrainerOptions conflict = Base();
+  CHECK_THAT(ApplyHeterTrainerEnv(testing::EnvFrom(both), &conflict).message(),
+             Catch::Contains("PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST='127.0.0.1:8600,127.0.0.1:8601' and "
+                             "PADDLE_HETER_TRAINER_IP_PORT_LIST='127.0.0.1:8601' differ"));
+  both = HeterEnv();
+  both["PADDLE_HETER_TRAINER_DEVICE"] = "gpu";
+  CHECK_THAT(ApplyHeterTrainerEnv(testing::EnvFrom(both), &conflict).message(),
+             Catch::Contains("HETER_DEVICE_TYPE='cpu' and PADDLE_HETER_TRAINER_DEVICE='gpu' differ"));
+  both["PADDLE_HETER_TRAINER_DEVICE"] = "cpu";  // the same value twice is fine
+  HeterTrainerOptions same = Base();
+  CHECK(ApplyHeterTrainerEnv(testing::EnvFrom(both), &same).ok());
+}
+
 TEST_CASE("ParseUintList takes Paddle's list spellings") {
   CHECK(*ParseUintList("[2, 1]", "x") == std::vector<uint32_t>{2, 1});
   CHECK(*ParseUintList("2,1", "x") == std::vector<uint32_t>{2, 1});
