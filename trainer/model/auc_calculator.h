@@ -32,8 +32,9 @@ class AucCalculator {
   void Add(std::span<const float> predictions, std::span<const float> labels);
   void Reset();
 
-  // The state, laid out as [positive counts | negative counts | loss sum | prediction sum]
-  // (num_thresholds + 1 buckets each); state_size() doubles.
+  // The state, laid out as [positive counts | negative counts | loss sum | prediction sum |
+  // absolute error sum | squared error sum] (num_thresholds + 1 buckets each); state_size()
+  // doubles. Every entry is a sum over the examples, so states add up across trainers.
   std::span<const double> state() const { return state_; }
   size_t state_size() const { return state_.size(); }
   // Adds another calculator's state (same num_thresholds) into this one.
@@ -54,10 +55,23 @@ class AucCalculator {
   double ActualCtr() const;
   // Mean predicted click probability; 0 when empty.
   double PredictedCtr() const;
+  // Paddle's calibration metrics (fleet_util's global metrics): COPC, actual over predicted
+  // CTR (0 while the predicted CTR is below 1e-6); MAE and RMSE of the click probability
+  // against the 0/1 label; 0 when empty.
+  double Copc() const;
+  double Mae() const;
+  double Rmse() const;
+  // Paddle's bucket error: the buckets' predicted CTRs are grouped in spans of at most 0.01
+  // until a group's impressions make its CTR's relative standard error below 0.05; the
+  // impression-weighted mean of |actual CTR / predicted CTR - 1| over those groups (0 when no
+  // group has enough impressions). How far the predictions are from calibrated, by CTR.
+  double BucketError() const;
 
  private:
   double loss_sum() const { return state_[2 * num_buckets()]; }
   double prediction_sum() const { return state_[2 * num_buckets() + 1]; }
+  double abs_error_sum() const { return state_[2 * num_buckets() + 2]; }
+  double squared_error_sum() const { return state_[2 * num_buckets() + 3]; }
   size_t num_buckets() const { return num_thresholds_ + 1; }
 
   size_t num_thresholds_;

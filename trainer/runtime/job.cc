@@ -39,12 +39,13 @@ std::string CurveJson(const std::vector<CurvePoint>& curve) {
 std::string PassJson(const PassReport& r) {
   return fmt::format(
       "{{\"epoch\": {}, \"examples\": {}, \"loss\": {:.6f}, \"auc\": {:.6f}, \"actual_ctr\": {:.6f}, "
-      "\"predicted_ctr\": {:.6f}, \"seconds\": {:.3f}, \"examples_per_sec\": {:.1f}, "
+      "\"predicted_ctr\": {:.6f}, \"copc\": {:.6f}, \"mae\": {:.6f}, \"rmse\": {:.6f}, \"bucket_error\": {:.6f}, "
+      "\"seconds\": {:.3f}, \"examples_per_sec\": {:.1f}, "
       "\"dense_compute_sec\": {:.3f}, \"read_sec\": {:.3f}, \"pull_sec\": {:.3f}, \"push_sec\": {:.3f}, "
       "\"end_step_sec\": {:.3f}, \"pass_sync_sec\": {:.3f}, \"prefetch_wait_sec\": {:.3f}, \"cpu_seconds\": {:.3f}, "
       "\"skipped_lines\": {}{}}}",
-      r.epoch, r.examples, r.loss, r.auc, r.actual_ctr, r.predicted_ctr, r.seconds, r.examples_per_sec,
-      r.dense_compute_sec, r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec, r.pass_sync_sec, r.prefetch_wait_sec,
+      r.epoch, r.examples, r.loss, r.auc, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error,
+      r.seconds, r.examples_per_sec, r.dense_compute_sec, r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec, r.pass_sync_sec, r.prefetch_wait_sec,
       r.cpu_seconds,
       r.skipped_lines, CurveJson(r.curve));
 }
@@ -83,9 +84,11 @@ Status WriteReport(const std::string& path, const config::TrainerOptions& o, con
 
 void LogPass(const char* what, const config::TrainerOptions& o, const PassReport& r) {
   spdlog::info(
-      "trainer {} {}: auc {:.5f} loss {:.5f} (all trainers; actual ctr {:.4f}, predicted {:.4f}); this trainer: {} "
-      "examples in {:.2f} s = {:.0f} examples/s, dense compute {:.2f} thread-s{}{}",
-      o.trainer_id, what, r.auc, r.loss, r.actual_ctr, r.predicted_ctr, r.examples, r.seconds, r.examples_per_sec,
+      "trainer {} {}: auc {:.5f} loss {:.5f} (all trainers; actual ctr {:.4f}, predicted {:.4f}, copc {:.4f}, mae "
+      "{:.4f}, rmse {:.4f}, bucket error {:.4f}); this trainer: {} examples in {:.2f} s = {:.0f} examples/s, dense "
+      "compute {:.2f} thread-s{}{}",
+      o.trainer_id, what, r.auc, r.loss, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error,
+      r.examples, r.seconds, r.examples_per_sec,
       r.dense_compute_sec,
       r.epoch == 0 ? ""
                    : fmt::format(" (read {:.2f}, pull {:.2f}, push {:.2f}, end of step {:.2f}{}; begin/end of pass "

@@ -75,6 +75,18 @@ struct InFlight {
   std::future<StatusOr<HeterStep>> reply;
 };
 
+// The pass's quality metrics from the AUC state of every trainer.
+void FillPassMetrics(const model::AucCalculator& global, PassReport* report) {
+  report->auc = global.Auc();
+  report->loss = global.MeanLoss();
+  report->actual_ctr = global.ActualCtr();
+  report->predicted_ctr = global.PredictedCtr();
+  report->copc = global.Copc();
+  report->mae = global.Mae();
+  report->rmse = global.Rmse();
+  report->bucket_error = global.BucketError();
+}
+
 }  // namespace
 
 struct Trainer::Impl {
@@ -778,10 +790,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   report.skipped_lines = dataset.stats().bad_lines;
   report.curve = std::move(curve);
   ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("epoch-" + std::to_string(epoch), epoch_auc, stop_));
-  report.auc = global.Auc();
-  report.loss = global.MeanLoss();
-  report.actual_ctr = global.ActualCtr();
-  report.predicted_ctr = global.PredictedCtr();
+  FillPassMetrics(global, &report);
   return report;
 }
 
@@ -845,10 +854,7 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
   report.examples = examples;
   report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);
   ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("eval", auc, stop_));
-  report.auc = global.Auc();
-  report.loss = global.MeanLoss();
-  report.actual_ctr = global.ActualCtr();
-  report.predicted_ctr = global.PredictedCtr();
+  FillPassMetrics(global, &report);
   return report;
 }
 

@@ -66,6 +66,10 @@ struct PassReport {
   double auc = 0;             // bucketed AUC (4096 thresholds), all trainers
   double actual_ctr = 0;
   double predicted_ctr = 0;
+  double copc = 0;            // calibration, all trainers (AucCalculator: Copc, Mae, Rmse,
+  double mae = 0;             // BucketError, as Paddle's fleet_util reports them)
+  double rmse = 0;
+  double bucket_error = 0;
   double seconds = 0;         // wall time of the pass
   double examples_per_sec = 0;     // this trainer's
   double dense_compute_sec = 0;    // summed over worker threads: DenseNet forward/backward

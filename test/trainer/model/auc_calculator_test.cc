@@ -97,11 +97,52 @@ TEST_CASE("AUC loss and CTR statistics", "[auc]") {
   const double loss = -(std::log(0.8) + std::log(0.6) + std::log(0.9) + std::log(0.5)) / 4;
   CHECK(auc.MeanLoss() == Approx(loss).epsilon(1e-6));
 
+  // |p - y|: 0.2, 0.4, 0.1, 0.5; (p - y)^2: 0.04, 0.16, 0.01, 0.25.
+  CHECK(auc.Mae() == Approx(1.2 / 4));
+  CHECK(auc.Rmse() == Approx(std::sqrt(0.46 / 4)));
+  CHECK(auc.Copc() == Approx(0.5 / ((0.8 + 0.4 + 0.1 + 0.5) / 4)));
+
   auc.Reset();
   CHECK(auc.num_examples() == 0);
   CHECK(auc.MeanLoss() == 0);
   CHECK(auc.ActualCtr() == 0);
   CHECK(auc.PredictedCtr() == 0);
+  CHECK(auc.Copc() == 0);
+  CHECK(auc.Mae() == 0);
+  CHECK(auc.Rmse() == 0);
+  CHECK(auc.BucketError() == 0);
+}
+
+TEST_CASE("Bucket error, by hand: Paddle's groups of predicted CTR with enough impressions", "[auc]") {
+  // 100 thresholds: 101 buckets, bucket b standing for CTR b / 101, so a group (spans of at
+  // most 0.01) holds two adjacent buckets. Every prediction 0.5: bucket 50, CTR 50/101.
+  AucCalculator auc(100);
+  const auto add = [&](int examples, int clicks) {
+    std::vector<float> predictions(examples, 0.5f), labels(examples, 0.0f);
+    std::fill(labels.begin(), labels.begin() + clicks, 1.0f);
+    auc.Add(predictions, labels);
+  };
+  // 100 impressions: the group's relative error sqrt((1 - c) / (c n)) = 0.101 is above 0.05,
+  // so no group counts.
+  add(100, 40);
+  CHECK(auc.BucketError() == 0);
+  // 1000 impressions (0.032): it counts, |actual / predicted - 1| = |0.4 * 101 / 50 - 1|.
+  add(900, 360);
+  CHECK(auc.BucketError() == Approx(0.192));
+  // A second group: predictions 0.905, bucket floor(0.905 * 100) = 90, whose CTR is 90/101
+  // (as Paddle: bucket b stands for b / (thresholds + 1)); 2000 impressions, 1800 clicks.
+  // The groups' errors weighted by their impressions.
+  std::vector<float> predictions(2000, 0.905f), labels(2000, 0.0f);
+  std::fill(labels.begin(), labels.begin() + 1800, 1.0f);
+  auc.Add(predictions, labels);
+  const double second = std::abs(0.9 * 101 / 90 - 1);  // 0.01
+  CHECK(auc.BucketError() == Approx((0.192 * 1000 + second * 2000) / 3000));
+  // Clicks at exactly their bucket's CTR (49/101, predictions 0.495 in bucket 49): none.
+  AucCalculator calibrated(100);
+  std::vector<float> p(10100, 0.495f), l(10100, 0.0f);
+  std::fill(l.begin(), l.begin() + 4900, 1.0f);
+  calibrated.Add(p, l);
+  CHECK(calibrated.BucketError() < 1e-9);
 }
 
 TEST_CASE("AUC states merge to the AUC of the union", "[auc]") {
@@ -128,6 +169,9 @@ TEST_CASE("AUC states merge to the AUC of the union", "[auc]") {
   CHECK(first.ActualCtr() == all.ActualCtr());
   CHECK(first.MeanLoss() == Approx(all.MeanLoss()));
   CHECK(first.PredictedCtr() == Approx(all.PredictedCtr()));
+  CHECK(first.Mae() == Approx(all.Mae()));
+  CHECK(first.Rmse() == Approx(all.Rmse()));
+  CHECK(first.BucketError() == Approx(all.BucketError()));
 }
 
 }  // namespace
