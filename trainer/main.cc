@@ -115,7 +115,8 @@ int main(int argc, char** argv) {
   if (!train_data.empty()) options->data.train_paths = {train_data};
   if (!test_data.empty()) options->data.test_paths = {test_data};
   if (!log_level.empty()) options->log_level = log_level;
-  if (!model_dir.empty()) options->infer_load_path = model_dir;
+  // The pservers resolve a relative model path below their checkpoint root; the flag's is the shell's.
+  if (!model_dir.empty()) options->infer_load_path = std::filesystem::absolute(model_dir).lexically_normal().string();
   if (rpc_timeout_ms) rpc.request_timeout = std::chrono::milliseconds(*rpc_timeout_ms);
   if (connect_timeout_ms) rpc.connect_timeout = std::chrono::milliseconds(*connect_timeout_ms);
   if (heartbeat_interval_ms) rpc.heartbeat_interval = std::chrono::milliseconds(*heartbeat_interval_ms);

@@ -103,12 +103,17 @@ std::string ResolvePath(const YamlContext& ctx, const std::string& path) {
 // `dir_key` (one path) and `list_key` (a list), both optional, appended in that order.
 Status ReadPaths(const YAML::Node& map, const std::string& dir_key, const std::string& list_key,
                  const YamlContext& ctx, std::vector<std::string>* out) {
-  std::string dir;
-  std::vector<std::string> list;
-  RETURN_IF_ERROR(ReadString(map, dir_key, ctx, &dir));
+  std::vector<std::string> dirs, list;
+  if (Has(map, dir_key) && map[dir_key].IsSequence()) {  // PaddleRec's online configs list them
+    RETURN_IF_ERROR(ReadStringList(map, dir_key, ctx, &dirs));
+  } else {
+    std::string dir;
+    RETURN_IF_ERROR(ReadString(map, dir_key, ctx, &dir));
+    if (!dir.empty()) dirs.push_back(dir);
+  }
   RETURN_IF_ERROR(ReadStringList(map, list_key, ctx, &list));
   out->clear();
-  if (!dir.empty()) out->push_back(ResolvePath(ctx, dir));
+  for (const auto& p : dirs) out->push_back(ResolvePath(ctx, p));
   for (const auto& p : list) out->push_back(ResolvePath(ctx, p));
   return Status::OK();
 }

@@ -100,7 +100,7 @@ struct DataOptions {
   // MultiSlot reader). Types follow the role: label and dense float, sparse uint64.
   std::vector<std::string> multislot_slots;
 
-  // `train_data_dir` (one path) and/or `train_files` (a list): files or directories
+  // `train_data_dir` (one path, or a list) and/or `train_files` (a list): files or directories
   // (a directory stands for its regular files sorted by name, hidden ones skipped).
   // Relative paths are resolved against the YAML file's directory, as PaddleRec does.
   // Default empty.

@@ -1,6 +1,8 @@
 #include "common/config/trainer_config.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 
 #include "common/config/heter_config.h"
@@ -151,12 +153,109 @@ std::vector<std::string> PaddleRecIgnoredHyperParameterKeys() {
 
 // Every `runner:` key fleetps reads: the trainer's own and the data reader's.
 std::vector<std::string> RunnerKeys() {
-  std::vector<std::string> keys = {"sync_mode",       "geo_step",       "epochs", "print_interval", "thread_num",
-                                   "model_save_path", "infer_load_path"};
+  std::vector<std::string> keys = {"sync_mode",       "geo_step",        "epochs",        "print_interval",
+                                   "thread_num",      "model_save_path", "infer_load_path", "days",
+                                   "pass_per_day",    "data_donefile",   "data_sleep_second", "train_thread_num"};
   for (auto& k : DataOptionKeys()) {
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(std::move(k));
   }
   return keys;
+}
+
+constexpr size_t kMaxDays = 100000;  // ExpandDays' bound, so no text can expand without end
+
+// The expansions of one word of a days text (ExpandDays), appended to `out` (at most
+// kMaxDays in all).
+Status ExpandWord(const std::string& word, const std::string& text, std::vector<std::string>* out) {
+  auto error = [&](const std::string& why) {
+    return Status::InvalidArgument("days '" + text + "': " + why);
+  };
+  const size_t open = word.find('{');
+  if (open == std::string::npos) {
+    if (word.find('}') != std::string::npos) return error("a '}' without its '{'");
+    if (out->size() >= kMaxDays) return error("more than " + std::to_string(kMaxDays) + " days");
+    out->push_back(word);
+    return Status::OK();
+  }
+  size_t close = open, depth = 0;
+  std::vector<size_t> commas;  // the group's own, outside nested groups
+  for (; close < word.size(); ++close) {
+    if (word[close] == '{') ++depth;
+    if (word[close] == '}' && --depth == 0) break;
+    if (word[close] == ',' && depth == 1) commas.push_back(close);
+  }
+  if (close == word.size()) return error("a '{' without its '}'");
+  const std::string prefix = word.substr(0, open), suffix = word.substr(close + 1);
+  const std::string body = word.substr(open + 1, close - open - 1);
+  std::vector<std::string> alternatives;
+  if (!commas.empty()) {
+    size_t from = open + 1;
+    for (size_t c : commas) {
+      alternatives.push_back(word.substr(from, c - from));
+      from = c + 1;
+    }
+    alternatives.push_back(word.substr(from, close - from));
+  } else {
+    const size_t dots = body.find("..");
+    auto integer = [](const std::string& t) {
+      return !t.empty() && t.size() <= 18 &&
+             std::all_of(t.begin() + (t[0] == '-' ? 1 : 0), t.end(), [](char c) { return std::isdigit(c) != 0; }) &&
+             t != "-";
+    };
+    if (dots == std::string::npos || !integer(body.substr(0, dots)) || !integer(body.substr(dots + 2))) {
+      return error("'{" + body + "}' is neither a list {a,b,...} nor a range {first..last}");
+    }
+    const std::string a = body.substr(0, dots), b = body.substr(dots + 2);
+    const long long first = std::stoll(a), last = std::stoll(b);
+    if (std::llabs(last - first) >= static_cast<long long>(kMaxDays)) {
+      return error("'{" + body + "}' spans more than " + std::to_string(kMaxDays) + " days");
+    }
+    // bash pads to the wider end when either end has a leading zero.
+    auto padded = [](const std::string& t) { return t.size() > 1 && t[t[0] == '-' ? 1 : 0] == '0'; };
+    const size_t width = padded(a) || padded(b) ? std::max(a.size(), b.size()) : 0;
+    const long long step = first <= last ? 1 : -1;
+    for (long long v = first;; v += step) {
+      std::string digits = std::to_string(std::llabs(v));
+      const size_t sign = v < 0 ? 1 : 0;
+      if (digits.size() + sign < width) digits.insert(0, width - digits.size() - sign, '0');
+      alternatives.push_back((v < 0 ? "-" : "") + digits);
+      if (v == last) break;
+    }
+  }
+  for (const auto& alternative : alternatives) RETURN_IF_ERROR(ExpandWord(prefix + alternative + suffix, text, out));
+  return Status::OK();
+}
+
+// runner.days, pass_per_day, data_donefile, data_sleep_second.
+Status ParseOnline(const YAML::Node& runner, const YamlContext& rctx, OnlineOptions* o) {
+  const YAML::Node days = runner["days"];
+  if (days && days.IsSequence()) {
+    std::vector<std::string> words;
+    RETURN_IF_ERROR(ReadStringList(runner, "days", rctx, &words));
+    for (const auto& w : words) {
+      ASSIGN_OR_RETURN(auto expanded, ExpandDays(w));
+      o->days.insert(o->days.end(), expanded.begin(), expanded.end());
+    }
+  } else if (days && !days.IsNull()) {
+    std::string text;
+    RETURN_IF_ERROR(ReadString(runner, "days", rctx, &text));
+    auto expanded = ExpandDays(text);
+    if (!expanded.ok()) return rctx.Child("days").Error(days, expanded.status().message());
+    o->days = std::move(*expanded);
+  }
+  if (days && !days.IsNull() && o->days.empty()) return rctx.Child("days").Error(days, "names no day");
+  RETURN_IF_ERROR(ReadUint32(runner, "pass_per_day", rctx, &o->pass_per_day));
+  RETURN_IF_ERROR(ReadString(runner, "data_donefile", rctx, &o->data_donefile));
+  RETURN_IF_ERROR(ReadUint32(runner, "data_sleep_second", rctx, &o->data_sleep_second));
+  if (o->pass_per_day == 0) return rctx.Child("pass_per_day").Error(runner["pass_per_day"], "must be >= 1");
+  if (o->data_sleep_second == 0) {
+    return rctx.Child("data_sleep_second").Error(runner["data_sleep_second"], "must be >= 1");
+  }
+  if (o->data_donefile.find('/') != std::string::npos) {
+    return rctx.Child("data_donefile").Error(runner["data_donefile"],
+                                             "a file name in each of the pass's data directories, not a path");
+  }
+  return Status::OK();
 }
 
 // Every `hyper_parameters:` key fleetps reads: the model's and the data reader's shapes.
@@ -263,6 +362,29 @@ Status ParseCollective(const YAML::Node& node, const YamlContext& ctx, DataParal
 
 }  // namespace
 
+StatusOr<std::vector<std::string>> ExpandDays(const std::string& text) {
+  std::vector<std::string> days;
+  std::string word;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || std::isspace(static_cast<unsigned char>(text[i]))) {
+      if (!word.empty()) RETURN_IF_ERROR(ExpandWord(word, text, &days));
+      word.clear();
+    } else {
+      word.push_back(text[i]);
+    }
+  }
+  return days;
+}
+
+std::string OnlinePassPath(std::string path, const std::string& day, uint32_t pass) {
+  for (const auto& [field, value] : {std::pair<std::string, std::string>{"{day}", day}, {"{pass}", std::to_string(pass)}}) {
+    for (size_t at = path.find(field); at != std::string::npos; at = path.find(field, at + value.size())) {
+      path.replace(at, field.size(), value);
+    }
+  }
+  return path;
+}
+
 StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::string& file_name) {
   ASSIGN_OR_RETURN(YAML::Node root, LoadYamlString(text, file_name));
   YamlContext ctx{file_name, ""};
@@ -292,6 +414,10 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(ReadUint32(runner, "epochs", rctx, &o.epochs));
     RETURN_IF_ERROR(ReadUint32(runner, "print_interval", rctx, &o.print_interval));
     RETURN_IF_ERROR(ReadUint32(runner, "thread_num", rctx, &o.worker_threads));
+    if (!runner["thread_num"]) {  // PaddleRec's online configs spell it train_thread_num
+      RETURN_IF_ERROR(ReadUint32(runner, "train_thread_num", rctx, &o.worker_threads));
+    }
+    RETURN_IF_ERROR(ParseOnline(runner, rctx, &o.online));
     RETURN_IF_ERROR(ReadString(runner, "model_save_path", rctx, &o.model_save_path));
     RETURN_IF_ERROR(ReadString(runner, "infer_load_path", rctx, &o.infer_load_path));
     // Like the data paths, model paths are relative to the YAML file's directory; made
@@ -503,6 +629,10 @@ Status ApplyHeterEndpointsEnv(const EnvLookup& env, TrainerOptions* o) {
 }
 
 Status ValidateTrainerOptions(const TrainerOptions& o) {
+  if (o.online.enabled() && o.epochs != 1) {
+    return Status::InvalidArgument("an online job (runner.days) trains each pass's data once: leave out runner.epochs "
+                                   "and --epochs (got " + std::to_string(o.epochs) + ")");
+  }
   if (o.trainers_num == 0) return Status::InvalidArgument("PADDLE_TRAINERS_NUM must be >= 1");
   if (o.trainer_id >= o.trainers_num) {
     return Status::InvalidArgument("PADDLE_TRAINER_ID=" + std::to_string(o.trainer_id) +

@@ -161,6 +161,31 @@ struct GpuPsOptions {
   std::optional<bool> prefetch;
 };
 
+// Online training by day and pass, as PaddleRec's online trainer (rank/dnn online.yaml):
+// for each day, pass_per_day passes, each over its own data (the training paths with
+// `{day}` and `{pass}` replaced), each followed by a delta save; each day ends with a shrink
+// and the day's checkpoint and base saves (trainer/runtime/job.h).
+struct OnlineOptions {
+  // `days`: Paddle's shell spelling ("{20191225..20191227}", "20191225 20191226", brace
+  // lists and ranges expanded as bash does) or a YAML list. Empty: not an online job.
+  std::vector<std::string> days;
+  uint32_t pass_per_day = 1;       // `pass_per_day`, >= 1
+  // `data_donefile`: a pass's data is complete once this file is in each of its directories
+  // (it is not read as data); waited for, polling every `data_sleep_second`. "": not waited.
+  std::string data_donefile;
+  uint32_t data_sleep_second = 30;  // >= 1
+
+  bool enabled() const { return !days.empty(); }
+};
+
+// Days written as Paddle's online configs write them (`echo -n <days>` in its trainer):
+// whitespace-separated words, each with bash's brace expansion: {a..b} (integers, zero-padded
+// to the wider end when either is) and {x,y,z}, several groups and nesting included.
+// InvalidArgument naming the text for unbalanced braces or a range of over 100000 days.
+StatusOr<std::vector<std::string>> ExpandDays(const std::string& text);
+// `path` with every `{day}` and `{pass}` replaced.
+std::string OnlinePassPath(std::string path, const std::string& day, uint32_t pass);
+
 struct TrainerOptions {
   std::string config_path;  // the YAML this came from ("" when built in code)
   DataOptions data;
@@ -174,6 +199,7 @@ struct TrainerOptions {
   uint32_t worker_threads = 1;            // `thread_num`: training threads per trainer (Hogwild)
   std::string model_save_path;            // `model_save_path`: "" = do not save; relative to the YAML
   bool save_every_epoch = false;          // fleetps.save_every_epoch: also save to <path>/<epoch>
+  OnlineOptions online;                   // `days`, `pass_per_day`, `data_donefile`, `data_sleep_second`
   std::string infer_load_path;            // `infer_load_path`: infer model dir (default model_save_path)
 
   // ---- cluster (environment / flags) ----

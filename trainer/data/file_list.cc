@@ -10,7 +10,7 @@ namespace fleetps::data {
 
 namespace fs = std::filesystem;
 
-StatusOr<std::vector<std::string>> ExpandFileList(const std::vector<std::string>& paths) {
+StatusOr<std::vector<std::string>> ExpandFileList(const std::vector<std::string>& paths, std::string_view skip_name) {
   std::vector<std::string> files;
   for (const auto& path : paths) {
     std::error_code ec;
@@ -23,7 +23,7 @@ StatusOr<std::vector<std::string>> ExpandFileList(const std::vector<std::string>
     std::vector<std::string> dir_files;
     for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      const bool hidden = name.starts_with('.') || name.starts_with('_');
+      const bool hidden = name.starts_with('.') || name.starts_with('_') || (!skip_name.empty() && name == skip_name);
       if (!hidden && it->is_regular_file(ec)) dir_files.push_back(it->path().string());
     }
     if (ec) return Status::IOError(path + ": cannot list data directory: " + ec.message());
@@ -44,8 +44,9 @@ std::vector<std::string> FilesOfTrainer(const std::vector<std::string>& files, u
 }
 
 StatusOr<std::vector<std::string>> ListTrainerFiles(const std::vector<std::string>& paths, bool split_file_list,
-                                                    uint32_t trainer_id, uint32_t trainers_num) {
-  ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandFileList(paths));
+                                                    uint32_t trainer_id, uint32_t trainers_num,
+                                                    std::string_view skip_name) {
+  ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandFileList(paths, skip_name));
   if (!split_file_list) return files;
   return FilesOfTrainer(files, trainer_id, trainers_num);
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -14,7 +15,10 @@ namespace fleetps::data {
 // files directly inside it (not recursive; names starting with '.' or '_' skipped, as
 // Hadoop's input formats skip them: done markers, _SUCCESS, .crc files) sorted by name.
 // NotFound names a missing path; InvalidArgument names a directory without data files.
-StatusOr<std::vector<std::string>> ExpandFileList(const std::vector<std::string>& paths);
+// `skip_name` (not empty): files of that name inside a directory are skipped too (an
+// online job's data_donefile).
+StatusOr<std::vector<std::string>> ExpandFileList(const std::vector<std::string>& paths,
+                                                  std::string_view skip_name = {});
 
 // The share of trainer `trainer_id` of `trainers_num` (>= 1): file i goes to trainer
 // i % trainers_num, in order. A trainer may get no file when files < trainers.
@@ -24,6 +28,7 @@ std::vector<std::string> FilesOfTrainer(const std::vector<std::string>& files, u
 // ExpandFileList(paths), then FilesOfTrainer when `split_file_list`
 // (DataOptions::split_file_list); otherwise every trainer gets every file.
 StatusOr<std::vector<std::string>> ListTrainerFiles(const std::vector<std::string>& paths, bool split_file_list,
-                                                    uint32_t trainer_id, uint32_t trainers_num);
+                                                    uint32_t trainer_id, uint32_t trainers_num,
+                                                    std::string_view skip_name = {});
 
 }  // namespace fleetps::data

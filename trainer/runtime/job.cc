@@ -2,9 +2,11 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -43,11 +45,12 @@ std::string PassJson(const PassReport& r) {
       "\"seconds\": {:.3f}, \"examples_per_sec\": {:.1f}, "
       "\"dense_compute_sec\": {:.3f}, \"read_sec\": {:.3f}, \"pull_sec\": {:.3f}, \"push_sec\": {:.3f}, "
       "\"end_step_sec\": {:.3f}, \"pass_sync_sec\": {:.3f}, \"prefetch_wait_sec\": {:.3f}, \"cpu_seconds\": {:.3f}, "
-      "\"skipped_lines\": {}{}}}",
+      "\"skipped_lines\": {}{}{}}}",
       r.epoch, r.examples, r.loss, r.auc, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error,
       r.seconds, r.examples_per_sec, r.dense_compute_sec, r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec, r.pass_sync_sec, r.prefetch_wait_sec,
       r.cpu_seconds,
-      r.skipped_lines, CurveJson(r.curve));
+      r.skipped_lines, r.day.empty() ? "" : fmt::format(", \"day\": \"{}\", \"pass\": {}", r.day, r.pass),
+      CurveJson(r.curve));
 }
 
 // `text` as a JSON string literal.
@@ -101,22 +104,29 @@ void LogPass(const char* what, const config::TrainerOptions& o, const PassReport
       r.skipped_lines ? fmt::format(", {} bad lines skipped", r.skipped_lines) : "");
 }
 
-// Trainer 0 saves every table (sparse rows on the servers plus the dense parameters) as
-// one checkpoint in model_save_path; the others wait for it.
-Status SaveModel(const config::TrainerOptions& o, PsClient& client, Trainer& trainer) {
+// Trainer 0 saves every table (sparse rows on the servers plus the dense parameters) in
+// `mode` into `dir` (what: "the model", "day D's delta", ...); the others wait for it at
+// barrier `barrier`.
+Status SaveModelTo(const config::TrainerOptions& o, PsClient& client, Trainer& trainer, const std::string& dir,
+                   uint32_t mode, const std::string& what, const std::string& barrier) {
   if (o.trainer_id == 0) {
     // The pservers write their parts; until they answer, the time spent (a terminal line, or a
     // log line every 10 s).
     StatusOr<SaveResult> result = [&] {
       ProgressReporter progress;
-      ProgressTicker ticker(progress, "trainer 0: saving the model to " + o.model_save_path);
-      return client.Save(o.model_save_path, kSaveCheckpoint);
+      ProgressTicker ticker(progress, "trainer 0: saving " + what + " to " + dir);
+      return client.Save(dir, mode);
     }();
     ASSIGN_OR_RETURN(SaveResult saved, std::move(result));
-    spdlog::info("trainer 0: saved the model to {} (version {}, {} sparse rows, {:.1f} MB)", o.model_save_path,
-                 saved.version, saved.rows, saved.bytes / 1e6);
+    spdlog::info("trainer 0: saved {} to {} (version {}, {} sparse rows, {:.1f} MB)", what, dir, saved.version,
+                 saved.rows, saved.bytes / 1e6);
   }
-  return trainer.Barrier("model-saved");
+  return trainer.Barrier(barrier);
+}
+
+// The checkpoint of every table in model_save_path.
+Status SaveModel(const config::TrainerOptions& o, PsClient& client, Trainer& trainer) {
+  return SaveModelTo(o, client, trainer, o.model_save_path, kSaveCheckpoint, "the model", "model-saved");
 }
 
 }  // namespace
@@ -176,6 +186,103 @@ Status Stopped(const JobFlags& flags, uint32_t epoch, uint64_t examples) {
                                      flags.stop->reason(), epoch, examples));
 }
 
+// An online pass's data paths (the training paths with {day} and {pass} replaced), once
+// each of its directories holds the data_donefile when one is configured (polled every
+// data_sleep_second; a stop request ends the wait, Aborted).
+StatusOr<std::vector<std::string>> OnlinePassData(const config::TrainerOptions& o, const JobFlags& flags,
+                                                  const std::string& day, uint32_t pass) {
+  std::vector<std::string> paths;
+  for (const auto& p : o.data.train_paths) paths.push_back(config::OnlinePassPath(p, day, pass));
+  if (o.online.data_donefile.empty()) return paths;
+  for (const auto& dir : paths) {
+    const std::filesystem::path done = std::filesystem::path(dir) / o.online.data_donefile;
+    const auto start = std::chrono::steady_clock::now();
+    bool said = false;
+    std::error_code ec;
+    while (!std::filesystem::exists(done, ec)) {
+      if (!said) {
+        spdlog::info("trainer {} day {} pass {}: waiting for {} (the pass's data is complete once it is there; "
+                     "looking every {} s)",
+                     o.trainer_id, day, pass, done.string(), o.online.data_sleep_second);
+        said = true;
+      }
+      const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(o.online.data_sleep_second);
+      while (std::chrono::steady_clock::now() < next) {
+        if (StopRequest::Requested(flags.stop)) {
+          return Status::Aborted(fmt::format("{} while waiting for {} (day {} pass {})", flags.stop->reason(),
+                                             done.string(), day, pass));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+    if (said) {
+      spdlog::info("trainer {} day {} pass {}: {} is there after {:.0f} s", o.trainer_id, day, pass, done.string(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
+  return paths;
+}
+
+// Online training (runner.days): each day's passes, each over its own data and followed by
+// a delta save into model_save_path/DAY/delta-PASS; each day ends with a shrink and two
+// saves, DAY/checkpoint (every row's full state; the day counts for unseen_days) and DAY/base
+// (every row's weights; the next deltas are relative to it). `passes` gets each pass
+// trained, one cut short by a stop request included.
+Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer,
+                   std::vector<PassReport>& passes) {
+  const bool saving = !o.model_save_path.empty();
+  const bool templated = std::any_of(o.data.train_paths.begin(), o.data.train_paths.end(), [](const auto& p) {
+    return p.find("{day}") != std::string::npos || p.find("{pass}") != std::string::npos;
+  });
+  if (!templated) {
+    spdlog::warn("trainer {}: online job without {{day}} or {{pass}} in its training paths: every pass reads the "
+                 "same data ({})",
+                 o.trainer_id, fmt::join(o.data.train_paths, ", "));
+  }
+  uint32_t index = 0;
+  for (const std::string& day : o.online.days) {
+    for (uint32_t pass = 1; pass <= o.online.pass_per_day; ++pass) {
+      ++index;
+      const std::string where = fmt::format("day {} pass {}", day, pass);
+      if (trainer.stop_requested()) {
+        return Status::Aborted(fmt::format("{} before {}; the updates of every pass trained were written to the "
+                                           "pservers",
+                                           flags.stop->reason(), where));
+      }
+      ASSIGN_OR_RETURN(auto paths, OnlinePassData(o, flags, day, pass));
+      trainer.SetTrainPaths(std::move(paths));
+      ASSIGN_OR_RETURN(PassReport r, trainer.TrainEpoch(index));
+      r.day = day;
+      r.pass = pass;
+      passes.push_back(r);
+      if (trainer.stop_requested()) {
+        LogPass((where + " stopped").c_str(), o, r);
+        return Status::Aborted(fmt::format("{} in {}, after {} of its examples; the updates of every step trained "
+                                           "were written to the pservers",
+                                           flags.stop->reason(), where, r.examples));
+      }
+      LogPass((where + " done").c_str(), o, r);
+      if (saving) {
+        RETURN_IF_ERROR(trainer.Barrier(fmt::format("day-{}-pass-{}-trained", day, pass)));  // every push is in
+        RETURN_IF_ERROR(SaveModelTo(o, client, trainer, fmt::format("{}/{}/delta-{}", o.model_save_path, day, pass),
+                                    kSaveDelta, where + "'s delta", fmt::format("day-{}-pass-{}-saved", day, pass)));
+      }
+    }
+    if (!saving) continue;
+    RETURN_IF_ERROR(trainer.Barrier(fmt::format("day-{}-trained", day)));
+    if (o.trainer_id == 0) {
+      ASSIGN_OR_RETURN(ShrinkResult shrunk, client.Shrink());
+      spdlog::info("trainer 0: day {}: shrink deleted {} sparse rows ({} left)", day, shrunk.deleted, shrunk.rows);
+    }
+    const std::string dir = o.model_save_path + "/" + day;
+    RETURN_IF_ERROR(SaveModelTo(o, client, trainer, dir + "/checkpoint", kSaveBatch, "day " + day + "'s checkpoint",
+                                "day-" + day + "-checkpoint-saved"));
+    RETURN_IF_ERROR(SaveModelTo(o, client, trainer, dir + "/base", kSaveBase, "day " + day + "'s base",
+                                "day-" + day + "-base-saved"));
+  }
+  return Status::OK();
+}
+
 // The job's training and test passes; `epochs` gets each epoch trained, one cut short by a
 // stop request included.
 Status TrainAndTest(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer,
@@ -184,14 +291,18 @@ Status TrainAndTest(const config::TrainerOptions& o, PsClient& client, const Job
   trainer.SetStopRequest(flags.stop);
   RETURN_IF_ERROR(trainer.Start());
   if (flags.on_started) flags.on_started();
-  spdlog::info("trainer {}/{}: {} training, {} worker threads, {} epochs, model {} ({} dense parameters){}",
-               o.trainer_id, o.trainers_num, ModeName(o),
-               o.worker_threads, o.epochs, ModelTypeName(o.model.type),
+  spdlog::info("trainer {}/{}: {} training, {} worker threads, {}, model {} ({} dense parameters){}",
+               o.trainer_id, o.trainers_num, ModeName(o), o.worker_threads,
+               o.online.enabled() ? fmt::format("online: {} day(s) x {} pass(es), days {}", o.online.days.size(),
+                                                o.online.pass_per_day, fmt::join(o.online.days, " "))
+                                  : fmt::format("{} epochs", o.epochs),
+               ModelTypeName(o.model.type),
                o.dense_table.dim,
                o.heter_mode() ? fmt::format(", dense part on {} heter-trainer(s), {} micro-batches in flight per thread",
                                             o.heter_trainers.size(), o.heter.inflight)
                               : "");
-  for (uint32_t e = 1; e <= o.epochs; ++e) {
+  if (o.online.enabled()) RETURN_IF_ERROR(TrainOnline(o, client, flags, trainer, epochs));
+  for (uint32_t e = 1; e <= o.epochs && !o.online.enabled(); ++e) {
     if (trainer.stop_requested()) return Stopped(flags, e, 0);
     ASSIGN_OR_RETURN(PassReport r, trainer.TrainEpoch(e));
     if (trainer.stop_requested()) {
@@ -219,7 +330,8 @@ Status TrainAndTest(const config::TrainerOptions& o, PsClient& client, const Job
   }
   RETURN_IF_ERROR(WriteReport(flags.report_path, o, epochs, test ? &*test : nullptr));
   RETURN_IF_ERROR(trainer.Barrier("finished"));
-  if (!o.model_save_path.empty()) RETURN_IF_ERROR(SaveModel(o, client, trainer));
+  // An online job's model is its last day's checkpoint and base.
+  if (!o.model_save_path.empty() && !o.online.enabled()) RETURN_IF_ERROR(SaveModel(o, client, trainer));
   return Status::OK();
 }
 

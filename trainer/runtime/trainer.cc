@@ -271,7 +271,8 @@ struct Trainer::Impl {
     // The distributed sampler shares records, not files: every trainer loads every file.
     const bool sampled = allow_in_memory && options.data.sampler == config::SamplerKind::kDistributed;
     ASSIGN_OR_RETURN(auto files, data::ListTrainerFiles(paths, options.data.split_file_list && !sampled,
-                                                       options.trainer_id, options.trainers_num));
+                                                       options.trainer_id, options.trainers_num,
+                                                       options.online.data_donefile));
     if (allow_in_memory && options.data.dataset == config::DatasetKind::kInMemory) {
       auto ds = std::make_unique<data::InMemoryDataset>(options.data, files, batch_size, options.trainer_id);
       // A line on a terminal, else a log line every 10 s of a long load.
@@ -431,6 +432,11 @@ void Trainer::SetMetrics(metrics::Registry* registry) {
   s.push_queue.keys = registry->GetGauge(
       "fleetps_trainer_push_queue_keys",
       "Keys of those steps' merge windows (merging and being sent; a key counts once per window)");
+}
+
+void Trainer::SetTrainPaths(std::vector<std::string> paths) {
+  options_.data.train_paths = std::move(paths);
+  impl_->train_data.reset();  // an InMemoryDataset's records are released here
 }
 
 StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {

@@ -61,6 +61,8 @@ struct CurvePoint {
 
 struct PassReport {
   uint32_t epoch = 0;         // 1-based; 0 for evaluation
+  std::string day;            // an online job's pass: its day and number (1-based)
+  uint32_t pass = 0;
   uint64_t examples = 0;      // this trainer's
   double loss = 0;            // mean log loss, all trainers
   double auc = 0;             // bucketed AUC (4096 thresholds), all trainers
@@ -104,6 +106,9 @@ class Trainer {
   Status Start();
   // One training pass over this trainer's share of the training files.
   StatusOr<PassReport> TrainEpoch(uint32_t epoch);
+  // The next TrainEpoch reads `paths` (an online job's pass) instead of the data read so far,
+  // which is released.
+  void SetTrainPaths(std::vector<std::string> paths);
   // Scores `paths` (this trainer's share) with the current parameters; writes one
   // "label prediction" line per example to `predictions_path` when not empty.
   StatusOr<PassReport> Evaluate(const std::vector<std::string>& paths, const std::string& predictions_path);

@@ -42,7 +42,7 @@ TEST_CASE("A misspelt runner key is an error, not a silent default") {
   const std::string far = ParseError("runner:\n  learning_speed: 3\nhyper_parameters: {}\n");
   CHECK_THAT(far, Catch::StartsWith("job.yaml:2:3: unknown key 'learning_speed' under 'runner' (known keys: "
                                     "sync_mode, geo_step, epochs, print_interval, thread_num, model_save_path, "
-                                    "infer_load_path, data_format,"));
+                                    "infer_load_path, days, pass_per_day, data_donefile, data_sleep_second, train_thread_num, data_format,"));
   CHECK_THAT(far, !Catch::Contains("use_gpu"));  // ignored PaddleRec keys are not offered
 }
 
@@ -176,9 +176,58 @@ TEST_CASE("The shared PaddleRec configs still load") {
              Catch::Contains("unknown key 'table_parameters' at the top level"));
   CHECK_THAT(LoadTrainerYaml(kPaddleRecDir + "slot_dnn/config_offline_infer.yaml").status().message(),
              Catch::Contains("unknown key 'table_parameters' at the top level"));
-  // Online training by day and pass.
-  CHECK_THAT(LoadTrainerYaml(kPaddleRecDir + "rank_dnn/online.yaml").status().message(),
-             Catch::Contains("online.yaml:28:3: unknown key 'days' under 'runner'"));
+  // Online training by day and pass: its days, passes, threads and list of data directories.
+  auto online = LoadTrainerYaml(kPaddleRecDir + "rank_dnn/online.yaml");
+  INFO(online.status().ToString());
+  REQUIRE(online.ok());
+  CHECK(online->online.days == std::vector<std::string>{"20191225", "20191226", "20191227"});
+  CHECK(online->online.pass_per_day == 24);
+  CHECK(online->worker_threads == 16);  // train_thread_num
+  REQUIRE(online->data.train_paths.size() == 1);
+  CHECK_THAT(online->data.train_paths[0], Catch::EndsWith("rank_dnn/data/sample_data/train/"));
+  CHECK(ValidateTrainerOptions(*online).ok());
+}
+
+TEST_CASE("Online days: Paddle's shell spelling, expanded as bash does") {
+  auto days = [](const std::string& text) {
+    auto d = ExpandDays(text);
+    INFO(text << ": " << d.status().ToString());
+    REQUIRE(d.ok());
+    return *d;
+  };
+  using V = std::vector<std::string>;
+  CHECK(days("{20191225..20191227}") == V{"20191225", "20191226", "20191227"});
+  CHECK(days(" 20191225\t20191230 ") == V{"20191225", "20191230"});
+  CHECK(days("2019122{5..7}") == V{"20191225", "20191226", "20191227"});
+  CHECK(days("{01..03}") == V{"01", "02", "03"});  // zero-padded to the wider end
+  CHECK(days("{9..11}") == V{"9", "10", "11"});
+  CHECK(days("{3..1}") == V{"3", "2", "1"});
+  CHECK(days("{a,b}{1..2}") == V{"a1", "a2", "b1", "b2"});
+  CHECK(days("x{a,{1..2}}y") == V{"xay", "x1y", "x2y"});
+  CHECK(days("") == V{});
+  for (const char* bad : {"{2019", "2019}", "{abc}", "{1..x}", "{1..200000}", "{1..9999}{1..9999}"}) {
+    INFO(bad);
+    auto d = ExpandDays(bad);
+    REQUIRE_FALSE(d.ok());
+    CHECK_THAT(d.status().message(), Catch::Contains(std::string("days '") + bad + "'"));
+  }
+  CHECK(OnlinePassPath("/data/{day}/{pass}/x{day}", "20191225", 7) == "/data/20191225/7/x20191225");
+
+  auto job = [](const std::string& runner) {
+    return ParseTrainerYaml("runner:\n" + runner + "hyper_parameters: {fc_sizes: [8]}\n", "job.yaml");
+  };
+  auto listed = job("  days: ['{20191225..20191226}', '20191230']\n  pass_per_day: 2\n");
+  REQUIRE(listed.ok());
+  CHECK(listed->online.days == V{"20191225", "20191226", "20191230"});
+  CHECK_THAT(job("  days: '{2019'\n").status().message(),
+             Catch::Contains("job.yaml:2") && Catch::Contains("a '{' without its '}'"));
+  CHECK_THAT(job("  days: '20191225'\n  pass_per_day: 0\n").status().message(),
+             Catch::Contains("runner.pass_per_day") && Catch::Contains("must be >= 1"));
+  CHECK_THAT(job("  days: '20191225'\n  data_donefile: a/b.done\n").status().message(),
+             Catch::Contains("data_donefile") && Catch::Contains("not a path"));
+  auto epochs = job("  days: '20191225'\n  epochs: 3\n");
+  REQUIRE(epochs.ok());
+  CHECK_THAT(ValidateTrainerOptions(*epochs).message(), Catch::Contains("leave out runner.epochs"));
 }
 
 TEST_CASE("The configs in configs/ load") {

@@ -23,6 +23,15 @@ TEST_CASE("a directory expands to its data files sorted by name", "[data][files]
   auto files = ExpandFileList({dir.path() + "/train", single});
   REQUIRE(files.ok());
   CHECK(*files == Files{a, b, single});
+
+  // An online job's donefile is not data, in a directory; a file named on its own stays.
+  dir.Write("train/data.done", {""});
+  auto with_done = ExpandFileList({dir.path() + "/train"});
+  REQUIRE(with_done.ok());
+  CHECK(with_done->size() == 3);
+  auto skipped = ExpandFileList({dir.path() + "/train", single}, "data.done");
+  REQUIRE(skipped.ok());
+  CHECK(*skipped == Files{a, b, single});
 }
 
 TEST_CASE("the real sample directory expands to the sample file", "[data][files]") {

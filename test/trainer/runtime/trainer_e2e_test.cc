@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -320,6 +321,138 @@ TEST_CASE("Async training on an InMemoryDataset shuffled globally across the tra
   }
 }
 TEST_CASE("GEO training with 2 pservers and 2 trainers") { ClusterRun("geo"); }
+
+// The sparse ids of the rank_dnn lines in `path` (tokens "<slot number>:<id>").
+std::set<uint64_t> DataIds(const std::string& path) {
+  std::set<uint64_t> ids;
+  std::istringstream text(testing::ReadFile(path));
+  for (std::string token; text >> token;) {
+    const size_t colon = token.find(':');
+    if (colon == std::string::npos || !std::isdigit(static_cast<unsigned char>(token[0]))) continue;
+    ids.insert(std::stoull(token.substr(colon + 1)));
+  }
+  return ids;
+}
+
+// The keys of the sparse rows pserver_tool dumps from checkpoint `dir` (table 0).
+std::set<uint64_t> DumpedKeys(const std::string& dir, const std::string& log) {
+  ChildProcess dump;
+  REQUIRE(dump.Start({testing::BinaryPath("tools/pserver_tool/pserver_tool"), "dump", dir, "--table", "0", "--limit",
+                      "100000000"},
+                     {}, log));
+  REQUIRE(dump.Wait(std::chrono::seconds(60)) == 0);
+  std::set<uint64_t> keys;
+  std::istringstream rows(testing::ReadFile(log));
+  for (std::string line; std::getline(rows, line);) {
+    std::istringstream fields(line);
+    uint64_t key;
+    if (fields >> key) keys.insert(key);
+  }
+  return keys;
+}
+
+TEST_CASE("An online job: days x passes over their own data, waiting for the donefile, with each pass's delta and "
+          "each day's checkpoint and base") {
+  const std::string dir = testing::MakeTempDir("online_e2e");
+  REQUIRE(testing::GenerateData(dir, {"--rows", "18000", "--train-files", "8"}));
+  // Day D pass P reads data/online/D/P: two files (one per trainer) and its donefile.
+  const std::vector<std::string> days = {"20191225", "20191226"};
+  int file = 0;
+  for (const auto& day : days) {
+    for (int pass = 1; pass <= 2; ++pass) {
+      const std::string pass_dir = dir + "/data/online/" + day + "/" + std::to_string(pass);
+      std::filesystem::create_directories(pass_dir);
+      for (int k = 0; k < 2; ++k, ++file) {
+        std::filesystem::rename(dir + "/data/train/part-0000" + std::to_string(file),
+                                pass_dir + "/part-0000" + std::to_string(k));
+      }
+      if (day != days[1] || pass != 2) testing::WriteFile(pass_dir + "/data.done", "");
+    }
+  }
+  testing::WriteFile(dir + "/job.yaml", R"(
+runner:
+  train_data_dir: "data/online/{day}/{pass}"
+  test_data_dir: "data/test"
+  days: "{20191225..20191226}"
+  pass_per_day: 2
+  data_donefile: data.done
+  data_sleep_second: 1
+  train_batch_size: 128
+  model_save_path: "model"
+)" + testing::kSmallCtrDnnModel + R"(fleetps:
+  sparse_table: {shards: 2, accessor: {name: ctr, embedx_threshold: 3}}
+  server: {io_threads: 1, shard_threads: 1}
+)");
+  const auto port = testing::FreePorts(1)[0];
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  ChildProcess server;
+  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"},
+                       {{"TRAINING_ROLE", "PSERVER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                        {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(port)}},
+                       dir + "/pserver.log"));
+  ChildProcess trainers[2];
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml", "--report",
+                               dir + "/trainer" + std::to_string(i) + ".json"},
+                              {{"TRAINING_ROLE", "TRAINER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                               {"PADDLE_TRAINERS_NUM", "2"}, {"PADDLE_TRAINER_ID", std::to_string(i)}},
+                              dir + "/trainer" + std::to_string(i) + ".log"));
+  }
+  // The last pass's data comes late: both trainers wait for its donefile.
+  const std::string last = dir + "/data/online/20191226/2";
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(testing::WaitForLog(dir + "/trainer" + std::to_string(i) + ".log", "waiting for " + last + "/data.done",
+                                std::chrono::seconds(60)));
+  }
+  testing::WriteFile(last + "/data.done", "");
+  for (int i = 0; i < 2; ++i) {
+    const int rc = trainers[i].Wait(std::chrono::seconds(120));
+    INFO("trainer " << i << " log:\n" << testing::ReadFile(dir + "/trainer" + std::to_string(i) + ".log"));
+    REQUIRE(rc == 0);
+  }
+  CHECK(server.Wait(std::chrono::seconds(30)) == 0);
+  const std::string log0 = testing::ReadFile(dir + "/trainer0.log");
+  CHECK_THAT(log0, Catch::Contains("online: 2 day(s) x 2 pass(es)") && Catch::Contains("data.done is there after") &&
+                       Catch::Contains("day 20191225: shrink deleted"));
+  // Each pass trained its own files, once: trainer i the i-th of the two.
+  const std::string report = testing::ReadFile(dir + "/trainer1.json");
+  file = 0;
+  for (const auto& day : days) {
+    for (int pass = 1; pass <= 2; ++pass, file += 2) {
+      const std::string part = dir + "/data/online/" + day + "/" + std::to_string(pass) + "/part-00001";
+      const size_t lines = testing::CountDataLines(std::filesystem::path(part).parent_path().string()) / 2;
+      INFO(day << " pass " << pass);
+      CHECK_THAT(report, Catch::Contains("\"day\": \"" + day + "\", \"pass\": " + std::to_string(pass)));
+      CHECK(EpochExamples(dir + "/trainer1.json", file / 2 + 1) == lines);
+    }
+  }
+  // The saves: a delta per pass, the day's checkpoint and base.
+  for (const auto& day : days) {
+    for (const char* save : {"delta-1", "delta-2", "checkpoint", "base"}) {
+      INFO(day << "/" << save);
+      CHECK(std::filesystem::exists(dir + "/model/" + day + "/" + save + "/CURRENT"));
+    }
+  }
+  // A delta holds the rows its pass changed: ids of that pass's data only.
+  std::set<uint64_t> pass_ids = DataIds(last + "/part-00000");
+  for (uint64_t id : DataIds(last + "/part-00001")) pass_ids.insert(id);
+  const auto delta = DumpedKeys(dir + "/model/20191226/delta-2", dir + "/delta.txt");
+  CHECK(delta.size() > 1000);
+  CHECK(std::includes(pass_ids.begin(), pass_ids.end(), delta.begin(), delta.end()));
+  // The day's base is the table the day's shrink left.
+  std::smatch shrunk;
+  REQUIRE(std::regex_search(log0, shrunk, std::regex(R"(day 20191226: shrink deleted [0-9]+ sparse rows \(([0-9]+) left\))")));
+  CHECK(DumpedKeys(dir + "/model/20191226/base", dir + "/base.txt").size() == std::stoull(shrunk[1]));
+  // The last day's checkpoint is the model the test pass scored.
+  ChildProcess infer;
+  REQUIRE(infer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml", "--mode", "infer",
+                       "--model", dir + "/model/20191226/checkpoint", "--report", dir + "/infer.json"},
+                      {}, dir + "/infer.log"));
+  const int rc = infer.Wait(std::chrono::seconds(60));
+  INFO(testing::ReadFile(dir + "/infer.log"));
+  REQUIRE(rc == 0);
+  CHECK(TestAuc(dir + "/infer.json") == Approx(TestAuc(dir + "/trainer0.json")).margin(1e-12));
+}
 
 // A pserver stopped with SIGSTOP keeps its connections open and never answers: the trainer
 // must fail within its RPC deadline with an error naming that pserver, not hang.
