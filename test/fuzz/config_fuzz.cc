@@ -4,7 +4,8 @@
 // Input: YAML text, given to both parsers. An input whose first byte is 0x01 is instead a
 // set of environment values separated by NUL bytes, in the order of kEnvNames (an empty
 // value leaves the variable unset), applied to the options of configs/pserver.yaml and
-// configs/ctr_dnn.yaml (ApplyServerEnv, ApplyTrainerEnv, ParseEndpointList).
+// configs/ctr_dnn.yaml (ApplyServerEnv, ApplyTrainerEnv, ApplyHeterTrainerEnv,
+// ParseEndpointList).
 // Checks, besides the sanitizers:
 //  - a refused YAML names the file ("fuzz.yaml") in its error (README: errors name the
 //    file and the key);
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config/heter_config.h"
 #include "common/config/server_config.h"
 #include "common/config/trainer_config.h"
 #include "common/net/endpoint.h"
@@ -26,9 +28,18 @@ namespace fleetps::fuzz {
 namespace {
 
 constexpr const char* kFile = "fuzz.yaml";
-constexpr const char* kEnvNames[] = {"TRAINING_ROLE",     "PADDLE_PSERVERS_IP_PORT_LIST", "POD_IP",
-                                     "PADDLE_PORT",       "PADDLE_TRAINERS_NUM",          "PADDLE_TRAINER_ID",
-                                     "FLEETPS_LOG_LEVEL", "FLEETPS_AUTH_SECRET_FILE"};
+constexpr const char* kEnvNames[] = {"TRAINING_ROLE",
+                                     "PADDLE_PSERVERS_IP_PORT_LIST",
+                                     "POD_IP",
+                                     "PADDLE_PORT",
+                                     "PADDLE_TRAINERS_NUM",
+                                     "PADDLE_TRAINER_ID",
+                                     "FLEETPS_LOG_LEVEL",
+                                     "FLEETPS_AUTH_SECRET_FILE",
+                                     "PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST",
+                                     "PADDLE_HETER_TRAINER_IP_PORT_LIST",
+                                     "HETER_DEVICE_TYPE",
+                                     "PADDLE_HETER_TRAINER_DEVICE"};
 constexpr size_t kNumEnv = sizeof(kEnvNames) / sizeof(kEnvNames[0]);
 
 std::string SourceDir() {
@@ -98,6 +109,10 @@ void FuzzEnv(std::string_view rest) {
   auto job = config::ParseTrainerYaml(job_yaml, "configs/ctr_dnn.yaml");
   if (!job.ok()) Fail("configs/ctr_dnn.yaml does not parse: " + job.status().ToString());
   if (config::ApplyTrainerEnv(env, &*job).ok()) (void)config::ValidateTrainerOptions(*job);
+  static const auto heter_yaml = config::LoadHeterTrainerYaml(SourceDir() + "/configs/ctr_dnn.yaml");
+  if (!heter_yaml.ok()) Fail("configs/ctr_dnn.yaml does not load as a heter-trainer's: " + heter_yaml.status().ToString());
+  config::HeterTrainerOptions heter = *heter_yaml;
+  if (config::ApplyHeterTrainerEnv(env, &heter).ok()) (void)config::ValidateHeterTrainerOptions(heter);
   for (const auto& v : values) {
     if (v) (void)net::ParseEndpointList(*v);
   }
@@ -105,12 +120,13 @@ void FuzzEnv(std::string_view rest) {
 
 void WriteSeeds(SeedWriter& seeds) {
   const std::string src = SourceDir();
-  for (const char* f : {"configs/pserver.yaml", "configs/ctr_dnn.yaml", "configs/mlp.yaml"}) {
+  for (const char* f : {"configs/pserver.yaml", "configs/ctr_dnn.yaml", "configs/ctr_dnn_criteo.yaml",
+                        "configs/mlp.yaml"}) {
     seeds.Add(ReadBytes(src + "/" + f));
   }
   const char* shared = std::getenv("FLEETPS_PADDLEREC_DIR");
   const std::string paddlerec = shared != nullptr ? shared : src + "/../shared/data/paddlerec";
-  for (const char* f : {"rank_dnn/config.yaml", "slot_dnn/config_queuedataset.yaml"}) {
+  for (const char* f : {"rank_dnn/config.yaml", "rank_dnn/online.yaml", "slot_dnn/config_queuedataset.yaml"}) {
     const std::string text = ReadBytes(paddlerec + "/" + f);
     if (!text.empty()) seeds.Add(text);
   }
