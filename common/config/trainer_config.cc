@@ -377,7 +377,8 @@ StatusOr<std::vector<std::string>> ExpandDays(const std::string& text) {
 }
 
 std::string OnlinePassPath(std::string path, const std::string& day, uint32_t pass) {
-  for (const auto& [field, value] : {std::pair<std::string, std::string>{"{day}", day}, {"{pass}", std::to_string(pass)}}) {
+  const std::pair<std::string, std::string> fields[] = {{"{day}", day}, {"{pass}", std::to_string(pass)}};
+  for (const auto& [field, value] : fields) {
     for (size_t at = path.find(field); at != std::string::npos; at = path.find(field, at + value.size())) {
       path.replace(at, field.size(), value);
     }

@@ -110,7 +110,9 @@ void FuzzEnv(std::string_view rest) {
   if (!job.ok()) Fail("configs/ctr_dnn.yaml does not parse: " + job.status().ToString());
   if (config::ApplyTrainerEnv(env, &*job).ok()) (void)config::ValidateTrainerOptions(*job);
   static const auto heter_yaml = config::LoadHeterTrainerYaml(SourceDir() + "/configs/ctr_dnn.yaml");
-  if (!heter_yaml.ok()) Fail("configs/ctr_dnn.yaml does not load as a heter-trainer's: " + heter_yaml.status().ToString());
+  if (!heter_yaml.ok()) {
+    Fail("configs/ctr_dnn.yaml does not load as a heter-trainer's: " + heter_yaml.status().ToString());
+  }
   config::HeterTrainerOptions heter = *heter_yaml;
   if (config::ApplyHeterTrainerEnv(env, &heter).ok()) (void)config::ValidateHeterTrainerOptions(heter);
   for (const auto& v : values) {

@@ -47,8 +47,8 @@ std::string PassJson(const PassReport& r) {
       "\"end_step_sec\": {:.3f}, \"pass_sync_sec\": {:.3f}, \"prefetch_wait_sec\": {:.3f}, \"cpu_seconds\": {:.3f}, "
       "\"skipped_lines\": {}{}{}}}",
       r.epoch, r.examples, r.loss, r.auc, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error,
-      r.seconds, r.examples_per_sec, r.dense_compute_sec, r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec, r.pass_sync_sec, r.prefetch_wait_sec,
-      r.cpu_seconds,
+      r.seconds, r.examples_per_sec, r.dense_compute_sec, r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec,
+      r.pass_sync_sec, r.prefetch_wait_sec, r.cpu_seconds,
       r.skipped_lines, r.day.empty() ? "" : fmt::format(", \"day\": \"{}\", \"pass\": {}", r.day, r.pass),
       CurveJson(r.curve));
 }

@@ -42,7 +42,8 @@ TEST_CASE("A misspelt runner key is an error, not a silent default") {
   const std::string far = ParseError("runner:\n  learning_speed: 3\nhyper_parameters: {}\n");
   CHECK_THAT(far, Catch::StartsWith("job.yaml:2:3: unknown key 'learning_speed' under 'runner' (known keys: "
                                     "sync_mode, geo_step, epochs, print_interval, thread_num, model_save_path, "
-                                    "infer_load_path, days, pass_per_day, data_donefile, data_sleep_second, train_thread_num, data_format,"));
+                                    "infer_load_path, days, pass_per_day, data_donefile, data_sleep_second, "
+                                    "train_thread_num, data_format,"));
   CHECK_THAT(far, !Catch::Contains("use_gpu"));  // ignored PaddleRec keys are not offered
 }
 

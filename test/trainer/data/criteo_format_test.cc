@@ -170,7 +170,8 @@ TEST_CASE("criteo options: the shape it needs, and criteo_hash_dim only with it"
                                   Catch::Contains("dense_input_dim must be 13, not 12"));
   const Status slots = parse("data_format: criteo\nsparse_inputs_slots: 10");
   CHECK_THAT(slots.message(), Catch::Contains("job.yaml:2") && Catch::Contains("sparse_inputs_slots") &&
-                                  Catch::Contains("26 sparse slots (sparse_inputs_slots: 27, the label counted), not 9"));
+                                  Catch::Contains("26 sparse slots (sparse_inputs_slots: 27, the label counted), "
+                                                  "not 9"));
   // From a PaddleRec config's hyper_parameters: the error points at data_format.
   auto node = config::LoadYamlString("runner:\n  data_format: criteo\nhyper_parameters:\n  sparse_inputs_slots: 20\n",
                                      "job.yaml");
@@ -180,7 +181,8 @@ TEST_CASE("criteo options: the shape it needs, and criteo_hash_dim only with it"
   CHECK_THAT(paddlerec.message(), Catch::Contains("job.yaml:2") && Catch::Contains("data_format") &&
                                       Catch::Contains("not 19"));
   const Status other = parse("data_format: rank_dnn\ncriteo_hash_dim: 7");
-  CHECK_THAT(other.message(), Catch::Contains("criteo_hash_dim") && Catch::Contains("only valid with data_format criteo"));
+  CHECK_THAT(other.message(),
+             Catch::Contains("criteo_hash_dim") && Catch::Contains("only valid with data_format criteo"));
 }
 
 }  // namespace

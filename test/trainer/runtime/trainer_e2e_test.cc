@@ -441,7 +441,8 @@ runner:
   CHECK(std::includes(pass_ids.begin(), pass_ids.end(), delta.begin(), delta.end()));
   // The day's base is the table the day's shrink left.
   std::smatch shrunk;
-  REQUIRE(std::regex_search(log0, shrunk, std::regex(R"(day 20191226: shrink deleted [0-9]+ sparse rows \(([0-9]+) left\))")));
+  const std::regex left(R"(day 20191226: shrink deleted [0-9]+ sparse rows \(([0-9]+) left\))");
+  REQUIRE(std::regex_search(log0, shrunk, left));
   CHECK(DumpedKeys(dir + "/model/20191226/base", dir + "/base.txt").size() == std::stoull(shrunk[1]));
   // The last day's checkpoint is the model the test pass scored.
   ChildProcess infer;
