@@ -120,7 +120,17 @@ struct Trainer::Impl {
     metrics::Histogram pull, push;
     metrics::Gauge data_queue;     // QueueDataset's reader -> worker queue, batches
     PushQueueGauges push_queue;    // the async communicator's pending steps and keys
+    // The last training pass's metrics, all trainers: auc, loss, actual_ctr, predicted_ctr,
+    // copc, mae, rmse, bucket_error (kPassMetrics).
+    std::array<metrics::Gauge, 8> pass;
   } series;
+  static constexpr std::array<const char*, 8> kPassMetrics = {"auc",  "loss", "actual_ctr", "predicted_ctr",
+                                                              "copc", "mae",  "rmse",       "bucket_error"};
+
+  void PublishPass(const PassReport& r) {
+    const double values[] = {r.auc, r.loss, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error};
+    for (size_t i = 0; i < series.pass.size(); ++i) series.pass[i].Set(values[i]);
+  }
 
   // Activations of a batch: pooled embeddings + dense features (the sparse models), or the
   // dense features (mlp). Pulls the sparse rows through `pull`.
@@ -432,6 +442,12 @@ void Trainer::SetMetrics(metrics::Registry* registry) {
   s.push_queue.keys = registry->GetGauge(
       "fleetps_trainer_push_queue_keys",
       "Keys of those steps' merge windows (merging and being sent; a key counts once per window)");
+  for (size_t i = 0; i < s.pass.size(); ++i) {
+    s.pass[i] = registry->GetGauge("fleetps_trainer_pass_metric",
+                                   "The last training pass's (epoch's) metrics over every trainer's examples: AUC, "
+                                   "log loss, CTRs and calibration (COPC, MAE, RMSE, bucket error)",
+                                   {{"metric", Impl::kPassMetrics[i]}});
+  }
 }
 
 void Trainer::SetTrainPaths(std::vector<std::string> paths) {
@@ -797,6 +813,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   report.curve = std::move(curve);
   ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("epoch-" + std::to_string(epoch), epoch_auc, stop_));
   FillPassMetrics(global, &report);
+  impl.PublishPass(report);
   return report;
 }
 

@@ -644,11 +644,24 @@ TrainedPass TrainWithTrainer(const std::vector<std::string>& files, uint32_t wor
   Cluster cluster(job);
   auto trainers = MakeTrainers(cluster, job, 1, 1, workers);
   PassTrainer& tr = *trainers[0];
+  metrics::Registry registry;  // outlives the Trainer
   auto trainer = std::make_unique<trainer::Trainer>(tr.options, *tr.client, nullptr, nullptr, std::move(tr.sync));
+  trainer->SetMetrics(&registry);
   REQUIRE(trainer->Start().ok());
   auto report = trainer->TrainEpoch(1);
   REQUIRE(report.ok());
   CHECK((report->prefetch_wait_sec > 0) == prefetch);
+  // The pass's metrics, as /metrics publishes them.
+  auto published = [&](const char* metric) {
+    return registry.GetGauge("fleetps_trainer_pass_metric", "", {{"metric", metric}}).value();
+  };
+  CHECK(report->auc > 0.5);
+  CHECK(published("auc") == report->auc);
+  CHECK(published("loss") == report->loss);
+  CHECK(published("copc") == report->copc);
+  CHECK(published("copc") == Approx(report->actual_ctr / report->predicted_ctr));
+  CHECK(published("rmse") == report->rmse);
+  CHECK(published("bucket_error") == report->bucket_error);
   TrainedPass out;
   out.examples = report->examples;
   out.rows = cluster.Rows(job.sparse_table.id);
