@@ -15,6 +15,17 @@ namespace {
 constexpr double kMin[CriteoFormat::kDense] = {0, -3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 constexpr double kDiff[CriteoFormat::kDense] = {20, 603, 100, 50, 64000, 500, 100, 50, 500, 10, 10, 10, 50};
 
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
+
+// FNV-1a 64 of `bytes`, from state `h`.
+uint64_t Fnv1a(uint64_t h, std::string_view bytes) {
+  for (const char c : bytes) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
 Status FieldError(uint32_t column, std::string_view field, std::string_view reason) {
   return Status::InvalidArgument("column " + std::to_string(column) + " \"" + std::string(field.substr(0, 64)) +
                                  "\": " + std::string(reason));
@@ -25,19 +36,16 @@ Status FieldError(uint32_t column, std::string_view field, std::string_view reas
 CriteoFormat::CriteoFormat(const config::DataOptions& options) : hash_dim_(options.criteo_hash_dim) {
   FLEETPS_CHECK(options.dense_dim == kDense && options.sparse_slots.size() == kCategorical)
       << "criteo needs 13 dense features and 26 sparse slots";
+  for (uint32_t i = 0; i < kFields; ++i) index_state_[i] = Fnv1a(kFnvBasis, std::to_string(i));
 }
 
 uint64_t CriteoFormat::HashValue(uint32_t index, std::string_view value) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64
-  auto add = [&h](std::string_view bytes) {
-    for (const char c : bytes) {
-      h ^= static_cast<uint8_t>(c);
-      h *= 0x100000001b3ULL;
-    }
-  };
-  add(std::to_string(index));
-  add(value);
-  return MixKey(h);
+  return MixKey(Fnv1a(Fnv1a(kFnvBasis, std::to_string(index)), value));
+}
+
+uint64_t CriteoFormat::Id(uint32_t index, std::string_view value) const {
+  const uint64_t id = MixKey(Fnv1a(index_state_[index], value));
+  return hash_dim_ == 0 ? id : id % hash_dim_;
 }
 
 Status CriteoFormat::Parse(std::string_view line, Example* example) const {
@@ -70,8 +78,7 @@ Status CriteoFormat::Parse(std::string_view line, Example* example) const {
         example->dense[column - 1] = scaled;
       }
     } else {
-      const uint64_t id = HashValue(column, field);
-      example->slots[column - 1 - kDense].push_back(hash_dim_ == 0 ? id : id % hash_dim_);
+      example->slots[column - 1 - kDense].push_back(Id(column, field));
     }
     ++column;
     if (tab == std::string_view::npos) break;
@@ -83,8 +90,7 @@ Status CriteoFormat::Parse(std::string_view line, Example* example) const {
                                    "categorical columns may be left out)");
   }
   for (; column < kFields; ++column) {  // trimmed trailing columns: missing values
-    const uint64_t id = HashValue(column, "");
-    example->slots[column - 1 - kDense].push_back(hash_dim_ == 0 ? id : id % hash_dim_);
+    example->slots[column - 1 - kDense].push_back(Id(column, ""));
   }
   return Status::OK();
 }

@@ -19,6 +19,7 @@
 // The values are hashed and scaled, so an Example cannot be written back as the line it came
 // from: CanWrite() is false.
 
+#include <array>
 #include <cstdint>
 
 #include "trainer/data/line_format.h"
@@ -43,7 +44,11 @@ class CriteoFormat : public LineFormat {
   static uint64_t HashValue(uint32_t index, std::string_view value);
 
  private:
+  // HashValue modulo the hash dim, from the FNV state after the field's index.
+  uint64_t Id(uint32_t index, std::string_view value) const;
+
   const uint64_t hash_dim_;
+  std::array<uint64_t, kFields> index_state_;  // FNV-1a state after the index's digits
 };
 
 }  // namespace fleetps::data
