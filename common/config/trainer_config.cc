@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -155,7 +157,8 @@ std::vector<std::string> PaddleRecIgnoredHyperParameterKeys() {
 std::vector<std::string> RunnerKeys() {
   std::vector<std::string> keys = {"sync_mode",       "geo_step",        "epochs",        "print_interval",
                                    "thread_num",      "model_save_path", "infer_load_path", "days",
-                                   "pass_per_day",    "data_donefile",   "data_sleep_second", "train_thread_num"};
+                                   "pass_per_day",    "data_donefile",   "data_sleep_second", "train_thread_num",
+                                   "start_day",       "end_day"};
   for (auto& k : DataOptionKeys()) {
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(std::move(k));
   }
@@ -226,24 +229,74 @@ Status ExpandWord(const std::string& word, const std::string& text, std::vector<
   return Status::OK();
 }
 
-// runner.days, pass_per_day, data_donefile, data_sleep_second.
-Status ParseOnline(const YAML::Node& runner, const YamlContext& rctx, OnlineOptions* o) {
-  const YAML::Node days = runner["days"];
-  if (days && days.IsSequence()) {
-    std::vector<std::string> words;
-    RETURN_IF_ERROR(ReadStringList(runner, "days", rctx, &words));
-    for (const auto& w : words) {
-      ASSIGN_OR_RETURN(auto expanded, ExpandDays(w));
-      o->days.insert(o->days.end(), expanded.begin(), expanded.end());
-    }
-  } else if (days && !days.IsNull()) {
-    std::string text;
-    RETURN_IF_ERROR(ReadString(runner, "days", rctx, &text));
-    auto expanded = ExpandDays(text);
-    if (!expanded.ok()) return rctx.Child("days").Error(days, expanded.status().message());
-    o->days = std::move(*expanded);
+// A YYYYMMDD day as a calendar date; nullopt for anything else.
+std::optional<std::chrono::year_month_day> ParseDate(const std::string& day) {
+  if (day.size() != 8 || !std::all_of(day.begin(), day.end(), [](char c) { return std::isdigit(c) != 0; })) {
+    return std::nullopt;
   }
-  if (days && !days.IsNull() && o->days.empty()) return rctx.Child("days").Error(days, "names no day");
+  const std::chrono::year_month_day date{std::chrono::year(std::stoi(day.substr(0, 4))),
+                                         std::chrono::month(static_cast<unsigned>(std::stoi(day.substr(4, 2)))),
+                                         std::chrono::day(static_cast<unsigned>(std::stoi(day.substr(6, 2))))};
+  if (!date.ok()) return std::nullopt;
+  return date;
+}
+
+// runner.days, or start_day and end_day (YYYYMMDD, inclusive: calendar dates).
+Status ParseDays(const YAML::Node& runner, const YamlContext& rctx, std::vector<std::string>* out) {
+  const YAML::Node days = runner["days"];
+  std::string start, end;
+  RETURN_IF_ERROR(ReadString(runner, "start_day", rctx, &start));
+  RETURN_IF_ERROR(ReadString(runner, "end_day", rctx, &end));
+  if (!start.empty() || !end.empty()) {
+    const char* key = start.empty() ? "end_day" : "start_day";
+    if (days && !days.IsNull()) return rctx.Child("days").Error(days, "give days or start_day and end_day, not both");
+    if (start.empty() || end.empty()) return rctx.Child(key).Error(runner[key], "needs both start_day and end_day");
+    const auto first = ParseDate(start), last = ParseDate(end);
+    if (!first) return rctx.Child("start_day").Error(runner["start_day"], "'" + start + "' is not a YYYYMMDD date");
+    if (!last) return rctx.Child("end_day").Error(runner["end_day"], "'" + end + "' is not a YYYYMMDD date");
+    const std::chrono::sys_days from{*first}, to{*last};
+    if (to < from) return rctx.Child("end_day").Error(runner["end_day"], "is before start_day " + start);
+    if ((to - from).count() >= static_cast<long>(kMaxDays)) {
+      return rctx.Child("end_day").Error(runner["end_day"], "more than " + std::to_string(kMaxDays) + " days");
+    }
+    for (std::chrono::sys_days d = from; d <= to; d += std::chrono::days(1)) {
+      const std::chrono::year_month_day ymd{d};
+      char text[16];
+      std::snprintf(text, sizeof(text), "%04d%02u%02u", static_cast<int>(ymd.year()),
+                    static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()));
+      out->push_back(text);
+    }
+    return Status::OK();
+  }
+  if (!days || days.IsNull()) return Status::OK();
+  std::vector<std::string> words;
+  if (days.IsSequence()) {
+    RETURN_IF_ERROR(ReadStringList(runner, "days", rctx, &words));
+  } else {
+    words.emplace_back();
+    RETURN_IF_ERROR(ReadString(runner, "days", rctx, &words.back()));
+  }
+  for (const auto& w : words) {
+    auto expanded = ExpandDays(w);
+    if (!expanded.ok()) return rctx.Child("days").Error(days, expanded.status().message());
+    out->insert(out->end(), expanded->begin(), expanded->end());
+  }
+  if (out->empty()) return rctx.Child("days").Error(days, "names no day");
+  // A brace range counts numbers: {20191230..20200102} passes through 20191231 and 20191299.
+  for (const auto& day : *out) {
+    const bool dated = day.size() == 8 && std::all_of(day.begin(), day.end(), [](char c) { return std::isdigit(c); }) &&
+                       day >= "19700101" && day <= "21001231";
+    if (dated && !ParseDate(day)) {
+      return rctx.Child("days").Error(days, "'" + day + "' is not a calendar date (a brace range counts numbers, not "
+                                            "days: give a range of dates as start_day and end_day)");
+    }
+  }
+  return Status::OK();
+}
+
+// runner.days (or start_day and end_day), pass_per_day, data_donefile, data_sleep_second.
+Status ParseOnline(const YAML::Node& runner, const YamlContext& rctx, OnlineOptions* o) {
+  RETURN_IF_ERROR(ParseDays(runner, rctx, &o->days));
   RETURN_IF_ERROR(ReadUint32(runner, "pass_per_day", rctx, &o->pass_per_day));
   RETURN_IF_ERROR(ReadString(runner, "data_donefile", rctx, &o->data_donefile));
   RETURN_IF_ERROR(ReadUint32(runner, "data_sleep_second", rctx, &o->data_sleep_second));

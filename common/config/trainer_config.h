@@ -167,7 +167,8 @@ struct GpuPsOptions {
 // and the day's checkpoint and base saves (trainer/runtime/job.h).
 struct OnlineOptions {
   // `days`: Paddle's shell spelling ("{20191225..20191227}", "20191225 20191226", brace
-  // lists and ranges expanded as bash does) or a YAML list. Empty: not an online job.
+  // lists and ranges expanded as bash does) or a YAML list; or `start_day` and `end_day`
+  // (YYYYMMDD, inclusive), every calendar date between. Empty: not an online job.
   std::vector<std::string> days;
   uint32_t pass_per_day = 1;       // `pass_per_day`, >= 1
   // `data_donefile`: a pass's data is complete once this file is in each of its directories

@@ -43,7 +43,7 @@ TEST_CASE("A misspelt runner key is an error, not a silent default") {
   CHECK_THAT(far, Catch::StartsWith("job.yaml:2:3: unknown key 'learning_speed' under 'runner' (known keys: "
                                     "sync_mode, geo_step, epochs, print_interval, thread_num, model_save_path, "
                                     "infer_load_path, days, pass_per_day, data_donefile, data_sleep_second, "
-                                    "train_thread_num, data_format,"));
+                                    "train_thread_num, start_day, end_day, data_format,"));
   CHECK_THAT(far, !Catch::Contains("use_gpu"));  // ignored PaddleRec keys are not offered
 }
 
@@ -226,6 +226,26 @@ TEST_CASE("Online days: Paddle's shell spelling, expanded as bash does") {
              Catch::Contains("runner.pass_per_day") && Catch::Contains("must be >= 1"));
   CHECK_THAT(job("  days: '20191225'\n  data_donefile: a/b.done\n").status().message(),
              Catch::Contains("data_donefile") && Catch::Contains("not a path"));
+  // Dates: start_day and end_day step through the calendar (month and year ends, 2020's
+  // leap day); a brace range of dates that is not one is refused.
+  auto dated = job("  start_day: '20191230'\n  end_day: '20200102'\n");
+  REQUIRE(dated.ok());
+  CHECK(dated->online.days == V{"20191230", "20191231", "20200101", "20200102"});
+  auto leap = job("  start_day: '20200228'\n  end_day: '20200301'\n");
+  REQUIRE(leap.ok());
+  CHECK(leap->online.days == V{"20200228", "20200229", "20200301"});
+  CHECK_THAT(job("  days: '{20191230..20200102}'\n").status().message(),
+             Catch::Contains("job.yaml:2") && Catch::Contains("'20191232' is not a calendar date") &&
+                 Catch::Contains("start_day and end_day"));
+  CHECK_THAT(job("  start_day: '20200102'\n  end_day: '20191230'\n").status().message(),
+             Catch::Contains("runner.end_day") && Catch::Contains("is before start_day 20200102"));
+  CHECK_THAT(job("  start_day: '20191301'\n  end_day: '20191302'\n").status().message(),
+             Catch::Contains("'20191301' is not a YYYYMMDD date"));
+  CHECK_THAT(job("  start_day: '20191230'\n").status().message(), Catch::Contains("needs both start_day and end_day"));
+  CHECK_THAT(job("  days: '20191225'\n  start_day: '20191230'\n  end_day: '20191231'\n").status().message(),
+             Catch::Contains("not both"));
+  CHECK_THAT(job("  days: ['{2019']\n").status().message(), Catch::Contains("job.yaml:2") && Catch::Contains("'{2019'"));
+
   auto epochs = job("  days: '20191225'\n  epochs: 3\n");
   REQUIRE(epochs.ok());
   CHECK_THAT(ValidateTrainerOptions(*epochs).message(), Catch::Contains("leave out runner.epochs"));
