@@ -244,7 +244,8 @@ TEST_CASE("Online days: Paddle's shell spelling, expanded as bash does") {
   CHECK_THAT(job("  start_day: '20191230'\n").status().message(), Catch::Contains("needs both start_day and end_day"));
   CHECK_THAT(job("  days: '20191225'\n  start_day: '20191230'\n  end_day: '20191231'\n").status().message(),
              Catch::Contains("not both"));
-  CHECK_THAT(job("  days: ['{2019']\n").status().message(), Catch::Contains("job.yaml:2") && Catch::Contains("'{2019'"));
+  CHECK_THAT(job("  days: ['{2019']\n").status().message(),
+             Catch::Contains("job.yaml:2") && Catch::Contains("'{2019'"));
 
   auto epochs = job("  days: '20191225'\n  epochs: 3\n");
   REQUIRE(epochs.ok());
