@@ -172,7 +172,8 @@ struct OnlineOptions {
   std::vector<std::string> days;
   uint32_t pass_per_day = 1;       // `pass_per_day`, >= 1
   // `data_donefile`: a pass's data is complete once this file is in each of its directories
-  // (it is not read as data); waited for, polling every `data_sleep_second`. "": not waited.
+  // (beside each of its files, for paths that name files; it is not read as data); waited
+  // for, polling every `data_sleep_second`. "": not waited.
   std::string data_donefile;
   uint32_t data_sleep_second = 30;  // >= 1
 

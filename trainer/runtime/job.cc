@@ -187,19 +187,25 @@ Status Stopped(const JobFlags& flags, uint32_t epoch, uint64_t examples) {
 }
 
 // An online pass's data paths (the training paths with {day} and {pass} replaced), once
-// each of its directories holds the data_donefile when one is configured (polled every
-// data_sleep_second; a stop request ends the wait, Aborted).
+// each of them has the data_donefile when one is configured: in the directory a path names,
+// or beside the file it names (polled every data_sleep_second; a stop request ends the
+// wait, Aborted).
 StatusOr<std::vector<std::string>> OnlinePassData(const config::TrainerOptions& o, const JobFlags& flags,
                                                   const std::string& day, uint32_t pass) {
   std::vector<std::string> paths;
   for (const auto& p : o.data.train_paths) paths.push_back(config::OnlinePassPath(p, day, pass));
   if (o.online.data_donefile.empty()) return paths;
-  for (const auto& dir : paths) {
-    const std::filesystem::path done = std::filesystem::path(dir) / o.online.data_donefile;
+  for (const auto& path : paths) {
+    const auto donefile = [&] {  // looked for anew each time: a file may appear before its donefile
+      std::error_code ec;
+      const std::filesystem::path p(path);
+      return (std::filesystem::is_regular_file(p, ec) ? p.parent_path() : p) / o.online.data_donefile;
+    };
+    std::filesystem::path done = donefile();
     const auto start = std::chrono::steady_clock::now();
     bool said = false;
     std::error_code ec;
-    while (!std::filesystem::exists(done, ec)) {
+    while (!std::filesystem::exists(done = donefile(), ec)) {
       if (!said) {
         spdlog::info("trainer {} day {} pass {}: waiting for {} (the pass's data is complete once it is there; "
                      "looking every {} s)",
