@@ -168,11 +168,12 @@ std::vector<std::string> RunnerKeys() {
 constexpr size_t kMaxDays = 100000;  // ExpandDays' bound, so no text can expand without end
 
 // The expansions of one word of a days text (ExpandDays), appended to `out` (at most
-// kMaxDays in all).
-Status ExpandWord(const std::string& word, const std::string& text, std::vector<std::string>* out) {
+// kMaxDays in all). `depth`: the brace groups expanded around this word (at most 32).
+Status ExpandWord(const std::string& word, const std::string& text, std::vector<std::string>* out, int depth = 0) {
   auto error = [&](const std::string& why) {
-    return Status::InvalidArgument("days '" + text + "': " + why);
+    return Status::InvalidArgument("days '" + text.substr(0, 200) + (text.size() > 200 ? "...'" : "'") + ": " + why);
   };
+  if (depth > 32) return error("more than 32 brace groups in one word");
   const size_t open = word.find('{');
   if (open == std::string::npos) {
     if (word.find('}') != std::string::npos) return error("a '}' without its '{'");
@@ -180,12 +181,12 @@ Status ExpandWord(const std::string& word, const std::string& text, std::vector<
     out->push_back(word);
     return Status::OK();
   }
-  size_t close = open, depth = 0;
+  size_t close = open, level = 0;
   std::vector<size_t> commas;  // the group's own, outside nested groups
   for (; close < word.size(); ++close) {
-    if (word[close] == '{') ++depth;
-    if (word[close] == '}' && --depth == 0) break;
-    if (word[close] == ',' && depth == 1) commas.push_back(close);
+    if (word[close] == '{') ++level;
+    if (word[close] == '}' && --level == 0) break;
+    if (word[close] == ',' && level == 1) commas.push_back(close);
   }
   if (close == word.size()) return error("a '{' without its '}'");
   const std::string prefix = word.substr(0, open), suffix = word.substr(close + 1);
@@ -225,7 +226,9 @@ Status ExpandWord(const std::string& word, const std::string& text, std::vector<
       if (v == last) break;
     }
   }
-  for (const auto& alternative : alternatives) RETURN_IF_ERROR(ExpandWord(prefix + alternative + suffix, text, out));
+  for (const auto& alternative : alternatives) {
+    RETURN_IF_ERROR(ExpandWord(prefix + alternative + suffix, text, out, depth + 1));
+  }
   return Status::OK();
 }
 

@@ -212,6 +212,9 @@ TEST_CASE("Online days: Paddle's shell spelling, expanded as bash does") {
     REQUIRE_FALSE(d.ok());
     CHECK_THAT(d.status().message(), Catch::Contains(std::string("days '") + bad + "'"));
   }
+  std::string nested = "1";
+  for (int i = 0; i < 40; ++i) nested = "{a," + nested + "}";
+  CHECK_THAT(ExpandDays(nested).status().message(), Catch::Contains("more than 32 brace groups"));
   CHECK(OnlinePassPath("/data/{day}/{pass}/x{day}", "20191225", 7) == "/data/20191225/7/x20191225");
 
   auto job = [](const std::string& runner) {
