@@ -421,6 +421,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   int32_t trainer_id = -1;
   uint64_t sync_step = 0;
   bool delta = false;
+  bool if_unset = false;
   std::span<const float> values;
   if (set_params) {
     const auto* msg = Verified<wire::PushDenseParamRequest>(req, responder);
@@ -428,6 +429,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
     table_id = msg->table_id();
     offset = msg->offset();
     values = Span(msg->values());
+    if_unset = msg->if_unset();
   } else {
     const auto* msg = Verified<wire::PushDenseRequest>(req, responder);
     if (msg == nullptr) return;
@@ -490,9 +492,12 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   auto state = std::make_shared<DenseState>(req, responder);
   state->cleaned = std::move(cleaned);
   executors_.Post(DenseLane(table_id), [state, table, offset, values, table_id, set_params, sync_trainers,
-                                        trainer_id, sync_step, delta, skipped, op] {
+                                        trainer_id, sync_step, delta, skipped, op, if_unset] {
     Status st;
-    if (set_params) {
+    const bool kept = set_params && if_unset && table->has_params();
+    if (kept) {
+      st = table->CheckRange(offset, values.size());
+    } else if (set_params) {
       st = table->SetParams(offset, values.size(), values.data());
     } else if (delta) {
       st = table->AddDelta(offset, values.size(), values.data());
@@ -512,7 +517,7 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
     if (!st.ok()) return state->responder.SendError(st.WithContext(op));
     flatbuffers::FlatBufferBuilder fbb(64);
     if (set_params) {
-      fbb.Finish(wire::CreatePushDenseParamReply(fbb, table_id));
+      fbb.Finish(wire::CreatePushDenseParamReply(fbb, table_id, kept));
       state->responder.Send(net::ReplyType(MessageType::PushDenseParam), fbb.Release());
     } else {
       fbb.Finish(wire::CreatePushDenseReply(fbb, table_id, skipped));

@@ -77,6 +77,7 @@ Status DenseTable::SetParams(uint64_t global_offset, uint64_t count, const float
   std::copy_n(values, count, weights_.data() + local);
   optimizer_->InitSpanState(element_state_.data() + local * optimizer_->element_state_size(),
                             shared_state_.data(), count);
+  has_params_ = true;
   return Status::OK();
 }
 
@@ -201,6 +202,7 @@ Status DenseTable::LoadBlock(const disk::DenseSliceBlock& block, bool full, bool
   }
   const uint64_t lo = std::max(offset, begin_), hi = std::min(offset + n, end_);
   if (lo < hi) {
+    has_params_ = true;
     std::copy_n(block.weights()->data() + (lo - offset), hi - lo, weights_.data() + (lo - begin_));
     if (full && es > 0) {
       std::copy_n(block.element_state()->data() + (lo - offset) * es, (hi - lo) * es,

@@ -55,6 +55,9 @@ class DenseTable {
   // Overwrites the range with values[0, count) (trainer 0's initial parameters), resets the
   // range's optimizer state and restarts the shared state (Adam's bias correction).
   Status SetParams(uint64_t global_offset, uint64_t count, const float* values);
+  // True once the slice holds parameters someone gave it: SetParams or a checkpoint load
+  // (LoadBlock). A job's initial push leaves such a slice alone (PushDenseParam if_unset).
+  bool has_params() const { return has_params_; }
   // GEO: adds delta[0, count) to the range's weights; no optimizer, state untouched.
   Status AddDelta(uint64_t global_offset, uint64_t count, const float* delta);
   // Sync mode: trainer `trainer_id` of `trainers` contributes grads[0, count) for the range
@@ -116,6 +119,7 @@ class DenseTable {
   std::vector<float> weights_;        // end_ - begin_ floats
   std::vector<float> element_state_;  // element_state_size() floats per weight
   std::vector<float> shared_state_;   // shared_state_size() floats for the slice
+  bool has_params_ = false;           // see has_params()
 
   // The sync round under way (PushSync).
   struct SyncRound {

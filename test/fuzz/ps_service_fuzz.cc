@@ -413,7 +413,8 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
       const uint32_t table = TableId(p);
       const uint64_t offset = Offset(p);
       const auto values = Floats(p, p.ConsumeIntegralInRange<size_t>(0, 70));
-      fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table, offset, fbb.CreateVector(values)));
+      const bool if_unset = p.ConsumeBool();
+      fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table, offset, fbb.CreateVector(values), if_unset));
       break;
     }
     case MessageType::Barrier: {

@@ -393,8 +393,15 @@ std::future<Status> PsClient::PushDenseParam(uint32_t table_id, std::span<const 
   return PushDenseValues(table_id, values, /*params=*/true, DensePushOptions{});
 }
 
+StatusOr<uint64_t> PsClient::InitDenseParam(uint32_t table_id, std::span<const float> values) {
+  auto kept = std::make_shared<std::atomic<uint64_t>>(0);
+  RETURN_IF_ERROR(PushDenseValues(table_id, values, /*params=*/true, DensePushOptions{}, kept).get());
+  return kept->load();
+}
+
 std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const float> values, bool params,
-                                              const DensePushOptions& options) {
+                                              const DensePushOptions& options,
+                                              std::shared_ptr<std::atomic<uint64_t>> kept) {
   auto info = Table(table_id);
   if (!info.ok()) return Join::Ready(info.status());
   const char* op = params ? "PushDenseParam" : "PushDense";
@@ -415,15 +422,26 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
     flatbuffers::FlatBufferBuilder fbb((e - b) * 4 + 128);
     auto vec = fbb.CreateVector(values.data() + b, e - b);
     if (params) {
-      fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table_id, b, vec));
+      fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table_id, b, vec, /*if_unset=*/kept != nullptr));
     } else {
       fbb.Finish(wire::CreatePushDenseRequest(fbb, table_id, b, vec, options.sync_trainers, options.delta,
                                               options.trainer_id, options.sync_step));
     }
-    clients_[s]->Call(type, fbb.Release(), call, [join](StatusOr<net::Reply> r) {
-      if (!r.ok()) join->Fail(r.status());
-      join->Done();
-    });
+    clients_[s]->Call(type, fbb.Release(), call,
+                      [join, kept, count = e - b, server = clients_[s]->name()](StatusOr<net::Reply> r) {
+                        if (!r.ok()) {
+                          join->Fail(r.status());
+                        } else if (kept != nullptr) {
+                          Status error;
+                          const auto* msg = VerifiedReply<wire::PushDenseParamReply>(*r, server, &error);
+                          if (msg == nullptr) {
+                            join->Fail(error);
+                          } else if (msg->kept()) {
+                            *kept += count;
+                          }
+                        }
+                        join->Done();
+                      });
   }
   return future;
 }

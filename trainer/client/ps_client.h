@@ -22,6 +22,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <span>
@@ -202,6 +203,11 @@ class PsClient {
     return PushDense(table_id, grads, DensePushOptions{});
   }
   std::future<Status> PushDenseParam(uint32_t table_id, std::span<const float> values);
+  // A job's initial dense parameters: set only on the servers whose slice holds none yet (a
+  // slice loaded from a checkpoint, or set by an earlier call, keeps its parameters). Waits
+  // for every server; returns the floats kept rather than set (0: all set; the table's size:
+  // all kept).
+  StatusOr<uint64_t> InitDenseParam(uint32_t table_id, std::span<const float> values);
 
   // Waits at the named barrier on server 0 until `participants` trainers arrived; also
   // sums `values` across them (an all-reduce) and ANDs `done`. With `stop`, a stop request
@@ -283,8 +289,11 @@ class PsClient {
  private:
   explicit PsClient(PsClientOptions options);
   Status Handshake();
+  // `params`: PushDenseParam, with `kept` (if_unset: InitDenseParam) counting the floats the
+  // servers kept.
   std::future<Status> PushDenseValues(uint32_t table_id, std::span<const float> values, bool params,
-                                      const DensePushOptions& options);
+                                      const DensePushOptions& options,
+                                      std::shared_ptr<std::atomic<uint64_t>> kept = nullptr);
   // Fans a set of per-server calls out and completes the returned future when all did.
   struct Join;
   // Sends `payload(s)` to every server s at once and waits for every reply.

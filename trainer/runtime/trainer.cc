@@ -408,9 +408,21 @@ Status Trainer::Start() {
   ASSIGN_OR_RETURN(impl.sync, MakeParamSync(options_, client_, options_.worker_threads));
   impl.sync->SetPushQueueGauges(impl.series.push_queue);
   if (options_.trainer_id == 0) {
+    // Only where the pservers hold no parameters yet: a model loaded from a checkpoint (a
+    // warm start, a resumed job) and a job a restarted trainer 0 rejoins keep theirs.
     std::vector<float> params(impl.net.num_params());
     impl.net.InitParams(params, options_.model.init_seed);
-    RETURN_IF_ERROR(client_.PushDenseParam(options_.dense_table.id, params).get().WithContext("initial dense push"));
+    auto pushed = client_.InitDenseParam(options_.dense_table.id, params);
+    if (!pushed.ok()) return pushed.status().WithContext("initial dense push");
+    const uint64_t kept = *pushed;
+    if (kept == params.size()) {
+      spdlog::info("trainer 0: the pservers' dense table already holds parameters (loaded from a checkpoint, or "
+                   "set by an earlier trainer 0): kept, not initialized");
+    } else if (kept > 0) {
+      spdlog::warn("trainer 0: {} of the dense table's {} floats kept the pservers' parameters, the others were "
+                   "initialized: the pservers were not all loaded from the same checkpoint",
+                   kept, params.size());
+    }
   }
   return StartBarrier();
 }

@@ -11,6 +11,7 @@
 #include <future>
 #include <thread>
 
+#include "common/sharding.h"
 #include "server/app/app.h"
 #include "test/common/net/tcp_proxy.h"
 #include "test/support/process.h"
@@ -129,6 +130,52 @@ TEST_CASE("Keys::kDistinct skips the de-duplication with the same rows; repeated
 #else
   WARN("the check of Keys::kDistinct runs only in builds with assertions (this one defines NDEBUG)");
 #endif
+}
+
+TEST_CASE("InitDenseParam sets a job's initial dense parameters only where the servers hold none") {
+  const auto ports = testing::FreePorts(2);
+  const std::vector<net::Endpoint> eps = {{"127.0.0.1", ports[0]}, {"127.0.0.1", ports[1]}};
+  auto server0 = StartServer(eps, 0);
+  auto server1 = StartServer(eps, 1);
+  auto client = PsClient::Connect(Fast(eps));
+  REQUIRE(client.ok());
+  PsClient& c = **client;
+  auto dense = [&] {
+    std::vector<float> v(3);
+    REQUIRE(c.PullDense(kDense, v).get().ok());
+    return v;
+  };
+  // Fresh servers: every float set.
+  auto kept = c.InitDenseParam(kDense, std::vector<float>{1, 2, 3});
+  REQUIRE(kept.ok());
+  CHECK(*kept == 0);
+  CHECK(dense() == std::vector<float>{1, 2, 3});
+  // A second job's (or a restarted trainer 0's) initial push keeps them; training goes on.
+  REQUIRE(c.PushDense(kDense, std::vector<float>{1, 1, 1}).get().ok());  // SGD lr 1
+  kept = c.InitDenseParam(kDense, std::vector<float>{7, 7, 7});
+  REQUIRE(kept.ok());
+  CHECK(*kept == 3);
+  CHECK(dense() == std::vector<float>{0, 1, 2});
+  // PushDenseParam itself still overwrites.
+  REQUIRE(c.PushDenseParam(kDense, std::vector<float>{4, 5, 6}).get().ok());
+  CHECK(dense() == std::vector<float>{4, 5, 6});
+  // One server restarted empty: only its slice is set, and the count says how much was kept.
+  client->reset();
+  server1->Shutdown();
+  server1.reset();
+  server1 = StartServer(eps, 1);
+  auto again = PsClient::Connect(Fast(eps));
+  REQUIRE(again.ok());
+  const uint64_t slice0 = DenseSliceBegin(3, 2, 1);  // server 0's floats: [0, slice0)
+  kept = (*again)->InitDenseParam(kDense, std::vector<float>{8, 8, 8});
+  REQUIRE(kept.ok());
+  CHECK(*kept == slice0);
+  std::vector<float> now(3);
+  REQUIRE((*again)->PullDense(kDense, now).get().ok());
+  for (uint64_t i = 0; i < 3; ++i) CHECK(now[i] == (i < slice0 ? 4.0f + static_cast<float>(i) : 8.0f));
+  again->reset();
+  server0->Shutdown();
+  server1->Shutdown();
 }
 
 TEST_CASE("A pserver that accepts connections but never answers fails Connect, naming it, within the deadline") {
