@@ -158,7 +158,7 @@ std::vector<std::string> RunnerKeys() {
   std::vector<std::string> keys = {"sync_mode",       "geo_step",        "epochs",        "print_interval",
                                    "thread_num",      "model_save_path", "infer_load_path", "days",
                                    "pass_per_day",    "data_donefile",   "data_sleep_second", "train_thread_num",
-                                   "start_day",       "end_day"};
+                                   "start_day",       "end_day",         "checkpoint_per_pass", "start_pass"};
   for (auto& k : DataOptionKeys()) {
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(std::move(k));
   }
@@ -303,7 +303,13 @@ Status ParseOnline(const YAML::Node& runner, const YamlContext& rctx, OnlineOpti
   RETURN_IF_ERROR(ReadUint32(runner, "pass_per_day", rctx, &o->pass_per_day));
   RETURN_IF_ERROR(ReadString(runner, "data_donefile", rctx, &o->data_donefile));
   RETURN_IF_ERROR(ReadUint32(runner, "data_sleep_second", rctx, &o->data_sleep_second));
+  RETURN_IF_ERROR(ReadUint32(runner, "checkpoint_per_pass", rctx, &o->checkpoint_per_pass));
+  RETURN_IF_ERROR(ReadUint32(runner, "start_pass", rctx, &o->start_pass));
   if (o->pass_per_day == 0) return rctx.Child("pass_per_day").Error(runner["pass_per_day"], "must be >= 1");
+  if (o->start_pass == 0 || o->start_pass > o->pass_per_day) {
+    return rctx.Child("start_pass").Error(runner["start_pass"],
+                                          "must be in [1, pass_per_day = " + std::to_string(o->pass_per_day) + "]");
+  }
   if (o->data_sleep_second == 0) {
     return rctx.Child("data_sleep_second").Error(runner["data_sleep_second"], "must be >= 1");
   }

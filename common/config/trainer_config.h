@@ -176,6 +176,12 @@ struct OnlineOptions {
   // for, polling every `data_sleep_second`. "": not waited.
   std::string data_donefile;
   uint32_t data_sleep_second = 30;  // >= 1
+  // `checkpoint_per_pass` (PaddleRec's key): also a checkpoint (mode 0) into
+  // MODEL/DAY/checkpoint-PASS after every N-th pass of a day but its last; 0: none. A job
+  // that failed mid-day resumes from one: pservers `--load` it, trainers `start_day` that
+  // day and `start_pass` the pass after it.
+  uint32_t checkpoint_per_pass = 0;
+  uint32_t start_pass = 1;  // `start_pass`: the first day's first pass, in [1, pass_per_day]
 
   bool enabled() const { return !days.empty(); }
 };

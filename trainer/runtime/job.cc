@@ -247,7 +247,8 @@ Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobF
   }
   uint32_t index = 0;
   for (const std::string& day : o.online.days) {
-    for (uint32_t pass = 1; pass <= o.online.pass_per_day; ++pass) {
+    const uint32_t first = &day == &o.online.days.front() ? o.online.start_pass : 1;
+    for (uint32_t pass = first; pass <= o.online.pass_per_day; ++pass) {
       ++index;
       const std::string where = fmt::format("day {} pass {}", day, pass);
       if (trainer.stop_requested()) {
@@ -272,6 +273,13 @@ Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobF
         RETURN_IF_ERROR(trainer.Barrier(fmt::format("day-{}-pass-{}-trained", day, pass)));  // every push is in
         RETURN_IF_ERROR(SaveModelTo(o, client, trainer, fmt::format("{}/{}/delta-{}", o.model_save_path, day, pass),
                                     kSaveDelta, where + "'s delta", fmt::format("day-{}-pass-{}-saved", day, pass)));
+        const uint32_t every = o.online.checkpoint_per_pass;
+        if (every > 0 && pass % every == 0 && pass < o.online.pass_per_day) {  // the day's end makes its own
+          RETURN_IF_ERROR(SaveModelTo(o, client, trainer,
+                                      fmt::format("{}/{}/checkpoint-{}", o.model_save_path, day, pass),
+                                      kSaveCheckpoint, where + "'s checkpoint",
+                                      fmt::format("day-{}-pass-{}-checkpoint-saved", day, pass)));
+        }
       }
     }
     if (!saving) continue;

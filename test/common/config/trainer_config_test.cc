@@ -43,7 +43,8 @@ TEST_CASE("A misspelt runner key is an error, not a silent default") {
   CHECK_THAT(far, Catch::StartsWith("job.yaml:2:3: unknown key 'learning_speed' under 'runner' (known keys: "
                                     "sync_mode, geo_step, epochs, print_interval, thread_num, model_save_path, "
                                     "infer_load_path, days, pass_per_day, data_donefile, data_sleep_second, "
-                                    "train_thread_num, start_day, end_day, data_format,"));
+                                    "train_thread_num, start_day, end_day, checkpoint_per_pass, start_pass, "
+                                    "data_format,"));
   CHECK_THAT(far, !Catch::Contains("use_gpu"));  // ignored PaddleRec keys are not offered
 }
 
@@ -249,6 +250,13 @@ TEST_CASE("Online days: Paddle's shell spelling, expanded as bash does") {
              Catch::Contains("not both"));
   CHECK_THAT(job("  days: ['{2019']\n").status().message(),
              Catch::Contains("job.yaml:2") && Catch::Contains("'{2019'"));
+
+  CHECK_THAT(job("  days: '20191225'\n  pass_per_day: 4\n  start_pass: 5\n").status().message(),
+             Catch::Contains("runner.start_pass") && Catch::Contains("must be in [1, pass_per_day = 4]"));
+  auto resumed = job("  days: '20191225'\n  pass_per_day: 4\n  start_pass: 3\n  checkpoint_per_pass: 2\n");
+  REQUIRE(resumed.ok());
+  CHECK(resumed->online.start_pass == 3);
+  CHECK(resumed->online.checkpoint_per_pass == 2);
 
   auto epochs = job("  days: '20191225'\n  epochs: 3\n");
   REQUIRE(epochs.ok());

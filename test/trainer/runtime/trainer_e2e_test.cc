@@ -375,6 +375,7 @@ runner:
   test_data_dir: "data/test"
   days: "{20191225..20191226}"
   pass_per_day: 2
+  checkpoint_per_pass: 1
   data_donefile: data.done
   data_sleep_second: 1
   train_batch_size: 128
@@ -426,9 +427,11 @@ runner:
       CHECK(EpochExamples(dir + "/trainer1.json", file / 2 + 1) == lines);
     }
   }
-  // The saves: a delta per pass, the day's checkpoint and base.
+  // The saves: a delta per pass, a checkpoint after each pass but the day's last (whose
+  // end makes one), the day's checkpoint and base.
   for (const auto& day : days) {
-    for (const char* save : {"delta-1", "delta-2", "checkpoint", "base"}) {
+    CHECK_FALSE(std::filesystem::exists(dir + "/model/" + day + "/checkpoint-2"));
+    for (const char* save : {"delta-1", "checkpoint-1", "delta-2", "checkpoint", "base"}) {
       INFO(day << "/" << save);
       CHECK(std::filesystem::exists(dir + "/model/" + day + "/" + save + "/CURRENT"));
     }
@@ -453,6 +456,42 @@ runner:
   INFO(testing::ReadFile(dir + "/infer.log"));
   REQUIRE(rc == 0);
   CHECK(TestAuc(dir + "/infer.json") == Approx(TestAuc(dir + "/trainer0.json")).margin(1e-12));
+
+  // Resumed from day 20191226's checkpoint after pass 1: the pserver loads it, the trainers
+  // train pass 2 alone and keep the loaded dense parameters.
+  std::string resume = testing::ReadFile(dir + "/job.yaml");
+  const std::string days_line = "  days: \"{20191225..20191226}\"\n";
+  resume.replace(resume.find(days_line), days_line.size(),
+                 "  start_day: '20191226'\n  end_day: '20191226'\n  start_pass: 2\n");
+  const std::string save_line = "model_save_path: \"model\"";
+  resume.replace(resume.find(save_line), save_line.size(), "model_save_path: \"model2\"");
+  testing::WriteFile(dir + "/resume.yaml", resume);
+  ChildProcess loaded;
+  REQUIRE(loaded.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/resume.yaml", "--load",
+                        dir + "/model/20191226/checkpoint-1"},
+                       {{"TRAINING_ROLE", "PSERVER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                        {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(port)}},
+                       dir + "/pserver-resumed.log"));
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/resume.yaml",
+                               "--report", dir + "/resumed" + std::to_string(i) + ".json"},
+                              {{"TRAINING_ROLE", "TRAINER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                               {"PADDLE_TRAINERS_NUM", "2"}, {"PADDLE_TRAINER_ID", std::to_string(i)}},
+                              dir + "/resumed" + std::to_string(i) + ".log"));
+  }
+  for (int i = 0; i < 2; ++i) {
+    const int resumed_rc = trainers[i].Wait(std::chrono::seconds(120));
+    INFO("resumed trainer " << i << " log:\n" << testing::ReadFile(dir + "/resumed" + std::to_string(i) + ".log"));
+    REQUIRE(resumed_rc == 0);
+  }
+  CHECK(loaded.Wait(std::chrono::seconds(30)) == 0);
+  CHECK_THAT(testing::ReadFile(dir + "/resumed0.log"), Catch::Contains("dense table already holds parameters"));
+  const std::string resumed = testing::ReadFile(dir + "/resumed0.json");
+  CHECK_THAT(resumed, Catch::Contains("\"day\": \"20191226\", \"pass\": 2"));
+  CHECK_THAT(resumed, !Catch::Contains("\"pass\": 1"));
+  CHECK(std::filesystem::exists(dir + "/model2/20191226/delta-2/CURRENT"));
+  CHECK(std::filesystem::exists(dir + "/model2/20191226/base/CURRENT"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/model2/20191226/delta-1"));
 }
 
 // A pserver stopped with SIGSTOP keeps its connections open and never answers: the trainer
