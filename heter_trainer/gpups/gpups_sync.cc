@@ -145,9 +145,21 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
     ASSIGN_OR_RETURN(auto lane, sync->devices_[w % devices]->NewLane());
     sync->steppers_.push_back(std::make_unique<LaneStepper>(std::move(lane)));
   }
-  // Every process draws; rank 0's broadcast makes them all its own.
+  // Every process draws; rank 0's broadcast makes them all its own. Rank 0 starts from the
+  // pservers' dense table instead when it holds parameters (loaded from a checkpoint).
   std::vector<std::vector<float>> drawn(workers, std::vector<float>(sync->net_.num_params()));
   sync->net_.InitParams(drawn[0], o.model.init_seed + o.trainer_id);
+  if (o.trainer_id == 0) {
+    auto kept = client.InitDenseParam(o.dense_table.id, drawn[0]);
+    if (!kept.ok()) return kept.status().WithContext("GPU-PS: the initial dense parameters");
+    if (*kept > 0) {
+      RETURN_IF_ERROR(client.PullDense(o.dense_table.id, drawn[0]).get().WithContext("GPU-PS: the loaded dense "
+                                                                                        "parameters"));
+      spdlog::info("trainer 0: GPU-PS: the dense replica starts from the pservers' dense table ({} of its {} floats "
+                   "held parameters: loaded from a checkpoint, or set by an earlier trainer 0)",
+                   *kept, drawn[0].size());
+    }
+  }
   for (uint32_t w = 1; w < workers; ++w) drawn[w] = drawn[0];
   RETURN_IF_ERROR(OnEveryWorker(workers, [&](uint32_t w) {
     return sync->comms_[w]->Broadcast(drawn[w], 0).WithContext("broadcasting the initial parameters from rank 0");

@@ -814,6 +814,28 @@ TEST_CASE("A stop request before an epoch's begin_pass: the Trainer's epoch ends
   CHECK(cluster.Rows(job.sparse_table.id).empty());
 }
 
+TEST_CASE("The dense replica starts from the pservers' dense table when it holds parameters (a loaded model)") {
+  const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
+  Cluster cluster(job);
+  std::vector<float> loaded(job.dense_table.dim);
+  for (size_t i = 0; i < loaded.size(); ++i) loaded[i] = 0.001f * static_cast<float>(i % 97) - 0.03f;
+  REQUIRE(cluster.Client()->PushDenseParam(job.dense_table.id, loaded).get().ok());  // as a --load leaves it
+  auto trainers = MakeTrainers(cluster, job, 1, 2);
+  for (uint32_t w = 0; w < 2; ++w) {
+    std::vector<float> replica;
+    REQUIRE(trainers[0]->sync->DenseParams(w, &replica).ok());
+    CHECK(replica == loaded);
+  }
+  // On fresh pservers trainer 0's draw is set there and is the replica.
+  Cluster fresh(job);
+  auto drawn = MakeTrainers(fresh, job, 1, 1);
+  std::vector<float> replica, table(job.dense_table.dim);
+  REQUIRE(drawn[0]->sync->DenseParams(0, &replica).ok());
+  REQUIRE(drawn[0]->client->PullDense(job.dense_table.id, table).get().ok());
+  CHECK(replica == table);
+  CHECK(replica != loaded);
+}
+
 TEST_CASE("A failed worker's Abort ends the other workers' wait in the dense allreduce at once") {
   config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
   job.collective.timeout_ms = 60000;  // without Abort, worker 0 would wait this long
