@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 namespace fleetps::trainer {
 
 StatusOr<std::unique_ptr<CollectiveSync>> CollectiveSync::Create(const config::TrainerOptions& o, PsClient& client,
@@ -63,6 +65,19 @@ Status CollectiveSync::SetInitialParams(std::vector<float> params) {
   if (params.size() != o_.dense_table.dim) {
     return Status::InvalidArgument("initial dense parameters have " + std::to_string(params.size()) +
                                    " floats, the dense table " + std::to_string(o_.dense_table.dim));
+  }
+  // The hybrid's rank 0 starts from the pservers' dense table when it holds parameters (a
+  // model loaded from a checkpoint) and sets its draw there otherwise; the broadcast makes
+  // its choice every rank's.
+  if (!o_.local() && comm_.rank() == 0) {
+    auto kept = client_.InitDenseParam(o_.dense_table.id, params);
+    if (!kept.ok()) return kept.status().WithContext("the initial dense parameters");
+    if (*kept > 0) {
+      RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, params).get().WithContext("the loaded dense parameters"));
+      spdlog::info("rank 0: the dense replicas start from the pservers' dense table ({} of its {} floats held "
+                   "parameters: loaded from a checkpoint, or set by an earlier rank 0)",
+                   *kept, params.size());
+    }
   }
   RETURN_IF_ERROR(comm_.Broadcast(params, 0).WithContext("broadcasting the initial parameters from rank 0"));
   params_ = std::move(params);

@@ -229,5 +229,25 @@ TEST_CASE("Ranks drawing different initial parameters all start from rank 0's") 
   for (const auto& p : replicas) CHECK(p == rank0);
 }
 
+TEST_CASE("The hybrid's ranks start from the pservers' dense table when it holds a loaded model") {
+  CollectiveJob job;
+  job.options.pservers = {{"127.0.0.1", 1}};  // a hybrid job (its client is the in-process pserver)
+  std::vector<float> loaded(job.net.num_params());
+  for (size_t i = 0; i < loaded.size(); ++i) loaded[i] = 0.01f * static_cast<float>(i) - 0.2f;
+  REQUIRE(job.client().PushDenseParam(1, loaded).get().ok());  // as pserver --load leaves it
+  std::vector<std::vector<float>> replicas(2);
+  OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks&) { replicas[r] = sync.params(); });
+  for (const auto& p : replicas) CHECK(p == loaded);
+  // On a table that holds none, rank 0's draw is set there and is every replica.
+  CollectiveJob fresh;
+  fresh.options.pservers = {{"127.0.0.1", 1}};
+  OnRanks(fresh, 2, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks&) { replicas[r] = sync.params(); });
+  std::vector<float> rank0(fresh.net.num_params()), table(fresh.net.num_params());
+  fresh.net.InitParams(rank0, 7);
+  REQUIRE(fresh.client().PullDense(1, table).get().ok());
+  for (const auto& p : replicas) CHECK(p == rank0);
+  CHECK(table == rank0);
+}
+
 }  // namespace
 }  // namespace fleetps::trainer
