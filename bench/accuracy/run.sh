@@ -6,8 +6,8 @@
 # device is HETER_DEVICE_TYPE's), gpubox (GPU-PS passes: 2 pservers + 1 heter-trainer node
 # x 2 devices, scripts/run_gpubox.sh; the host twin unless HETER_DEVICE_TYPE=gpu) and
 # gpubox-2nodes (the same with 2 nodes x 2 devices; gpubox-2nodes-average with
-# fleetps.gpups.merge: average), next to the generator's Bayes-optimal AUC. Prints a markdown
-# table.
+# fleetps.gpups.merge: average), next to the generator's Bayes-optimal AUC. Every mode reads
+# with the config's runner.reader_type. Prints a markdown table.
 #   bench/accuracy/run.sh [rows (default 500000)] [modes (default "local async sync geo")] [epochs]
 #   GPUPS_PASSES=N bench/accuracy/run.sh ...   the gpubox modes with an InMemoryDataset and
 #                                             fleetps.gpups.passes_per_epoch: N
@@ -40,7 +40,12 @@ for mode in $MODES; do
     if [ "$mode" != gpubox ]; then nodes=2; fi
     if [ "$mode" = gpubox-2nodes-average ]; then merge=average; fi
     gpubox_config="$CONFIG"
+    # The config's reader, as the other modes read: run_gpubox.sh's own default is
+    # InMemoryDataset, whose reshuffle before each epoch changes the test AUC from the second
+    # epoch on (docs/BENCHMARKS.md, "The reader's order at two epochs").
+    reader=$(awk '/^  reader_type:/ {gsub(/"/, "", $2); print $2}' "$CONFIG")
     if [ -n "${GPUPS_PASSES:-}" ]; then
+      reader=InMemoryDataset
       gpubox_config="$OUT/gpubox_passes.yaml"
       sed -e 's/reader_type: QueueDataset/reader_type: InMemoryDataset/' \
         -e "s/passes_per_epoch: 1/passes_per_epoch: $GPUPS_PASSES/" "$CONFIG" >"$gpubox_config"
@@ -49,7 +54,7 @@ for mode in $MODES; do
     if FLEETPS_CONFIG="$gpubox_config" FLEETPS_EPOCHS="$EPOCHS" FLEETPS_TRAIN_DATA="$DATA/train" FLEETPS_TEST_DATA="$DATA/test" \
         FLEETPS_OUT="$OUT/$mode" FLEETPS_BASE_PORT=18900 FLEETPS_PSERVERS=2 FLEETPS_TRAINERS=$nodes FLEETPS_GPUPS_MERGE=$merge \
         HETER_DEVICE_TYPE="${HETER_DEVICE_TYPE:-cpu}" FLAGS_selected_gpus="${FLAGS_selected_gpus:-0,1}" \
-        scripts/run_gpubox.sh >"$OUT/$mode.log" 2>&1; then
+        FLEETPS_READER_TYPE="${reader:-QueueDataset}" scripts/run_gpubox.sh >"$OUT/$mode.log" 2>&1; then
       cp "$OUT/$mode/trainer0.json" "$OUT/$mode.json"
     else
       echo "{\"failed\": true}" >"$OUT/$mode.json"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -42,6 +43,19 @@ std::string_view CollectiveBackendName(CollectiveBackend backend) {
     case CollectiveBackend::kNccl: return "nccl";
   }
   return "?";
+}
+
+float DataParallelLearningRate(const DataParallelOptions& c, const OptimizerOptions& dense, uint64_t step,
+                               uint32_t world) {
+  LrScaling scaling = c.lr_scaling;
+  if (scaling == LrScaling::kAuto) scaling = dense.kind == OptimizerKind::kSgd ? LrScaling::kLinear : LrScaling::kSqrt;
+  float lr = dense.learning_rate;
+  if (scaling == LrScaling::kLinear) lr *= static_cast<float>(world);
+  if (scaling == LrScaling::kSqrt) lr *= std::sqrt(static_cast<float>(world));
+  if (c.warmup_steps > 0 && step < c.warmup_steps) {
+    lr *= static_cast<float>(step + 1) / static_cast<float>(c.warmup_steps);
+  }
+  return lr;
 }
 
 bool ParseCollectiveBackend(std::string_view name, CollectiveBackend* backend) {
@@ -410,7 +424,10 @@ Status ParseCollective(const YAML::Node& node, const YamlContext& ctx, DataParal
   }
   RETURN_IF_ERROR(ReadUint32(node, "fuse_grad_size_in_MB", ctx, &c->fuse_grad_size_mb));
   RETURN_IF_ERROR(
-      ReadChoice(node, "lr_scaling", ctx, {{"linear", LrScaling::kLinear}, {"none", LrScaling::kNone}}, &c->lr_scaling));
+      ReadChoice(node, "lr_scaling", ctx,
+                 {{"auto", LrScaling::kAuto}, {"linear", LrScaling::kLinear}, {"sqrt", LrScaling::kSqrt},
+                  {"none", LrScaling::kNone}},
+                 &c->lr_scaling));
   RETURN_IF_ERROR(ReadUint32(node, "warmup_steps", ctx, &c->warmup_steps));
   RETURN_IF_ERROR(ReadBool(node, "overlap", ctx, &c->overlap));
   RETURN_IF_ERROR(ReadBool(node, "drop_last", ctx, &c->drop_last));

@@ -90,6 +90,9 @@ struct HeterOptions {
 enum class LrScaling : uint8_t {
   kNone = 0,    // `none`: the configured rate as is
   kLinear = 1,  // `linear`: rate x world size (the global batch is per-rank batch x world size)
+  kSqrt = 2,    // `sqrt`: rate x sqrt(world size)
+  kAuto = 3,    // `auto`: linear for sgd, sqrt for the adaptive rules (adagrad, adam), whose
+                // step size does not grow with the gradient's scale
 };
 
 // Which library all-reduces among the ranks of a collective job.
@@ -112,7 +115,7 @@ struct DataParallelOptions {
   // rank one); -1 when it is unset.
   int gpu = -1;
   uint32_t fuse_grad_size_mb = 32;   // `fuse_grad_size_in_MB`: gradient bucket size, [1, 1024]
-  LrScaling lr_scaling = LrScaling::kLinear;  // `lr_scaling`: linear | none
+  LrScaling lr_scaling = LrScaling::kAuto;  // `lr_scaling`: auto | linear | sqrt | none
   uint32_t warmup_steps = 0;         // `warmup_steps`: linear warm-up of the dense rate over these steps
   bool overlap = true;               // `overlap`: start a bucket's allreduce during the backward pass
   // `drop_last`: true = every rank stops when the first runs out of data (the others'
@@ -121,6 +124,11 @@ struct DataParallelOptions {
   bool drop_last = false;
   uint32_t timeout_ms = 300000;      // `timeout_ms`: set-up and each collective operation
 };
+
+// The dense rate of data-parallel step `step` (0-based) among `world` ranks: `dense`'s rate
+// scaled as `c.lr_scaling` says, then warmed up over `c.warmup_steps`.
+float DataParallelLearningRate(const DataParallelOptions& c, const OptimizerOptions& dense, uint64_t step,
+                               uint32_t world);
 
 // GPU-PS pass mode (runner.sync_mode: gpubox, run by heter-trainer): the `fleetps.gpups` map
 // of the job YAML, FLAGS_selected_gpus and HETER_DEVICE_TYPE.

@@ -106,15 +106,6 @@ std::span<float> DenseReplica::GradsBuffer(uint32_t worker) {
   return std::span<float>(members_[worker].buffer).subspan(1);
 }
 
-float DenseReplica::LearningRate(uint64_t step, uint32_t world) const {
-  float lr = o_.dense_table.optimizer.learning_rate;
-  if (o_.collective.lr_scaling == config::LrScaling::kLinear) lr *= static_cast<float>(world);
-  if (o_.collective.warmup_steps > 0 && step < o_.collective.warmup_steps) {
-    lr *= static_cast<float>(step + 1) / static_cast<float>(o_.collective.warmup_steps);
-  }
-  return lr;
-}
-
 StatusOr<bool> DenseReplica::EndStep(uint32_t worker, bool) {
   RETURN_IF_ERROR(CheckWorker(worker));
   Member& m = members_[worker];
@@ -130,7 +121,7 @@ StatusOr<bool> DenseReplica::EndStep(uint32_t worker, bool) {
   // Every worker decided as this one (the same sum): each steps its own slice, its parts
   // beyond the first on the helpers meanwhile.
   // The rule is immutable with its rate: rebuilt only while the rate changes (warm-up).
-  const float lr = LearningRate(m.applied, m.comm->size());
+  const float lr = config::DataParallelLearningRate(o_.collective, o_.dense_table.optimizer, m.applied, m.comm->size());
   if (m.optimizer == nullptr || lr != m.optimizer->options().learning_rate) {
     OptimizerOptions rule = o_.dense_table.optimizer;
     rule.learning_rate = lr;

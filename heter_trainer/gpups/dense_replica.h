@@ -94,7 +94,6 @@ class DenseReplica {
   DenseReplica(const config::TrainerOptions& options, std::vector<float> params);
   Status CheckWorker(uint32_t worker) const;  // InvalidArgument for a worker it does not have
   // The dense rate of step `step` (scaling, warm-up), as CollectiveSync's.
-  float LearningRate(uint64_t step, uint32_t world) const;
 
   const config::TrainerOptions& o_;
   std::vector<float> params_;

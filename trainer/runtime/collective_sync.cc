@@ -153,15 +153,6 @@ Status CollectiveSync::Push(uint32_t worker, const StepGrads& g) {
   return Status::OK();
 }
 
-float CollectiveSync::LearningRate() const {
-  float lr = o_.dense_table.optimizer.learning_rate;
-  if (o_.collective.lr_scaling == config::LrScaling::kLinear) lr *= static_cast<float>(comm_.size());
-  if (o_.collective.warmup_steps > 0 && steps_ < o_.collective.warmup_steps) {
-    lr *= static_cast<float>(steps_ + 1) / static_cast<float>(o_.collective.warmup_steps);
-  }
-  return lr;
-}
-
 StatusOr<bool> CollectiveSync::EndStep(uint32_t, bool out_of_data) {
   // Every rank joins every step's allreduce with the same buckets: a rank without data
   // adds zeros and a 0 in the first slot, which counts the ranks that had data.
@@ -190,7 +181,7 @@ StatusOr<bool> CollectiveSync::EndStep(uint32_t, bool out_of_data) {
   float* grads = buffer_.data() + 1;
   for (size_t i = 0; i < n; ++i) grads[i] *= scale;
   // The rule is immutable with its rate: rebuilt only while the rate changes (warm-up).
-  const float lr = LearningRate();
+  const float lr = config::DataParallelLearningRate(o_.collective, o_.dense_table.optimizer, steps_, comm_.size());
   if (optimizer_ == nullptr || lr != optimizer_->options().learning_rate) {
     OptimizerOptions opt_options = o_.dense_table.optimizer;
     opt_options.learning_rate = lr;

@@ -78,7 +78,6 @@ class CollectiveSync : public ParamSync {
   CollectiveSync(const config::TrainerOptions& options, PsClient& client, collective::Communicator& comm,
                  std::unique_ptr<ParamSync> sparse);
   // The dense rate of step steps_ (scaling, warm-up).
-  float LearningRate() const;
   // Marks buffer_[begin, end) filled and hands every bucket now complete to the
   // communication thread, highest bucket first.
   void Filled(size_t begin, size_t end);

@@ -263,6 +263,48 @@ TEST_CASE("Online days: Paddle's shell spelling, expanded as bash does") {
   CHECK_THAT(ValidateTrainerOptions(*epochs).message(), Catch::Contains("leave out runner.epochs"));
 }
 
+TEST_CASE("Dense rate scaling: auto is linear for SGD and square-root for the adaptive rules") {
+  auto parsed = ParseTrainerYaml("runner: {}\nhyper_parameters: {}\n", "job.yaml");
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->collective.lr_scaling == LrScaling::kAuto);  // the default
+  for (const auto& [name, want] : {std::pair<const char*, LrScaling>{"auto", LrScaling::kAuto},
+                                   {"linear", LrScaling::kLinear},
+                                   {"sqrt", LrScaling::kSqrt},
+                                   {"none", LrScaling::kNone}}) {
+    auto o = ParseTrainerYaml(std::string("runner: {}\nhyper_parameters: {}\nfleetps:\n  collective: {lr_scaling: ") +
+                                  name + "}\n",
+                              "job.yaml");
+    REQUIRE(o.ok());
+    CHECK(o->collective.lr_scaling == want);
+  }
+  CHECK_THAT(ParseError("runner: {}\nhyper_parameters: {}\nfleetps:\n  collective: {lr_scaling: cubic}\n"),
+             Catch::Contains("cubic") && Catch::Contains("sqrt"));
+
+  DataParallelOptions c;
+  OptimizerOptions sgd, adam, adagrad;
+  sgd.kind = OptimizerKind::kSgd;
+  adam.kind = OptimizerKind::kAdam;
+  adagrad.kind = OptimizerKind::kAdagrad;
+  sgd.learning_rate = adam.learning_rate = adagrad.learning_rate = 0.01f;
+  CHECK(DataParallelLearningRate(c, sgd, 0, 16) == Approx(0.16f));   // auto: 0.01 x 16
+  CHECK(DataParallelLearningRate(c, adam, 0, 16) == Approx(0.04f));  // auto: 0.01 x 4
+  CHECK(DataParallelLearningRate(c, adagrad, 0, 9) == Approx(0.03f));
+  c.lr_scaling = LrScaling::kLinear;
+  CHECK(DataParallelLearningRate(c, adam, 0, 16) == Approx(0.16f));
+  c.lr_scaling = LrScaling::kSqrt;
+  CHECK(DataParallelLearningRate(c, sgd, 0, 25) == Approx(0.05f));
+  c.lr_scaling = LrScaling::kNone;
+  CHECK(DataParallelLearningRate(c, sgd, 0, 25) == Approx(0.01f));
+  // Warm-up after the scaling: steps 0 and 2 of 4 at a quarter and three quarters, then whole.
+  c.lr_scaling = LrScaling::kAuto;
+  c.warmup_steps = 4;
+  CHECK(DataParallelLearningRate(c, adam, 0, 4) == Approx(0.005f));
+  CHECK(DataParallelLearningRate(c, adam, 2, 4) == Approx(0.015f));
+  CHECK(DataParallelLearningRate(c, adam, 4, 4) == Approx(0.02f));
+  CHECK(DataParallelLearningRate(c, adam, 1000, 1) == Approx(0.01f));
+}
+
 TEST_CASE("The configs in configs/ load") {
   for (const std::string name : {"ctr_dnn.yaml", "ctr_dnn_criteo.yaml", "mlp.yaml"}) {
     INFO(name);

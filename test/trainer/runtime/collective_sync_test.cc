@@ -220,6 +220,25 @@ TEST_CASE("Linear learning-rate scaling and warm-up give the hand-computed SGD s
   CHECK(replicas[0] == replicas[1]);
 }
 
+TEST_CASE("Square-root learning-rate scaling gives the hand-computed SGD steps") {
+  CollectiveJob job(config::LrScaling::kSqrt);
+  std::vector<std::vector<float>> replicas(4);
+  std::vector<float> start;
+  OnRanks(job, 4, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks& check) {
+    if (r == 0) start = sync.params();
+    std::vector<float> g(job.net.num_params(), static_cast<float>(r));  // 0, 1, 2, 3: mean 1.5
+    for (int s = 0; s < 2; ++s) {
+      const Status pushed = sync.Push(0, StepGrads{{}, {}, {}, {}, g});
+      check(pushed.ok(), "Push: " + pushed.ToString());
+      check(!EndStep(sync, false, check), "step " + std::to_string(s) + " ended the epoch");
+    }
+    replicas[r] = sync.params();
+  });
+  // lr = 0.1 x sqrt(4) = 0.2; each step w -= 0.2 x 1.5.
+  for (size_t i = 0; i < start.size(); ++i) CHECK(replicas[0][i] == Approx(start[i] - 2 * 0.3f).margin(1e-5));
+  for (const auto& replica : replicas) CHECK(replica == replicas[0]);
+}
+
 TEST_CASE("Ranks drawing different initial parameters all start from rank 0's") {
   CollectiveJob job;
   std::vector<std::vector<float>> replicas(3);
