@@ -150,15 +150,9 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
   std::vector<std::vector<float>> drawn(workers, std::vector<float>(sync->net_.num_params()));
   sync->net_.InitParams(drawn[0], o.model.init_seed + o.trainer_id);
   if (o.trainer_id == 0) {
-    auto kept = client.InitDenseParam(o.dense_table.id, drawn[0]);
-    if (!kept.ok()) return kept.status().WithContext("GPU-PS: the initial dense parameters");
-    if (*kept > 0) {
-      RETURN_IF_ERROR(client.PullDense(o.dense_table.id, drawn[0]).get().WithContext("GPU-PS: the loaded dense "
-                                                                                        "parameters"));
-      spdlog::info("trainer 0: GPU-PS: the dense replica starts from the pservers' dense table ({} of its {} floats "
-                   "held parameters: loaded from a checkpoint, or set by an earlier trainer 0)",
-                   *kept, drawn[0].size());
-    }
+    RETURN_IF_ERROR(InitDenseParams(client, o.dense_table.id, "trainer 0", true, &drawn[0])
+                        .status()
+                        .WithContext("GPU-PS"));
   }
   for (uint32_t w = 1; w < workers; ++w) drawn[w] = drawn[0];
   RETURN_IF_ERROR(OnEveryWorker(workers, [&](uint32_t w) {

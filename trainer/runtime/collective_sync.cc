@@ -70,14 +70,7 @@ Status CollectiveSync::SetInitialParams(std::vector<float> params) {
   // model loaded from a checkpoint) and sets its draw there otherwise; the broadcast makes
   // its choice every rank's.
   if (!o_.local() && comm_.rank() == 0) {
-    auto kept = client_.InitDenseParam(o_.dense_table.id, params);
-    if (!kept.ok()) return kept.status().WithContext("the initial dense parameters");
-    if (*kept > 0) {
-      RETURN_IF_ERROR(client_.PullDense(o_.dense_table.id, params).get().WithContext("the loaded dense parameters"));
-      spdlog::info("rank 0: the dense replicas start from the pservers' dense table ({} of its {} floats held "
-                   "parameters: loaded from a checkpoint, or set by an earlier rank 0)",
-                   *kept, params.size());
-    }
+    RETURN_IF_ERROR(InitDenseParams(client_, o_.dense_table.id, "rank 0", true, &params).status());
   }
   RETURN_IF_ERROR(comm_.Broadcast(params, 0).WithContext("broadcasting the initial parameters from rank 0"));
   params_ = std::move(params);

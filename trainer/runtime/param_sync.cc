@@ -556,6 +556,27 @@ std::unique_ptr<ParamSync> MakeSparseAsyncSync(const TrainerOptions& options, Ps
   return std::unique_ptr<ParamSync>(new AsyncSync(options, client, AsyncParts::kSparseOnly));
 }
 
+StatusOr<uint64_t> InitDenseParams(PsClient& client, uint32_t table_id, std::string_view who, bool adopt,
+                                   std::vector<float>* params) {
+  auto kept = client.InitDenseParam(table_id, *params);
+  if (!kept.ok()) return kept.status().WithContext("the initial dense parameters");
+  if (*kept == 0) return kept;
+  if (*kept < params->size()) {
+    spdlog::warn("{}: {} of the dense table's {} floats kept the pservers' parameters, the others were initialized: "
+                 "the pservers were not all loaded from the same checkpoint",
+                 who, *kept, params->size());
+  } else {
+    spdlog::info("{}: the pservers' dense table already holds parameters (loaded from a checkpoint, or set by an "
+                 "earlier {}): kept, not initialized",
+                 who, who);
+  }
+  if (adopt) {
+    RETURN_IF_ERROR(client.PullDense(table_id, *params).get().WithContext("the pservers' dense parameters"));
+    spdlog::info("{}: the dense replicas start from the pservers' dense table", who);
+  }
+  return kept;
+}
+
 std::string DenseChecksum(std::span<const float> params) {
   uint64_t h = 1469598103934665603ull;
   const auto* bytes = reinterpret_cast<const uint8_t*>(params.data());

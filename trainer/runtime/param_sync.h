@@ -132,6 +132,15 @@ std::unique_ptr<ParamSync> MakeHeterDenseSync(const config::TrainerOptions& opti
 // collective hybrid).
 std::unique_ptr<ParamSync> MakeSparseAsyncSync(const config::TrainerOptions& options, PsClient& client);
 
+// A job's initial dense parameters, by the one trainer (or rank) that sets them: `*params`
+// (freshly drawn) goes to the pservers only where they hold none yet (PsClient::
+// InitDenseParam). When they kept parameters (a model loaded from a checkpoint, or set by an
+// earlier run of that trainer) it logs so, as `who`, warns when only some servers kept
+// theirs, and with `adopt` pulls the whole table into *params, so that replicas start from
+// it. Returns the floats kept.
+StatusOr<uint64_t> InitDenseParams(PsClient& client, uint32_t table_id, std::string_view who, bool adopt,
+                                   std::vector<float>* params);
+
 // FNV-1a 64 of the parameters' bytes, in hex: replicas that agree bitwise have equal ones.
 std::string DenseChecksum(std::span<const float> params);
 

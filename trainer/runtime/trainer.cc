@@ -412,17 +412,7 @@ Status Trainer::Start() {
     // warm start, a resumed job) and a job a restarted trainer 0 rejoins keep theirs.
     std::vector<float> params(impl.net.num_params());
     impl.net.InitParams(params, options_.model.init_seed);
-    auto pushed = client_.InitDenseParam(options_.dense_table.id, params);
-    if (!pushed.ok()) return pushed.status().WithContext("initial dense push");
-    const uint64_t kept = *pushed;
-    if (kept == params.size()) {
-      spdlog::info("trainer 0: the pservers' dense table already holds parameters (loaded from a checkpoint, or "
-                   "set by an earlier trainer 0): kept, not initialized");
-    } else if (kept > 0) {
-      spdlog::warn("trainer 0: {} of the dense table's {} floats kept the pservers' parameters, the others were "
-                   "initialized: the pservers were not all loaded from the same checkpoint",
-                   kept, params.size());
-    }
+    RETURN_IF_ERROR(InitDenseParams(client_, options_.dense_table.id, "trainer 0", false, &params).status());
   }
   return StartBarrier();
 }
