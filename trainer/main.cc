@@ -254,8 +254,11 @@ int main(int argc, char** argv) {
   };
   flags.on_started = started;
   if (mode != "train") started();
-  const Status st = mode == "train" ? trainer::RunTrainJob(*options, **client, flags, heter.get(), comm.get())
-                                    : trainer::RunInferJob(*options, **client, flags);
+  const Status st = [&]() -> Status {
+    if (mode != "train") return trainer::RunInferJob(*options, **client, flags);
+    ASSIGN_OR_RETURN(flags.online_start, trainer::ResumeOnline(*options, **client, flags));
+    return trainer::RunTrainJob(*options, **client, flags, heter.get(), comm.get());
+  }();
   notifier.Stopping(st.ok() ? "job finished" : "job failed: " + st.message()).IgnoreError();
   if (heter_heartbeat) heter_heartbeat->Finish(st);
   if (heartbeat) heartbeat->Finish(st);

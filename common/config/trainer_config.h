@@ -186,8 +186,7 @@ struct OnlineOptions {
   uint32_t data_sleep_second = 30;  // >= 1
   // `checkpoint_per_pass` (PaddleRec's key): also a checkpoint (mode 0) into
   // MODEL/DAY/checkpoint-PASS after every N-th pass of a day but its last; 0: none. A job
-  // that failed mid-day resumes from one: pservers `--load` it, trainers `start_day` that
-  // day and `start_pass` the pass after it.
+  // started again resumes after the newest one (trainer/runtime/online_resume.h).
   uint32_t checkpoint_per_pass = 0;
   uint32_t start_pass = 1;  // `start_pass`: the first day's first pass, in [1, pass_per_day]
 

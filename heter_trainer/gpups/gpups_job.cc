@@ -64,9 +64,14 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
   heartbeat.emplace(*client, o.trainer_id, o.trainers_num, rpc.heartbeat_interval, flags.stop);
   Status st;
   {
-    auto sync = GpuPsSync::Create(job, *client, std::move(table), std::move(comms));
+    // An online job's restart loads its last checkpoint before the dense replica is made.
+    trainer::JobFlags job_flags = flags;
+    auto start = trainer::ResumeOnline(job, *client, flags);
+    if (start.ok()) job_flags.online_start = *start;
+    auto sync = start.ok() ? GpuPsSync::Create(job, *client, std::move(table), std::move(comms))
+                           : StatusOr<std::unique_ptr<GpuPsSync>>(start.status());
     if (sync.ok() && flags.metrics != nullptr) (*sync)->SetMetrics(*flags.metrics);
-    st = sync.ok() ? trainer::RunTrainJob(job, *client, flags, std::move(sync).value()) : sync.status();
+    st = sync.ok() ? trainer::RunTrainJob(job, *client, job_flags, std::move(sync).value()) : sync.status();
   }
   heartbeat->Finish(st);
   RETURN_IF_ERROR(st);

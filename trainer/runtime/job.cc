@@ -245,9 +245,23 @@ Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobF
                  "same data ({})",
                  o.trainer_id, fmt::join(o.data.train_paths, ", "));
   }
+  const OnlinePosition start = flags.online_start.value_or(OnlinePosition{0, o.online.start_pass});
+  if (start.day_index >= o.online.days.size()) {
+    spdlog::info("trainer {}: every pass of days {} is trained already ({}/{}): nothing to train", o.trainer_id,
+                 fmt::join(o.online.days, " "), o.model_save_path, kOnlineDonefile);
+  }
+  // Trainer 0 records each committed checkpoint for a later run to resume from.
+  const auto record = [&](const std::string& day, int64_t pass, const std::string& dir) -> Status {
+    if (o.trainer_id != 0) return Status::OK();
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    return RecordOnlineSave(o.model_save_path, {day, pass, dir}, now.count())
+        .WithContext("recording the checkpoint for a restart");
+  };
   uint32_t index = 0;
-  for (const std::string& day : o.online.days) {
-    const uint32_t first = &day == &o.online.days.front() ? o.online.start_pass : 1;
+  for (size_t d = start.day_index; d < o.online.days.size(); ++d) {
+    const std::string& day = o.online.days[d];
+    const uint32_t first = d == start.day_index ? start.pass : 1;
     for (uint32_t pass = first; pass <= o.online.pass_per_day; ++pass) {
       ++index;
       const std::string where = fmt::format("day {} pass {}", day, pass);
@@ -275,10 +289,10 @@ Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobF
                                     kSaveDelta, where + "'s delta", fmt::format("day-{}-pass-{}-saved", day, pass)));
         const uint32_t every = o.online.checkpoint_per_pass;
         if (every > 0 && pass % every == 0 && pass < o.online.pass_per_day) {  // the day's end makes its own
-          RETURN_IF_ERROR(SaveModelTo(o, client, trainer,
-                                      fmt::format("{}/{}/checkpoint-{}", o.model_save_path, day, pass),
-                                      kSaveCheckpoint, where + "'s checkpoint",
+          const std::string dir = fmt::format("{}/{}/checkpoint-{}", o.model_save_path, day, pass);
+          RETURN_IF_ERROR(SaveModelTo(o, client, trainer, dir, kSaveCheckpoint, where + "'s checkpoint",
                                       fmt::format("day-{}-pass-{}-checkpoint-saved", day, pass)));
+          RETURN_IF_ERROR(record(day, pass, dir));
         }
       }
     }
@@ -293,9 +307,52 @@ Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobF
                                 "day-" + day + "-checkpoint-saved"));
     RETURN_IF_ERROR(SaveModelTo(o, client, trainer, dir + "/base", kSaveBase, "day " + day + "'s base",
                                 "day-" + day + "-base-saved"));
+    // The day is complete once its base is there too.
+    RETURN_IF_ERROR(record(day, -1, dir + "/checkpoint"));
   }
   return Status::OK();
 }
+
+}  // namespace
+
+StatusOr<OnlinePosition> ResumeOnline(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags) {
+  const OnlinePosition configured{0, o.online.start_pass};
+  if (!o.online.enabled() || o.model_save_path.empty()) return configured;
+  std::vector<double> choice(2, 0.0);
+  if (o.trainer_id == 0) {
+    ASSIGN_OR_RETURN(auto last, ReadLastOnlineSave(o.model_save_path));
+    const OnlinePosition start = OnlineStartAfter(o.online, last);
+    if (last) {
+      const std::string what = fmt::format("{}/{}: day {} {}", o.model_save_path, kOnlineDonefile, last->day,
+                                           last->pass < 0 ? std::string("(complete)") : fmt::format("pass {}", last->pass));
+      StatusOr<LoadResult> loaded = [&] {
+        ProgressReporter progress;
+        ProgressTicker ticker(progress, "trainer 0: resuming the online job from " + last->path);
+        return client.Load(last->path);
+      }();
+      if (!loaded.ok()) {
+        return loaded.status().WithContext("resuming the online job from " + what + " (" + last->path +
+                                           "; remove the donefile to train from the first day)");
+      }
+      spdlog::info("trainer 0: resumed the online job from its last checkpoint, {} ({}: {} sparse rows); training "
+                   "from {}",
+                   what, last->path, loaded->rows,
+                   start.day_index < o.online.days.size()
+                       ? fmt::format("day {} pass {}", o.online.days[start.day_index], start.pass)
+                       : std::string("nowhere: every configured pass is trained"));
+    }
+    choice = {static_cast<double>(start.day_index), static_cast<double>(start.pass)};
+  }
+  if (o.trainers_num > 1) {
+    ASSIGN_OR_RETURN(auto agreed, client.Barrier("online-resume", o.trainer_id, o.trainers_num,
+                                                 std::chrono::milliseconds(o.barrier_timeout_ms), choice, false,
+                                                 flags.stop));
+    choice = agreed.sum;  // trainer 0's: the others added zeros
+  }
+  return OnlinePosition{static_cast<size_t>(choice[0]), static_cast<uint32_t>(choice[1])};
+}
+
+namespace {
 
 // The job's training and test passes; `epochs` gets each epoch trained, one cut short by a
 // stop request included.

@@ -16,6 +16,7 @@
 #include "trainer/client/heter_client.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
+#include "trainer/runtime/online_resume.h"
 #include "trainer/runtime/param_sync.h"
 
 namespace fleetps::metrics {
@@ -59,6 +60,8 @@ struct JobFlags {
   // Once requested, training ends early without losing a trained step (Trainer::SetStopRequest)
   // and the job returns Aborted naming the reason: no test pass, no save. Null: never.
   const StopRequest* stop = nullptr;
+  // Where an online job starts (ResumeOnline); nullopt: runner.start_pass of the first day.
+  std::optional<OnlinePosition> online_start;
 };
 
 // `path` with every "{trainer_id}" replaced by `trainer_id`: the trainers of a job started
@@ -74,6 +77,16 @@ StatusOr<std::optional<uint16_t>> TrainerMetricsPort(std::optional<uint16_t> fla
 // (200 while the process runs), on every interface of `port` (0: any free one). Errors
 // name the port.
 StatusOr<std::unique_ptr<net::HttpEndpoint>> ServeTrainerMetrics(metrics::Registry& registry, uint16_t port);
+
+// An online job (runner.days) with model_save_path starts after the newest checkpoint that
+// an earlier run of it recorded in model_save_path/donefile.txt (online_resume.h): trainer 0
+// loads that checkpoint into the pservers, and the job trains from the pass after it, or from
+// the configured start when that is later. Every trainer learns trainer 0's choice at the
+// barrier 'online-resume', so only trainer 0 reads the donefile. Call before anything sets or
+// reads the dense parameters (Trainer::Start, the replicas of GPU-PS and of the collective
+// hybrid), and pass the result in JobFlags::online_start. Returns the configured start for an
+// offline job, an online one without model_save_path, and a first run (no donefile).
+StatusOr<OnlinePosition> ResumeOnline(const config::TrainerOptions& options, PsClient& client, const JobFlags& flags);
 
 // `heter`: the heter-trainers of a heter-mode job, `comm`: the ranks of a collective job
 // (null otherwise).

@@ -492,6 +492,72 @@ runner:
   CHECK(std::filesystem::exists(dir + "/model2/20191226/delta-2/CURRENT"));
   CHECK(std::filesystem::exists(dir + "/model2/20191226/base/CURRENT"));
   CHECK_FALSE(std::filesystem::exists(dir + "/model2/20191226/delta-1"));
+
+  // The first job recorded each checkpoint in model/donefile.txt, as Paddle's fleet_util:
+  // DAY, KEY, PATH, PASS (-1: the day's end), 0.
+  const std::string donefile = dir + "/model/donefile.txt";
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(testing::ReadFile(donefile));
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  REQUIRE(lines.size() == 4);
+  const std::vector<std::pair<std::string, std::string>> recorded = {
+      {"20191225", "1"}, {"20191225", "-1"}, {"20191226", "1"}, {"20191226", "-1"}};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto& [day, pass] = recorded[i];
+    INFO(lines[i]);
+    CHECK_THAT(lines[i], Catch::StartsWith(day + "\t") &&
+                             Catch::EndsWith("\t" + dir + "/model/" + day + (pass == "-1" ? "/checkpoint" : "/checkpoint-1") +
+                                             "\t" + pass + "\t0"));
+  }
+  // A job that died after day 20191226's checkpoint-1, started again as it was, on a fresh
+  // pserver: trainer 0 loads that checkpoint and both train pass 2 alone, then the day's end.
+  testing::WriteFile(donefile, lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n");
+  const auto rerun = [&](const std::string& name) {
+    ChildProcess fresh;
+    REQUIRE(fresh.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"},
+                        {{"TRAINING_ROLE", "PSERVER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                         {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(port)}},
+                        dir + "/pserver-" + name + ".log"));
+    for (int i = 0; i < 2; ++i) {
+      REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml",
+                                 "--report", dir + "/" + name + std::to_string(i) + ".json"},
+                                {{"TRAINING_ROLE", "TRAINER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                                 {"PADDLE_TRAINERS_NUM", "2"}, {"PADDLE_TRAINER_ID", std::to_string(i)}},
+                                dir + "/" + name + std::to_string(i) + ".log"));
+    }
+    for (int i = 0; i < 2; ++i) {
+      const int rerun_rc = trainers[i].Wait(std::chrono::seconds(120));
+      INFO(name << " trainer " << i << " log:\n" << testing::ReadFile(dir + "/" + name + std::to_string(i) + ".log"));
+      REQUIRE(rerun_rc == 0);
+    }
+    CHECK(fresh.Wait(std::chrono::seconds(30)) == 0);
+  };
+  rerun("restarted");
+  const std::string restarted_log = testing::ReadFile(dir + "/restarted0.log");
+  CHECK_THAT(restarted_log, Catch::Contains("resumed the online job from its last checkpoint") &&
+                                Catch::Contains("training from day 20191226 pass 2") &&
+                                Catch::Contains("dense table already holds parameters"));
+  for (int i = 0; i < 2; ++i) {
+    const std::string restarted = testing::ReadFile(dir + "/restarted" + std::to_string(i) + ".json");
+    INFO(restarted);
+    CHECK_THAT(restarted, Catch::Contains("\"day\": \"20191226\", \"pass\": 2"));
+    CHECK_THAT(restarted, !Catch::Contains("\"pass\": 1") && !Catch::Contains("20191225"));
+  }
+  lines.clear();
+  {
+    std::istringstream in(testing::ReadFile(donefile));
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  REQUIRE(lines.size() == 4);
+  CHECK_THAT(lines[3], Catch::StartsWith("20191226\t") && Catch::EndsWith("/model/20191226/checkpoint\t-1\t0"));
+  // Started once more, the job finds every pass trained: it loads the last day's checkpoint,
+  // trains nothing and scores the test split with that model.
+  rerun("complete");
+  CHECK_THAT(testing::ReadFile(dir + "/complete0.log"), Catch::Contains("nothing to train"));
+  CHECK_THAT(testing::ReadFile(dir + "/complete0.json"), Catch::Contains("\"epochs\": []"));
+  CHECK(TestAuc(dir + "/complete0.json") == Approx(TestAuc(dir + "/restarted0.json")).margin(1e-12));
 }
 
 // A pserver stopped with SIGSTOP keeps its connections open and never answers: the trainer
