@@ -318,38 +318,44 @@ Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobF
 StatusOr<OnlinePosition> ResumeOnline(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags) {
   const OnlinePosition configured{0, o.online.start_pass};
   if (!o.online.enabled() || o.model_save_path.empty()) return configured;
+  std::optional<OnlineSave> last;
   std::vector<double> choice(2, 0.0);
   if (o.trainer_id == 0) {
-    ASSIGN_OR_RETURN(auto last, ReadLastOnlineSave(o.model_save_path));
+    ASSIGN_OR_RETURN(last, ReadLastOnlineSave(o.model_save_path));
     const OnlinePosition start = OnlineStartAfter(o.online, last);
-    if (last) {
-      const std::string what = fmt::format("{}/{}: day {} {}", o.model_save_path, kOnlineDonefile, last->day,
-                                           last->pass < 0 ? std::string("(complete)") : fmt::format("pass {}", last->pass));
-      StatusOr<LoadResult> loaded = [&] {
-        ProgressReporter progress;
-        ProgressTicker ticker(progress, "trainer 0: resuming the online job from " + last->path);
-        return client.Load(last->path);
-      }();
-      if (!loaded.ok()) {
-        return loaded.status().WithContext("resuming the online job from " + what + " (" + last->path +
-                                           "; remove the donefile to train from the first day)");
-      }
-      spdlog::info("trainer 0: resumed the online job from its last checkpoint, {} ({}: {} sparse rows); training "
-                   "from {}",
-                   what, last->path, loaded->rows,
-                   start.day_index < o.online.days.size()
-                       ? fmt::format("day {} pass {}", o.online.days[start.day_index], start.pass)
-                       : std::string("nowhere: every configured pass is trained"));
-    }
     choice = {static_cast<double>(start.day_index), static_cast<double>(start.pass)};
   }
+  // Every trainer of the job is starting. A trainer 0 restarted alone, beside trainers still
+  // training, waits here and fails at the barrier's deadline without touching the pservers.
   if (o.trainers_num > 1) {
     ASSIGN_OR_RETURN(auto agreed, client.Barrier("online-resume", o.trainer_id, o.trainers_num,
                                                  std::chrono::milliseconds(o.barrier_timeout_ms), choice, false,
                                                  flags.stop));
     choice = agreed.sum;  // trainer 0's: the others added zeros
   }
-  return OnlinePosition{static_cast<size_t>(choice[0]), static_cast<uint32_t>(choice[1])};
+  const OnlinePosition start{static_cast<size_t>(choice[0]), static_cast<uint32_t>(choice[1])};
+  // The others read the pservers only after the barrier 'start', which trainer 0 reaches
+  // once the load is done.
+  if (last) {
+    const std::string what = fmt::format("{}/{}: day {} {}", o.model_save_path, kOnlineDonefile, last->day,
+                                         last->pass < 0 ? std::string("(complete)") : fmt::format("pass {}", last->pass));
+    StatusOr<LoadResult> loaded = [&] {
+      ProgressReporter progress;
+      ProgressTicker ticker(progress, "trainer 0: resuming the online job from " + last->path);
+      return client.Load(last->path);
+    }();
+    if (!loaded.ok()) {
+      return loaded.status().WithContext("resuming the online job from " + what + " (" + last->path +
+                                         "; remove the donefile to train from the first day)");
+    }
+    spdlog::info("trainer 0: resumed the online job from its last checkpoint, {} ({}: {} sparse rows); training "
+                 "from {}",
+                 what, last->path, loaded->rows,
+                 start.day_index < o.online.days.size()
+                     ? fmt::format("day {} pass {}", o.online.days[start.day_index], start.pass)
+                     : std::string("nowhere: every configured pass is trained"));
+  }
+  return start;
 }
 
 namespace {

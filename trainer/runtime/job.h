@@ -82,7 +82,8 @@ StatusOr<std::unique_ptr<net::HttpEndpoint>> ServeTrainerMetrics(metrics::Regist
 // an earlier run of it recorded in model_save_path/donefile.txt (online_resume.h): trainer 0
 // loads that checkpoint into the pservers, and the job trains from the pass after it, or from
 // the configured start when that is later. Every trainer learns trainer 0's choice at the
-// barrier 'online-resume', so only trainer 0 reads the donefile. Call before anything sets or
+// barrier 'online-resume', so only trainer 0 reads the donefile; trainer 0 loads after that
+// barrier, and the others wait for it at the barrier 'start'. Call before anything sets or
 // reads the dense parameters (Trainer::Start, the replicas of GPU-PS and of the collective
 // hybrid), and pass the result in JobFlags::online_start. Returns the configured start for an
 // offline job, an online one without model_save_path, and a first run (no donefile).

@@ -558,6 +558,26 @@ runner:
   CHECK_THAT(testing::ReadFile(dir + "/complete0.log"), Catch::Contains("nothing to train"));
   CHECK_THAT(testing::ReadFile(dir + "/complete0.json"), Catch::Contains("\"epochs\": []"));
   CHECK(TestAuc(dir + "/complete0.json") == Approx(TestAuc(dir + "/restarted0.json")).margin(1e-12));
+
+  // A trainer 0 restarted alone (its job's other trainers still at work elsewhere) waits at
+  // the barrier 'online-resume' and fails there, without loading anything into the pservers.
+  std::string lone = testing::ReadFile(dir + "/job.yaml");
+  lone.replace(lone.find("fleetps:\n"), 9, "fleetps:\n  barrier_timeout_ms: 1500\n");
+  testing::WriteFile(dir + "/lone.yaml", lone);
+  ChildProcess pserver;
+  REQUIRE(pserver.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/lone.yaml"},
+                        {{"TRAINING_ROLE", "PSERVER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                         {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(port)}},
+                        dir + "/pserver-lone.log"));
+  REQUIRE(trainers[0].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/lone.yaml"},
+                            {{"TRAINING_ROLE", "TRAINER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                             {"PADDLE_TRAINERS_NUM", "2"}, {"PADDLE_TRAINER_ID", "0"}},
+                            dir + "/lone0.log"));
+  CHECK(trainers[0].Wait(std::chrono::seconds(60)) != 0);
+  CHECK_THAT(testing::ReadFile(dir + "/lone0.log"), Catch::Contains("online-resume"));
+  pserver.Signal(SIGTERM);
+  pserver.Wait(std::chrono::seconds(30));
+  CHECK_THAT(testing::ReadFile(dir + "/pserver-lone.log"), !Catch::Contains("loaded"));
 }
 
 // A pserver stopped with SIGSTOP keeps its connections open and never answers: the trainer
