@@ -37,7 +37,8 @@
 # SKIP="NAME ..." leaves steps out (those a cut-short call already ran, say); ONLY="NAME ..."
 # runs just those (with FULL=1 for the end-to-end ones). gpups_sweep (FULL): the GPU-PS job
 # alone on GPU 0 once per GPUPS_SWEEP entry (default "1 1-serial 8 16": workers per device;
-# -serial: without the workers' prefetch helpers, fleetps.gpups.prefetch: false), with each run's
+# -serial: without the workers' prefetch helpers, fleetps.gpups.prefetch: false; :WAIT, as in
+# 16:block, sets fleetps.gpups.cuda_wait: auto | spin | yield | block), with each run's
 # breakdown of the workers' time and its steady state (the median and best examples/s of the
 # progress lines, the pass left out).
 #   scripts/device_check.sh [BUNDLE (default build/device_bundle.tar.xz)]
@@ -138,15 +139,19 @@ keep_jobs() {
 }
 # The GPU-PS job alone (2 pservers, one node on GPU 0) with 1, 8, ... host workers per device.
 gpups_sweep() {
-  local data="$B/sweep_data" dir="$LOGS/gpups_sweep" w config prefetch
+  local data="$B/sweep_data" dir="$LOGS/gpups_sweep" entry w wait config prefetch
   mkdir -p "$dir"
   [ -f "$data/data.yaml" ] ||
     "$B/tools/datagen/fleetps-datagen" --out-dir "$data" --rows "${ROWS:-1000000}" --train-files 2 --seed 7 >/dev/null
-  for w in ${GPUPS_SWEEP:-1 1-serial 8 16}; do
+  for entry in ${GPUPS_SWEEP:-1 1-serial 8 16}; do
+    w="${entry/:/-}"
+    wait=auto
+    [ "${entry#*:}" = "$entry" ] || wait="${entry#*:}"
+    entry="${entry%%:*}"
     config="$dir/ctr_dnn_w$w.yaml"
     prefetch=true
-    [ "${w%-serial}" = "$w" ] || prefetch=false
-    sed -e "s/passes_per_epoch: 1}/passes_per_epoch: 1, workers_per_device: ${w%-serial}, prefetch: $prefetch}/" \
+    [ "${entry%-serial}" = "$entry" ] || prefetch=false
+    sed -e "s/passes_per_epoch: 1}/passes_per_epoch: 1, workers_per_device: ${entry%-serial}, prefetch: $prefetch, cuda_wait: $wait}/" \
       -e "s|^\(  model_save_path:\).*|\1 \"$B/sweep_model\"|" configs/ctr_dnn.yaml >"$config"
     env BUILD="$B" FLEETPS_EPOCHS=1 FLEETPS_TRAIN_DATA="$data/train" FLEETPS_TEST_DATA="$data/test" \
       FLEETPS_PSERVERS=2 FLEETPS_TRAINERS=1 FLEETPS_BASE_PORT=19600 FLEETPS_CONFIG="$config" HETER_DEVICE_TYPE="${SWEEP_DEVICE:-gpu}" \

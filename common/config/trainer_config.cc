@@ -565,7 +565,8 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
       const YamlContext gctx = ectx.Child("gpups");
       if (!g.IsMap()) return gctx.Error(g, "expected a map");
       RETURN_IF_ERROR(
-          RejectUnknownKeys(g, {"device_memory_mb", "merge", "passes_per_epoch", "prefetch", "workers_per_device"}, gctx));
+          RejectUnknownKeys(g, {"cuda_wait", "device_memory_mb", "merge", "passes_per_epoch", "prefetch", "workers_per_device"},
+                            gctx));
       RETURN_IF_ERROR(ReadUint64(g, "device_memory_mb", gctx, &o.gpups.device_memory_mb));
       RETURN_IF_ERROR(ReadUint32(g, "passes_per_epoch", gctx, &o.gpups.passes_per_epoch));
       if (o.gpups.passes_per_epoch == 0) {
@@ -578,6 +579,12 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
       RETURN_IF_ERROR(ReadChoice(g, "merge", gctx, {{"add", false}, {"average", true}}, &o.gpups.average_merge));
       RETURN_IF_ERROR(ReadChoice<std::optional<bool>>(
           g, "prefetch", gctx, {{"auto", std::nullopt}, {"true", true}, {"false", false}}, &o.gpups.prefetch));
+      RETURN_IF_ERROR(ReadChoice(g, "cuda_wait", gctx,
+                                 {{"auto", CudaWait::kAuto},
+                                  {"spin", CudaWait::kSpin},
+                                  {"yield", CudaWait::kYield},
+                                  {"block", CudaWait::kBlock}},
+                                 &o.gpups.cuda_wait));
     }
     if (ext["server"]) {
       // The pservers' options (ParseServerYaml reads them from this file); checked here too

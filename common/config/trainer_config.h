@@ -132,6 +132,15 @@ float DataParallelLearningRate(const DataParallelOptions& c, const OptimizerOpti
 
 // GPU-PS pass mode (runner.sync_mode: gpubox, run by heter-trainer): the `fleetps.gpups` map
 // of the job YAML, FLAGS_selected_gpus and HETER_DEVICE_TYPE.
+// How a host thread waits for its CUDA device (cudaSetDeviceFlags' schedule).
+enum class CudaWait : uint8_t {
+  kAuto = 0,   // `auto`: the CUDA runtime's choice (it spins while the process has fewer
+               // active contexts than cores: one GPU on a 16-core node spins)
+  kSpin = 1,   // `spin`: busy-wait; lowest latency, a core per waiting thread
+  kYield = 2,  // `yield`: spin, yielding the core between polls
+  kBlock = 3,  // `block`: sleep until the device signals; frees the core for the other workers
+};
+
 struct GpuPsOptions {
   // FLAGS_selected_gpus: the devices one process drives; the pass table is sharded by key
   // over them and each trains its share of the batches (one worker thread per device).
@@ -167,6 +176,9 @@ struct GpuPsOptions {
   // those it would see without the helper. false: one thread per worker does everything in
   // turn. auto (nullopt, the default): helpers when the process has two cores per worker.
   std::optional<bool> prefetch;
+  // `cuda_wait` (auto | spin | yield | block): how threads wait for the GPUs of the CUDA pass
+  // table and the workers' dense lanes; set once per device before its first stream.
+  CudaWait cuda_wait = CudaWait::kAuto;
 };
 
 // Online training by day and pass, as PaddleRec's online trainer (rank/dnn online.yaml):

@@ -58,8 +58,6 @@ Status Reserve(PinnedBuffer<T>* buf, size_t count) {
   return Status::OK();
 }
 
-static_assert(gpu::kEmptySlot == KeyIndex::kNone, "PushablePrefix reads a key the find missed as kNone");
-
 // A lookup's or an update's stream and scratch, leased from its shard's pool for one call.
 // The host ends are pinned, so that the copies run at the link's rate and a synchronisation
 // waits for the device alone.
@@ -326,39 +324,37 @@ class CudaPassTable : public PassTable {
   // initializer (host code). On l's stream, shard s's lock held exclusively.
   Status ExtendRows(Shard& s, Lookup& l, std::span<const uint64_t> keys, const std::vector<uint32_t>& members,
                     uint32_t extend) {
-    std::vector<uint32_t> positions(extend), row_index(extend);
+    std::vector<uint32_t> positions(extend);
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(positions.data(), l.extend.data(), extend * sizeof(uint32_t),
                                          cudaMemcpyDeviceToHost, l.stream.get()));
     RETURN_IF_ERROR(l.stream.Synchronize());
     std::vector<float> initial(size_t{extend} * dim_, 0.0f);
     for (uint32_t e = 0; e < extend; ++e) {
       initializer_.FillRow(keys[members[positions[e]]], initial.data() + size_t{e} * dim_, dim_);
-      row_index[e] = l.found_out.data()[positions[e]];
     }
     cudaStream_t stream = l.stream.get();
     RETURN_IF_ERROR(Reserve(s.device, &l.initial, initial.size()));
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.initial.data(), initial.data(), initial.size() * sizeof(float),
                                          cudaMemcpyHostToDevice, stream));
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.extend.data(), row_index.data(), extend * sizeof(uint32_t),
-                                         cudaMemcpyHostToDevice, stream));
-    RETURN_IF_ERROR(
-        gpu::LaunchExtend(rule_, l.extend.data(), extend, l.initial.data(), s.rows.data(), s.begin.data(), stream));
+    RETURN_IF_ERROR(gpu::LaunchExtend(rule_, l.extend.data(), l.found.data(), extend, l.initial.data(), s.rows.data(),
+                                      s.begin.data(), stream));
     return l.stream.Synchronize();
   }
 
   // Queues on `stream`: keys[members[k]] to l.query, their row indices on shard s to l.found
-  // (kEmptySlot: not in the pass). The shard must hold a pass (s.mask != 0).
+  // (kEmptySlot: not in the pass), and, when first_missing is a device scalar, the least k
+  // not in the pass into it. The shard must hold a pass (s.mask != 0).
   Status QueueFind(const Shard& s, Lookup& l, cudaStream_t stream, std::span<const uint64_t> keys,
-                   const std::vector<uint32_t>& members) {
+                   std::span<const uint32_t> members, uint32_t* first_missing) {
     const auto n = static_cast<uint32_t>(members.size());
     RETURN_IF_ERROR(Reserve(s.device, &l.query, n));
     RETURN_IF_ERROR(Reserve(s.device, &l.found, n));
     RETURN_IF_ERROR(Reserve(&l.keys_in, n));
-    RETURN_IF_ERROR(Reserve(&l.found_out, n));
     for (uint32_t k = 0; k < n; ++k) l.keys_in.data()[k] = keys[members[k]];
     RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(l.query.data(), l.keys_in.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
-    return gpu::LaunchFind(l.query.data(), n, s.table_keys.data(), s.table_rows.data(), s.mask, l.found.data(), stream);
+    return gpu::LaunchFind(l.query.data(), n, s.table_keys.data(), s.table_rows.data(), s.mask, l.found.data(),
+                           first_missing, stream);
   }
 
   // How many of the n keys found into l.found_out lead the first one not in the pass.
@@ -368,64 +364,77 @@ class CudaPassTable : public PassTable {
     return k;
   }
 
-  // Push's part on shard d, on l's stream: with no lock (the key table changes only in
-  // Build), find the keys' rows (one synchronisation), refuse at the first key not in the
-  // pass or given twice, and stage the gradients, shows and clicks of the keys before it in
-  // pinned memory and copy them in; then, the shard's lock held exclusively, the update
-  // kernel (a second synchronisation, for the count of rows it extended) and the extension of
-  // those rows.
+  // Push's part on shard d, on l's stream, with one synchronisation: the keys before the
+  // first one not in the pass or given twice are pushed, as the host twin does; then the
+  // error. The host finds the first key given twice (p: the keys before it), stages the p
+  // keys' gradients, shows and clicks in pinned memory and queues them with the find, which
+  // lowers the device's limit from p to the first key not in the pass; with no lock so far
+  // (the key table changes only in Build). Then, the shard's lock held exclusively, the
+  // update kernel over the keys below the limit, and the limit and the count of rows it
+  // extended back to the host; those rows are extended after it.
   Status PushShard(Shard& s, uint32_t d, Lookup& l, std::span<const uint64_t> keys,
                    const std::vector<uint32_t>& members, std::span<const float> grads, std::span<const float> shows,
                    std::span<const float> clicks) {
     if (s.mask == 0) return KeyNotInPass(keys[members[0]], d);
     cudaStream_t stream = l.stream.get();
     const auto m = static_cast<uint32_t>(members.size());
-    RETURN_IF_ERROR(QueueFind(s, l, stream, keys, members));
-    RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(l.found_out.data(), l.found.data(), m * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
-    RETURN_IF_ERROR(l.stream.Synchronize());
-    // The keys before the first one not in the pass or given twice are pushed, as the host
-    // twin does; then the error.
-    Status refused;
-    const uint32_t n = PushablePrefix(keys, members, l.found_out.data(), d, l.seen, &refused);
-    if (n == 0) return refused;
-    const size_t grad_floats = size_t{n} * dim_;
-    const size_t staged = grad_floats + (shows.empty() ? 0 : n) + (clicks.empty() ? 0 : n);
+    uint32_t p = 0;
+    l.seen.Reserve(m);
+    for (; p < m; ++p) {
+      const size_t before = l.seen.size();
+      l.seen.Insert(keys[members[p]]);
+      if (l.seen.size() == before) break;
+    }
+    l.seen.Clear();
+    if (p == 0) return KeyGivenTwice(keys[members[0]]);  // unreachable: the first key is new
+    const size_t grad_floats = size_t{p} * dim_;
+    const size_t staged = grad_floats + (shows.empty() ? 0 : p) + (clicks.empty() ? 0 : p);
     RETURN_IF_ERROR(Reserve(&l.update_in, staged));
     RETURN_IF_ERROR(Reserve(s.device, &l.update_grads, staged));
-    RETURN_IF_ERROR(Reserve(s.device, &l.extend, n));
-    RETURN_IF_ERROR(Reserve(s.device, &l.count, 1));
-    RETURN_IF_ERROR(Reserve(&l.extend_count, 1));
+    RETURN_IF_ERROR(Reserve(s.device, &l.extend, p));
+    RETURN_IF_ERROR(Reserve(s.device, &l.count, 2));
+    RETURN_IF_ERROR(Reserve(&l.extend_count, 2));
     float* in = l.update_in.data();
     float* in_shows = shows.empty() ? nullptr : in + grad_floats;
-    float* in_clicks = clicks.empty() ? nullptr : in + grad_floats + (shows.empty() ? 0 : n);
-    for (uint32_t k = 0; k < n; ++k) {
+    float* in_clicks = clicks.empty() ? nullptr : in + grad_floats + (shows.empty() ? 0 : p);
+    for (uint32_t k = 0; k < p; ++k) {
       const uint32_t i = members[k];
       std::memcpy(in + size_t{k} * dim_, grads.data() + size_t{i} * dim_, dim_ * sizeof(float));
       if (in_shows != nullptr) in_shows[k] = shows[i];
       if (in_clicks != nullptr) in_clicks[k] = clicks[i];
     }
+    // l.count: [rows extended, limit], from [0, p].
+    uint32_t* counts = l.extend_count.data();
+    counts[0] = 0;
+    counts[1] = p;
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(l.count.data(), counts, 2 * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
+    RETURN_IF_ERROR(QueueFind(s, l, stream, keys, std::span(members).first(p), l.count.data() + 1));
     float* dev = l.update_grads.data();
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, in, staged * sizeof(float), cudaMemcpyHostToDevice, stream));
-    RETURN_IF_CUDA_ERROR(cudaMemsetAsync(l.count.data(), 0, sizeof(uint32_t), stream));
     std::unique_lock<ShardMutex> lock(s.mu);
-    Status st = UpdateRows(s, l, keys, members, n, dev, in_shows ? dev + (in_shows - in) : nullptr,
+    Status st = UpdateRows(s, l, keys, members, p, dev, in_shows ? dev + (in_shows - in) : nullptr,
                            in_clicks ? dev + (in_clicks - in) : nullptr);
     // Nothing of a failed update may run on once the shard is free again.
     if (!st.ok()) (void)l.stream.Synchronize();
     RETURN_IF_ERROR(st);
-    return refused;
+    const uint32_t pushed = counts[1];
+    if (pushed < p) return KeyNotInPass(keys[members[pushed]], d);
+    if (p < m) return KeyGivenTwice(keys[members[p]]);
+    return Status::OK();
   }
 
-  // Push's update on shard s (its lock held exclusively): the kernel over the n rows l found,
-  // with the staged gradients, shows and clicks on the device; then the rows it extended.
+  // Push's update on shard s (its lock held exclusively): the kernel over the first
+  // min(n, limit) rows l found, with the staged gradients, shows and clicks on the device;
+  // the count of rows it extended and the limit back to l.extend_count (one synchronisation);
+  // then the extension of those rows.
   Status UpdateRows(Shard& s, Lookup& l, std::span<const uint64_t> keys, const std::vector<uint32_t>& members,
                     uint32_t n, const float* grads, const float* shows, const float* clicks) {
     cudaStream_t stream = l.stream.get();
-    RETURN_IF_ERROR(gpu::LaunchPush(rule_, l.found.data(), n, grads, shows, clicks, s.rows.data(),
+    RETURN_IF_ERROR(gpu::LaunchPush(rule_, l.found.data(), n, l.count.data() + 1, grads, shows, clicks, s.rows.data(),
                                     s.pass_stats.data(), s.pass_stats.data() + s.keys.size(), s.touched.data(),
                                     l.extend.data(), l.count.data(), stream));
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.extend_count.data(), l.count.data(), sizeof(uint32_t),
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.extend_count.data(), l.count.data(), 2 * sizeof(uint32_t),
                                          cudaMemcpyDeviceToHost, stream));
     RETURN_IF_ERROR(l.stream.Synchronize());
     const uint32_t extend = l.extend_count.data()[0];
@@ -440,7 +449,8 @@ class CudaPassTable : public PassTable {
     const auto n = static_cast<uint32_t>(members.size());
     if (s.mask == 0) return KeyNotInPass(keys[members[0]], d);
     cudaStream_t stream = l.stream.get();
-    RETURN_IF_ERROR(QueueFind(s, l, stream, keys, members));
+    RETURN_IF_ERROR(QueueFind(s, l, stream, keys, members, nullptr));
+    RETURN_IF_ERROR(Reserve(&l.found_out, n));
     RETURN_IF_ERROR(Reserve(s.device, &l.values, size_t{n} * dim_));
     RETURN_IF_ERROR(Reserve(&l.values_out, size_t{n} * dim_));
     RETURN_IF_ERROR(
@@ -519,6 +529,7 @@ StatusOr<std::unique_ptr<PassTable>> MakeCudaPassTable(const PassTableOptions& o
       return Status::InvalidArgument("FLAGS_selected_gpus names GPU " + std::to_string(id) + " but " +
                                      std::to_string(visible) + " are visible");
     }
+    RETURN_IF_ERROR(gpu::SetCudaWait(id, options.cuda_wait));
     uint64_t budget = options.device_memory_bytes;
     if (budget == 0) {
       ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(id));

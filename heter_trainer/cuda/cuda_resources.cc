@@ -34,6 +34,19 @@ DeviceGuard::~DeviceGuard() {
   if (cudaGetDevice(&current) == cudaSuccess && current != previous_) static_cast<void>(cudaSetDevice(previous_));
 }
 
+Status SetCudaWait(int device, config::CudaWait wait) {
+  unsigned schedule = 0;
+  switch (wait) {
+    case config::CudaWait::kAuto: return Status::OK();
+    case config::CudaWait::kSpin: schedule = cudaDeviceScheduleSpin; break;
+    case config::CudaWait::kYield: schedule = cudaDeviceScheduleYield; break;
+    case config::CudaWait::kBlock: schedule = cudaDeviceScheduleBlockingSync; break;
+  }
+  ASSIGN_OR_RETURN(DeviceGuard guard, DeviceGuard::Enter(device));
+  RETURN_IF_CUDA_ERROR(cudaSetDeviceFlags(schedule));
+  return Status::OK();
+}
+
 StatusOr<Stream> Stream::Create(int device) {
   ASSIGN_OR_RETURN(DeviceGuard guard, DeviceGuard::Enter(device));
   Stream stream;

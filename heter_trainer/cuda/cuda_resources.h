@@ -18,6 +18,7 @@
 #include <span>
 #include <utility>
 
+#include "common/config/trainer_config.h"
 #include "common/status.h"
 #include "heter_trainer/cuda/cuda_status.h"
 
@@ -46,6 +47,10 @@ class DeviceGuard {
   int previous_;  // the device to restore; -1: none (outermost, or moved from)
   bool open_;     // counted among the thread's open guards (false once moved from)
 };
+
+// Sets how host threads wait for `device` (cudaSetDeviceFlags' schedule) for the whole
+// process; kAuto leaves the runtime's choice. Call it before the device's first stream.
+Status SetCudaWait(int device, config::CudaWait wait);
 
 // A non-blocking stream (no implicit ordering with the legacy default stream).
 class Stream {

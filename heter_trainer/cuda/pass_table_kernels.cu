@@ -31,7 +31,7 @@ __global__ void InsertKernel(const uint64_t* keys, uint32_t n, uint64_t* table_k
 }
 
 __global__ void FindKernel(const uint64_t* keys, uint32_t n, const uint64_t* table_keys, const uint32_t* table_rows,
-                           uint64_t mask, uint32_t* rows_out) {
+                           uint64_t mask, uint32_t* rows_out, uint32_t* first_missing) {
   const uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= n) return;
   const uint64_t key = keys[k];
@@ -40,6 +40,7 @@ __global__ void FindKernel(const uint64_t* keys, uint32_t n, const uint64_t* tab
     const uint32_t row = table_rows[pos];
     if (row == kEmptySlot || table_keys[pos] == key) {
       rows_out[k] = row;
+      if (row == kEmptySlot && first_missing != nullptr) atomicMin(first_missing, k);
       return;
     }
     pos = (pos + 1) & mask;
@@ -55,11 +56,11 @@ __global__ void GatherKernel(const uint32_t* row_index, uint32_t n, const float*
   out[t] = row == kEmptySlot ? 0.0f : rows[uint64_t{row} * row_floats + j];
 }
 
-__global__ void PushKernel(PassRule r, const uint32_t* row_index, uint32_t n, const float* grads, const float* shows,
-                           const float* clicks, float* rows, float* pass_shows, float* pass_clicks, uint8_t* touched,
-                           uint32_t* extend_list, uint32_t* extend_count) {
+__global__ void PushKernel(PassRule r, const uint32_t* row_index, uint32_t n, const uint32_t* limit, const float* grads,
+                           const float* shows, const float* clicks, float* rows, float* pass_shows, float* pass_clicks,
+                           uint8_t* touched, uint32_t* extend_list, uint32_t* extend_count) {
   const uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k >= n) return;
+  if (k >= n || k >= *limit) return;
   const uint32_t slot = row_index[k];
   const float show = shows != nullptr ? shows[k] : 0.0f;
   const float click = clicks != nullptr ? clicks[k] : 0.0f;
@@ -71,11 +72,11 @@ __global__ void PushKernel(PassRule r, const uint32_t* row_index, uint32_t n, co
   touched[slot] = 1;
 }
 
-__global__ void ExtendKernel(PassRule r, const uint32_t* row_index, uint32_t n, const float* initial, float* rows,
-                             float* begin) {
+__global__ void ExtendKernel(PassRule r, const uint32_t* positions, const uint32_t* row_index, uint32_t n,
+                             const float* initial, float* rows, float* begin) {
   const uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= n) return;
-  const uint64_t at = uint64_t{row_index[k]} * r.row_floats;
+  const uint64_t at = uint64_t{row_index[positions[k]]} * r.row_floats;
   rules::ExtendRow(r, rows + at, initial + uint64_t{k} * r.dim);
   rules::ExtendRow(r, begin + at, initial + uint64_t{k} * r.dim);
 }
@@ -92,10 +93,10 @@ Status LaunchInsert(const uint64_t* keys, uint32_t n, uint64_t* table_keys, uint
 }
 
 Status LaunchFind(const uint64_t* keys, uint32_t n, const uint64_t* table_keys, const uint32_t* table_rows,
-                  uint64_t mask, uint32_t* rows_out, cudaStream_t stream) {
+                  uint64_t mask, uint32_t* rows_out, uint32_t* first_missing, cudaStream_t stream) {
   if (n == 0) return Status::OK();
-  RETURN_IF_CUDA_ERROR(
-      LaunchKernel(FindKernel, Blocks(n), kThreads, stream, keys, n, table_keys, table_rows, mask, rows_out));
+  RETURN_IF_CUDA_ERROR(LaunchKernel(FindKernel, Blocks(n), kThreads, stream, keys, n, table_keys, table_rows, mask,
+                                    rows_out, first_missing));
   return Status::OK();
 }
 
@@ -107,19 +108,20 @@ Status LaunchGather(const uint32_t* row_index, uint32_t n, const float* rows, ui
   return Status::OK();
 }
 
-Status LaunchPush(const PassRule& rule, const uint32_t* row_index, uint32_t n, const float* grads, const float* shows,
-                  const float* clicks, float* rows, float* pass_shows, float* pass_clicks, uint8_t* touched,
-                  uint32_t* extend_list, uint32_t* extend_count, cudaStream_t stream) {
+Status LaunchPush(const PassRule& rule, const uint32_t* row_index, uint32_t n, const uint32_t* limit, const float* grads,
+                  const float* shows, const float* clicks, float* rows, float* pass_shows, float* pass_clicks,
+                  uint8_t* touched, uint32_t* extend_list, uint32_t* extend_count, cudaStream_t stream) {
   if (n == 0) return Status::OK();
-  RETURN_IF_CUDA_ERROR(LaunchKernel(PushKernel, Blocks(n), kThreads, stream, rule, row_index, n, grads, shows, clicks,
-                                    rows, pass_shows, pass_clicks, touched, extend_list, extend_count));
+  RETURN_IF_CUDA_ERROR(LaunchKernel(PushKernel, Blocks(n), kThreads, stream, rule, row_index, n, limit, grads, shows,
+                                    clicks, rows, pass_shows, pass_clicks, touched, extend_list, extend_count));
   return Status::OK();
 }
 
-Status LaunchExtend(const PassRule& rule, const uint32_t* row_index, uint32_t n, const float* initial, float* rows,
-                    float* begin, cudaStream_t stream) {
+Status LaunchExtend(const PassRule& rule, const uint32_t* positions, const uint32_t* row_index, uint32_t n,
+                    const float* initial, float* rows, float* begin, cudaStream_t stream) {
   if (n == 0) return Status::OK();
-  RETURN_IF_CUDA_ERROR(LaunchKernel(ExtendKernel, Blocks(n), kThreads, stream, rule, row_index, n, initial, rows, begin));
+  RETURN_IF_CUDA_ERROR(
+      LaunchKernel(ExtendKernel, Blocks(n), kThreads, stream, rule, positions, row_index, n, initial, rows, begin));
   return Status::OK();
 }
 

@@ -20,6 +20,7 @@ StatusOr<std::unique_ptr<PassTable>> MakeJobPassTable(const config::TrainerOptio
   table.devices = static_cast<uint32_t>(o.gpups.devices.size());
   table.device_ids = o.gpups.devices;
   table.device_memory_bytes = o.gpups.device_memory_mb << 20;
+  table.cuda_wait = o.gpups.cuda_wait;
   if (o.gpups.device != "cpu") {
     auto cuda = MakeCudaPassTable(table);
     if (cuda.ok() || o.gpups.device != "auto" || !cuda.status().IsUnavailable()) return cuda;

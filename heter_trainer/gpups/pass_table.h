@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/config/table_options.h"
+#include "common/config/trainer_config.h"
 #include "common/sharding.h"
 #include "common/status.h"
 
@@ -46,6 +47,7 @@ struct PassTableOptions {
   uint32_t devices = 1;              // shards, one per device (>= 1)
   std::vector<int> device_ids;       // CUDA device per shard (empty: 0, 1, ...); host twin: names only
   uint64_t device_memory_bytes = 0;  // budget per device; 0 = no limit (CUDA: free memory less a reserve)
+  config::CudaWait cuda_wait = config::CudaWait::kAuto;  // CUDA: how threads wait for each device
 };
 
 // The rows a pass touched, for WriteRows. Row k (core_floats() floats each) belongs to keys[k].

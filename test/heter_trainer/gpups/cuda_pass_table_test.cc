@@ -7,6 +7,7 @@
 // (pass_table_checks.h).
 // Without a visible GPU every case reports "skipped".
 #include <catch2/catch.hpp>
+#include <cuda_runtime.h>
 
 #include <random>
 
@@ -132,6 +133,24 @@ TEST_CASE("CUDA pass table: lookups and updates from six threads at once = the h
   REQUIRE(cuda.ok());
   REQUIRE(host.ok());
   CheckConcurrentTraffic(**cuda, **host);
+}
+
+TEST_CASE("CUDA pass table: cuda_wait sets how threads wait for the device", "[gpu]") {
+  if (NoGpu()) return;
+  for (const auto& [wait, schedule] : {std::pair{config::CudaWait::kYield, cudaDeviceScheduleYield},
+                                       std::pair{config::CudaWait::kBlock, cudaDeviceScheduleBlockingSync},
+                                       std::pair{config::CudaWait::kSpin, cudaDeviceScheduleSpin}}) {
+    PassTableOptions o;
+    o.table = Table(OptimizerKind::kSgd, false);
+    o.cuda_wait = wait;
+    auto cuda = MakeCudaPassTable(o);
+    INFO(cuda.status().ToString());
+    REQUIRE(cuda.ok());
+    unsigned flags = 0;
+    REQUIRE(cudaSetDevice(0) == cudaSuccess);
+    REQUIRE(cudaGetDeviceFlags(&flags) == cudaSuccess);
+    CHECK((flags & cudaDeviceScheduleMask) == static_cast<unsigned>(schedule));
+  }
 }
 
 TEST_CASE("CUDA pass table: a pass above the device budget is refused before allocating", "[gpu]") {

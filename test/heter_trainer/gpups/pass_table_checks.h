@@ -109,6 +109,22 @@ inline void CheckRefusedPushes(PassTable& table) {
   CHECK(st.IsInvalidArgument());
   CHECK(st.message().find("key " + std::to_string(on[1][2]) + " given twice") != std::string::npos);
   CHECK(weight(on[1][2]) == -1.0f);
+  // A key not in the pass before a repeat: the absent key is named, the key before it pushed once.
+  push = {on[0][0], absent0, on[0][0]};
+  st = table.Push(push, std::vector<float>(push.size() * 2, 1.0f), {}, {});
+  CHECK(st.IsNotFound());
+  CHECK(st.message().find("key " + std::to_string(absent0) + " ") != std::string::npos);
+  CHECK(weight(on[0][0]) == -2.0f);
+  // A repeat before a key not in the pass: the repeat is named, its first push applied.
+  push = {on[0][1], on[0][1], absent0};
+  st = table.Push(push, std::vector<float>(push.size() * 2, 1.0f), {}, {});
+  CHECK(st.IsInvalidArgument());
+  CHECK(st.message().find("key " + std::to_string(on[0][1]) + " given twice") != std::string::npos);
+  CHECK(weight(on[0][1]) == -2.0f);
+  // A key not in the pass first: nothing of the shard pushed.
+  push = {absent0, on[0][2]};
+  CHECK(table.Push(push, std::vector<float>(push.size() * 2, 1.0f), {}, {}).IsNotFound());
+  CHECK(weight(on[0][2]) == -1.0f);
   // The table serves on: a valid push after the refused ones.
   push = {on[1][2]};
   REQUIRE(table.Push(push, std::vector<float>(2, 1.0f), {}, {}).ok());
