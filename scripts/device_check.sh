@@ -38,7 +38,7 @@
 # runs just those (with FULL=1 for the end-to-end ones). gpups_sweep (FULL): the GPU-PS job
 # alone on GPU 0 once per GPUPS_SWEEP entry (default "1 1-serial 8 16": workers per device;
 # -serial: without the workers' prefetch helpers, fleetps.gpups.prefetch: false; :WAIT, as in
-# 16:block, sets fleetps.gpups.cuda_wait: auto | spin | yield | block), with each run's
+# 16:block, sets fleetps.gpups.cuda_wait: auto | spin | yield | block; default yield), with each run's
 # breakdown of the workers' time and its steady state (the median and best examples/s of the
 # progress lines, the pass left out).
 #   scripts/device_check.sh [BUNDLE (default build/device_bundle.tar.xz)]
@@ -145,13 +145,13 @@ gpups_sweep() {
     "$B/tools/datagen/fleetps-datagen" --out-dir "$data" --rows "${ROWS:-1000000}" --train-files 2 --seed 7 >/dev/null
   for entry in ${GPUPS_SWEEP:-1 1-serial 8 16}; do
     w="${entry/:/-}"
-    wait=auto
-    [ "${entry#*:}" = "$entry" ] || wait="${entry#*:}"
+    wait=
+    [ "${entry#*:}" = "$entry" ] || wait=", cuda_wait: ${entry#*:}"
     entry="${entry%%:*}"
     config="$dir/ctr_dnn_w$w.yaml"
     prefetch=true
     [ "${entry%-serial}" = "$entry" ] || prefetch=false
-    sed -e "s/passes_per_epoch: 1}/passes_per_epoch: 1, workers_per_device: ${entry%-serial}, prefetch: $prefetch, cuda_wait: $wait}/" \
+    sed -e "s/passes_per_epoch: 1}/passes_per_epoch: 1, workers_per_device: ${entry%-serial}, prefetch: $prefetch$wait}/" \
       -e "s|^\(  model_save_path:\).*|\1 \"$B/sweep_model\"|" configs/ctr_dnn.yaml >"$config"
     env BUILD="$B" FLEETPS_EPOCHS=1 FLEETPS_TRAIN_DATA="$data/train" FLEETPS_TEST_DATA="$data/test" \
       FLEETPS_PSERVERS=2 FLEETPS_TRAINERS=1 FLEETPS_BASE_PORT=19600 FLEETPS_CONFIG="$config" HETER_DEVICE_TYPE="${SWEEP_DEVICE:-gpu}" \

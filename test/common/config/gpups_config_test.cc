@@ -101,7 +101,8 @@ TEST_CASE("A gpubox job that cannot run is refused, saying what to set") {
   auto prefetch = ParseTrainerYaml(kGpupsJob + "fleetps:\n  gpups: {prefetch: sometimes}\n", "job.yaml");
   REQUIRE_FALSE(prefetch.ok());
   CHECK_THAT(prefetch.status().message(), Catch::Contains("prefetch") && Catch::Contains("auto, true or false"));
-  CHECK(fed.gpups.cuda_wait == CudaWait::kAuto);  // the runtime's choice, the default
+  CHECK(fed.gpups.cuda_wait == CudaWait::kYield);  // the default
+  CHECK(Parse(kGpupsJob + "fleetps:\n  gpups: {cuda_wait: auto}\n").gpups.cuda_wait == CudaWait::kAuto);
   CHECK(Parse(kGpupsJob + "fleetps:\n  gpups: {cuda_wait: block}\n").gpups.cuda_wait == CudaWait::kBlock);
   CHECK(Parse(kGpupsJob + "fleetps:\n  gpups: {cuda_wait: yield}\n").gpups.cuda_wait == CudaWait::kYield);
   CHECK(Parse(kGpupsJob + "fleetps:\n  gpups: {cuda_wait: spin}\n").gpups.cuda_wait == CudaWait::kSpin);
