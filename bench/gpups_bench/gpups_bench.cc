@@ -87,7 +87,7 @@ Status DenseReplicaSteps(config::TrainerOptions job, uint32_t workers, uint32_t 
       auto comms = trainer::collective::MakeLocalGroup(workers, nullptr, std::chrono::milliseconds(600000));
       std::vector<trainer::collective::Communicator*> ranks;
       for (auto& c : comms) ranks.push_back(c.get());
-      ASSIGN_OR_RETURN(auto replica, heter::DenseReplica::Create(job, ranks, std::vector<float>(n, 0.01f), apply));
+      ASSIGN_OR_RETURN(auto replica, heter::DenseReplica::Create(job, ranks, std::vector<float>(n, 0.01f), {}, apply));
       helpers = replica->helper_threads();
       std::vector<Status> status(workers);
       const auto t0 = Clock::now();

@@ -5,23 +5,34 @@
 #include <string>
 #include <thread>
 
+#include "trainer/runtime/param_sync.h"
+
 namespace fleetps::heter {
 
 StatusOr<std::unique_ptr<DenseReplica>> DenseReplica::Create(const config::TrainerOptions& o,
                                                               std::vector<trainer::collective::Communicator*> comms,
-                                                              std::vector<float> params, size_t apply_threads) {
-  RETURN_IF_ERROR(optimizer::ValidateOptimizerOptions(o.dense_table.optimizer).WithContext("dense optimizer"));
+                                                              std::vector<float> params,
+                                                              trainer::PsClient::DenseState state,
+                                                              size_t apply_threads) {
   if (comms.empty()) return Status::InvalidArgument("dense replica: no workers");
   if (params.size() != o.dense_table.dim) {
     return Status::InvalidArgument("initial dense parameters have " + std::to_string(params.size()) +
                                    " floats, the dense table " + std::to_string(o.dense_table.dim));
   }
+  ASSIGN_OR_RETURN(auto fresh, trainer::FreshDenseState(o.dense_table.optimizer, params.size()));
+  if (state.element.size() != fresh.element.size() || state.shared.size() != fresh.shared.size()) {
+    if (!state.element.empty() || !state.shared.empty()) {
+      return Status::InvalidArgument("dense replica: optimizer state of " + std::to_string(state.element.size()) +
+                                     " + " + std::to_string(state.shared.size()) + " floats, the dense optimizer's " +
+                                     std::to_string(fresh.element.size()) + " + " +
+                                     std::to_string(fresh.shared.size()));
+    }
+    state = std::move(fresh);  // none given: a fresh one
+  }
   std::unique_ptr<DenseReplica> replica(new DenseReplica(o, std::move(params)));
-  ASSIGN_OR_RETURN(auto rule, optimizer::CreateOptimizer(o.dense_table.optimizer));
   const size_t n = replica->params_.size();
-  replica->state_.assign(n * rule->element_state_size(), 0.0f);
-  std::vector<float> shared(rule->shared_state_size(), 0.0f);
-  rule->InitSpanState(replica->state_.data(), shared.data(), n);
+  replica->state_ = std::move(state.element);
+  const std::vector<float>& shared = state.shared;
   // Slices and parts a multiple of a cache line long: threads share at most the line at each
   // boundary.
   constexpr size_t kLine = 16;
@@ -42,6 +53,11 @@ StatusOr<std::unique_ptr<DenseReplica>> DenseReplica::Create(const config::Train
   }
   if (parts > 1) replica->helpers_ = std::make_unique<ExecutorPool>(std::min(k * (parts - 1), threads - 1));
   return replica;
+}
+
+trainer::PsClient::DenseState DenseReplica::state() const {
+  // Every part steps its copy of the shared state once per step: any part's is the replica's.
+  return {state_, members_.front().parts.front().shared_state};
 }
 
 size_t DenseReplica::DefaultApplyThreads() {

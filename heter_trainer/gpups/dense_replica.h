@@ -31,6 +31,7 @@
 #include "common/executor.h"
 #include "common/optimizer/optimizer.h"
 #include "common/status.h"
+#include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
 
 namespace fleetps::heter {
@@ -45,11 +46,14 @@ class DenseReplica {
 
   // `comms[w]`: worker w's communicator (rank trainer_id * workers + w of a local group),
   // outliving the result. `params`: the starting parameters, the same on every rank (rank
-  // 0's broadcast). `apply_threads`: workers and helpers stepping the optimizer (helpers when
-  // it exceeds the workers). InvalidArgument for a bad dense optimizer.
+  // 0's broadcast). `state`: the optimizer state to resume (state() of an earlier replica, as
+  // the pservers' dense table kept it), empty: a fresh one. `apply_threads`: workers and
+  // helpers stepping the optimizer (helpers when it exceeds the workers). InvalidArgument for
+  // a bad dense optimizer, or a state of the wrong size.
   static StatusOr<std::unique_ptr<DenseReplica>> Create(const config::TrainerOptions& options,
                                                         std::vector<trainer::collective::Communicator*> comms,
                                                         std::vector<float> params,
+                                                        trainer::PsClient::DenseState state = {},
                                                         size_t apply_threads = DefaultApplyThreads());
 
   // The parameters of worker's next step: the replica once every slice of the last step is
@@ -70,8 +74,9 @@ class DenseReplica {
   // Ends waits in DenseParams with `why` (the local group's waits end by its own Abort).
   void Abort(const Status& why);
 
-  // The replica, when no step is under way.
+  // The replica and its optimizer state, when no step is under way.
   const std::vector<float>& params() const { return params_; }
+  trainer::PsClient::DenseState state() const;
   uint64_t steps() const;  // optimizer steps applied
   size_t helper_threads() const { return helpers_ ? helpers_->num_threads() : 0; }
 

@@ -146,21 +146,25 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
     sync->steppers_.push_back(std::make_unique<LaneStepper>(std::move(lane)));
   }
   // Every process draws; rank 0's broadcast makes them all its own. Rank 0 starts from the
-  // pservers' dense table instead when it holds parameters (loaded from a checkpoint).
-  std::vector<std::vector<float>> drawn(workers, std::vector<float>(sync->net_.num_params()));
-  sync->net_.InitParams(drawn[0], o.model.init_seed + o.trainer_id);
+  // pservers' dense table and its optimizer state instead when it holds parameters (loaded
+  // from a checkpoint), as Flush left them there.
+  const size_t n = sync->net_.num_params();
+  std::vector<float> params(n);
+  sync->net_.InitParams(params, o.model.init_seed + o.trainer_id);
+  ASSIGN_OR_RETURN(auto state, trainer::FreshDenseState(o.dense_table.optimizer, n));
   if (o.trainer_id == 0) {
-    RETURN_IF_ERROR(InitDenseParams(client, o.dense_table.id, "trainer 0", true, &drawn[0])
+    RETURN_IF_ERROR(InitDenseParams(client, o.dense_table.id, "trainer 0", true, &params, &state)
                         .status()
                         .WithContext("GPU-PS"));
   }
-  for (uint32_t w = 1; w < workers; ++w) drawn[w] = drawn[0];
+  std::vector<std::vector<float>> drawn(workers, trainer::PackDenseState(params, state));
   RETURN_IF_ERROR(OnEveryWorker(workers, [&](uint32_t w) {
     return sync->comms_[w]->Broadcast(drawn[w], 0).WithContext("broadcasting the initial parameters from rank 0");
   }));
+  trainer::UnpackDenseState(drawn[0], &params, &state);
   std::vector<collective::Communicator*> ranks;
   for (auto& comm : sync->comms_) ranks.push_back(comm.get());
-  ASSIGN_OR_RETURN(sync->dense_, DenseReplica::Create(o, std::move(ranks), std::move(drawn[0])));
+  ASSIGN_OR_RETURN(sync->dense_, DenseReplica::Create(o, std::move(ranks), std::move(params), std::move(state)));
   return sync;
 }
 
@@ -426,10 +430,12 @@ StatusOr<bool> GpuPsSync::EndStep(uint32_t worker, bool out_of_data) {
 
 Status GpuPsSync::Flush() {
   RETURN_IF_ERROR(EndPass());
-  // Every process holds the same replica; rank 0's goes to the pservers' dense table, where
-  // evaluation and saving read it.
+  // Every process holds the same replica; rank 0's goes to the pservers' dense table with its
+  // optimizer state, where evaluation and saving read them and a restart resumes them.
   if (comms_.front()->rank() == 0) {
-    RETURN_IF_ERROR(client_.PushDenseParam(o_.dense_table.id, dense_->params()).get().WithContext("dense replica"));
+    const trainer::PsClient::DenseState state = dense_->state();
+    RETURN_IF_ERROR(
+        client_.PushDenseParam(o_.dense_table.id, dense_->params(), &state).get().WithContext("dense replica"));
   }
   return Status::OK();
 }

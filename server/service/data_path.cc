@@ -394,22 +394,42 @@ void PsService::PullDense(const net::Request& req, const net::Responder& respond
   }
   const uint64_t offset = msg->offset(), count = msg->count();
   const uint32_t table_id = msg->table_id();
+  const bool with_state = msg->with_state();
+  const optimizer::Optimizer& rule = table->optimizer();
+  if (with_state && (msg->element_state_floats() != rule.element_state_size() ||
+                     msg->shared_state_floats() != rule.shared_state_size())) {
+    return responder.SendError(Status::InvalidArgument(
+        "PullDense with state on table '" + table->options().name + "' from " + responder.peer() +
+        ": the caller's dense optimizer keeps " + std::to_string(msg->element_state_floats()) +
+        " floats per parameter + " + std::to_string(msg->shared_state_floats()) + ", the table's " +
+        std::to_string(rule.element_state_size()) + " + " + std::to_string(rule.shared_state_size()) +
+        " (the trainers and the pservers must configure the same dense_table optimizer)"));
+  }
   // Range (the slice is fixed, so no lane is needed) and reply size before allocating.
   Status range = table->CheckRange(offset, count);
   if (!range.ok()) return responder.SendError(range.WithContext("PullDense"));
-  if (count * sizeof(float) + 128 > options_.max_message_bytes) {
+  const uint64_t floats = with_state ? count * (1 + rule.element_state_size()) + rule.shared_state_size() : count;
+  if (floats * sizeof(float) + 128 > options_.max_message_bytes) {
     return responder.SendError(Status::InvalidArgument(
-        "PullDense on table '" + table->options().name + "': " + std::to_string(count) + " floats need a reply above " +
+        "PullDense on table '" + table->options().name + "': " + std::to_string(floats) + " floats need a reply above " +
         "max_message_bytes " + std::to_string(options_.max_message_bytes) + " (pull the slice in pieces)"));
   }
   auto state = std::make_shared<Fanout>(req, responder);
-  executors_.Post(DenseLane(table_id), [state, table, offset, count, table_id] {
-    flatbuffers::FlatBufferBuilder fbb(count * sizeof(float) + 128);
+  executors_.Post(DenseLane(table_id), [state, table, offset, count, table_id, with_state, floats, &rule] {
+    flatbuffers::FlatBufferBuilder fbb(floats * sizeof(float) + 160);
     float* out = nullptr;
+    float* element = nullptr;
+    float* shared = nullptr;
+    flatbuffers::Offset<flatbuffers::Vector<float>> element_state, shared_state;
+    if (with_state) {
+      element_state = fbb.CreateUninitializedVector(count * rule.element_state_size(), &element);
+      shared_state = fbb.CreateUninitializedVector(rule.shared_state_size(), &shared);
+    }
     auto values = fbb.CreateUninitializedVector(count, &out);
     Status st = table->Pull(offset, count, out);
+    if (st.ok() && with_state) st = table->PullState(offset, count, element, shared);
     if (!st.ok()) return state->responder.SendError(st.WithContext("PullDense"));
-    fbb.Finish(wire::CreatePullDenseReply(fbb, table_id, offset, values));
+    fbb.Finish(wire::CreatePullDenseReply(fbb, table_id, offset, values, element_state, shared_state));
     state->responder.Send(net::ReplyType(MessageType::PullDense), fbb.Release());
   });
 }
@@ -422,6 +442,8 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   uint64_t sync_step = 0;
   bool delta = false;
   bool if_unset = false;
+  bool with_state = false;
+  DenseTable::OptimizerStateView opt_state;
   std::span<const float> values;
   if (set_params) {
     const auto* msg = Verified<wire::PushDenseParamRequest>(req, responder);
@@ -430,6 +452,8 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
     offset = msg->offset();
     values = Span(msg->values());
     if_unset = msg->if_unset();
+    with_state = msg->with_state();
+    opt_state = {Span(msg->element_state()), Span(msg->shared_state())};
   } else {
     const auto* msg = Verified<wire::PushDenseRequest>(req, responder);
     if (msg == nullptr) return;
@@ -465,6 +489,11 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   size_t first_bad = 0;
   uint64_t skipped = 0;
   std::vector<float> cleaned;  // a sync push under `skip`: the values with zeros for the bad ones
+  if (with_state && (!Finite(opt_state.element_state, &first_bad) || !Finite(opt_state.shared_state, &first_bad))) {
+    return responder.SendError(Status::InvalidArgument(
+        std::string(op) + " on table '" + table->options().name + "' from " + responder.peer() +
+        ": its optimizer state holds a NaN or infinite value; nothing was applied"));
+  }
   if (!Finite(values, &first_bad)) {
     if (set_params || options_.nonfinite_gradients == config::NonFinitePolicy::kReject) {
       return responder.SendError(Status::InvalidArgument(
@@ -492,11 +521,13 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   auto state = std::make_shared<DenseState>(req, responder);
   state->cleaned = std::move(cleaned);
   executors_.Post(DenseLane(table_id), [state, table, offset, values, table_id, set_params, sync_trainers,
-                                        trainer_id, sync_step, delta, skipped, op, if_unset] {
+                                        trainer_id, sync_step, delta, skipped, op, if_unset, with_state, opt_state] {
     Status st;
     const bool kept = set_params && if_unset && table->has_params();
     if (kept) {
       st = table->CheckRange(offset, values.size());
+    } else if (set_params && with_state) {
+      st = table->SetParams(offset, values.size(), values.data(), opt_state);
     } else if (set_params) {
       st = table->SetParams(offset, values.size(), values.data());
     } else if (delta) {

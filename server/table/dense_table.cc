@@ -81,6 +81,35 @@ Status DenseTable::SetParams(uint64_t global_offset, uint64_t count, const float
   return Status::OK();
 }
 
+Status DenseTable::SetParams(uint64_t global_offset, uint64_t count, const float* values, OptimizerStateView state) {
+  uint64_t local = 0;
+  RETURN_IF_ERROR(Locate(global_offset, count, &local));
+  const uint32_t es = optimizer_->element_state_size();
+  if (state.element_state.size() != count * es || state.shared_state.size() != shared_state_.size()) {
+    return Status::InvalidArgument(
+        TableLabel(options_) + ": optimizer state of " + std::to_string(state.element_state.size()) + " + " +
+        std::to_string(state.shared_state.size()) + " floats for " + std::to_string(count) +
+        " parameters, but the table's dense optimizer keeps " + std::to_string(es) + " per parameter + " +
+        std::to_string(shared_state_.size()) + " (the trainers and the pservers must configure the same dense_table "
+        "optimizer)");
+  }
+  if (count == 0) return Status::OK();
+  std::copy_n(values, count, weights_.data() + local);
+  std::copy(state.element_state.begin(), state.element_state.end(), element_state_.data() + local * es);
+  std::copy(state.shared_state.begin(), state.shared_state.end(), shared_state_.data());
+  has_params_ = true;
+  return Status::OK();
+}
+
+Status DenseTable::PullState(uint64_t global_offset, uint64_t count, float* element_out, float* shared_out) const {
+  uint64_t local = 0;
+  RETURN_IF_ERROR(Locate(global_offset, count, &local));
+  const uint32_t es = optimizer_->element_state_size();
+  std::copy_n(element_state_.data() + local * es, count * es, element_out);
+  std::copy(shared_state_.begin(), shared_state_.end(), shared_out);
+  return Status::OK();
+}
+
 }  // namespace fleetps::server
 
 namespace fleetps::server {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,18 @@ class DenseTable {
   // Overwrites the range with values[0, count) (trainer 0's initial parameters), resets the
   // range's optimizer state and restarts the shared state (Adam's bias correction).
   Status SetParams(uint64_t global_offset, uint64_t count, const float* values);
+  // The optimizer state given with the parameters (a trainer's replica that steps the dense
+  // rule itself): element_state, count x the optimizer's element_state_size() floats
+  // (weight-major), and shared_state, its shared_state_size() floats. InvalidArgument naming
+  // the table and both sizes when they are not the optimizer's; nothing changes then.
+  struct OptimizerStateView {
+    std::span<const float> element_state;
+    std::span<const float> shared_state;
+  };
+  Status SetParams(uint64_t global_offset, uint64_t count, const float* values, OptimizerStateView state);
+  // The range's element state to element_out (count x element_state_size() floats) and the
+  // slice's shared state to shared_out (shared_state_size() floats).
+  Status PullState(uint64_t global_offset, uint64_t count, float* element_out, float* shared_out) const;
   // True once the slice holds parameters someone gave it: SetParams or a checkpoint load
   // (LoadBlock). A job's initial push leaves such a slice alone (PushDenseParam if_unset).
   bool has_params() const { return has_params_; }

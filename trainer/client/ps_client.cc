@@ -341,9 +341,35 @@ std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> DensePieces(const TableInf
   return out;
 }
 
+// A dense call's requests: `pieces` of at most max_payload bytes each, with `state` (when
+// given: element_floats per parameter, `shared` floats per request) beside the values.
+struct DenseLayout {
+  uint32_t element_floats = 0;
+  size_t shared = 0;
+  std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> pieces;
+};
+
+// InvalidArgument naming the operation and the table when `state` is not a whole number of
+// floats per parameter.
+StatusOr<DenseLayout> LayOutDense(const TableInfo& info, const PsClient::DenseState* state, size_t max_payload,
+                                  const char* op) {
+  DenseLayout out;
+  if (state != nullptr) {
+    if (info.dim == 0 || state->element.size() % info.dim != 0) {
+      return Status::InvalidArgument(std::string(op) + " on table '" + info.name + "': optimizer state of " +
+                                     std::to_string(state->element.size()) +
+                                     " floats is not a multiple of the table's " + std::to_string(info.dim));
+    }
+    out.element_floats = static_cast<uint32_t>(state->element.size() / info.dim);
+    out.shared = state->shared.size();
+  }
+  out.pieces = DensePieces(info, ((max_payload - 4096) / sizeof(float) - out.shared) / (1 + out.element_floats));
+  return out;
+}
+
 }  // namespace
 
-std::future<Status> PsClient::PullDense(uint32_t table_id, std::span<float> values) {
+std::future<Status> PsClient::PullDense(uint32_t table_id, std::span<float> values, DenseState* state) {
   auto info = Table(table_id);
   if (!info.ok()) return Join::Ready(info.status());
   if (!info->dense || values.size() != info->dim) {
@@ -351,32 +377,48 @@ std::future<Status> PsClient::PullDense(uint32_t table_id, std::span<float> valu
                                                std::to_string(info->dim) + " floats, caller has " +
                                                std::to_string(values.size())));
   }
-  auto pieces = DensePieces(*info, (options_.rpc.max_payload - 4096) / 4);
+  auto layout = LayOutDense(*info, state, options_.rpc.max_payload, "PullDense");
+  if (!layout.ok()) return Join::Ready(layout.status());
+  const auto& pieces = layout->pieces;
+  const uint32_t es = layout->element_floats;
+  const size_t shared = layout->shared;
   auto join = std::make_shared<Join>();
   join->remaining = static_cast<uint32_t>(pieces.size());
   auto future = join->promise.get_future();
   if (pieces.empty()) return Join::Ready(Status::OK());
   for (auto [s, b, e] : pieces) {
     flatbuffers::FlatBufferBuilder fbb(64);
-    fbb.Finish(wire::CreatePullDenseRequest(fbb, table_id, b, e - b));
+    fbb.Finish(wire::CreatePullDenseRequest(fbb, table_id, b, e - b, state != nullptr, es,
+                                            static_cast<uint32_t>(shared)));
     const std::string server = clients_[s]->name();
     float* dst = values.data() + b;
+    float* element = state != nullptr ? state->element.data() + b * es : nullptr;
+    float* shared_out = state != nullptr && b == 0 ? state->shared.data() : nullptr;  // the first slice's
     const uint64_t count = e - b;
     clients_[s]->Call(static_cast<uint16_t>(MessageType::PullDense), fbb.Release(),
-                      [join, dst, count, server](StatusOr<net::Reply> r) {
+                      [join, dst, count, server, element, shared_out, es, shared](StatusOr<net::Reply> r) {
                         if (!r.ok()) {
                           join->Fail(r.status());
                           return join->Done();
                         }
                         Status error;
                         const auto* msg = VerifiedReply<wire::PullDenseReply>(*r, server, &error);
-                        if (msg != nullptr && (msg->values() == nullptr || msg->values()->size() != count)) {
+                        auto size = [](const flatbuffers::Vector<float>* v) { return v == nullptr ? 0 : v->size(); };
+                        if (msg != nullptr && (size(msg->values()) != count ||
+                                               (element != nullptr && (size(msg->element_state()) != count * es ||
+                                                                       size(msg->shared_state()) != shared)))) {
                           error = Status::Corruption("PullDense reply from " + server + " has the wrong size");
                         }
                         if (!error.ok()) {
                           join->Fail(error);
                         } else {
                           std::memcpy(dst, msg->values()->data(), count * 4);
+                          if (element != nullptr && es > 0) {
+                            std::memcpy(element, msg->element_state()->data(), count * es * 4);
+                          }
+                          if (shared_out != nullptr && shared > 0) {
+                            std::memcpy(shared_out, msg->shared_state()->data(), shared * 4);
+                          }
                         }
                         join->Done();
                       });
@@ -389,8 +431,9 @@ std::future<Status> PsClient::PushDense(uint32_t table_id, std::span<const float
   return PushDenseValues(table_id, grads, /*params=*/false, options);
 }
 
-std::future<Status> PsClient::PushDenseParam(uint32_t table_id, std::span<const float> values) {
-  return PushDenseValues(table_id, values, /*params=*/true, DensePushOptions{});
+std::future<Status> PsClient::PushDenseParam(uint32_t table_id, std::span<const float> values,
+                                            const DenseState* state) {
+  return PushDenseValues(table_id, values, /*params=*/true, DensePushOptions{}, nullptr, state);
 }
 
 StatusOr<uint64_t> PsClient::InitDenseParam(uint32_t table_id, std::span<const float> values) {
@@ -401,7 +444,7 @@ StatusOr<uint64_t> PsClient::InitDenseParam(uint32_t table_id, std::span<const f
 
 std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const float> values, bool params,
                                               const DensePushOptions& options,
-                                              std::shared_ptr<std::atomic<uint64_t>> kept) {
+                                              std::shared_ptr<std::atomic<uint64_t>> kept, const DenseState* state) {
   auto info = Table(table_id);
   if (!info.ok()) return Join::Ready(info.status());
   const char* op = params ? "PushDenseParam" : "PushDense";
@@ -410,7 +453,11 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
                                                "': expected a dense table of " + std::to_string(info->dim) +
                                                " floats, caller has " + std::to_string(values.size())));
   }
-  auto pieces = DensePieces(*info, (options_.rpc.max_payload - 4096) / 4);
+  auto layout = LayOutDense(*info, state, options_.rpc.max_payload, op);
+  if (!layout.ok()) return Join::Ready(layout.status());
+  const auto& pieces = layout->pieces;
+  const uint32_t es = layout->element_floats;
+  const size_t shared = layout->shared;
   if (pieces.empty()) return Join::Ready(Status::OK());
   auto join = std::make_shared<Join>();
   join->remaining = static_cast<uint32_t>(pieces.size());
@@ -419,9 +466,15 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
   net::CallOptions call = net::DefaultCallOptions(type, options_.rpc);
   if (options.sync_step != 0) call.idempotent = true;  // the servers count a numbered push once
   for (auto [s, b, e] : pieces) {
-    flatbuffers::FlatBufferBuilder fbb((e - b) * 4 + 128);
+    flatbuffers::FlatBufferBuilder fbb(((e - b) * (1 + es) + shared) * 4 + 160);
     auto vec = fbb.CreateVector(values.data() + b, e - b);
-    if (params) {
+    if (params && state != nullptr) {
+      // Each piece carries the shared state: every server's slice takes it.
+      auto element = fbb.CreateVector(state->element.data() + b * es, (e - b) * es);
+      auto shared_state = fbb.CreateVector(state->shared);
+      fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table_id, b, vec, /*if_unset=*/kept != nullptr,
+                                                   /*with_state=*/true, element, shared_state));
+    } else if (params) {
       fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table_id, b, vec, /*if_unset=*/kept != nullptr));
     } else {
       fbb.Finish(wire::CreatePushDenseRequest(fbb, table_id, b, vec, options.sync_trainers, options.delta,

@@ -184,8 +184,18 @@ class PsClient {
   std::future<Status> WriteRows(uint32_t table_id, std::span<const uint64_t> keys, uint32_t row_floats,
                                 const RowsIn& in, RowsWritten* written = nullptr);
 
-  // The whole dense table (values.size() must equal the table size).
-  std::future<Status> PullDense(uint32_t table_id, std::span<float> values);
+  // A dense table's optimizer state as a trainer's replica that steps the dense rule itself
+  // holds it: `element`, the rule's element state of every parameter (weight-major), and
+  // `shared`, its shared state (Adam's beta powers).
+  struct DenseState {
+    std::vector<float> element;
+    std::vector<float> shared;
+  };
+  // The whole dense table (values.size() must equal the table size). With `state`, also its
+  // optimizer state, into buffers the caller sized for its own rule (element: a multiple of
+  // the table size); the servers refuse a rule of other sizes. The shared state is the first
+  // slice's.
+  std::future<Status> PullDense(uint32_t table_id, std::span<float> values, DenseState* state = nullptr);
   struct DensePushOptions {
     // > 0: the servers accumulate until that many pushes of the whole table arrived,
     // then apply their average as one step (sync mode).
@@ -202,7 +212,10 @@ class PsClient {
   std::future<Status> PushDense(uint32_t table_id, std::span<const float> grads) {
     return PushDense(table_id, grads, DensePushOptions{});
   }
-  std::future<Status> PushDenseParam(uint32_t table_id, std::span<const float> values);
+  // Sets the dense parameters; with `state`, the servers' optimizer state becomes it (else it
+  // starts afresh). values and state are copied into the requests before this returns.
+  std::future<Status> PushDenseParam(uint32_t table_id, std::span<const float> values,
+                                     const DenseState* state = nullptr);
   // A job's initial dense parameters: set only on the servers whose slice holds none yet (a
   // slice loaded from a checkpoint, or set by an earlier call, keeps its parameters). Waits
   // for every server; returns the floats kept rather than set (0: all set; the table's size:
@@ -293,7 +306,8 @@ class PsClient {
   // servers kept.
   std::future<Status> PushDenseValues(uint32_t table_id, std::span<const float> values, bool params,
                                       const DensePushOptions& options,
-                                      std::shared_ptr<std::atomic<uint64_t>> kept = nullptr);
+                                      std::shared_ptr<std::atomic<uint64_t>> kept = nullptr,
+                                      const DenseState* state = nullptr);
   // Fans a set of per-server calls out and completes the returned future when all did.
   struct Join;
   // Sends `payload(s)` to every server s at once and waits for every reply.

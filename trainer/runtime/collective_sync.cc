@@ -69,11 +69,17 @@ Status CollectiveSync::SetInitialParams(std::vector<float> params) {
   // The hybrid's rank 0 starts from the pservers' dense table when it holds parameters (a
   // model loaded from a checkpoint) and sets its draw there otherwise; the broadcast makes
   // its choice every rank's.
+  // With the table's optimizer state, as Flush left it there.
+  ASSIGN_OR_RETURN(PsClient::DenseState state, FreshDenseState(o_.dense_table.optimizer, params.size()));
   if (!o_.local() && comm_.rank() == 0) {
-    RETURN_IF_ERROR(InitDenseParams(client_, o_.dense_table.id, "rank 0", true, &params).status());
+    RETURN_IF_ERROR(InitDenseParams(client_, o_.dense_table.id, "rank 0", true, &params, &state).status());
   }
-  RETURN_IF_ERROR(comm_.Broadcast(params, 0).WithContext("broadcasting the initial parameters from rank 0"));
+  std::vector<float> packed = PackDenseState(params, state);
+  RETURN_IF_ERROR(comm_.Broadcast(packed, 0).WithContext("broadcasting the initial parameters from rank 0"));
+  UnpackDenseState(packed, &params, &state);
   params_ = std::move(params);
+  state_ = std::move(state.element);
+  shared_state_ = std::move(state.shared);
   // Buckets of fuse_grad_size_in_MB over [had data | gradient].
   buffer_.assign(params_.size() + 1, 0.0f);
   buckets_.clear();
@@ -83,10 +89,6 @@ Status CollectiveSync::SetInitialParams(std::vector<float> params) {
   }
   filled_.assign(buckets_.size(), 0);
   next_bucket_ = static_cast<int>(buckets_.size()) - 1;
-  ASSIGN_OR_RETURN(auto opt, optimizer::CreateOptimizer(o_.dense_table.optimizer));
-  state_.assign(params_.size() * opt->element_state_size(), 0.0f);
-  shared_state_.assign(opt->shared_state_size(), 0.0f);
-  opt->InitSpanState(state_.data(), shared_state_.data(), params_.size());
   optimizer_.reset();
   steps_ = 0;
   return Status::OK();
@@ -187,10 +189,12 @@ StatusOr<bool> CollectiveSync::EndStep(uint32_t, bool out_of_data) {
 
 Status CollectiveSync::Flush() {
   if (sparse_ != nullptr) RETURN_IF_ERROR(sparse_->Flush());
-  // The replica to the dense table, where evaluation and saving read it: the hybrid's
-  // pservers once (rank 0; every rank holds the same), or each rank's in-process table.
+  // The replica and its optimizer state to the dense table, where evaluation and saving read
+  // them and a restart resumes them: the hybrid's pservers once (rank 0; every rank holds the
+  // same), or each rank's in-process table.
   if (o_.local() || comm_.rank() == 0) {
-    RETURN_IF_ERROR(client_.PushDenseParam(o_.dense_table.id, params_).get().WithContext("dense replica"));
+    const PsClient::DenseState state{state_, shared_state_};
+    RETURN_IF_ERROR(client_.PushDenseParam(o_.dense_table.id, params_, &state).get().WithContext("dense replica"));
   }
   return Status::OK();
 }

@@ -557,7 +557,7 @@ std::unique_ptr<ParamSync> MakeSparseAsyncSync(const TrainerOptions& options, Ps
 }
 
 StatusOr<uint64_t> InitDenseParams(PsClient& client, uint32_t table_id, std::string_view who, bool adopt,
-                                   std::vector<float>* params) {
+                                   std::vector<float>* params, PsClient::DenseState* state) {
   auto kept = client.InitDenseParam(table_id, *params);
   if (!kept.ok()) return kept.status().WithContext("the initial dense parameters");
   if (*kept == 0) return kept;
@@ -571,10 +571,36 @@ StatusOr<uint64_t> InitDenseParams(PsClient& client, uint32_t table_id, std::str
                  who, who);
   }
   if (adopt) {
-    RETURN_IF_ERROR(client.PullDense(table_id, *params).get().WithContext("the pservers' dense parameters"));
-    spdlog::info("{}: the dense replicas start from the pservers' dense table", who);
+    RETURN_IF_ERROR(client.PullDense(table_id, *params, state).get().WithContext("the pservers' dense parameters"));
+    spdlog::info("{}: the dense replicas start from the pservers' dense table{}", who,
+                 state != nullptr ? " and its optimizer state" : "");
   }
   return kept;
+}
+
+StatusOr<PsClient::DenseState> FreshDenseState(const OptimizerOptions& rule, size_t params) {
+  RETURN_IF_ERROR(optimizer::ValidateOptimizerOptions(rule).WithContext("dense optimizer"));
+  ASSIGN_OR_RETURN(auto opt, optimizer::CreateOptimizer(rule));
+  PsClient::DenseState state;
+  state.element.assign(params * opt->element_state_size(), 0.0f);
+  state.shared.assign(opt->shared_state_size(), 0.0f);
+  opt->InitSpanState(state.element.data(), state.shared.data(), params);
+  return state;
+}
+
+std::vector<float> PackDenseState(std::span<const float> params, const PsClient::DenseState& state) {
+  std::vector<float> packed(params.begin(), params.end());
+  packed.insert(packed.end(), state.element.begin(), state.element.end());
+  packed.insert(packed.end(), state.shared.begin(), state.shared.end());
+  return packed;
+}
+
+void UnpackDenseState(std::span<const float> packed, std::vector<float>* params, PsClient::DenseState* state) {
+  auto at = packed.begin();
+  for (std::vector<float>* v : {params, &state->element, &state->shared}) {
+    std::copy_n(at, v->size(), v->begin());
+    at += static_cast<std::ptrdiff_t>(v->size());
+  }
 }
 
 std::string DenseChecksum(std::span<const float> params) {

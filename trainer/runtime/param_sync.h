@@ -137,9 +137,18 @@ std::unique_ptr<ParamSync> MakeSparseAsyncSync(const config::TrainerOptions& opt
 // InitDenseParam). When they kept parameters (a model loaded from a checkpoint, or set by an
 // earlier run of that trainer) it logs so, as `who`, warns when only some servers kept
 // theirs, and with `adopt` pulls the whole table into *params, so that replicas start from
-// it. Returns the floats kept.
+// it, and with `state` (sized for the caller's dense rule) its optimizer state too, so that
+// a replica that steps the dense rule itself resumes it. Returns the floats kept.
 StatusOr<uint64_t> InitDenseParams(PsClient& client, uint32_t table_id, std::string_view who, bool adopt,
-                                   std::vector<float>* params);
+                                   std::vector<float>* params, PsClient::DenseState* state = nullptr);
+
+// The dense rule's fresh optimizer state for `params` floats, or InvalidArgument naming the
+// bad option.
+StatusOr<PsClient::DenseState> FreshDenseState(const OptimizerOptions& rule, size_t params);
+// [params | state.element | state.shared] in one vector, for one broadcast; Unpack splits
+// such a vector back by the sizes *params and *state already have.
+std::vector<float> PackDenseState(std::span<const float> params, const PsClient::DenseState& state);
+void UnpackDenseState(std::span<const float> packed, std::vector<float>* params, PsClient::DenseState* state);
 
 // FNV-1a 64 of the parameters' bytes, in hex: replicas that agree bitwise have equal ones.
 std::string DenseChecksum(std::span<const float> params);

@@ -575,7 +575,8 @@ TEST_CASE("The process's one dense replica, each worker stepping a slice, gives 
   auto comms = collective::MakeLocalGroup(kWorkers, nullptr, std::chrono::milliseconds(30000));
   std::vector<collective::Communicator*> ranks;
   for (auto& c : comms) ranks.push_back(c.get());
-  auto replica = DenseReplica::Create(job, ranks, initial, apply_threads);
+  auto replica = DenseReplica::Create(job, ranks, initial, {}, apply_threads);
+  INFO(replica.status().ToString());
   REQUIRE(replica.ok());
   CHECK((*replica)->helper_threads() == (apply_threads > kWorkers ? apply_threads - 1 : 0));
   // The gradients depend on the parameters each step reads: a read before every slice of the
@@ -834,6 +835,45 @@ TEST_CASE("The dense replica starts from the pservers' dense table when it holds
   REQUIRE(drawn[0]->client->PullDense(job.dense_table.id, table).get().ok());
   CHECK(replica == table);
   CHECK(replica != loaded);
+}
+
+TEST_CASE("A restarted node resumes the dense optimizer state end_pass left on the pservers: two passes across a "
+          "restart give bitwise the uninterrupted run's model") {
+  config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
+  job.dense_table.optimizer.kind = OptimizerKind::kAdam;  // moments and beta powers to lose
+  job.dense_table.optimizer.learning_rate = 0.01f;
+  job.collective.warmup_steps = 0;  // the rate's warm-up counts the replica's own steps
+  const auto keys = Range(0, 30);
+  const std::vector<std::vector<std::vector<std::vector<Batch>>>> passes = {{{Batches(keys, 5, 31)}},
+                                                                           {{Batches(keys, 4, 32)}}};
+  auto run_pass = [&](std::vector<std::unique_ptr<PassTrainer>>& trainers, size_t pass) {
+    REQUIRE(trainers[0]->sync->BeginPassWithKeys(keys).ok());
+    TrainPass(trainers, passes[pass]);
+    REQUIRE(trainers[0]->sync->Flush().ok());  // end_pass: rows and the dense replica to the pservers
+  };
+  Cluster straight(job), restarted(job);
+  {
+    auto trainers = MakeTrainers(straight, job, 1, 1);
+    run_pass(trainers, 0);
+    run_pass(trainers, 1);
+  }
+  {
+    auto first = MakeTrainers(restarted, job, 1, 1);
+    run_pass(first, 0);
+  }
+  auto second = MakeTrainers(restarted, job, 1, 1);  // a new process: the replica from the pservers
+  run_pass(second, 1);
+  const size_t n = job.dense_table.dim;
+  PsClient::DenseState want{std::vector<float>(2 * n), std::vector<float>(2)}, got = want;
+  std::vector<float> want_params(n), got_params(n);
+  REQUIRE(straight.Client()->PullDense(job.dense_table.id, want_params, &want).get().ok());
+  REQUIRE(restarted.Client()->PullDense(job.dense_table.id, got_params, &got).get().ok());
+  CHECK(got_params == want_params);
+  CHECK(got.element == want.element);
+  CHECK(got.shared == want.shared);
+  // Adam's beta1 power: beta1 at the start, times beta1 at each of both passes' 9 steps.
+  CHECK(want.shared[0] == Approx(std::pow(0.9, 10)).epsilon(1e-5));
+  CHECK(std::any_of(want.element.begin(), want.element.end(), [](float v) { return v != 0.0f; }));
 }
 
 TEST_CASE("A failed worker's Abort ends the other workers' wait in the dense allreduce at once") {

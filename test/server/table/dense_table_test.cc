@@ -103,6 +103,54 @@ TEST_CASE("DenseTable: Adam shares its beta powers over the slice; SetParams res
   CHECK(w[1] == Approx(0.9f));
 }
 
+TEST_CASE("DenseTable: SetParams with an optimizer state continues from it; PullState gives it back",
+          "[dense_table]") {
+  TableOptions o = DenseOptions(6);
+  o.initializer.kind = InitializerKind::kConstant;
+  o.initializer.value = 0.5f;
+  o.optimizer.kind = OptimizerKind::kAdam;
+  o.optimizer.learning_rate = 0.1f;
+  // The middle of three servers' slices, [2, 4): global offsets on both tables.
+  auto trained = MustCreate(o, 1, 3);
+  auto resumed = MustCreate(o, 1, 3);
+  REQUIRE(trained->begin() == 2);
+  REQUIRE(trained->end() == 4);
+  const std::vector<float> g1 = {0.3f, -0.2f}, g2 = {-0.1f, 0.4f};
+  REQUIRE(trained->Push(2, 2, g1.data()).ok());
+  REQUIRE(trained->Push(2, 2, g1.data()).ok());
+  std::vector<float> w(2), element(2 * 2), shared(2);
+  REQUIRE(trained->Pull(2, 2, w.data()).ok());
+  REQUIRE(trained->PullState(2, 2, element.data(), shared.data()).ok());
+  CHECK(shared[0] == Approx(0.9f * 0.9f * 0.9f));  // beta1 power: beta1, then x beta1 per step
+  CHECK(element[0] != 0.0f);                        // weight 2's first moment
+  // A table given the weights and that state takes the next step as the trained one does.
+  REQUIRE(resumed->SetParams(2, 2, w.data(), {element, shared}).ok());
+  REQUIRE(trained->Push(2, 2, g2.data()).ok());
+  REQUIRE(resumed->Push(2, 2, g2.data()).ok());
+  std::vector<float> a(2), b(2), ea(4), eb(4), sa(2), sb(2);
+  REQUIRE(trained->Pull(2, 2, a.data()).ok());
+  REQUIRE(resumed->Pull(2, 2, b.data()).ok());
+  REQUIRE(trained->PullState(2, 2, ea.data(), sa.data()).ok());
+  REQUIRE(resumed->PullState(2, 2, eb.data(), sb.data()).ok());
+  CHECK(a == b);
+  CHECK(ea == eb);
+  CHECK(sa == sb);
+  // One weight of the two: its state alone, the slice's shared state.
+  std::vector<float> one(2), one_shared(2);
+  REQUIRE(trained->PullState(3, 1, one.data(), one_shared.data()).ok());
+  CHECK(one == std::vector<float>(ea.begin() + 2, ea.end()));
+  // State of another rule's sizes: refused naming the table and both sizes; nothing changes.
+  const std::vector<float> adagrad_state(2, 1.0f), none;
+  const std::vector<float> seven = {7.0f, 7.0f};
+  Status st = resumed->SetParams(2, 2, seven.data(), {adagrad_state, none});
+  CHECK(st.IsInvalidArgument());
+  CHECK_THAT(st.message(), Catch::Contains("dense0") && Catch::Contains("2 + 0 floats for 2 parameters") &&
+                               Catch::Contains("keeps 2 per parameter + 2"));
+  REQUIRE(resumed->Pull(2, 2, b.data()).ok());
+  CHECK(b == a);
+  CHECK(resumed->PullState(0, 1, one.data(), one_shared.data()).IsInvalidArgument());  // outside the slice
+}
+
 TEST_CASE("DenseTable: ranges outside the slice are InvalidArgument", "[dense_table]") {
   TableOptions o = DenseOptions(10);
   auto table = MustCreate(o, 1, 2);  // holds [5, 10)

@@ -6,11 +6,13 @@
 // Also: calls whose keys are declared distinct (PsClient::Keys::kDistinct).
 #include <boost/asio.hpp>
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <future>
 #include <thread>
 
+#include "common/optimizer/optimizer.h"
 #include "common/sharding.h"
 #include "server/app/app.h"
 #include "test/common/net/tcp_proxy.h"
@@ -39,15 +41,17 @@ TableOptions Table(uint32_t id, TableKind kind, uint64_t dim) {
 }
 
 // A pserver `index` of `endpoints` holding a dim-2 sparse table and a 3-float dense one,
-// both SGD lr 1 from zeros (a row is minus the sum of the gradients it was pushed).
-std::unique_ptr<server::App> StartServer(const std::vector<net::Endpoint>& endpoints, uint32_t index) {
+// both SGD lr 1 from zeros (a row is minus the sum of the gradients it was pushed), or with
+// `dense` those of the dense table.
+std::unique_ptr<server::App> StartServer(const std::vector<net::Endpoint>& endpoints, uint32_t index,
+                                         const TableOptions& dense = Table(kDense, TableKind::kDense, 3)) {
   config::ServerOptions o;
   o.endpoints = endpoints;
   o.index = index;
   o.bind_host = "127.0.0.1";
   o.io_threads = 1;
   o.shard_threads = 1;
-  o.tables = {Table(kSparse, TableKind::kSparse, 2), Table(kDense, TableKind::kDense, 3)};
+  o.tables = {Table(kSparse, TableKind::kSparse, 2), dense};
   auto app = std::make_unique<server::App>(o);
   REQUIRE(app->Start().ok());
   return app;
@@ -130,6 +134,57 @@ TEST_CASE("Keys::kDistinct skips the de-duplication with the same rows; repeated
 #else
   WARN("the check of Keys::kDistinct runs only in builds with assertions (this one defines NDEBUG)");
 #endif
+}
+
+TEST_CASE("The dense optimizer state goes to two servers' slices with the parameters, and comes back") {
+  TableOptions adam = Table(kDense, TableKind::kDense, 5);
+  adam.optimizer.kind = OptimizerKind::kAdam;
+  adam.optimizer.learning_rate = 0.1f;
+  const auto ports = testing::FreePorts(2);
+  const std::vector<net::Endpoint> eps = {{"127.0.0.1", ports[0]}, {"127.0.0.1", ports[1]}};
+  auto server0 = StartServer(eps, 0, adam);
+  auto server1 = StartServer(eps, 1, adam);
+  auto client = PsClient::Connect(Fast(eps));
+  REQUIRE(client.ok());
+  PsClient& c = **client;
+  // A replica's state after some steps: moments (m, v per weight) and beta powers.
+  const std::vector<float> params = {0.1f, -0.2f, 0.3f, -0.4f, 0.5f};
+  PsClient::DenseState state{{0.01f, 0.2f, -0.02f, 0.3f, 0.03f, 0.4f, -0.04f, 0.5f, 0.05f, 0.6f}, {0.729f, 0.997f}};
+  REQUIRE(c.PushDenseParam(kDense, params, &state).get().ok());
+  std::vector<float> got(5);
+  PsClient::DenseState back{std::vector<float>(10), std::vector<float>(2)};
+  REQUIRE(c.PullDense(kDense, got, &back).get().ok());
+  CHECK(got == params);
+  CHECK(back.element == state.element);
+  CHECK(back.shared == state.shared);
+  // The servers step from that state: the same as the rule stepping a copy here.
+  const std::vector<float> grads = {0.5f, -0.5f, 0.25f, 0.0f, 1.0f};
+  REQUIRE(c.PushDense(kDense, grads).get().ok());
+  auto rule = optimizer::CreateOptimizer(adam.optimizer);
+  REQUIRE(rule.ok());
+  std::vector<float> want = params, element = state.element, shared = state.shared;
+  (*rule)->UpdateSpan(want.data(), element.data(), shared.data(), grads.data(), want.size());
+  REQUIRE(c.PullDense(kDense, got, &back).get().ok());
+  CHECK(got == want);
+  CHECK(back.element == element);
+  CHECK(back.shared == shared);
+  // A rule of other sizes (SGD: none; Adagrad: one float per weight) is refused, saying so.
+  PsClient::DenseState sgd;
+  Status st = c.PullDense(kDense, got, &sgd).get();
+  CHECK(st.IsInvalidArgument());
+  CHECK_THAT(st.message(), Catch::Contains("'dense'") && Catch::Contains("keeps 0 floats per parameter + 0") &&
+                               Catch::Contains("the table's 2 + 2"));
+  PsClient::DenseState adagrad{std::vector<float>(5, 1.0f), {}};
+  st = c.PushDenseParam(kDense, params, &adagrad).get();
+  CHECK(st.IsInvalidArgument());
+  CHECK_THAT(st.message(), Catch::Contains("keeps 2 per parameter + 2"));
+  PsClient::DenseState ragged{std::vector<float>(7), {}};
+  CHECK(c.PushDenseParam(kDense, params, &ragged).get().IsInvalidArgument());  // not a multiple of 5
+  // Parameters without a state: the servers' state starts afresh.
+  REQUIRE(c.PushDenseParam(kDense, params).get().ok());
+  REQUIRE(c.PullDense(kDense, got, &back).get().ok());
+  CHECK(back.shared == std::vector<float>{adam.optimizer.beta1, adam.optimizer.beta2});
+  CHECK(std::all_of(back.element.begin(), back.element.end(), [](float v) { return v == 0.0f; }));
 }
 
 TEST_CASE("InitDenseParam sets a job's initial dense parameters only where the servers hold none") {

@@ -268,5 +268,42 @@ TEST_CASE("The hybrid's ranks start from the pservers' dense table when it holds
   CHECK(table == rank0);
 }
 
+TEST_CASE("A restarted hybrid job resumes the dense optimizer state Flush left on the pservers: bitwise the "
+          "uninterrupted run") {
+  auto adam_job = [] {
+    auto job = std::make_unique<CollectiveJob>();
+    job->options.pservers = {{"127.0.0.1", 1}};  // a hybrid job
+    job->options.dense_table.optimizer.kind = OptimizerKind::kAdam;
+    job->options.dense_table.optimizer.learning_rate = 0.01f;
+    job->pserver.emplace(std::vector<TableOptions>{job->options.dense_table});
+    return job;
+  };
+  const Batches b(6, 8, 41);
+  // Steps [from, to) on 2 ranks, 4 rows each, then Flush.
+  auto train = [&](CollectiveJob& job, int from, int to) {
+    OnRanks(job, 2, [&](uint32_t r, CollectiveSync& sync, testing::ThreadChecks& check) {
+      for (int step = from; step < to; ++step) {
+        Step(job.net, sync, check, b, step, r * 4, r * 4 + 4);
+        EndStep(sync, false, check);
+      }
+      const Status flushed = sync.Flush();
+      check(flushed.ok(), "Flush: " + flushed.ToString());
+    });
+  };
+  auto straight = adam_job(), restarted = adam_job();
+  train(*straight, 0, 6);
+  train(*restarted, 0, 3);
+  train(*restarted, 3, 6);  // new ranks: the replica and its Adam state from the pservers
+  const size_t n = straight->net.num_params();
+  std::vector<float> want(n), got(n);
+  PsClient::DenseState want_state{std::vector<float>(2 * n), std::vector<float>(2)}, got_state = want_state;
+  REQUIRE(straight->client().PullDense(1, want, &want_state).get().ok());
+  REQUIRE(restarted->client().PullDense(1, got, &got_state).get().ok());
+  CHECK(got == want);
+  CHECK(got_state.element == want_state.element);
+  CHECK(got_state.shared == want_state.shared);
+  CHECK(want_state.shared[0] == Approx(std::pow(0.9, 7)).epsilon(1e-5));  // beta1, x beta1 per step
+}
+
 }  // namespace
 }  // namespace fleetps::trainer
