@@ -28,9 +28,10 @@
 // Checks, besides the sanitizers: every request gets exactly one reply with its request
 // id, within kReplyDeadline; the reply is either the request's reply type, whose payload
 // passes the FlatBuffers verifier and agrees with the request (PullSparse: keys x dim
-// values; PullDense: count values; PushSparse: applied + skipped = keys; PullRows: keys x
-// row floats and one flag per key; WriteRows: written + merged = keys; Save, Load, Shrink,
-// Stop: a reply that verifies; nothing is ever written outside C's root), or an ErrorReply
+// values; PullDense: count values, and with_state their state; PushSparse: applied +
+// skipped = keys; PullRows: keys x row floats and one flag per key; WriteRows: written +
+// merged = keys; Save, Load, Shrink, Stop: a reply that verifies; nothing is ever written
+// outside C's root), or an ErrorReply
 // that parses and is not Internal (Internal means a handler threw or dropped a request);
 // an unknown type is answered with an ErrorReply; the connection is never closed. Barriers
 // left waiting at the end of an input are expired through BarrierManager::ExpireDeadlines
@@ -393,7 +394,11 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
       const uint64_t offset = Offset(p);
       const uint64_t count =
           p.ConsumeBool() ? p.ConsumeIntegral<uint64_t>() : p.ConsumeIntegralInRange<uint64_t>(0, 70);
-      fbb.Finish(wire::CreatePullDenseRequest(fbb, table, offset, count));
+      // With the optimizer state, of sizes around the tables' rules' (0 to 2 and 0 to 2).
+      const bool with_state = p.ConsumeBool();
+      const auto element = p.ConsumeIntegralInRange<uint32_t>(0, 3);
+      const auto shared = p.ConsumeBool() ? p.ConsumeIntegral<uint32_t>() : p.ConsumeIntegralInRange<uint32_t>(0, 3);
+      fbb.Finish(wire::CreatePullDenseRequest(fbb, table, offset, count, with_state, element, shared));
       break;
     }
     case MessageType::PushDense: {
@@ -414,7 +419,11 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
       const uint64_t offset = Offset(p);
       const auto values = Floats(p, p.ConsumeIntegralInRange<size_t>(0, 70));
       const bool if_unset = p.ConsumeBool();
-      fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table, offset, fbb.CreateVector(values), if_unset));
+      const bool with_state = p.ConsumeBool();
+      const auto element = Floats(p, Around(p, values.size() * p.ConsumeIntegralInRange<size_t>(0, 3)));
+      const auto shared = Floats(p, p.ConsumeIntegralInRange<size_t>(0, 3));
+      fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table, offset, fbb.CreateVector(values), if_unset, with_state,
+                                                   fbb.CreateVector(element), fbb.CreateVector(shared)));
       break;
     }
     case MessageType::Barrier: {
@@ -580,6 +589,14 @@ void CheckReply(const Sent& req, uint16_t reply_type, const std::string& reply, 
       const size_t values = r->values() ? r->values()->size() : 0;
       if (values != q->count() || r->offset() != q->offset()) {
         Fail("PullDense of " + std::to_string(q->count()) + " floats got " + std::to_string(values));
+      }
+      // With the state: the element state of every value and the shared state, of the sizes
+      // the request named (a table of other sizes refuses it).
+      const size_t element = r->element_state() ? r->element_state()->size() : 0;
+      const size_t shared = r->shared_state() ? r->shared_state()->size() : 0;
+      if (q->with_state() && (element != q->count() * q->element_state_floats() || shared != q->shared_state_floats())) {
+        Fail("PullDense with state of " + std::to_string(q->count()) + " floats got " + std::to_string(element) +
+             " + " + std::to_string(shared) + " floats of state");
       }
       break;
     }
