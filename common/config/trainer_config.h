@@ -130,8 +130,6 @@ struct DataParallelOptions {
 float DataParallelLearningRate(const DataParallelOptions& c, const OptimizerOptions& dense, uint64_t step,
                                uint32_t world);
 
-// GPU-PS pass mode (runner.sync_mode: gpubox, run by heter-trainer): the `fleetps.gpups` map
-// of the job YAML, FLAGS_selected_gpus and HETER_DEVICE_TYPE.
 // How a host thread waits for its CUDA device (cudaSetDeviceFlags' schedule).
 enum class CudaWait : uint8_t {
   kAuto = 0,   // `auto`: the CUDA runtime's choice (it spins while the process has fewer
@@ -141,6 +139,8 @@ enum class CudaWait : uint8_t {
   kBlock = 3,  // `block`: sleep until the device signals; frees the core for the other workers
 };
 
+// GPU-PS pass mode (runner.sync_mode: gpubox, run by heter-trainer): the `fleetps.gpups` map
+// of the job YAML, FLAGS_selected_gpus and HETER_DEVICE_TYPE.
 struct GpuPsOptions {
   // FLAGS_selected_gpus: the devices one process drives; the pass table is sharded by key
   // over them and each trains its share of the batches (one worker thread per device).

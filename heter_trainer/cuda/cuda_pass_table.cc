@@ -70,11 +70,12 @@ struct Lookup {
   PinnedBuffer<uint32_t> found_out;
   PinnedBuffer<float> values_out;
   // An update's: its gradients, shows and clicks staged ([grads | shows | clicks]), the rows
-  // it extended (positions, count) and their initial weights; the check for a key given twice.
+  // it extended (their positions), [rows extended, limit] on the device and on the host, the
+  // extended rows' initial weights; the check for a key given twice.
   PinnedBuffer<float> update_in;
   DeviceBuffer<float> update_grads;
-  DeviceBuffer<uint32_t> extend, count;
-  PinnedBuffer<uint32_t> extend_count;
+  DeviceBuffer<uint32_t> extend, counts;
+  PinnedBuffer<uint32_t> counts_out;
   DeviceBuffer<float> initial;
   KeyIndex seen;
 };
@@ -386,14 +387,13 @@ class CudaPassTable : public PassTable {
       if (l.seen.size() == before) break;
     }
     l.seen.Clear();
-    if (p == 0) return KeyGivenTwice(keys[members[0]]);  // unreachable: the first key is new
     const size_t grad_floats = size_t{p} * dim_;
     const size_t staged = grad_floats + (shows.empty() ? 0 : p) + (clicks.empty() ? 0 : p);
     RETURN_IF_ERROR(Reserve(&l.update_in, staged));
     RETURN_IF_ERROR(Reserve(s.device, &l.update_grads, staged));
     RETURN_IF_ERROR(Reserve(s.device, &l.extend, p));
-    RETURN_IF_ERROR(Reserve(s.device, &l.count, 2));
-    RETURN_IF_ERROR(Reserve(&l.extend_count, 2));
+    RETURN_IF_ERROR(Reserve(s.device, &l.counts, 2));
+    RETURN_IF_ERROR(Reserve(&l.counts_out, 2));
     float* in = l.update_in.data();
     float* in_shows = shows.empty() ? nullptr : in + grad_floats;
     float* in_clicks = clicks.empty() ? nullptr : in + grad_floats + (shows.empty() ? 0 : p);
@@ -403,13 +403,13 @@ class CudaPassTable : public PassTable {
       if (in_shows != nullptr) in_shows[k] = shows[i];
       if (in_clicks != nullptr) in_clicks[k] = clicks[i];
     }
-    // l.count: [rows extended, limit], from [0, p].
-    uint32_t* counts = l.extend_count.data();
+    // [rows extended, limit] from [0, p].
+    uint32_t* counts = l.counts_out.data();
     counts[0] = 0;
     counts[1] = p;
     RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(l.count.data(), counts, 2 * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
-    RETURN_IF_ERROR(QueueFind(s, l, stream, keys, std::span(members).first(p), l.count.data() + 1));
+        cudaMemcpyAsync(l.counts.data(), counts, 2 * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
+    RETURN_IF_ERROR(QueueFind(s, l, stream, keys, std::span(members).first(p), l.counts.data() + 1));
     float* dev = l.update_grads.data();
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, in, staged * sizeof(float), cudaMemcpyHostToDevice, stream));
     std::unique_lock<ShardMutex> lock(s.mu);
@@ -426,18 +426,18 @@ class CudaPassTable : public PassTable {
 
   // Push's update on shard s (its lock held exclusively): the kernel over the first
   // min(n, limit) rows l found, with the staged gradients, shows and clicks on the device;
-  // the count of rows it extended and the limit back to l.extend_count (one synchronisation);
+  // the count of rows it extended and the limit back to l.counts_out (one synchronisation);
   // then the extension of those rows.
   Status UpdateRows(Shard& s, Lookup& l, std::span<const uint64_t> keys, const std::vector<uint32_t>& members,
                     uint32_t n, const float* grads, const float* shows, const float* clicks) {
     cudaStream_t stream = l.stream.get();
-    RETURN_IF_ERROR(gpu::LaunchPush(rule_, l.found.data(), n, l.count.data() + 1, grads, shows, clicks, s.rows.data(),
+    RETURN_IF_ERROR(gpu::LaunchPush(rule_, l.found.data(), n, l.counts.data() + 1, grads, shows, clicks, s.rows.data(),
                                     s.pass_stats.data(), s.pass_stats.data() + s.keys.size(), s.touched.data(),
-                                    l.extend.data(), l.count.data(), stream));
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.extend_count.data(), l.count.data(), 2 * sizeof(uint32_t),
+                                    l.extend.data(), l.counts.data(), stream));
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.counts_out.data(), l.counts.data(), 2 * sizeof(uint32_t),
                                          cudaMemcpyDeviceToHost, stream));
     RETURN_IF_ERROR(l.stream.Synchronize());
-    const uint32_t extend = l.extend_count.data()[0];
+    const uint32_t extend = l.counts_out.data()[0];
     return extend > 0 ? ExtendRows(s, l, keys, members, extend) : Status::OK();
   }
 

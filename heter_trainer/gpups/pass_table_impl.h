@@ -176,11 +176,11 @@ inline Status IndexPassKeys(std::span<const uint64_t> keys, KeyIndex* index, std
   return Status::OK();  // unreachable: sizes differ only with a repeat
 }
 
-// Push's checks on one shard, before any update: found[k] is the row of keys[members[k]]
-// (KeyIndex::kNone, the CUDA table's kEmptySlot alike: not in the pass). Returns how many of
-// the members lead the first key not in the pass (NotFound) or given twice (InvalidArgument;
-// on a device its two updates would race), and that key's error in *refused (OK when all
-// pass). `seen`: the caller's scratch, left empty.
+// The host twin's push checks on one shard, before any update (the CUDA table makes the same
+// ones with the device's find): found[k] is the row of keys[members[k]] (KeyIndex::kNone: not
+// in the pass). Returns how many of the members lead the first key not in the pass
+// (NotFound) or given twice (InvalidArgument; on a device its two updates would race), and
+// that key's error in *refused (OK when all pass). `seen`: the caller's scratch, left empty.
 inline uint32_t PushablePrefix(std::span<const uint64_t> keys, const std::vector<uint32_t>& members,
                                const uint32_t* found, uint32_t device, KeyIndex& seen, Status* refused) {
   *refused = Status::OK();

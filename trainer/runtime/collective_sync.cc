@@ -66,10 +66,9 @@ Status CollectiveSync::SetInitialParams(std::vector<float> params) {
     return Status::InvalidArgument("initial dense parameters have " + std::to_string(params.size()) +
                                    " floats, the dense table " + std::to_string(o_.dense_table.dim));
   }
-  // The hybrid's rank 0 starts from the pservers' dense table when it holds parameters (a
-  // model loaded from a checkpoint) and sets its draw there otherwise; the broadcast makes
-  // its choice every rank's.
-  // With the table's optimizer state, as Flush left it there.
+  // The hybrid's rank 0 starts from the pservers' dense table and its optimizer state (as
+  // Flush left them) when it holds parameters (a model loaded from a checkpoint) and sets its
+  // draw there otherwise; the broadcast makes its choice every rank's.
   ASSIGN_OR_RETURN(PsClient::DenseState state, FreshDenseState(o_.dense_table.optimizer, params.size()));
   if (!o_.local() && comm_.rank() == 0) {
     RETURN_IF_ERROR(InitDenseParams(client_, o_.dense_table.id, "rank 0", true, &params, &state).status());
