@@ -251,7 +251,8 @@ std::vector<std::string> SortedDump(const std::string& model, const std::string&
 
 // fleetps.gpups.prefetch: the helper reads and pulls the next batch while the worker steps,
 // but never ahead of the update that the pull would see. One worker trains bitwise the same
-// model with it as without: every saved row (weights, flags, optimizer state) and dense weight.
+// model with it as without: every saved row (weights, flags, optimizer state) and dense weight
+// with its optimizer state.
 TEST_CASE("GPU-PS prefetch: one worker trains bitwise the same model with the helper as without", "[e2e]") {
   std::map<bool, std::vector<std::string>> sparse, dense;
   for (bool prefetch : {true, false}) {
@@ -279,6 +280,18 @@ TEST_CASE("GPU-PS prefetch: one worker trains bitwise the same model with the he
   CHECK(dense[true].size() > 100);
   CHECK(first_difference(sparse[true], sparse[false]) == "");
   CHECK(first_difference(dense[true], dense[false]) == "");
+  // The replica's Adam state reached the checkpoint with its weights: each slice's beta1 power
+  // advanced from its start (0.9) once per step, and the moments are not all zero.
+  size_t slices = 0;
+  for (const std::string& line : dense[true]) {
+    if (line.rfind("shared_state\t", 0) != 0) continue;
+    ++slices;
+    INFO(line);
+    CHECK(std::stod(line.substr(line.find('\t') + 1)) < 0.01);
+  }
+  CHECK(slices == 2);  // one per pserver
+  CHECK(std::any_of(dense[true].begin(), dense[true].end(),
+                    [](const std::string& line) { return std::regex_search(line, std::regex("state=.*[1-9]")); }));
 }
 
 // kill -9 of one of two nodes mid-pass: the other fails its next dense allreduce at once,

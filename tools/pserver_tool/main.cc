@@ -5,7 +5,9 @@
 //   pserver_tool dump DIR --table emb [--limit N] [--full]
 //                                              one row per line: key<TAB>w0 w1 ... (the pulled
 //                                              weights: embedx zeros for CTR rows without it);
-//                                              --full adds flags, optimizer state, statistics
+//                                              --full adds flags, optimizer state, statistics.
+//                                              A dense table: offset<TAB>w, with --full its
+//                                              element state and a line `shared_state` per slice
 //
 // DIR is a checkpoint directory (with CURRENT) or one version directory. Exit codes: 0 ok,
 // 1 the checkpoint is corrupt or inconsistent, 2 usage or I/O errors.
@@ -148,8 +150,27 @@ int Dump(const Checkpoint& c, const std::string& which, uint64_t limit, bool ful
         auto b = fleetps::server::NextDenseBlock(**reader);
         if (!b.ok()) return Fail(b.status());
         if (*b == nullptr) break;
-        for (size_t i = 0; i < (*b)->weights()->size() && printed < limit; ++i, ++printed) {
-          std::printf("%" PRIu64 "\t%.9g\n", (*b)->offset() + i, (*b)->weights()->Get(i));
+        const auto* block = *b;
+        const uint32_t es = t->element_state_floats();
+        const bool state = full && with_state;
+        if (state && (block->element_state() == nullptr ||
+                      block->element_state()->size() != uint64_t{block->weights()->size()} * es)) {
+          return Fail(Status::Corruption(path + ": a dense block's element state is not " + std::to_string(es) +
+                                         " floats per weight"));
+        }
+        // The slice's shared state (Adam's beta powers), in its first block.
+        if (state && block->shared_state() != nullptr && block->shared_state()->size() > 0) {
+          std::printf("shared_state");
+          for (float v : *block->shared_state()) std::printf("\t%.9g", v);
+          std::printf("\n");
+        }
+        for (size_t i = 0; i < block->weights()->size() && printed < limit; ++i, ++printed) {
+          std::printf("%" PRIu64 "\t%.9g", block->offset() + i, block->weights()->Get(i));
+          if (state) {
+            std::printf("\tstate=");
+            for (uint32_t j = 0; j < es; ++j) std::printf(j == 0 ? "%.9g" : " %.9g", block->element_state()->Get(i * es + j));
+          }
+          std::printf("\n");
         }
         continue;
       }
