@@ -40,7 +40,8 @@
 # -serial: without the workers' prefetch helpers, fleetps.gpups.prefetch: false; :WAIT, as in
 # 16:block, sets fleetps.gpups.cuda_wait: auto | spin | yield | block; default yield), with each run's
 # breakdown of the workers' time and its steady state (the median and best examples/s of the
-# progress lines, the pass left out).
+# progress lines, the pass left out). heter_wait (FULL): heter mode with TRAINERS cpu-trainers
+# once per HETER_WAITS entry (default "auto yield", fleetps.heter.cuda_wait).
 #   scripts/device_check.sh [BUNDLE (default build/device_bundle.tar.xz)]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -166,10 +167,32 @@ gpups_sweep() {
 
   done
 }
+# Heter mode (2 pservers, TRAINERS cpu-trainers, one heter-trainer on GPU 0) once per
+# HETER_WAITS entry (default "auto yield"): fleetps.heter.cuda_wait, how the heter-trainer's
+# lanes wait for the GPU while the cpu-trainers share the cores. Prints the examples/s
+# summed over the cpu-trainers and the test AUC.
+heter_wait() {
+  local data="$B/heter_wait_data" dir="$LOGS/heter_wait" wait config
+  mkdir -p "$dir"
+  [ -f "$data/data.yaml" ] || "$B/tools/datagen/fleetps-datagen" --out-dir "$data" --rows "${ROWS:-1000000}" \
+    --train-files "${TRAINERS:-8}" --seed 7 >/dev/null
+  for wait in ${HETER_WAITS:-auto yield}; do
+    config="$dir/ctr_dnn_$wait.yaml"
+    { sed "s|^\(  model_save_path:\).*|\1 \"$B/heter_wait_model\"|" configs/ctr_dnn.yaml
+      echo "  heter: {cuda_wait: $wait}"; } >"$config"
+    env BUILD="$B" FLEETPS_EPOCHS=1 FLEETPS_TRAIN_DATA="$data/train" FLEETPS_TEST_DATA="$data/test" \
+      FLEETPS_TRAINERS="${TRAINERS:-8}" FLEETPS_HETER_TRAINERS=1 FLEETPS_BASE_PORT=19700 FLEETPS_CONFIG="$config" \
+      HETER_DEVICE_TYPE="${SWEEP_DEVICE:-gpu}" FLAGS_selected_gpus=0 FLEETPS_OUT="$dir/$wait" scripts/run_heter.sh >"$dir/$wait.log" 2>&1
+    echo "cuda_wait $wait: exit $?: $(grep -h "epoch 1 done" "$dir/$wait"/workerlog.* |
+      sed 's/.* = \([0-9]*\) examples\/s.*/\1/' | awk '{s += $1} END {printf "%d examples/s over %d cpu-trainers", s, NR}'),\
+ test $(grep -h "test: auc" "$dir/$wait"/workerlog.0 | sed 's/.*test: \(auc [0-9.]*\).*/\1/')"
+  done
+}
 export B LOGS
-export -f gpups_sweep
+export -f gpups_sweep heter_wait
 if [ "${FULL:-0}" != 0 ]; then
   step gpups_sweep 280 bash -c gpups_sweep
+  step heter_wait 280 bash -c heter_wait
   step heter_run 280 env BUILD="$B" bench/heter_bench/run.sh "${ROWS:-1000000}" "${TRAINERS:-8}" 1
   keep_jobs heter_run "$B/heter_bench"
   step gpups_run 280 env BUILD="$B" bench/gpups_bench/run.sh "${ROWS:-1000000}" 1

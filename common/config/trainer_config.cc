@@ -364,13 +364,23 @@ Status ParseTableOverride(const YAML::Node& node, const YamlContext& ctx, bool d
   return Status::OK();
 }
 
+// `cuda_wait` of a map (fleetps.heter, fleetps.gpups), when present.
+Status ReadCudaWait(const YAML::Node& map, const YamlContext& ctx, CudaWait* out) {
+  return ReadChoice(map, "cuda_wait", ctx,
+                    {{"auto", CudaWait::kAuto},
+                     {"spin", CudaWait::kSpin},
+                     {"yield", CudaWait::kYield},
+                     {"block", CudaWait::kBlock}},
+                    out);
+}
+
 // fleetps.heter: heterogeneous training.
 Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* h) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
   RETURN_IF_ERROR(RejectUnknownKeys(
       node,
       {"route", "inflight", "timeout_ms", "failover", "failover_probe_ms", "lanes", "dense_sync", "allreduce_port",
-       "allreduce_interval_ms"},
+       "allreduce_interval_ms", "cuda_wait"},
       ctx));
   RETURN_IF_ERROR(ReadChoice(node, "route", ctx,
                              {{"round_robin", HeterRoute::kRoundRobin}, {"trainer_id", HeterRoute::kTrainerId}},
@@ -383,6 +393,7 @@ Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* 
     return ctx.Child("failover_probe_ms").Error(node["failover_probe_ms"], "must be in [100, 600000]");
   }
   RETURN_IF_ERROR(ReadUint32(node, "lanes", ctx, &h->lanes));
+  RETURN_IF_ERROR(ReadCudaWait(node, ctx, &h->cuda_wait));
   if (h->inflight == 0 || h->inflight > 64) return ctx.Child("inflight").Error(node["inflight"], "must be in [1, 64]");
   if (h->lanes == 0 || h->lanes > 64) return ctx.Child("lanes").Error(node["lanes"], "must be in [1, 64]");
   if (h->timeout_ms < 100) return ctx.Child("timeout_ms").Error(node["timeout_ms"], "must be >= 100");
@@ -579,12 +590,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
       RETURN_IF_ERROR(ReadChoice(g, "merge", gctx, {{"add", false}, {"average", true}}, &o.gpups.average_merge));
       RETURN_IF_ERROR(ReadChoice<std::optional<bool>>(
           g, "prefetch", gctx, {{"auto", std::nullopt}, {"true", true}, {"false", false}}, &o.gpups.prefetch));
-      RETURN_IF_ERROR(ReadChoice(g, "cuda_wait", gctx,
-                                 {{"auto", CudaWait::kAuto},
-                                  {"spin", CudaWait::kSpin},
-                                  {"yield", CudaWait::kYield},
-                                  {"block", CudaWait::kBlock}},
-                                 &o.gpups.cuda_wait));
+      RETURN_IF_ERROR(ReadCudaWait(g, gctx, &o.gpups.cuda_wait));
     }
     if (ext["server"]) {
       // The pservers' options (ParseServerYaml reads them from this file); checked here too

@@ -66,6 +66,15 @@ enum class HeterDenseSync : uint8_t {
                    //   themselves (Gloo) and write the replica to the pservers on HeterFlush
 };
 
+// How a host thread waits for its CUDA device (cudaSetDeviceFlags' schedule).
+enum class CudaWait : uint8_t {
+  kAuto = 0,   // `auto`: the CUDA runtime's choice (it spins while the process has fewer
+               // active contexts than cores: one GPU on a 16-core node spins)
+  kSpin = 1,   // `spin`: busy-wait; lowest latency, a core per waiting thread
+  kYield = 2,  // `yield`: spin, yielding the core between polls
+  kBlock = 3,  // `block`: sleep until the device signals; frees the core for the other workers
+};
+
 // Heterogeneous training (runner.sync_mode: heter, or PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST
 // set): the `fleetps.heter` map of the job YAML.
 struct HeterOptions {
@@ -84,6 +93,10 @@ struct HeterOptions {
   // `allreduce_interval_ms`: with allreduce, a round (and an optimizer step when any
   // heter-trainer has gradients) at most this often, [1, 60000].
   uint32_t allreduce_interval_ms = 1;
+  // `cuda_wait` (auto | spin | yield | block): how the lanes of a GPU heter-trainer wait for
+  // it (fleetps.gpups.cuda_wait for GPU-PS). auto, the default: the CUDA runtime's choice; on
+  // an H100 with 8 cpu-trainers on its 16 cores, auto, yield and block trained alike.
+  CudaWait cuda_wait = CudaWait::kAuto;
 };
 
 // How learning rates follow the world size of a collective job.
@@ -129,15 +142,6 @@ struct DataParallelOptions {
 // scaled as `c.lr_scaling` says, then warmed up over `c.warmup_steps`.
 float DataParallelLearningRate(const DataParallelOptions& c, const OptimizerOptions& dense, uint64_t step,
                                uint32_t world);
-
-// How a host thread waits for its CUDA device (cudaSetDeviceFlags' schedule).
-enum class CudaWait : uint8_t {
-  kAuto = 0,   // `auto`: the CUDA runtime's choice (it spins while the process has fewer
-               // active contexts than cores: one GPU on a 16-core node spins)
-  kSpin = 1,   // `spin`: busy-wait; lowest latency, a core per waiting thread
-  kYield = 2,  // `yield`: spin, yielding the core between polls
-  kBlock = 3,  // `block`: sleep until the device signals; frees the core for the other workers
-};
 
 // GPU-PS pass mode (runner.sync_mode: gpubox, run by heter-trainer): the `fleetps.gpups` map
 // of the job YAML, FLAGS_selected_gpus and HETER_DEVICE_TYPE.

@@ -41,7 +41,7 @@ namespace {
 StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOptions& o,
                                                   const trainer::model::DenseNet& net) {
   if (o.device != "cpu") {
-    StatusOr<std::unique_ptr<DenseDevice>> gpu = MakeCudaDevice(net, o.gpus.front());
+    StatusOr<std::unique_ptr<DenseDevice>> gpu = MakeCudaDevice(net, o.gpus.front(), o.job.heter.cuda_wait);
     if (gpu.ok() && o.gpus.size() > 1) {
       spdlog::warn("heter-trainer: FLAGS_selected_gpus names {} GPUs; a heter-trainer drives one, GPU {}: start one "
                    "heter-trainer per GPU (fleetps-launch --heter_worker_num N --gpus ... gives each its own)",

@@ -422,12 +422,14 @@ StatusOr<std::string> ProbeCudaDevice(int gpu) {
 
 }  // namespace gpu
 
-StatusOr<std::unique_ptr<DenseDevice>> MakeCudaDevice(const trainer::model::DenseNet& net, int gpu) {
+StatusOr<std::unique_ptr<DenseDevice>> MakeCudaDevice(const trainer::model::DenseNet& net, int gpu,
+                                                      config::CudaWait wait) {
   if (!net.is_mlp()) {
     return Status::InvalidArgument("the GPU device runs only the mlp and ctr_dnn models, not model_type " +
                                    ModelTypeName(net.type()) + "; run it on the CPU (HETER_DEVICE_TYPE=cpu)");
   }
   ASSIGN_OR_RETURN(std::string description, gpu::ProbeCudaDevice(gpu));
+  RETURN_IF_ERROR(gpu::SetCudaWait(gpu, wait));
   return std::unique_ptr<DenseDevice>(new gpu::CudaDevice(net, gpu, std::move(description)));
 }
 

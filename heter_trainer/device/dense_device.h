@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/config/trainer_config.h"
 #include "common/status.h"
 #include "trainer/model/dense_net.h"
 
@@ -128,7 +129,9 @@ std::unique_ptr<DenseDevice> MakeCpuDevice(const model::DenseNet& net);
 // Unavailable when this build has no CUDA, or no GPU is visible, or `gpu` is out of
 // range — with a message saying so and how to run on the CPU (HETER_DEVICE_TYPE=cpu);
 // InvalidArgument for a model other than mlp and ctr_dnn (the CPU device runs every model).
-StatusOr<std::unique_ptr<DenseDevice>> MakeCudaDevice(const model::DenseNet& net, int gpu);
+// `wait`: how threads wait for the GPU, set for the process (kAuto leaves it as it is).
+StatusOr<std::unique_ptr<DenseDevice>> MakeCudaDevice(const model::DenseNet& net, int gpu,
+                                                      config::CudaWait wait = config::CudaWait::kAuto);
 
 // The number of CUDA devices visible to this process (0 without CUDA or without a GPU).
 int VisibleCudaDevices();

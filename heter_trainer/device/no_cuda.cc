@@ -4,7 +4,7 @@
 
 namespace fleetps::heter {
 
-StatusOr<std::unique_ptr<DenseDevice>> MakeCudaDevice(const model::DenseNet&, int) {
+StatusOr<std::unique_ptr<DenseDevice>> MakeCudaDevice(const model::DenseNet&, int, config::CudaWait) {
   return Status::Unavailable(
       "this heter-trainer was built without CUDA (no nvcc at configure time), so it cannot run on a GPU; "
       "set HETER_DEVICE_TYPE=cpu (or --device cpu) to run the dense part on the CPU, or rebuild with "

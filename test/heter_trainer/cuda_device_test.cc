@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cuda_runtime.h>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -186,6 +187,23 @@ const std::vector<NetShape>& Shapes() {
       {100, {33, 65}, OutputKind::kSigmoid},          // widths just past a warp multiple
   };
   return shapes;
+}
+
+TEST_CASE("MakeCudaDevice sets how threads wait for the GPU when asked, and leaves it otherwise", "[heter][cuda]") {
+  if (!HaveGpu()) return;
+  const DenseNet net(4, {3}, OutputKind::kSigmoid);
+  auto schedule = [] {
+    unsigned flags = 0;
+    REQUIRE(cudaSetDevice(0) == cudaSuccess);
+    REQUIRE(cudaGetDeviceFlags(&flags) == cudaSuccess);
+    return flags & cudaDeviceScheduleMask;
+  };
+  REQUIRE(MakeCudaDevice(net, 0, config::CudaWait::kBlock).ok());
+  CHECK(schedule() == cudaDeviceScheduleBlockingSync);
+  REQUIRE(MakeCudaDevice(net, 0).ok());  // auto: as it was
+  CHECK(schedule() == cudaDeviceScheduleBlockingSync);
+  REQUIRE(MakeCudaDevice(net, 0, config::CudaWait::kYield).ok());
+  CHECK(schedule() == cudaDeviceScheduleYield);
 }
 
 TEST_CASE("MakeCudaDevice with an index out of range is Unavailable", "[heter][cuda]") {

@@ -25,6 +25,14 @@ TEST_CASE("fleetps.heter is parsed and checked") {
   CHECK(o->heter.failover);
   CHECK(o->heter.failover_probe_ms == 2000);
   CHECK(o->heter.lanes == 6);
+  CHECK(o->heter.cuda_wait == CudaWait::kAuto);  // the default
+  auto yield = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {cuda_wait: yield}\n", "job.yaml");
+  REQUIRE(yield.ok());
+  CHECK(yield->heter.cuda_wait == CudaWait::kYield);
+  auto bad_wait = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {cuda_wait: nap}\n", "job.yaml");
+  REQUIRE_FALSE(bad_wait.ok());
+  CHECK(bad_wait.status().message() ==
+        "job.yaml:4: fleetps.heter.cuda_wait: unknown cuda_wait 'nap' (use auto, spin, yield or block)");
 
   auto bad_route = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {route: random}\n", "job.yaml");
   REQUIRE_FALSE(bad_route.ok());
