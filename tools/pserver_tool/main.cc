@@ -153,8 +153,9 @@ int Dump(const Checkpoint& c, const std::string& which, uint64_t limit, bool ful
         const auto* block = *b;
         const uint32_t es = t->element_state_floats();
         const bool state = full && with_state;
-        if (state && (block->element_state() == nullptr ||
-                      block->element_state()->size() != uint64_t{block->weights()->size()} * es)) {
+        // A rule without element state (SGD) may leave the vector out.
+        const uint64_t element_floats = block->element_state() != nullptr ? block->element_state()->size() : 0;
+        if (state && element_floats != uint64_t{block->weights()->size()} * es) {
           return Fail(Status::Corruption(path + ": a dense block's element state is not " + std::to_string(es) +
                                          " floats per weight"));
         }
