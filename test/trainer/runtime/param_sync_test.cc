@@ -262,7 +262,7 @@ TEST_CASE("With max_merge_steps 2 the async communicator merges at most two step
   o.max_merge_steps = 2;
   auto dense_only = MakeHeterDenseSync(o, **client);
   // Replies held: the first window's send cannot complete, the other steps wait behind it
-  // (five never meet back-pressure: at most two windows of two wait).
+  // (back-pressure lets two windows of two wait: none of the five waits for a reply).
   proxy.Freeze(net::testing::TcpProxy::Frozen::kToClient);
   const std::vector<float> grads = {1, 2, 3, 4, 5};
   for (float g : grads) REQUIRE(dense_only->Push(0, StepGrads{{}, {}, {}, {}, std::vector<float>{g, 0, 0}}).ok());
