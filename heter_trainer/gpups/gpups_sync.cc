@@ -385,14 +385,20 @@ std::span<float> GpuPsSync::DenseGradsBuffer(uint32_t worker) { return dense_->G
 Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
   RETURN_IF_ERROR(CheckWorker(worker));
   if (!g.keys.empty()) {
-    // Summed per key over max_merge_steps steps (the async communicator's cadence), in order.
-    MergeBuffer& m = merge_[worker];
     const uint32_t dim = table_->dim();
     if (g.key_grads.size() != g.keys.size() * dim) {
       return Status::InvalidArgument("GPU-PS push: " + std::to_string(g.keys.size()) + " keys need " +
                                      std::to_string(g.keys.size() * dim) + " gradient floats, got " +
                                      std::to_string(g.key_grads.size()));
     }
+    if (MergeWindow() == 1) {
+      // One optimizer step per key of the batch, applied before this worker's next lookup
+      // (the Trainer's prefetch waits for it): local training's rule.
+      RETURN_IF_ERROR(table_->Push(g.keys, g.key_grads, g.shows, g.clicks));
+      return dense_->Push(worker, g.dense_grads);
+    }
+    // Merging asked for (max_merge_steps > 1): summed per key over the window, in order.
+    MergeBuffer& m = merge_[worker];
     const bool stats = !g.shows.empty();
     m.rows.resize(g.keys.size());
     m.index.InsertAll(g.keys, m.rows.data());  // prefetches the slots ahead

@@ -8,11 +8,14 @@
 //                           when the dataset says it reads the same records); their full rows
 //                           (weights, optimizer state, show/click) pulled from the pservers
 //                           (PullRows); the device table built (refused when it does not fit)
-//   PullSparse / Push       on the device table: lookups routed to the owning device; the
-//                           sparse gradients of fleetps.max_merge_steps steps of a worker
-//                           summed per key (as the async communicator merges them), then one
-//                           step of the sparse optimizer per key in the table (the pservers'
-//                           RowAccessor code); dense gradients to the node's replica
+//   PullSparse / Push       on the device table: lookups routed to the owning device; a
+//                           batch's push is one step of the sparse optimizer per key in the
+//                           table (the pservers' RowAccessor code), applied before the
+//                           worker's next lookup, as local training steps; dense gradients to
+//                           the node's replica. With fleetps.max_merge_steps N > 1 (asked for
+//                           explicitly) a worker's sparse gradients of N steps are summed per
+//                           key first and applied as one step: frequent keys get fewer updates
+//                           (see max_merge_steps in trainer_config.h)
 //   dense_stepper           the worker's dense forward/backward on its device (a CUDA lane
 //                           of heter_trainer/device with the CUDA table, else the CPU lane)
 //   EndStep                 the dense allreduce step of the process's replica (DenseReplica:
@@ -96,8 +99,8 @@ class GpuPsSync : public trainer::ParamSync {
   Status Flush() override;
   trainer::DenseStepper* dense_stepper(uint32_t worker) override;
   bool prefetch() const override { return PrefetchOn(o_.gpups, static_cast<uint32_t>(comms_.size())); }
-  // True when the worker's next Push applies its merge buffer to the table (its
-  // max_merge_steps-th step).
+  // True when the worker's next Push changes the table: always with max_merge_steps 1, else
+  // when it applies the worker's merge buffer (its max_merge_steps-th step).
   bool NextPushUpdatesRows(uint32_t worker) const override;
   // Ends the other workers' waits in the dense allreduce with `why` (their local group).
   void Abort(const Status& why) override;
@@ -120,8 +123,9 @@ class GpuPsSync : public trainer::ParamSync {
   std::vector<std::unique_ptr<trainer::DenseStepper>> steppers_;   // per worker: a lane of its device
   std::vector<std::unique_ptr<collective::Communicator>> comms_;  // declared before dense_: outlives it
   std::unique_ptr<DenseReplica> dense_;                           // the process's workers'
-  // A worker's sparse gradients (and show/click) of up to max_merge_steps steps, summed per
-  // key in arrival order; applied to the table when full and at end_pass.
+  // With max_merge_steps > 1: a worker's sparse gradients (and show/click) of up to
+  // max_merge_steps steps, summed per key in arrival order; applied to the table when full
+  // and at end_pass. Unused with 1 (each push goes to the table).
   struct MergeBuffer {
     KeyIndex index;
     std::vector<uint32_t> rows;  // Push's scratch: the merged row of each key of the step

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -106,16 +107,25 @@ class DirectSync : public ParamSync {
   std::atomic<uint64_t> lost_pushes_{0};
 };
 
-// ---- Async: merging background communicator -------------------------------------------
+// ---- Async: background communicator ----------------------------------------------------
 
 // Which tables an AsyncSync sends: both (async mode), or one side of heter mode.
 enum class AsyncParts : uint8_t { kBoth, kSparseOnly, kDenseOnly };  // kDenseOnly: pushes carry no keys
 
+// Steps are sent in windows of at most fleetps.max_merge_steps steps each, in the order they
+// were pushed, one window at a time: with 1 (the default) every step is its own push, one
+// optimizer step per key per batch on the pservers, as local training. With N > 1 a window
+// takes up to N steps (those pushed while the one before is sent, or within a 2 ms wait),
+// their sparse gradients summed per key and their dense ones averaged: one optimizer step for
+// all of them.
 class AsyncSync : public ParamSync {
  public:
   AsyncSync(const TrainerOptions& o, PsClient& client, AsyncParts parts)
-      : o_(o), client_(client), dim_(o.sparse_table.dim), sends_dense_(parts != AsyncParts::kSparseOnly) {
-    dense_sum_.assign(sends_dense_ ? o.dense_table.dim : 0, 0.0f);
+      : o_(o),
+        client_(client),
+        dim_(o.sparse_table.dim),
+        sends_dense_(parts != AsyncParts::kSparseOnly),
+        window_steps_(std::max<uint32_t>(o.max_merge_steps, 1)) {
     sender_ = std::thread([this] { SendLoop(); });
   }
   ~AsyncSync() override {
@@ -156,36 +166,48 @@ class AsyncSync : public ParamSync {
   }
 
   Status Push(uint32_t, const StepGrads& step) override {
+    const size_t dense_floats = sends_dense_ ? o_.dense_table.dim : 0;
+    if (sends_dense_ && step.dense_grads.size() != dense_floats) {
+      return Status::InvalidArgument("dense gradient has " + std::to_string(step.dense_grads.size()) +
+                                     " floats, the dense table " + std::to_string(dense_floats));
+    }
     std::unique_lock<std::mutex> lock(mu_);
-    // Back-pressure: at most two merge windows wait behind the one being sent.
-    cv_.wait(lock, [this] { return merged_steps_ < 2 * o_.max_merge_steps || !error_.ok(); });
+    // Back-pressure: at most two windows' steps wait behind the one being sent.
+    cv_.wait(lock, [this] { return waiting_steps_ < 2 * window_steps_ || !error_.ok(); });
     RETURN_IF_ERROR(error_);
+    if (windows_.empty() || windows_.back().steps >= window_steps_) {
+      if (spare_.empty()) {
+        windows_.emplace_back();
+      } else {
+        windows_.push_back(std::move(spare_.back()));
+        spare_.pop_back();
+      }
+      windows_.back().dense.assign(dense_floats, 0.0f);
+    }
+    Window& w = windows_.back();
+    const size_t keys_before = w.keys.size();
     const bool stats = !step.shows.empty();
     rows_.resize(step.keys.size());
-    merged_.InsertAll(step.keys, rows_.data());
-    merged_grads_.resize(merged_.size() * dim_, 0.0f);
+    w.keys.InsertAll(step.keys, rows_.data());
+    w.grads.resize(w.keys.size() * dim_, 0.0f);
     if (stats) {
-      merged_shows_.resize(merged_.size(), 0.0f);
-      merged_clicks_.resize(merged_.size(), 0.0f);
+      w.shows.resize(w.keys.size(), 0.0f);
+      w.clicks.resize(w.keys.size(), 0.0f);
     }
     for (size_t i = 0; i < step.keys.size(); ++i) {
       const float* g = step.key_grads.data() + i * dim_;
-      float* acc = merged_grads_.data() + size_t{rows_[i]} * dim_;
+      float* acc = w.grads.data() + size_t{rows_[i]} * dim_;
       for (uint32_t j = 0; j < dim_; ++j) acc[j] += g[j];
       if (stats) {
-        merged_shows_[rows_[i]] += step.shows[i];
-        merged_clicks_[rows_[i]] += step.clicks[i];
+        w.shows[rows_[i]] += step.shows[i];
+        w.clicks[rows_[i]] += step.clicks[i];
       }
     }
-    if (sends_dense_) {
-      if (step.dense_grads.size() != dense_sum_.size()) {
-        return Status::InvalidArgument("dense gradient has " + std::to_string(step.dense_grads.size()) +
-                                       " floats, the dense table " + std::to_string(dense_sum_.size()));
-      }
-      for (size_t j = 0; j < step.dense_grads.size(); ++j) dense_sum_[j] += step.dense_grads[j];
-    }
-    ++merged_steps_;
-    ++accepted_;
+    for (size_t j = 0; j < w.dense.size(); ++j) w.dense[j] += step.dense_grads[j];
+    ++w.steps;
+    w.last = ++accepted_;
+    ++waiting_steps_;
+    waiting_keys_ += w.keys.size() - keys_before;
     PublishQueue();
     lock.unlock();
     cv_.notify_all();
@@ -221,45 +243,53 @@ class AsyncSync : public ParamSync {
   }
 
  private:
+  // Steps merged into one send: sparse gradients (and show/click) summed per key in arrival
+  // order, dense gradients summed (averaged when sent).
+  struct Window {
+    KeyIndex keys;  // -> row in grads
+    std::vector<float> grads;
+    std::vector<float> shows;  // CTR tables: per key
+    std::vector<float> clicks;
+    std::vector<float> dense;
+    uint32_t steps = 0;
+    uint64_t last = 0;  // accepted_ after its latest step
+  };
+
   // The gauges from the counters below; under mu_.
   void PublishQueue() {
     gauges_.steps.Set(static_cast<double>(accepted_ - sent_));
-    gauges_.keys.Set(static_cast<double>(merged_.size() + sending_keys_));
+    gauges_.keys.Set(static_cast<double>(waiting_keys_ + sending_keys_));
   }
 
   void SendLoop() {
     uint64_t sends = 0;
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      cv_.wait(lock, [this] { return stopping_ || merged_steps_ > 0; });
-      if (merged_steps_ == 0 || !error_.ok()) return;  // stopping
-      // Send when a merge window is full, on flush, or after a short wait for more steps.
+      cv_.wait(lock, [this] { return stopping_ || !windows_.empty(); });
+      if (windows_.empty() || !error_.ok()) return;  // stopping
+      // Send the oldest window when it is full (with max_merge_steps 1 at once), on flush, or
+      // after a short wait for more steps.
       cv_.wait_for(lock, std::chrono::milliseconds(2), [this] {
-        return stopping_ || flushes_waiting_ > 0 || merged_steps_ >= o_.max_merge_steps;
+        return stopping_ || flushes_waiting_ > 0 || windows_.size() > 1 || windows_.front().steps >= window_steps_;
       });
-      // Take the merged window; workers keep merging into fresh buffers meanwhile.
-      std::vector<float> grads, shows, clicks;
-      std::vector<float> dense(dense_sum_.size(), 0.0f);
-      std::vector<uint64_t> keys = merged_.TakeKeys();
-      grads.swap(merged_grads_);
-      shows.swap(merged_shows_);
-      clicks.swap(merged_clicks_);
-      dense.swap(dense_sum_);
-      const float scale = 1.0f / static_cast<float>(merged_steps_);
-      const uint64_t window_end = accepted_;
-      merged_steps_ = 0;
-      sending_keys_ = keys.size();
+      // Take it; workers keep pushing into the windows behind it meanwhile.
+      Window w = std::move(windows_.front());
+      windows_.pop_front();
+      waiting_steps_ -= w.steps;
+      waiting_keys_ -= w.keys.size();
+      sending_keys_ = w.keys.size();
       lock.unlock();
       cv_.notify_all();
 
-      for (float& v : dense) v *= scale;  // dense: the average step
+      const float scale = 1.0f / static_cast<float>(w.steps);
+      for (float& v : w.dense) v *= scale;  // dense: the average step
       PsClient::SparsePushOptions sparse_options;
-      sparse_options.shows = shows;
-      sparse_options.clicks = clicks;
-      sparse_options.keys_are = PsClient::Keys::kDistinct;  // merged_'s keys
+      sparse_options.shows = w.shows;
+      sparse_options.clicks = w.clicks;
+      sparse_options.keys_are = PsClient::Keys::kDistinct;  // the window's keys
       auto sparse_done =
-          keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, keys, grads, sparse_options);
-      auto dense_done = sends_dense_ ? client_.PushDense(o_.dense_table.id, dense) : Ready();
+          w.keys.empty() ? Ready() : client_.PushSparse(o_.sparse_table.id, w.keys.keys(), w.grads, sparse_options);
+      auto dense_done = sends_dense_ ? client_.PushDense(o_.dense_table.id, w.dense) : Ready();
       Status st = Wait(sparse_done, dense_done);
       if (st.IsUnavailable()) {
         // The connection to a pserver dropped with the push in flight: the pserver died (it
@@ -276,10 +306,17 @@ class AsyncSync : public ParamSync {
         fresh = std::make_shared<std::vector<float>>(o_.dense_table.dim);
         st = client_.PullDense(o_.dense_table.id, *fresh).get();
       }
+      // Emptied for reuse, its buffers' capacity kept.
+      w.keys.Clear();
+      w.grads.clear();
+      w.shows.clear();
+      w.clicks.clear();
+      w.steps = 0;
 
       lock.lock();
-      sent_ = window_end;
+      sent_ = w.last;
       sending_keys_ = 0;
+      if (spare_.size() < 3) spare_.push_back(std::move(w));
       PublishQueue();
       if (!st.ok() && error_.ok()) error_ = st.WithContext("async communicator");
       if (fresh != nullptr && st.ok()) snapshot_ = fresh;
@@ -291,16 +328,15 @@ class AsyncSync : public ParamSync {
   PsClient& client_;
   const uint32_t dim_;
   const bool sends_dense_;  // false: a heter cpu-trainer's (the heter-trainers own the dense part)
+  const uint32_t window_steps_;  // max_merge_steps: steps a window takes at most
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  KeyIndex merged_;                   // merged keys -> row in merged_grads_
-  std::vector<uint32_t> rows_;        // Push's scratch: row of each key of the step
-  std::vector<float> merged_grads_;
-  std::vector<float> merged_shows_;   // CTR tables: per merged key
-  std::vector<float> merged_clicks_;
-  std::vector<float> dense_sum_;
-  uint32_t merged_steps_ = 0;
+  std::deque<Window> windows_;  // not yet sent, oldest first; only the last takes more steps
+  std::vector<Window> spare_;   // sent windows, emptied, for reuse
+  std::vector<uint32_t> rows_;  // Push's scratch: row of each key of the step
+  uint32_t waiting_steps_ = 0;  // steps in windows_
+  size_t waiting_keys_ = 0;     // keys in windows_ (a key counts once per window)
   uint64_t accepted_ = 0;  // steps pushed so far
   uint64_t sent_ = 0;      // of those, steps whose send completed
   uint64_t flushed_ = 0;   // steps covered by the latest completed Flush

@@ -8,8 +8,10 @@
 //     is accumulated on the servers until every worker of every trainer pushed, then
 //     their average is applied once; EndStep() is the per-step barrier.
 //   Async: pulls sparse rows directly; dense parameters come from a snapshot that a
-//     background communicator refreshes; pushes go to the communicator, which merges
-//     gradients (summed per key, dense averaged over steps) and sends in the background.
+//     background communicator refreshes; pushes go to the communicator, which sends them in
+//     the background, in order, each step as its own push (fleetps.max_merge_steps 1, the
+//     default), or up to max_merge_steps steps merged into one (summed per key, dense
+//     averaged) when asked for.
 //   Heter: a cpu-trainer's side is Async for the sparse table only (the heter-trainers
 //     own the dense part); a heter-trainer's side (MakeHeterDenseSync) is Async for the
 //     dense table only.

@@ -5,9 +5,11 @@
 // async path) — weights, optimizer state, flags, show, click, unseen_days — with delta_score
 // as WriteRows defines it (start + score(pass shows, pass clicks)); with two trainers on
 // overlapping keys, the second writer's pass is added as its difference, in write order.
-// The pass table applies a worker's sparse gradients summed over fleetps.max_merge_steps (4)
-// steps, as the async communicator does: the reference pushes each window of 4 batches as
-// one request (PsClient sums duplicate keys in order, as the pass's merge does).
+// The pass table takes one step of the sparse rule per key per batch (fleetps.max_merge_steps
+// 1, the default), as local training does: the reference pushes each batch as one request.
+// With max_merge_steps N > 1, asked for, a worker's N batches are summed per key first: the
+// reference then pushes each window of N batches as one request (PsClient sums duplicate
+// keys in order, as the pass's merge does).
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -321,8 +323,13 @@ TEST_CASE("begin_pass takes the last pass's keys again when the dataset reads th
 TEST_CASE("One trainer, two workers (two devices, or one device with two workers): after end_pass the pservers "
           "hold exactly the reference rows") {
   const auto [devices, workers_per_device] = GENERATE(std::pair<uint32_t, uint32_t>{2, 1}, std::pair<uint32_t, uint32_t>{1, 2});
-  INFO(devices << " device(s) x " << workers_per_device << " worker(s) per device");
-  const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
+  // 1: the default, one step per batch; 3: merging asked for (9 and 6 batches: a partial
+  // window left for end_pass).
+  const uint32_t window = GENERATE(1u, 3u);
+  INFO(devices << " device(s) x " << workers_per_device << " worker(s) per device, max_merge_steps " << window);
+  config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
+  REQUIRE(job.max_merge_steps == 1);  // the default
+  job.max_merge_steps = window;
   Cluster pass_cluster(job), reference(job);
   auto ref_client = reference.Client();
   // History before the pass, on both: rows exist, some extended, with statistics.
@@ -352,8 +359,7 @@ TEST_CASE("One trainer, two workers (two devices, or one device with two workers
   CHECK(trainers[0]->sync->last_pass().merged == 0);
   CHECK(trainers[0]->sync->table().size() == 0);
 
-  REQUIRE(job.max_merge_steps == 4);
-  for (const auto& w : batches[0]) PushAll(*ref_client, w, job.max_merge_steps);
+  for (const auto& w : batches[0]) PushAll(*ref_client, w, window);
   const auto want = reference.Rows(0);
   const auto got = pass_cluster.Rows(0);
   REQUIRE(got.size() == want.size());
@@ -454,9 +460,10 @@ TEST_CASE("Two trainers on overlapping keys: both passes add up on the pservers,
                        Catch::Contains("fleetps_gpups_rows_written_total{merge=\"added\"} 20\n") &&
                        Catch::Contains("fleetps_gpups_pass_seconds{step=\"write\"} "));
 
-  // References: each trainer's pushes applied directly to the start state.
-  PushAll(*ref0.Client(), batches[0][0], job.max_merge_steps);
-  PushAll(*ref1.Client(), batches[1][0], job.max_merge_steps);
+  // References: each trainer's pushes applied directly to the start state, batch by batch.
+  REQUIRE(job.max_merge_steps == 1);
+  PushAll(*ref0.Client(), batches[0][0]);
+  PushAll(*ref1.Client(), batches[1][0]);
   const auto end0 = ref0.Rows(0), end1 = ref1.Rows(0);
   const auto got = pass_cluster.Rows(0);
   const auto& accessor = pass_cluster.app->tables().sparse(0)->accessor();
@@ -684,6 +691,87 @@ TEST_CASE("The Trainer's prefetch helpers: one worker's pass bitwise as without 
   const TrainedPass two = TrainWithTrainer(files, 2, true);
   CHECK(two.examples == 1400);
   CHECK(two.rows.size() == with.rows.size());
+}
+
+// The model two epochs of the Trainer leave on the pservers: every sparse row, the dense
+// parameters and the dense optimizer state.
+struct TrainedModel {
+  std::map<uint64_t, std::vector<float>> rows;
+  std::vector<float> dense;
+  PsClient::DenseState state;
+  double auc = 0;  // the last epoch's
+};
+
+// Two epochs over `files` in file order (a QueueDataset with one reader thread), batches of
+// 64, Adam for both tables: local training (DirectSync: each step's pushes applied on the
+// pservers before its next pull), or GPU-PS on one host device with one worker and its
+// prefetch helper.
+TrainedModel TrainTwoEpochs(const std::vector<std::string>& files, bool gpups) {
+  const config::TrainerOptions job = TrainerJob(files, /*prefetch=*/true);
+  Cluster cluster(job);
+  std::vector<std::unique_ptr<PassTrainer>> trainers;  // its options outlive the GpuPsSync
+  std::unique_ptr<PsClient> client;
+  std::unique_ptr<trainer::Trainer> trainer;
+  if (gpups) {
+    trainers = MakeTrainers(cluster, job, 1, 1);
+    client = std::move(trainers[0]->client);
+    trainer = std::make_unique<trainer::Trainer>(trainers[0]->options, *client, nullptr, nullptr,
+                                                 std::move(trainers[0]->sync));
+  } else {
+    config::TrainerOptions local = job;
+    local.sync_mode = config::SyncMode::kAsync;  // no pservers: local training
+    local.pservers.clear();
+    REQUIRE(local.local());
+    client = cluster.Client();
+    trainer = std::make_unique<trainer::Trainer>(local, *client);
+  }
+  REQUIRE(trainer->Start().ok());
+  TrainedModel out;
+  for (uint32_t epoch = 1; epoch <= 2; ++epoch) {
+    auto report = trainer->TrainEpoch(epoch);
+    INFO((gpups ? "GPU-PS" : "local") << " epoch " << epoch << ": " << report.status().ToString());
+    REQUIRE(report.ok());
+    CHECK(report->examples == 1400);
+    out.auc = report->auc;
+  }
+  out.rows = cluster.Rows(job.sparse_table.id);
+  const size_t n = job.dense_table.dim;
+  out.dense.resize(n);
+  out.state = {std::vector<float>(2 * n), std::vector<float>(2)};  // Adam: two moments, two beta powers
+  REQUIRE(client->PullDense(job.dense_table.id, out.dense, &out.state).get().ok());
+  return out;
+}
+
+TEST_CASE("GPU-PS with one device and one worker in file order trains the model local training trains") {
+  data::testing::TempDir dir;
+  // Slot 0's ids are unique per record, the other slots' (row % 97) are in nearly every
+  // batch: the keys whose updates a merge of several batches would thin out.
+  const auto files = data::testing::WriteNumberedRankDnnFiles(dir, "train", 2, 700);
+  const TrainedModel local = TrainTwoEpochs(files, false);
+  const TrainedModel gpups = TrainTwoEpochs(files, true);
+  REQUIRE(gpups.rows.size() == local.rows.size());
+  REQUIRE(local.rows.size() == 1400);
+  Cluster probe(TrainerJob(files, true));
+  const auto& accessor = probe.app->tables().sparse(0)->accessor();
+  const uint32_t stats = accessor.stats_offset();
+  size_t extended = 0;
+  for (const auto& [key, want] : local.rows) {
+    INFO("key " << key);
+    REQUIRE(gpups.rows.count(key) == 1);
+    const auto& got = gpups.rows.at(key);
+    REQUIRE(got.size() == want.size());
+    // Weights, optimizer state, flags, show, click, unseen_days: bitwise.
+    for (uint32_t j = 0; j < stats + kDeltaScore; ++j) CHECK(got[j] == want[j]);
+    // delta_score: local training adds each push's score, end_pass the score of the pass's
+    // summed shows and clicks: equal up to the rounding of the sums.
+    CHECK(got[stats + kDeltaScore] == Approx(want[stats + kDeltaScore]).epsilon(1e-6));
+    extended += accessor.Extended(want.data());
+  }
+  CHECK(extended > 0);
+  CHECK(gpups.dense == local.dense);
+  CHECK(gpups.state.element == local.state.element);
+  CHECK(gpups.state.shared == local.state.shared);
+  CHECK(gpups.auc == local.auc);
 }
 
 TEST_CASE("A stop request mid-pass: no batch is trained after it, and every step trained is written back") {
