@@ -1,5 +1,7 @@
 #include "server/checkpoint/checkpoint_dir.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <filesystem>
 #include <iterator>
@@ -38,6 +40,9 @@ Status CheckManifest(const disk::CheckpointManifest& m, const std::string& where
   if (m.num_servers() == 0) return bad("num_servers is 0");
   if (m.tables() == nullptr) return bad("no table list");
   uint64_t total = 0;
+  // Every file once: a file listed again would be verified and read again, and its rows
+  // counted (and memory reserved for them) once per entry.
+  std::map<std::string, std::string> listed;  // normalised path -> the table listing it
   for (const auto* t : *m.tables()) {
     const std::string table = "table " + std::to_string(t->id()) + " ('" + Str(t->name()) + "')";
     if (t->name() == nullptr || t->files() == nullptr) return bad(table + " lacks a name or a file list");
@@ -47,6 +52,11 @@ Status CheckManifest(const disk::CheckpointManifest& m, const std::string& where
       const std::string path = Str(f->path());
       if (path.empty() || path.front() == '/' || path.find("..") != std::string::npos) {
         return bad(table + " names a file outside the checkpoint: '" + path + "'");
+      }
+      const auto [seen, added] = listed.emplace(std::filesystem::path(path).lexically_normal().string(), table);
+      if (!added) {
+        const std::string again = seen->second == table ? " more than once" : ", already listed by " + seen->second;
+        return bad(table + " lists file " + path + again + "; a checkpoint lists each file once");
       }
       if (f->server() >= m.num_servers()) return bad(table + ": file " + path + " of server " +
                                                     std::to_string(f->server()) + " >= num_servers");
@@ -264,14 +274,26 @@ const disk::TableEntry* Checkpoint::table(uint32_t id) const {
 
 Status Checkpoint::VerifyFile(const disk::FileEntry& file) const {
   const std::string path = FilePath(file);
-  ASSIGN_OR_RETURN(FileDigest digest, DigestFile(path));
-  if (digest.bytes != file.bytes()) {
-    return Status::Corruption(path + ": " + std::to_string(digest.bytes) + " bytes, the manifest says " +
-                              std::to_string(file.bytes()) + " (truncated or replaced file)");
-  }
+  ASSIGN_OR_RETURN(FileDigest digest, DigestFile(path, file.bytes()));
   if (digest.crc32c != file.crc32c()) {
     return Status::Corruption(path + ": CRC-32C " + std::to_string(digest.crc32c) + ", the manifest says " +
                               std::to_string(file.crc32c()) + " (the file is corrupt)");
+  }
+  return Status::OK();
+}
+
+Status Checkpoint::CheckDistinctFiles(const std::vector<const disk::FileEntry*>& files) const {
+  std::map<std::pair<dev_t, ino_t>, std::string> seen;
+  for (const disk::FileEntry* f : files) {
+    const std::string path = FilePath(*f);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) continue;  // VerifyFile says why
+    const auto [first, added] = seen.emplace(std::make_pair(st.st_dev, st.st_ino), path);
+    if (!added) {
+      return Status::Corruption(path + " and " + first->second +
+                                " are the same file (a hard link or a linked directory); a checkpoint lists each "
+                                "file once");
+    }
   }
   return Status::OK();
 }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "server/checkpoint/checkpoint_file.h"
@@ -69,7 +70,8 @@ class Checkpoint {
  public:
   // `dir` is a checkpoint directory (with CURRENT) or one version directory (with
   // MANIFEST). NotFound when neither exists; Corruption for a manifest that fails its
-  // checksum, verification or consistency checks (file paths, server indices, row sums).
+  // checksum, verification or consistency checks (file paths, a path listed twice, server
+  // indices, row sums).
   static StatusOr<Checkpoint> Open(const std::string& dir);
 
   const disk::CheckpointManifest& manifest() const { return *file_.root<disk::CheckpointManifest>(); }
@@ -77,8 +79,14 @@ class Checkpoint {
   std::string FilePath(const disk::FileEntry& file) const;
   // The table entry with this id, or null.
   const disk::TableEntry* table(uint32_t id) const;
-  // Checks the file's size and CRC-32C against the manifest.
+  // Checks the file's size and CRC-32C against the manifest: Corruption naming the file and
+  // both values, also for a file that is not a regular file (checkpoint_file.h); a file of
+  // another size is refused before it is read.
   Status VerifyFile(const disk::FileEntry& file) const;
+  // Corruption when two of `files` are one file on disk (a hard link, a symbolic link to a
+  // directory): CheckManifest refuses a path listed twice, this the aliases it cannot see.
+  // Files that cannot be found are skipped (VerifyFile names them).
+  Status CheckDistinctFiles(const std::vector<const disk::FileEntry*>& files) const;
 
  private:
   Checkpoint(std::string version_dir, FlatBufferFile file)

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +27,68 @@ Status Errno(const std::string& what, const std::string& path) {
 }
 
 const char* KindName(disk::FileKind kind) { return disk::EnumNameFileKind(kind); }
+
+// A file descriptor, closed when this goes.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&&) = delete;
+  ~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+const char* FileTypeName(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  return "not a regular file";
+}
+
+// Opens `path` for reading when it is a regular file (header comment): O_NOFOLLOW refuses a
+// symbolic link as the last component, O_NONBLOCK keeps the open of a FIFO from waiting for
+// a writer, and fstat of the opened descriptor (no window for a swap between a check and the
+// open) refuses every other kind. Sets *size to the file's size.
+StatusOr<UniqueFd> OpenRegularFile(const std::string& path, uint64_t* size, const char* missing_hint) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return Status::NotFound(path + ": no such file" + missing_hint);
+    if (errno == ELOOP) {
+      return Status::Corruption(path + " is a symbolic link; checkpoint files must be regular files (fleetps "
+                                       "never writes links: copy the file itself into the checkpoint)");
+    }
+    return Errno("cannot open", path);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Errno("cannot stat", path);
+  if (!S_ISREG(st.st_mode)) {
+    return Status::Corruption(path + " is " + FileTypeName(st.st_mode) +
+                              ", not a regular file; refused (checkpoint files are regular files, and reading "
+                              "this one could block or never end)");
+  }
+  // Linux ignores O_NONBLOCK for regular files; cleared all the same, for filesystems that do not.
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) return Errno("cannot set the flags of", path);
+  *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+constexpr char kIncompleteHint[] = " (is the checkpoint complete?)";
+
+// Corruption when a file's size is not the one its manifest records.
+Status CheckSize(const std::string& path, uint64_t actual, std::optional<uint64_t> expected) {
+  if (!expected || actual == *expected) return Status::OK();
+  return Status::Corruption(path + ": " + std::to_string(actual) + " bytes, the manifest says " +
+                            std::to_string(*expected) + " (truncated or replaced file)");
+}
 
 }  // namespace
 
@@ -108,16 +171,13 @@ BlockFileReader::~BlockFileReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-StatusOr<std::unique_ptr<BlockFileReader>> BlockFileReader::Open(const std::string& path, disk::FileKind kind) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::NotFound(path + ": no such file (is the checkpoint complete?)");
-    return Errno("cannot open", path);
-  }
-  std::unique_ptr<BlockFileReader> reader(new BlockFileReader(path, fd));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return Errno("cannot stat", path);
-  reader->file_bytes_ = static_cast<uint64_t>(st.st_size);
+StatusOr<std::unique_ptr<BlockFileReader>> BlockFileReader::Open(const std::string& path, disk::FileKind kind,
+                                                                 std::optional<uint64_t> expected_bytes) {
+  uint64_t size = 0;
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(path, &size, kIncompleteHint));
+  RETURN_IF_ERROR(CheckSize(path, size, expected_bytes));
+  std::unique_ptr<BlockFileReader> reader(new BlockFileReader(path, fd.release()));
+  reader->file_bytes_ = size;
   disk::FileHeader header;
   ASSIGN_OR_RETURN(bool got, reader->ReadExactly(&header, sizeof(header)));
   if (!got) return Status::Corruption(path + ": empty file (expected a fleetps checkpoint " + KindName(kind) + " file)");
@@ -136,6 +196,12 @@ StatusOr<std::unique_ptr<BlockFileReader>> BlockFileReader::Open(const std::stri
 }
 
 StatusOr<bool> BlockFileReader::ReadExactly(void* out, size_t n) {
+  // The end is file_bytes_, whatever follows it now.
+  if (digest_.bytes == file_bytes_ && n > 0) return false;
+  if (n > file_bytes_ - digest_.bytes) {
+    return Status::Corruption(path_ + ": truncated at byte " + std::to_string(file_bytes_) + " (" +
+                              std::to_string(n) + " bytes expected at byte " + std::to_string(digest_.bytes) + ")");
+  }
   auto* p = static_cast<uint8_t*>(out);
   size_t got = 0;
   while (got < n) {
@@ -182,27 +248,24 @@ StatusOr<std::span<const uint8_t>> BlockFileReader::Next() {
   return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(block_.data()), n);
 }
 
-StatusOr<FileDigest> DigestFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::NotFound(path + ": no such file (is the checkpoint complete?)");
-    return Errno("cannot open", path);
-  }
-  std::vector<uint8_t> buffer(4u << 20);
+StatusOr<FileDigest> DigestFile(const std::string& path, std::optional<uint64_t> expected_bytes) {
+  uint64_t size = 0;
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(path, &size, kIncompleteHint));
+  RETURN_IF_ERROR(CheckSize(path, size, expected_bytes));
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(size, 4u << 20)));
   FileDigest digest;
-  while (true) {
-    const ssize_t r = ::read(fd, buffer.data(), buffer.size());
+  while (digest.bytes < size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - digest.bytes));
+    const ssize_t r = ::read(fd.get(), buffer.data(), want);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      Status st = Errno("cannot read", path);
-      ::close(fd);
-      return st;
+    if (r < 0) return Errno("cannot read", path);
+    if (r == 0) {
+      return Status::Corruption(path + ": truncated while it was read, at byte " + std::to_string(digest.bytes) +
+                                " of " + std::to_string(size));
     }
-    if (r == 0) break;
     digest.crc32c = Crc32cExtend(digest.crc32c, buffer.data(), static_cast<size_t>(r));
     digest.bytes += static_cast<uint64_t>(r);
   }
-  ::close(fd);
   return digest;
 }
 
@@ -292,29 +355,20 @@ Status WriteSmallFileAtomic(const std::string& path, const std::string& contents
 }
 
 StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::NotFound(path + ": no such file");
-    return Errno("cannot open", path);
-  }
+  uint64_t size = 0;
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(path, &size, ""));
+  constexpr size_t kMaxBytes = 1u << 20;
+  if (size > kMaxBytes) return Status::Corruption(path + ": larger than 1 MiB");
   std::string out;
   char buf[4096];
   while (true) {
-    const ssize_t r = ::read(fd, buf, sizeof(buf));
+    const ssize_t r = ::read(fd.get(), buf, sizeof(buf));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      Status st = Errno("cannot read", path);
-      ::close(fd);
-      return st;
-    }
+    if (r < 0) return Errno("cannot read", path);
     if (r == 0) break;
     out.append(buf, static_cast<size_t>(r));
-    if (out.size() > (1u << 20)) {
-      ::close(fd);
-      return Status::Corruption(path + ": larger than 1 MiB");
-    }
+    if (out.size() > kMaxBytes) return Status::Corruption(path + ": larger than 1 MiB");
   }
-  ::close(fd);
   return out;
 }
 

@@ -4,12 +4,20 @@
 // is the only code that reads or writes those bytes; it also holds the filesystem helpers
 // the checkpoint code needs (POSIX, errors as IOError naming the path).
 //
+// Every reader here opens only regular files: a path whose last component is a symbolic
+// link, or that names a FIFO, a device, a socket or a directory, is refused with a
+// Corruption naming it and what it is (fleetps writes regular files only; a FIFO or a link
+// to /dev/zero would otherwise block the reader, or feed it without end). Opening never
+// blocks (O_NONBLOCK), and a reader reads at most the size the file had when it was opened
+// (or the size the caller expects): a file that grows meanwhile is not read further.
+//
 // Writers are not atomic by themselves: callers write under a temporary name and rename
 // (checkpoint_dir.h). Thread-safety: a writer or reader belongs to one thread.
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,8 +67,12 @@ class BlockFileWriter {
 
 class BlockFileReader {
  public:
-  // Opens `path` and checks its header (magic, version, kind); Corruption otherwise.
-  static StatusOr<std::unique_ptr<BlockFileReader>> Open(const std::string& path, disk::FileKind kind);
+  // Opens `path` (a regular file, see above) and checks its header (magic, version, kind);
+  // Corruption otherwise. With `expected_bytes` (the manifest's size of a data file) a file
+  // of another size is refused at once (Corruption naming both sizes), and the reader never
+  // reads past that size.
+  static StatusOr<std::unique_ptr<BlockFileReader>> Open(const std::string& path, disk::FileKind kind,
+                                                         std::optional<uint64_t> expected_bytes = std::nullopt);
   ~BlockFileReader();
   BlockFileReader(const BlockFileReader&) = delete;
   BlockFileReader& operator=(const BlockFileReader&) = delete;
@@ -72,21 +84,25 @@ class BlockFileReader {
   // Size and CRC of the bytes read so far (the whole file once Next() returned empty).
   const FileDigest& digest() const { return digest_; }
   const std::string& path() const { return path_; }
+  // The bytes this reader reads at most: the file's size when it was opened.
+  uint64_t file_bytes() const { return file_bytes_; }
 
  private:
   BlockFileReader(std::string path, int fd);
-  // Reads exactly n bytes; false at a clean end of file before any byte.
+  // Reads exactly n bytes; false at a clean end (file_bytes_ reached) before any byte.
   StatusOr<bool> ReadExactly(void* out, size_t n);
 
   const std::string path_;
   int fd_;
-  uint64_t file_bytes_ = 0;      // the file's size when opened: no block may claim more than is left
+  uint64_t file_bytes_ = 0;      // the file's size when opened: the reader's end of file
   std::vector<uint64_t> block_;  // aligned storage of the current payload
   FileDigest digest_;
 };
 
-// Reads `path` through and returns its size and CRC-32C.
-StatusOr<FileDigest> DigestFile(const std::string& path);
+// Reads `path` (a regular file) through and returns its size and CRC-32C. With
+// `expected_bytes`, a file of another size is refused before any byte is read (Corruption
+// naming the file and both sizes); at most the size at open is read either way.
+StatusOr<FileDigest> DigestFile(const std::string& path, std::optional<uint64_t> expected_bytes = std::nullopt);
 
 // A verified single-block FlatBuffer file (manifests, parts), owning its bytes.
 class FlatBufferFile {
@@ -127,6 +143,7 @@ Status RemoveAll(const std::string& path);
 bool PathExists(const std::string& path);
 // Writes a small file atomically (tmp, fsync, rename, fsync directory).
 Status WriteSmallFileAtomic(const std::string& path, const std::string& contents);
+// A regular file of at most 1 MiB, whole.
 StatusOr<std::string> ReadSmallFile(const std::string& path);
 // Names of the entries of `dir` (not . or ..).
 StatusOr<std::vector<std::string>> ListDir(const std::string& dir);

@@ -514,7 +514,7 @@ StatusOr<std::shared_ptr<CheckpointRunner::LoadPlan>> CheckpointRunner::PlanLoad
 }
 
 Status CheckpointRunner::LoadSparse(const LoadPlan& plan, uint32_t table_id, const std::vector<uint32_t>& shards,
-                                    const std::vector<const disk::FileEntry*>& files, uint64_t* rows) {
+                                    bool aligned, const std::vector<const disk::FileEntry*>& files, uint64_t* rows) {
   SparseTable* table = tables_.sparse(table_id);
   const RowAccessor& accessor = table->accessor();
   const uint32_t num_shards = table->num_shards();
@@ -526,9 +526,18 @@ Status CheckpointRunner::LoadSparse(const LoadPlan& plan, uint32_t table_id, con
     std::vector<const float*> payloads;
   };
   std::vector<Pending> pending(num_shards);
+  // The fewest bytes a row takes in a file: its key, its flags byte and the shortest payload.
+  const uint64_t min_row_bytes =
+      sizeof(uint64_t) + sizeof(uint8_t) + sizeof(float) * accessor.PayloadFloats(plan.full, 0);
   for (const disk::FileEntry* f : files) {
     const std::string path = plan.checkpoint.FilePath(*f);
-    ASSIGN_OR_RETURN(auto reader, BlockFileReader::Open(path, disk::FileKind::SparseRows));
+    ASSIGN_OR_RETURN(auto reader, BlockFileReader::Open(path, disk::FileKind::SparseRows, f->bytes()));
+    // Room for the file's rows before they come: the manifest's count, but never more than
+    // the bytes on disk can hold, whatever the manifest claims. Unaligned, this server's
+    // shards take about their even share of the file.
+    uint64_t expected = std::min(f->rows(), reader->file_bytes() / min_row_bytes);
+    if (!aligned) expected = expected / num_servers_ / num_shards;
+    for (uint32_t s : shards) table->ReserveShard(s, static_cast<size_t>(expected + expected / 8));
     uint64_t file_rows = 0;
     while (true) {
       ASSIGN_OR_RETURN(const disk::SparseRowBlock* block, NextSparseBlock(*reader));
@@ -571,8 +580,12 @@ Status CheckpointRunner::LoadSparse(const LoadPlan& plan, uint32_t table_id, con
         p.payloads.clear();
       }
     }
-    if (file_rows != f->rows() || reader->digest().bytes != f->bytes() || reader->digest().crc32c != f->crc32c()) {
-      return Status::Corruption(path + ": changed while it was being loaded (rows, size or CRC differ from the "
+    if (file_rows != f->rows()) {
+      return Status::Corruption(path + ": " + std::to_string(file_rows) + " rows, the manifest says " +
+                                std::to_string(f->rows()) + " (the manifest is wrong)");
+    }
+    if (reader->digest().bytes != f->bytes() || reader->digest().crc32c != f->crc32c()) {
+      return Status::Corruption(path + ": changed while it was being loaded (size or CRC differ from the "
                                        "manifest); the table is partly loaded, load again");
     }
   }
@@ -586,7 +599,7 @@ Status CheckpointRunner::LoadDense(const LoadPlan& plan, uint32_t table_id,
   if (!plan.full) table->ResetOptimizerState();
   for (const disk::FileEntry* f : files) {
     const std::string path = plan.checkpoint.FilePath(*f);
-    ASSIGN_OR_RETURN(auto reader, BlockFileReader::Open(path, disk::FileKind::DenseSlice));
+    ASSIGN_OR_RETURN(auto reader, BlockFileReader::Open(path, disk::FileKind::DenseSlice, f->bytes()));
     const bool take_shared = f->slice_begin() <= table->begin() && table->begin() < f->slice_end();
     while (true) {
       ASSIGN_OR_RETURN(const disk::DenseSliceBlock* block, NextDenseBlock(*reader));
@@ -614,16 +627,19 @@ void CheckpointRunner::Load(const std::string& dir, std::function<void(StatusOr<
 
 void CheckpointRunner::LoadSettled(const std::string& dir, std::function<void(StatusOr<LoadOutcome>)> done) {
   auto planned = PlanLoad(dir);
-  if (!planned.ok()) return done(planned.status());
+  if (!planned.ok()) return done(planned.status().WithContext("load of " + dir + " refused, nothing changed"));
   std::shared_ptr<LoadPlan> plan = std::move(planned).value();
   // Pass 1: every file this server reads, checked against the manifest, before any row
-  // changes.
+  // changes: each a distinct regular file of the recorded size and CRC.
+  std::vector<const disk::FileEntry*> files;
+  for (const auto& t : plan->tables) files.insert(files.end(), t.files.begin(), t.files.end());
+  if (Status distinct = plan->checkpoint.CheckDistinctFiles(files); !distinct.ok()) {
+    return done(distinct.WithContext("load of " + dir + " refused, nothing changed"));
+  }
   std::vector<LaneTask> verify;
   size_t lane = 0;
-  for (const auto& t : plan->tables) {
-    for (const disk::FileEntry* f : t.files) {
-      verify.push_back({lane++, [plan, f] { return plan->checkpoint.VerifyFile(*f); }});
-    }
+  for (const disk::FileEntry* f : files) {
+    verify.push_back({lane++, [plan, f] { return plan->checkpoint.VerifyFile(*f); }});
   }
   RunSequenced(std::move(verify), [this, plan, dir, done](Status st) {
     if (!st.ok()) return done(st.WithContext("load of " + dir + " refused, nothing changed"));
@@ -660,18 +676,10 @@ void CheckpointRunner::LoadSettled(const std::string& dir, std::function<void(St
         tasks.push_back({sparse_lane_(id, shards[0]),
                          [this, plan, table, id, shards, files, rows, slot, replace,
                           aligned = t.aligned]() -> Status {
-                           // Rows expected per shard: the files' rows (aligned), or this
-                           // server's even share of the whole table.
-                           // A row takes at least its 8-byte key in a file (verified by
-                           // now): a manifest cannot make the reservation exceed the data.
-                           uint64_t expected = 0;
-                           for (const disk::FileEntry* f : files) expected += std::min(f->rows(), f->bytes() / 8);
-                           if (!aligned) expected = expected / num_servers_ / table->num_shards();
-                           for (uint32_t s : shards) {
-                             if (replace) RETURN_IF_ERROR(table->ClearShard(s));
-                             table->ReserveShard(s, static_cast<size_t>(expected + expected / 8));
+                           if (replace) {
+                             for (uint32_t s : shards) RETURN_IF_ERROR(table->ClearShard(s));
                            }
-                           return LoadSparse(*plan, id, shards, files, &(*rows)[slot]);
+                           return LoadSparse(*plan, id, shards, aligned, files, &(*rows)[slot]);
                          }});
       }
     }

@@ -15,8 +15,9 @@
 //  - Commit: phase 2, on server 0 once every server finished phase 1 (CommitCheckpoint),
 //    holding the lock files of all servers of the save.
 //  - Load: opens DIR's manifest, checks every table it names against the configured one
-//    (kind and dim; for Full content also optimizer and accessor; accessor for all), verifies
-//    the size and CRC of every file this server will read, and only then replaces each
+//    (kind and dim; for Full content also optimizer and accessor; accessor for all), checks
+//    that the files this server will read are distinct regular files and verifies the size
+//    and CRC of each (reading at most the manifest's size), and only then replaces each
 //    table's rows with the rows it owns (Delta checkpoints are merged instead). When the
 //    checkpoint was saved by as many servers with as many shards as now, shard s reads only
 //    its own file; otherwise every file of the table is read and filtered by PlaceKey.
@@ -142,8 +143,10 @@ class CheckpointRunner {
   StatusOr<std::shared_ptr<LoadPlan>> PlanLoad(const std::string& dir);
   // Load, inside its command, once the pending save is settled.
   void LoadSettled(const std::string& dir, std::function<void(StatusOr<LoadOutcome>)> done);
-  // Loads the rows of one sparse table that belong to the shards in `shards` from `files`.
-  Status LoadSparse(const LoadPlan& plan, uint32_t table_id, const std::vector<uint32_t>& shards,
+  // Loads the rows of one sparse table that belong to the shards in `shards` from `files`
+  // (`aligned`: the shard's own file, LoadPlan::Table). Memory is reserved per file for the
+  // rows its bytes can hold at most, however many the manifest claims.
+  Status LoadSparse(const LoadPlan& plan, uint32_t table_id, const std::vector<uint32_t>& shards, bool aligned,
                     const std::vector<const disk::FileEntry*>& files, uint64_t* rows);
   Status LoadDense(const LoadPlan& plan, uint32_t table_id, const std::vector<const disk::FileEntry*>& files);
 

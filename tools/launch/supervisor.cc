@@ -61,6 +61,35 @@ std::string Fixed1(double x) { return Fixed(x, 1); }
 
 double CpuSeconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; }
 
+// The watchdog's pipe carries one int32 per message: a process group to watch (> 0) or to
+// forget (< 0). Writes of 4 bytes to a pipe are atomic, so messages never interleave.
+void Send(int lifeline, pid_t group) {
+  const int32_t message = static_cast<int32_t>(group);
+  if (lifeline >= 0) (void)!::write(lifeline, &message, sizeof(message));
+}
+
+// The watchdog's life, in the forked process (async-signal-safe calls only: the launcher
+// may have threads). `groups` has room for `capacity` groups, allocated before the fork;
+// every child has at most one registered group at a time, so children_.size() suffice.
+[[noreturn]] void Watch(int in, pid_t* groups, size_t capacity) {
+  size_t n = 0;
+  while (true) {
+    int32_t message = 0;
+    const ssize_t r = ::read(in, &message, sizeof(message));
+    if (r < 0 && errno == EINTR) continue;
+    if (r != static_cast<ssize_t>(sizeof(message))) break;  // end of file: the launcher is gone
+    if (message > 0 && n < capacity) groups[n++] = message;
+    for (size_t i = 0; message < 0 && i < n; ++i) {
+      if (groups[i] == -message) {
+        groups[i] = groups[--n];
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) ::kill(-groups[i], SIGKILL);
+  ::_exit(0);
+}
+
 }  // namespace
 
 Supervisor::Supervisor(LaunchPlan plan, SupervisorOptions options)
@@ -81,6 +110,8 @@ Supervisor::~Supervisor() {
       ::waitpid(c.pid, nullptr, 0);
     }
   }
+  if (lifeline_ >= 0) ::close(lifeline_);  // the watchdog's end of file: it exits
+  if (watchdog_ > 0) ::waitpid(watchdog_, nullptr, 0);
   if (stream_in_ >= 0) ::close(stream_in_);
   if (mask_set_) ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
 }
@@ -115,6 +146,7 @@ Status Supervisor::Start() {
   ::signal(SIGPIPE, SIG_IGN);
   // Processes the children leave behind are reparented to the launcher, which reaps them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  RETURN_IF_ERROR(StartWatchdog());
   std::error_code ec;
   std::filesystem::create_directories(log_dir_, ec);
   if (ec) {
@@ -132,6 +164,38 @@ Status Supervisor::Start() {
   if (stream_child_ >= 0) {
     stream_in_ = ::open(children_[stream_child_].spec.log_path.c_str(), O_RDONLY | O_CLOEXEC);
   }
+  return Status::OK();
+}
+
+Status Supervisor::StartWatchdog() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    return Status::IOError(std::string("pipe for the watchdog: ") + std::strerror(errno));
+  }
+  std::vector<pid_t> groups(children_.size());
+  const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    if (null_fd >= 0) ::close(null_fd);
+    return Status::IOError(std::string("fork for the watchdog: ") + std::strerror(err));
+  }
+  if (pid == 0) {
+    ::close(fds[1]);  // the launcher's end: its death must reach the watchdog as end of file
+    ::setpgid(0, 0);  // out of the launcher's group: a signal to that group spares it
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::signal(s, SIG_IGN);
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    if (null_fd >= 0) {  // holds no terminal and none of the launcher's output pipes open
+      for (int fd : {0, 1, 2}) ::dup2(null_fd, fd);
+    }
+    Watch(fds[0], groups.data(), groups.size());
+  }
+  ::close(fds[0]);
+  if (null_fd >= 0) ::close(null_fd);
+  watchdog_ = pid;
+  lifeline_ = fds[1];
   return Status::OK();
 }
 
@@ -163,6 +227,7 @@ Status Supervisor::StartChild(Child* c, bool append) {
     (void)!::write(log_fd, mark.data(), mark.size());
   }
   const pid_t parent = ::getpid();
+  const int lifeline = lifeline_;
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
@@ -173,6 +238,8 @@ Status Supervisor::StartChild(Child* c, bool append) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(1);  // the launcher died before prctl took effect
+    // Registered with the watchdog before exec: nothing this process starts escapes it.
+    Send(lifeline, ::getpid());
     ::signal(SIGPIPE, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
     const int null_fd = ::open("/dev/null", O_RDONLY);
@@ -194,6 +261,10 @@ Status Supervisor::StartChild(Child* c, bool append) {
 }
 
 void Supervisor::Collect(Child* c, int status, const rusage& usage) {
+  // Whatever it left in its process group goes with it; then the watchdog may forget the
+  // group (its id may be reused once empty).
+  ::kill(-c->pid, SIGKILL);
+  Send(lifeline_, -c->pid);
   c->exited = true;
   c->how = Describe(status, &c->code);
   if (c->restarts == 0) {
@@ -222,12 +293,17 @@ void Supervisor::Reap() {
     rusage usage{};
     const pid_t pid = ::wait4(-1, &status, WNOHANG, &usage);
     if (pid <= 0) return;
+    if (pid == watchdog_) {  // someone killed it; the job runs on, less protected
+      int code = 0;
+      Message("the watchdog (pid " + std::to_string(pid) + ") " + Describe(status, &code) +
+              ": what the processes started may now outlive a kill -9 of the launcher");
+      watchdog_ = -1;
+      continue;
+    }
     for (size_t i = 0; i < children_.size(); ++i) {
       Child& c = children_[i];
       if (c.pid != pid) continue;
       Collect(&c, status, usage);
-      // Whatever it left in its process group goes with it.
-      ::kill(-c.pid, SIGKILL);
       if (c.code == 0 || c.signalled) continue;
       if (Restartable(c)) {
         ++c.restarts;

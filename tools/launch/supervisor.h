@@ -1,10 +1,20 @@
 #pragma once
 // Runs the processes of a LaunchPlan to the end, as fleetrun does, and makes sure none
-// outlives the launcher:
+// outlives the launcher, nor anything they started:
 //  - each process gets its own process group (a Ctrl-C at the terminal reaches the
 //    launcher, which stops the job in order) and PR_SET_PDEATHSIG(SIGKILL), so it dies
 //    with the launcher even when the launcher is killed with -9; the launcher is a
 //    child subreaper, so processes they leave behind are reparented to it and reaped;
+//  - the parent-death signal reaches only the launcher's own children, not what a wrapper
+//    script forked, so a watchdog process holds the rest: forked by Start() before the
+//    children, in a process group of its own and deaf to SIGINT/SIGTERM/SIGHUP, it reads
+//    the children's process groups from a pipe whose write end only the launcher holds
+//    (each child registers its group itself, between fork and exec, so nothing it starts
+//    can exist unregistered; the launcher unregisters a group once it has killed it). When
+//    that pipe reaches end of file the launcher is gone, however it died (kill -9 included),
+//    and the watchdog SIGKILLs every group still registered, then exits. A descendant that
+//    leaves its process group (setsid, a shell with job control) is out of reach;
+//  - whatever a process leaves in its group when it exits is SIGKILLed then;
 //  - stdout and stderr go to the process's log file; the first local worker's log is
 //    copied to the launcher's stdout as it grows;
 //  - when every worker has exited 0, the servers and heter workers get stop_wait to exit
@@ -59,8 +69,9 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // Creates the log directory and starts every process of the plan (servers first). On an
-  // error (a log file cannot be created, fork fails) the processes already started are stopped.
+  // Starts the watchdog, creates the log directory and starts every process of the plan
+  // (servers first). On an error (a log file cannot be created, fork fails) the processes
+  // already started are stopped.
   Status Start();
   // Blocks until the job has ended and every process is gone; returns the exit code.
   int Wait();
@@ -79,6 +90,8 @@ class Supervisor {
     uint32_t restarts = 0;
   };
   int Supervise();  // Wait without the resource report
+  // Forks the watchdog (see the header comment).
+  Status StartWatchdog();
   // Forks and execs c's program; `append`: after a restart, its log is appended to.
   Status StartChild(Child* c, bool append = false);
   // Whether the failed child c is to be started again (see the header comment).
@@ -96,6 +109,7 @@ class Supervisor {
   void WaitForChildren(std::chrono::milliseconds at_most);
   void ReportFailure(const Child& c);
   void ReportResources() const;
+  // Records c's end; SIGKILLs what it left in its process group and unregisters the group.
   void Collect(Child* c, int status, const rusage& usage);
   void Message(const std::string& text) const;
 
@@ -106,6 +120,8 @@ class Supervisor {
   int stream_in_ = -1;     // read side of its log
   bool stream_ok_ = true;  // false once stream_fd stopped taking output
   std::optional<int> failed_;  // index of the first failed child
+  pid_t watchdog_ = -1;
+  int lifeline_ = -1;  // write end of the watchdog's pipe (close-on-exec)
   sigset_t old_mask_;
   bool mask_set_ = false;
   std::chrono::steady_clock::time_point started_;

@@ -1,7 +1,8 @@
 // pserver_tool: inspect fleetps checkpoints without a server.
 //
 //   pserver_tool manifest DIR                  tables, dims, servers, shards, files, rows, CRCs
-//   pserver_tool verify DIR                    every file's size and CRC-32C, every block decoded
+//   pserver_tool verify DIR                    every file's size and CRC-32C, every block decoded;
+//                                              files that are not distinct regular files refused
 //   pserver_tool dump DIR --table emb [--limit N] [--full]
 //                                              one row per line: key<TAB>w0 w1 ... (the pulled
 //                                              weights: embedx zeros for CTR rows without it);
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <ctime>
 #include <string>
+#include <vector>
 
 #include "server/checkpoint/checkpoint_dir.h"
 #include "server/checkpoint/row_file.h"
@@ -83,7 +85,7 @@ int Manifest(const Checkpoint& c) {
 Status ReadAll(const Checkpoint& c, const disk::TableEntry& t, const disk::FileEntry& f, uint64_t* rows) {
   const std::string path = c.FilePath(f);
   auto kind = t.dense() ? disk::FileKind::DenseSlice : disk::FileKind::SparseRows;
-  ASSIGN_OR_RETURN(auto reader, fleetps::server::BlockFileReader::Open(path, kind));
+  ASSIGN_OR_RETURN(auto reader, fleetps::server::BlockFileReader::Open(path, kind, f.bytes()));
   *rows = 0;
   while (true) {
     if (t.dense()) {
@@ -109,6 +111,12 @@ Status ReadAll(const Checkpoint& c, const disk::TableEntry& t, const disk::FileE
 int Verify(const Checkpoint& c) {
   uint64_t files = 0, bytes = 0;
   int bad = 0;
+  std::vector<const disk::FileEntry*> all;
+  for (const auto* t : *c.manifest().tables()) all.insert(all.end(), t->files()->begin(), t->files()->end());
+  if (Status st = c.CheckDistinctFiles(all); !st.ok()) {
+    std::printf("BAD %s\n", st.ToString().c_str());
+    ++bad;
+  }
   for (const auto* t : *c.manifest().tables()) {
     for (const auto* f : *t->files()) {
       ++files;
@@ -127,7 +135,7 @@ int Verify(const Checkpoint& c) {
     }
   }
   if (bad > 0) {
-    std::printf("%d of %" PRIu64 " files are bad\n", bad, files);
+    std::printf("%d problem(s) in %" PRIu64 " files\n", bad, files);
     return 1;
   }
   std::printf("OK: %" PRIu64 " files, %" PRIu64 " bytes, %" PRIu64 " sparse rows, version %s\n", files, bytes,
@@ -143,7 +151,7 @@ int Dump(const Checkpoint& c, const std::string& which, uint64_t limit, bool ful
   for (const auto* f : *t->files()) {
     const std::string path = c.FilePath(*f);
     auto kind = t->dense() ? disk::FileKind::DenseSlice : disk::FileKind::SparseRows;
-    auto reader = fleetps::server::BlockFileReader::Open(path, kind);
+    auto reader = fleetps::server::BlockFileReader::Open(path, kind, f->bytes());
     if (!reader.ok()) return Fail(reader.status());
     while (printed < limit) {
       if (t->dense()) {

@@ -1,5 +1,7 @@
 #include "server/checkpoint/checkpoint_file.h"
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -94,6 +96,62 @@ TEST_CASE("Sparse row files round-trip; a flipped byte or a cut file is refused"
   CHECK(cut.message().find("but only") != std::string::npos);
   FlipByte(path, 0);  // the magic
   CHECK(BlockFileReader::Open(path, disk::FileKind::SparseRows).status().IsCorruption());
+}
+
+TEST_CASE("Readers open regular files only, and read no more than the size expected", "[checkpoint]") {
+  const std::string dir = testing::MakeTempDir("regular");
+  const std::string path = dir + "/rows";
+  auto writer = SparseRowWriter::Create(path);
+  REQUIRE(writer.ok());
+  const float payload[2] = {1, 2};
+  for (uint64_t k = 0; k < 100; ++k) REQUIRE((*writer)->Add(k, 0, payload, 2).ok());
+  auto digest = (*writer)->Finish();
+  REQUIRE(digest.ok());
+
+  // Neither open nor read may block or run forever: a FIFO without a writer, a link to
+  // /dev/zero, a device, a directory. Each is refused at open, naming the file and its kind.
+  REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0644) == 0);
+  std::filesystem::create_symlink("/dev/zero", dir + "/zero");
+  std::filesystem::create_symlink(path, dir + "/link");  // even to a good file
+  const std::vector<std::pair<std::string, std::string>> refused = {{dir + "/fifo", "is a FIFO"},
+                                                                    {dir + "/zero", "is a symbolic link"},
+                                                                    {dir + "/link", "is a symbolic link"},
+                                                                    {"/dev/null", "is a character device"},
+                                                                    {dir, "is a directory"}};
+  for (const auto& [name, why] : refused) {
+    INFO(name);
+    for (const Status& st : {BlockFileReader::Open(name, disk::FileKind::SparseRows).status(),
+                             DigestFile(name).status(), ReadSmallFile(name).status()}) {
+      CHECK(st.IsCorruption());
+      CHECK(st.message().find(name + " " + why) != std::string::npos);
+    }
+  }
+
+  // Another size than the manifest's is refused before a byte is read, naming both sizes.
+  const uint64_t size = digest->bytes;
+  for (const Status& st : {BlockFileReader::Open(path, disk::FileKind::SparseRows, size + 1).status(),
+                           DigestFile(path, size - 1).status()}) {
+    CHECK(st.IsCorruption());
+    CHECK(st.message().find(path + ": " + std::to_string(size) + " bytes, the manifest says") != std::string::npos);
+  }
+  // Bytes that arrive after the open are not read: the reader ends where the file ended.
+  auto reader = BlockFileReader::Open(path, disk::FileKind::SparseRows, size);
+  REQUIRE(reader.ok());
+  {
+    std::ofstream more(path, std::ios::app | std::ios::binary);
+    const std::string junk(4096, 'x');
+    more << junk;
+  }
+  uint64_t rows = 0;
+  while (true) {
+    auto block = NextSparseBlock(**reader);
+    REQUIRE(block.ok());
+    if (*block == nullptr) break;
+    rows += (*block)->keys()->size();
+  }
+  CHECK(rows == 100);
+  CHECK((*reader)->digest().bytes == size);
+  CHECK((*reader)->digest().crc32c == digest->crc32c);
 }
 
 TEST_CASE("Atomic small files replace the old content whole", "[checkpoint]") {

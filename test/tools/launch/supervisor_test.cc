@@ -11,6 +11,7 @@
 #include <cmath>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "test/support/process.h"
@@ -274,6 +275,50 @@ TEST_CASE("Children do not inherit the launcher's role variables, only their own
   ::unsetenv("FLEETPS_KEEP_ME");
   CHECK(run.code == 0);
   CHECK(testing::ReadFile(run.dir + "/workerlog.0") == "[][kept][TRAINER]\n");
+}
+
+// The pids listed in `path`, one a complete line each.
+std::vector<pid_t> ReadPids(const std::string& path) {
+  std::istringstream in(testing::ReadFile(path));
+  std::vector<pid_t> pids;
+  std::string line;
+  while (std::getline(in, line) && !in.eof()) pids.push_back(std::stoi(line));
+  return pids;
+}
+
+TEST_CASE("kill -9 of fleetps-launch ends every process of the job, also those a wrapper script forked") {
+  const std::string dir = testing::MakeTempDir("launch_kill9");
+  const std::string pids = dir + "/pids";
+  // Rank 0 runs its program through exec; rank 1 is a wrapper that forks a background job
+  // and a shell with a child of its own, then waits. Each process writes its pid.
+  testing::WriteFile(dir + "/wrapper.sh", "echo $$ >> " + pids + "\n" +
+                                              "if [ \"$PADDLE_TRAINER_ID\" = 0 ]; then exec sleep 1000; fi\n" +
+                                              "sleep 1000 & echo $! >> " + pids + "\n" +
+                                              "sh -c 'echo $$ >> " + pids + "; sleep 1000 & echo $! >> " + pids +
+                                              "; wait' &\n" + "wait\n");
+  testing::ChildProcess launcher;
+  REQUIRE(launcher.Start({testing::BinaryPath("tools/launch/fleetps-launch"), "--nproc_per_node", "2", "--log_dir",
+                          dir + "/log", "/bin/sh", dir + "/wrapper.sh"},
+                         {}, dir + "/launcher.out"));
+  // Rank 0, and rank 1 with its background sleep, its shell and that shell's sleep.
+  constexpr size_t kTree = 5;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (ReadPids(pids).size() < kTree && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::vector<pid_t> tree = ReadPids(pids);
+  INFO(testing::ReadFile(dir + "/launcher.out"));
+  REQUIRE(tree.size() == kTree);
+  launcher.Signal(SIGKILL);
+  CHECK(launcher.Wait(std::chrono::seconds(10)) == 128 + SIGKILL);
+  // "Gone" within a generous bound: the processes die when the kernel next runs them.
+  for (pid_t p : tree) {
+    INFO("pid " << p);
+    if (!GoneWithin(p, std::chrono::milliseconds(30000))) {
+      FAIL_CHECK("outlived the launcher");
+      ::kill(p, SIGKILL);  // still running, so still that process: leave nothing behind
+    }
+  }
 }
 
 }  // namespace
