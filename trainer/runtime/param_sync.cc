@@ -245,7 +245,8 @@ class AsyncSync : public ParamSync {
       shows.swap(merged_shows_);
       clicks.swap(merged_clicks_);
       dense.swap(dense_sum_);
-      const float scale = 1.0f / static_cast<float>(merged_steps_);
+      const uint32_t window_steps = merged_steps_;
+      const float scale = 1.0f / static_cast<float>(window_steps);
       const uint64_t window_end = accepted_;
       merged_steps_ = 0;
       sending_keys_ = keys.size();
@@ -269,6 +270,16 @@ class AsyncSync : public ParamSync {
         ++lost_pushes_;
         spdlog::warn("async communicator: a push was lost with its pserver connection ({} so far): {}",
                      lost_pushes_, st.ToString());
+        st = Status::OK();
+      } else if (st.IsInvalidArgument()) {
+        // A pserver refused this push for what it holds (a gradient that overflowed when the
+        // window's steps were summed, say): sent again it would be refused again. The window
+        // is dropped, loudly, and the communicator goes on; a sticky error here would fail
+        // every later step of every worker (of every cpu-trainer, on a heter-trainer) for
+        // one bad window. Errors every later push would meet too stay sticky below.
+        ++refused_pushes_;
+        spdlog::error("async communicator: the pservers refused a push of {} step(s), dropped ({} refused so far): {}",
+                      window_steps, refused_pushes_, st.ToString());
         st = Status::OK();
       }
       std::shared_ptr<std::vector<float>> fresh;
@@ -309,7 +320,8 @@ class AsyncSync : public ParamSync {
   PushQueueGauges gauges_;   // no-op handles until SetPushQueueGauges
   bool stopping_ = false;
   Status error_;
-  uint64_t lost_pushes_ = 0;  // send thread only
+  uint64_t lost_pushes_ = 0;     // send thread only
+  uint64_t refused_pushes_ = 0;  // send thread only
   std::shared_ptr<const std::vector<float>> snapshot_;  // dense parameters read by workers
   std::thread sender_;
 };
