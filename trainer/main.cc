@@ -176,9 +176,8 @@ int main(int argc, char** argv) {
     if (auto st = local_server->Start(); !st.ok()) return Fail(st);
     client_options.servers = {{"127.0.0.1", local_server->port()}};
   } else {
-    // The cluster's shared secret and TLS files, when it has them: the job YAML's
-    // fleetps.server section (what the pservers read), overridden by FLEETPS_AUTH_SECRET_FILE
-    // and FLEETPS_TLS_*_FILE.
+    // The cluster's shared secret and TLS, when it has them (the job YAML's fleetps.server
+    // files, or FLEETPS_AUTH_SECRET_FILE and FLEETPS_TLS_*_FILE).
     auto security = trainer::LoadClusterSecurity(config_path, config::ProcessEnv());
     if (!security.ok()) return Fail(security.status());
     client_options.rpc.auth_key = security->auth_key;
