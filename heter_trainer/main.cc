@@ -107,7 +107,10 @@ int GpuBoxMain(const std::string& config_path, const GpuBoxFlags& f, const fleet
     // RPC deadlines instead.
     notifier.StartWatchdog([] { return true; });
   };
-  const Status st = heter::RunGpuPsJob(*options, trainer::TrainerRpcOptions{}, job_flags);
+  // The cluster's secret and TLS, found as a cpu-trainer finds them.
+  auto security = trainer::LoadClusterSecurity(config_path, config::ProcessEnv());
+  if (!security.ok()) return Fail(security.status());
+  const Status st = heter::RunGpuPsJob(*options, trainer::TrainerRpcOptions{}, *security, job_flags);
   notifier.Stopping(st.ok() ? "job finished" : "job failed").IgnoreError();
   if (!st.ok()) {
     Fail(st);

@@ -176,22 +176,12 @@ int main(int argc, char** argv) {
     if (auto st = local_server->Start(); !st.ok()) return Fail(st);
     client_options.servers = {{"127.0.0.1", local_server->port()}};
   } else {
-    // The cluster's shared secret and TLS files, when it has them: the job YAML's
-    // fleetps.server section (what the pservers read), overridden by FLEETPS_AUTH_SECRET_FILE
-    // and FLEETPS_TLS_*_FILE.
-    config::ServerOptions security;
-    if (auto view = config::LoadServerYaml(config_path); view.ok()) security = std::move(*view);
-    config::ApplySecurityEnv(config::ProcessEnv(), &security);
-    if (!security.auth_secret_file.empty()) {
-      auto key = net::AuthKey::Load(security.auth_secret_file);
-      if (!key.ok()) return Fail(key.status());
-      client_options.rpc.auth_key = *key;
-    }
-    if (security.tls.enabled()) {
-      auto tls = net::TlsContext::Load(security.tls);
-      if (!tls.ok()) return Fail(tls.status());
-      client_options.rpc.tls = *tls;
-    }
+    // The cluster's shared secret and TLS, when it has them (the job YAML's fleetps.server
+    // files, or FLEETPS_AUTH_SECRET_FILE and FLEETPS_TLS_*_FILE).
+    auto security = trainer::LoadClusterSecurity(config_path, config::ProcessEnv());
+    if (!security.ok()) return Fail(security.status());
+    client_options.rpc.auth_key = security->auth_key;
+    client_options.rpc.tls = security->tls;
   }
   // Metrics are opt-in on trainers: --metrics-port or FLEETPS_TRAINER_METRICS_PORT.
   auto port = trainer::TrainerMetricsPort(metrics_port, config::ProcessEnv());

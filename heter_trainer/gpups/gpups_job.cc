@@ -1,13 +1,10 @@
 #include "heter_trainer/gpups/gpups_job.h"
 
-#include <cstdlib>
 #include <optional>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
-#include "common/config/server_config.h"
-#include "common/net/auth.h"
 #include "heter_trainer/gpups/gpups_sync.h"
 #include "heter_trainer/gpups/pass_table.h"
 #include "trainer/runtime/heartbeat.h"
@@ -30,17 +27,10 @@ StatusOr<std::unique_ptr<PassTable>> MakeJobPassTable(const config::TrainerOptio
 }
 
 Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOptions& rpc,
-                   const trainer::JobFlags& flags) {
+                   const trainer::ClusterSecurity& security, const trainer::JobFlags& flags) {
   trainer::PsClientOptions client_options = trainer::JobClientOptions(o, rpc);
-  // The cluster's shared secret, when it has one (as cpu-trainer finds it).
-  std::string secret_file;
-  if (const char* env = std::getenv("FLEETPS_AUTH_SECRET_FILE"); env != nullptr) secret_file = env;
-  if (secret_file.empty() && !o.config_path.empty()) {
-    if (auto view = config::LoadServerYaml(o.config_path); view.ok()) secret_file = view->auth_secret_file;
-  }
-  if (!secret_file.empty()) {
-    ASSIGN_OR_RETURN(client_options.rpc.auth_key, net::AuthKey::Load(secret_file));
-  }
+  client_options.rpc.auth_key = security.auth_key;
+  client_options.rpc.tls = security.tls;
   // The devices first: a missing GPU fails at once, not after the pservers' connect deadline.
   ASSIGN_OR_RETURN(auto table, MakeJobPassTable(o));
   ASSIGN_OR_RETURN(auto client, trainer::PsClient::Connect(client_options));
@@ -58,7 +48,7 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
                  o.trainer_id);
   }
   const bool gpus = table->device_name() == "cuda";
-  ASSIGN_OR_RETURN(auto comms, MakeDeviceCommunicators(o, workers, gpus, client_options.rpc.auth_key));
+  ASSIGN_OR_RETURN(auto comms, MakeDeviceCommunicators(o, workers, gpus, security.auth_key, security.tls));
   config::TrainerOptions job = o;
   job.worker_threads = workers;
   std::optional<trainer::Heartbeat> heartbeat;

@@ -12,9 +12,11 @@
 
 namespace fleetps::heter {
 
-// `options`: the job (validated, gpubox mode); `rpc`: the pserver client's deadlines.
+// `options`: the job (validated, gpubox mode); `rpc`: the pserver client's deadlines;
+// `security`: the cluster's secret and TLS (trainer::LoadClusterSecurity), for the pservers
+// and the nodes' dense allreduce rendezvous.
 Status RunGpuPsJob(const config::TrainerOptions& options, const trainer::TrainerRpcOptions& rpc,
-                   const trainer::JobFlags& flags);
+                   const trainer::ClusterSecurity& security, const trainer::JobFlags& flags);
 
 // The pass table for options.gpups: CUDA when device is gpu (or auto with a GPU visible and
 // CUDA built), else the host twin; sized by fleetps.gpups.device_memory_mb.

@@ -66,7 +66,8 @@ Status CheckNotStopped(const StopRequest* stop, const char* what) {
 }  // namespace
 
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
-    const config::TrainerOptions& o, uint32_t workers, bool gpus, std::shared_ptr<const net::AuthKey> auth_key) {
+    const config::TrainerOptions& o, uint32_t workers, bool gpus, std::shared_ptr<const net::AuthKey> auth_key,
+    std::shared_ptr<net::TlsContext> tls) {
   const auto timeout = std::chrono::milliseconds(o.collective.timeout_ms);
   // The workers of this process sum their host replicas in memory; the processes all-reduce
   // that sum over one rank each (none for a single process).
@@ -78,6 +79,7 @@ StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommu
     co.prefix = "fleetps-gpups";
     co.timeout = timeout;
     co.auth_key = auth_key;
+    co.tls = std::move(tls);
     // NCCL on the node's first GPU with backend nccl and the CUDA pass table; else Gloo.
     const bool nccl = gpus && o.collective.backend == config::CollectiveBackend::kNccl;
     config::DataParallelOptions backend = o.collective;

@@ -174,8 +174,9 @@ StatusOr<std::vector<uint64_t>> CollectPassKeys(data::Dataset& dataset, uint32_t
 // trainer): Gloo, or NCCL on the node's first GPU when `gpus` (the CUDA pass table) and
 // fleetps.collective.backend is nccl. Never several NCCL ranks in one process: there, a
 // worker's cudaFree on a GPU would wait for a rank's NCCL kernel that waits for the rank of
-// that same worker.
+// that same worker. `auth_key` and `tls`: the cluster's, for the trainers' rendezvous.
 StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommunicators(
-    const config::TrainerOptions& options, uint32_t workers, bool gpus, std::shared_ptr<const net::AuthKey> auth_key);
+    const config::TrainerOptions& options, uint32_t workers, bool gpus, std::shared_ptr<const net::AuthKey> auth_key,
+    std::shared_ptr<net::TlsContext> tls = nullptr);
 
 }  // namespace fleetps::heter

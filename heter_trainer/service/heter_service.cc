@@ -1,8 +1,10 @@
 #include "heter_trainer/service/heter_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "schemas/heter_generated.h"
@@ -172,8 +174,9 @@ HeterMetrics HeterMetrics::In(metrics::Registry& registry) {
   HeterMetrics m;
   m.micro_batches = registry.GetCounter("fleetps_heter_micro_batches_total", "Micro-batches trained");
   m.examples = registry.GetCounter("fleetps_heter_examples_total", "Rows of the micro-batches trained");
-  m.errors = registry.GetCounter("fleetps_heter_errors_total",
-                                 "Micro-batches refused as malformed or failed on the device or the dense push");
+  m.errors = registry.GetCounter(
+      "fleetps_heter_errors_total",
+      "Micro-batches refused as malformed, or failed on the device, by overflow or at the dense push");
   m.step_seconds = registry.GetHistogram("fleetps_heter_step_seconds",
                                          "A lane's forward, loss, backward and gradient hand-over per micro-batch", {},
                                          metrics::ExponentialBuckets(0.0001, 2, 18));
@@ -219,17 +222,52 @@ void HeterService::LaneLoop(uint32_t lane) {
   }
 }
 
+namespace {
+
+// Why a step's results must not be used, or OK: a loss, prediction or gradient that is not
+// finite. The micro-batch passed CheckMicroBatch, so its activations were finite: too large
+// (3e38, say) for the dense part, whose sums overflowed.
+Status CheckStepResults(float loss, std::span<const float> predictions, std::span<const float> activation_grads,
+                        std::span<const float> param_grads, std::span<const float> activations) {
+  auto first_bad = [](std::span<const float> v) {
+    return std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); }) - v.begin();
+  };
+  std::string bad;
+  if (!std::isfinite(loss)) {
+    bad = "its loss is " + std::to_string(loss);
+  } else if (auto i = first_bad(predictions); i < std::ssize(predictions)) {
+    bad = "prediction " + std::to_string(i) + " is " + std::to_string(predictions[i]);
+  } else if (auto j = first_bad(param_grads); j < std::ssize(param_grads)) {
+    bad = "dense gradient " + std::to_string(j) + " is " + std::to_string(param_grads[j]);
+  } else if (auto k = first_bad(activation_grads); k < std::ssize(activation_grads)) {
+    bad = "activation gradient " + std::to_string(k) + " is " + std::to_string(activation_grads[k]);
+  } else {
+    return Status::OK();
+  }
+  float largest = 0.0f;
+  for (float a : activations) largest = std::max(largest, std::abs(a));
+  return Status::InvalidArgument("its activations overflowed the dense step (" + bad +
+                                 "; the largest activation is " + fmt::format("{:g}", largest) +
+                                 "): nothing was pushed to the pservers (scale or clip the activations, or look for "
+                                 "diverged embeddings on the cpu-trainer)");
+}
+
+}  // namespace
+
 void HeterService::RunStep(uint32_t index, const Work& work) {
   const auto* msg = flatbuffers::GetRoot<wire::HeterTrainRequest>(work.request.data());  // verified in Train
-  const std::string what = "HeterTrain micro-batch " + std::to_string(msg->batch_id()) + " of cpu-trainer " +
-                           std::to_string(msg->trainer_id()) + " (" + work.responder.peer() + ")";
+  const bool forward_only = msg->forward_only();
+  const std::string what = std::string("HeterTrain ") + (forward_only ? "forward-only " : "") + "micro-batch " +
+                           std::to_string(msg->batch_id()) + " of cpu-trainer " + std::to_string(msg->trainer_id()) +
+                           " (" + work.responder.peer() + ")";
   Lane& lane = lanes_[index];
   const size_t rows = msg->rows();
   const auto started = std::chrono::steady_clock::now();
   // The reply's predictions and activation gradients are written by the step straight into
   // the reply's buffer (sized for them up front; from 64 KiB in the device's host buffers,
-  // which a GPU lane copies into without staging), not copied there afterwards.
-  const size_t grads_size = rows * net_.in_dim();
+  // which a GPU lane copies into without staging), not copied there afterwards. A
+  // forward-only micro-batch gets no activation gradients.
+  const size_t grads_size = forward_only ? 0 : rows * net_.in_dim();
   const size_t reply_bytes = 256 + (rows + grads_size) * sizeof(float);
   const bool pooled = reply_bytes >= kPooledBytes;
   flatbuffers::FlatBufferBuilder fbb(reply_bytes, pooled ? new PooledAllocator(host_buffers_) : nullptr,
@@ -244,10 +282,16 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
       RETURN_IF_ERROR(lane.device->SetParams(*snapshot));
       lane.params = std::move(snapshot);
     }
-    ASSIGN_OR_RETURN(float loss,
-                     lane.device->Step(Span(msg->activations()), Span(msg->labels()), rows,
-                                       {{predictions_out, rows}, {grads_out, grads_size}, lane.param_grads}));
-    RETURN_IF_ERROR(dense_.Push(index, trainer::StepGrads{{}, {}, {}, {}, lane.param_grads}));
+    // Forward only: no param_grads asked for, so no backward, and nothing to push.
+    const std::span<float> param_grads = forward_only ? std::span<float>() : lane.param_grads;
+    const DenseStepOutput out{{predictions_out, rows}, {grads_out, grads_size}, param_grads};
+    ASSIGN_OR_RETURN(float loss, lane.device->Step(Span(msg->activations()), Span(msg->labels()), rows, out));
+    // Checked before anything leaves: a gradient that is not finite would be refused by the
+    // pservers (or poison the dense table), and the cpu-trainer would push its embeddings'
+    // share of it.
+    RETURN_IF_ERROR(CheckStepResults(loss, out.predictions, out.activation_grads, param_grads,
+                                     Span(msg->activations())));
+    if (!forward_only) RETURN_IF_ERROR(dense_.Push(index, trainer::StepGrads{{}, {}, {}, {}, param_grads}));
     return loss;
   };
   auto loss = run();
@@ -256,11 +300,13 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
     spdlog::warn("{} failed: {}", what, loss.status().ToString());
     return work.responder.SendError(loss.status().WithContext(what));
   }
-  ++steps_;
-  metrics_.step_seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  metrics_.micro_batches.Increment();
-  metrics_.examples.Increment(static_cast<double>(rows));
-  metrics_.loss.Set(*loss);
+  if (!forward_only) {  // the series count micro-batches trained
+    ++steps_;
+    metrics_.step_seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    metrics_.micro_batches.Increment();
+    metrics_.examples.Increment(static_cast<double>(rows));
+    metrics_.loss.Set(*loss);
+  }
   fbb.Finish(wire::CreateHeterTrainReply(fbb, msg->batch_id(), *loss, predictions, grads));
   work.responder.Send(net::ReplyType(MessageType::HeterTrain), fbb.Release());
 }

@@ -7,14 +7,19 @@
 //   HeterTrain  checked (widths, counts, finite values, labels in [0, 1]) and queued; one
 //               thread per device lane takes micro-batches from the queue, refreshes the
 //               lane's parameters when the communicator has a newer snapshot, runs forward,
-//               loss and backward, hands the dense gradient to the communicator and
-//               answers with the loss, predictions and activation gradients
+//               loss and backward, checks that the loss, predictions and gradients are
+//               finite, hands the dense gradient to the communicator and answers with the
+//               loss, predictions and activation gradients. A forward_only micro-batch
+//               (scoring) runs forward only: its answer has the predictions, loss 0 and no
+//               activation gradients; nothing is pushed and no table changes
 //   HeterFlush  on a control thread: every dense gradient accepted so far is pushed to
 //               the pservers, then the parameters are refreshed
 //   Heartbeat   the cpu-trainers' leases (TrainerRegistry): the heter-trainer exits when
 //               every cpu-trainer has finished or is gone
 // A malformed micro-batch gets an error reply naming the peer, trainer and batch; the
-// service keeps serving. A device error fails that micro-batch only.
+// service keeps serving. A device error fails that micro-batch only, and so do finite
+// activations too large for the dense part (a loss or gradient that overflowed): that
+// micro-batch's error says so, and none of its gradients reach the communicator.
 // Thread-safety: Handle() is called from io threads concurrently; Start/Stop from one
 // controlling thread.
 
@@ -44,9 +49,9 @@ namespace fleetps::heter {
 // What the service measures (default handles measure nothing); HeterApp makes them in its
 // registry and serves them on --metrics-port.
 struct HeterMetrics {
-  metrics::Counter micro_batches;  // micro-batches trained
+  metrics::Counter micro_batches;  // micro-batches trained (forward_only ones are not)
   metrics::Counter examples;       // their rows
-  metrics::Counter errors;         // micro-batches refused (malformed) or failed (device, push)
+  metrics::Counter errors;         // micro-batches refused (malformed) or failed (device, overflow, push)
   metrics::Histogram step_seconds; // a lane's forward + backward + hand-over, per micro-batch
   metrics::Gauge loss;             // the last micro-batch's mean log loss
   metrics::Gauge queued;           // micro-batches waiting for a lane

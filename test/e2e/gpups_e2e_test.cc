@@ -3,6 +3,7 @@
 // fleetps-launch sets, on generated data in real files with a real job YAML; and
 // scripts/run_gpubox.sh itself (one fleetps-launch command).
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 
@@ -20,6 +21,7 @@
 #include "test/support/job.h"
 #include "test/support/notify_socket.h"
 #include "test/support/process.h"
+#include "test/support/tls_files.h"
 
 namespace fleetps {
 namespace {
@@ -35,9 +37,10 @@ struct GpuBoxJob {
   std::unique_ptr<ChildProcess> servers[2], nodes[2];
   std::string gpus = "0,1";  // FLAGS_selected_gpus: two host shards
 
-  // `extra_yaml`: more keys of the fleetps map; `extra_model`: more hyper_parameters.
+  // `extra_yaml`: more keys of the fleetps map; `extra_model`: more hyper_parameters;
+  // `server_yaml`: more keys of fleetps.server.
   GpuBoxJob(uint32_t rows, uint32_t trainer_count, const std::string& extra_yaml = "",
-            const std::string& extra_model = "")
+            const std::string& extra_model = "", const std::string& server_yaml = "")
       : trainers(trainer_count) {
     REQUIRE(testing::GenerateData(dir, {"--rows", std::to_string(rows), "--train-files", "2"}));
     testing::WriteFile(dir + "/job.yaml", R"(
@@ -59,7 +62,7 @@ runner:
     io_threads: 1
     shard_threads: 1
     trainer_lease_s: 10
-)" + extra_yaml);
+)" + server_yaml + extra_yaml);
   }
   std::map<std::string, std::string> Env(const std::string& role) const {
     std::map<std::string, std::string> env = {{"TRAINING_ROLE", role},
@@ -346,6 +349,29 @@ TEST_CASE("GPU-PS: a pass above fleetps.gpups.device_memory_mb is refused naming
   CHECK_THAT(log, Catch::Contains("keys; device") && Catch::Contains("bytes") &&
                       Catch::Contains("fleetps.gpups.device_memory_mb"));
   for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 1);  // the trainer ended, failed
+}
+
+TEST_CASE("GPU-PS: a node trains against pservers that require TLS and the cluster's secret, all exit 0", "[e2e]") {
+  // The cluster's files, as the job YAML's fleetps.server names them for every role.
+  const std::string files = testing::MakeTempDir("gpups_tls");
+  const std::string secret = files + "/secret";
+  testing::WriteFile(secret, "gpubox cluster secret 0123456789\n");
+  ::chmod(secret.c_str(), 0600);
+  testing::TlsTestFiles tls;
+  REQUIRE(testing::MakeTlsFiles(files, "cluster", "IP:127.0.0.1", &tls));
+  // Two nodes: their dense allreduce's rendezvous (node 0 serves it) uses the cluster's TLS too.
+  GpuBoxJob job(4000, 2, "", "",
+                "    auth: required\n    auth_secret_file: " + secret + "\n    tls: {cert_file: " + tls.cert_file +
+                    ", key_file: " + tls.key_file + ", ca_file: " + tls.ca_file + "}\n");
+  job.Start();
+  for (uint32_t t = 0; t < 2; ++t) {
+    const int rc = job.nodes[t]->Wait(120s);
+    INFO(job.AllLogs());
+    REQUIRE(rc == 0);
+  }
+  for (int i = 0; i < 2; ++i) CHECK(job.servers[i]->Wait(30s) == 0);
+  CHECK_THAT(job.Log("pserver0"), Catch::Contains(", TLS, shared-secret auth)"));
+  CHECK_THAT(job.Log("trainer0"), Catch::Contains("pass 2: end_pass") && Catch::Contains("saved the model"));
 }
 
 TEST_CASE("GPU-PS with HETER_DEVICE_TYPE=gpu and no visible GPU exits non-zero, saying how to use the host twin",

@@ -11,9 +11,10 @@
 //
 // Checks, besides the sanitizers: every request is answered within the deadline, with its
 // reply type (whose payload passes the verifier and, for HeterTrain, matches the
-// micro-batch: batch id, rows predictions, rows x width activation gradients, and a dense
-// gradient of the model's size reached the communicator) or with an error that is not
-// Internal (a handler that threw or dropped a request); the service keeps serving.
+// micro-batch: batch id, rows predictions, rows x width activation gradients — none for a
+// forward_only one — and a dense gradient of the model's size, all finite, reached the
+// communicator for each trained one and none for a forward_only one) or with an error that
+// is not Internal (a handler that threw or dropped a request); the service keeps serving.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <atomic>
@@ -68,6 +69,9 @@ class FakeDense : public trainer::ParamSync {
   StatusOr<std::shared_ptr<const std::vector<float>>> DenseSnapshot(uint32_t) override { return params_; }
   Status Push(uint32_t, const trainer::StepGrads& g) override {
     if (g.dense_grads.size() != params_->size() || !g.keys.empty()) Fail("a pushed dense gradient has the wrong shape");
+    for (float v : g.dense_grads) {
+      if (!std::isfinite(v)) Fail("a dense gradient that is not finite reached the communicator");
+    }
     ++pushes;
     return Status::OK();
   }
@@ -154,7 +158,9 @@ std::string Build(MessageType type, std::string_view bytes, const Harness& h) {
       for (float& l : labels) l = p.ConsumeIntegralInRange<int>(0, 9) == 0 ? Float(p) : static_cast<float>(p.ConsumeBool());
       auto a = fbb.CreateVector(acts);
       auto l = fbb.CreateVector(labels);
-      fbb.Finish(wire::CreateHeterTrainRequest(fbb, trainer, p.ConsumeIntegral<uint64_t>(), rows, width, a, l));
+      const uint64_t batch_id = p.ConsumeIntegral<uint64_t>();
+      fbb.Finish(wire::CreateHeterTrainRequest(fbb, trainer, batch_id, rows, width, a, l,
+                                               /*forward_only=*/p.ConsumeIntegralInRange<int>(0, 3) == 0));
       break;
     }
     case MessageType::HeterFlush:
@@ -179,7 +185,7 @@ const T* Verified(const net::Reply& r) {
   return flatbuffers::GetRoot<T>(r.data());
 }
 
-// Checks one answer; returns whether it was a trained micro-batch.
+// Checks one answer; returns whether it was a trained micro-batch (not forward_only).
 bool Check(uint16_t type, const std::string& payload, const StatusOr<net::Reply>& reply) {
   if (!reply.ok()) {
     const Status& st = reply.status();
@@ -193,11 +199,13 @@ bool Check(uint16_t type, const std::string& payload, const StatusOr<net::Reply>
     const auto* req = flatbuffers::GetRoot<wire::HeterTrainRequest>(payload.data());  // accepted, so it verified
     const auto* r = Verified<wire::HeterTrainReply>(*reply);
     const size_t rows = req->rows();
+    const size_t grads = req->forward_only() ? 0 : rows * kInDim;
     if (r->batch_id() != req->batch_id() || r->predictions() == nullptr || r->predictions()->size() != rows ||
-        r->activation_grads() == nullptr || r->activation_grads()->size() != rows * kInDim) {
+        (r->activation_grads() == nullptr ? 0 : r->activation_grads()->size()) != grads) {
       Fail("a HeterTrain reply does not match its micro-batch");
     }
-    return true;
+    if (req->forward_only() && r->loss() != 0.0f) Fail("a forward_only HeterTrain reply has a loss");
+    return !req->forward_only();
   } else if (type == static_cast<uint16_t>(MessageType::HeterHello)) {
     Verified<wire::HeterHelloReply>(*reply);
   } else if (type == static_cast<uint16_t>(MessageType::HeterFlush)) {
@@ -229,6 +237,18 @@ void WriteSeeds(SeedWriter& seeds) {
                           message(4, 0, Finish(beat));
   seeds.Add(all);
   seeds.Add(message(2, 0, Finish(train)));
+  // Scored only; and finite activations that overflow the dense step.
+  flatbuffers::FlatBufferBuilder score;
+  auto sa = score.CreateVector(acts);
+  auto sl = score.CreateVector(labels);
+  score.Finish(wire::CreateHeterTrainRequest(score, 1, 8, 2, kInDim, sa, sl, /*forward_only=*/true));
+  seeds.Add(message(2, 0, Finish(score)));
+  std::vector<float> huge(2 * kInDim, 3e38f);
+  flatbuffers::FlatBufferBuilder overflow;
+  auto ha = overflow.CreateVector(huge);
+  auto hl = overflow.CreateVector(labels);
+  overflow.Finish(wire::CreateHeterTrainRequest(overflow, 0, 9, 2, kInDim, ha, hl));
+  seeds.Add(message(2, 0, Finish(overflow)) + message(2, 0, Finish(train)) + message(3, 0, Finish(flush)));
   for (uint8_t i = 0; i < kNumTypes; ++i) seeds.Add(message(i, 1, std::string(64, static_cast<char>(i * 29 + 3))));
   seeds.Add(message(0xF0, 0, "not a pserver"));
 }
@@ -276,7 +296,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   uint64_t trained = 0;
   for (auto& s : sent) trained += Check(s.type, s.payload, s.reply.get());
-  // Exactly one dense gradient reached the communicator per trained micro-batch.
+  // Exactly one dense gradient reached the communicator per trained micro-batch, none per
+  // forward_only or failed one.
   if (h.dense.pushes.load() - pushes_before != trained) Fail("dense pushes do not match the trained micro-batches");
   return 0;
 }

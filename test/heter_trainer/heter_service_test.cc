@@ -6,10 +6,16 @@
 //  - a cpu-trainer of another job is refused at HeterHello;
 //  - it exits by itself once every cpu-trainer has finished (1 when one failed);
 //  - a dead heter-trainer fails a micro-batch with an error naming it, or, with failover,
-//    the micro-batch goes to another one.
+//    the micro-batch goes to another one;
+//  - a micro-batch whose finite activations overflow the dense step fails alone: nothing of
+//    it reaches the pservers, and the heter-trainer keeps training and flushing;
+//  - its communicator drops a push the pservers refuse and keeps sending;
+//  - a forward_only micro-batch is scored and changes nothing.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -25,6 +31,7 @@
 #include "trainer/client/heter_client.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/model/dense_net.h"
+#include "trainer/runtime/param_sync.h"
 
 namespace fleetps::heter {
 namespace {
@@ -368,6 +375,98 @@ TEST_CASE("A dead heter-trainer fails the micro-batch naming it, or with failove
                Catch::Contains("heter-trainer 0 (" + cluster.heter_endpoints[0].ToString() + ")"));
     CHECK(took < 10s);
   }
+}
+
+// The pservers' dense table now.
+std::vector<float> PullDense(const Cluster& cluster) {
+  std::vector<float> dense(cluster.net->num_params());
+  REQUIRE(cluster.ps->PullDense(cluster.job.dense_table.id, dense).get().ok());
+  return dense;
+}
+
+TEST_CASE("A micro-batch whose finite activations overflow the dense step fails alone and reaches no pserver") {
+  Cluster cluster;
+  auto c0 = cluster.Connect(cluster.ClientOptions(0));
+  auto c1 = cluster.Connect(cluster.ClientOptions(1));
+  const auto& net = *cluster.net;
+  // Finite, so the checks on arrival pass; the dense step's sums overflow.
+  MicroBatch huge(4, net.in_dim(), 4);
+  for (float& a : huge.activations) a = 3e38f;
+  auto bad = c0->Train(2, 4, huge.activations, huge.labels).get();
+  REQUIRE_FALSE(bad.ok());
+  INFO(bad.status().ToString());
+  CHECK(bad.status().IsInvalidArgument());
+  CHECK_THAT(bad.status().message(), Catch::Contains("micro-batch 2 of cpu-trainer 0") &&
+                                         Catch::Contains("activations overflowed the dense step") &&
+                                         Catch::Contains("largest activation is 3e+38") &&
+                                         Catch::Contains("nothing was pushed"));
+
+  // The next micro-batch, of another cpu-trainer, trains; both flush.
+  MicroBatch mb(5, net.in_dim(), 5);
+  trainer::model::DenseNet::Workspace ws;
+  std::vector<float> param_grads(net.num_params()), act_grads(mb.activations.size());
+  net.ForwardBackward(cluster.initial, mb.activations, mb.labels, mb.rows, param_grads, act_grads, &ws);
+  auto good = c1->Train(3, 5, mb.activations, mb.labels).get();
+  INFO(good.status().ToString());
+  REQUIRE(good.ok());
+  CHECK(MaxRelError(good->activation_grads, act_grads) < 1e-6);
+  const Status flushed0 = c0->Flush();
+  INFO(flushed0.ToString());
+  CHECK(flushed0.ok());
+  CHECK(c1->Flush().ok());
+  // The dense table moved by the good micro-batch's gradient alone.
+  const std::vector<float> dense = PullDense(cluster);
+  std::vector<float> want(net.num_params());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = cluster.initial[i] - 0.5f * param_grads[i];
+  CHECK(MaxRelError(dense, want) < 1e-6);
+}
+
+TEST_CASE("The heter-trainer's dense communicator drops a push the pservers refuse and keeps sending") {
+  Cluster cluster(0);
+  const size_t n = cluster.net->num_params();
+  auto sync = trainer::MakeHeterDenseSync(cluster.job, *cluster.ps);
+  REQUIRE(sync->DenseSnapshot(0).ok());
+  // Refused by the pserver (server.nonfinite_gradients: reject): dropped, not sticky.
+  std::vector<float> refused(n, 0.25f);
+  refused[1] = std::numeric_limits<float>::infinity();
+  REQUIRE(sync->Push(0, trainer::StepGrads{{}, {}, {}, {}, refused}).ok());
+  const Status after_refusal = sync->Flush();
+  INFO(after_refusal.ToString());
+  CHECK(after_refusal.ok());
+  CHECK(PullDense(cluster) == cluster.initial);
+  std::vector<float> grads(n, 0.25f);
+  const Status pushed = sync->Push(0, trainer::StepGrads{{}, {}, {}, {}, grads});
+  INFO(pushed.ToString());
+  REQUIRE(pushed.ok());
+  REQUIRE(sync->Flush().ok());
+  const std::vector<float> dense = PullDense(cluster);
+  for (size_t i = 0; i < n; ++i) CHECK(dense[i] == Approx(cluster.initial[i] - 0.5f * 0.25f).epsilon(1e-6));
+  auto snapshot = sync->DenseSnapshot(0);
+  REQUIRE(snapshot.ok());
+  CHECK(**snapshot == dense);
+}
+
+TEST_CASE("A forward_only micro-batch is scored with the current parameters and changes no table") {
+  Cluster cluster;
+  auto client = cluster.Connect(cluster.ClientOptions());
+  const auto& net = *cluster.net;
+  MicroBatch mb(6, net.in_dim(), 6);
+  trainer::model::DenseNet::Workspace ws;
+  const auto want = net.Forward(cluster.initial, mb.activations, mb.rows, &ws);
+  auto scored = client->Train(1, 6, mb.activations, mb.labels, /*forward_only=*/true).get();
+  INFO(scored.status().ToString());
+  REQUIRE(scored.ok());
+  CHECK(scored->loss == 0.0f);
+  CHECK(scored->activation_grads.empty());
+  CHECK(MaxRelError(scored->predictions, want) < 1e-6);
+  REQUIRE(client->Flush().ok());
+  const std::vector<float> dense = PullDense(cluster);
+  REQUIRE(dense.size() == cluster.initial.size());
+  CHECK(std::memcmp(dense.data(), cluster.initial.data(), dense.size() * sizeof(float)) == 0);
+  // Training goes on as before.
+  auto trained = client->Train(2, 6, mb.activations, mb.labels).get();
+  REQUIRE(trained.ok());
+  CHECK(trained->activation_grads.size() == mb.activations.size());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ struct HeterClient::Call {
   uint32_t rows = 0;
   std::span<const float> activations;
   std::span<const float> labels;
+  bool forward_only = false;
   std::promise<StatusOr<HeterStep>> done;
   uint32_t attempts = 0;
 };
@@ -155,12 +156,13 @@ std::vector<size_t> HeterClient::UpTargets() {
 
 std::future<StatusOr<HeterStep>> HeterClient::Train(uint64_t batch_id, uint32_t rows,
                                                     std::span<const float> activations,
-                                                    std::span<const float> labels) {
+                                                    std::span<const float> labels, bool forward_only) {
   auto call = std::make_shared<Call>();
   call->batch_id = batch_id;
   call->rows = rows;
   call->activations = activations;
   call->labels = labels;
+  call->forward_only = forward_only;
   auto future = call->done.get_future();
   if (rows == 0 || labels.size() != rows || activations.size() != size_t{rows} * options_.input_width) {
     call->done.set_value(Status::InvalidArgument(
@@ -179,7 +181,7 @@ void HeterClient::Send(std::shared_ptr<Call> call, size_t target) {
   auto acts = fbb.CreateVector(call->activations.data(), call->activations.size());
   auto labels = fbb.CreateVector(call->labels.data(), call->labels.size());
   fbb.Finish(wire::CreateHeterTrainRequest(fbb, options_.trainer_id, call->batch_id, call->rows,
-                                           options_.input_width, acts, labels));
+                                           options_.input_width, acts, labels, call->forward_only));
   clients_[target]->Call(static_cast<uint16_t>(MessageType::HeterTrain), fbb.Release(),
                          [this, call, target](StatusOr<net::Reply> reply) { OnReply(call, target, std::move(reply)); });
 }
@@ -208,18 +210,20 @@ void HeterClient::OnReply(std::shared_ptr<Call> call, size_t target, StatusOr<ne
   }
   const size_t rows = call->rows;
   const size_t width = options_.input_width;
+  const size_t grads = call->forward_only ? 0 : rows * width;
+  const size_t got_grads = r->activation_grads() == nullptr ? 0 : r->activation_grads()->size();
   if (r->batch_id() != call->batch_id || r->predictions() == nullptr || r->predictions()->size() != rows ||
-      r->activation_grads() == nullptr || r->activation_grads()->size() != rows * width ||
-      !ElementsAligned(r->predictions()) || !ElementsAligned(r->activation_grads())) {
+      got_grads != grads || !ElementsAligned(r->predictions()) || !ElementsAligned(r->activation_grads())) {
     call->done.set_value(Status::Corruption("HeterTrain reply from " + clients_[target]->name() +
-                                            " does not match micro-batch " + std::to_string(call->batch_id) + " (" +
+                                            " does not match " + (call->forward_only ? "forward-only " : "") +
+                                            "micro-batch " + std::to_string(call->batch_id) + " (" +
                                             std::to_string(rows) + " rows of width " + std::to_string(width) + ")"));
     return;
   }
   HeterStep step;
   step.loss = r->loss();
   step.predictions = {r->predictions()->data(), rows};
-  step.activation_grads = {r->activation_grads()->data(), rows * width};
+  if (grads > 0) step.activation_grads = {r->activation_grads()->data(), grads};
   step.reply = std::move(*reply);
   call->done.set_value(std::move(step));
 }

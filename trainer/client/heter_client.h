@@ -53,7 +53,7 @@ struct HeterStep {
   net::Reply reply;
   float loss = 0;
   std::span<const float> predictions;       // rows
-  std::span<const float> activation_grads;  // rows x width
+  std::span<const float> activation_grads;  // rows x width; empty when forward_only
 };
 
 class HeterClient {
@@ -66,9 +66,11 @@ class HeterClient {
   HeterClient& operator=(const HeterClient&) = delete;
 
   // Sends one micro-batch: activations [rows x input_width], labels [rows]. Both spans
-  // must stay valid until the future is ready (a failover re-sends them).
+  // must stay valid until the future is ready (a failover re-sends them). `forward_only`
+  // (scoring): the heter-trainer computes the predictions only and changes nothing; the
+  // answer's loss is 0 and its activation_grads empty.
   std::future<StatusOr<HeterStep>> Train(uint64_t batch_id, uint32_t rows, std::span<const float> activations,
-                                         std::span<const float> labels);
+                                         std::span<const float> labels, bool forward_only = false);
   // Every heter-trainer pushes its pending dense gradients to the pservers and waits for
   // them (HeterFlush). With failover, the down ones are skipped, and one that fails now is
   // marked down with a warning (what it had not pushed is lost with it), not an error.

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "common/config/server_config.h"
 #include "common/metrics/registry.h"
 #include "common/progress.h"
 #include "trainer/runtime/trainer.h"
@@ -130,6 +131,20 @@ Status SaveModel(const config::TrainerOptions& o, PsClient& client, Trainer& tra
 }
 
 }  // namespace
+
+StatusOr<ClusterSecurity> LoadClusterSecurity(const std::string& config_path, const config::EnvLookup& env) {
+  config::ServerOptions files;
+  if (auto view = config::LoadServerYaml(config_path); view.ok()) files = std::move(*view);
+  config::ApplySecurityEnv(env, &files);
+  ClusterSecurity security;
+  if (!files.auth_secret_file.empty()) {
+    ASSIGN_OR_RETURN(security.auth_key, net::AuthKey::Load(files.auth_secret_file));
+  }
+  if (files.tls.enabled()) {
+    ASSIGN_OR_RETURN(security.tls, net::TlsContext::Load(files.tls));
+  }
+  return security;
+}
 
 PsClientOptions JobClientOptions(const config::TrainerOptions& o, const TrainerRpcOptions& rpc) {
   PsClientOptions client;

@@ -300,6 +300,16 @@ class AsyncSync : public ParamSync {
         spdlog::warn("async communicator: a push was lost with its pserver connection ({} so far): {}",
                      lost_pushes_, st.ToString());
         st = Status::OK();
+      } else if (st.IsInvalidArgument()) {
+        // A pserver refused this push for what it holds (a gradient that overflowed when the
+        // window's steps were summed, say): sent again it would be refused again. The window
+        // is dropped, loudly, and the communicator goes on; a sticky error here would fail
+        // every later step of every worker (of every cpu-trainer, on a heter-trainer) for
+        // one bad window. Errors every later push would meet too stay sticky below.
+        ++refused_pushes_;
+        spdlog::error("async communicator: the pservers refused a push of {} step(s), dropped ({} refused so far): {}",
+                      w.steps, refused_pushes_, st.ToString());
+        st = Status::OK();
       }
       std::shared_ptr<std::vector<float>> fresh;
       if (st.ok() && sends_dense_ && ++sends % o_.dense_pull_interval == 0) {
@@ -345,7 +355,8 @@ class AsyncSync : public ParamSync {
   PushQueueGauges gauges_;   // no-op handles until SetPushQueueGauges
   bool stopping_ = false;
   Status error_;
-  uint64_t lost_pushes_ = 0;  // send thread only
+  uint64_t lost_pushes_ = 0;     // send thread only
+  uint64_t refused_pushes_ = 0;  // send thread only
   std::shared_ptr<const std::vector<float>> snapshot_;  // dense parameters read by workers
   std::thread sender_;
 };
