@@ -150,6 +150,27 @@ int main(int argc, char** argv) {
     return Fail(st);
   }
 
+  // The cluster's shared secret and TLS files, when it has them: the job YAML's
+  // fleetps.server section (what the pservers read), overridden by FLEETPS_AUTH_SECRET_FILE
+  // and FLEETPS_TLS_*_FILE. For the pservers, and for a collective job's rendezvous (whose
+  // ranks may run without pservers, in local mode).
+  std::shared_ptr<const net::AuthKey> cluster_key;
+  std::shared_ptr<net::TlsContext> cluster_tls;
+  if (!options->local() || options->collective_mode()) {
+    config::ServerOptions security;
+    if (auto view = config::LoadServerYaml(config_path); view.ok()) security = std::move(*view);
+    config::ApplySecurityEnv(config::ProcessEnv(), &security);
+    if (!security.auth_secret_file.empty()) {
+      auto key = net::AuthKey::Load(security.auth_secret_file);
+      if (!key.ok()) return Fail(key.status());
+      cluster_key = *key;
+    }
+    if (security.tls.enabled()) {
+      auto tls = net::TlsContext::Load(security.tls);
+      if (!tls.ok()) return Fail(tls.status());
+      cluster_tls = *tls;
+    }
+  }
   // Local mode: an in-process pserver with the job's tables, on a loopback port.
   std::unique_ptr<server::App> local_server;
   trainer::PsClientOptions client_options = trainer::JobClientOptions(*options, rpc);
@@ -176,22 +197,8 @@ int main(int argc, char** argv) {
     if (auto st = local_server->Start(); !st.ok()) return Fail(st);
     client_options.servers = {{"127.0.0.1", local_server->port()}};
   } else {
-    // The cluster's shared secret and TLS files, when it has them: the job YAML's
-    // fleetps.server section (what the pservers read), overridden by FLEETPS_AUTH_SECRET_FILE
-    // and FLEETPS_TLS_*_FILE.
-    config::ServerOptions security;
-    if (auto view = config::LoadServerYaml(config_path); view.ok()) security = std::move(*view);
-    config::ApplySecurityEnv(config::ProcessEnv(), &security);
-    if (!security.auth_secret_file.empty()) {
-      auto key = net::AuthKey::Load(security.auth_secret_file);
-      if (!key.ok()) return Fail(key.status());
-      client_options.rpc.auth_key = *key;
-    }
-    if (security.tls.enabled()) {
-      auto tls = net::TlsContext::Load(security.tls);
-      if (!tls.ok()) return Fail(tls.status());
-      client_options.rpc.tls = *tls;
-    }
+    client_options.rpc.auth_key = cluster_key;
+    client_options.rpc.tls = cluster_tls;
   }
   // Metrics are opt-in on trainers: --metrics-port or FLEETPS_TRAINER_METRICS_PORT.
   auto port = trainer::TrainerMetricsPort(metrics_port, config::ProcessEnv());
@@ -222,8 +229,9 @@ int main(int argc, char** argv) {
     co.endpoints = options->trainer_endpoints;
     if (co.endpoints.empty()) co.endpoints = {{"127.0.0.1", 0}};  // a single rank
     co.timeout = std::chrono::milliseconds(options->collective.timeout_ms);
-    co.auth_key = client_options.rpc.auth_key;
-    co.tls = client_options.rpc.tls;
+    co.store_budget_bytes = options->collective.store_budget_bytes;
+    co.auth_key = cluster_key;
+    co.tls = cluster_tls;
     std::string reason;
     auto made = heter::MakeRankCommunicator(options->collective, co, &reason);
     if (!made.ok()) return Fail(made.status());

@@ -135,6 +135,7 @@ Status HeterApp::StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, st
   }
   co.prefix = "fleetps-heter-dense";
   co.timeout = std::chrono::milliseconds(job.collective.timeout_ms);
+  co.store_budget_bytes = job.collective.store_budget_bytes;
   co.auth_key = std::move(auth_key);
   co.tls = std::move(tls);
   // The replicas are in host memory: Gloo, unless fleetps.collective.backend asks for NCCL
