@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   trainer::TrainerRpcOptions rpc;
   std::optional<int64_t> rpc_timeout_ms, connect_timeout_ms, heartbeat_interval_ms;
   std::optional<uint16_t> metrics_port;
+  std::optional<std::string> metrics_bind;
   cli.add_option("-c,--config", config_path, "job YAML (PaddleRec runner + hyper_parameters)")->required();
   cli.add_option("--mode", mode, "train | infer")->check(CLI::IsMember({"train", "infer"}));
   cli.add_option("--servers", servers, "pserver endpoints (overrides PADDLE_PSERVERS_IP_PORT_LIST)");
@@ -67,6 +68,9 @@ int main(int argc, char** argv) {
   cli.add_option("--metrics-port", metrics_port,
                  "serve /metrics (examples/s, loss, AUC, pull/push latency), /healthz, /readyz on this port "
                  "(default: FLEETPS_TRAINER_METRICS_PORT; unset: off)");
+  cli.add_option("--metrics-bind", metrics_bind,
+                 "the address --metrics-port listens on (default: FLEETPS_TRAINER_METRICS_BIND, else this "
+                 "trainer's host in PADDLE_TRAINER_ENDPOINTS, else POD_IP, else 127.0.0.1)");
   cli.add_option("--print-interval", print_interval,
                  "steps between progress log lines and --report curve points (overrides runner.print_interval)")
       ->check(CLI::PositiveNumber);
@@ -206,7 +210,9 @@ int main(int argc, char** argv) {
   metrics::Registry metrics_registry;
   std::unique_ptr<net::HttpEndpoint> metrics_endpoint;
   if (*port) {
-    auto served = trainer::ServeTrainerMetrics(metrics_registry, **port);
+    auto bind = trainer::TrainerMetricsBind(metrics_bind, config::ProcessEnv(), *options);
+    if (!bind.ok()) return Fail(bind.status());
+    auto served = trainer::ServeTrainerMetrics(metrics_registry, *bind, **port);
     if (!served.ok()) return Fail(served.status());
     metrics_endpoint = std::move(*served);
     flags.metrics = &metrics_registry;

@@ -97,7 +97,11 @@ Status HeterApp::Start() {
   service_->SetMetrics(HeterMetrics::In(*registry_));
   RETURN_IF_ERROR(service_->Start());
   if (options_.metrics_port != 0) {
-    ASSIGN_OR_RETURN(metrics_http_, trainer::ServeTrainerMetrics(*registry_, options_.metrics_port));
+    const std::string host = options_.metrics_bind.empty() ? config::BindHost(options_.server) : options_.metrics_bind;
+    ASSIGN_OR_RETURN(metrics_http_,
+                     trainer::ServeTrainerMetrics(*registry_, host, options_.metrics_port,
+                                                  "--metrics-port / FLEETPS_HETER_METRICS_PORT, --metrics-bind / "
+                                                  "FLEETPS_HETER_METRICS_BIND"));
   }
   io_ = std::make_unique<net::IoThreads>(options_.server.io_threads);
   net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_.server);
