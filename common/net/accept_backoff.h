@@ -2,8 +2,8 @@
 // How long a listener waits before accepting again after accept failed (EMFILE, ENFILE,
 // ENOBUFS, ...): the pending connection stays in the backlog, so retrying at once would fail
 // the same way in a loop at full CPU. 10 ms after the first failure, doubling up to 1 s;
-// back to 0 after a success. The RPC server (rpc_server.cc) and the HTTP endpoint
-// (http_endpoint.cc) back off this way.
+// back to 0 after a success: the policy of the RPC server's accept loop (rpc_server.cc,
+// which still has its own copy of it), used by the HTTP endpoint (http_endpoint.cc).
 
 #include <algorithm>
 #include <chrono>
