@@ -96,12 +96,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (!socket_.is_open()) return;  // timed out meanwhile
     reply_ = FormatHttpResponse(resp, head_only);
     Deadline();
-    asio::async_write(socket_, asio::buffer(reply_), [self = shared_from_this()](const boost::system::error_code&, size_t) {
-      boost::system::error_code ignored;
-      self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
-      self->socket_.close(ignored);
-      self->timer_.cancel();
-    });
+    asio::async_write(socket_, asio::buffer(reply_),
+                      [self = shared_from_this()](const boost::system::error_code&, size_t) {
+                        boost::system::error_code ignored;
+                        self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
+                        self->socket_.close(ignored);
+                        self->timer_.cancel();
+                      });
   }
 
   tcp::socket socket_;
@@ -142,8 +143,8 @@ HttpRequestLine ParseHttpRequestLine(std::string_view head) {
 
 std::string FormatHttpResponse(const HttpResponse& resp, bool head_only) {
   std::string out = "HTTP/1.1 " + std::to_string(resp.status) + " " + HttpReason(resp.status) +
-                    "\r\nContent-Type: " + resp.content_type + "\r\nContent-Length: " + std::to_string(resp.body.size()) +
-                    "\r\nConnection: close\r\n\r\n";
+                    "\r\nContent-Type: " + resp.content_type +
+                    "\r\nContent-Length: " + std::to_string(resp.body.size()) + "\r\nConnection: close\r\n\r\n";
   if (!head_only) out += resp.body;
   return out;
 }

@@ -222,9 +222,9 @@ StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const CollectiveOpt
   if (o.rank == 0) RETURN_IF_NCCL_ERROR(ncclGetUniqueId(&id), 0);
   if (size > 1) {
     if (o.rank == 0) {
-      ASSIGN_OR_RETURN(server, RendezvousServer::Start(
-                                   o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls,
-                                   o.store_budget_bytes != 0 ? o.store_budget_bytes : RendezvousServer::BudgetFor(size)));
+      const uint64_t budget = o.store_budget_bytes != 0 ? o.store_budget_bytes : RendezvousServer::BudgetFor(size);
+      ASSIGN_OR_RETURN(server, RendezvousServer::Start(o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls,
+                                                       budget));
     }
     ASSIGN_OR_RETURN(auto client, RendezvousClient::Connect(o.endpoints[0], o.timeout, o.auth_key, o.tls));
     const std::string key = o.prefix + "/nccl-unique-id";

@@ -44,10 +44,14 @@ net::HttpResponse Handle(const std::string& path) {
 
 void CheckParse(std::string_view head) {
   const net::HttpRequestLine line = net::ParseHttpRequestLine(head);
-  if (line.status != 0 && line.status != 400 && line.status != 405) Fail("ParseHttpRequestLine status " + std::to_string(line.status));
+  if (line.status != 0 && line.status != 400 && line.status != 405) {
+    Fail("ParseHttpRequestLine status " + std::to_string(line.status));
+  }
   if (line.status != 0) return;
   if (line.method != "GET" && line.method != "HEAD") Fail("accepted method '" + line.method + "'");
-  if (line.path.empty() || line.path[0] != '/' || line.path.find('?') != std::string::npos) Fail("bad path '" + line.path + "'");
+  if (line.path.empty() || line.path[0] != '/' || line.path.find('?') != std::string::npos) {
+    Fail("bad path '" + line.path + "'");
+  }
   const size_t target = head.find(' ') + 1;
   if (head.substr(target, line.path.size()) != line.path) Fail("the path is not the start of the target");
 }
@@ -61,7 +65,9 @@ std::string Exchange(std::string_view input, bool* reset) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(g_http->port());
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) Fail(std::string("connect: ") + std::strerror(errno));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    Fail(std::string("connect: ") + std::strerror(errno));
+  }
   size_t off = 0;
   *reset = false;
   while (off < input.size()) {
@@ -75,7 +81,8 @@ std::string Exchange(std::string_view input, bool* reset) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (true) {
     pollfd pfd{fd, POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) Fail("the endpoint held the connection open for 20 s");
     if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
     char buf[16384];
@@ -104,7 +111,9 @@ void CheckAnswer(const std::string& answer, int code, const std::string* body, b
   if (cl == std::string::npos) Fail("no Content-Length");
   const size_t length = std::stoul(head.substr(cl + 18));
   const std::string got = answer.substr(end + 4);
-  if (head_only ? !got.empty() : got.size() != length) Fail("Content-Length " + std::to_string(length) + " but a body of " + std::to_string(got.size()));
+  if (head_only ? !got.empty() : got.size() != length) {
+    Fail("Content-Length " + std::to_string(length) + " but a body of " + std::to_string(got.size()));
+  }
   if (body != nullptr && !head_only && got != *body) Fail("the body is not the handler's");
   if (body != nullptr && head_only && length != body->size()) Fail("HEAD's Content-Length is not the body's");
 }
@@ -118,7 +127,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     // What the tests and probes send (test/support/http.cc, http_endpoint_test.cc,
     // Prometheus, kubelet), and the refusals they exercise.
     for (const char* s : {"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n", "GET /healthz HTTP/1.1\r\n\r\n",
-                          "HEAD /readyz HTTP/1.0\r\n\r\n", "GET /metrics?name[]=up HTTP/1.1\r\nAccept: text/plain\r\n\r\n",
+                          "HEAD /readyz HTTP/1.0\r\n\r\n",
+                          "GET /metrics?name[]=up HTTP/1.1\r\nAccept: text/plain\r\n\r\n",
                           "GET /nope HTTP/1.1\r\n\r\n", "BREW /pot HTTP/1.1\r\n\r\n", "GET pot\r\n\r\n",
                           "GET /healthz HTTP/1.1\r\nUser-Agent: kube-probe/1.29\r\nConnection: close\r\n\r\nextra",
                           "GET /healthz HTTP/1.1\r\n", ""}) {

@@ -110,7 +110,9 @@ void SendAll(int fd, const std::string& bytes) {
   while (off < bytes.size()) {
     const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) Fail(std::string("the rendezvous closed the connection while a request was sent: ") + std::strerror(errno));
+    if (n <= 0) {
+      Fail(std::string("the rendezvous closed the connection while a request was sent: ") + std::strerror(errno));
+    }
     off += static_cast<size_t>(n);
   }
 }
@@ -119,7 +121,8 @@ void RecvAll(int fd, uint8_t* out, size_t size, std::chrono::steady_clock::time_
   size_t off = 0;
   while (off < size) {
     pollfd pfd{fd, POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) Fail("a request got no reply within 20 s");
     if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
     const ssize_t n = ::recv(fd, out + off, size - off, 0);
@@ -240,10 +243,13 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     fbb.Finish(wire::CreateStoreGetRequest(fbb, fbb.CreateString("fleetps/nccl-unique-id")));
     const std::string raw_get(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
     seeds.Add(message(0, 0, raw_set) + message(1, 0, raw_get));
-    seeds.Add(message(0, 1, "\x02\x03\x10\x20\x00") + message(1, 1, "\x02\x03") + message(0, 1, "\x03\x01\xff\xff\x01"));
+    seeds.Add(message(0, 1, "\x02\x03\x10\x20") + message(1, 1, "\x02\x03") +
+              message(0, 1, "\x03\x01\xff\xff\x01"));
     seeds.Add(message(0, 1, std::string("\x01\x01", 2)) + message(1, 1, std::string("\x00", 1)));
     std::string fill;
-    for (int k = 0; k < 6; ++k) fill += message(0, 1, std::string{'\x02', static_cast<char>(k), '\x00', '\x7f', '\x7f', '\x10'});
+    for (int k = 0; k < 6; ++k) {
+      fill += message(0, 1, std::string{'\x02', static_cast<char>(k), '\x00', '\x7f', '\x7f', '\x10'});
+    }
     seeds.Add(fill + message(1, 1, "\x02\x05"));
     seeds.Add(message(0xf0, 0, raw_set) + message(0xf8, 0, "") + message(0, 0, "garbage"));
   });
@@ -276,7 +282,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Interpret(payload, &s);
     }
     std::string header(net::kFrameHeaderSize, '\0');
-    net::EncodeFrameHeader(s.type, s.id, static_cast<uint32_t>(payload.size()), reinterpret_cast<uint8_t*>(header.data()));
+    net::EncodeFrameHeader(s.type, s.id, static_cast<uint32_t>(payload.size()),
+                           reinterpret_cast<uint8_t*>(header.data()));
     wire_bytes += header + payload;
     sent.push_back(std::move(s));
   }

@@ -135,9 +135,9 @@ StatusOr<std::unique_ptr<Communicator>> MakeGlooCommunicator(const CollectiveOpt
   }
   std::unique_ptr<RendezvousServer> server;
   if (o.rank == 0 && size > 1) {
-    ASSIGN_OR_RETURN(server, RendezvousServer::Start(
-                                 o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls,
-                                 o.store_budget_bytes != 0 ? o.store_budget_bytes : RendezvousServer::BudgetFor(size)));
+    const uint64_t budget = o.store_budget_bytes != 0 ? o.store_budget_bytes : RendezvousServer::BudgetFor(size);
+    ASSIGN_OR_RETURN(server,
+                     RendezvousServer::Start(o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls, budget));
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(static_cast<int>(o.rank), static_cast<int>(size));
   if (size > 1) {
@@ -156,7 +156,8 @@ StatusOr<std::unique_ptr<Communicator>> MakeGlooCommunicator(const CollectiveOpt
   // Past the barrier every rank has finished connectFullMesh, its last read of the store:
   // the rendezvous closes (rank 0), so its port accepts nothing for the rest of the job.
   if (server) {
-    spdlog::debug("collective rendezvous of {} ranks: set-up stored {} bytes; closing it", size, server->stored_bytes());
+    spdlog::debug("collective rendezvous of {} ranks: set-up stored {} bytes; closing it", size,
+                  server->stored_bytes());
   }
   server.reset();
   return std::unique_ptr<Communicator>(std::move(comm));

@@ -196,7 +196,9 @@ TEST_CASE("Rank 0 closes the rendezvous once the group has formed") {
         o.endpoints = eps;
         o.timeout = 20s;
         auto comm = MakeGlooCommunicator(o);
-        if (check(comm.ok(), "rank " + std::to_string(r) + ": " + comm.status().ToString())) comms[r] = std::move(*comm);
+        if (check(comm.ok(), "rank " + std::to_string(r) + ": " + comm.status().ToString())) {
+          comms[r] = std::move(*comm);
+        }
       });
     }
     for (auto& t : threads) t.join();
