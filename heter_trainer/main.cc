@@ -44,6 +44,7 @@ struct GpuBoxFlags {
   std::string device, gpus, servers, log_level, train_data, test_data, merge, reader_type;
   std::optional<uint32_t> epochs;
   std::optional<uint16_t> metrics_port;
+  std::optional<std::string> metrics_bind;
 };
 
 // GPU-PS pass mode: the job YAML read as a trainer reads it, then the gpubox job.
@@ -90,7 +91,9 @@ int GpuBoxMain(const std::string& config_path, const GpuBoxFlags& f, const fleet
   trainer::JobFlags job_flags = flags;
   job_flags.stop = &stop;
   if (*port) {
-    auto served = trainer::ServeTrainerMetrics(metrics_registry, **port);
+    auto bind = trainer::TrainerMetricsBind(f.metrics_bind, config::ProcessEnv(), *options);
+    if (!bind.ok()) return Fail(bind.status());
+    auto served = trainer::ServeTrainerMetrics(metrics_registry, *bind, **port);
     if (!served.ok()) return Fail(served.status());
     metrics_endpoint = std::move(*served);
     job_flags.metrics = &metrics_registry;
@@ -126,6 +129,7 @@ int main(int argc, char** argv) {
   std::string config_path, endpoint, heter_trainers, servers, device, log_level;
   std::optional<uint32_t> trainers, lanes;
   std::optional<uint16_t> metrics_port;
+  std::optional<std::string> metrics_bind;
   std::optional<int> gpu;
   cli.add_option("-c,--config", config_path, "job YAML (the one the cpu-trainers and pservers read)")->required();
   cli.add_option("--endpoint", endpoint, "this heter-trainer's host:port (overrides POD_IP:PADDLE_PORT)");
@@ -141,6 +145,10 @@ int main(int argc, char** argv) {
   cli.add_option("--metrics-port", metrics_port,
                  "serve /metrics, /healthz, /readyz on this port (overrides FLEETPS_HETER_METRICS_PORT; 0: off); "
                  "gpubox: as cpu-trainer's (overrides FLEETPS_TRAINER_METRICS_PORT; 0: any free port)");
+  cli.add_option("--metrics-bind", metrics_bind,
+                 "the address --metrics-port listens on (overrides FLEETPS_HETER_METRICS_BIND; default: the RPC "
+                 "bind address, server.bind_host or this heter-trainer's host); gpubox: as cpu-trainer's "
+                 "(FLEETPS_TRAINER_METRICS_BIND)");
   std::string sync_mode;
   GpuBoxFlags gpubox;
   trainer::JobFlags flags;
@@ -166,6 +174,7 @@ int main(int argc, char** argv) {
   gpubox.servers = servers;
   gpubox.log_level = log_level;
   gpubox.metrics_port = metrics_port;
+  gpubox.metrics_bind = metrics_bind;
   if (sync_mode == "gpubox") return GpuBoxMain(config_path, gpubox, flags);
   if (auto job = config::LoadTrainerYaml(config_path); job.ok() && job->gpubox_mode()) {
     return GpuBoxMain(config_path, gpubox, flags);
@@ -200,6 +209,7 @@ int main(int argc, char** argv) {
   if (gpu) options->gpus = {*gpu};
   if (lanes) options->job.heter.lanes = *lanes;
   if (metrics_port) options->metrics_port = *metrics_port;
+  if (metrics_bind) options->metrics_bind = *metrics_bind;
   if (!log_level.empty()) options->job.log_level = log_level;
   if (auto st = config::ValidateHeterTrainerOptions(*options); !st.ok()) return Fail(st);
   if (auto st = SetUpLogging({options->job.log_level, "heter:" + std::to_string(options->server.index)}); !st.ok()) {

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   trainer::TrainerRpcOptions rpc;
   std::optional<int64_t> rpc_timeout_ms, connect_timeout_ms, heartbeat_interval_ms;
   std::optional<uint16_t> metrics_port;
+  std::optional<std::string> metrics_bind;
   cli.add_option("-c,--config", config_path, "job YAML (PaddleRec runner + hyper_parameters)")->required();
   cli.add_option("--mode", mode, "train | infer")->check(CLI::IsMember({"train", "infer"}));
   cli.add_option("--servers", servers, "pserver endpoints (overrides PADDLE_PSERVERS_IP_PORT_LIST)");
@@ -67,6 +68,9 @@ int main(int argc, char** argv) {
   cli.add_option("--metrics-port", metrics_port,
                  "serve /metrics (examples/s, loss, AUC, pull/push latency), /healthz, /readyz on this port "
                  "(default: FLEETPS_TRAINER_METRICS_PORT; unset: off)");
+  cli.add_option("--metrics-bind", metrics_bind,
+                 "the address --metrics-port listens on (default: FLEETPS_TRAINER_METRICS_BIND, else this "
+                 "trainer's host in PADDLE_TRAINER_ENDPOINTS, else POD_IP, else 127.0.0.1)");
   cli.add_option("--print-interval", print_interval,
                  "steps between progress log lines and --report curve points (overrides runner.print_interval)")
       ->check(CLI::PositiveNumber);
@@ -150,6 +154,18 @@ int main(int argc, char** argv) {
     return Fail(st);
   }
 
+  // The cluster's shared secret and TLS files, when it has them: the job YAML's
+  // fleetps.server section (what the pservers read), overridden by FLEETPS_AUTH_SECRET_FILE
+  // and FLEETPS_TLS_*_FILE. For the pservers, and for a collective job's rendezvous (whose
+  // ranks may run without pservers, in local mode).
+  std::shared_ptr<const net::AuthKey> cluster_key;
+  std::shared_ptr<net::TlsContext> cluster_tls;
+  if (!options->local() || options->collective_mode()) {
+    auto security = trainer::LoadClusterSecurity(config_path, config::ProcessEnv());
+    if (!security.ok()) return Fail(security.status());
+    cluster_key = security->auth_key;
+    cluster_tls = security->tls;
+  }
   // Local mode: an in-process pserver with the job's tables, on a loopback port.
   std::unique_ptr<server::App> local_server;
   trainer::PsClientOptions client_options = trainer::JobClientOptions(*options, rpc);
@@ -176,12 +192,8 @@ int main(int argc, char** argv) {
     if (auto st = local_server->Start(); !st.ok()) return Fail(st);
     client_options.servers = {{"127.0.0.1", local_server->port()}};
   } else {
-    // The cluster's shared secret and TLS, when it has them (the job YAML's fleetps.server
-    // files, or FLEETPS_AUTH_SECRET_FILE and FLEETPS_TLS_*_FILE).
-    auto security = trainer::LoadClusterSecurity(config_path, config::ProcessEnv());
-    if (!security.ok()) return Fail(security.status());
-    client_options.rpc.auth_key = security->auth_key;
-    client_options.rpc.tls = security->tls;
+    client_options.rpc.auth_key = cluster_key;
+    client_options.rpc.tls = cluster_tls;
   }
   // Metrics are opt-in on trainers: --metrics-port or FLEETPS_TRAINER_METRICS_PORT.
   auto port = trainer::TrainerMetricsPort(metrics_port, config::ProcessEnv());
@@ -189,7 +201,9 @@ int main(int argc, char** argv) {
   metrics::Registry metrics_registry;
   std::unique_ptr<net::HttpEndpoint> metrics_endpoint;
   if (*port) {
-    auto served = trainer::ServeTrainerMetrics(metrics_registry, **port);
+    auto bind = trainer::TrainerMetricsBind(metrics_bind, config::ProcessEnv(), *options);
+    if (!bind.ok()) return Fail(bind.status());
+    auto served = trainer::ServeTrainerMetrics(metrics_registry, *bind, **port);
     if (!served.ok()) return Fail(served.status());
     metrics_endpoint = std::move(*served);
     flags.metrics = &metrics_registry;
@@ -212,8 +226,9 @@ int main(int argc, char** argv) {
     co.endpoints = options->trainer_endpoints;
     if (co.endpoints.empty()) co.endpoints = {{"127.0.0.1", 0}};  // a single rank
     co.timeout = std::chrono::milliseconds(options->collective.timeout_ms);
-    co.auth_key = client_options.rpc.auth_key;
-    co.tls = client_options.rpc.tls;
+    co.store_budget_bytes = options->collective.store_budget_bytes;
+    co.auth_key = cluster_key;
+    co.tls = cluster_tls;
     std::string reason;
     auto made = heter::MakeRankCommunicator(options->collective, co, &reason);
     if (!made.ok()) return Fail(made.status());

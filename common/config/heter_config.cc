@@ -77,6 +77,7 @@ Status ApplyHeterTrainerEnv(const EnvLookup& env, HeterTrainerOptions* o) {
     }
     o->metrics_port = static_cast<uint16_t>(port[0]);
   }
+  if (auto v = env("FLEETPS_HETER_METRICS_BIND"); v && !v->empty()) o->metrics_bind = *v;
   if (auto v = env("FLAGS_selected_gpus"); v && !v->empty()) {
     ASSIGN_OR_RETURN(auto gpus, ParseUintList(*v, "FLAGS_selected_gpus"));
     o->gpus.assign(gpus.begin(), gpus.end());

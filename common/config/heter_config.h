@@ -47,6 +47,9 @@ struct HeterTrainerOptions {
   // /metrics, /healthz, /readyz on this port (0: off, the default): FLEETPS_HETER_METRICS_PORT
   // or --metrics-port.
   uint16_t metrics_port = 0;
+  // The address metrics_port listens on: FLEETPS_HETER_METRICS_BIND or --metrics-bind (an IP
+  // address). Empty (default): the RPC server's (BindHost(server)).
+  std::string metrics_bind;
 };
 
 // The job YAML read as a heter-trainer reads it (job + fleetps.server).

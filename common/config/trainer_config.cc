@@ -426,7 +426,7 @@ Status ParseCollective(const YAML::Node& node, const YamlContext& ctx, DataParal
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
   RETURN_IF_ERROR(
       RejectUnknownKeys(node, {"fuse_grad_size_in_MB", "lr_scaling", "warmup_steps", "overlap", "drop_last",
-                               "timeout_ms", "backend"},
+                               "timeout_ms", "backend", "store_budget_bytes"},
                         ctx));
   std::string backend(CollectiveBackendName(c->backend));
   RETURN_IF_ERROR(ReadString(node, "backend", ctx, &backend));
@@ -443,6 +443,10 @@ Status ParseCollective(const YAML::Node& node, const YamlContext& ctx, DataParal
   RETURN_IF_ERROR(ReadBool(node, "overlap", ctx, &c->overlap));
   RETURN_IF_ERROR(ReadBool(node, "drop_last", ctx, &c->drop_last));
   RETURN_IF_ERROR(ReadUint32(node, "timeout_ms", ctx, &c->timeout_ms));
+  RETURN_IF_ERROR(ReadUint64(node, "store_budget_bytes", ctx, &c->store_budget_bytes));
+  if (c->store_budget_bytes != 0 && c->store_budget_bytes < 4096) {
+    return ctx.Child("store_budget_bytes").Error(node["store_budget_bytes"], "must be 0 (auto) or >= 4096");
+  }
   if (c->fuse_grad_size_mb == 0 || c->fuse_grad_size_mb > 1024) {
     return ctx.Child("fuse_grad_size_in_MB").Error(node["fuse_grad_size_in_MB"], "must be in [1, 1024]");
   }

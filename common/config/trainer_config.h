@@ -136,6 +136,10 @@ struct DataParallelOptions {
   // with no gradient until all are done (the mean is over the ranks that had data).
   bool drop_last = false;
   uint32_t timeout_ms = 300000;      // `timeout_ms`: set-up and each collective operation
+  // `store_budget_bytes`: keys plus values rank 0's rendezvous holds at most while the group
+  // forms (trainer/collective/rendezvous.h), >= 4096. 0 (default): 64 KiB + 256 bytes x
+  // ranks^2, twice what a Gloo group stores (about 122 bytes per pair of ranks).
+  uint64_t store_budget_bytes = 0;
 };
 
 // The dense rate of data-parallel step `step` (0-based) among `world` ranks: `dense`'s rate

@@ -97,7 +97,11 @@ Status HeterApp::Start() {
   service_->SetMetrics(HeterMetrics::In(*registry_));
   RETURN_IF_ERROR(service_->Start());
   if (options_.metrics_port != 0) {
-    ASSIGN_OR_RETURN(metrics_http_, trainer::ServeTrainerMetrics(*registry_, options_.metrics_port));
+    const std::string host = options_.metrics_bind.empty() ? config::BindHost(options_.server) : options_.metrics_bind;
+    ASSIGN_OR_RETURN(metrics_http_,
+                     trainer::ServeTrainerMetrics(*registry_, host, options_.metrics_port,
+                                                  "--metrics-port / FLEETPS_HETER_METRICS_PORT, --metrics-bind / "
+                                                  "FLEETPS_HETER_METRICS_BIND"));
   }
   io_ = std::make_unique<net::IoThreads>(options_.server.io_threads);
   net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_.server);
@@ -135,6 +139,7 @@ Status HeterApp::StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, st
   }
   co.prefix = "fleetps-heter-dense";
   co.timeout = std::chrono::milliseconds(job.collective.timeout_ms);
+  co.store_budget_bytes = job.collective.store_budget_bytes;
   co.auth_key = std::move(auth_key);
   co.tls = std::move(tls);
   // The replicas are in host memory: Gloo, unless fleetps.collective.backend asks for NCCL

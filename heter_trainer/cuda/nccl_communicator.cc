@@ -102,10 +102,9 @@ class NcclComm {
 
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(uint32_t rank, uint32_t size, int gpu, std::chrono::milliseconds timeout,
-                   std::unique_ptr<RendezvousServer> server, NcclComm comm, gpu::Stream stream)
-      : rank_(rank), size_(size), gpu_(gpu), timeout_(timeout), server_(std::move(server)),
-        stream_(std::move(stream)), comm_(std::move(comm)) {}
+  NcclCommunicator(uint32_t rank, uint32_t size, int gpu, std::chrono::milliseconds timeout, NcclComm comm,
+                   gpu::Stream stream)
+      : rank_(rank), size_(size), gpu_(gpu), timeout_(timeout), stream_(std::move(stream)), comm_(std::move(comm)) {}
 
   uint32_t rank() const override { return rank_; }
   uint32_t size() const override { return size_; }
@@ -195,7 +194,6 @@ class NcclCommunicator : public Communicator {
   const int gpu_;
   const std::chrono::milliseconds timeout_;  // each operation
   Status broken_;                            // the error that aborted the communicator
-  std::unique_ptr<RendezvousServer> server_;  // rank 0 of several: the unique id's home
   // Destroyed in reverse order: the communicator ends (its kernels with it) before the
   // stream and the buffers its operations use.
   gpu::DeviceBuffer<uint8_t> buffer_;
@@ -224,7 +222,9 @@ StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const CollectiveOpt
   if (o.rank == 0) RETURN_IF_NCCL_ERROR(ncclGetUniqueId(&id), 0);
   if (size > 1) {
     if (o.rank == 0) {
-      ASSIGN_OR_RETURN(server, RendezvousServer::Start(o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls));
+      const uint64_t budget = o.store_budget_bytes != 0 ? o.store_budget_bytes : RendezvousServer::BudgetFor(size);
+      ASSIGN_OR_RETURN(server, RendezvousServer::Start(o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls,
+                                                       budget));
     }
     ASSIGN_OR_RETURN(auto client, RendezvousClient::Connect(o.endpoints[0], o.timeout, o.auth_key, o.tls));
     const std::string key = o.prefix + "/nccl-unique-id";
@@ -255,9 +255,9 @@ StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const CollectiveOpt
     return joined;
   }
   ASSIGN_OR_RETURN(auto stream, gpu::Stream::Create(gpu));
-  auto result = std::make_unique<NcclCommunicator>(o.rank, size, gpu, o.timeout, std::move(server), std::move(comm),
-                                                   std::move(stream));
+  auto result = std::make_unique<NcclCommunicator>(o.rank, size, gpu, o.timeout, std::move(comm), std::move(stream));
   RETURN_IF_ERROR(result->Barrier());
+  // Past the barrier every rank holds the id: the rendezvous (rank 0) closes with `server`.
   return std::unique_ptr<Communicator>(std::move(result));
 }
 

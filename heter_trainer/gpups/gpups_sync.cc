@@ -78,6 +78,7 @@ StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommu
     co.endpoints = o.trainer_endpoints;
     co.prefix = "fleetps-gpups";
     co.timeout = timeout;
+    co.store_budget_bytes = o.collective.store_budget_bytes;
     co.auth_key = auth_key;
     co.tls = std::move(tls);
     // NCCL on the node's first GPU with backend nccl and the CUDA pass table; else Gloo.

@@ -55,8 +55,11 @@ Status App::Start() {
   metrics_ = std::make_unique<ServerMetrics>(options_.index, options_.self().ToString());
   if (options_.metrics_port != 0) {
     // Up before the load, so /healthz answers and /readyz says why it is not ready yet.
+    net::HttpEndpointOptions http;
+    http.host = config::BindHost(options_);
+    http.port = options_.metrics_port;
     RETURN_IF_ERROR(metrics_->Serve(
-        config::BindHost(options_), options_.metrics_port,
+        std::move(http),
         [this] { return IoResponsive(std::chrono::seconds(1)); },
         [this]() -> std::string {
           std::lock_guard<std::mutex> lock(mu_);

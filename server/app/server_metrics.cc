@@ -17,7 +17,9 @@ const std::vector<double>& LatencyBuckets() {
 
 }  // namespace
 
-ServerMetrics::ServerMetrics(uint32_t server_index, const std::string& endpoint) {
+ServerMetrics::ServerMetrics(uint32_t server_index, const std::string& endpoint,
+                             std::chrono::milliseconds scrape_timeout)
+    : scrape_timeout_(scrape_timeout), last_complete_(std::chrono::steady_clock::now()) {
   registry_.GetGauge("fleetps_server_info", "This pserver: its index, endpoint and fleetps version (value 1)",
                      {{"index", std::to_string(server_index)}, {"endpoint", endpoint}, {"version", FLEETPS_VERSION}})
       .Set(1);
@@ -76,7 +78,21 @@ void ServerMetrics::Refresh() {
         .Set(sources_.rpc->in_flight());
   }
   if (sources_.service == nullptr) return;
-  for (const TableTotals& t : sources_.service->CollectTableStats(std::chrono::seconds(5))) {
+  // CollectTableStats returns before its timeout only when every lane answered; later, the
+  // lanes that had not count zero: keep the last complete values instead, marked stale.
+  const auto started = std::chrono::steady_clock::now();
+  const std::vector<TableTotals> tables = sources_.service->CollectTableStats(scrape_timeout_);
+  const auto now = std::chrono::steady_clock::now();
+  const bool complete = now - started < scrape_timeout_;
+  if (complete) last_complete_ = now;
+  registry_.GetGauge("fleetps_table_stats_stale",
+                     "1 when a shard lane was busy past the scrape deadline: the table series are those of the last "
+                     "complete collection")
+      .Set(complete ? 0 : 1);
+  registry_.GetGauge("fleetps_table_stats_age_seconds",
+                     "Age of the table series (0: collected by this scrape; since start-up when never complete)")
+      .Set(complete ? 0.0 : std::chrono::duration<double>(now - last_complete_).count());
+  for (const TableTotals& t : complete ? tables : std::vector<TableTotals>{}) {
     const metrics::Labels table = {{"table", t.name}, {"id", std::to_string(t.id)}};
     auto with = [&](const char* key, const char* value) {
       metrics::Labels l = table;
@@ -141,10 +157,11 @@ std::string ServerMetrics::Scrape() {
   return registry_.Serialize();
 }
 
-Status ServerMetrics::Serve(const std::string& host, uint16_t port, std::function<bool()> healthy,
+Status ServerMetrics::Serve(net::HttpEndpointOptions http, std::function<bool()> healthy,
                             std::function<std::string()> ready) {
+  http.blocking_paths = {"/metrics"};
   http_ = std::make_unique<net::HttpEndpoint>(
-      host, port, [this, healthy = std::move(healthy), ready = std::move(ready)](const std::string& path) {
+      std::move(http), [this, healthy = std::move(healthy), ready = std::move(ready)](const std::string& path) {
         if (path == "/metrics") return net::HttpResponse{200, metrics::kTextFormatContentType, Scrape()};
         if (path == "/healthz") {
           return healthy() ? net::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}

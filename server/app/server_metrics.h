@@ -4,16 +4,22 @@
 //  - per request type: count, errors, payload bytes in and out, latency histogram (from
 //    the RpcServer's on_reply hook, on the answering thread, lock-free after first use);
 //  - per table, refreshed at each scrape on the shards' owner lanes: rows in memory and on
-//    the RocksDB tier, memory bytes, RocksDB-tier bytes, keys pulled and pushed;
+//    the RocksDB tier, memory bytes, RocksDB-tier bytes, keys pulled and pushed. A scrape
+//    waits for the lanes at most scrape_timeout: when one is busy longer (a save, a load),
+//    the table series keep the values of the last complete collection and
+//    fleetps_table_stats_stale is 1 (fleetps_table_stats_age_seconds: how old they are);
 //  - checkpoints: saves and loads with their rows and bytes, the latest save's and load's
 //    duration, bytes and rows (every duration is also in the Save and Load request
 //    latencies), the start-up load's duration;
 //  - gradient values dropped under nonfinite_gradients: skip;
 //  - connections and requests in flight.
-// Thread-safety: OnReply from any thread; the HTTP handler runs on the endpoint's thread.
+// /healthz and /readyz are answered on the endpoint's io thread from the App's state, never
+// behind a scrape (which runs on the endpoint's blocking thread) or shard work.
+// Thread-safety: OnReply from any thread; the HTTP handlers run on the endpoint's threads.
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -38,16 +44,19 @@ class ServerMetrics {
     net::RpcServer* rpc = nullptr;
   };
 
-  explicit ServerMetrics(uint32_t server_index, const std::string& endpoint);
+  static constexpr std::chrono::milliseconds kDefaultScrapeTimeout{2000};
+
+  ServerMetrics(uint32_t server_index, const std::string& endpoint,
+                std::chrono::milliseconds scrape_timeout = kDefaultScrapeTimeout);
   ~ServerMetrics();
 
   void OnReply(const net::ReplyInfo& reply);
   void SetStartupLoad(double seconds, uint64_t rows);
 
-  // Starts the HTTP endpoint on host:port. `healthy` answers /healthz (the process makes
-  // progress), `ready` /readyz (empty string: ready; else why not).
-  Status Serve(const std::string& host, uint16_t port, std::function<bool()> healthy,
-               std::function<std::string()> ready);
+  // Starts the HTTP endpoint (`http`: address, limits; /metrics is made a blocking path).
+  // `healthy` answers /healthz (the process makes progress), `ready` /readyz (empty
+  // string: ready; else why not); both must answer without waiting for shard work.
+  Status Serve(net::HttpEndpointOptions http, std::function<bool()> healthy, std::function<std::string()> ready);
   uint16_t port() const;
   void SetSources(Sources sources);  // {} to detach before teardown
   void StopServing();
@@ -71,6 +80,8 @@ class ServerMetrics {
   Sources sources_;
   std::map<std::string, std::pair<uint64_t, uint64_t>> last_keys_;  // table -> (pulled, pushed) already counted
   std::map<std::string, uint64_t> last_checkpoint_;                 // counter name -> value already counted
+  const std::chrono::milliseconds scrape_timeout_;
+  std::chrono::steady_clock::time_point last_complete_{};  // of the table series; guarded by sources_mu_
   std::unique_ptr<net::HttpEndpoint> http_;
 };
 

@@ -16,8 +16,14 @@
 #include <regex>
 #include <thread>
 
+#include <sys/stat.h>
+
+#include <csignal>
+
+#include "common/net/auth.h"
 #include "test/support/job.h"
 #include "test/support/process.h"
+#include "trainer/collective/rendezvous.h"
 
 namespace fleetps {
 namespace {
@@ -131,6 +137,41 @@ TEST_CASE("One rank with backend nccl: the checksums of the Gloo run on a GPU, a
   // parameters are bitwise those of the Gloo run.
   CHECK_THAT(nccl_log, Catch::Contains("backend: nccl on GPU 0"));
   CHECK(Checksums(nccl_log) == gloo);
+}
+
+// A collective job has no pservers (the trainer's local mode), but the cluster's secret
+// still guards rank 0's rendezvous: a peer without it is refused.
+TEST_CASE("With FLEETPS_AUTH_SECRET_FILE rank 0's rendezvous serves only peers that hold the secret", "[e2e]") {
+  const std::string dir = testing::MakeTempDir("collective_auth");
+  REQUIRE(testing::GenerateData(
+      dir, {"--train-files", "1", "--rows", "200", "--format", "multislot", "--slots", "1", "--dense-dim", "32"}));
+  std::string yaml = kMlp;
+  yaml.replace(yaml.find("collective: {") + 13, 0, "timeout_ms: 60000, ");
+  testing::WriteFile(dir + "/mlp.yaml", yaml);
+  const std::string secret = "the collective ranks' shared secret";
+  testing::WriteFile(dir + "/secret", secret);
+  REQUIRE(::chmod((dir + "/secret").c_str(), 0600) == 0);
+  const auto ports = testing::FreePorts(2);
+  const std::vector<net::Endpoint> eps = {{"127.0.0.1", ports[0]}, {"127.0.0.1", ports[1]}};
+  ChildProcess rank0;  // rank 1 never comes: rank 0 serves the rendezvous until killed
+  REQUIRE(rank0.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/mlp.yaml"},
+                      {{"PADDLE_TRAINER_ID", "0"},
+                       {"PADDLE_TRAINERS_NUM", "2"},
+                       {"PADDLE_TRAINER_ENDPOINTS", eps[0].ToString() + "," + eps[1].ToString()},
+                       {"PADDLE_DISTRI_BACKEND", "gloo"},
+                       {"FLEETPS_AUTH_SECRET_FILE", dir + "/secret"}},
+                      dir + "/rank0.log"));
+  INFO("rank 0:\n" << testing::ReadFile(dir + "/rank0.log"));
+  REQUIRE(testing::WaitForPort(ports[0], 60s));
+  auto plain = trainer::collective::RendezvousClient::Connect(eps[0], 5s, nullptr);
+  if (plain.ok()) CHECK((*plain)->Set("intruder", std::vector<uint8_t>(1000)).code() == StatusCode::kPermissionDenied);
+  auto ranked =
+      trainer::collective::RendezvousClient::Connect(eps[0], 5s, std::make_shared<const net::AuthKey>(secret));
+  REQUIRE(ranked.ok());
+  CHECK((*ranked)->Set("probe", std::vector<uint8_t>{1}).ok());
+  CHECK_FALSE((*ranked)->Get("intruder", 100ms).ok());  // never stored
+  rank0.Signal(SIGKILL);
+  rank0.Wait(30s);
 }
 
 TEST_CASE("A failing rank stops the collective job: the launcher names it and no rank is left", "[e2e]") {

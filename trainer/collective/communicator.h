@@ -6,7 +6,9 @@
 // values (the ring algorithm reduces each element once and passes the result around).
 //
 // Set-up: rank 0 serves the rendezvous (rendezvous.h) on its endpoint; every rank
-// publishes its transport addresses there and connects to every other rank. Every
+// publishes its transport addresses there and connects to every other rank. Rank 0 closes
+// the rendezvous once the first barrier has passed (every rank is connected, so none reads
+// it again); nothing later in the job uses it: a group is formed once per process. Every
 // operation is bounded by options.timeout: a rank that died or never came fails the
 // others with an error naming the operation, never a hang.
 // Thread-safety: one thread at a time calls the operations (they are issued in the same
@@ -36,6 +38,10 @@ struct CollectiveOptions {
   // The cluster's TLS files, when it has them: the rendezvous runs over TLS (rank 0 needs a
   // certificate and key, the others the CA). Gloo's and NCCL's own transports are not TLS.
   std::shared_ptr<net::TlsContext> tls;
+  // Rank 0's rendezvous holds at most this many bytes of keys and values
+  // (fleetps.collective.store_budget_bytes); 0: RendezvousServer::BudgetFor(the ranks). It
+  // closes once the group has formed.
+  uint64_t store_budget_bytes = 0;
 };
 
 class Communicator {

@@ -10,6 +10,8 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <spdlog/spdlog.h>
+
 #include "trainer/collective/communicator.h"
 #include "trainer/collective/rendezvous.h"
 
@@ -73,9 +75,8 @@ Status Guard(const std::string& what, uint32_t rank, F&& f) {
 
 class GlooCommunicator : public Communicator {
  public:
-  GlooCommunicator(uint32_t rank, uint32_t size, std::unique_ptr<RendezvousServer> server,
-                   std::shared_ptr<gloo::Context> context)
-      : rank_(rank), size_(size), server_(std::move(server)), context_(std::move(context)) {}
+  GlooCommunicator(uint32_t rank, uint32_t size, std::shared_ptr<gloo::Context> context)
+      : rank_(rank), size_(size), context_(std::move(context)) {}
 
   uint32_t rank() const override { return rank_; }
   uint32_t size() const override { return size_; }
@@ -119,7 +120,6 @@ class GlooCommunicator : public Communicator {
 
   const uint32_t rank_;
   const uint32_t size_;
-  std::unique_ptr<RendezvousServer> server_;  // rank 0 only: serves late set-ups of others
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 1;
 };
@@ -135,7 +135,9 @@ StatusOr<std::unique_ptr<Communicator>> MakeGlooCommunicator(const CollectiveOpt
   }
   std::unique_ptr<RendezvousServer> server;
   if (o.rank == 0 && size > 1) {
-    ASSIGN_OR_RETURN(server, RendezvousServer::Start(o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls));
+    const uint64_t budget = o.store_budget_bytes != 0 ? o.store_budget_bytes : RendezvousServer::BudgetFor(size);
+    ASSIGN_OR_RETURN(server,
+                     RendezvousServer::Start(o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls, budget));
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(static_cast<int>(o.rank), static_cast<int>(size));
   if (size > 1) {
@@ -149,8 +151,15 @@ StatusOr<std::unique_ptr<Communicator>> MakeGlooCommunicator(const CollectiveOpt
       context->connectFullMesh(store, device);
     }));
   }
-  auto comm = std::make_unique<GlooCommunicator>(o.rank, size, std::move(server), std::move(context));
+  auto comm = std::make_unique<GlooCommunicator>(o.rank, size, std::move(context));
   RETURN_IF_ERROR(comm->Barrier());
+  // Past the barrier every rank has finished connectFullMesh, its last read of the store:
+  // the rendezvous closes (rank 0), so its port accepts nothing for the rest of the job.
+  if (server) {
+    spdlog::debug("collective rendezvous of {} ranks: set-up stored {} bytes; closing it", size,
+                  server->stored_bytes());
+  }
+  server.reset();
   return std::unique_ptr<Communicator>(std::move(comm));
 }
 

@@ -16,8 +16,12 @@ namespace fleetps::trainer::collective {
 using wire::MessageType;
 
 struct RendezvousServer::State {
-  std::mutex mu;  // guards values
+  explicit State(uint64_t budget) : budget_bytes(budget) {}
+
+  const uint64_t budget_bytes;
+  std::mutex mu;  // guards values, bytes
   std::map<std::string, std::vector<uint8_t>> values;
+  uint64_t bytes = 0;  // keys plus values in `values`
 
   void Handle(const net::Request& req, const net::Responder& responder) {
     flatbuffers::Verifier verifier(req.data(), req.payload_size);
@@ -30,21 +34,33 @@ struct RendezvousServer::State {
       if (req.payload_size == 0 || !verifier.VerifyBuffer<wire::StoreSetRequest>(nullptr)) return malformed();
       const auto* msg = flatbuffers::GetRoot<wire::StoreSetRequest>(req.data());
       const std::string key = msg->key() ? msg->key()->str() : "";
-      const size_t bytes = msg->value() ? msg->value()->size() : 0;
-      if (key.empty() || key.size() > kMaxKeyBytes || bytes > kMaxValueBytes) {
+      const size_t value_bytes = msg->value() ? msg->value()->size() : 0;
+      if (key.empty() || key.size() > kMaxKeyBytes || value_bytes > kMaxValueBytes) {
         return responder.SendError(Status::InvalidArgument(
             "StoreSet from " + responder.peer() + ": key of " + std::to_string(key.size()) + " bytes, value of " +
-            std::to_string(bytes) + " (limits: 1..1024 and 1 MiB)"));
+            std::to_string(value_bytes) + " (limits: 1..1024 and 1 MiB)"));
       }
       {
         std::lock_guard<std::mutex> lock(mu);
-        if (values.size() >= kMaxKeys && values.find(key) == values.end()) {
+        auto it = values.find(key);
+        if (values.size() >= kMaxKeys && it == values.end()) {
           return responder.SendError(Status::InvalidArgument("StoreSet from " + responder.peer() +
                                                              ": the rendezvous already holds 65536 keys"));
         }
-        auto& v = values[key];
+        const uint64_t old = it == values.end() ? 0 : key.size() + it->second.size();
+        const uint64_t after = bytes - old + key.size() + value_bytes;
+        if (after > budget_bytes) {
+          return responder.SendError(Status::InvalidArgument(
+              "StoreSet of '" + key.substr(0, 64) + "' (" + std::to_string(key.size() + value_bytes) + " bytes) from " +
+              responder.peer() + ": the collective rendezvous would hold " + std::to_string(after) +
+              " bytes, past its budget of " + std::to_string(budget_bytes) +
+              " (fleetps.collective.store_budget_bytes; a peer that is not a rank of this job, or a group too "
+              "large for the budget)"));
+        }
+        auto& v = it == values.end() ? values[key] : it->second;
         v.clear();
         if (msg->value() != nullptr) v.assign(msg->value()->begin(), msg->value()->end());
+        bytes = after;
       }
       flatbuffers::FlatBufferBuilder fbb(16);
       fbb.Finish(wire::CreateStoreSetReply(fbb));
@@ -73,9 +89,10 @@ struct RendezvousServer::State {
 
 StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::string& host, uint16_t port,
                                                                    std::shared_ptr<const net::AuthKey> auth_key,
-                                                                   std::shared_ptr<net::TlsContext> tls) {
+                                                                   std::shared_ptr<net::TlsContext> tls,
+                                                                   uint64_t budget_bytes) {
   std::unique_ptr<RendezvousServer> server(new RendezvousServer());
-  server->state_ = std::make_shared<State>();
+  server->state_ = std::make_shared<State>(budget_bytes);
   server->io_ = std::make_unique<net::IoThreads>(1);
   net::RpcServerOptions o;
   o.host = host;
@@ -102,6 +119,11 @@ RendezvousServer::~RendezvousServer() {
 }
 
 uint16_t RendezvousServer::port() const { return rpc_->port(); }
+
+uint64_t RendezvousServer::stored_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->bytes;
+}
 
 StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(const net::Endpoint& rank0,
                                                                      std::chrono::milliseconds timeout,

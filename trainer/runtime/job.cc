@@ -8,6 +8,7 @@
 #include <string_view>
 #include <thread>
 
+#include <boost/asio/ip/address.hpp>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
@@ -460,15 +461,49 @@ StatusOr<std::optional<uint16_t>> TrainerMetricsPort(std::optional<uint16_t> fla
   return std::optional<uint16_t>(static_cast<uint16_t>(port));
 }
 
-StatusOr<std::unique_ptr<net::HttpEndpoint>> ServeTrainerMetrics(metrics::Registry& registry, uint16_t port) {
-  auto endpoint = std::make_unique<net::HttpEndpoint>("0.0.0.0", port, [&registry](const std::string& path) {
+StatusOr<std::string> TrainerMetricsBind(const std::optional<std::string>& flag, const config::EnvLookup& env,
+                                         const config::TrainerOptions& options) {
+  std::string host, source;
+  if (flag) {
+    host = *flag;
+    source = "--metrics-bind";
+  } else if (auto v = env("FLEETPS_TRAINER_METRICS_BIND"); v && !v->empty()) {
+    host = *v;
+    source = "FLEETPS_TRAINER_METRICS_BIND";
+  } else {
+    config::ServerOptions self;  // the trainer's own address, as config::BindHost derives a pserver's
+    if (options.trainer_id < options.trainer_endpoints.size()) {
+      self.endpoints = {options.trainer_endpoints[options.trainer_id]};
+    } else if (auto pod_ip = env("POD_IP"); pod_ip && !pod_ip->empty()) {
+      self.endpoints = {{*pod_ip, 0}};
+    } else {
+      return std::string("127.0.0.1");
+    }
+    return config::BindHost(self);
+  }
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(host, ec);
+  if (ec) {
+    return Status::InvalidArgument(source + "='" + host + "' is not an IP address (e.g. 127.0.0.1, 0.0.0.0, ::)");
+  }
+  return host;
+}
+
+StatusOr<std::unique_ptr<net::HttpEndpoint>> ServeTrainerMetrics(metrics::Registry& registry, const std::string& host,
+                                                                 uint16_t port, const std::string& what) {
+  net::HttpEndpointOptions http;
+  http.host = host;
+  http.port = port;
+  http.what = what;
+  http.blocking_paths = {"/metrics"};  // the registry's lock: never make the probes wait for it
+  auto endpoint = std::make_unique<net::HttpEndpoint>(std::move(http), [&registry](const std::string& path) {
     if (path == "/metrics") return net::HttpResponse{200, metrics::kTextFormatContentType, registry.Serialize()};
     if (path == "/healthz" || path == "/readyz") return net::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
     return net::HttpResponse{404, "text/plain; charset=utf-8",
                              "not found: " + path + " (try /metrics, /healthz, /readyz)\n"};
   });
   RETURN_IF_ERROR(endpoint->Start());
-  spdlog::info("trainer metrics on http://0.0.0.0:{}/metrics", endpoint->port());
+  spdlog::info("trainer metrics on http://{}:{}/metrics", host, endpoint->port());
   return endpoint;
 }
 

@@ -87,10 +87,23 @@ std::string PerTrainerPath(std::string path, uint32_t trainer_id);
 // is set. InvalidArgument naming the variable when its value is not a port number.
 StatusOr<std::optional<uint16_t>> TrainerMetricsPort(std::optional<uint16_t> flag, const config::EnvLookup& env);
 
+// The address a trainer's /metrics binds to: `flag` (--metrics-bind), else
+// FLEETPS_TRAINER_METRICS_BIND from `env`, else the trainer's own address: the host of its
+// entry of PADDLE_TRAINER_ENDPOINTS, else POD_IP (as a pserver derives its bind address from
+// its endpoint: an IP address as is, localhost 127.0.0.1, a host name 0.0.0.0), else
+// 127.0.0.1 (loopback: name an address above to be scraped from elsewhere).
+// InvalidArgument naming the source when the value is not an IP address.
+StatusOr<std::string> TrainerMetricsBind(const std::optional<std::string>& flag, const config::EnvLookup& env,
+                                         const config::TrainerOptions& options);
+
 // cpu-trainer --metrics-port: serves `registry` as /metrics, and /healthz and /readyz
-// (200 while the process runs), on every interface of `port` (0: any free one). Errors
-// name the port.
-StatusOr<std::unique_ptr<net::HttpEndpoint>> ServeTrainerMetrics(metrics::Registry& registry, uint16_t port);
+// (200 while the process runs), on host:port (port 0: any free one), with the HTTP
+// endpoint's default limits. Errors name the address and `what`: the options choosing it.
+inline constexpr const char* kTrainerMetricsOptions =
+    "--metrics-port / FLEETPS_TRAINER_METRICS_PORT, --metrics-bind / FLEETPS_TRAINER_METRICS_BIND";
+StatusOr<std::unique_ptr<net::HttpEndpoint>> ServeTrainerMetrics(metrics::Registry& registry, const std::string& host,
+                                                                 uint16_t port,
+                                                                 const std::string& what = kTrainerMetricsOptions);
 
 // An online job (runner.days) with model_save_path starts after the newest checkpoint that
 // an earlier run of it recorded in model_save_path/donefile.txt (online_resume.h): trainer 0

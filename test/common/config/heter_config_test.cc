@@ -121,7 +121,8 @@ std::map<std::string, std::string> HeterEnv() {
           {"PADDLE_STAGE_TRAINERS_NUM", "[3, 2]"},
           {"HETER_DEVICE_TYPE", "cpu"},
           {"FLAGS_selected_gpus", "1,0"},
-          {"FLEETPS_HETER_METRICS_PORT", "9100"}};
+          {"FLEETPS_HETER_METRICS_PORT", "9100"},
+          {"FLEETPS_HETER_METRICS_BIND", "127.0.0.1"}};
 }
 
 HeterTrainerOptions Base() {
@@ -144,6 +145,7 @@ TEST_CASE("A heter-trainer reads Paddle's heter environment") {
   CHECK(o.device == "cpu");
   CHECK(o.gpus == std::vector<int>{1, 0});
   CHECK(o.metrics_port == 9100);
+  CHECK(o.metrics_bind == "127.0.0.1");
   CHECK(ValidateHeterTrainerOptions(o).ok());
 }
 

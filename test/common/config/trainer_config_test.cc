@@ -280,6 +280,13 @@ TEST_CASE("Dense rate scaling: auto is linear for SGD and square-root for the ad
   }
   CHECK_THAT(ParseError("runner: {}\nhyper_parameters: {}\nfleetps:\n  collective: {lr_scaling: cubic}\n"),
              Catch::Contains("cubic") && Catch::Contains("sqrt"));
+  CHECK(parsed->collective.store_budget_bytes == 0);  // auto: from the number of ranks
+  auto budget = ParseTrainerYaml(
+      "runner: {}\nhyper_parameters: {}\nfleetps:\n  collective: {store_budget_bytes: 1048576}\n", "job.yaml");
+  REQUIRE(budget.ok());
+  CHECK(budget->collective.store_budget_bytes == 1048576);
+  CHECK_THAT(ParseError("runner: {}\nhyper_parameters: {}\nfleetps:\n  collective: {store_budget_bytes: 100}\n"),
+             Catch::Contains("store_budget_bytes") && Catch::Contains("must be 0 (auto) or >= 4096"));
 
   DataParallelOptions c;
   OptimizerOptions sgd, adam, adagrad;

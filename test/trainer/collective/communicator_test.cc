@@ -140,6 +140,83 @@ TEST_CASE("The rendezvous refuses oversized keys and values") {
   CHECK((*client)->Set("big", std::vector<uint8_t>((1u << 20) + 1)).IsInvalidArgument());
 }
 
+// The store's total budget: a peer cannot fill rank 0's memory with many keys of allowed
+// size; replacing a key gives its old bytes back.
+TEST_CASE("The rendezvous holds at most its byte budget and names the option when full") {
+  auto server = RendezvousServer::Start("127.0.0.1", 0, nullptr, nullptr, /*budget_bytes=*/4096);
+  REQUIRE(server.ok());
+  auto client = RendezvousClient::Connect({"127.0.0.1", (*server)->port()}, 5s, nullptr);
+  REQUIRE(client.ok());
+  const std::vector<uint8_t> kib(1024, 7);
+  for (int i = 0; i < 3; ++i) REQUIRE((*client)->Set("k" + std::to_string(i), kib).ok());
+  CHECK((*server)->stored_bytes() == 3 * (2 + 1024));
+  const Status full = (*client)->Set("k3", std::vector<uint8_t>(1100));
+  CHECK(full.IsInvalidArgument());
+  CHECK_THAT(full.message(), Catch::Contains("past its budget of 4096") &&
+                                 Catch::Contains("fleetps.collective.store_budget_bytes"));
+  CHECK((*client)->Get("k3", 50ms).status().IsTimedOut());  // not stored
+  REQUIRE((*client)->Set("k0", std::vector<uint8_t>(10)).ok());  // gives 1014 bytes back
+  CHECK((*server)->stored_bytes() == 2 * (2 + 1024) + 2 + 10);
+  REQUIRE((*client)->Set("k3", std::vector<uint8_t>(1100)).ok());
+  CHECK(*(*client)->Get("k0", 1s) == std::vector<uint8_t>(10));
+}
+
+// With the cluster's secret the store serves only peers that prove they hold it.
+TEST_CASE("With a secret the rendezvous refuses a peer that does not authenticate") {
+  auto key = std::make_shared<const net::AuthKey>("the ranks' shared secret");
+  auto server = RendezvousServer::Start("127.0.0.1", 0, key);
+  REQUIRE(server.ok());
+  auto ranked = RendezvousClient::Connect({"127.0.0.1", (*server)->port()}, 5s, key);
+  REQUIRE(ranked.ok());
+  REQUIRE((*ranked)->Set("k", std::vector<uint8_t>{1}).ok());
+  auto plain = RendezvousClient::Connect({"127.0.0.1", (*server)->port()}, 1s, nullptr);
+  if (plain.ok()) {
+    const Status st = (*plain)->Set("k", std::vector<uint8_t>(1000));
+    CHECK(st.code() == StatusCode::kPermissionDenied);
+  }
+  auto wrong = RendezvousClient::Connect({"127.0.0.1", (*server)->port()}, 1s,
+                                         std::make_shared<const net::AuthKey>("not the ranks' secret"));
+  if (wrong.ok()) CHECK_FALSE((*wrong)->Set("k", std::vector<uint8_t>(1000)).ok());
+  CHECK(*(*ranked)->Get("k", 1s) == std::vector<uint8_t>{1});
+  CHECK((*server)->stored_bytes() == 2);
+}
+
+// Once every rank is connected nobody reads the store again: rank 0 closes its port, so
+// nothing can reach it for the rest of the job.
+TEST_CASE("Rank 0 closes the rendezvous once the group has formed") {
+  for (int ranks : {2, 8}) {
+    const auto eps = Endpoints(ranks);
+    std::vector<std::unique_ptr<Communicator>> comms(ranks);
+    std::vector<std::thread> threads;
+    testing::ThreadChecks check;
+    for (int r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        CollectiveOptions o;
+        o.rank = static_cast<uint32_t>(r);
+        o.endpoints = eps;
+        o.timeout = 20s;
+        auto comm = MakeGlooCommunicator(o);
+        if (check(comm.ok(), "rank " + std::to_string(r) + ": " + comm.status().ToString())) {
+          comms[r] = std::move(*comm);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    check.Require();
+    INFO(ranks << " ranks");
+    CHECK_FALSE(RendezvousClient::Connect(eps[0], 300ms, nullptr).ok());  // refused: nothing listens
+    // The group still works without it.
+    std::vector<std::vector<float>> data(ranks, std::vector<float>(4, 1.0f));
+    std::vector<std::thread> ops;
+    for (int r = 0; r < ranks; ++r) {
+      ops.emplace_back([&, r] { CheckOk(check, *comms[r], comms[r]->AllreduceSum(data[r]), "AllreduceSum"); });
+    }
+    for (auto& t : ops) t.join();
+    check.Require();
+    for (const auto& d : data) CHECK(d == std::vector<float>(4, static_cast<float>(ranks)));
+  }
+}
+
 // A cluster with TLS files: the rendezvous runs over TLS (rank 0 serves with its
 // certificate, the others verify it against the CA); a plain client cannot use it.
 TEST_CASE("With the cluster's TLS files the rendezvous runs over TLS and the ranks still agree") {
