@@ -325,7 +325,7 @@ enum class Mode { kSync, kHeter };
 
 class SoakJob {
  public:
-  SoakJob(Mode mode, const std::string& data_dir, uint64_t epochs) : mode_(mode) {
+  SoakJob(Mode mode, const std::string& data_dir, uint64_t epochs) : mode_(mode), epochs_(epochs) {
     const std::string secret = dir_ + "/secret";
     testing::WriteFile(secret, "soak cluster secret 0123456789\n");
     ::chmod(secret.c_str(), 0600);
@@ -438,9 +438,16 @@ runner:
         std::this_thread::sleep_for(50ms);
       }
     });
-    // While the cpu-trainers train (every process serves its HTTP endpoint until then).
+    // While the cpu-trainers train: once one is done, the processes start to end.
+    const std::string last_epoch = " epoch " + std::to_string(epochs_) + " done";
+    auto training = [&] {
+      for (const char* t : {"/trainer0.log", "/trainer1.log"}) {
+        if (testing::ReadFile(dir_ + t).find(last_epoch) != std::string::npos) return false;
+      }
+      return true;
+    };
     std::thread prober([&] {
-      while (!trainers_done) {
+      while (!trainers_done && training()) {
         for (uint16_t port : HttpPorts()) {
           const double ms = HealthMs(port);
           std::lock_guard lock(mu);
@@ -480,6 +487,7 @@ runner:
   }
 
   const Mode mode_;
+  const uint64_t epochs_;
   const std::string dir_ = testing::MakeTempDir("soak");
   // 0-1 pservers, 2-3 heter-trainers, 4 the rendezvous store, 5-6 the pservers' HTTP,
   // 7-8 the heter-trainers' HTTP, 9-10 the cpu-trainers' HTTP.
