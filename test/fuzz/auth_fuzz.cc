@@ -218,6 +218,15 @@ std::string Bytes32(std::string_view from) {
   return out;
 }
 
+// The client nonce of an AuthHello payload the server would accept; empty otherwise.
+std::string NonceOf(std::string_view payload) {
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
+  if (payload.empty() || !verifier.VerifyBuffer<wire::AuthHelloRequest>(nullptr)) return std::string();
+  const auto* nonce = flatbuffers::GetRoot<wire::AuthHelloRequest>(payload.data())->client_nonce();
+  if (nonce == nullptr || nonce->size() != net::kAuthNonceBytes) return std::string();
+  return std::string(reinterpret_cast<const char*>(nonce->data()), nonce->size());
+}
+
 void RunInput(const uint8_t* data, size_t size) {
   Reader in(data, size);
   Server& server = GetServer((in.U8() & 1) == 0);
@@ -270,7 +279,7 @@ void RunInput(const uint8_t* data, size_t size) {
         const uint16_t type =
             pick >= 0xF0 ? b.U16() : static_cast<uint16_t>(kTypes[pick % (sizeof(kTypes) / sizeof(kTypes[0]))]);
         const std::string_view payload = b.Rest();
-        if (type == static_cast<uint16_t>(MessageType::AuthHello)) client_nonce.clear();
+        if (type == static_cast<uint16_t>(MessageType::AuthHello)) client_nonce = NonceOf(payload);
         peer.WriteFrame(type, static_cast<uint32_t>(payload.size()), payload);
         answer(type);
         break;
@@ -280,6 +289,7 @@ void RunInput(const uint8_t* data, size_t size) {
         const uint8_t pick = b.U8();
         const uint16_t type = static_cast<uint16_t>(kTypes[pick % (sizeof(kTypes) / sizeof(kTypes[0]))]);
         const std::string_view payload = b.Rest();
+        if (type == static_cast<uint16_t>(MessageType::AuthHello)) client_nonce = NonceOf(payload);
         peer.WriteFrame(type, announced, payload);
         if (announced == payload.size()) {
           answer(type);
