@@ -23,8 +23,8 @@ cd "$(dirname "$0")/.."
 
 SECONDS_EACH="${1:-60}"
 shift || true
-ALL_TARGETS=(frame_fuzz config_fuzz data_format_fuzz checkpoint_fuzz ps_service_fuzz heter_service_fuzz http_fuzz
-             rendezvous_fuzz)
+ALL_TARGETS=(frame_fuzz auth_fuzz config_fuzz data_format_fuzz checkpoint_fuzz ps_service_fuzz heter_service_fuzz
+             http_fuzz rendezvous_fuzz)
 if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL_TARGETS[@]}"); fi
 BUILD_DIR="${FLEETPS_FUZZ_BUILD:-build-fuzz}"
 JOBS="${FLEETPS_JOBS:-2}"

@@ -108,6 +108,7 @@ net::RpcServerOptions RpcServerOptionsOf(const ServerOptions& o) {
   r.max_connections = o.max_connections;
   r.idle_timeout = std::chrono::seconds(o.idle_timeout_s);
   r.read_timeout = std::chrono::seconds(o.read_timeout_s);
+  r.auth_timeout = std::chrono::seconds(o.auth_timeout_s);
   r.max_write_queue_bytes = o.max_write_queue_bytes;
   r.auth_required = AuthRequired(o);
   return r;
@@ -279,7 +280,7 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
       server,
       {"endpoints", "index", "bind_host", "io_threads", "shard_threads", "max_message_bytes", "max_inflight_bytes",
        "shuffle_buffer_bytes", "drain_timeout_ms", "log_level", "data_dir", "load_dir", "save_dir", "save_interval_s",
-       "save_mode", "max_connections", "idle_timeout_s", "read_timeout_s", "max_write_queue_bytes",
+       "save_mode", "max_connections", "idle_timeout_s", "read_timeout_s", "auth_timeout_s", "max_write_queue_bytes",
        "nonfinite_gradients", "trainer_lease_s", "exit_when_trainers_gone", "auth", "auth_secret_file",
        "tls", "checkpoint_root", "metrics_port"},
       sctx));
@@ -307,6 +308,7 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
   RETURN_IF_ERROR(ReadUint32(server, "max_connections", sctx, &out.max_connections));
   RETURN_IF_ERROR(ReadUint32(server, "idle_timeout_s", sctx, &out.idle_timeout_s));
   RETURN_IF_ERROR(ReadUint32(server, "read_timeout_s", sctx, &out.read_timeout_s));
+  RETURN_IF_ERROR(ReadUint32(server, "auth_timeout_s", sctx, &out.auth_timeout_s));
   RETURN_IF_ERROR(ReadUint64(server, "max_write_queue_bytes", sctx, &out.max_write_queue_bytes));
   RETURN_IF_ERROR(ReadChoice(server, "nonfinite_gradients", sctx, kNonFinitePolicies, &out.nonfinite_gradients));
   RETURN_IF_ERROR(ReadUint32(server, "trainer_lease_s", sctx, &out.trainer_lease_s));

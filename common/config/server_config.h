@@ -79,7 +79,10 @@ struct ServerOptions {
   // ---- connection limits (YAML server.<name>) ----
   uint32_t max_connections = 1024;       // open connections at most, >= 1; accepts beyond it are refused
   uint32_t idle_timeout_s = 600;         // close a connection with no request for this long, s; 0 = never
-  uint32_t read_timeout_s = 30;          // a frame whose header arrived must be complete within this, s; 0 = never
+  uint32_t read_timeout_s = 30;          // a frame whose first byte arrived must be complete within this, s; 0 = never
+  // Where peers must authenticate (AuthRequired): a connection not authenticated this long
+  // after it was accepted is closed, s; 0 = never. Default 5.
+  uint32_t auth_timeout_s = 5;
   // Replies queued but not yet written on one connection, bytes, >= 1 MiB; above it the
   // server stops reading that connection until the queue drains. Default 64 MiB.
   uint64_t max_write_queue_bytes = 64ull << 20;

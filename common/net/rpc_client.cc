@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <future>
+#include <optional>
 #include <random>
 #include <string_view>
 #include <unordered_map>
@@ -355,6 +356,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
 
   void EnsureConnecting() {
     if (closed.load() || conn || connecting) return;
+    if (!unreachable_since) unreachable_since = Clock::now();
     connecting = true;
     backoff = options.initial_backoff;
     Attempt();
@@ -434,6 +436,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     const auto now = Clock::now();
     ExpireConnectWaiters(now);
     std::erase_if(waiting, [](const CallPtr& c) { return c->done; });
+    FailUnreachable(now);
     if (waiting.empty() && waiters.empty()) {  // nobody waits: the next call reconnects
       connecting = false;
       return;
@@ -471,6 +474,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
 
   // The connection may carry calls: Connect() returns, waiting calls go out.
   void Ready() {
+    unreachable_since.reset();
     conn->ready = true;
     ever_connected = true;
     connected = true;
@@ -552,6 +556,27 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     std::deque<CallPtr> queued;
     queued.swap(waiting);
     for (const CallPtr& call : queued) Complete(call, Status(error.code(), Describe(*call) + ": " + error.message()));
+  }
+
+  // The server has been unreachable (every connect attempt failed) for request_timeout:
+  // the calls waiting for a connection fail now, whatever their own deadline, and so does
+  // each later call at the next failed attempt. Without this, a caller that lets one
+  // Unavailable pass (a push lost with its pserver) would wait a whole deadline again on
+  // its next call before it notices that the pserver is gone.
+  void FailUnreachable(Clock::time_point now) {
+    if (!unreachable_since || options.request_timeout.count() == 0 ||
+        now - *unreachable_since < options.request_timeout) {
+      return;
+    }
+    const auto down = std::chrono::duration_cast<std::chrono::milliseconds>(now - *unreachable_since);
+    std::deque<CallPtr> failed;
+    failed.swap(waiting);
+    for (const CallPtr& call : failed) {
+      Complete(call, Status::Unavailable(Describe(*call) + ": not sent: " + name + " has been unreachable for " +
+                                         Ms(down) + ", longer than the request deadline of " +
+                                         Ms(options.request_timeout) + " (" + last_error +
+                                         "; is the server running and reachable?)"));
+    }
   }
 
   void ExpireConnectWaiters(Clock::time_point now) {
@@ -696,6 +721,9 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   bool connecting = false;  // an attempt or its back-off is under way
   bool ever_connected = false;
   bool retired = false;  // the last connection was closed by max_idle, not lost
+  // Since when calls have needed a connection and every attempt failed; reset by a
+  // connection that becomes ready (FailUnreachable).
+  std::optional<Clock::time_point> unreachable_since;
   bool sweep_armed = false;
   std::chrono::milliseconds backoff{0};
   uint64_t connect_attempts = 0;

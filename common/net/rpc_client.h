@@ -11,7 +11,11 @@
 //     passes while the request is with the server: it may or may not have been applied;
 //   * Unavailable when it could not be delivered before the deadline (no connection), or
 //     when its connection dropped after it was sent and it is not idempotent (it may or
-//     may not have been applied, so it is not re-sent: the caller decides);
+//     may not have been applied, so it is not re-sent: the caller decides), or when the
+//     server has been unreachable (every connect attempt failed) for request_timeout:
+//     then every call waiting for a connection fails at once, and each later one at the
+//     next failed attempt, so a gone server fails its callers about request_timeout after
+//     it went away, not a deadline per call;
 //   * Busy when the server still refused it as overloaded at the deadline;
 //   * Aborted on Close().
 //

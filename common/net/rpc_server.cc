@@ -1,7 +1,9 @@
 #include "common/net/rpc_server.h"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <future>
 #include <mutex>
@@ -48,6 +50,7 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   std::atomic<uint64_t> in_flight{0};
   std::atomic<uint64_t> inflight_bytes{0};  // requests in service + replies not written
   std::atomic<uint64_t> connection_count{0};
+  std::atomic<uint64_t> next_connection_id{1};
   std::mutex drain_mu;
   std::condition_variable drain_cv;
 
@@ -58,6 +61,11 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
 namespace {
 
 std::string Seconds(std::chrono::milliseconds ms) { return fmt::format("{:g} s", ms.count() / 1000.0); }
+
+bool IsHandshake(uint16_t type) {
+  return type == static_cast<uint16_t>(wire::MessageType::AuthHello) ||
+         type == static_cast<uint16_t>(wire::MessageType::AuthProve);
+}
 
 }  // namespace
 
@@ -73,7 +81,9 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
         strand_(asio::make_strand(server->io.context())),
         read_timer_(strand_),
         write_timer_(strand_),
-        server_(std::move(server)) {
+        auth_timer_(strand_),
+        server_(std::move(server)),
+        id_(server_->next_connection_id++) {
     boost::system::error_code ec;
     auto remote = stream_.socket().remote_endpoint(ec);
     peer_ = ec ? std::string("unknown peer") : remote.address().to_string() + ":" + std::to_string(remote.port());
@@ -87,18 +97,17 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   void Start() {
     asio::dispatch(strand_, [self = shared_from_this()] {
+      self->ArmAuthTimer();
       if (!self->stream_.is_tls()) return self->ReadHeader();
       self->ArmReadTimer(self->options().read_timeout, ReadWait::kFrame);
-      self->stream_.AsyncHandshake(
-          /*as_server=*/true, "", asio::bind_executor(self->strand_, [self](boost::system::error_code ec) {
+      // A plain fleetps client speaks first with a frame: tell it what is wrong (in plain)
+      // instead of a bare close. A TLS client's ClientHello goes on to the handshake.
+      self->stream_.socket().async_wait(
+          tcp::socket::wait_read, asio::bind_executor(self->strand_, [self](boost::system::error_code ec) {
             if (self->closed_) return;
-            if (ec) {
-              spdlog::warn("closing connection {}: TLS handshake failed: {} (does the peer use TLS, with server.tls "
-                           "set?)",
-                           self->peer_, ec.message());
-              return self->CloseNow();
-            }
-            self->ReadHeader();
+            if (ec) return self->CloseNow();
+            if (self->RefusePlainPeer()) return;
+            self->Handshake();
           }));
     });
   }
@@ -149,9 +158,11 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   void CloseNow() {
     if (closed_) return;
     closed_ = true;
+    if (options().on_connection_closed) options().on_connection_closed(id_);
     boost::system::error_code ec;
     read_timer_.cancel();
     write_timer_.cancel();
+    auth_timer_.cancel();
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
   }
@@ -196,6 +207,78 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
         }));
   }
 
+  // TLS only: the handshake, bounded by the read timer armed in Start().
+  void Handshake() {
+    stream_.AsyncHandshake(
+        /*as_server=*/true, "", asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec) {
+          if (self->closed_) return;
+          if (ec) {
+            spdlog::warn("closing connection {}: TLS handshake failed: {} (does the peer use TLS, with server.tls "
+                         "set?)",
+                         self->peer_, ec.message());
+            return self->CloseNow();
+          }
+          self->ReadHeader();
+        }));
+  }
+
+  // TLS only, before the handshake: when the peer's first bytes are a fleetps frame header
+  // (a client without server.tls), answers it in plain with Unavailable saying so, echoing
+  // its request id so that the client's call gets the message, and closes. True when so.
+  bool RefusePlainPeer() {
+    uint8_t first[kFrameHeaderSize];
+    boost::system::error_code ec;
+    const size_t n = stream_.socket().receive(asio::buffer(first), tcp::socket::message_peek, ec);
+    uint32_t magic = 0;
+    if (ec || n < sizeof(magic)) return false;
+    std::memcpy(&magic, first, sizeof(magic));
+    if (magic != kFrameMagic) return false;
+    wire::FrameHeader header;
+    const uint64_t request_id =
+        n == kFrameHeaderSize && DecodeFrameHeader(first, UINT32_MAX, peer_, &header).ok() ? header.request_id() : 0;
+    spdlog::warn("closing connection {}: a plain (non-TLS) fleetps peer of a TLS server", peer_);
+    const auto payload = BuildErrorReply(Status::Unavailable(
+        "this server requires TLS and the client connected without it: give the client the cluster's CA "
+        "certificate (server.tls.ca_file in its YAML, or FLEETPS_TLS_CA_FILE)"));
+    uint8_t reply_header[kFrameHeaderSize];
+    EncodeFrameHeader(static_cast<uint16_t>(wire::MessageType::ErrorReply), request_id,
+                      static_cast<uint32_t>(payload.size()), reply_header);
+    // Best effort, as RpcServer::Impl::Refuse: a fresh socket's send buffer has room. What
+    // the peer sent is read first, so that the close does not reset the connection (which
+    // could discard the answer at the peer).
+    auto& socket = stream_.socket();
+    socket.non_blocking(true, ec);
+    uint8_t drain[4096];
+    for (int i = 0; i < 64 && socket.available(ec) > 0 && !ec; ++i) socket.read_some(asio::buffer(drain), ec);
+    const std::array<asio::const_buffer, 2> buffers{asio::buffer(reply_header),
+                                                    asio::buffer(payload.data(), payload.size())};
+    socket.write_some(buffers, ec);
+    CloseNow();
+    return true;
+  }
+
+  // With auth_required, the exchange must succeed within auth_timeout of the accept.
+  void ArmAuthTimer() {
+    if (!options().auth_required || options().auth_timeout.count() == 0) return;
+    auth_timer_.expires_after(options().auth_timeout);
+    auth_timer_.async_wait(asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->closed_ || self->authenticated_) return;
+      spdlog::warn("closing connection {}: not authenticated within {} (server.auth_timeout_s)", self->peer_,
+                   Seconds(self->options().auth_timeout));
+      self->CloseNow();
+    }));
+  }
+
+  // Answers the frame whose header was just read with `status`, then closes (its payload,
+  // if any, is never read: the stream cannot be re-synchronised).
+  void RefuseAndClose(uint64_t request_id, const Status& status) {
+    spdlog::warn("closing connection {}: {}", peer_, status.message());
+    ++server_->in_flight;
+    ++pending_requests_;
+    Enqueue(static_cast<uint16_t>(wire::MessageType::ErrorReply), request_id, BuildErrorReply(status), 0, true);
+    server_->OnReplied();
+  }
+
   void ReadHeader() {
     if (closed_ || close_after_flush_ || reading_) return;
     if (pending_bytes_ > options().max_write_queue_bytes) {
@@ -206,10 +289,21 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     // Idle only while nothing of this connection is in service; Unpend arms it later.
     ArmReadTimer(pending_requests_ == 0 && queue_.empty() ? options().idle_timeout : std::chrono::milliseconds(0),
                  ReadWait::kIdle);
-    asio::async_read(stream_, asio::buffer(header_buf_),
-                     asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                       self->OnHeader(ec);
-                     }));
+    stream_.async_read_some(asio::buffer(header_buf_), asio::bind_executor(strand_, [self = shared_from_this()](
+                                                                                        boost::system::error_code ec,
+                                                                                        size_t n) {
+                              if (ec || n == kFrameHeaderSize) return self->OnHeader(ec);
+                              // A frame has started: the rest of its header is bounded by
+                              // read_timeout, like its payload, not by the idle timeout.
+                              self->in_frame_ = true;
+                              self->ArmReadTimer(self->options().read_timeout, ReadWait::kFrame);
+                              asio::async_read(self->stream_, asio::buffer(self->header_buf_ + n, kFrameHeaderSize - n),
+                                               asio::bind_executor(self->strand_, [self](boost::system::error_code ec,
+                                                                                         size_t) {
+                                                 self->in_frame_ = false;
+                                                 self->OnHeader(ec);
+                                               }));
+                            }));
   }
 
   void OnHeader(boost::system::error_code ec) {
@@ -223,25 +317,37 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     }
     wire::FrameHeader header;
     Status st = DecodeFrameHeader(header_buf_, options().max_payload, peer_, &header);
-    if (!st.ok()) {
-      // The stream cannot be re-synchronised after a bad header: answer, then close.
-      spdlog::warn("closing connection {}: {}", peer_, st.message());
-      ++server_->in_flight;
-      ++pending_requests_;
-      Enqueue(static_cast<uint16_t>(wire::MessageType::ErrorReply), header.request_id(), BuildErrorReply(st), 0,
-              true);
-      server_->OnReplied();
-      return;
+    // The stream cannot be re-synchronised after a bad header: answer, then close.
+    if (!st.ok()) return RefuseAndClose(header.request_id(), st);
+    // Before authenticating, a peer that must authenticate gets nothing but the small
+    // handshake frames accepted: no admission, no allocation for anything else.
+    if (IsHandshake(header.type()) && header.payload_length() > kMaxHandshakePayload) {
+      return RefuseAndClose(header.request_id(),
+                            Status::InvalidArgument(MessageTypeName(header.type()) + " from " + peer_ + " announces " +
+                                                    std::to_string(header.payload_length()) +
+                                                    " payload bytes; handshake frames hold at most " +
+                                                    std::to_string(kMaxHandshakePayload)));
+    }
+    if (options().auth_required && !authenticated_ && !IsHandshake(header.type())) {
+      return RefuseAndClose(header.request_id(),
+                            Status::PermissionDenied(
+                                MessageTypeName(header.type()) +
+                                " before authenticating: this server requires authentication; give the client the "
+                                "cluster's shared secret (FLEETPS_AUTH_SECRET_FILE or server.auth_secret_file)"));
     }
     header_ = header;
     const uint32_t length = header.payload_length();
     auto& srv = *server_;
     // Admission before any allocation: the bytes are reserved first, so connections
     // racing for the last bytes cannot all pass.
+    // The first two handshake frames of a connection (a client's AuthHello and AuthProve,
+    // at most kMaxHandshakePayload each) skip the in-flight budget, so that peers filling
+    // it cannot keep a client from authenticating; they still count in it.
+    const bool exempt = IsHandshake(header.type()) && !authenticated_ && ++handshake_frames_ <= 2;
     Status refuse;
     if (!srv.admitting.load()) {
       refuse = Status::Unavailable("server is shutting down; retry against the restarted server");
-    } else if (srv.inflight_bytes.fetch_add(length) + length > srv.options.max_inflight_bytes) {
+    } else if (srv.inflight_bytes.fetch_add(length) + length > srv.options.max_inflight_bytes && !exempt) {
       srv.inflight_bytes -= length;
       refuse = Status::Busy("server is serving more than " + std::to_string(srv.options.max_inflight_bytes) +
                             " request and reply bytes; retry later or send smaller batches");
@@ -308,22 +414,15 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     req.payload_size = header_.payload_length();
     req.payload = std::move(payload);
     req.authenticated = authenticated_;
+    req.auth_configured = options().auth_key != nullptr;
+    req.connection_id = id_;
     auto& srv = *server_;
     ++srv.in_flight;
     ++pending_requests_;
     Responder responder(shared_from_this(), req.type, req.request_id, req.payload_size);
-    if (req.type == static_cast<uint16_t>(wire::MessageType::AuthHello) ||
-        req.type == static_cast<uint16_t>(wire::MessageType::AuthProve)) {
+    if (IsHandshake(req.type)) {
       Authenticate(req, responder);
       return ReadHeader();
-    }
-    if (options().auth_required && !authenticated_) {
-      spdlog::warn("closing connection {}: {} before authenticating", peer_, MessageTypeName(req.type));
-      responder.SendError(Status::PermissionDenied(
-          "this pserver requires authentication: give the client the cluster's shared secret "
-          "(FLEETPS_AUTH_SECRET_FILE or server.auth_secret_file)"));
-      close_after_flush_ = true;
-      return;
     }
     const Responder keep = responder;  // answers if the handler throws before replying
     try {
@@ -377,6 +476,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
       return;
     }
     authenticated_ = true;
+    auth_timer_.cancel();
     flatbuffers::FlatBufferBuilder fbb(32);
     fbb.Finish(wire::CreateAuthProveReply(fbb));
     responder.Send(ReplyType(wire::MessageType::AuthProve), fbb.Release());
@@ -419,7 +519,9 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   asio::strand<asio::io_context::executor_type> strand_;
   asio::steady_timer read_timer_;
   asio::steady_timer write_timer_;
+  asio::steady_timer auth_timer_;  // auth_timeout, with auth_required
   std::shared_ptr<RpcServer::Impl> server_;
+  const uint64_t id_;  // Request::connection_id
   std::string peer_;
   uint8_t header_buf_[kFrameHeaderSize];
   wire::FrameHeader header_;
@@ -429,11 +531,12 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   uint32_t pending_requests_ = 0;  // handed out (or refused), reply not yet queued
   uint64_t read_timer_generation_ = 0;
   bool reading_ = false;   // a read is outstanding
-  bool in_frame_ = false;  // reading a payload: the read timer is the frame timer
+  bool in_frame_ = false;  // reading the rest of a started frame: the read timer is the frame timer
   bool paused_ = false;   // reading stopped by max_write_queue_bytes
   bool close_after_flush_ = false;
   bool closed_ = false;
   bool authenticated_ = false;
+  uint32_t handshake_frames_ = 0;  // AuthHello / AuthProve frames read before authenticating
   std::string client_nonce_, server_nonce_;  // of the exchange under way
 };
 

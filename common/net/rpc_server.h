@@ -9,10 +9,20 @@
 // are unaffected. The payload is NOT interpreted here: the handler verifies it.
 //
 // TLS (options.tls): each accepted connection first completes a TLS handshake; a peer
-// that does not speak TLS is logged and closed.
+// that does not speak TLS is logged and closed, and one that starts with a plain fleetps
+// frame is first answered (in plain) Unavailable saying that the server serves TLS only.
 //
 // Authentication (options.auth_key): the AuthHello/AuthProve exchange is answered here; a
-// wrong proof closes the connection; with auth_required nothing else is served before it.
+// wrong proof closes the connection. Handshake frames (AuthHello, AuthProve) larger than
+// kMaxHandshakePayload are refused before allocation, on every connection; a connection's
+// first two skip the max_inflight_bytes admission (still counting in it), so that peers
+// filling the budget cannot keep a client from authenticating. With
+// auth_required, before the exchange succeeds only handshake frames are accepted: any other
+// frame is answered PermissionDenied and the connection closed, its payload never read, and
+// a connection that has not authenticated within auth_timeout (from accept, TLS handshake
+// included) is closed. Without auth_required (a secret on a trusted network) unauthenticated
+// peers may send anything, bounded as below; handlers refuse what changes the job's state
+// to them (Request::auth_configured, server/service/handler_util.h).
 //
 // Bounds (a hostile or broken peer cannot exhaust the server):
 //  - at most max_connections connections; one more is answered Unavailable and closed;
@@ -23,8 +33,8 @@
 //  - per connection, request bytes being served plus reply bytes not yet written above
 //    max_write_queue_bytes stop reading from that connection until its peer reads;
 //  - a connection with nothing in service and no request for idle_timeout is closed; a
-//    frame whose header arrived must be complete within read_timeout, and a write must
-//    complete within read_timeout;
+//    frame whose first byte arrived (header and payload) must be complete within
+//    read_timeout, and a write must complete within read_timeout;
 //  - an exception thrown by the handler is answered Internal; it never ends the process.
 //
 // Lifecycle (admit, drain, stop): Start() listens; StopAccepting() closes the listener and
@@ -59,6 +69,11 @@ struct Request {
   uint32_t payload_size = 0;
   // The connection proved it holds the shared secret (AuthHello/AuthProve, common/net/auth.h).
   bool authenticated = false;
+  // The server holds a shared secret (RpcServerOptions::auth_key), so a peer could have
+  // authenticated: requests that change the job's state need `authenticated`.
+  bool auth_configured = false;
+  // The connection it came on, unique per RpcServer (RpcServerOptions::on_connection_closed).
+  uint64_t connection_id = 0;
   const uint8_t* data() const { return payload.get(); }
 };
 
@@ -96,6 +111,10 @@ struct ReplyInfo {
   std::chrono::nanoseconds latency{0};  // from the request's arrival to its answer
 };
 
+// The largest AuthHello / AuthProve payload accepted (theirs are about 60 bytes); larger
+// handshake frames are refused before allocation and the connection closed.
+inline constexpr uint32_t kMaxHandshakePayload = 1024;
+
 struct RpcServerOptions {
   std::string host = "0.0.0.0";           // address to bind
   uint16_t port = 0;                      // 0 = pick a free port (see RpcServer::port())
@@ -109,16 +128,24 @@ struct RpcServerOptions {
   uint64_t max_write_queue_bytes = 64ull << 20;    // per connection: in service + unwritten
                                                    // replies; above it reading pauses
   // Set: connections may authenticate (AuthHello/AuthProve are answered here, never reach
-  // the handler). auth_required: any other request before that is answered
-  // PermissionDenied and the connection closed.
+  // the handler). auth_required: any other frame before that is answered PermissionDenied
+  // and the connection closed (its payload unread), and the exchange must succeed within
+  // auth_timeout of the accept (0 = no deadline).
   std::shared_ptr<const AuthKey> auth_key = nullptr;
   bool auth_required = false;
+  std::chrono::milliseconds auth_timeout{5000};
   // Set: every connection is TLS (common/net/tls.h); the context must hold a certificate.
   // The handshake must complete within read_timeout.
   std::shared_ptr<TlsContext> tls = nullptr;
   // Called once per answered request, on the thread that answers it (io thread or shard
   // lane): must be cheap and thread-safe. Null: nothing.
   std::function<void(const ReplyInfo&)> on_reply = nullptr;
+  // Called once when the server closes a connection (the peer left, a timeout, a bad frame,
+  // Stop()), with its Request::connection_id, on its io thread, never after Stop() returned
+  // and the IoThreads stopped: must be cheap and thread-safe (a handler forgets what the
+  // connection left, e.g. its metric reports). Requests of the connection may still be in
+  // service. Null: nothing.
+  std::function<void(uint64_t connection_id)> on_connection_closed = nullptr;
   // Allocates each request's payload of `bytes` (> 0) bytes, 8-byte aligned, on an io
   // thread: must be thread-safe, and may return null to fall back to ordinary memory. For a
   // handler that wants payloads in memory of its own (a GPU heter-trainer's page-locked

@@ -7,7 +7,9 @@
 // host it dialled (the IP address or name in the endpoint list must be in the
 // certificate's subjectAltName). The frames of schemas/WIRE.md, the shared-secret
 // authentication included, then travel inside TLS unchanged. Plain and TLS peers do not
-// interoperate: a plain client of a TLS server fails its handshake with an error saying so.
+// interoperate: a TLS client of a plain server fails its handshake with an error saying so,
+// and a plain client of a TLS server gets an Unavailable ErrorReply saying that the server
+// requires TLS (RpcServer answers a peer whose first bytes are a fleetps frame, in plain).
 //
 // Thread-safety: a TlsContext is immutable after Load and may be shared by every server
 // and client of a process.

@@ -94,6 +94,7 @@ Status App::Start() {
   }
   rpc_options.tls = tls_;
   rpc_options.on_reply = [m = metrics_.get()](const net::ReplyInfo& reply) { m->OnReply(reply); };
+  rpc_options.on_connection_closed = [svc = service_.get()](uint64_t id) { svc->ConnectionClosed(id); };
   rpc_ = std::make_unique<net::RpcServer>(
       *io_, rpc_options, [svc = service_.get()](net::Request req, net::Responder resp) {
         svc->Handle(std::move(req), std::move(resp));

@@ -178,13 +178,29 @@ size_t BarrierManager::waiting() const {
 
 uint64_t MetricBoard::Bytes(const Board& b) {
   uint64_t n = 0;
-  for (const auto& [id, v] : b.latest) n += v.size() * sizeof(double);
+  for (const auto& [id, l] : b.latest) n += l.values.size() * sizeof(double);
   return n;
+}
+
+void MetricBoard::Forget(uint64_t owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto board = boards_.begin(); board != boards_.end();) {
+    auto& latest = board->second.latest;
+    for (auto it = latest.begin(); it != latest.end();) {
+      if (it->second.owner != owner) {
+        ++it;
+        continue;
+      }
+      bytes_ -= it->second.values.size() * sizeof(double);
+      it = latest.erase(it);
+    }
+    board = latest.empty() ? boards_.erase(board) : std::next(board);
+  }
 }
 
 StatusOr<std::pair<std::vector<double>, uint32_t>> MetricBoard::Report(const std::string& name,
                                                                       uint32_t trainer_id,
-                                                                      std::vector<double> values) {
+                                                                      std::vector<double> values, uint64_t owner) {
   const uint64_t new_bytes = values.size() * sizeof(double);
   if (new_bytes > kMaxBytes / 4) {
     return Status::InvalidArgument("metric '" + name + "': " + std::to_string(values.size()) +
@@ -193,11 +209,11 @@ StatusOr<std::pair<std::vector<double>, uint32_t>> MetricBoard::Report(const std
   std::lock_guard<std::mutex> lock(mu_);
   auto found = boards_.find(name);
   if (found != boards_.end()) {
-    for (const auto& [id, v] : found->second.latest) {
-      if (id != trainer_id && v.size() != values.size()) {
+    for (const auto& [id, l] : found->second.latest) {
+      if (id != trainer_id && l.values.size() != values.size()) {
         return Status::InvalidArgument("metric '" + name + "': trainer " + std::to_string(trainer_id) +
                                        " reported " + std::to_string(values.size()) + " values, trainer " +
-                                       std::to_string(id) + " reported " + std::to_string(v.size()));
+                                       std::to_string(id) + " reported " + std::to_string(l.values.size()));
       }
     }
   }
@@ -217,11 +233,12 @@ StatusOr<std::pair<std::vector<double>, uint32_t>> MetricBoard::Report(const std
   Board& board = boards_[name];
   board.last_report = ++tick_;
   auto& slot = board.latest[trainer_id];
-  bytes_ = bytes_ - slot.size() * sizeof(double) + new_bytes;
-  slot = std::move(values);
-  std::vector<double> sum(slot.size(), 0.0);
-  for (const auto& [id, v] : board.latest) {
-    for (size_t i = 0; i < sum.size(); ++i) sum[i] += v[i];
+  bytes_ = bytes_ - slot.values.size() * sizeof(double) + new_bytes;
+  slot.values = std::move(values);
+  slot.owner = owner;
+  std::vector<double> sum(slot.values.size(), 0.0);
+  for (const auto& [id, l] : board.latest) {
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += l.values[i];
   }
   return std::make_pair(std::move(sum), static_cast<uint32_t>(board.latest.size()));
 }

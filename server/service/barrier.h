@@ -74,21 +74,29 @@ class BarrierManager {
 
 // MetricBoard: the latest metric vector of each trainer under a name, summed on demand
 // (MetricReport). Bounded: at most kMaxNames names (the least recently reported one is
-// forgotten first) and kMaxBytes of values in total. Thread-safe.
+// forgotten first) and kMaxBytes of values in total; a report is held only while the
+// connection it came on is open (Forget), so a peer that leaves takes its reports along.
+// Thread-safe.
 class MetricBoard {
  public:
   static constexpr size_t kMaxNames = 1024;
   static constexpr uint64_t kMaxBytes = 64ull << 20;
-  // Stores `values` as trainer_id's latest under `name`; returns the element-wise sum of the
-  // latest values of every trainer under `name` and how many there are. InvalidArgument
-  // when the length differs from the other trainers'.
+  // Stores `values` as trainer_id's latest under `name`, reported on connection `owner`;
+  // returns the element-wise sum of the latest values of every trainer under `name` and
+  // how many there are. InvalidArgument when the length differs from the other trainers'.
   StatusOr<std::pair<std::vector<double>, uint32_t>> Report(const std::string& name, uint32_t trainer_id,
-                                                            std::vector<double> values);
+                                                            std::vector<double> values, uint64_t owner);
+  // Drops every report whose latest came on connection `owner` (it closed).
+  void Forget(uint64_t owner);
 
  private:
+  struct Latest {
+    std::vector<double> values;
+    uint64_t owner = 0;  // the connection it came on
+  };
   struct Board {
-    std::map<uint32_t, std::vector<double>> latest;  // trainer id -> values
-    uint64_t last_report = 0;                        // tick of the latest report
+    std::map<uint32_t, Latest> latest;  // trainer id -> its latest report
+    uint64_t last_report = 0;           // tick of the latest report
   };
   static uint64_t Bytes(const Board& b);
 

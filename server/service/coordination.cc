@@ -23,7 +23,8 @@ void PsService::MetricReport(const net::Request& req, const net::Responder& resp
   if (msg == nullptr || !Aligned(msg->values(), "values", req, responder)) return;
   std::vector<double> values;
   if (msg->values() != nullptr) values.assign(msg->values()->begin(), msg->values()->end());
-  auto result = metrics_.Report(msg->name() ? msg->name()->str() : std::string(), msg->trainer_id(), std::move(values));
+  auto result = metrics_.Report(msg->name() ? msg->name()->str() : std::string(), msg->trainer_id(), std::move(values),
+                                req.connection_id);
   if (!result.ok()) return responder.SendError(result.status());
   flatbuffers::FlatBufferBuilder fbb(64 + result->first.size() * 8);
   auto sum = fbb.CreateVector(result->first);

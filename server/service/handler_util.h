@@ -30,6 +30,20 @@ const T* Verified(const net::Request& req, const net::Responder& responder) {
   return flatbuffers::GetRoot<T>(req.data());
 }
 
+// Whenever the server holds a shared secret, a request that changes the job's state (the
+// list is in PsService::Handle, server/service/ps_service.cc) needs a peer that proved it
+// holds it, whatever server.auth says about the data path. False (after answering
+// PermissionDenied, naming the request and the fix) when the peer did not.
+inline bool Authorized(const net::Request& req, const net::Responder& responder) {
+  if (!req.auth_configured || req.authenticated) return true;
+  responder.SendError(Status::PermissionDenied(
+      net::MessageTypeName(req.type) + " from " + responder.peer() +
+      " changes the job's state, which needs an authenticated peer on a server with a shared secret: set "
+      "FLEETPS_AUTH_SECRET_FILE (or server.auth_secret_file in the YAML it reads) on the client to the cluster's "
+      "secret file"));
+  return false;
+}
+
 // False (after answering InvalidArgument) when the 8-byte elements of `v` are misaligned in
 // the payload (common/flatbuffer_align.h): only a hand-crafted buffer does that.
 template <typename T>

@@ -53,16 +53,25 @@ size_t PsService::DenseLane(uint32_t table_id) const { return static_cast<size_t
 void PsService::Handle(net::Request request, net::Responder responder) {
   requests_.fetch_add(1, std::memory_order_relaxed);
   const auto type = static_cast<MessageType>(request.type);
+  // With a shared secret configured, only peers that proved they hold it may change the
+  // job's state, whatever server.auth says about the data path: the admin operations,
+  // barriers, parameter writes that bypass the optimizer (PushDenseParam, WriteRows), and
+  // heartbeats (checked in AnswerHeartbeat, shared with the heter-trainers). Pulls, gradient
+  // pushes, PullRows, metric reports, the shuffle mail, Ping and TableStats stay open to
+  // the peers the RPC layer admits.
   const bool admin = type == MessageType::Stop || type == MessageType::Save || type == MessageType::Load ||
                      type == MessageType::Shrink;
-  // With a shared secret configured, only peers that proved they hold it may run admin
-  // operations (whatever server.auth says about the data path).
-  if (admin && !options_.auth_secret_file.empty() && !request.authenticated) {
+  const bool job_state = admin || type == MessageType::Barrier || type == MessageType::PushDenseParam ||
+                         type == MessageType::WriteRows;
+  if (job_state && request.auth_configured && !request.authenticated) {
     spdlog::warn("{}: refused {} from unauthenticated peer {}", Where(), net::MessageTypeName(request.type),
                  responder.peer());
-    return responder.SendError(Status::PermissionDenied(
-        net::MessageTypeName(request.type) + " is an admin operation: the client must authenticate with the "
-        "cluster's shared secret (FLEETPS_AUTH_SECRET_FILE)"));
+    if (admin) {
+      return responder.SendError(Status::PermissionDenied(
+          net::MessageTypeName(request.type) + " is an admin operation: the client must authenticate with the "
+          "cluster's shared secret (FLEETPS_AUTH_SECRET_FILE)"));
+    }
+    return (void)Authorized(request, responder);
   }
   switch (type) {
     case MessageType::PullSparse: return PullSparse(request, responder);

@@ -75,6 +75,9 @@ class PsService {
             std::function<void(const std::string& reason)> on_stop);
 
   void Handle(net::Request request, net::Responder responder);
+  // A connection closed (RpcServerOptions::on_connection_closed): what it left is dropped
+  // (its metric reports). Thread-safe.
+  void ConnectionClosed(uint64_t connection_id) { metrics_.Forget(connection_id); }
   BarrierManager& barriers() { return barriers_; }
   TrainerRegistry& trainers() { return trainers_; }
   // Save / load / shrink over this server's tables (also used by the App at start-up).

@@ -121,6 +121,7 @@ std::optional<std::string> StopWait::Over(const TrainerRegistry::Sweep& sweep, C
 }
 
 void AnswerHeartbeat(TrainerRegistry& registry, const net::Request& req, const net::Responder& responder) {
+  if (!Authorized(req, responder)) return;  // "finished" from anyone would end the job
   const auto* msg = Verified<wire::HeartbeatRequest>(req, responder);
   if (msg == nullptr) return;
   auto gone = registry.Heartbeat(msg->trainer_id(), msg->trainers(), msg->finished(), msg->failed(),

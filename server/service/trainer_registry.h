@@ -99,7 +99,8 @@ class StopWait {
 };
 
 // Answers a Heartbeat request (schemas/ps.fbs) from `registry`: the pservers' and the
-// heter-trainers' handler.
+// heter-trainers' handler. With a shared secret configured, only from an authenticated
+// peer (Authorized, server/service/handler_util.h).
 void AnswerHeartbeat(TrainerRegistry& registry, const net::Request& req, const net::Responder& responder);
 
 }  // namespace fleetps::server

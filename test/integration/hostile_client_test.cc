@@ -419,9 +419,10 @@ TEST_CASE("After SIGTERM a connection that stays open gets Unavailable; the serv
   waiter->Close();
 }
 
-// With a shared secret configured, the admin operations (Stop, Save, Load, Shrink) need a
-// peer that proved it holds it, even where the data path is open (loopback, auth: auto);
-// a member's Save and Load stay confined to the checkpoint root.
+// With a shared secret configured, the admin operations (Stop, Save, Load, Shrink) and every
+// other request that changes the job's state (Heartbeat, Barrier, PushDenseParam,
+// WriteRows) need a peer that proved it holds it, even where the data path is open
+// (loopback, auth: auto); a member's Save and Load stay confined to the checkpoint root.
 TEST_CASE("Admin operations need the shared secret, and their paths stay inside the checkpoint root") {
   const std::string dir = testing::MakeTempDir("hostile_admin");
   const uint16_t port = testing::FreePorts(1)[0];
@@ -481,6 +482,44 @@ TEST_CASE("Admin operations need the shared secret, and their paths stay inside 
   }
   REQUIRE(process.running());
   CHECK_FALSE(std::filesystem::exists(dir + "/root/ckpt"));
+  // So do the other requests that change the job's state: a heartbeat saying "trainer 0 of
+  // 1 finished" would make the pserver exit, a barrier would complete in a trainer's
+  // place, parameter writes would overwrite weights.
+  auto heartbeat = [](bool finished) {
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreateHeartbeatRequest(fbb, 0, 1, finished));
+    return fbb.Release();
+  };
+  std::vector<std::pair<MessageType, flatbuffers::DetachedBuffer>> job_state;
+  job_state.emplace_back(MessageType::Heartbeat, heartbeat(true));
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString("start"), 0, 1, 1000));
+    job_state.emplace_back(MessageType::Barrier, fbb.Release());
+  }
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    std::vector<float> values(4, 9.0f);
+    fbb.Finish(wire::CreatePushDenseParamRequest(fbb, 0, 0, fbb.CreateVector(values)));
+    job_state.emplace_back(MessageType::PushDenseParam, fbb.Release());
+  }
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    std::vector<uint64_t> keys = {1};
+    std::vector<float> row(4, 9.0f);
+    fbb.Finish(wire::CreateWriteRowsRequest(fbb, 0, fbb.CreateVector(keys), fbb.CreateVector(row),
+                                            fbb.CreateVector(row)));
+    job_state.emplace_back(MessageType::WriteRows, fbb.Release());
+  }
+  for (auto& [t, payload] : job_state) {
+    INFO(net::MessageTypeName(type(t)));
+    auto r = anonymous->CallSync(type(t), std::move(payload));
+    CHECK(r.status().code() == StatusCode::kPermissionDenied);
+    CHECK_THAT(r.status().message(), Catch::Contains(net::MessageTypeName(type(t)) + " from") &&
+                                         Catch::Contains("FLEETPS_AUTH_SECRET_FILE"));
+  }
+  std::this_thread::sleep_for(1500ms);  // the pserver's trainer sweep runs every 500 ms
+  REQUIRE(process.running());
   // The data path stays open on loopback (auth: auto): an anonymous Ping is answered.
   flatbuffers::FlatBufferBuilder ping;
   ping.Finish(wire::CreatePingRequest(ping));
@@ -490,6 +529,7 @@ TEST_CASE("Admin operations need the shared secret, and their paths stay inside 
   auto key = net::AuthKey::Load(secret);
   REQUIRE(key.ok());
   auto member = connect(*key);
+  CHECK(member->CallSync(type(MessageType::Heartbeat), heartbeat(false)).ok());
   CHECK(member->CallSync(type(MessageType::Save), save("ckpt")).ok());
   CHECK(std::filesystem::exists(dir + "/root/ckpt/v1.tmp"));  // phase 1 of a save
   for (const std::string& bad : {dir + "/outside", std::string("../outside"), dir + "/root/ckpt/../../outside",

@@ -427,11 +427,13 @@ TEST_CASE("A server that stays down: Unavailable at the deadline, naming the ser
   IoThreads io(1);
   RpcClientOptions o = Fast();
   o.request_timeout = milliseconds(300);
-  std::unique_ptr<RpcClient> client;
+  std::unique_ptr<RpcClient> client, closing;
   {
     ScriptedServer s([](ScriptedServer&, const Request& req, const Responder& r) { Answer(req, r); });
     client = std::make_unique<RpcClient>(io, Endpoint{"127.0.0.1", s.port()}, o, "pserver 0 (test)");
     REQUIRE(client->Connect().ok());
+    closing = std::make_unique<RpcClient>(io, Endpoint{"127.0.0.1", s.port()}, Fast());
+    REQUIRE(closing->Connect().ok());
   }
   const auto start = Clock::now();
   auto r = client->CallSync(kPull, PullRequest());
@@ -440,11 +442,36 @@ TEST_CASE("A server that stays down: Unavailable at the deadline, naming the ser
   CHECK_THAT(r.status().message(), Catch::Contains("refused"));
   CHECK(Since(start) >= milliseconds(300));
   CHECK(Since(start) < milliseconds(1000));
-  // Close() ends a reconnection loop and fails what waits at once.
-  auto waiting = CallAsync(*client, kPull, PullRequest());
+  // Close() ends a reconnection loop and fails what waits at once (a client whose calls
+  // still wait: its deadline is 3 s).
+  auto waiting = CallAsync(*closing, kPull, PullRequest());
   std::this_thread::sleep_for(milliseconds(30));
-  client->Close();
+  closing->Close();
   CHECK(waiting.get().status().code() == StatusCode::kAborted);
+}
+
+TEST_CASE("A server unreachable for a whole deadline fails the next call at once, not a deadline later") {
+  // A trainer lets an Unavailable push pass (a push lost with its pserver) and notices a gone
+  // pserver at its next pull: that pull must not wait a second deadline.
+  IoThreads io(1);
+  RpcClientOptions o = Fast();
+  o.request_timeout = milliseconds(1500);
+  std::unique_ptr<RpcClient> client;
+  {
+    ScriptedServer s([](ScriptedServer&, const Request& req, const Responder& r) { Answer(req, r); });
+    client = std::make_unique<RpcClient>(io, Endpoint{"127.0.0.1", s.port()}, o, "pserver 0 (test)");
+    REQUIRE(client->Connect().ok());
+  }
+  auto push = client->CallSync(kPush, PushRequest());
+  REQUIRE(push.status().IsUnavailable());  // not sent within its deadline
+  const auto start = Clock::now();
+  auto pull = client->CallSync(kPull, PullRequest());
+  const auto took = Since(start);
+  REQUIRE(pull.status().IsUnavailable());
+  CHECK_THAT(pull.status().message(), Catch::Contains("PullSparse to pserver 0 (test)") &&
+                                          Catch::Contains("has been unreachable for") &&
+                                          Catch::Contains("refused"));
+  CHECK(took < o.request_timeout);  // the next failed attempt, not its own deadline
 }
 
 TEST_CASE("A server that closes every connection unanswered is redialled with back-off, not in a loop") {

@@ -2,6 +2,7 @@
 // bytes over the in-flight budget, a peer that never reads its replies, idle and
 // half-sent frames, too many connections, requests after StopAccepting. Every peer is a
 // raw loopback socket, so nothing in the client library hides what the server does.
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <catch2/catch.hpp>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "common/net/frame.h"
+#include "common/net/rpc_client.h"
 #include "common/net/rpc_server.h"
 #include "schemas/ps_generated.h"
 
@@ -67,6 +69,17 @@ struct FramePeer {
       f.error = ParseErrorReply(f.payload.data(), f.payload.size(), "server");
     }
     return f;
+  }
+  // Read() that gives up after `timeout` (the server may never answer).
+  StatusOr<Frame> ReadWithin(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      boost::system::error_code ec;
+      if (socket.available(ec) >= kFrameHeaderSize) return Read();
+      if (ec) return Status::Unavailable("closed: " + ec.message());
+      std::this_thread::sleep_for(5ms);
+    }
+    return Status::TimedOut("no answer within " + std::to_string(timeout.count()) + " ms");
   }
   // True when the server closes the connection within `timeout`.
   bool ClosedWithin(std::chrono::milliseconds timeout) {
@@ -361,6 +374,199 @@ TEST_CASE("After StopAccepting, open connections get Unavailable for new request
   CHECK(srv.server.Drain(1000ms));
   std::lock_guard<std::mutex> lock(mu);
   held.clear();
+}
+
+// Point 3 of "Hardening, round 2": where peers must authenticate, what an unauthenticated
+// peer may make the server hold is bounded by the handshake, not by max_payload.
+RpcServerOptions AuthRequired(std::shared_ptr<const AuthKey> key) {
+  RpcServerOptions o = Limits();
+  o.auth_key = std::move(key);
+  o.auth_required = true;
+  o.max_inflight_bytes = 16u << 20;  // two announced 8 MiB frames would fill it
+  return o;
+}
+
+void AnswerPing(Request, Responder resp) { resp.Send(ReplyType(MessageType::Ping), PingReply(0)); }
+
+TEST_CASE("Before authenticating, only handshake frames are accepted: others are refused from their header") {
+  auto key = std::make_shared<const AuthKey>("limits test secret, long enough");
+  TestServer srv(AuthRequired(key), AnswerPing);
+  std::vector<std::unique_ptr<FramePeer>> peers;
+  for (int i = 0; i < 4; ++i) {  // 4 x 8 MiB announced, payloads never sent
+    peers.push_back(std::make_unique<FramePeer>(srv.port()));
+    uint8_t header[kFrameHeaderSize];
+    EncodeFrameHeader(static_cast<uint16_t>(MessageType::PushSparse), 9, 8u << 20, header);
+    asio::write(peers.back()->socket, asio::buffer(header));
+  }
+  for (auto& p : peers) {
+    auto f = p->ReadWithin(3000ms);
+    INFO(f.status().ToString());
+    REQUIRE(f.ok());  // answered at once, not after a payload that never comes
+    CHECK(f->id == 9);
+    CHECK(f->error.code() == StatusCode::kPermissionDenied);
+    CHECK_THAT(f->error.message(), Catch::Contains("PushSparse before authenticating") &&
+                                       Catch::Contains("FLEETPS_AUTH_SECRET_FILE"));
+    CHECK(p->ClosedWithin(2000ms));
+  }
+  CHECK(WaitFor([&] { return srv.server.in_flight_bytes() == 0; }));
+  // A handshake frame that announces more than a handshake holds is refused the same way.
+  FramePeer big(srv.port());
+  uint8_t header[kFrameHeaderSize];
+  EncodeFrameHeader(static_cast<uint16_t>(MessageType::AuthHello), 3, kMaxHandshakePayload + 1, header);
+  asio::write(big.socket, asio::buffer(header));
+  auto f = big.ReadWithin(3000ms);
+  REQUIRE(f.ok());
+  CHECK(f->error.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(f->error.message(), Catch::Contains("handshake frames hold at most 1024"));
+  CHECK(big.ClosedWithin(2000ms));
+  // A client with the secret is served.
+  IoThreads io(1);
+  RpcClientOptions co;
+  co.auth_key = key;
+  co.request_timeout = 3000ms;
+  RpcClient client(io, Endpoint{"127.0.0.1", srv.port()}, co);
+  REQUIRE(client.Connect().ok());
+  flatbuffers::FlatBufferBuilder fbb(64);
+  fbb.Finish(wire::CreatePingRequest(fbb));
+  CHECK(client.CallSync(static_cast<uint16_t>(MessageType::Ping), fbb.Release()).ok());
+  client.Close();
+}
+
+TEST_CASE("A peer that must authenticate and does not within auth_timeout is closed; one that did stays") {
+  auto key = std::make_shared<const AuthKey>("limits test secret, long enough");
+  RpcServerOptions o = AuthRequired(key);
+  o.auth_timeout = 300ms;  // idle_timeout stays 600 s
+  TestServer srv(o, AnswerPing);
+  FramePeer silent(srv.port());
+  CHECK(silent.ClosedWithin(3000ms));
+  FramePeer hello_only(srv.port());  // starts the exchange, never proves
+  flatbuffers::FlatBufferBuilder fbb(128);
+  const std::string nonce = RandomNonce();
+  fbb.Finish(wire::CreateAuthHelloRequest(
+      fbb, fbb.CreateVector(reinterpret_cast<const uint8_t*>(nonce.data()), nonce.size())));
+  hello_only.Send(static_cast<uint16_t>(MessageType::AuthHello), 1,
+                  std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()));
+  auto hello = hello_only.ReadWithin(3000ms);
+  REQUIRE(hello.ok());
+  CHECK(hello->type == ReplyType(MessageType::AuthHello));
+  CHECK(hello_only.ClosedWithin(3000ms));
+  // An authenticated connection outlives auth_timeout.
+  IoThreads io(1);
+  RpcClientOptions co;
+  co.auth_key = key;
+  RpcClient client(io, Endpoint{"127.0.0.1", srv.port()}, co);
+  REQUIRE(client.Connect().ok());
+  std::this_thread::sleep_for(600ms);
+  flatbuffers::FlatBufferBuilder ping(64);
+  ping.Finish(wire::CreatePingRequest(ping));
+  CHECK(client.CallSync(static_cast<uint16_t>(MessageType::Ping), ping.Release()).ok());
+  CHECK(client.counters().reconnects == 0);
+  client.Close();
+}
+
+TEST_CASE("With a secret but auth not required, unauthenticated peers keep the data path; handshakes stay small") {
+  RpcServerOptions o = Limits();
+  o.auth_key = std::make_shared<const AuthKey>("limits test secret, long enough");
+  std::atomic<bool> configured{false}, authenticated{true};
+  TestServer srv(o, [&](Request req, Responder resp) {
+    configured = req.auth_configured;
+    authenticated = req.authenticated;
+    resp.Send(ReplyType(MessageType::Ping), PingReply(0));
+  });
+  FramePeer peer(srv.port());
+  peer.SendPing(4, 100000);  // a data-path frame far above the handshake bound
+  auto f = peer.ReadWithin(3000ms);
+  REQUIRE(f.ok());
+  CHECK(f->id == 4);
+  CHECK(f->error.ok());
+  CHECK(configured);  // the handler can tell that this peer could have authenticated
+  CHECK_FALSE(authenticated);
+  uint8_t header[kFrameHeaderSize];
+  EncodeFrameHeader(static_cast<uint16_t>(MessageType::AuthProve), 5, 4u << 20, header);
+  asio::write(peer.socket, asio::buffer(header));
+  auto refused = peer.ReadWithin(3000ms);
+  REQUIRE(refused.ok());
+  CHECK(refused->error.code() == StatusCode::kInvalidArgument);
+  CHECK(peer.ClosedWithin(2000ms));
+}
+
+TEST_CASE("Anonymous frames filling the in-flight budget do not keep a client from authenticating") {
+  RpcServerOptions o = Limits();
+  o.auth_key = std::make_shared<const AuthKey>("limits test secret, long enough");
+  o.max_inflight_bytes = 1u << 20;
+  TestServer srv(o, AnswerPing);
+  FramePeer hog(srv.port());  // announces the whole budget and never sends it
+  uint8_t header[kFrameHeaderSize];
+  EncodeFrameHeader(static_cast<uint16_t>(MessageType::Ping), 1, 1u << 20, header);
+  asio::write(hog.socket, asio::buffer(header));
+  REQUIRE(WaitFor([&] { return srv.server.in_flight_bytes() >= (1u << 20); }));
+  IoThreads io(1);
+  RpcClientOptions co;
+  co.auth_key = o.auth_key;
+  co.connect_timeout = 3000ms;
+  RpcClient client(io, Endpoint{"127.0.0.1", srv.port()}, co);
+  const Status st = client.Connect();
+  INFO(st.ToString());
+  CHECK(st.ok());  // its AuthHello and AuthProve are not answered Busy
+  client.Close();
+}
+
+TEST_CASE("A frame header that stops half-way is bounded by read_timeout, not idle_timeout") {
+  RpcServerOptions o = Limits();
+  o.read_timeout = 300ms;  // idle_timeout stays 600 s
+  TestServer srv(o, AnswerPing);
+  FramePeer half(srv.port());
+  uint8_t header[kFrameHeaderSize];
+  EncodeFrameHeader(static_cast<uint16_t>(MessageType::Ping), 1, 16, header);
+  asio::write(half.socket, asio::buffer(header, 10));
+  CHECK(half.ClosedWithin(3000ms));
+  // A header that arrives in pieces within read_timeout is served.
+  FramePeer slow(srv.port());
+  flatbuffers::FlatBufferBuilder fbb(64);
+  fbb.Finish(wire::CreatePingRequest(fbb));
+  EncodeFrameHeader(static_cast<uint16_t>(MessageType::Ping), 2, fbb.GetSize(), header);
+  asio::write(slow.socket, asio::buffer(header, 5));
+  std::this_thread::sleep_for(50ms);
+  asio::write(slow.socket, asio::buffer(header + 5, kFrameHeaderSize - 5));
+  asio::write(slow.socket, asio::buffer(fbb.GetBufferPointer(), fbb.GetSize()));
+  auto f = slow.ReadWithin(3000ms);
+  REQUIRE(f.ok());
+  CHECK(f->id == 2);
+  CHECK(f->error.ok());
+}
+
+TEST_CASE("on_connection_closed is called once per connection, with the id its requests carried") {
+  RpcServerOptions o = Limits();
+  std::mutex mu;
+  std::vector<uint64_t> closed, seen;
+  o.on_connection_closed = [&](uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu);
+    closed.push_back(id);
+  };
+  TestServer srv(o, [&](Request req, Responder resp) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.push_back(req.connection_id);
+    }
+    resp.Send(ReplyType(MessageType::Ping), PingReply(0));
+  });
+  {
+    FramePeer a(srv.port()), b(srv.port());
+    a.SendPing(1);
+    b.SendPing(2);
+    REQUIRE(a.Read().ok());
+    REQUIRE(b.Read().ok());
+  }
+  REQUIRE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return closed.size() == 2;
+  }));
+  std::lock_guard<std::mutex> lock(mu);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0] != seen[1]);
+  std::sort(seen.begin(), seen.end());
+  std::sort(closed.begin(), closed.end());
+  CHECK(seen == closed);
 }
 
 }  // namespace

@@ -134,18 +134,32 @@ TEST_CASE("Plain and TLS peers do not talk to each other") {
     CHECK(st.IsUnavailable());
     CHECK_THAT(st.message(), Catch::Contains("TLS handshake failed"));
   }
-  SECTION("a plain client of a TLS server gets no answer, and the server stays up for TLS clients") {
+  SECTION("a plain client of a TLS server is told that it requires TLS; the server stays up for TLS clients") {
     PingServer ps(Load(certs.Server(certs.good)));
     REQUIRE(ps.server.Start().ok());
     RpcClient plain(io, Endpoint{"127.0.0.1", ps.server.port()}, ClientOptions(nullptr));
     REQUIRE(plain.Connect().ok());  // TCP only: the client does not speak first without auth
-    CHECK_FALSE(CallPing(plain, 7).ok());
+    const Status refused = CallPing(plain, 7).status();
+    CHECK(refused.IsUnavailable());
+    CHECK_THAT(refused.message(), Catch::Contains("Ping to server 127.0.0.1") &&
+                                      Catch::Contains("requires TLS") && Catch::Contains("FLEETPS_TLS_CA_FILE"));
     plain.Close();
     RpcClient tls(io, Endpoint{"127.0.0.1", ps.server.port()}, ClientOptions(Load(certs.Client(certs.good))));
     REQUIRE(tls.Connect().ok());
     auto answer = CallPing(tls, 8);
     REQUIRE(answer.ok());
     CHECK(*answer == 8);
+  }
+  SECTION("a plain client with the secret fails to connect, told that the server requires TLS") {
+    auto key = std::make_shared<const AuthKey>("a tls test secret of some length");
+    PingServer ps(Load(certs.Server(certs.good)), key);
+    REQUIRE(ps.server.Start().ok());
+    auto options = ClientOptions(nullptr);
+    options.auth_key = key;
+    RpcClient plain(io, Endpoint{"127.0.0.1", ps.server.port()}, options);
+    const Status st = plain.Connect();  // its AuthHello is the frame the server answers
+    CHECK(st.IsUnavailable());
+    CHECK_THAT(st.message(), Catch::Contains("requires TLS"));
   }
 }
 

@@ -125,6 +125,35 @@ TEST_CASE("Metric reports sum every trainer's latest values without waiting") {
   CHECK(s.client->ReportMetric("other", 0, bad)->sum == bad);  // names are independent
 }
 
+TEST_CASE("A connection's metric reports are dropped when it closes") {
+  // A peer that sends large reports and leaves must not leave them held by the server.
+  Server s;
+  std::vector<double> big(100000, 1.0), small = {5};
+  {
+    trainer::PsClientOptions co;
+    co.servers = {{"127.0.0.1", s.app.port()}};
+    co.io_threads = 1;
+    auto leaving = PsClient::Connect(co);
+    REQUIRE(leaving.ok());
+    REQUIRE((*leaving)->ReportMetric("big", 7, big).ok());
+    REQUIRE((*leaving)->ReportMetric("auc", 7, small).ok());
+  }  // its connection closes
+  std::vector<double> mine = {1};
+  StatusOr<PsClient::MetricSum> r = Status::Internal("not run");
+  for (int i = 0; i < 500; ++i) {  // the close reaches the server asynchronously
+    r = s.client->ReportMetric("auc", 0, mine);
+    REQUIRE(r.ok());
+    if (r->reporters == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(r->reporters == 1);  // trainer 7's report left with its connection
+  CHECK(r->sum == mine);
+  // "big" is gone entirely: a new report of another length is not refused for differing.
+  auto again = s.client->ReportMetric("big", 0, small);
+  REQUIRE(again.ok());
+  CHECK(again->sum == small);
+}
+
 TEST_CASE("Barrier errors: timeout, duplicate trainer, bad id") {
   Server s;
   auto r = s.client->Barrier("lonely", 0, 2, std::chrono::milliseconds(100));
