@@ -301,6 +301,14 @@ void HeterApp::Shutdown() {
     if (!rpc_->Drain(std::chrono::milliseconds(options_.server.drain_timeout_ms))) {
       spdlog::warn("heter-trainer {}: {} requests still in flight; closing anyway", options_.server.index,
                    rpc_->in_flight());
+      // Their lanes may wait for room in the dense communicator behind a push to a pserver
+      // that is gone: closing the pserver connections ends that push (lost, as the dense
+      // gradients not yet pushed are), so the lanes and the final push end now.
+      if (client_ && !allreduce_) {
+        spdlog::warn("heter-trainer {}: closing the pserver connections: the dense gradients not yet pushed are lost",
+                     options_.server.index);
+        client_->Close();
+      }
     }
   }
   if (service_) service_->Stop();

@@ -359,7 +359,8 @@ TEST_CASE("SIGTERM to a heter-trainer with a pserver gone: it stops within the d
   INFO(job.Log("heter"));
   CHECK(rc == 0);
   CHECK(took < 15s);
-  CHECK_THAT(job.Log("heter"), Catch::Contains("the final dense push did not finish within 3000 ms"));
+  CHECK_THAT(job.Log("heter"), Catch::Contains("the final dense push did not finish within 3000 ms") ||
+                                   Catch::Contains("closing the pserver connections: the dense gradients not yet pushed"));
   // Its cpu-trainers went on training: they were given 2 s to say they are stopping too.
   CHECK_THAT(job.Log("heter"), Catch::Contains("SIGTERM: trainer(s) 0, 1 still training"));
 }
