@@ -14,17 +14,21 @@ namespace fleetps::net {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-namespace {
-
-constexpr size_t kMaxRequestHeader = 8192;
-
 // What the sessions of one endpoint share with it; outlives every session (each holds it).
-struct Shared {
-  Shared(HttpEndpointOptions o, HttpHandler h) : options(std::move(o)), handler(std::move(h)) {}
+// Outside the anonymous namespace: HttpEndpoint::Impl holds one (in a unity build a field of
+// an internal type would be -Wsubobject-linkage).
+struct HttpShared {
+  HttpShared(HttpEndpointOptions o, HttpHandler h) : options(std::move(o)), handler(std::move(h)) {}
   const HttpEndpointOptions options;
   const HttpHandler handler;
   std::atomic<uint32_t> open{0};  // sessions alive
 };
+
+namespace {
+
+using Shared = HttpShared;
+
+constexpr size_t kMaxRequestHeader = 8192;
 
 HttpResponse Text(int status, std::string body) { return {status, "text/plain; charset=utf-8", std::move(body)}; }
 
