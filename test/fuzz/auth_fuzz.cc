@@ -220,9 +220,15 @@ std::string Bytes32(std::string_view from) {
 
 // The client nonce of an AuthHello payload the server would accept; empty otherwise.
 std::string NonceOf(std::string_view payload) {
-  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
-  if (payload.empty() || !verifier.VerifyBuffer<wire::AuthHelloRequest>(nullptr)) return std::string();
-  const auto* nonce = flatbuffers::GetRoot<wire::AuthHelloRequest>(payload.data())->client_nonce();
+  // Read from an aligned copy, as the server reads a frame's payload (a fuzzed message sits
+  // anywhere in the input).
+  if (payload.empty()) return std::string();
+  std::vector<uint64_t> aligned((payload.size() + 7) / 8);
+  std::memcpy(aligned.data(), payload.data(), payload.size());
+  const auto* bytes = reinterpret_cast<const uint8_t*>(aligned.data());
+  flatbuffers::Verifier verifier(bytes, payload.size());
+  if (!verifier.VerifyBuffer<wire::AuthHelloRequest>(nullptr)) return std::string();
+  const auto* nonce = flatbuffers::GetRoot<wire::AuthHelloRequest>(bytes)->client_nonce();
   if (nonce == nullptr || nonce->size() != net::kAuthNonceBytes) return std::string();
   return std::string(reinterpret_cast<const char*>(nonce->data()), nonce->size());
 }
