@@ -61,16 +61,6 @@ std::string Yaml(uint16_t port) {
          "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n";
 }
 
-// Resident memory of a process, bytes (VmRSS).
-uint64_t Rss(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
 struct Server {
   std::string dir = testing::MakeTempDir("hostile");
   uint16_t port = testing::FreePorts(1)[0];
@@ -112,7 +102,7 @@ struct Server {
     REQUIRE(r.ok());
     c->Close();
   }
-  uint64_t rss() const { return Rss(process.pid()); }
+  uint64_t rss() const { return testing::ResidentBytes(process.pid()); }
   std::vector<float> Dense() {
     flatbuffers::FlatBufferBuilder fbb(64);
     fbb.Finish(wire::CreatePullDenseRequest(fbb, 1, 0, kDense));

@@ -61,16 +61,6 @@ uint64_t EnvOr(const char* name, uint64_t fallback) {
   return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
 }
 
-// Resident memory of a process, bytes (VmRSS); 0 once it has exited.
-uint64_t Rss(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
 // A blocking loopback TCP socket whose sends and receives give up after 500 ms.
 class RawSocket {
  public:
@@ -432,7 +422,7 @@ runner:
         {
           std::lock_guard lock(mu);
           for (auto& [name, child] : children_) {
-            out.peak_rss[name] = std::max(out.peak_rss[name], Rss(child->pid()));
+            out.peak_rss[name] = std::max(out.peak_rss[name], testing::ResidentBytes(child->pid()));
           }
         }
         std::this_thread::sleep_for(50ms);

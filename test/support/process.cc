@@ -22,6 +22,15 @@ extern char** environ;
 
 namespace fleetps::testing {
 
+uint64_t ResidentBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
 std::string BinaryDir() {
   const char* dir = std::getenv("FLEETPS_TEST_BINARY_DIR");
   return dir != nullptr && *dir != '\0' ? std::string(dir) : std::string(FLEETPS_BINARY_DIR);

@@ -27,6 +27,9 @@ std::string MakeRunTempDir(const std::string& prefix);
 void WriteFile(const std::string& path, const std::string& text);
 std::string ReadFile(const std::string& path);
 
+// Resident memory of a process, bytes (VmRSS of /proc/<pid>/status); 0 once it has exited.
+uint64_t ResidentBytes(pid_t pid);
+
 // Returns `n` distinct TCP ports that were free on 127.0.0.1 a moment ago.
 // A base port such that base + each of `offsets` is free, taken from below Linux's ephemeral
 // range (32768 up), so that no outgoing connection of a concurrent test can take one of them
