@@ -2,8 +2,7 @@
 // How long a listener waits before accepting again after accept failed (EMFILE, ENFILE,
 // ENOBUFS, ...): the pending connection stays in the backlog, so retrying at once would fail
 // the same way in a loop at full CPU. 10 ms after the first failure, doubling up to 1 s;
-// back to 0 after a success: the policy of the RPC server's accept loop (rpc_server.cc,
-// which still has its own copy of it), used by the HTTP endpoint (http_endpoint.cc).
+// back to 0 after a success. The RPC server's and the HTTP endpoint's accept loops.
 
 #include <algorithm>
 #include <chrono>

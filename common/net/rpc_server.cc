@@ -12,6 +12,7 @@
 #include <boost/asio.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/net/accept_backoff.h"
 #include "common/net/frame.h"
 #include "common/net/frame_queue.h"
 #include "common/net/stream.h"
@@ -624,8 +625,7 @@ void RpcServer::Impl::DoAccept() {
     if (ec) {
       if (ec == asio::error::operation_aborted) return;
       // EMFILE, ENFILE, ENOBUFS...: retrying at once would spin; back off up to 1 s.
-      self->accept_backoff = std::min(std::chrono::milliseconds(1000),
-                                      std::max(std::chrono::milliseconds(10), self->accept_backoff * 2));
+      self->accept_backoff = NextAcceptBackoff(self->accept_backoff);
       spdlog::warn("accept failed: {}; retrying in {} ms", ec.message(), self->accept_backoff.count());
       self->accept_backoff_timer.expires_after(self->accept_backoff);
       self->accept_backoff_timer.async_wait([self](boost::system::error_code wait_ec) {

@@ -20,49 +20,20 @@
 #include <vector>
 
 #include "common/net/accept_backoff.h"
+#include "test/support/http.h"
 
 namespace fleetps::net {
 namespace {
 
 using namespace std::chrono_literals;
 
-// A connected loopback socket (-1 on failure); reads give up after 10 s (a hung endpoint
-// fails the test instead of hanging it).
-int Connect(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+using testing::ConnectLoopback;
+using testing::HttpExchange;
+using testing::ReadUntilClosed;
 
-// Everything the peer sends until it closes (or 10 s pass without a byte).
-std::string ReadAll(int fd) {
-  std::string out;
-  char buf[65536];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
-  return out;
+std::string Get(uint16_t port, const std::string& path) {
+  return HttpExchange(port, "GET " + path + " HTTP/1.1\r\n\r\n");
 }
-
-// The answer to `request` on a fresh connection ("" when it could not connect).
-std::string Ask(uint16_t port, const std::string& request) {
-  const int fd = Connect(port);
-  if (fd < 0) return "";
-  std::string out;
-  if (::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) out = ReadAll(fd);
-  ::close(fd);
-  return out;
-}
-
-std::string Get(uint16_t port, const std::string& path) { return Ask(port, "GET " + path + " HTTP/1.1\r\n\r\n"); }
 
 // Polls `done` up to 10 s.
 template <typename F>
@@ -123,10 +94,10 @@ TEST_CASE("/healthz is answered while a /metrics handler is blocked") {
   CHECK(health.find("\r\n\r\nok\n") != std::string::npos);
   CHECK(scrape_still_blocked);
   CHECK(scrape.get().find("\r\n\r\nmetrics\n") != std::string::npos);
-  CHECK(Ask(http.port(), "HEAD /healthz HTTP/1.1\r\n\r\n").find("Content-Length: 3\r\nConnection: close\r\n\r\n") !=
-        std::string::npos);
-  CHECK(Ask(http.port(), "BREW /pot HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0) == 0);
-  CHECK(Ask(http.port(), "GET pot\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
+  const std::string head = HttpExchange(http.port(), "HEAD /healthz HTTP/1.1\r\n\r\n");
+  CHECK(head.find("Content-Length: 3\r\nConnection: close\r\n\r\n") != std::string::npos);
+  CHECK(HttpExchange(http.port(), "BREW /pot HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0) == 0);
+  CHECK(HttpExchange(http.port(), "GET pot\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
 }
 
 TEST_CASE("Connections past the cap are answered 503; a closed one makes room") {
@@ -134,8 +105,8 @@ TEST_CASE("Connections past the cap are answered 503; a closed one makes room") 
   o.max_connections = 2;
   HttpEndpoint http(o, [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; });
   REQUIRE(http.Start().ok());
-  const int idle1 = Connect(http.port());
-  const int idle2 = Connect(http.port());
+  const int idle1 = ConnectLoopback(http.port());
+  const int idle2 = ConnectLoopback(http.port());
   REQUIRE((idle1 >= 0 && idle2 >= 0));
   REQUIRE(Eventually([&] { return http.open_connections() == 2; }));
   const std::string refused = Get(http.port(), "/healthz");
@@ -156,12 +127,12 @@ TEST_CASE("A peer that sends no request, or reads no answer, is dropped at the d
   });
   REQUIRE(http.Start().ok());
 
-  const int silent = Connect(http.port());
+  const int silent = ConnectLoopback(http.port());
   REQUIRE(silent >= 0);
-  CHECK(ReadAll(silent).empty());  // closed by the endpoint, nothing answered
+  CHECK(ReadUntilClosed(silent).empty());  // closed by the endpoint, nothing answered
   ::close(silent);
 
-  const int slow = Connect(http.port());
+  const int slow = ConnectLoopback(http.port());
   REQUIRE(slow >= 0);
   const std::string request = "GET /big HTTP/1.1\r\n\r\n";
   REQUIRE(::write(slow, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
@@ -169,7 +140,7 @@ TEST_CASE("A peer that sends no request, or reads no answer, is dropped at the d
   // see no connection before the endpoint has accepted this one.)
   std::this_thread::sleep_for(3 * o.io_timeout);
   CHECK(Eventually([&] { return http.open_connections() == 0; }));
-  CHECK(ReadAll(slow).size() < big.size());
+  CHECK(ReadUntilClosed(slow).size() < big.size());
   ::close(slow);
   CHECK(Get(http.port(), "/ok").find("\r\n\r\nok\n") != std::string::npos);
 }
@@ -193,7 +164,7 @@ TEST_CASE("An accept that fails with EMFILE backs off, and the endpoint serves a
       if (filler.empty()) return 12;
       ::close(filler.back());  // one free descriptor: the client's; none for the accept
       filler.pop_back();
-      const int client = Connect(http.port());
+      const int client = ConnectLoopback(http.port());
       if (client < 0) return 13;
       if (!Eventually([&] { return http.accept_errors() >= 1; })) return 14;
       std::this_thread::sleep_for(300ms);  // spinning would fail thousands of times meanwhile
@@ -201,7 +172,7 @@ TEST_CASE("An accept that fails with EMFILE backs off, and the endpoint serves a
       for (int fd : filler) ::close(fd);
       const std::string request = "GET /healthz HTTP/1.1\r\n\r\n";
       if (::write(client, request.data(), request.size()) != static_cast<ssize_t>(request.size())) return 16;
-      if (ReadAll(client).rfind("HTTP/1.1 200 OK", 0) != 0) return 17;  // accepted after the back-off
+      if (ReadUntilClosed(client).rfind("HTTP/1.1 200 OK", 0) != 0) return 17;  // accepted after the back-off
       return 0;
     }();
     ::_exit(code);
