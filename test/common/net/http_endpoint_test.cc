@@ -27,9 +27,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-using testing::ConnectLoopback;
-using testing::HttpExchange;
-using testing::ReadUntilClosed;
+using fleetps::testing::ConnectLoopback;
+using fleetps::testing::HttpExchange;
+using fleetps::testing::ReadUntilClosed;
 
 std::string Get(uint16_t port, const std::string& path) {
   return HttpExchange(port, "GET " + path + " HTTP/1.1\r\n\r\n");
