@@ -462,6 +462,9 @@ TEST_CASE("A server unreachable for a whole deadline fails the next call at once
     client = std::make_unique<RpcClient>(io, Endpoint{"127.0.0.1", s.port()}, o, "pserver 0 (test)");
     REQUIRE(client->Connect().ok());
   }
+  // The client must have seen its connection close: a push written to the dying connection
+  // fails at once as lost, and then the pull, not the push, would be the first to wait.
+  REQUIRE(WaitUntil([&] { return !client->connected(); }));
   auto push = client->CallSync(kPush, PushRequest());
   REQUIRE(push.status().IsUnavailable());  // not sent within its deadline
   const auto start = Clock::now();
