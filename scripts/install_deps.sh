@@ -14,7 +14,7 @@ PACKAGES=(
   libyaml-cpp-dev
   libssl-dev openssl
   libgloo-dev
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   libsystemd-dev systemd
   prometheus-cpp-dev
   zlib1g-dev

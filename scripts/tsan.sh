@@ -8,9 +8,9 @@
 # locks, the local group, the collective sync, the GPU-PS Trainer's prefetch helpers); all run
 # clean but for one case of collective_test ("With the cluster's TLS files..."), whose 3 reports
 # are spdlog's registry set up by two io threads at once inside libspdlog, not built with TSan.
-# Elsewhere too, reports inside RocksDB's, spdlog's or OpenBLAS's own code come from those
+# Elsewhere too, reports inside RocksDB's, spdlog's or oneDNN's own code come from those
 # libraries being built without TSan (README, Tests); anything in fleetps's frames is a bug.
-# OpenBLAS runs one thread here (OPENBLAS_NUM_THREADS=1). After editing a header while this
+# The dense backend runs each product on its caller's thread (no OpenMP team). After editing a header while this
 # builds, delete the stale objects: a compile that read the old header can finish after the
 # edit and look current to ninja (wrong vtables then crash the tests).
 # Environment: FLEETPS_TSAN_BUILD (build dir, default build-tsan), FLEETPS_JOBS (default 2).
@@ -36,7 +36,7 @@ for target in "${TARGETS[@]}"; do
   fi
   log="$BUILD_DIR/tsan-$target.log"
   rc=0
-  OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1" "$binary" >"$log" 2>&1 || rc=$?
+  TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1" "$binary" >"$log" 2>&1 || rc=$?
   reports=$(grep -c "WARNING: ThreadSanitizer" "$log" || true)
   echo "tsan: $target: exit $rc, $reports report(s) ($log)"
   if [ "$rc" != 0 ] || [ "$reports" != 0 ]; then

@@ -23,6 +23,7 @@
 #include "common/config/server_config.h"
 #include "common/config/trainer_config.h"
 #include "common/logging.h"
+#include "common/dense/open_backend.h"
 #include "common/metrics/registry.h"
 #include "common/stop_request.h"
 #include "common/systemd/notifier.h"
@@ -207,6 +208,14 @@ int main(int argc, char** argv) {
     if (!served.ok()) return Fail(served.status());
     metrics_endpoint = std::move(*served);
     flags.metrics = &metrics_registry;
+  }
+  // The dense layers' backend, where this process computes them (a heter job's cpu-trainers
+  // leave them to the heter-trainers).
+  if (!options->heter_mode()) {
+    auto backend = dense::OpenDenseBackend(options->dense, "trainer " + std::to_string(options->trainer_id),
+                                           flags.metrics);
+    if (!backend.ok()) return Fail(backend.status());
+    flags.dense = *std::move(backend);
   }
   auto client = trainer::PsClient::Connect(client_options);
   if (!client.ok()) return Fail(client.status());

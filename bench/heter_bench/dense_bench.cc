@@ -1,6 +1,5 @@
 #include "bench/heter_bench/dense_bench.h"
 
-#include <cblas.h>
 
 #include <algorithm>
 #include <barrier>
@@ -127,7 +126,7 @@ StatusOr<double> TimeLanes(heter::DenseDevice& device, const DenseNet& net, std:
   return elapsed.count() / (static_cast<double>(options.steps) * lanes);
 }
 
-// Mean milliseconds of the BLAS calls a CPU training step of `net` with activation gradients
+// Mean milliseconds of the matrix products (on net.gemm(), the CPU dense backend) a CPU training step of `net` with activation gradients
 // makes for `batch` rows, as TimeDenseGemms does on a GPU: per layer the forward product,
 // and backward the weight-gradient and input-gradient products (the first layer's input
 // gradient included), in the order FullyConnected makes them; on zero-filled buffers, after
@@ -140,25 +139,24 @@ double TimeCpuDenseGemms(const DenseNet& net, size_t batch, int iterations) {
   std::vector<std::vector<float>> outputs;
   for (const auto& layer : layers) outputs.emplace_back(batch * layer.out_dim());
   std::vector<float> inputs(batch * net.in_dim()), dy(batch * max_width), dx(batch * max_width);
-  const auto n = [](size_t v) { return static_cast<int>(v); };
+  const dense::CpuGemm& gemm = net.gemm();
   const auto step = [&] {
     const float* x = inputs.data();
     for (size_t l = 0; l < layers.size(); ++l) {
       const auto& layer = layers[l];
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n(batch), n(layer.out_dim()), n(layer.in_dim()), 1.0f, x,
-                  n(layer.in_dim()), params.data() + layer.param_offset(), n(layer.out_dim()), 1.0f,
-                  outputs[l].data(), n(layer.out_dim()));
+      const size_t in = layer.in_dim(), out = layer.out_dim();
+      gemm.Gemm(dense::Op::kN, dense::Op::kN, batch, out, in, x, in, params.data() + layer.param_offset(), out, 0.0f,
+                outputs[l].data(), out);
       x = outputs[l].data();
     }
     for (size_t l = layers.size(); l-- > 0;) {
       const auto& layer = layers[l];
+      const size_t in = layer.in_dim(), out = layer.out_dim();
       const float* input = l == 0 ? inputs.data() : outputs[l - 1].data();
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n(layer.in_dim()), n(layer.out_dim()), n(batch), 1.0f,
-                  input, n(layer.in_dim()), dy.data(), n(layer.out_dim()), 0.0f,
-                  param_grads.data() + layer.param_offset(), n(layer.out_dim()));
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n(batch), n(layer.in_dim()), n(layer.out_dim()), 1.0f,
-                  dy.data(), n(layer.out_dim()), params.data() + layer.param_offset(), n(layer.out_dim()), 0.0f,
-                  dx.data(), n(layer.in_dim()));
+      gemm.Gemm(dense::Op::kT, dense::Op::kN, in, out, batch, input, in, dy.data(), out, 0.0f,
+                param_grads.data() + layer.param_offset(), out);
+      gemm.Gemm(dense::Op::kN, dense::Op::kT, batch, in, out, dy.data(), out, params.data() + layer.param_offset(), out,
+                0.0f, dx.data(), in);
     }
   };
   step();
@@ -168,8 +166,8 @@ double TimeCpuDenseGemms(const DenseNet& net, size_t batch, int iterations) {
   return elapsed.count() / iterations;
 }
 
-// One table block: every batch on `device`, with the GEMM-only time next to it (OpenBLAS's on
-// the CPU, cuBLAS's on GPU options.gpu); on the GPU also the on-device time and the time per
+// One table block: every batch on `device`, with the GEMM-only time next to it (the dense
+// backend's on the CPU, cuBLAS's on GPU options.gpu); on the GPU also the on-device time and the time per
 // step of several lanes at once. `host_buffers`: inputs and outputs in the device's
 // host_buffers() (as the heter-trainer's micro-batches and replies), else ordinary vectors.
 Status RunDevice(const char* name, heter::DenseDevice& device, const DenseNet& net, std::span<const float> params,

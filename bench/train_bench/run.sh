@@ -5,7 +5,8 @@
 #   bench/train_bench/run.sh [rows (default 200000)] [epochs (default 1)]
 # FLEETPS_SYNC_MODE (async | sync | geo, default async) and FLEETPS_THREADS (worker
 # threads per trainer, default 1) choose the PS mode and the Hogwild workers; FLEETPS_CONFIG
-# another job YAML (default configs/ctr_dnn.yaml).
+# another job YAML (default configs/ctr_dnn.yaml); FLEETPS_PRECISION (fp32 | bf16, default the
+# YAML's) its fleetps.dense.precision, in a copy of it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
@@ -18,6 +19,12 @@ BASE_PORT="${FLEETPS_BENCH_PORT:-18800}"
 MODE="${FLEETPS_SYNC_MODE:-async}"
 THREADS="${FLEETPS_THREADS:-1}"
 mkdir -p "$OUT"
+if [ -n "${FLEETPS_PRECISION:-}" ]; then
+  sed -e '/^  dense: /d' -e "s/^fleetps:\$/fleetps:\n  dense: {precision: $FLEETPS_PRECISION}/" "$CONFIG" \
+    >"$OUT/job_$FLEETPS_PRECISION.yaml"
+  grep -q "precision: $FLEETPS_PRECISION" "$OUT/job_$FLEETPS_PRECISION.yaml" || { echo "no fleetps: section in $CONFIG" >&2; exit 1; }
+  CONFIG="$OUT/job_$FLEETPS_PRECISION.yaml"
+fi
 if [ ! -f "$DATA/data.yaml" ]; then
   "$BUILD/tools/datagen/fleetps-datagen" --out-dir "$DATA" --rows "$ROWS" --train-files 2 --seed 7 >/dev/null
 fi
@@ -58,10 +65,10 @@ run local 0
 run ps_1trainer 1
 run ps_2trainers 2
 
-python3 - "$OUT" "$ROWS" "$(nproc)" "$MODE" "$THREADS" <<'PY'
+python3 - "$OUT" "$ROWS" "$(nproc)" "$MODE" "$THREADS" "$CONFIG" <<'PY'
 import glob, json, os, sys
-out, rows, cores, mode, threads = sys.argv[1:6]
-print(f"train_bench: ctr_dnn (26 slots x 9 + 13 dense -> 512-256-128-32), {rows} generated rows, "
+out, rows, cores, mode, threads, config = sys.argv[1:7]
+print(f"train_bench: {config}, {rows} generated rows, "
       f"batch 512, {threads} worker thread(s) per trainer, {cores} cores, {mode} mode for PS")
 print()
 print("| setup | trainers | examples/s (all trainers) | examples/s per trainer | dense compute share | test AUC |")

@@ -374,6 +374,23 @@ Status ReadCudaWait(const YAML::Node& map, const YamlContext& ctx, CudaWait* out
                     out);
 }
 
+// fleetps.dense: the CPU dense backend.
+Status ParseDense(const YAML::Node& node, const YamlContext& ctx, dense::CpuGemmOptions* out) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map");
+  RETURN_IF_ERROR(RejectUnknownKeys(node, {"precision", "max_isa"}, ctx));
+  RETURN_IF_ERROR(ReadChoice(node, "precision", ctx, {{"fp32", dense::Precision::kFp32}, {"bf16", dense::Precision::kBf16}},
+                             &out->precision));
+  using Isa = std::optional<dense::IsaLevel>;
+  return ReadChoice<Isa>(node, "max_isa", ctx,
+                         {{"auto", std::nullopt},
+                          {"generic", dense::IsaLevel::kGeneric},
+                          {"avx2", dense::IsaLevel::kAvx2},
+                          {"avx512", dense::IsaLevel::kAvx512},
+                          {"avx512_bf16", dense::IsaLevel::kAvx512Bf16},
+                          {"amx", dense::IsaLevel::kAmx}},
+                         &out->max_isa);
+}
+
 // fleetps.heter: heterogeneous training.
 Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* h) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
@@ -556,7 +573,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(RejectUnknownKeys(ext,
                                       {"sparse_table", "dense_table", "stop_servers_at_end", "barrier_timeout_ms",
                                        "dense_pull_interval", "max_merge_steps", "local_shards", "log_level",
-                                       "save_every_epoch", "server", "heter", "collective", "gpups"},
+                                       "save_every_epoch", "server", "heter", "collective", "gpups", "dense"},
                                       ectx));
     if (ext["sparse_table"]) {
       RETURN_IF_ERROR(ParseTableOverride(ext["sparse_table"], ectx.Child("sparse_table"), false, &o.sparse_table));
@@ -596,6 +613,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
           g, "prefetch", gctx, {{"auto", std::nullopt}, {"true", true}, {"false", false}}, &o.gpups.prefetch));
       RETURN_IF_ERROR(ReadCudaWait(g, gctx, &o.gpups.cuda_wait));
     }
+    if (ext["dense"]) RETURN_IF_ERROR(ParseDense(ext["dense"], ectx.Child("dense"), &o.dense));
     if (ext["server"]) {
       // The pservers' options (ParseServerYaml reads them from this file); checked here too
       // so that a trainer, local mode included, refuses a config its pservers would refuse.

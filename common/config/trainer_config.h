@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/config/data_config.h"
+#include "common/dense/cpu_gemm.h"
 #include "common/config/model_config.h"
 #include "common/config/server_config.h"
 #include "common/config/table_options.h"
@@ -264,6 +265,11 @@ struct TrainerOptions {
   // fewer updates of about one step's size (ctr_dnn on 200k rows, GPU-PS, 1 to 8: test AUC
   // 0.6933 to 0.6837; docs/BENCHMARKS.md).
   uint32_t max_merge_steps = 1;
+  // fleetps.dense: the CPU dense backend (common/dense/cpu_gemm.h) of every role that runs
+  // the dense layers on a CPU. `precision`: fp32 (default) | bf16 (bf16 products with fp32
+  // accumulation and fp32 weights; CPUs with AVX512-BF16 or AMX). `max_isa`: auto (default,
+  // the CPU's best) | generic | avx2 | avx512 | avx512_bf16 | amx, a cap for comparisons.
+  dense::CpuGemmOptions dense;
   uint32_t local_shards = 8;              // fleetps.local_shards: shards of in-process tables
   std::string log_level = "info";         // fleetps.log_level / FLEETPS_LOG_LEVEL
   HeterOptions heter;                     // fleetps.heter

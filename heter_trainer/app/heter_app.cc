@@ -1,7 +1,6 @@
 #include "heter_trainer/app/heter_app.h"
 
 #include <csignal>
-#include <cstdlib>
 #include <functional>
 #include <future>
 #include <utility>
@@ -9,6 +8,7 @@
 #include <boost/asio.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/dense/open_backend.h"
 #include "common/metrics/registry.h"
 #include "common/net/auth.h"
 #include "common/net/http_endpoint.h"
@@ -21,7 +21,6 @@
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
 #include "trainer/model/dense_net.h"
-#include "trainer/model/layers.h"
 #include "trainer/runtime/allreduce_dense_sync.h"
 #include "trainer/runtime/job.h"
 #include "trainer/runtime/param_sync.h"
@@ -36,12 +35,21 @@ HeterApp::~HeterApp() { Shutdown(); }
 
 namespace {
 
-// The device HETER_DEVICE_TYPE asks for; auto: the GPU when one is usable and runs the
-// model, else the CPU, saying why in the log.
-StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOptions& o,
-                                                  const trainer::model::DenseNet& net) {
+// The device HETER_DEVICE_TYPE asks for, and the net it runs (*net); auto: the GPU when one
+// is usable and runs the model, else the CPU, saying why in the log. On the CPU the net's
+// products run on the backend fleetps.dense configures; a CUDA device computes fp32.
+StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOptions& o, const std::string& self,
+                                                  metrics::Registry* registry,
+                                                  std::unique_ptr<trainer::model::DenseNet>* net) {
+  const bool fp32 = o.job.dense.precision == dense::Precision::kFp32;
   if (o.device != "cpu") {
-    StatusOr<std::unique_ptr<DenseDevice>> gpu = MakeCudaDevice(net, o.gpus.front(), o.job.heter.cuda_wait);
+    *net = std::make_unique<trainer::model::DenseNet>(trainer::model::DenseNet::FromOptions(o.job.model));
+    StatusOr<std::unique_ptr<DenseDevice>> gpu = MakeCudaDevice(**net, o.gpus.front(), o.job.heter.cuda_wait);
+    if (gpu.ok() && !fp32) {
+      return Status::InvalidArgument("fleetps.dense.precision " + std::string(dense::PrecisionName(o.job.dense.precision)) +
+                                     ": the heter-trainer's CUDA device computes the dense layers in fp32; set precision "
+                                     "fp32, or HETER_DEVICE_TYPE=cpu on a CPU with AVX512-BF16 or AMX");
+    }
     if (gpu.ok() && o.gpus.size() > 1) {
       spdlog::warn("heter-trainer: FLAGS_selected_gpus names {} GPUs; a heter-trainer drives one, GPU {}: start one "
                    "heter-trainer per GPU (fleetps-launch --heter_worker_num N --gpus ... gives each its own)",
@@ -52,9 +60,9 @@ StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOpti
     spdlog::log(log, "heter-trainer: HETER_DEVICE_TYPE auto: the dense part runs on the CPU ({})",
                 gpu.status().message());
   }
-  // The lanes are the parallelism: one BLAS thread each, unless the user chose otherwise.
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) trainer::model::SetBlasThreads(1);
-  return MakeCpuDevice(net);
+  ASSIGN_OR_RETURN(auto gemm, dense::OpenDenseBackend(o.job.dense, self, registry));
+  *net = std::make_unique<trainer::model::DenseNet>(trainer::model::DenseNet::FromOptions(o.job.model, gemm));
+  return MakeCpuDevice(**net);
 }
 
 }  // namespace
@@ -62,8 +70,8 @@ StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOpti
 Status HeterApp::Start() {
   const auto& job = options_.job;
   const std::string self = "heter-trainer " + std::to_string(options_.server.index);
-  net_ = std::make_unique<trainer::model::DenseNet>(trainer::model::DenseNet::FromOptions(job.model));
-  ASSIGN_OR_RETURN(device_, OpenDevice(options_, *net_));
+  registry_ = std::make_unique<metrics::Registry>();
+  ASSIGN_OR_RETURN(device_, OpenDevice(options_, self, registry_.get(), &net_));
 
   // The pservers, with the cluster's secret and TLS when it has them.
   std::shared_ptr<const net::AuthKey> auth_key;
@@ -93,7 +101,6 @@ Status HeterApp::Start() {
   trainers_ = std::make_unique<server::TrainerRegistry>(std::chrono::seconds(options_.server.trainer_lease_s));
 
   service_ = std::make_unique<HeterService>(options_, *net_, *device_, *dense_, *trainers_);
-  registry_ = std::make_unique<metrics::Registry>();
   service_->SetMetrics(HeterMetrics::In(*registry_));
   RETURN_IF_ERROR(service_->Start());
   if (options_.metrics_port != 0) {

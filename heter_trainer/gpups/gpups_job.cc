@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/dense/open_backend.h"
 #include "heter_trainer/gpups/gpups_sync.h"
 #include "heter_trainer/gpups/pass_table.h"
 #include "trainer/runtime/heartbeat.h"
@@ -48,6 +49,10 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
                  o.trainer_id);
   }
   const bool gpus = table->device_name() == "cuda";
+  std::shared_ptr<const dense::CpuGemm> gemm = flags.dense;
+  if (!gpus && gemm == nullptr) {  // the host twin computes the dense layers on this CPU
+    ASSIGN_OR_RETURN(gemm, dense::OpenDenseBackend(o.dense, "trainer " + std::to_string(o.trainer_id), flags.metrics));
+  }
   ASSIGN_OR_RETURN(auto comms, MakeDeviceCommunicators(o, workers, gpus, security.auth_key, security.tls));
   config::TrainerOptions job = o;
   job.worker_threads = workers;
@@ -57,9 +62,10 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
   {
     // An online job's restart loads its last checkpoint before the dense replica is made.
     trainer::JobFlags job_flags = flags;
+    job_flags.dense = gemm;
     auto start = trainer::ResumeOnline(job, *client, flags);
     if (start.ok()) job_flags.online_start = *start;
-    auto sync = start.ok() ? GpuPsSync::Create(job, *client, std::move(table), std::move(comms))
+    auto sync = start.ok() ? GpuPsSync::Create(job, *client, std::move(table), std::move(comms), gemm)
                            : StatusOr<std::unique_ptr<GpuPsSync>>(start.status());
     if (sync.ok() && flags.metrics != nullptr) (*sync)->SetMetrics(*flags.metrics);
     st = sync.ok() ? trainer::RunTrainJob(job, *client, job_flags, std::move(sync).value()) : sync.status();

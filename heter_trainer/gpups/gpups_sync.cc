@@ -95,11 +95,12 @@ StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommu
 }
 
 GpuPsSync::GpuPsSync(const config::TrainerOptions& options, trainer::PsClient& client, std::unique_ptr<PassTable> table,
-                     std::vector<std::unique_ptr<collective::Communicator>> comms)
+                     std::vector<std::unique_ptr<collective::Communicator>> comms,
+                     std::shared_ptr<const dense::CpuGemm> gemm)
     : o_(options),
       client_(client),
       table_(std::move(table)),
-      net_(trainer::model::DenseNet::FromOptions(options.model)),
+      net_(trainer::model::DenseNet::FromOptions(options.model, std::move(gemm))),
       comms_(std::move(comms)),
       merge_(comms_.size()) {}
 
@@ -116,7 +117,8 @@ trainer::DenseStepper* GpuPsSync::dense_stepper(uint32_t worker) {
 
 StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOptions& o, trainer::PsClient& client,
                                                        std::unique_ptr<PassTable> table,
-                                                       std::vector<std::unique_ptr<collective::Communicator>> comms) {
+                                                       std::vector<std::unique_ptr<collective::Communicator>> comms,
+                                                       std::shared_ptr<const dense::CpuGemm> gemm) {
   const uint32_t devices = table->devices();
   const uint32_t workers = devices * std::max<uint32_t>(o.gpups.workers_per_device, 1);
   if (comms.size() != workers) {
@@ -130,9 +132,14 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
                                    std::to_string(info.dim) + " but the pass table " + std::to_string(table->dim()) +
                                    " (start the pservers with the same job YAML)");
   }
-  std::unique_ptr<GpuPsSync> sync(new GpuPsSync(o, client, std::move(table), std::move(comms)));
   // The dense part on each device: a CUDA lane next to the CUDA table, else the CPU lane.
-  const bool gpu = sync->table_->device_name() == "cuda";
+  const bool gpu = table->device_name() == "cuda";
+  if (gpu && o.dense.precision != dense::Precision::kFp32) {
+    return Status::InvalidArgument("fleetps.dense.precision " + std::string(dense::PrecisionName(o.dense.precision)) +
+                                   ": GPU-PS's CUDA devices compute the dense layers in fp32; set precision fp32 "
+                                   "(bf16 runs on CPU devices with AVX512-BF16 or AMX)");
+  }
+  std::unique_ptr<GpuPsSync> sync(new GpuPsSync(o, client, std::move(table), std::move(comms), std::move(gemm)));
   for (uint32_t d = 0; d < devices; ++d) {
     std::unique_ptr<DenseDevice> device;
     if (gpu) {

@@ -77,9 +77,12 @@ class GpuPsSync : public trainer::ParamSync {
   // `client` outlives the result. `comms[w]`: worker w's communicator (rank trainer_id *
   // workers + w among trainers * workers, workers = table devices x workers_per_device), set
   // up by the caller. Broadcasts the initial dense parameters (rank 0's draw) to every worker.
+  // `gemm`: the host twin's dense backend (fleetps.dense); null: fp32, the CPU's best kernels.
+  // CUDA devices compute fp32: fleetps.dense.precision bf16 there is InvalidArgument.
   static StatusOr<std::unique_ptr<GpuPsSync>> Create(const config::TrainerOptions& options,
                                                      trainer::PsClient& client, std::unique_ptr<PassTable> table,
-                                                     std::vector<std::unique_ptr<collective::Communicator>> comms);
+                                                     std::vector<std::unique_ptr<collective::Communicator>> comms,
+                                                     std::shared_ptr<const dense::CpuGemm> gemm = nullptr);
   ~GpuPsSync() override;
 
   const PassTable& table() const { return *table_; }
@@ -113,7 +116,7 @@ class GpuPsSync : public trainer::ParamSync {
 
  private:
   GpuPsSync(const config::TrainerOptions& options, trainer::PsClient& client, std::unique_ptr<PassTable> table,
-            std::vector<std::unique_ptr<collective::Communicator>> comms);
+            std::vector<std::unique_ptr<collective::Communicator>> comms, std::shared_ptr<const dense::CpuGemm> gemm);
 
   const config::TrainerOptions& o_;
   trainer::PsClient& client_;

@@ -6,6 +6,8 @@
 //  - heter: 2 pservers + 1 heter-trainer (CPU device) + 2 cpu-trainers; dcn with per-slot
 //    embedding widths (slot_dims), which the cpu-trainers pool and the heter-trainer reads;
 //  - collective: the hybrid, 2 pservers + 2 ranks started by scripts/launch_collective.sh.
+//  - bf16: each model locally with fleetps.dense.precision bf16 against fp32 (where the CPU has
+//    bf16 units; elsewhere the refusal), and deepfm in heter mode on a bf16 CPU device.
 // The job is the shipped YAML with its data and save paths pointed into a temporary
 // directory, smaller hidden layers and batches (so that the whole matrix stays cheap) and a
 // higher learning rate. Every process exits 0, trainer 0 names the mode and the model with
@@ -13,6 +15,7 @@
 // heter-trainer names the same model, and the test AUC shows the model learned.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <regex>
@@ -22,6 +25,7 @@
 #include "common/config/model_config.h"
 #include "common/config/trainer_config.h"
 #include "common/config/yaml_util.h"
+#include "common/dense/cpu_features.h"
 #include "test/support/job.h"
 #include "test/support/process.h"
 
@@ -45,8 +49,10 @@ const std::string& DataDir() {
 
 // configs/<model>.yaml for a small, quick job: data and save paths into `dir`, hidden layers
 // of 64 and 32, batches of 128, Adam 0.002 (0.004 made dcn diverge in one async run of two
-// once each step was its own push). `hyper_extra`: more hyper_parameters lines.
-std::string SmallJobYaml(const std::string& model, const std::string& dir, const std::string& hyper_extra) {
+// once each step was its own push). `hyper_extra`: more hyper_parameters lines; `fleetps_extra`:
+// more fleetps lines.
+std::string SmallJobYaml(const std::string& model, const std::string& dir, const std::string& hyper_extra,
+                         const std::string& fleetps_extra = "") {
   std::string yaml = testing::ReadFile(std::string(FLEETPS_SOURCE_DIR) + "/configs/" + model + ".yaml");
   auto replace = [&yaml](const std::string& pattern, const std::string& with) {
     const std::string before = yaml;
@@ -66,6 +72,7 @@ std::string SmallJobYaml(const std::string& model, const std::string& dir, const
     replace("fc_sizes: \\[[^\\]]*\\]", "fc_sizes: [64, 32]");
   }
   if (!hyper_extra.empty()) replace("\nhyper_parameters:\n", "\nhyper_parameters:\n" + hyper_extra);
+  if (!fleetps_extra.empty()) replace("\nfleetps:\n", "\nfleetps:\n" + fleetps_extra);
   return yaml;
 }
 
@@ -83,10 +90,11 @@ uint64_t DenseParams(const std::string& yaml) {
 
 // One job of `model` in `mode` (local, async, sync, geo, heter, collective); checks it as the
 // file comment says. Returns trainer 0's test AUC.
-double TrainJob(const std::string& model, const std::string& mode, const std::string& hyper_extra = "") {
+double TrainJob(const std::string& model, const std::string& mode, const std::string& hyper_extra = "",
+                const std::string& fleetps_extra = "") {
   const std::string dir = testing::MakeTempDir("models_e2e_" + model + "_" + mode);
   const std::string yaml_path = dir + "/job.yaml";
-  const std::string yaml = SmallJobYaml(model, dir, hyper_extra);
+  const std::string yaml = SmallJobYaml(model, dir, hyper_extra, fleetps_extra);
   testing::WriteFile(yaml_path, yaml);
   const uint64_t params = DenseParams(yaml);
   const std::string trainer_bin = testing::BinaryPath("trainer/cpu-trainer");
@@ -230,6 +238,31 @@ TEST_CASE("Every ranking model trains in heter mode on the heter-trainer's CPU d
     CHECK(DenseParams(SmallJobYaml("dcn", dir, extra)) < DenseParams(SmallJobYaml("dcn", dir, "")));
     TrainJob("dcn", "heter", extra);
   }
+}
+
+TEST_CASE("bf16 dense compute trains every model as fp32 does, or is refused where the CPU has no bf16 units",
+          "[e2e]") {
+  const std::string bf16 = "  dense: {precision: bf16}\n";
+  if (!dense::HasBf16(dense::DetectCpuFeatures().best())) {
+    const std::string dir = testing::MakeTempDir("models_e2e_bf16_refused");
+    testing::WriteFile(dir + "/job.yaml", SmallJobYaml("deepfm", dir, "", bf16));
+    ChildProcess trainer;
+    REQUIRE(trainer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml"}, {},
+                          dir + "/trainer0.log"));
+    CHECK(trainer.Wait(60s) != 0);
+    CHECK_THAT(testing::ReadFile(dir + "/trainer0.log"),
+               Catch::Contains("fleetps.dense.precision bf16 needs a CPU with AVX512-BF16 or AMX"));
+    return;
+  }
+  for (const auto& model : kModels) {
+    DYNAMIC_SECTION(model) {
+      const double fp32_auc = TrainJob(model, "local");
+      const double bf16_auc = TrainJob(model, "local", "", bf16);
+      INFO(model << ": test AUC fp32 " << fp32_auc << ", bf16 " << bf16_auc);
+      CHECK(std::abs(bf16_auc - fp32_auc) < 0.01);
+    }
+  }
+  SECTION("deepfm in heter mode, the heter-trainer's CPU device in bf16") { TrainJob("deepfm", "heter", "", bf16); }
 }
 
 }  // namespace

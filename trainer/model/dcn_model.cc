@@ -17,17 +17,17 @@ namespace {
 
 class DcnModel : public DenseModel {
  public:
-  explicit DcnModel(const ModelOptions& o)
-      : d_(DenseInputDim(o)), logits_(NumLogits(o.output)), output_(1, 1, 0) {
+  DcnModel(const ModelOptions& o, const dense::CpuGemm* gemm)
+      : d_(DenseInputDim(o)), logits_(NumLogits(o.output)), output_(1, 1, 0, gemm) {
     size_t offset = 0;
     for (uint32_t l = 0; l < o.cross_num; ++l) {
-      cross_.emplace_back(o.cross_type, d_, offset);
+      cross_.emplace_back(o.cross_type, d_, offset, gemm);
       offset += cross_.back().num_params();
     }
-    deep_ = Mlp(d_, o.fc_sizes, /*relu_last=*/true, offset);
+    deep_ = Mlp(d_, o.fc_sizes, /*relu_last=*/true, offset, gemm);
     offset += deep_.num_params();
     joined_ = d_ + (deep_.empty() ? 0 : deep_.out_dim());
-    output_ = FullyConnected(joined_, logits_, offset);
+    output_ = FullyConnected(joined_, logits_, offset, gemm);
     num_params_ = offset + output_.num_params();
   }
 
@@ -112,6 +112,8 @@ class DcnModel : public DenseModel {
 
 }  // namespace
 
-std::unique_ptr<DenseModel> MakeDcnModel(const ModelOptions& options) { return std::make_unique<DcnModel>(options); }
+std::unique_ptr<DenseModel> MakeDcnModel(const ModelOptions& options, const dense::CpuGemm* gemm) {
+  return std::make_unique<DcnModel>(options, gemm);
+}
 
 }  // namespace fleetps::trainer::model

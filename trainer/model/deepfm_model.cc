@@ -20,7 +20,7 @@ namespace {
 
 class DeepFmModel : public DenseModel {
  public:
-  explicit DeepFmModel(const ModelOptions& o)
+  DeepFmModel(const ModelOptions& o, const dense::CpuGemm* gemm)
       : layout_(SlotLayout::FromOptions(o)),
         logits_(NumLogits(o.output)),
         k_(layout_.embedding_dim()),
@@ -29,7 +29,7 @@ class DeepFmModel : public DenseModel {
     FLEETPS_CHECK(layout_.first_order);
     std::vector<uint32_t> widths = o.fc_sizes;
     widths.push_back(static_cast<uint32_t>(logits_));
-    deep_ = Mlp(layout_.width(), widths, /*relu_last=*/false, 0);
+    deep_ = Mlp(layout_.width(), widths, /*relu_last=*/false, 0, gemm);
     first_offset_ = deep_.num_params();
     v_offset_ = first_offset_ + layout_.dense_dim;
   }
@@ -150,8 +150,8 @@ class DeepFmModel : public DenseModel {
 
 }  // namespace
 
-std::unique_ptr<DenseModel> MakeDeepFmModel(const ModelOptions& options) {
-  return std::make_unique<DeepFmModel>(options);
+std::unique_ptr<DenseModel> MakeDeepFmModel(const ModelOptions& options, const dense::CpuGemm* gemm) {
+  return std::make_unique<DeepFmModel>(options, gemm);
 }
 
 }  // namespace fleetps::trainer::model

@@ -89,16 +89,16 @@ class DenseModel {
   virtual std::span<const FullyConnected> mlp_layers() const { return {}; }
 };
 
-// The model of options.type (model_registry.cc). CHECKs that the options are valid
-// (config::ParseModelOptions has checked them).
-std::unique_ptr<DenseModel> MakeDenseModel(const ModelOptions& options);
+// The model of options.type (model_registry.cc), its matrix products on `gemm` (which must
+// outlive it). CHECKs that the options are valid (config::ParseModelOptions has checked them).
+std::unique_ptr<DenseModel> MakeDenseModel(const ModelOptions& options, const dense::CpuGemm* gemm);
 
 // The registered implementations, one file each.
 std::unique_ptr<DenseModel> MakeMlpModel(size_t in_dim, std::span<const uint32_t> hidden, OutputKind output,
-                                         ModelType type);
-std::unique_ptr<DenseModel> MakeWideDeepModel(const ModelOptions& options);
-std::unique_ptr<DenseModel> MakeDeepFmModel(const ModelOptions& options);
-std::unique_ptr<DenseModel> MakeDcnModel(const ModelOptions& options);
-std::unique_ptr<DenseModel> MakeDlrmModel(const ModelOptions& options);
+                                         ModelType type, const dense::CpuGemm* gemm);
+std::unique_ptr<DenseModel> MakeWideDeepModel(const ModelOptions& options, const dense::CpuGemm* gemm);
+std::unique_ptr<DenseModel> MakeDeepFmModel(const ModelOptions& options, const dense::CpuGemm* gemm);
+std::unique_ptr<DenseModel> MakeDcnModel(const ModelOptions& options, const dense::CpuGemm* gemm);
+std::unique_ptr<DenseModel> MakeDlrmModel(const ModelOptions& options, const dense::CpuGemm* gemm);
 
 }  // namespace fleetps::trainer::model

@@ -7,17 +7,23 @@
 
 namespace fleetps::trainer::model {
 
-DenseNet::DenseNet(size_t in_dim, const std::vector<uint32_t>& hidden_sizes, OutputKind output)
-    : DenseNet(MakeMlpModel(in_dim, hidden_sizes, output, ModelType::kMlp), output) {}
-
-DenseNet::DenseNet(std::shared_ptr<const DenseModel> model, OutputKind output)
-    : model_(std::move(model)), output_(output) {
-  FLEETPS_CHECK(model_ != nullptr);
+DenseNet::DenseNet(size_t in_dim, const std::vector<uint32_t>& hidden_sizes, OutputKind output,
+                   std::shared_ptr<const dense::CpuGemm> gemm)
+    : gemm_(gemm ? std::move(gemm) : dense::CpuGemm::Fp32()),
+      model_(MakeMlpModel(in_dim, hidden_sizes, output, ModelType::kMlp, gemm_.get())),
+      output_(output) {
   FLEETPS_CHECK_EQ(model_->num_logits(), NumLogits(output));
 }
 
-DenseNet DenseNet::FromOptions(const ModelOptions& options) {
-  return DenseNet(MakeDenseModel(options), options.output);
+DenseNet::DenseNet(const ModelOptions& options, std::shared_ptr<const dense::CpuGemm> gemm)
+    : gemm_(gemm ? std::move(gemm) : dense::CpuGemm::Fp32()),
+      model_(MakeDenseModel(options, gemm_.get())),
+      output_(options.output) {
+  FLEETPS_CHECK_EQ(model_->num_logits(), NumLogits(output_));
+}
+
+DenseNet DenseNet::FromOptions(const ModelOptions& options, std::shared_ptr<const dense::CpuGemm> gemm) {
+  return DenseNet(options, std::move(gemm));
 }
 
 void DenseNet::InitParams(std::span<float> params, uint64_t seed) const {

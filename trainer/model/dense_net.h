@@ -60,16 +60,19 @@ class DenseNet {
   };
 
   // An MLP (mlp / ctr_dnn): hidden_sizes may be empty (a linear model). CHECKs in_dim > 0
-  // and sizes > 0.
-  DenseNet(size_t in_dim, const std::vector<uint32_t>& hidden_sizes, OutputKind output);
-  // The model of options.type (MakeDenseModel), in_dim = DenseInputDim(options).
-  static DenseNet FromOptions(const ModelOptions& options);
+  // and sizes > 0. The matrix products run on `gemm`; none = fp32 with the CPU's best kernels.
+  DenseNet(size_t in_dim, const std::vector<uint32_t>& hidden_sizes, OutputKind output,
+           std::shared_ptr<const dense::CpuGemm> gemm = nullptr);
+  // The model of options.type (MakeDenseModel), in_dim = DenseInputDim(options); products
+  // on `gemm` as above (the roles pass the one fleetps.dense configures).
+  static DenseNet FromOptions(const ModelOptions& options, std::shared_ptr<const dense::CpuGemm> gemm = nullptr);
 
   size_t in_dim() const { return model_->in_dim(); }
   size_t num_params() const { return model_->num_params(); }
   OutputKind output() const { return output_; }
   ModelType type() const { return model_->type(); }
   const DenseModel& model() const { return *model_; }
+  const dense::CpuGemm& gemm() const { return *gemm_; }
   // True for the plain MLP models (mlp, ctr_dnn), the only ones layers() describes.
   bool is_mlp() const { return !model_->mlp_layers().empty(); }
   // The MLP's layers in order, with their offsets in the flat vector; empty for the other
@@ -100,12 +103,13 @@ class DenseNet {
                         const GradsReady& grads_ready = nullptr) const;
 
  private:
-  DenseNet(std::shared_ptr<const DenseModel> model, OutputKind output);
+  DenseNet(const ModelOptions& options, std::shared_ptr<const dense::CpuGemm> gemm);
   // Runs the model; leaves the logits in ws->logits_.
   void RunModel(std::span<const float> params, std::span<const float> activations, size_t batch,
                 Workspace* ws) const;
 
-  std::shared_ptr<const DenseModel> model_;  // immutable, shared by copies of this net
+  std::shared_ptr<const dense::CpuGemm> gemm_;  // before model_: the model's layers point to it
+  std::shared_ptr<const DenseModel> model_;     // immutable, shared by copies of this net
   OutputKind output_;
 };
 

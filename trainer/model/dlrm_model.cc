@@ -17,13 +17,13 @@ namespace {
 
 class DlrmModel : public DenseModel {
  public:
-  explicit DlrmModel(const ModelOptions& o)
+  DlrmModel(const ModelOptions& o, const dense::CpuGemm* gemm)
       : layout_(SlotLayout::FromOptions(o)), k_(layout_.row_dim), dots_(layout_.num_slots + 1, k_) {
     FLEETPS_CHECK(o.slot_dims.empty()) << "one embedding width for every slot";
     FLEETPS_CHECK(!layout_.first_order && layout_.dense_dim > 0);
-    bottom_ = Mlp(layout_.dense_dim, o.bot_layer_sizes, /*relu_last=*/true, 0);
+    bottom_ = Mlp(layout_.dense_dim, o.bot_layer_sizes, /*relu_last=*/true, 0, gemm);
     FLEETPS_CHECK_EQ(bottom_.out_dim(), k_) << "bot_layer_sizes must end at sparse_feature_dim";
-    top_ = Mlp(k_ + dots_.out_dim(), o.top_layer_sizes, /*relu_last=*/false, bottom_.num_params());
+    top_ = Mlp(k_ + dots_.out_dim(), o.top_layer_sizes, /*relu_last=*/false, bottom_.num_params(), gemm);
     logits_ = top_.out_dim();
     FLEETPS_CHECK_EQ(logits_, NumLogits(o.output)) << "top_layer_sizes must end at the output width";
   }
@@ -119,6 +119,8 @@ class DlrmModel : public DenseModel {
 
 }  // namespace
 
-std::unique_ptr<DenseModel> MakeDlrmModel(const ModelOptions& options) { return std::make_unique<DlrmModel>(options); }
+std::unique_ptr<DenseModel> MakeDlrmModel(const ModelOptions& options, const dense::CpuGemm* gemm) {
+  return std::make_unique<DlrmModel>(options, gemm);
+}
 
 }  // namespace fleetps::trainer::model

@@ -1,6 +1,5 @@
 #include "trainer/model/interactions.h"
 
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -54,9 +53,10 @@ void FmSecondOrder::Backward(std::span<const float> e, std::span<const float> dy
 
 // ---- CrossLayer ----
 
-CrossLayer::CrossLayer(CrossType type, size_t dim, size_t param_offset)
-    : type_(type), dim_(dim), param_offset_(param_offset) {
+CrossLayer::CrossLayer(CrossType type, size_t dim, size_t param_offset, const dense::CpuGemm* gemm)
+    : type_(type), dim_(dim), param_offset_(param_offset), gemm_(gemm) {
   FLEETPS_CHECK_GE(dim, 1u);
+  FLEETPS_CHECK(gemm != nullptr);
 }
 
 void CrossLayer::InitParams(std::span<float> params, UniformRandom* rng) const {
@@ -91,10 +91,9 @@ void CrossLayer::Forward(std::span<const float> params, std::span<const float> x
   }
   FLEETPS_CHECK_EQ(inner.size(), batch * dim_);
   if (batch == 0) return;
-  for (size_t b = 0; b < batch; ++b) std::copy(bias, bias + dim_, inner.data() + b * dim_);
-  // inner = x W + 1 * inner
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BlasDim(batch), BlasDim(dim_), BlasDim(dim_), 1.0f,
-              x.data(), BlasDim(dim_), w, BlasDim(dim_), 1.0f, inner.data(), BlasDim(dim_));
+  // inner = x W + b
+  gemm_->Gemm(dense::Op::kN, dense::Op::kN, batch, dim_, dim_, x.data(), dim_, w, dim_, 0.0f, inner.data(), dim_,
+              {.bias = bias});
   for (size_t i = 0; i < batch * dim_; ++i) y[i] = x0[i] * inner[i] + x[i];
 }
 
@@ -136,15 +135,13 @@ void CrossLayer::Backward(std::span<const float> params, std::span<const float> 
     dx0[i] += dy[i] * inner[i];
   }
   // dW [d x d] = x^T du
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, BlasDim(dim_), BlasDim(dim_), BlasDim(batch), 1.0f, x.data(),
-              BlasDim(dim_), du.data(), BlasDim(dim_), 0.0f, dw, BlasDim(dim_));
+  gemm_->Gemm(dense::Op::kT, dense::Op::kN, dim_, dim_, batch, x.data(), dim_, du.data(), dim_, 0.0f, dw, dim_);
   for (size_t b = 0; b < batch; ++b) {
     for (size_t j = 0; j < dim_; ++j) db[j] += du[b * dim_ + j];
   }
   // dx = dy + du W^T
   std::copy(dy.begin(), dy.end(), dx.begin());
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, BlasDim(batch), BlasDim(dim_), BlasDim(dim_), 1.0f,
-              du.data(), BlasDim(dim_), w, BlasDim(dim_), 1.0f, dx.data(), BlasDim(dim_));
+  gemm_->Gemm(dense::Op::kN, dense::Op::kT, batch, dim_, dim_, du.data(), dim_, w, dim_, 1.0f, dx.data(), dim_);
 }
 
 // ---- DotInteraction ----
@@ -192,11 +189,12 @@ void DotInteraction::Backward(std::span<const float> e, std::span<const float> d
 
 // ---- Mlp ----
 
-Mlp::Mlp(size_t in_dim, std::span<const uint32_t> widths, bool relu_last, size_t param_offset)
+Mlp::Mlp(size_t in_dim, std::span<const uint32_t> widths, bool relu_last, size_t param_offset,
+         const dense::CpuGemm* gemm)
     : in_dim_(in_dim), relu_last_(relu_last), param_offset_(param_offset) {
   size_t width = in_dim;
   for (uint32_t out : widths) {
-    layers_.emplace_back(width, out, param_offset_ + num_params_);
+    layers_.emplace_back(width, out, param_offset_ + num_params_, gemm);
     num_params_ += layers_.back().num_params();
     width = out;
   }
@@ -214,8 +212,7 @@ std::span<const float> Mlp::Forward(std::span<const float> params, std::span<con
   for (size_t l = 0; l < layers_.size(); ++l) {
     std::vector<float>& y = s->outputs[l];
     y.resize(batch * layers_[l].out_dim());
-    layers_[l].Forward(params, in, batch, y);
-    if (relu_last_ || l + 1 < layers_.size()) ReluForward(y);
+    layers_[l].Forward(params, in, batch, y, /*relu=*/relu_last_ || l + 1 < layers_.size());
     in = y;
   }
   return in;

@@ -44,9 +44,10 @@ class FmSecondOrder {
 //   v1: y = x0 (x . w) + b + x,       w [d], b [d]       (d + d parameters)
 //   v2: y = x0 * (x W + b) + x,       W [d x d] row-major (Paddle's Linear layout), b [d]
 // with * element-wise. Parameters at params[offset, offset + num_params()): w (or W), then b.
+// v2's products run on `gemm`, which must outlive the layer.
 class CrossLayer {
  public:
-  CrossLayer(CrossType type, size_t dim, size_t param_offset);
+  CrossLayer(CrossType type, size_t dim, size_t param_offset, const dense::CpuGemm* gemm);
   CrossType type() const { return type_; }
   size_t dim() const { return dim_; }
   size_t param_offset() const { return param_offset_; }
@@ -68,6 +69,7 @@ class CrossLayer {
   CrossType type_;
   size_t dim_;
   size_t param_offset_;
+  const dense::CpuGemm* gemm_;
 };
 
 // Pairwise dot products of n vectors of k floats: e [batch x n x k] ->
@@ -90,6 +92,7 @@ class DotInteraction {
 
 // A stack of FullyConnected layers, ReLU after each but, when `relu_last` is false, the
 // last: in -> widths[0] -> ... -> widths.back(). Parameters back to back from param_offset.
+// The products run on `gemm`, which must outlive the Mlp.
 // Its per-call memory is an MlpScratch, one per thread.
 struct MlpScratch {
   std::vector<std::vector<float>> outputs;  // per layer [batch x width]
@@ -99,7 +102,8 @@ struct MlpScratch {
 class Mlp {
  public:
   Mlp() = default;
-  Mlp(size_t in_dim, std::span<const uint32_t> widths, bool relu_last, size_t param_offset);
+  Mlp(size_t in_dim, std::span<const uint32_t> widths, bool relu_last, size_t param_offset,
+      const dense::CpuGemm* gemm);
 
   bool empty() const { return layers_.empty(); }
   size_t in_dim() const { return in_dim_; }

@@ -1,31 +1,16 @@
 #include "trainer/model/layers.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "common/check.h"
 
-// OpenBLAS's thread control; null when another BLAS is linked.
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
-
 namespace fleetps::trainer::model {
 
-bool SetBlasThreads(int threads) {
-  if (openblas_set_num_threads == nullptr) return false;
-  openblas_set_num_threads(threads);
-  return true;
-}
-
-int BlasDim(size_t n) {
-  FLEETPS_CHECK_LE(n, size_t{1} << 30) << "matrix dimension too large for BLAS";
-  return static_cast<int>(n);
-}
-
-FullyConnected::FullyConnected(size_t in_dim, size_t out_dim, size_t param_offset)
-    : in_dim_(in_dim), out_dim_(out_dim), param_offset_(param_offset) {
+FullyConnected::FullyConnected(size_t in_dim, size_t out_dim, size_t param_offset, const dense::CpuGemm* gemm)
+    : in_dim_(in_dim), out_dim_(out_dim), param_offset_(param_offset), gemm_(gemm) {
   FLEETPS_CHECK(in_dim > 0 && out_dim > 0) << "in_dim " << in_dim << ", out_dim " << out_dim;
+  FLEETPS_CHECK(gemm != nullptr);
 }
 
 void FullyConnected::InitParams(std::span<float> params, UniformRandom* rng) const {
@@ -37,17 +22,15 @@ void FullyConnected::InitParams(std::span<float> params, UniformRandom* rng) con
 }
 
 void FullyConnected::Forward(std::span<const float> params, std::span<const float> x, size_t batch,
-                             std::span<float> y) const {
+                             std::span<float> y, bool relu) const {
   FLEETPS_CHECK_LE(param_offset_ + num_params(), params.size());
   FLEETPS_CHECK_EQ(x.size(), batch * in_dim_);
   FLEETPS_CHECK_EQ(y.size(), batch * out_dim_);
   if (batch == 0) return;
   const float* w = params.data() + param_offset_;
   const float* b = w + in_dim_ * out_dim_;
-  for (size_t i = 0; i < batch; ++i) std::copy(b, b + out_dim_, y.data() + i * out_dim_);
-  // y = 1 * x W + 1 * y
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BlasDim(batch), BlasDim(out_dim_), BlasDim(in_dim_), 1.0f,
-              x.data(), BlasDim(in_dim_), w, BlasDim(out_dim_), 1.0f, y.data(), BlasDim(out_dim_));
+  gemm_->Gemm(dense::Op::kN, dense::Op::kN, batch, out_dim_, in_dim_, x.data(), in_dim_, w, out_dim_, 0.0f, y.data(),
+              out_dim_, {.bias = b, .relu = relu});
 }
 
 void FullyConnected::Backward(std::span<const float> params, std::span<const float> x, std::span<const float> dy,
@@ -65,8 +48,8 @@ void FullyConnected::Backward(std::span<const float> params, std::span<const flo
     return;
   }
   // dW [in x out] = x^T [in x batch] dy [batch x out]
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, BlasDim(in_dim_), BlasDim(out_dim_), BlasDim(batch), 1.0f,
-              x.data(), BlasDim(in_dim_), dy.data(), BlasDim(out_dim_), 0.0f, dw, BlasDim(out_dim_));
+  gemm_->Gemm(dense::Op::kT, dense::Op::kN, in_dim_, out_dim_, batch, x.data(), in_dim_, dy.data(), out_dim_, 0.0f, dw,
+              out_dim_);
   // db = column sums of dy
   for (size_t i = 0; i < batch; ++i) {
     const float* row = dy.data() + i * out_dim_;
@@ -74,9 +57,8 @@ void FullyConnected::Backward(std::span<const float> params, std::span<const flo
   }
   if (dx.empty()) return;
   // dx [batch x in] = dy [batch x out] W^T [out x in]
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, BlasDim(batch), BlasDim(in_dim_), BlasDim(out_dim_), 1.0f,
-              dy.data(), BlasDim(out_dim_), params.data() + param_offset_, BlasDim(out_dim_), 0.0f, dx.data(),
-              BlasDim(in_dim_));
+  gemm_->Gemm(dense::Op::kN, dense::Op::kT, batch, in_dim_, out_dim_, dy.data(), out_dim_,
+              params.data() + param_offset_, out_dim_, 0.0f, dx.data(), in_dim_);
 }
 
 void ReluForward(std::span<float> x) {

@@ -1,5 +1,6 @@
 #pragma once
-// Dense layers over BLAS with explicit forward and backward passes.
+// Dense layers with explicit forward and backward passes; their matrix products run on the
+// CPU dense backend (dense::CpuGemm: oneDNN, fp32 or bf16, kernels chosen from the CPU).
 //
 // Matrices are row-major [rows x cols]; a batch is `batch` rows. Layers own no memory:
 // their parameters are views by offset into one flat parameter vector (DenseNet lays the
@@ -11,6 +12,8 @@
 #include <cstdint>
 #include <random>
 #include <span>
+
+#include "common/dense/cpu_gemm.h"
 
 namespace fleetps::trainer::model {
 
@@ -30,19 +33,14 @@ class UniformRandom {
   std::mt19937_64 engine_;
 };
 
-// Caps the threads the BLAS library starts inside one call (OpenBLAS's
-// openblas_set_num_threads, looked up weakly so any CBLAS links). Hogwild workers already
-// use the cores; a multi-threaded GEMM under each of them oversubscribes. Returns false
-// when the BLAS has no such control.
-bool SetBlasThreads(int threads);
-
 // Fully-connected layer y = x W + b, with
 //   x [batch x in_dim], y [batch x out_dim],
 //   W [in_dim x out_dim] row-major (Paddle's Linear layout) at params[offset, offset + in_dim * out_dim),
 //   b [out_dim] right after W.
+// Its products run on `gemm`, which must outlive the layer (the model holds it).
 class FullyConnected {
  public:
-  FullyConnected(size_t in_dim, size_t out_dim, size_t param_offset);
+  FullyConnected(size_t in_dim, size_t out_dim, size_t param_offset, const dense::CpuGemm* gemm);
 
   size_t in_dim() const { return in_dim_; }
   size_t out_dim() const { return out_dim_; }
@@ -52,8 +50,10 @@ class FullyConnected {
   // Xavier-uniform weights, U(-a, a) with a = sqrt(6 / (in_dim + out_dim)); zero bias.
   void InitParams(std::span<float> params, UniformRandom* rng) const;
 
-  // y = x W + b. `params` is the whole flat vector.
-  void Forward(std::span<const float> params, std::span<const float> x, size_t batch, std::span<float> y) const;
+  // y = x W + b, then max(y, 0) when `relu` (fused into the product). `params` is the whole
+  // flat vector.
+  void Forward(std::span<const float> params, std::span<const float> x, size_t batch, std::span<float> y,
+               bool relu = false) const;
 
   // Given dy = dL/dy, overwrites this layer's dL/dW and dL/db in `param_grads` (the whole
   // flat gradient vector; other layers' entries are untouched) and writes dx = dL/dx,
@@ -65,10 +65,8 @@ class FullyConnected {
   size_t in_dim_;
   size_t out_dim_;
   size_t param_offset_;
+  const dense::CpuGemm* gemm_;
 };
-
-// n as a BLAS dimension (int); dies when n exceeds 2^30.
-int BlasDim(size_t n);
 
 // x = max(x, 0), in place.
 void ReluForward(std::span<float> x);

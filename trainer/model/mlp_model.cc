@@ -13,11 +13,12 @@ namespace {
 
 class MlpModel : public DenseModel {
  public:
-  MlpModel(size_t in_dim, std::span<const uint32_t> hidden, OutputKind output, ModelType type)
+  MlpModel(size_t in_dim, std::span<const uint32_t> hidden, OutputKind output, ModelType type,
+           const dense::CpuGemm* gemm)
       : type_(type), logits_(NumLogits(output)) {
     std::vector<uint32_t> widths(hidden.begin(), hidden.end());
     widths.push_back(static_cast<uint32_t>(logits_));
-    mlp_ = Mlp(in_dim, widths, /*relu_last=*/false, 0);
+    mlp_ = Mlp(in_dim, widths, /*relu_last=*/false, 0, gemm);
   }
 
   ModelType type() const override { return type_; }
@@ -55,8 +56,8 @@ class MlpModel : public DenseModel {
 }  // namespace
 
 std::unique_ptr<DenseModel> MakeMlpModel(size_t in_dim, std::span<const uint32_t> hidden, OutputKind output,
-                                         ModelType type) {
-  return std::make_unique<MlpModel>(in_dim, hidden, output, type);
+                                         ModelType type, const dense::CpuGemm* gemm) {
+  return std::make_unique<MlpModel>(in_dim, hidden, output, type, gemm);
 }
 
 }  // namespace fleetps::trainer::model

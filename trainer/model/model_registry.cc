@@ -21,15 +21,15 @@ SlotLayout SlotLayout::FromOptions(const ModelOptions& options) {
   return layout;
 }
 
-std::unique_ptr<DenseModel> MakeDenseModel(const ModelOptions& options) {
+std::unique_ptr<DenseModel> MakeDenseModel(const ModelOptions& options, const dense::CpuGemm* gemm) {
   switch (options.type) {
     case ModelType::kMlp:
     case ModelType::kCtrDnn:
-      return MakeMlpModel(DenseInputDim(options), options.fc_sizes, options.output, options.type);
-    case ModelType::kWideDeep: return MakeWideDeepModel(options);
-    case ModelType::kDeepFm: return MakeDeepFmModel(options);
-    case ModelType::kDcn: return MakeDcnModel(options);
-    case ModelType::kDlrm: return MakeDlrmModel(options);
+      return MakeMlpModel(DenseInputDim(options), options.fc_sizes, options.output, options.type, gemm);
+    case ModelType::kWideDeep: return MakeWideDeepModel(options, gemm);
+    case ModelType::kDeepFm: return MakeDeepFmModel(options, gemm);
+    case ModelType::kDcn: return MakeDcnModel(options, gemm);
+    case ModelType::kDlrm: return MakeDlrmModel(options, gemm);
   }
   FLEETPS_CHECK(false) << "unknown model type " << static_cast<int>(options.type);
   return nullptr;

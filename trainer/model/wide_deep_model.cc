@@ -17,11 +17,11 @@ namespace {
 
 class WideDeepModel : public DenseModel {
  public:
-  explicit WideDeepModel(const ModelOptions& o) : layout_(SlotLayout::FromOptions(o)), logits_(NumLogits(o.output)) {
+  WideDeepModel(const ModelOptions& o, const dense::CpuGemm* gemm) : layout_(SlotLayout::FromOptions(o)), logits_(NumLogits(o.output)) {
     FLEETPS_CHECK(layout_.first_order);
     std::vector<uint32_t> widths = o.fc_sizes;
     widths.push_back(static_cast<uint32_t>(logits_));
-    deep_ = Mlp(layout_.width(), widths, /*relu_last=*/false, 0);
+    deep_ = Mlp(layout_.width(), widths, /*relu_last=*/false, 0, gemm);
     wide_offset_ = deep_.num_params();
   }
 
@@ -90,8 +90,8 @@ class WideDeepModel : public DenseModel {
 
 }  // namespace
 
-std::unique_ptr<DenseModel> MakeWideDeepModel(const ModelOptions& options) {
-  return std::make_unique<WideDeepModel>(options);
+std::unique_ptr<DenseModel> MakeWideDeepModel(const ModelOptions& options, const dense::CpuGemm* gemm) {
+  return std::make_unique<WideDeepModel>(options, gemm);
 }
 
 }  // namespace fleetps::trainer::model

@@ -183,13 +183,13 @@ Status RunTrainer(const config::TrainerOptions& o, PsClient& client, const JobFl
 
 Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, HeterClient* heter,
                    collective::Communicator* comm) {
-  Trainer trainer(o, client, heter, comm);
+  Trainer trainer(o, client, heter, comm, nullptr, flags.dense);
   return RunTrainer(o, client, flags, trainer);
 }
 
 Status RunTrainJob(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags,
                    std::unique_ptr<ParamSync> sync) {
-  Trainer trainer(o, client, nullptr, nullptr, std::move(sync));
+  Trainer trainer(o, client, nullptr, nullptr, std::move(sync), flags.dense);
   return RunTrainer(o, client, flags, trainer);
 }
 
@@ -532,7 +532,7 @@ Status RunInferJob(const config::TrainerOptions& o, PsClient& client, const JobF
   }();
   ASSIGN_OR_RETURN(LoadResult loaded, std::move(result));
   spdlog::info("loaded model {} (version {}, {} sparse rows)", o.infer_load_path, loaded.version, loaded.rows);
-  Trainer trainer(o, client);
+  Trainer trainer(o, client, nullptr, nullptr, nullptr, flags.dense);
   ASSIGN_OR_RETURN(PassReport r, trainer.Evaluate(o.data.test_paths, flags.predictions_path));
   LogPass("infer", o, r);
   return WriteReport(flags.report_path, o, {}, &r);

@@ -11,6 +11,7 @@
 
 #include "common/config/server_config.h"
 #include "common/config/trainer_config.h"
+#include "common/dense/cpu_gemm.h"
 #include "common/net/auth.h"
 #include "common/net/http_endpoint.h"
 #include "common/net/tls.h"
@@ -68,6 +69,9 @@ struct JobFlags {
   std::string report_path;       // JSON summary written at the end ("" = none)
   std::string predictions_path;  // infer/eval: "label prediction" lines ("" = none)
   metrics::Registry* metrics = nullptr;  // training series go here (outlives the job; null: none)
+  // The dense backend the role opened from fleetps.dense (dense::OpenDenseBackend); null:
+  // fp32 with the CPU's best kernels.
+  std::shared_ptr<const dense::CpuGemm> dense;
   // Called once training can begin: connected to the pservers, past the start barrier
   // (a service manager's READY=1). Null: none.
   std::function<void()> on_started;

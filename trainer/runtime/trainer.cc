@@ -90,12 +90,13 @@ void FillPassMetrics(const model::AucCalculator& global, PassReport* report) {
 }  // namespace
 
 struct Trainer::Impl {
-  Impl(const config::TrainerOptions& o, PsClient& c, HeterClient* h, collective::Communicator* m)
+  Impl(const config::TrainerOptions& o, PsClient& c, HeterClient* h, collective::Communicator* m,
+       std::shared_ptr<const dense::CpuGemm> gemm)
       : options(o),
         client(c),
         heter(h),
         comm(m),
-        net(model::DenseNet::FromOptions(o.model)),
+        net(model::DenseNet::FromOptions(o.model, std::move(gemm))),
         pool(HasSparseSlots(o.model) ? std::make_unique<model::EmbeddingPool>(
                                                       model::EmbeddingPool::FromOptions(o.model))
                                                 : nullptr) {}
@@ -332,20 +333,13 @@ struct Trainer::Impl {
 };
 
 Trainer::Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter, collective::Communicator* comm,
-                 std::unique_ptr<ParamSync> sync)
+                 std::unique_ptr<ParamSync> sync, std::shared_ptr<const dense::CpuGemm> dense)
     : options_(std::move(options)),
       client_(client),
       heter_(options_.heter_mode() ? heter : nullptr),
       comm_(options_.collective_mode() ? comm : nullptr),
       given_sync_(options_.gpubox_mode() ? std::move(sync) : nullptr),
-      impl_(std::make_unique<Impl>(options_, client_, heter_, comm_)) {
-  // One BLAS thread per worker, unless the user chose otherwise: Hogwild workers already use
-  // the cores, and a GEMM split over threads rounds differently, so a saved model would not
-  // reproduce the trainer's predictions exactly in infer mode (one worker) otherwise.
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr && model::SetBlasThreads(1)) {
-    spdlog::debug("trainer {}: {} worker threads, 1 BLAS thread each", options_.trainer_id, options_.worker_threads);
-  }
-}
+      impl_(std::make_unique<Impl>(options_, client_, heter_, comm_, std::move(dense))) {}
 
 Trainer::~Trainer() = default;
 

@@ -97,9 +97,11 @@ class Trainer {
  public:
   // `client` (and `heter`, required in heter mode, and `comm`, required in collective mode,
   // else ignored) outlive the Trainer. `sync`: the ParamSync of GPU-PS pass mode (required
-  // there, made by the heter-trainer with its device tables; else ignored).
+  // there, made by the heter-trainer with its device tables; else ignored). `dense`: the
+  // backend of the dense layers' products (JobFlags::dense); null: fp32, the CPU's best kernels.
   Trainer(config::TrainerOptions options, PsClient& client, HeterClient* heter = nullptr,
-          collective::Communicator* comm = nullptr, std::unique_ptr<ParamSync> sync = nullptr);
+          collective::Communicator* comm = nullptr, std::unique_ptr<ParamSync> sync = nullptr,
+          std::shared_ptr<const dense::CpuGemm> dense = nullptr);
   ~Trainer();
 
   // Initial dense parameters (trainer 0) and the start barrier.

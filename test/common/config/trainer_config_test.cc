@@ -85,6 +85,24 @@ TEST_CASE("Unknown keys in the fleetps section and its maps") {
         "job.yaml:3:12: unknown key 'max_conections' under 'fleetps.server' (did you mean 'max_connections'?)");
 }
 
+TEST_CASE("fleetps.dense picks the dense backend's precision and kernel-family cap") {
+  auto defaults = ParseTrainerYaml("hyper_parameters: {}\nrunner: {}\n", "job.yaml");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->dense.precision == dense::Precision::kFp32);
+  CHECK_FALSE(defaults->dense.max_isa.has_value());
+  auto bf16 = ParseTrainerYaml("hyper_parameters: {}\nrunner: {}\nfleetps:\n  dense: {precision: bf16, max_isa: avx512}\n",
+                               "job.yaml");
+  REQUIRE(bf16.ok());
+  CHECK(bf16->dense.precision == dense::Precision::kBf16);
+  CHECK(bf16->dense.max_isa == dense::IsaLevel::kAvx512);
+  CHECK(ParseError("hyper_parameters: {}\nrunner: {}\nfleetps:\n  dense: {precision: fp16}\n") ==
+        "job.yaml:4: fleetps.dense.precision: unknown precision 'fp16' (use fp32 or bf16)");
+  CHECK(ParseError("hyper_parameters: {}\nrunner: {}\nfleetps:\n  dense: {max_isa: sse2}\n") ==
+        "job.yaml:4: fleetps.dense.max_isa: unknown max_isa 'sse2' (use auto, generic, avx2, avx512, avx512_bf16 or amx)");
+  CHECK(ParseError("hyper_parameters: {}\nrunner: {}\nfleetps:\n  dense: {precission: bf16}\n") ==
+        "job.yaml:4:11: unknown key 'precission' under 'fleetps.dense' (did you mean 'precision'?)");
+}
+
 TEST_CASE("A key given twice is an error") {
   CHECK(ParseError("runner:\n  sync_mode: async\n  sync_mode: sync\nhyper_parameters: {}\n") ==
         "job.yaml:3:3: duplicate key 'sync_mode' under 'runner' (first at line 2); give each key once");

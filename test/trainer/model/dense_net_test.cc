@@ -143,7 +143,7 @@ TEST_CASE("DenseNet runs concurrently on shared parameters", "[dense_net]") {
   CHECK(b == expected);
 }
 
-// Not run by default: ./model_test "[.bench]" (set OPENBLAS_NUM_THREADS=1 for one thread).
+// Not run by default: ./model_test "[.bench]" (one thread per product, as the trainers run).
 TEST_CASE("DenseNet ForwardBackward throughput, PaddleRec rank/dnn shape", "[.bench]") {
   const size_t in = 26 * 9 + 13, batch = 512;
   const DenseNet net(in, {512, 256, 128, 32}, OutputKind::kSoftmax2);

@@ -10,6 +10,7 @@ namespace fleetps::trainer::model {
 namespace {
 
 using testing::CheckGradient;
+using testing::TestGemm;
 using testing::GradientCheckOptions;
 using testing::RandomVector;
 
@@ -54,7 +55,7 @@ TEST_CASE("FmSecondOrder backward matches finite differences", "[interactions]")
 TEST_CASE("CrossLayer forward by hand", "[interactions]") {
   // v1, d = 2: y = x0 (x . w) + b + x with x0 = (1, 2), x = (3, 4), w = (0.5, -1), b = (0.1, 0.2):
   // x . w = 1.5 - 4 = -2.5, y = (-2.5 + 0.1 + 3, -5 + 0.2 + 4) = (0.6, -0.8).
-  const CrossLayer v1(CrossType::kV1, 2, 0);
+  const CrossLayer v1(CrossType::kV1, 2, 0, TestGemm());
   const std::vector<float> params = {0.5f, -1.0f, 0.1f, 0.2f};
   const std::vector<float> x0 = {1, 2}, x = {3, 4};
   std::vector<float> inner(1), y(2);
@@ -63,7 +64,7 @@ TEST_CASE("CrossLayer forward by hand", "[interactions]") {
   CHECK(y[1] == Approx(-0.8));
   // v2, d = 2: u = x W + b with W = [[1, 0], [2, -1]] (row-major, x W), b = (0, 1):
   // u = (3 + 8, -4 + 1) = (11, -3); y = x0 * u + x = (11 + 3, -6 + 4) = (14, -2).
-  const CrossLayer v2(CrossType::kV2, 2, 0);
+  const CrossLayer v2(CrossType::kV2, 2, 0, TestGemm());
   const std::vector<float> params2 = {1, 0, 2, -1, 0, 1};
   std::vector<float> inner2(2);
   v2.Forward(params2, x0, x, 1, inner2, y);
@@ -75,7 +76,7 @@ TEST_CASE("CrossLayer backward matches finite differences", "[interactions]") {
   const size_t batch = 3, d = 4;
   for (CrossType type : {CrossType::kV1, CrossType::kV2}) {
     INFO("cross type " << static_cast<int>(type));
-    const CrossLayer layer(type, d, 2);  // at an offset, behind 2 other floats
+    const CrossLayer layer(type, d, 2, TestGemm());  // at an offset, behind 2 other floats
     std::vector<float> params = RandomVector(2 + layer.num_params(), 3);
     std::vector<float> x0 = RandomVector(batch * d, 4);
     std::vector<float> x = RandomVector(batch * d, 5);

@@ -11,6 +11,7 @@ namespace fleetps::trainer::model {
 namespace {
 
 using testing::CheckGradient;
+using testing::TestGemm;
 using testing::GradientCheckOptions;
 using testing::RandomVector;
 
@@ -23,7 +24,7 @@ double Dot(std::span<const float> a, std::span<const float> b) {
 
 TEST_CASE("FullyConnected forward matches hand-computed values", "[layers]") {
   // One float of padding in front shows that the layer reads its parameters at its offset.
-  const FullyConnected fc(3, 2, /*param_offset=*/1);
+  const FullyConnected fc(3, 2, /*param_offset=*/1, TestGemm());
   REQUIRE(fc.num_params() == 8);
   const std::vector<float> params = {99,          // not this layer's
                                      1, 2,        // W row 0
@@ -42,7 +43,7 @@ TEST_CASE("FullyConnected backward matches finite differences", "[layers]") {
   // parameters and in x, so the central difference has no truncation error; with h = 0.1
   // its rounding error is ~1e-7 * |f| / h ~ 1e-5, far below the tolerance.
   const size_t in = 4, out = 3, batch = 5, offset = 2;
-  const FullyConnected fc(in, out, offset);
+  const FullyConnected fc(in, out, offset, TestGemm());
   std::vector<float> params = RandomVector(offset + fc.num_params() + 1, 1);
   std::vector<float> x = RandomVector(batch * in, 2);
   const std::vector<float> r = RandomVector(batch * out, 3);
@@ -75,7 +76,7 @@ TEST_CASE("FullyConnected backward matches finite differences", "[layers]") {
 }
 
 TEST_CASE("FullyConnected Xavier init is deterministic and bounded", "[layers]") {
-  const FullyConnected fc(10, 6, 0);
+  const FullyConnected fc(10, 6, 0, TestGemm());
   std::vector<float> a(fc.num_params()), b(fc.num_params()), c(fc.num_params());
   UniformRandom rng_a(7), rng_b(7), rng_c(8);
   fc.InitParams(a, &rng_a);

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <vector>
 
 #include "common/config/trainer_config.h"
@@ -135,6 +136,64 @@ TEST_CASE("wide_deep with per-slot widths reads each block's first-order column"
   DenseNet::Workspace ws;
   const auto p = net.Forward(params, row, 1, &ws);
   CHECK(p[0] == Approx(1 / (1 + std::exp(-0.4))));
+}
+
+TEST_CASE("Every model in bf16 gives fp32's loss, predictions and gradients up to bf16 rounding",
+          "[model_registry]") {
+  auto bf16 = dense::CpuGemm::Create({.precision = dense::Precision::kBf16});
+  if (!bf16.ok()) {  // a CPU without bf16 units: refused (dense_test checks the message)
+    CHECK(bf16.status().IsInvalidArgument());
+    return;
+  }
+  const size_t batch = 64;
+  for (ModelType type : {ModelType::kCtrDnn, ModelType::kWideDeep, ModelType::kDeepFm, ModelType::kDcn,
+                         ModelType::kDlrm}) {
+    ModelOptions o = SmallOptions(type, OutputKind::kSoftmax2);
+    o.num_sparse_slots = 8;
+    o.sparse_feature_dim = 8;
+    o.fc_sizes = {64, 32};
+    o.cross_type = CrossType::kV2;
+    o.bot_layer_sizes = {16, 8};
+    o.top_layer_sizes = {32, 2};
+    INFO("model " << ModelTypeName(type));
+    const DenseNet fp32_net = DenseNet::FromOptions(o);
+    const DenseNet bf16_net = DenseNet::FromOptions(o, *bf16);
+    REQUIRE(bf16_net.gemm().precision() == dense::Precision::kBf16);
+    std::vector<float> params(fp32_net.num_params());
+    fp32_net.InitParams(params, 21);
+    const std::vector<float> activations = RandomVector(batch * fp32_net.in_dim(), 22, -1, 1);
+    std::vector<float> labels(batch);
+    for (size_t i = 0; i < batch; ++i) labels[i] = static_cast<float>(i % 3 == 0);
+    struct Out {
+      float loss;
+      std::vector<float> predictions, param_grads, activation_grads;
+    };
+    const auto run = [&](const DenseNet& net) {
+      Out out{0, {}, std::vector<float>(net.num_params()), std::vector<float>(activations.size())};
+      DenseNet::Workspace ws;
+      out.loss = net.ForwardBackward(params, activations, labels, batch, out.param_grads, out.activation_grads, &ws);
+      out.predictions.assign(ws.predictions().begin(), ws.predictions().end());
+      return out;
+    };
+    const Out a = run(fp32_net), b = run(bf16_net);
+    // bf16 keeps 8 significant bits: each product's inputs move by <= 2^-9 relative.
+    CHECK(b.loss == Approx(a.loss).epsilon(0.01));
+    for (size_t i = 0; i < batch; ++i) CHECK(b.predictions[i] == Approx(a.predictions[i]).margin(0.01));
+    const auto relative_error = [](const std::vector<float>& x, const std::vector<float>& y) {
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        diff += (x[i] - y[i]) * double{x[i] - y[i]};
+        norm += x[i] * double{x[i]};
+      }
+      return std::sqrt(diff / norm);
+    };
+    // The gradients sum p - y over the batch with heavy cancellation, so their relative error
+    // is far above one rounding (4-9% measured on these shapes); a wrong operand, transpose
+    // or stride would be ~100%.
+    CHECK(relative_error(a.param_grads, b.param_grads) < 0.15);
+    CHECK(relative_error(a.activation_grads, b.activation_grads) < 0.15);
+    CHECK(relative_error(a.param_grads, b.param_grads) > 0);  // it did run in bf16
+  }
 }
 
 TEST_CASE("dlrm's parameter count by hand", "[model_registry]") {

@@ -17,12 +17,20 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "trainer/model/layers.h"
 
 namespace fleetps::trainer::model::testing {
+
+// The dense backend layers under test run on: fp32 with the CPU's best kernels, as trainers
+// run by default (one per test binary).
+inline const dense::CpuGemm* TestGemm() {
+  static const std::shared_ptr<const dense::CpuGemm> gemm = dense::CpuGemm::Fp32();
+  return gemm.get();
+}
 
 // n floats uniform in [lo, hi), deterministic from seed.
 inline std::vector<float> RandomVector(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
