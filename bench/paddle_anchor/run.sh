@@ -4,7 +4,8 @@
 # process on this machine. The runs: fleetps with the YAML's CTR accessor and with plain rows;
 # Paddle with its defaults and with its trainers pulling the dense parameters after every
 # send; then one process of each (the check that the two programs train the same model: the
-# same AUC).
+# same AUC). Where the CPU has bf16 units (AVX512-BF16, AMX), fleetps also runs with
+# fleetps.dense.precision bf16.
 #   bench/paddle_anchor/run.sh [rows (default 500000)] [trainers (default 2)] [epochs (default 1)]
 # Needs a fleetps build (BUILD, default build) and the Python package registry once: it makes a
 # virtual environment with PaddlePaddle 2.6.2 (PADDLE_VENV, default $BUILD/paddle_venv). The
@@ -45,6 +46,15 @@ common=(FLEETPS_SKIP_SETUP=1 FLEETPS_TRAINERS="$TRAINERS" FLEETPS_EPOCHS="$EPOCH
 env "${common[@]}" FLEETPS_OUT="$OUT/fleetps" scripts/run_local.sh >"$OUT/fleetps.log" 2>&1
 env "${common[@]}" FLEETPS_CONFIG="$OUT/ctr_dnn_plain.yaml" FLEETPS_OUT="$OUT/fleetps_plain" scripts/run_local.sh \
   >"$OUT/fleetps_plain.log" 2>&1
+# fleetps with bf16 dense products (fleetps.dense.precision), where the CPU has bf16 units.
+BF16=0
+if grep -qw -e avx512_bf16 -e amx_bf16 /proc/cpuinfo; then
+  BF16=1
+  sed 's/^  dense: {precision: fp32}/  dense: {precision: bf16}/' configs/ctr_dnn.yaml >"$OUT/ctr_dnn_bf16.yaml"
+  grep -q "precision: bf16" "$OUT/ctr_dnn_bf16.yaml"
+  env "${common[@]}" FLEETPS_CONFIG="$OUT/ctr_dnn_bf16.yaml" FLEETPS_OUT="$OUT/fleetps_bf16" scripts/run_local.sh \
+    >"$OUT/fleetps_bf16.log" 2>&1
+fi
 
 # fleetps in one process, as Paddle's --local run below (model saved beside the plain YAML).
 env -u TRAINING_ROLE -u PADDLE_PSERVERS_IP_PORT_LIST "$BUILD/trainer/cpu-trainer" --config "$OUT/ctr_dnn_plain.yaml" \
@@ -100,9 +110,10 @@ run_paddle paddle
 (cd "$OUT" && OMP_NUM_THREADS=1 CPU_NUM=1 GLOG_v=0 exec "$PY" "$PROGRAM" --local --train-file "$DATA/multislot.all" \
   --epochs "$EPOCHS" --report paddle_local.json >paddle_local.log 2>&1)
 
-python3 - "$OUT" "$TRAINERS" "$ROWS" "$EPOCHS" "$(getconf CLK_TCK)" <<'PY'
+python3 - "$OUT" "$TRAINERS" "$ROWS" "$EPOCHS" "$(getconf CLK_TCK)" "$BF16" <<'PY'
 import json, os, sys
 out, trainers, rows, epochs, tck = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+bf16 = sys.argv[6] == "1"
 
 def load(path):
     if not os.path.exists(path):
@@ -121,7 +132,10 @@ print()
 print("| system | examples/s (all trainers, last epoch) | train AUC (progressive, last epoch) | pservers us/example | trainers us/example | all us/example |")
 print("|---|---|---|---|---|---|")
 rowsout = []
-for label, d in (("fleetps (CTR accessor, embedx_threshold 10)", "fleetps"), ("fleetps (plain rows)", "fleetps_plain")):
+fleetps_runs = [("fleetps (CTR accessor, embedx_threshold 10)", "fleetps"), ("fleetps (plain rows)", "fleetps_plain")]
+if bf16:
+    fleetps_runs.append(("fleetps (CTR accessor), bf16 dense products", "fleetps_bf16"))
+for label, d in fleetps_runs:
     reports = [load(f"{out}/{d}/trainer{i}.json") for i in range(trainers)]
     last = [r["epochs"][-1] for r in reports]
     examples = sum(e["examples"] for r in reports for e in r["epochs"])

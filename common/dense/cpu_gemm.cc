@@ -1,7 +1,5 @@
 #include "common/dense/cpu_gemm.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -12,6 +10,13 @@
 #include <vector>
 
 #include "common/check.h"
+
+// The OpenMP runtime oneDNN runs on (libgomp), declared here rather than through <omp.h>,
+// which only gcc ships (a clang build links the same libgomp).
+extern "C" {
+int omp_get_max_threads();
+void omp_set_num_threads(int threads);
+}
 
 namespace fleetps::dense {
 namespace {
@@ -152,6 +157,16 @@ void CpuGemm::Gemm(Op op_a, Op op_b, size_t m, size_t n, size_t k, const float* 
   }
   // OpenMP's thread count is per calling thread; oneDNN reads it when it builds and runs.
   if (omp_get_max_threads() != options_.threads_per_call) omp_set_num_threads(options_.threads_per_call);
+  try {
+    Run(op_a, op_b, m, n, k, a, lda, b, ldb, beta, c, ldc, epilogue);
+  } catch (const dnnl::error& e) {
+    FLEETPS_CHECK(false) << backend_ << " matrix product " << m << "x" << k << " * " << k << "x" << n
+                         << " failed: " << e.what();
+  }
+}
+
+void CpuGemm::Run(Op op_a, Op op_b, size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b,
+                  size_t ldb, float beta, float* c, size_t ldc, const GemmEpilogue& epilogue) const {
   const dnnl::engine& engine = impl_->engine;
   dnnl::stream stream(engine);
   dnnl::memory::desc a_desc = Strided(m, k, lda, op_a, dt::f32);
@@ -159,10 +174,11 @@ void CpuGemm::Gemm(Op op_a, Op op_b, size_t m, size_t n, size_t k, const float* 
   dnnl::memory a_mem(a_desc, engine, const_cast<float*>(a));
   dnnl::memory b_mem(b_desc, engine, const_cast<float*>(b));
   if (options_.precision == Precision::kBf16) {
-    // Round A and B to bf16 (oneDNN's JIT reorder: round to nearest even), laid out plain.
+    // Round A and B to bf16 (oneDNN's JIT reorder: round to nearest even), laid out plain,
+    // in this thread's buffers.
     thread_local Bf16Buffers buffers;
-    buffers.a.resize(std::max(buffers.a.size(), m * k));
-    buffers.b.resize(std::max(buffers.b.size(), k * n));
+    if (buffers.a.size() < m * k) buffers.a.resize(m * k);
+    if (buffers.b.size() < k * n) buffers.b.resize(k * n);
     dnnl::memory a16(Plain(m, k, dt::bf16), engine, buffers.a.data());
     dnnl::memory b16(Plain(k, n, dt::bf16), engine, buffers.b.data());
     dnnl::reorder(a_mem, a16).execute(stream, a_mem, a16);
@@ -173,7 +189,6 @@ void CpuGemm::Gemm(Op op_a, Op op_b, size_t m, size_t n, size_t k, const float* 
     b_mem = b16;
   }
   const dnnl::memory::desc c_desc = Strided(m, n, ldc, Op::kN, dt::f32);
-  dnnl::memory c_mem(c_desc, engine, c);
   dnnl::primitive_attr attr;
   attr.set_fpmath_mode(dnnl::fpmath_mode::strict);  // what the precision says, whatever the environment
   dnnl::post_ops post;
@@ -181,20 +196,15 @@ void CpuGemm::Gemm(Op op_a, Op op_b, size_t m, size_t n, size_t k, const float* 
   if (epilogue.relu) post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
   attr.set_post_ops(post);
   std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
-  try {
-    if (epilogue.bias != nullptr) {
-      const dnnl::memory::desc bias_desc = Plain(1, n, dt::f32);
-      args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_desc, engine, const_cast<float*>(epilogue.bias)));
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_desc, b_desc, bias_desc, c_desc), attr, engine);
-      dnnl::matmul(pd).execute(stream, args);
-    } else {
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_desc, b_desc, c_desc), attr, engine);
-      dnnl::matmul(pd).execute(stream, args);
-    }
-  } catch (const dnnl::error& e) {
-    FLEETPS_CHECK(false) << backend_ << " matrix product " << m << "x" << k << " * " << k << "x" << n
-                         << " failed: " << e.what();
+      {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, dnnl::memory(c_desc, engine, c)}};
+  if (epilogue.bias != nullptr) {
+    const dnnl::memory::desc bias_desc = Plain(1, n, dt::f32);
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_desc, engine, const_cast<float*>(epilogue.bias)));
+    dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc, b_desc, bias_desc, c_desc), attr, engine))
+        .execute(stream, args);
+  } else {
+    dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc, b_desc, c_desc), attr, engine))
+        .execute(stream, args);
   }
   stream.wait();
 }

@@ -81,6 +81,9 @@ class CpuGemm {
  private:
   struct Impl;
   CpuGemm(CpuGemmOptions options, IsaLevel isa, std::string backend, std::string kernel);
+  // Gemm's oneDNN part (throws dnnl::error).
+  void Run(Op op_a, Op op_b, size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b, size_t ldb,
+           float beta, float* c, size_t ldc, const GemmEpilogue& epilogue) const;
 
   std::unique_ptr<const Impl> impl_;  // the oneDNN engine
   CpuGemmOptions options_;
