@@ -8,6 +8,8 @@
 #   bench/accuracy/models.sh [rows (default 1120000)] [models (default "ctr_dnn wide_deep deepfm dcn dlrm")]
 #                            [modes (default "local async")] [epochs (default 2)]
 #   DATAGEN_ARGS="--vocab 1000" bench/accuracy/models.sh ...   other generated data
+# A mode may name a dense precision: "local:bf16" trains locally with fleetps.dense.precision
+# bf16 (a copy of the YAML); its "vs local" column is then the difference to fp32.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
@@ -26,22 +28,28 @@ if [ ! -f "$DATA/datagen.txt" ]; then
 fi
 
 for model in $MODELS; do
-  for mode in $MODES; do
-    run="$OUT/${model}_$mode"
+  for spec in $MODES; do
+    mode="${spec%%:*}"
+    run="$OUT/${model}_${spec/:/_}"
     rm -rf "$run" && mkdir -p "$run"
+    config="configs/$model.yaml"
+    if [ "$spec" != "$mode" ]; then
+      config="$run/job.yaml"
+      sed -e '/^  dense: /d' -e "s/^fleetps:\$/fleetps:\n  dense: {precision: ${spec#*:}}/" "configs/$model.yaml" >"$config"
+    fi
     start=$(date +%s.%N)
     if [ "$mode" = local ]; then
-      "$BUILD/trainer/cpu-trainer" --config "configs/$model.yaml" --train-data "$DATA/train" --test-data "$DATA/test" \
+      "$BUILD/trainer/cpu-trainer" --config "$config" --train-data "$DATA/train" --test-data "$DATA/test" \
         --log-level warn --epochs "$EPOCHS" --report "$run/trainer0.json" >"$run/trainer0.log" 2>&1 ||
         echo "{\"failed\": true}" >"$run/trainer0.json"
     else
-      FLEETPS_SKIP_SETUP=1 FLEETPS_CONFIG="configs/$model.yaml" FLEETPS_SYNC_MODE=$mode FLEETPS_EPOCHS="$EPOCHS" \
+      FLEETPS_SKIP_SETUP=1 FLEETPS_CONFIG="$config" FLEETPS_SYNC_MODE=$mode FLEETPS_EPOCHS="$EPOCHS" \
         FLEETPS_TRAIN_DATA="$DATA/train" FLEETPS_TEST_DATA="$DATA/test" FLEETPS_OUT="$run" \
         FLEETPS_BASE_PORT=18900 scripts/run_local.sh >"$run/cluster.log" 2>&1 ||
         echo "{\"failed\": true}" >"$run/trainer0.json"
     fi
     python3 -c "print($(date +%s.%N) - $start)" >"$run/seconds"
-    echo "$model $mode done" >&2
+    echo "$model $spec done" >&2
   done
 done
 
@@ -62,7 +70,7 @@ print("|---|---|---|---|---|---|---|---|---|")
 for model in models:
     local = None
     for mode in modes:
-        run = f"{out}/{model}_{mode}"
+        run = f"{out}/{model}_{mode.replace(':', '_')}"
         secs = float(open(f"{run}/seconds").read())
         reports = [json.load(open(p)) for p in sorted(glob.glob(f"{run}/trainer*.json"))]
         if any(r.get("failed") for r in reports):
