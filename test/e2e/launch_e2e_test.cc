@@ -20,6 +20,7 @@
 #include <regex>
 #include <thread>
 
+#include "common/dense/cpu_features.h"
 #include "test/support/http.h"
 #include "test/support/job.h"
 #include "test/support/process.h"
@@ -250,6 +251,14 @@ TEST_CASE("A trainer's opt-in /metrics moves while it trains; SIGTERM to the lau
   // Back-pressure: at most 2 x max_merge_steps (4) steps merging, as many in the window sent.
   CHECK(std::stod(m[1]) <= 4 * 4);
   CHECK_THAT(text, Catch::Contains("\nfleetps_trainer_push_queue_keys "));
+  // What its dense layers run on: the backend, the CPU's kernel family, the precision.
+  REQUIRE(std::regex_search(
+      text, m,
+      std::regex("\nfleetps_dense_backend_info\\{backend=\"oneDNN [0-9.]+\",kernel=\"[^\"]+\",kernel_family=\"("
+                 "generic|avx2|avx512|avx512_bf16|amx)\",precision=\"fp32\"\\} 1")));
+  CHECK(m[1] == std::string(dense::IsaName(dense::DetectCpuFeatures().best())));
+  REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_dense_selfcheck_gflops ([0-9.e+]+)")));
+  CHECK(std::stod(m[1]) > 0);
   CHECK(testing::HttpGetBody(port, "/healthz") == "ok\n");
   const auto pids = job.Pids();
   job.launcher.Signal(SIGTERM);
