@@ -573,7 +573,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
     RETURN_IF_ERROR(RejectUnknownKeys(ext,
                                       {"sparse_table", "dense_table", "stop_servers_at_end", "barrier_timeout_ms",
                                        "dense_pull_interval", "max_merge_steps", "local_shards", "log_level",
-                                       "save_every_epoch", "server", "heter", "collective", "gpups", "dense"},
+                                       "save_every_epoch", "server", "heter", "collective", "gpups", "dense", "prefetch"},
                                       ectx));
     if (ext["sparse_table"]) {
       RETURN_IF_ERROR(ParseTableOverride(ext["sparse_table"], ectx.Child("sparse_table"), false, &o.sparse_table));
@@ -614,6 +614,8 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
       RETURN_IF_ERROR(ReadCudaWait(g, gctx, &o.gpups.cuda_wait));
     }
     if (ext["dense"]) RETURN_IF_ERROR(ParseDense(ext["dense"], ectx.Child("dense"), &o.dense));
+    RETURN_IF_ERROR(ReadChoice<std::optional<bool>>(
+        ext, "prefetch", ectx, {{"auto", std::nullopt}, {"true", true}, {"false", false}}, &o.prefetch));
     if (ext["server"]) {
       // The pservers' options (ParseServerYaml reads them from this file); checked here too
       // so that a trainer, local mode included, refuses a config its pservers would refuse.

@@ -270,6 +270,14 @@ struct TrainerOptions {
   // accumulation and fp32 weights; CPUs with AVX512-BF16 or AMX). `max_isa`: auto (default,
   // the CPU's best) | generic | avx2 | avx512 | avx512_bf16 | amx, a cap for comparisons.
   dense::CpuGemmOptions dense;
+  // fleetps.prefetch (auto | true | false), async PS mode: each worker has a helper thread
+  // that reads its next batch, de-duplicates its keys, pulls and pools its rows while the
+  // worker trains the current one, so the worker no longer waits for its pulls. The rows a
+  // step reads then never include this worker's previous step (in async mode they may miss
+  // it anyway: its push goes out in the background). auto (nullopt, the default): helpers
+  // when the machine has two hardware threads per worker thread. Other modes: no effect
+  // (GPU-PS has fleetps.gpups.prefetch).
+  std::optional<bool> prefetch;
   uint32_t local_shards = 8;              // fleetps.local_shards: shards of in-process tables
   std::string log_level = "info";         // fleetps.log_level / FLEETPS_LOG_LEVEL
   HeterOptions heter;                     // fleetps.heter

@@ -393,7 +393,10 @@ Status TrainAndTest(const config::TrainerOptions& o, PsClient& client, const Job
                o.dense_table.dim,
                o.heter_mode() ? fmt::format(", dense part on {} heter-trainer(s), {} micro-batches in flight per thread",
                                             o.heter_trainers.size(), o.heter.inflight)
-                              : "");
+               : o.sync_mode == config::SyncMode::kAsync && !o.local()
+                   ? fmt::format(", prefetch helpers {} (fleetps.prefetch: {})", AsyncPrefetchOn(o) ? "on" : "off",
+                                 o.prefetch ? (*o.prefetch ? "true" : "false") : "auto")
+                   : "");
   if (o.online.enabled()) RETURN_IF_ERROR(TrainOnline(o, client, flags, trainer, epochs));
   for (uint32_t e = 1; e <= o.epochs && !o.online.enabled(); ++e) {
     if (trainer.stop_requested()) return Stopped(flags, e, 0);

@@ -125,6 +125,7 @@ class AsyncSync : public ParamSync {
         client_(client),
         dim_(o.sparse_table.dim),
         sends_dense_(parts != AsyncParts::kSparseOnly),
+        prefetch_(parts == AsyncParts::kBoth && AsyncPrefetchOn(o)),
         window_steps_(std::max<uint32_t>(o.max_merge_steps, 1)) {
     sender_ = std::thread([this] { SendLoop(); });
   }
@@ -136,6 +137,11 @@ class AsyncSync : public ParamSync {
     cv_.notify_all();
     sender_.join();
   }
+
+  // Async mode (fleetps.prefetch): the next batch is prepared while a step trains. A Push
+  // only queues the step for the sender, so the next pull need not wait for it.
+  bool prefetch() const override { return prefetch_; }
+  bool NextPushUpdatesRows(uint32_t) const override { return false; }
 
   Status PullSparse(uint32_t, std::span<const uint64_t> keys, float* rows) override {
     if (keys.empty()) return Status::OK();
@@ -338,6 +344,7 @@ class AsyncSync : public ParamSync {
   PsClient& client_;
   const uint32_t dim_;
   const bool sends_dense_;  // false: a heter cpu-trainer's (the heter-trainers own the dense part)
+  const bool prefetch_;     // async mode with helpers (fleetps.prefetch)
   const uint32_t window_steps_;  // max_merge_steps: steps a window takes at most
 
   std::mutex mu_;  // guards everything below
@@ -578,6 +585,11 @@ class GeoSync : public ParamSync {
 };
 
 }  // namespace
+
+bool AsyncPrefetchOn(const TrainerOptions& o) {
+  return o.prefetch.value_or(2 * uint64_t{std::max<uint32_t>(o.worker_threads, 1)} <=
+                             std::thread::hardware_concurrency());
+}
 
 StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const TrainerOptions& options, PsClient& client,
                                                   uint32_t worker_threads) {

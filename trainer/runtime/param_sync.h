@@ -123,6 +123,10 @@ class ParamSync {
   virtual void Abort(const Status& why) {}
 };
 
+// Whether async mode's workers prepare their next batch on helper threads (fleetps.prefetch:
+// as given, or auto: when the machine has two hardware threads per worker thread).
+bool AsyncPrefetchOn(const config::TrainerOptions& options);
+
 // Creates the ParamSync for options.sync_mode (Direct for local training; heter mode:
 // the sparse table only). `client` outlives the result.
 StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const config::TrainerOptions& options, PsClient& client,

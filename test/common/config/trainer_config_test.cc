@@ -103,6 +103,17 @@ TEST_CASE("fleetps.dense picks the dense backend's precision and kernel-family c
         "job.yaml:4:11: unknown key 'precission' under 'fleetps.dense' (did you mean 'precision'?)");
 }
 
+TEST_CASE("fleetps.prefetch is auto, true or false") {
+  auto defaults = ParseTrainerYaml("hyper_parameters: {}\nrunner: {}\n", "job.yaml");
+  REQUIRE(defaults.ok());
+  CHECK_FALSE(defaults->prefetch.has_value());
+  auto on = ParseTrainerYaml("hyper_parameters: {}\nrunner: {}\nfleetps: {prefetch: true}\n", "job.yaml");
+  REQUIRE(on.ok());
+  CHECK(on->prefetch == true);
+  CHECK(ParseError("hyper_parameters: {}\nrunner: {}\nfleetps: {prefetch: yes}\n") ==
+        "job.yaml:3: fleetps.prefetch: unknown prefetch 'yes' (use auto, true or false)");
+}
+
 TEST_CASE("A key given twice is an error") {
   CHECK(ParseError("runner:\n  sync_mode: async\n  sync_mode: sync\nhyper_parameters: {}\n") ==
         "job.yaml:3:3: duplicate key 'sync_mode' under 'runner' (first at line 2); give each key once");

@@ -28,8 +28,9 @@ constexpr double kAucFloor = 0.60;  // untrained: ~0.5; trained on this data: ~0
 
 struct Workdir {
   std::string dir = testing::MakeTempDir("trainer_e2e");
-  // `runner_extra`: more `runner:` keys, each line indented by two spaces.
-  explicit Workdir(const std::string& runner_extra = "") {
+  // `runner_extra`, `fleetps_extra`: more `runner:` and `fleetps:` keys, each line indented by
+  // two spaces.
+  explicit Workdir(const std::string& runner_extra = "", const std::string& fleetps_extra = "") {
     REQUIRE(testing::GenerateData(dir, {"--rows", "60000", "--train-files", "2"}));
     testing::WriteFile(dir + "/job.yaml", R"(
 runner:
@@ -46,7 +47,7 @@ runner:
 )" + testing::kSmallCtrDnnModel + R"(fleetps:
   sparse_table: {shards: 4}
   server: {io_threads: 1, shard_threads: 1}
-)");
+)" + fleetps_extra);
   }
 };
 
@@ -236,8 +237,9 @@ runner:
 
 // 2 pservers started with the job YAML, 2 trainers; trainer 0 stops the servers at the end.
 // Returns the work directory (logs, reports, data).
-std::string ClusterRun(const std::string& mode, int threads = 1, const std::string& runner_extra = "") {
-  Workdir w(runner_extra);
+std::string ClusterRun(const std::string& mode, int threads = 1, const std::string& runner_extra = "",
+                       const std::string& fleetps_extra = "") {
+  Workdir w(runner_extra, fleetps_extra);
   const auto ports = testing::FreePorts(2);
   const std::string endpoints = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
   ChildProcess servers[2];
@@ -302,7 +304,22 @@ std::string ClusterRun(const std::string& mode, int threads = 1, const std::stri
   return w.dir;
 }
 
-TEST_CASE("Async training with 2 pservers and 2 trainers") { ClusterRun("async", 2); }
+TEST_CASE("Async training with 2 pservers and 2 trainers") { ClusterRun("async", 2, "", "  prefetch: false\n"); }
+// Helper threads prepare each worker's next batch (read, pull, pool) while it trains: every
+// example is still trained once per epoch, and the saved model reproduces the predictions.
+TEST_CASE("Async training with prefetch helpers") {
+  const std::string dir = ClusterRun("async", 2, "", "  prefetch: true\n");
+  const size_t train_lines = testing::CountDataLines(dir + "/data/train");
+  for (int epoch = 1; epoch <= 2; ++epoch) {
+    CHECK(EpochExamples(dir + "/trainer0.json", epoch) + EpochExamples(dir + "/trainer1.json", epoch) ==
+          train_lines);
+  }
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = testing::ReadFile(dir + "/trainer" + std::to_string(i) + ".log");
+    CHECK(log.find("prefetch helpers on (fleetps.prefetch: true)") != std::string::npos);
+    CHECK(log.find("waiting for the prefetch") != std::string::npos);
+  }
+}
 // Two Hogwild workers per trainer: in sync mode all four workers meet at every step.
 TEST_CASE("Sync training with 2 pservers and 2 trainers of 2 workers") { ClusterRun("sync", 2); }
 // InMemoryDataset with a global shuffle before each epoch: the trainers exchange their
