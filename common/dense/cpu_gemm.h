@@ -53,8 +53,8 @@ struct CpuGemmOptions {
 class CpuGemm {
  public:
   // InvalidArgument for bf16 on a CPU without AVX512-BF16/AMX (or with max_isa below them),
-  // naming the CPU and what it has; FailedPrecondition-like InvalidArgument when another
-  // kernel-family cap was set in this process already.
+  // naming the CPU and what it has, and when options.max_isa asks for another kernel family
+  // than the one this process already runs.
   static StatusOr<std::shared_ptr<const CpuGemm>> Create(const CpuGemmOptions& options);
   // fp32 with the CPU's best kernels (always available).
   static std::shared_ptr<const CpuGemm> Fp32();
