@@ -41,15 +41,10 @@ namespace {
 StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOptions& o, const std::string& self,
                                                   metrics::Registry* registry,
                                                   std::unique_ptr<trainer::model::DenseNet>* net) {
-  const bool fp32 = o.job.dense.precision == dense::Precision::kFp32;
   if (o.device != "cpu") {
     *net = std::make_unique<trainer::model::DenseNet>(trainer::model::DenseNet::FromOptions(o.job.model));
     StatusOr<std::unique_ptr<DenseDevice>> gpu = MakeCudaDevice(**net, o.gpus.front(), o.job.heter.cuda_wait);
-    if (gpu.ok() && !fp32) {
-      return Status::InvalidArgument("fleetps.dense.precision " + std::string(dense::PrecisionName(o.job.dense.precision)) +
-                                     ": the heter-trainer's CUDA device computes the dense layers in fp32; set precision "
-                                     "fp32, or HETER_DEVICE_TYPE=cpu on a CPU with AVX512-BF16 or AMX");
-    }
+    if (gpu.ok()) RETURN_IF_ERROR(RequireFp32OnCuda(o.job.dense.precision, "the heter-trainer"));
     if (gpu.ok() && o.gpus.size() > 1) {
       spdlog::warn("heter-trainer: FLAGS_selected_gpus names {} GPUs; a heter-trainer drives one, GPU {}: start one "
                    "heter-trainer per GPU (fleetps-launch --heter_worker_num N --gpus ... gives each its own)",

@@ -110,4 +110,11 @@ Status CheckStepShapes(const model::DenseNet& net, size_t params_size, std::span
   return Status::OK();
 }
 
+Status RequireFp32OnCuda(dense::Precision precision, const std::string& who) {
+  if (precision == dense::Precision::kFp32) return Status::OK();
+  return Status::InvalidArgument("fleetps.dense.precision " + std::string(dense::PrecisionName(precision)) + ": " + who +
+                                 "'s CUDA device computes the dense layers in fp32; set precision fp32 (bf16 runs on "
+                                 "CPU devices with AVX512-BF16 or AMX)");
+}
+
 }  // namespace fleetps::heter

@@ -125,6 +125,10 @@ Status CheckStepShapes(const model::DenseNet& net, size_t params_size, std::span
 // The CPU device: model::DenseNet over BLAS. `net` outlives the device.
 std::unique_ptr<DenseDevice> MakeCpuDevice(const model::DenseNet& net);
 
+// OK for fleetps.dense.precision fp32; otherwise InvalidArgument: `who`'s CUDA device
+// computes the dense layers in fp32 (bf16 runs on CPU devices with AVX512-BF16 or AMX).
+Status RequireFp32OnCuda(dense::Precision precision, const std::string& who);
+
 // The CUDA device `gpu` (an index among the visible devices). `net` outlives the device.
 // Unavailable when this build has no CUDA, or no GPU is visible, or `gpu` is out of
 // range — with a message saying so and how to run on the CPU (HETER_DEVICE_TYPE=cpu);

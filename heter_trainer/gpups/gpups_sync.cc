@@ -134,11 +134,7 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
   }
   // The dense part on each device: a CUDA lane next to the CUDA table, else the CPU lane.
   const bool gpu = table->device_name() == "cuda";
-  if (gpu && o.dense.precision != dense::Precision::kFp32) {
-    return Status::InvalidArgument("fleetps.dense.precision " + std::string(dense::PrecisionName(o.dense.precision)) +
-                                   ": GPU-PS's CUDA devices compute the dense layers in fp32; set precision fp32 "
-                                   "(bf16 runs on CPU devices with AVX512-BF16 or AMX)");
-  }
+  if (gpu) RETURN_IF_ERROR(RequireFp32OnCuda(o.dense.precision, "GPU-PS"));
   std::unique_ptr<GpuPsSync> sync(new GpuPsSync(o, client, std::move(table), std::move(comms), std::move(gemm)));
   for (uint32_t d = 0; d < devices; ++d) {
     std::unique_ptr<DenseDevice> device;

@@ -304,16 +304,21 @@ std::string ClusterRun(const std::string& mode, int threads = 1, const std::stri
   return w.dir;
 }
 
-TEST_CASE("Async training with 2 pservers and 2 trainers") { ClusterRun("async", 2, "", "  prefetch: false\n"); }
-// Helper threads prepare each worker's next batch (read, pull, pool) while it trains: every
-// example is still trained once per epoch, and the saved model reproduces the predictions.
-TEST_CASE("Async training with prefetch helpers") {
-  const std::string dir = ClusterRun("async", 2, "", "  prefetch: true\n");
+// Both epochs of a ClusterRun in `dir` trained every training line once, over both trainers.
+void CheckEveryExampleOncePerEpoch(const std::string& dir) {
   const size_t train_lines = testing::CountDataLines(dir + "/data/train");
   for (int epoch = 1; epoch <= 2; ++epoch) {
     CHECK(EpochExamples(dir + "/trainer0.json", epoch) + EpochExamples(dir + "/trainer1.json", epoch) ==
           train_lines);
   }
+}
+
+TEST_CASE("Async training with 2 pservers and 2 trainers") { ClusterRun("async", 2, "", "  prefetch: false\n"); }
+// Helper threads prepare each worker's next batch (read, pull, pool) while it trains: every
+// example is still trained once per epoch, and the saved model reproduces the predictions.
+TEST_CASE("Async training with prefetch helpers") {
+  const std::string dir = ClusterRun("async", 2, "", "  prefetch: true\n");
+  CheckEveryExampleOncePerEpoch(dir);
   for (int i = 0; i < 2; ++i) {
     const std::string log = testing::ReadFile(dir + "/trainer" + std::to_string(i) + ".log");
     CHECK(log.find("prefetch helpers on (fleetps.prefetch: true)") != std::string::npos);
@@ -326,11 +331,7 @@ TEST_CASE("Sync training with 2 pservers and 2 trainers of 2 workers") { Cluster
 // records through the pservers, so each epoch's split differs but covers the data once.
 TEST_CASE("Async training on an InMemoryDataset shuffled globally across the trainers") {
   const std::string dir = ClusterRun("async", 1, "  reader_type: InMemoryDataset\n  shuffle: global");
-  const size_t train_lines = testing::CountDataLines(dir + "/data/train");
-  for (int epoch = 1; epoch <= 2; ++epoch) {
-    CHECK(EpochExamples(dir + "/trainer0.json", epoch) + EpochExamples(dir + "/trainer1.json", epoch) ==
-          train_lines);
-  }
+  CheckEveryExampleOncePerEpoch(dir);
   for (int i = 0; i < 2; ++i) {
     const std::string log = testing::ReadFile(dir + "/trainer" + std::to_string(i) + ".log");
     CHECK(log.find("global shuffle round 1:") != std::string::npos);
