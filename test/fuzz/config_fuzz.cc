@@ -7,8 +7,8 @@
 // configs/ctr_dnn.yaml (ApplyServerEnv, ApplyTrainerEnv, ApplyHeterTrainerEnv,
 // ParseEndpointList).
 // Checks, besides the sanitizers:
-//  - a refused YAML names the file ("fuzz.yaml") in its error (README: errors name the
-//    file and the key);
+//  - a refused YAML names the file ("fuzz.yaml") in its error (docs/TRAINING.md,
+//    "Configuration": errors name the file and the key);
 //  - options that parse and validate can be used: every table of a valid pserver config
 //    or of a valid job (JobTables) passes ValidateTable, and the job's data options build
 //    a LineFormat (whose constructor CHECKs them);
