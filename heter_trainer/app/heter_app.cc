@@ -91,7 +91,7 @@ Status HeterApp::Start() {
   if (job.heter.dense_sync == config::HeterDenseSync::kAllreduce) {
     RETURN_IF_ERROR(StartAllreduce(auth_key, tls).WithContext(self));
   } else {
-    dense_ = trainer::MakeHeterDenseSync(job, *client_);
+    dense_ = trainer::MakeAsyncSync(job, *client_, trainer::AsyncParts::kDenseOnly);
   }
   trainers_ = std::make_unique<server::TrainerRegistry>(std::chrono::seconds(options_.server.trainer_lease_s));
 

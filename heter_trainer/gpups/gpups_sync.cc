@@ -102,7 +102,7 @@ GpuPsSync::GpuPsSync(const config::TrainerOptions& options, trainer::PsClient& c
       table_(std::move(table)),
       net_(trainer::model::DenseNet::FromOptions(options.model, std::move(gemm))),
       comms_(std::move(comms)),
-      merge_(comms_.size()) {}
+      merge_(comms_.size(), trainer::SparseMerge(table_->dim())) {}
 
 GpuPsSync::~GpuPsSync() = default;
 
@@ -111,8 +111,8 @@ void GpuPsSync::Abort(const Status& why) {
   if (dense_ != nullptr) dense_->Abort(why);
 }
 
-trainer::DenseStepper* GpuPsSync::dense_stepper(uint32_t worker) {
-  return worker < steppers_.size() ? steppers_[worker].get() : nullptr;
+trainer::Prefetching* GpuPsSync::prefetching() {
+  return PrefetchOn(o_.gpups, static_cast<uint32_t>(comms_.size())) ? this : nullptr;
 }
 
 StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOptions& o, trainer::PsClient& client,
@@ -328,14 +328,9 @@ Status GpuPsSync::BeginPassWithKeys(std::span<const uint64_t> keys, const StopRe
   return Status::OK();
 }
 
-Status GpuPsSync::ApplyMerged(MergeBuffer& m) {
-  m.steps = 0;
-  if (m.index.empty()) return Status::OK();
-  Status st = table_->Push(m.index.keys(), m.grads, m.shows, m.clicks);
-  m.index.Clear();  // keeps its capacity for the next window
-  m.grads.clear();
-  m.shows.clear();
-  m.clicks.clear();
+Status GpuPsSync::ApplyMerged(trainer::SparseMerge& m) {
+  Status st = m.empty() ? Status::OK() : table_->Push(m.keys(), m.grads(), m.shows(), m.clicks());
+  m.Clear();  // keeps its capacity for the next window
   return st;
 }
 
@@ -367,7 +362,7 @@ Status GpuPsSync::PullSparse(uint32_t, std::span<const uint64_t> keys, float* ro
 }
 
 Status GpuPsSync::DenseParams(uint32_t worker, std::vector<float>* params) {
-  ASSIGN_OR_RETURN(auto view, DenseParamsView(worker, nullptr));
+  ASSIGN_OR_RETURN(auto view, DenseParamsView(worker));
   params->assign(view.begin(), view.end());
   return Status::OK();
 }
@@ -381,7 +376,7 @@ Status GpuPsSync::CheckWorker(uint32_t worker) const {
 
 uint32_t GpuPsSync::MergeWindow() const { return std::max<uint32_t>(o_.max_merge_steps, 1); }
 
-StatusOr<std::span<const float>> GpuPsSync::DenseParamsView(uint32_t worker, std::vector<float>*) {
+StatusOr<std::span<const float>> GpuPsSync::DenseParamsView(uint32_t worker) {
   RETURN_IF_ERROR(CheckWorker(worker));
   return dense_->DenseParamsView(worker);
 }
@@ -404,25 +399,9 @@ Status GpuPsSync::Push(uint32_t worker, const trainer::StepGrads& g) {
       return dense_->Push(worker, g.dense_grads);
     }
     // Merging asked for (max_merge_steps > 1): summed per key over the window, in order.
-    MergeBuffer& m = merge_[worker];
-    const bool stats = !g.shows.empty();
-    m.rows.resize(g.keys.size());
-    m.index.InsertAll(g.keys, m.rows.data());  // prefetches the slots ahead
-    m.grads.resize(m.index.size() * dim, 0.0f);
-    if (stats) {
-      m.shows.resize(m.index.size(), 0.0f);
-      m.clicks.resize(m.index.size(), 0.0f);
-    }
-    for (size_t i = 0; i < g.keys.size(); ++i) {
-      const float* grad = g.key_grads.data() + i * dim;
-      float* acc = m.grads.data() + size_t{m.rows[i]} * dim;
-      for (uint32_t j = 0; j < dim; ++j) acc[j] += grad[j];
-      if (stats) {
-        m.shows[m.rows[i]] += g.shows[i];
-        m.clicks[m.rows[i]] += g.clicks[i];
-      }
-    }
-    if (++m.steps >= MergeWindow()) RETURN_IF_ERROR(ApplyMerged(m));
+    trainer::SparseMerge& m = merge_[worker];
+    m.Add(g.keys, g.key_grads, g.shows, g.clicks);
+    if (m.steps() >= MergeWindow()) RETURN_IF_ERROR(ApplyMerged(m));
   }
   return dense_->Push(worker, g.dense_grads);
 }
@@ -432,7 +411,7 @@ bool PrefetchOn(const config::GpuPsOptions& options, uint32_t workers) {
 }
 
 bool GpuPsSync::NextPushUpdatesRows(uint32_t worker) const {
-  return worker >= merge_.size() || merge_[worker].steps + 1 >= MergeWindow();
+  return worker >= merge_.size() || merge_[worker].steps() + 1 >= MergeWindow();
 }
 
 StatusOr<bool> GpuPsSync::EndStep(uint32_t worker, bool out_of_data) {

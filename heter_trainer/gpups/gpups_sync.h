@@ -41,7 +41,6 @@
 #include <vector>
 
 #include "common/config/trainer_config.h"
-#include "common/key_index.h"
 #include "common/metrics/registry.h"
 #include "common/status.h"
 #include "heter_trainer/device/dense_device.h"
@@ -50,6 +49,7 @@
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
 #include "trainer/runtime/param_sync.h"
+#include "trainer/runtime/sparse_merge.h"
 
 namespace fleetps::heter {
 
@@ -72,7 +72,10 @@ struct PassStats {
 // workers would compete with the workers for the cores).
 bool PrefetchOn(const config::GpuPsOptions& options, uint32_t workers);
 
-class GpuPsSync : public trainer::ParamSync {
+class GpuPsSync : public trainer::ParamSync,
+                  public trainer::PassLifecycle,
+                  public trainer::DeviceStepping,
+                  public trainer::Prefetching {
  public:
   // `client` outlives the result. `comms[w]`: worker w's communicator (rank trainer_id *
   // workers + w among trainers * workers, workers = table devices x workers_per_device), set
@@ -92,21 +95,29 @@ class GpuPsSync : public trainer::ParamSync {
   // (the latest pass's), fleetps_gpups_rows_written_total{merge="exact"|"added"}.
   void SetMetrics(metrics::Registry& registry);
 
-  Status BeginPass(data::Dataset& dataset, const StopRequest* stop) override;
+  // ParamSync
   Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) override;
   Status DenseParams(uint32_t worker, std::vector<float>* params) override;
-  StatusOr<std::span<const float>> DenseParamsView(uint32_t worker, std::vector<float>* scratch) override;
-  std::span<float> DenseGradsBuffer(uint32_t worker) override;
   Status Push(uint32_t worker, const trainer::StepGrads& grads) override;
   StatusOr<bool> EndStep(uint32_t worker, bool out_of_data) override;
   Status Flush() override;
-  trainer::DenseStepper* dense_stepper(uint32_t worker) override;
-  bool prefetch() const override { return PrefetchOn(o_.gpups, static_cast<uint32_t>(comms_.size())); }
-  // True when the worker's next Push changes the table: always with max_merge_steps 1, else
-  // when it applies the worker's merge buffer (its max_merge_steps-th step).
-  bool NextPushUpdatesRows(uint32_t worker) const override;
   // Ends the other workers' waits in the dense allreduce with `why` (their local group).
   void Abort(const Status& why) override;
+  trainer::PassLifecycle* pass_lifecycle() override { return this; }
+  trainer::DeviceStepping* device_stepping() override { return this; }
+  // With fleetps.gpups.prefetch (PrefetchOn).
+  trainer::Prefetching* prefetching() override;
+
+  // PassLifecycle
+  Status BeginPass(data::Dataset& dataset, const StopRequest* stop) override;
+  // DeviceStepping
+  trainer::DenseStepper& stepper(uint32_t worker) override { return *steppers_.at(worker); }
+  StatusOr<std::span<const float>> DenseParamsView(uint32_t worker) override;
+  std::span<float> DenseGradsBuffer(uint32_t worker) override;
+  // Prefetching: true when the worker's next Push changes the table: always with
+  // max_merge_steps 1, else when it applies the worker's merge buffer (its
+  // max_merge_steps-th step).
+  bool NextPushUpdatesRows(uint32_t worker) const override;
 
   // begin_pass with the keys given (distinct): pulls their rows and builds the table (not
   // once `stop` is requested: Aborted, no pass begun).
@@ -126,16 +137,7 @@ class GpuPsSync : public trainer::ParamSync {
   std::vector<std::unique_ptr<trainer::DenseStepper>> steppers_;   // per worker: a lane of its device
   std::vector<std::unique_ptr<collective::Communicator>> comms_;  // declared before dense_: outlives it
   std::unique_ptr<DenseReplica> dense_;                           // the process's workers'
-  // With max_merge_steps > 1: a worker's sparse gradients (and show/click) of up to
-  // max_merge_steps steps, summed per key in arrival order; applied to the table when full
-  // and at end_pass. Unused with 1 (each push goes to the table).
-  struct MergeBuffer {
-    KeyIndex index;
-    std::vector<uint32_t> rows;  // Push's scratch: the merged row of each key of the step
-    std::vector<float> grads, shows, clicks;
-    uint32_t steps = 0;
-  };
-  Status ApplyMerged(MergeBuffer& m);
+  Status ApplyMerged(trainer::SparseMerge& m);
   Status CheckWorker(uint32_t worker) const;  // InvalidArgument naming the workers it has
   uint32_t MergeWindow() const;               // steps a worker's gradients are merged over
 
@@ -149,7 +151,11 @@ class GpuPsSync : public trainer::ParamSync {
     metrics::Counter passes, rows_exact, rows_added;
     metrics::Gauge keys, collect, pull, build, write;
   } series_;
-  std::vector<MergeBuffer> merge_;  // per worker; each touched only by its worker
+  // Per worker, each touched only by its worker; with max_merge_steps > 1: its sparse
+  // gradients (and show/click) of up to max_merge_steps steps, summed per key in arrival
+  // order; applied to the table when full and at end_pass. Unused with 1 (each push goes to
+  // the table).
+  std::vector<trainer::SparseMerge> merge_;
 };
 
 // end_pass's write-back of `table`'s pass to sparse table `table_id` on the pservers: the

@@ -424,7 +424,7 @@ TEST_CASE("A micro-batch whose finite activations overflow the dense step fails 
 TEST_CASE("The heter-trainer's dense communicator drops a push the pservers refuse and keeps sending") {
   Cluster cluster(0);
   const size_t n = cluster.net->num_params();
-  auto sync = trainer::MakeHeterDenseSync(cluster.job, *cluster.ps);
+  auto sync = trainer::MakeAsyncSync(cluster.job, *cluster.ps, trainer::AsyncParts::kDenseOnly);
   REQUIRE(sync->DenseSnapshot(0).ok());
   // Refused by the pserver (server.nonfinite_gradients: reject): dropped, not sticky.
   std::vector<float> refused(n, 0.25f);

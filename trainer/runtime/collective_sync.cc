@@ -12,7 +12,7 @@ StatusOr<std::unique_ptr<CollectiveSync>> CollectiveSync::Create(const config::T
                                                                  collective::Communicator& comm) {
   RETURN_IF_ERROR(optimizer::ValidateOptimizerOptions(o.dense_table.optimizer).WithContext("dense optimizer"));
   std::unique_ptr<ParamSync> sparse;
-  if (!o.local() && HasSparseSlots(o.model)) sparse = MakeSparseAsyncSync(o, client);
+  if (!o.local() && HasSparseSlots(o.model)) sparse = MakeAsyncSync(o, client, AsyncParts::kSparseOnly);
   return std::unique_ptr<CollectiveSync>(new CollectiveSync(o, client, comm, std::move(sparse)));
 }
 

@@ -13,8 +13,8 @@
 //     default), or up to max_merge_steps steps merged into one (summed per key, dense
 //     averaged) when asked for.
 //   Heter: a cpu-trainer's side is Async for the sparse table only (the heter-trainers
-//     own the dense part); a heter-trainer's side (MakeHeterDenseSync) is Async for the
-//     dense table only.
+//     own the dense part); a heter-trainer's side is Async for the dense table only
+//     (AsyncParts).
 //   Geo: workers train local copies (sparse rows cached on first use, the dense vector)
 //     with the local optimizer rule; every geo_step steps the trainer pushes the deltas
 //     since the last exchange (scaled by 1/trainers) and refreshes its copies. The other
@@ -68,32 +68,24 @@ struct PushQueueGauges {
   metrics::Gauge keys;
 };
 
+// A ParamSync's core: what every mode offers, the loops of trainer/runtime call nothing
+// else in every mode. What only some modes offer is a capability below, asked for once
+// when a run is built (null: the mode has none).
+class PassLifecycle;
+class DeviceStepping;
+class Prefetching;
+
 class ParamSync {
  public:
   virtual ~ParamSync() = default;
-
-  // Publishes the pending pushes in `gauges` (modes with a background communicator: async,
-  // heter; the others push synchronously and leave them untouched). Before the workers start.
-  virtual void SetPushQueueGauges(PushQueueGauges gauges) {}
 
   // Rows of `keys` (unique) into rows[keys.size() * dim].
   virtual Status PullSparse(uint32_t worker, std::span<const uint64_t> keys, float* rows) = 0;
   // The dense parameters to use for the next step.
   virtual Status DenseParams(uint32_t worker, std::vector<float>* params) = 0;
-  // The same, read in place where the mode allows it (GPU-PS: the node's replica, which no
-  // step changes before every worker's EndStep), else DenseParams into *scratch. Valid until
-  // the worker's next EndStep (or Push, in modes without EndStep).
-  virtual StatusOr<std::span<const float>> DenseParamsView(uint32_t worker, std::vector<float>* scratch) {
-    RETURN_IF_ERROR(DenseParams(worker, scratch));
-    return std::span<const float>(*scratch);
-  }
   // The same, shared: the snapshot stays valid while held, and the same pointer comes back
   // until the parameters are refreshed (so a device copy can be kept until it changes).
   virtual StatusOr<std::shared_ptr<const std::vector<float>>> DenseSnapshot(uint32_t worker);
-  // Where `worker`'s dense step may write its dense gradient for Push to take it without a
-  // copy (GPU-PS: the worker's buffer in the node's replica), valid until that Push; empty:
-  // the Trainer's own buffer.
-  virtual std::span<float> DenseGradsBuffer(uint32_t worker) { return {}; }
   virtual Status Push(uint32_t worker, const StepGrads& grads) = 0;
   // Sync and collective mode: called by every worker once per step, also by workers
   // without data (`out_of_data`); returns true when the pass is over for every worker of
@@ -103,24 +95,52 @@ class ParamSync {
   // refreshes the dense snapshot. Pushes of other threads during the call may go along.
   // GPU-PS pass mode: end_pass (the pass's rows written back to the pservers).
   virtual Status Flush() = 0;
-  // Start of a pass over `dataset`, before its StartPass and the workers (driver thread).
-  // GPU-PS pass mode: begin_pass (reads the pass's keys from the dataset, pulls their rows
-  // and builds the device table); once `stop` (null: never) is requested it ends between
-  // those steps, Aborted, with no pass begun. Other modes: nothing.
-  virtual Status BeginPass(data::Dataset& dataset, const StopRequest* stop) { return Status::OK(); }
-  // Where `worker` runs its dense steps; null: the Trainer's own DenseNet on the worker thread.
-  virtual DenseStepper* dense_stepper(uint32_t worker) { return nullptr; }
-  // True when a worker's next batch may be read, de-duplicated, pulled and pooled on a helper
-  // thread while the worker's current step runs (GPU-PS: fleetps.gpups.prefetch).
-  virtual bool prefetch() const { return false; }
-  // With prefetch: whether `worker`'s next Push changes what its next PullSparse reads. When
-  // false (the push only adds to the worker's merge buffer), the next step's pull may run
-  // before that Push; when true, it waits for the Push. Called by the worker's thread.
-  virtual bool NextPushUpdatesRows(uint32_t worker) const { return true; }
   // A worker failed with `why` and stops: whatever the other workers of this process wait
   // for from it (GPU-PS: its share of the dense allreduce) ends with that error at once
   // instead of at the collective timeout. Any thread; later calls keep the first reason.
   virtual void Abort(const Status& why) {}
+
+  // Capabilities, each valid as long as the ParamSync.
+  virtual PassLifecycle* pass_lifecycle() { return nullptr; }
+  virtual DeviceStepping* device_stepping() { return nullptr; }
+  virtual Prefetching* prefetching() { return nullptr; }
+};
+
+// Passes with a beginning (GPU-PS pass mode: begin_pass); a pass ends with ParamSync::Flush.
+class PassLifecycle {
+ public:
+  virtual ~PassLifecycle() = default;
+  // Start of a pass over `dataset`, before its StartPass and the workers (driver thread):
+  // reads the pass's keys from the dataset, pulls their rows and builds the device table;
+  // once `stop` (null: never) is requested it ends between those steps, Aborted, with no
+  // pass begun.
+  virtual Status BeginPass(data::Dataset& dataset, const StopRequest* stop) = 0;
+};
+
+// The dense step on a device of the mode's own (GPU-PS: the worker's GPU, or the CPU twin's
+// lane), with the parameters and gradient buffers the mode keeps.
+class DeviceStepping {
+ public:
+  virtual ~DeviceStepping() = default;
+  // Where `worker` runs its dense steps.
+  virtual DenseStepper& stepper(uint32_t worker) = 0;
+  // The dense parameters read in place (GPU-PS: the node's replica, which no step changes
+  // before every worker's EndStep), valid until the worker's next EndStep.
+  virtual StatusOr<std::span<const float>> DenseParamsView(uint32_t worker) = 0;
+  // Where `worker`'s dense step writes its dense gradient for Push to take without a copy,
+  // valid until that Push.
+  virtual std::span<float> DenseGradsBuffer(uint32_t worker) = 0;
+};
+
+// A worker's next batch may be read, de-duplicated, pulled and pooled on a helper thread
+// while its current step runs (async: fleetps.prefetch; GPU-PS: fleetps.gpups.prefetch).
+class Prefetching {
+ public:
+  virtual ~Prefetching() = default;
+  // Whether `worker`'s next Push changes what its next PullSparse reads. When false (the
+  // push only adds to a merge buffer or a queue), the next step's pull may run before that
+  // Push; when true, it waits for the Push. Called by the worker's thread.
+  virtual bool NextPushUpdatesRows(uint32_t worker) const = 0;
 };
 
 // Whether async mode's workers prepare their next batch on helper threads (fleetps.prefetch:
@@ -128,15 +148,23 @@ class ParamSync {
 bool AsyncPrefetchOn(const config::TrainerOptions& options);
 
 // Creates the ParamSync for options.sync_mode (Direct for local training; heter mode:
-// the sparse table only). `client` outlives the result.
+// the sparse table only). `client` outlives the result. `queue`: where modes with a
+// background communicator (async, heter) publish their pending pushes.
 StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const config::TrainerOptions& options, PsClient& client,
-                                                  uint32_t worker_threads);
-// A heter-trainer's ParamSync: the dense table only, through the async communicator
-// (fleetps.heter.dense_sync: pserver; allreduce_dense_sync.h for allreduce).
-std::unique_ptr<ParamSync> MakeHeterDenseSync(const config::TrainerOptions& options, PsClient& client);
-// The sparse table only, through the async communicator (heter-mode cpu-trainers, the
-// collective hybrid).
-std::unique_ptr<ParamSync> MakeSparseAsyncSync(const config::TrainerOptions& options, PsClient& client);
+                                                  uint32_t worker_threads, PushQueueGauges queue = {});
+
+// One implementation per file: direct_sync.cc (local and sync mode), async_sync.cc (the
+// async communicator, for both tables or one side of heter mode), geo_sync.cc;
+// collective_sync.h and heter_trainer/gpups/gpups_sync.h take more than a client.
+std::unique_ptr<ParamSync> MakeDirectSync(const config::TrainerOptions& options, PsClient& client,
+                                          uint32_t worker_threads);
+// Which tables an async communicator sends: both (async mode), the sparse table only
+// (heter-mode cpu-trainers, the collective hybrid) or the dense table only (a
+// heter-trainer's, fleetps.heter.dense_sync: pserver; allreduce_dense_sync.h for allreduce).
+enum class AsyncParts : uint8_t { kBoth, kSparseOnly, kDenseOnly };
+std::unique_ptr<ParamSync> MakeAsyncSync(const config::TrainerOptions& options, PsClient& client, AsyncParts parts,
+                                         PushQueueGauges queue = {});
+StatusOr<std::unique_ptr<ParamSync>> MakeGeoSync(const config::TrainerOptions& options, PsClient& client);
 
 // A job's initial dense parameters, by the one trainer (or rank) that sets them: `*params`
 // (freshly drawn) goes to the pservers only where they hold none yet (PsClient::

@@ -1,14 +1,10 @@
 #include "trainer/runtime/trainer.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
-#include <deque>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -23,57 +19,18 @@
 #include "trainer/model/auc_calculator.h"
 #include "trainer/model/dense_net.h"
 #include "trainer/model/embedding_pool.h"
-#include "trainer/model/layers.h"
 #include "trainer/runtime/collective_sync.h"
+#include "trainer/runtime/epoch_run.h"
 #include "trainer/runtime/global_shuffle.h"
 #include "trainer/runtime/progress.h"
+#include "trainer/runtime/step_loop.h"
+#include "trainer/runtime/worker_step.h"
 
 namespace fleetps::trainer {
 
 using Clock = std::chrono::steady_clock;
-using fleetps::ModelType;
 
 namespace {
-
-double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
-
-// Per-thread buffers, reused from batch to batch.
-struct WorkerState {
-  model::DenseNet::Workspace ws;
-  std::vector<model::SlotIdsView> views;
-  std::vector<uint64_t> keys;
-  std::vector<uint32_t> index;
-  KeyIndex dedup;  // DedupKeys' table, reused batch after batch
-  std::vector<float> rows;
-  std::vector<float> activations;
-  std::vector<float> activation_grads;
-  std::vector<float> key_grads;
-  std::vector<float> shows;   // CTR tables: per unique key
-  std::vector<float> clicks;
-  std::vector<float> params;
-  std::vector<float> param_grads;
-  std::vector<float> predictions;  // heter mode: the answer's; GPU-PS: the device's (stepped)
-  bool stepped = false;            // the last step's predictions are in `predictions`, not ws
-  double dense_seconds = 0;
-  double read_seconds = 0, pull_seconds = 0, push_seconds = 0, end_step_seconds = 0;  // PassReport's
-  double prefetch_wait_seconds = 0;
-};
-
-// GPU-PS with prefetch: one step of a worker, prepared by its helper thread.
-struct Prefetched {
-  data::Batch batch;
-  WorkerState state;
-  Status status;     // of the read or the preparation
-  bool got = false;  // a batch was read
-};
-
-// Heter mode: one micro-batch from its read to its sparse push. The request's spans point
-// into batch and state, so a slot is reused only after its answer arrived.
-struct InFlight {
-  data::Batch batch;
-  WorkerState state;
-  std::future<StatusOr<HeterStep>> reply;
-};
 
 // The pass's quality metrics from the AUC state of every trainer.
 void FillPassMetrics(const model::AucCalculator& global, PassReport* report) {
@@ -90,11 +47,10 @@ void FillPassMetrics(const model::AucCalculator& global, PassReport* report) {
 }  // namespace
 
 struct Trainer::Impl {
-  Impl(const config::TrainerOptions& o, PsClient& c, HeterClient* h, collective::Communicator* m,
+  Impl(const config::TrainerOptions& o, PsClient& c, collective::Communicator* m,
        std::shared_ptr<const dense::CpuGemm> gemm)
       : options(o),
         client(c),
-        heter(h),
         comm(m),
         net(model::DenseNet::FromOptions(o.model, std::move(gemm))),
         pool(HasSparseSlots(o.model) ? std::make_unique<model::EmbeddingPool>(
@@ -103,182 +59,30 @@ struct Trainer::Impl {
 
   const config::TrainerOptions& options;
   PsClient& client;
-  HeterClient* const heter;  // heter mode only
   collective::Communicator* const comm;  // collective mode only
   CollectiveSync* collective = nullptr;  // collective mode: `sync`, typed
-  std::atomic<uint64_t> next_batch_id{0};
   const model::DenseNet net;
   const std::unique_ptr<model::EmbeddingPool> pool;  // null for mlp (no sparse slots)
   std::unique_ptr<ParamSync> sync;
-  std::unique_ptr<data::Dataset> train_data;  // kept across epochs (InMemoryDataset loads once)
+  std::unique_ptr<StepRunner> steps;  // Start: the step every loop runs, over `sync`
+  std::unique_ptr<StepLoop> loop;     // Start: the stepping style
+  std::unique_ptr<data::Dataset> train_data;   // kept across epochs (InMemoryDataset loads once)
+  data::InMemoryDataset* in_memory = nullptr;  // train_data, when it is one
   uint64_t examples_before_epoch = 0;  // this trainer's, in the epochs before the current one
   std::optional<uint64_t> last_epoch_examples;  // the previous epoch's: the progress line's ETA
   ProgressLine progress;  // a status line instead of interval log lines, on a terminal
-  // SetMetrics' series (no-op handles without a registry).
-  struct Series {
-    metrics::Counter examples, steps;
-    metrics::Gauge loss, auc, rate, epoch;
-    metrics::Histogram pull, push;
-    metrics::Gauge data_queue;     // QueueDataset's reader -> worker queue, batches
-    PushQueueGauges push_queue;    // the async communicator's pending steps and keys
-    // The last training pass's metrics, all trainers: auc, loss, actual_ctr, predicted_ctr,
-    // copc, mae, rmse, bucket_error (kPassMetrics).
-    std::array<metrics::Gauge, 8> pass;
-  } series;
-  static constexpr std::array<const char*, 8> kPassMetrics = {"auc",  "loss", "actual_ctr", "predicted_ctr",
-                                                              "copc", "mae",  "rmse",       "bucket_error"};
+  TrainerSeries series;   // SetMetrics'
 
   void PublishPass(const PassReport& r) {
     const double values[] = {r.auc, r.loss, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error};
     for (size_t i = 0; i < series.pass.size(); ++i) series.pass[i].Set(values[i]);
   }
 
-  // Activations of a batch: pooled embeddings + dense features (the sparse models), or the
-  // dense features (mlp). Pulls the sparse rows through `pull`.
-  template <typename Pull>
-  Status BuildActivations(const data::Batch& batch, WorkerState& w, Pull pull) {
-    const size_t b = batch.size();
-    if (pool == nullptr) {
-      if (batch.dense_dim != net.in_dim()) {
-        return Status::InvalidArgument("the mlp model expects " + std::to_string(net.in_dim()) +
-                                       " dense features per example, the data has " +
-                                       std::to_string(batch.dense_dim));
-      }
-      w.activations.assign(batch.dense.begin(), batch.dense.end());
-      return Status::OK();
-    }
-    w.views.clear();
-    for (const auto& slot : batch.slots) w.views.push_back({slot.offsets, slot.ids});
-    model::DedupKeys(w.views, &w.keys, &w.index, &w.dedup);
-    w.rows.resize(w.keys.size() * pool->dim());
-    RETURN_IF_ERROR(pull(w.keys, w.rows.data()));
-    w.activations.resize(b * pool->output_dim());
-    pool->Forward(w.views, w.index, w.rows, batch.dense, w.activations);
-    return Status::OK();
-  }
-
-  // CTR statistics of the batch's unique keys: occurrences, and occurrences in clicked
-  // examples (the show/click counts Paddle's CtrCommonAccessor keeps).
-  static void CountShowsClicks(const data::Batch& batch, WorkerState& w) {
-    w.shows.assign(w.keys.size(), 0.0f);
-    w.clicks.assign(w.keys.size(), 0.0f);
-    size_t pos = 0;  // position in the concatenated ids of all slots (DedupKeys' index)
-    for (const auto& slot : batch.slots) {
-      for (size_t row = 0; row + 1 < slot.offsets.size(); ++row) {
-        for (uint32_t k = slot.offsets[row]; k < slot.offsets[row + 1]; ++k, ++pos) {
-          w.shows[w.index[pos]] += 1.0f;
-          w.clicks[w.index[pos]] += batch.labels[row];
-        }
-      }
-    }
-  }
-
-  // The sparse pull of a step, timed (the pull histogram and the worker's pull seconds).
-  Status TimedPull(uint32_t worker, WorkerState& w, std::span<const uint64_t> keys, float* rows) {
-    const auto t0 = Clock::now();
-    Status st = sync->PullSparse(worker, keys, rows);
-    const double seconds = Seconds(t0);
-    series.pull.Observe(seconds);
-    w.pull_seconds += seconds;
-    return st;
-  }
-
-  // The first part of a training step: the batch's activations, its sparse rows pulled.
-  Status Prepare(uint32_t worker, const data::Batch& batch, WorkerState& w) {
-    return BuildActivations(batch, w, [&](std::span<const uint64_t> keys, float* rows) {
-      return TimedPull(worker, w, keys, rows);
-    });
-  }
-
-  // One training step.
-  StatusOr<float> Step(uint32_t worker, const data::Batch& batch, WorkerState& w) {
-    RETURN_IF_ERROR(Prepare(worker, batch, w));
-    return Finish(worker, batch, w);
-  }
-
-  // The rest of a prepared step: the dense part, the embedding backward and the pushes.
-  StatusOr<float> Finish(uint32_t worker, const data::Batch& batch, WorkerState& w) {
-    ASSIGN_OR_RETURN(const std::span<const float> params, sync->DenseParamsView(worker, &w.params));
-    const size_t b = batch.size();
-    std::span<float> param_grads = sync->DenseGradsBuffer(worker);
-    if (param_grads.size() != net.num_params()) {
-      w.param_grads.resize(net.num_params());
-      param_grads = w.param_grads;
-    }
-    w.activation_grads.resize(pool ? w.activations.size() : 0);
-    const auto t0 = Clock::now();
-    // Collective mode: each layer's gradients go to the allreduce as soon as they are final.
-    model::DenseNet::GradsReady ready;
-    if (collective != nullptr && options.collective.overlap) {
-      ready = [&](size_t begin, size_t end) { collective->GradsReady(param_grads, begin, end); };
-    }
-    float loss = 0;
-    if (DenseStepper* stepper = sync->dense_stepper(worker)) {  // GPU-PS: the worker's device
-      w.predictions.resize(b);
-      ASSIGN_OR_RETURN(loss, stepper->Step(params, w.activations, batch.labels, b, w.predictions,
-                                           w.activation_grads, param_grads));
-      w.stepped = true;
-    } else {
-      loss = net.ForwardBackward(params, w.activations, batch.labels, b, param_grads, w.activation_grads, &w.ws,
-                                 ready);
-    }
-    w.dense_seconds += Seconds(t0);
-    w.shows.clear();
-    w.clicks.clear();
-    if (pool) {
-      w.key_grads.resize(w.keys.size() * pool->dim());
-      pool->Backward(w.views, w.index, w.activation_grads, w.key_grads);
-      if (options.sparse_table.accessor.kind == AccessorKind::kCtr) CountShowsClicks(batch, w);
-    } else {
-      w.keys.clear();
-      w.key_grads.clear();
-    }
-    const auto push_start = Clock::now();
-    RETURN_IF_ERROR(sync->Push(worker, StepGrads{w.keys, w.key_grads, w.shows, w.clicks, param_grads}));
-    const double push_seconds = Seconds(push_start);
-    series.push.Observe(push_seconds);
-    w.push_seconds += push_seconds;
-    return loss;
-  }
-
-  // Heter mode, first half of a step: activations of the batch, sent to a heter-trainer.
-  Status BeginHeterStep(uint32_t worker, InFlight& f) {
-    WorkerState& w = f.state;
-    RETURN_IF_ERROR(BuildActivations(f.batch, w, [&](std::span<const uint64_t> keys, float* rows) {
-      return TimedPull(worker, w, keys, rows);
-    }));
-    f.reply = heter->Train(next_batch_id++, static_cast<uint32_t>(f.batch.size()), w.activations, f.batch.labels);
-    return Status::OK();
-  }
-
-  // Second half: the heter-trainer's answer back-propagated into the embeddings and the
-  // sparse gradients pushed. Leaves the predictions in f.state.predictions.
-  StatusOr<float> FinishHeterStep(uint32_t worker, InFlight& f) {
-    WorkerState& w = f.state;
-    const auto t0 = Clock::now();
-    auto answer = f.reply.get();
-    w.dense_seconds += Seconds(t0);
-    RETURN_IF_ERROR(answer.status());
-    w.predictions.assign(answer->predictions.begin(), answer->predictions.end());
-    w.shows.clear();
-    w.clicks.clear();
-    if (pool) {
-      w.key_grads.resize(w.keys.size() * pool->dim());
-      pool->Backward(w.views, w.index, answer->activation_grads, w.key_grads);
-      if (options.sparse_table.accessor.kind == AccessorKind::kCtr) CountShowsClicks(f.batch, w);
-    } else {
-      w.keys.clear();
-      w.key_grads.clear();
-    }
-    const auto push_start = Clock::now();
-    RETURN_IF_ERROR(sync->Push(worker, StepGrads{w.keys, w.key_grads, w.shows, w.clicks, {}}));
-    w.push_seconds += Seconds(push_start);
-    return answer->loss;
-  }
-
-  // `stop`: a stop request ends an InMemoryDataset's load (Aborted).
+  // `stop`: a stop request ends an InMemoryDataset's load (Aborted). `in_memory` (when
+  // given): the dataset, typed, when it is an InMemoryDataset; else null.
   StatusOr<std::unique_ptr<data::Dataset>> OpenDataset(const std::vector<std::string>& paths, size_t batch_size,
-                                                       bool allow_in_memory, const StopRequest* stop = nullptr) {
+                                                       bool allow_in_memory, const StopRequest* stop = nullptr,
+                                                       data::InMemoryDataset** in_memory = nullptr) {
     // The distributed sampler shares records, not files: every trainer loads every file.
     const bool sampled = allow_in_memory && options.data.sampler == config::SamplerKind::kDistributed;
     ASSIGN_OR_RETURN(auto files, data::ListTrainerFiles(paths, options.data.split_file_list && !sampled,
@@ -295,8 +99,10 @@ struct Trainer::Impl {
       progress.Done();
       spdlog::info("trainer {}: loaded {} examples into memory ({:.1f} MB)", options.trainer_id, ds->size(),
                    ds->MemoryBytes() / 1e6);
+      if (in_memory != nullptr) *in_memory = ds.get();
       return std::unique_ptr<data::Dataset>(std::move(ds));
     }
+    if (in_memory != nullptr) *in_memory = nullptr;
     auto ds = std::make_unique<data::QueueDataset>(options.data, files, batch_size);
     if (allow_in_memory) {  // the training data (evaluation passes leave the gauge alone)
       ds->SetDepthObserver([gauge = series.data_queue](size_t depth) { gauge.Set(static_cast<double>(depth)); });
@@ -339,7 +145,7 @@ Trainer::Trainer(config::TrainerOptions options, PsClient& client, HeterClient* 
       heter_(options_.heter_mode() ? heter : nullptr),
       comm_(options_.collective_mode() ? comm : nullptr),
       given_sync_(options_.gpubox_mode() ? std::move(sync) : nullptr),
-      impl_(std::make_unique<Impl>(options_, client_, heter_, comm_, std::move(dense))) {}
+      impl_(std::make_unique<Impl>(options_, client_, comm_, std::move(dense))) {}
 
 Trainer::~Trainer() = default;
 
@@ -383,10 +189,31 @@ Status Trainer::Start() {
                                      std::to_string(impl.pool->dim()) + " wide");
     }
   }
+  if (options_.heter_mode() && heter_ == nullptr) {
+    return Status::InvalidArgument("heter mode needs the heter-trainers (no HeterClient given)");
+  }
+  RETURN_IF_ERROR(OpenSync());
+  // The stepping style, once: heter in-flight micro-batches, prefetching where the mode
+  // offers it, else plain.
+  impl.steps = std::make_unique<StepRunner>(options_, impl.net, impl.pool.get(), *impl.sync,
+                                            options_.collective.overlap ? impl.collective : nullptr,
+                                            impl.series.pull, impl.series.push);
+  if (heter_ != nullptr) {
+    impl.loop = MakeHeterLoop(*heter_, options_.heter.inflight);
+  } else if (const Prefetching* prefetching = impl.sync->prefetching()) {
+    impl.loop = MakePrefetchLoop(*prefetching);
+  } else {
+    impl.loop = MakePlainLoop();
+  }
+  return StartBarrier();
+}
+
+Status Trainer::OpenSync() {
+  auto& impl = *impl_;
   if (options_.gpubox_mode()) {
     if (given_sync_ == nullptr) return Status::InvalidArgument("GPU-PS (gpubox) mode needs its device tables' sync");
     impl.sync = std::move(given_sync_);
-    return StartBarrier();
+    return Status::OK();
   }
   if (options_.collective_mode()) {
     if (comm_ == nullptr) return Status::InvalidArgument("collective mode needs a communicator");
@@ -397,10 +224,9 @@ Status Trainer::Start() {
     RETURN_IF_ERROR(collective->SetInitialParams(std::move(params)));
     impl.collective = collective.get();
     impl.sync = std::move(collective);
-    return StartBarrier();
+    return Status::OK();
   }
-  ASSIGN_OR_RETURN(impl.sync, MakeParamSync(options_, client_, options_.worker_threads));
-  impl.sync->SetPushQueueGauges(impl.series.push_queue);
+  ASSIGN_OR_RETURN(impl.sync, MakeParamSync(options_, client_, options_.worker_threads, impl.series.push_queue));
   if (options_.trainer_id == 0) {
     // Only where the pservers hold no parameters yet: a model loaded from a checkpoint (a
     // warm start, a resumed job) and a job a restarted trainer 0 rejoins keep theirs.
@@ -408,7 +234,7 @@ Status Trainer::Start() {
     impl.net.InitParams(params, options_.model.init_seed);
     RETURN_IF_ERROR(InitDenseParams(client_, options_.dense_table.id, "trainer 0", false, &params).status());
   }
-  return StartBarrier();
+  return Status::OK();
 }
 
 void Trainer::SetMetrics(metrics::Registry* registry) {
@@ -442,7 +268,7 @@ void Trainer::SetMetrics(metrics::Registry* registry) {
     s.pass[i] = registry->GetGauge("fleetps_trainer_pass_metric",
                                    "The last training pass's (epoch's) metrics over every trainer's examples: AUC, "
                                    "log loss, CTRs and calibration (COPC, MAE, RMSE, bucket error)",
-                                   {{"metric", Impl::kPassMetrics[i]}});
+                                   {{"metric", TrainerSeries::kPassMetrics[i]}});
   }
 }
 
@@ -453,13 +279,12 @@ void Trainer::SetTrainPaths(std::vector<std::string> paths) {
 
 StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   auto& impl = *impl_;
-  if (options_.heter_mode() && heter_ == nullptr) {
-    return Status::InvalidArgument("heter mode needs the heter-trainers (no HeterClient given)");
-  }
+  if (impl.loop == nullptr) return Status::Internal("TrainEpoch before Start");
   if (impl.train_data == nullptr) {
-    ASSIGN_OR_RETURN(impl.train_data, impl.OpenDataset(options_.data.train_paths, options_.data.batch_size, true, stop_));
+    ASSIGN_OR_RETURN(impl.train_data, impl.OpenDataset(options_.data.train_paths, options_.data.batch_size, true, stop_,
+                                                       &impl.in_memory));
   }
-  if (auto* mem = dynamic_cast<data::InMemoryDataset*>(impl.train_data.get())) {
+  if (data::InMemoryDataset* mem = impl.in_memory) {
     const uint64_t seed = options_.data.shuffle_seed + epoch * 1000003ull;
     if (options_.data.sampler == config::SamplerKind::kDistributed) {
       mem->SampleShard(options_.trainer_id, options_.trainers_num,
@@ -476,338 +301,39 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
       mem->LocalShuffle(seed + options_.trainer_id);
     }
   }
-  data::Dataset& dataset = *impl.train_data;
   // GPU-PS: the epoch's records in passes_per_epoch consecutive passes (an InMemoryDataset,
   // as ValidateTrainerOptions requires for more than one).
-  auto* parted = dynamic_cast<data::InMemoryDataset*>(&dataset);
-  const uint32_t passes = options_.gpubox_mode() && parted != nullptr ? options_.gpups.passes_per_epoch : 1;
-
-  std::mutex mu;  // guards the metrics and first_error below
-  model::AucCalculator epoch_auc, interval_auc;
-  double interval_loss = 0;
-  uint64_t interval_batches = 0, interval_examples = 0;
-  Status first_error;
-  std::atomic<uint64_t> steps{0}, examples{0};
-  std::atomic<bool> failed{false};
-  const auto start = Clock::now();
-  const double cpu_start = metrics::ProcessCpuSeconds();
-  auto interval_start = start;
-  const uint32_t threads = options_.worker_threads;
-  std::vector<WorkerState> states(threads);
-  double pass_sync_seconds = 0;  // begin_pass and the flushes
-
-  impl.series.epoch.Set(epoch);
-  std::vector<CurvePoint> curve;  // guarded by mu
-  TrainingProgress shown;         // guarded by mu: the last interval's loss and AUC, for the progress line
-  shown.epoch = epoch;
-  shown.epochs = options_.epochs;
-  shown.expected = impl.last_epoch_examples;
-
-  // Metrics of one finished step.
-  auto record = [&](float loss, std::span<const float> predictions, const data::Batch& batch) {
-    const uint64_t so_far = examples += batch.size();
-    const uint64_t step = ++steps;
-    impl.series.examples.Increment(static_cast<double>(batch.size()));
-    impl.series.steps.Increment();
-    std::unique_lock<std::mutex> lock(mu);
-    epoch_auc.Add(predictions, batch.labels);
-    interval_auc.Add(predictions, batch.labels);
-    interval_loss += loss;
-    ++interval_batches;
-    interval_examples += batch.size();
-    if (impl.progress.enabled()) {
-      shown.examples = so_far;
-      shown.seconds = Seconds(start);
-      impl.progress.Update(FormatTrainingProgress(shown));
-    }
-    if (step % options_.print_interval != 0) return;
-    const double secs = Seconds(interval_start);
-    CurvePoint point;
-    point.epoch = epoch;
-    point.step = step;
-    point.examples = impl.examples_before_epoch + so_far;
-    point.loss = interval_loss / interval_batches;
-    point.auc = interval_auc.Auc();
-    point.examples_per_sec = interval_examples / std::max(secs, 1e-9);
-    curve.push_back(point);
-    shown.loss = point.loss;
-    shown.auc = point.auc;
-    impl.series.loss.Set(point.loss);
-    impl.series.auc.Set(point.auc);
-    impl.series.rate.Set(point.examples_per_sec);
-    const std::string line =
-        fmt::format("trainer {} epoch {} step {}: loss {:.5f} auc {:.5f} ({} examples, {:.0f} examples/s)",
-                    options_.trainer_id, epoch, step, point.loss, point.auc, interval_examples,
-                    point.examples_per_sec);
-    const std::vector<double> cumulative(epoch_auc.state().begin(), epoch_auc.state().end());
-    interval_auc.Reset();
-    interval_loss = 0;
-    interval_batches = 0;
-    interval_examples = 0;
-    interval_start = Clock::now();
-    lock.unlock();
-    if (impl.progress.enabled()) return;  // the status line shows it
-    if (options_.trainers_num == 1 || (comm_ != nullptr && options_.local())) {
-      spdlog::info("{}", line);
-      return;
-    }
-    // The epoch so far on every trainer: each reports its cumulative buckets to server 0
-    // and gets back the sum of everyone's latest report (no waiting).
-    auto global = client_.ReportMetric("auc-epoch-" + std::to_string(epoch), options_.trainer_id, cumulative);
-    if (global.ok()) {
-      model::AucCalculator merged;
-      merged.MergeState(global->sum);
-      spdlog::info("{}; epoch so far, {}/{} trainers: auc {:.5f} loss {:.5f}", line, global->reporters,
-                   options_.trainers_num, merged.Auc(), merged.MeanLoss());
-    } else {
-      spdlog::info("{} (cluster metric unavailable: {})", line, global.status().ToString());
-    }
-  };
-  auto fail = [&](const Status& st) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (first_error.ok()) first_error = st;
-      failed = true;
-    }
-    impl.sync->Abort(st);  // the other workers may be waiting for this one's step
-  };
-
-  auto worker = [&](uint32_t w) {
-    WorkerState& ws = states[w];
-    data::Batch batch;
-    bool done = false;
-    while (!done && !failed) {
-      // After a stop request this worker is out of data: sync mode's EndStep still meets the others.
-      Status st;
-      bool got = false;
-      if (!stop_requested()) {
-        const auto t0 = Clock::now();
-        auto has = dataset.NextBatch(&batch);
-        ws.read_seconds += Seconds(t0);
-        st = has.status();
-        got = st.ok() && *has && !batch.empty();
-      }
-      if (st.ok() && got) {
-        auto loss = impl.Step(w, batch, ws);
-        st = loss.status();
-        if (st.ok()) record(*loss, ws.stepped ? std::span<const float>(ws.predictions) : ws.ws.predictions(), batch);
-      }
-      if (st.ok()) {
-        // Sync mode keeps every worker stepping until all are out of data.
-        const auto t0 = Clock::now();
-        auto all_done = impl.sync->EndStep(w, !got);
-        ws.end_step_seconds += Seconds(t0);
-        st = all_done.status();
-        done = st.ok() && *all_done;
-      }
-      if (!st.ok()) fail(st);
-    }
-  };
-
-  // GPU-PS with prefetch (ParamSync::prefetch): a helper thread reads step k+1's batch and
-  // prepares it (de-duplication, pull, pooling) while the worker runs step k, in two slots.
-  // The pull waits for step k's push when that push updates the rows it reads.
-  auto prefetching_worker = [&](uint32_t w) {
-    WorkerState& ws = states[w];
-    std::array<Prefetched, 2> slots;
-    std::mutex m;
-    std::condition_variable cv;
-    uint64_t prepared = 0;  // steps the helper has prepared
-    uint64_t finished = 0;  // steps the worker is done with: their slots are free again
-    uint64_t may_pull = 0;  // the last step the helper may pull for
-    bool stop = false;
-    auto advance = [&](uint64_t& counter, uint64_t to) {
-      {
-        std::lock_guard<std::mutex> lock(m);
-        counter = std::max(counter, to);
-      }
-      cv.notify_all();
-    };
-    auto wait_until = [&](auto ready) {  // false once stopped
-      std::unique_lock<std::mutex> lock(m);
-      cv.wait(lock, [&] { return stop || ready(); });
-      return !stop;
-    };
-    std::thread helper([&] {
-      for (uint64_t k = 0;; ++k) {
-        Prefetched& p = slots[k % 2];
-        if (!wait_until([&] { return finished + 1 >= k; })) return;  // step k - 2 freed the slot
-        const auto t0 = Clock::now();
-        auto has = dataset.NextBatch(&p.batch);
-        p.state.read_seconds += Seconds(t0);
-        p.status = has.status();
-        p.got = p.status.ok() && *has && !p.batch.empty();
-        if (p.got) {
-          if (!wait_until([&] { return may_pull >= k; })) return;
-          p.status = impl.Prepare(w, p.batch, p.state);
-        }
-        const bool last = !p.got || !p.status.ok();
-        advance(prepared, k + 1);
-        if (last) return;
-      }
-    });
-    bool out_of_data = false, done = false;
-    for (uint64_t k = 0; !done && !failed; ++k) {
-      Status st;
-      bool got = false;
-      if (stop_requested()) out_of_data = true;  // a batch the helper prepared is not trained
-      if (!out_of_data) {
-        const auto t0 = Clock::now();
-        wait_until([&] { return prepared > k; });  // only this thread stops the helper
-        ws.prefetch_wait_seconds += Seconds(t0);
-        Prefetched& p = slots[k % 2];
-        st = p.status;
-        got = st.ok() && p.got;
-        out_of_data = !got;
-        if (got) {
-          if (!impl.sync->NextPushUpdatesRows(w)) advance(may_pull, k + 1);
-          auto loss = impl.Finish(w, p.batch, p.state);
-          advance(may_pull, k + 1);
-          st = loss.status();
-          if (st.ok()) {
-            record(*loss, p.state.stepped ? std::span<const float>(p.state.predictions) : p.state.ws.predictions(),
-                   p.batch);
-          }
-        }
-        for (auto field : {&WorkerState::read_seconds, &WorkerState::pull_seconds, &WorkerState::dense_seconds,
-                           &WorkerState::push_seconds}) {
-          ws.*field += p.state.*field;
-          p.state.*field = 0;
-        }
-        advance(finished, k + 1);
-      }
-      if (st.ok()) {
-        const auto t0 = Clock::now();
-        auto all_done = impl.sync->EndStep(w, !got);
-        ws.end_step_seconds += Seconds(t0);
-        st = all_done.status();
-        done = st.ok() && *all_done;
-      }
-      if (!st.ok()) fail(st);
-    }
-    {
-      std::lock_guard<std::mutex> lock(m);
-      stop = true;
-    }
-    cv.notify_all();
-    helper.join();
-  };
-
-  // Heter mode: up to heter.inflight micro-batches of this worker in flight at once.
-  auto heter_worker = [&](uint32_t w) {
-    const size_t depth = options_.heter.inflight;
-    std::deque<std::unique_ptr<InFlight>> pending, free;
-    bool out_of_data = false;
-    while (true) {
-      if (stop_requested()) out_of_data = true;  // the micro-batches in flight still finish
-      if (!out_of_data && !failed && pending.size() < depth) {
-        std::unique_ptr<InFlight> slot;
-        if (free.empty()) {
-          slot = std::make_unique<InFlight>();
-        } else {
-          slot = std::move(free.front());
-          free.pop_front();
-        }
-        const auto t0 = Clock::now();
-        auto has = dataset.NextBatch(&slot->batch);
-        states[w].read_seconds += Seconds(t0);
-        Status st = has.status();
-        if (st.ok() && *has && !slot->batch.empty()) {
-          st = impl.BeginHeterStep(w, *slot);
-          if (st.ok()) {
-            pending.push_back(std::move(slot));
-            continue;
-          }
-        } else if (st.ok()) {
-          out_of_data = true;
-        }
-        if (!st.ok()) fail(st);
-        free.push_back(std::move(slot));
-      }
-      if (pending.empty()) break;
-      // The oldest answer; after a failure the rest are still awaited (they hold spans
-      // into their slots) but nothing new is sent.
-      std::unique_ptr<InFlight> slot = std::move(pending.front());
-      pending.pop_front();
-      auto loss = impl.FinishHeterStep(w, *slot);
-      if (!loss.ok()) {
-        fail(loss.status());
-      } else if (!failed) {
-        record(*loss, slot->state.predictions, slot->batch);
-      }
-      states[w].dense_seconds += slot->state.dense_seconds;
-      states[w].pull_seconds += slot->state.pull_seconds;
-      states[w].push_seconds += slot->state.push_seconds;
-      slot->state.dense_seconds = 0;
-      slot->state.pull_seconds = 0;
-      slot->state.push_seconds = 0;
-      free.push_back(std::move(slot));
-    }
-  };
-  for (uint32_t pass = 0; pass < passes; ++pass) {
-    std::string where = "trainer " + std::to_string(options_.trainer_id) + " epoch " + std::to_string(epoch);
-    if (passes > 1) where += " pass " + std::to_string(pass + 1) + "/" + std::to_string(passes);
-    if (parted != nullptr) parted->SetPassPart(pass, passes);
-    auto pass_start = Clock::now();
-    const Status begun = impl.sync->BeginPass(dataset, stop_);
-    pass_sync_seconds += Seconds(pass_start);
-    if (begun.code() == StatusCode::kAborted && stop_requested()) {
-      // Nothing of this pass was trained: the epoch ends with its Flush, as a pass cut short.
-      spdlog::info("{} begin_pass: {}", where, begun.message());
-      break;
-    }
-    RETURN_IF_ERROR(begun.WithContext(where + " begin_pass"));
-    RETURN_IF_ERROR(dataset.StartPass());
-    std::vector<std::thread> pool;
-    for (uint32_t w = 0; w < threads; ++w) {
-      if (heter_ != nullptr) {
-        pool.emplace_back(heter_worker, w);
-      } else if (impl.sync->prefetch()) {
-        pool.emplace_back(prefetching_worker, w);
-      } else {
-        pool.emplace_back(worker, w);
-      }
-    }
-    for (auto& t : pool) t.join();
-    impl.progress.Clear();
-    dataset.EndPass();
-    RETURN_IF_ERROR(first_error.WithContext(where));
-    // The last pass, and a pass a stop request cut short, end with the epoch's Flush below.
-    if (pass + 1 == passes || stop_requested()) break;
-    pass_start = Clock::now();
-    RETURN_IF_ERROR(impl.sync->Flush().WithContext(where + " end_pass"));
-    pass_sync_seconds += Seconds(pass_start);
+  PassLifecycle* lifecycle = impl.sync->pass_lifecycle();
+  const uint32_t passes = lifecycle != nullptr && impl.in_memory != nullptr ? options_.gpups.passes_per_epoch : 1;
+  std::function<void(uint32_t)> set_part;
+  if (impl.in_memory != nullptr) {
+    set_part = [mem = impl.in_memory, passes](uint32_t pass) { mem->SetPassPart(pass, passes); };
   }
-  impl.examples_before_epoch += examples;
-  impl.last_epoch_examples = examples.load();
-  const auto flush_start = Clock::now();
-  RETURN_IF_ERROR(impl.sync->Flush());
-  pass_sync_seconds += Seconds(flush_start);
-  if (heter_ != nullptr) RETURN_IF_ERROR(heter_->Flush().WithContext("flushing the heter-trainers' dense gradients"));
+
+  EpochContext context{.options = options_,
+                       .client = client_,
+                       // Local collective ranks and a single trainer have no one to sum with.
+                       .cluster_metric = options_.trainers_num > 1 && !(comm_ != nullptr && options_.local()),
+                       .sync = *impl.sync,
+                       .steps = *impl.steps,
+                       .loop = *impl.loop,
+                       .series = impl.series,
+                       .progress = impl.progress,
+                       .stop = stop_,
+                       .examples_before = impl.examples_before_epoch,
+                       .expected = impl.last_epoch_examples};
+  EpochRun run(context, epoch, *impl.train_data);
+  const Status trained = run.Run(passes, set_part, lifecycle);
+  impl.examples_before_epoch += run.examples();
+  impl.last_epoch_examples = run.examples();
+  RETURN_IF_ERROR(trained);
   if (impl.collective != nullptr) {
     spdlog::info("trainer {} epoch {}: {} steps on {} ranks, {:.2f} s waiting for allreduces, parameter checksum {}",
                  options_.trainer_id, epoch, impl.collective->steps(), comm_->size(),
                  impl.collective->comm_wait_seconds(), impl.collective->Checksum());
   }
-
-  PassReport report;
-  report.epoch = epoch;
-  report.seconds = Seconds(start);
-  report.cpu_seconds = metrics::ProcessCpuSeconds() - cpu_start;
-  report.examples = examples;
-  report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);
-  for (const auto& s : states) {
-    report.dense_compute_sec += s.dense_seconds;
-    report.read_sec += s.read_seconds;
-    report.pull_sec += s.pull_seconds;
-    report.push_sec += s.push_seconds;
-    report.end_step_sec += s.end_step_seconds;
-    report.prefetch_wait_sec += s.prefetch_wait_seconds;
-  }
-  report.pass_sync_sec = pass_sync_seconds;
-  report.skipped_lines = dataset.stats().bad_lines;
-  report.curve = std::move(curve);
-  ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("epoch-" + std::to_string(epoch), epoch_auc, stop_));
+  PassReport report = run.Report();
+  ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("epoch-" + std::to_string(epoch), run.auc(), stop_));
   FillPassMetrics(global, &report);
   impl.PublishPass(report);
   return report;
@@ -839,7 +365,7 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
       Status st = has.status();
       if (st.ok() && !*has) break;
       if (st.ok()) {
-        st = impl.BuildActivations(batch, ws, [&](std::span<const uint64_t> keys, float* rows) {
+        st = BuildActivations(impl.pool.get(), impl.net, batch, ws, [&](std::span<const uint64_t> keys, float* rows) {
           return client_.PullSparse(options_.sparse_table.id, keys, rows).get();
         });
       }
@@ -868,7 +394,7 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
                                        stop_->reason(), examples.load()));
   }
   PassReport report;
-  report.seconds = Seconds(start);
+  report.seconds = SecondsSince(start);
   report.cpu_seconds = metrics::ProcessCpuSeconds() - cpu_start;
   report.examples = examples;
   report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);

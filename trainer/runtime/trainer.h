@@ -26,6 +26,8 @@
 // GPU-PS pass mode (a ParamSync given, options.gpubox_mode()): one worker thread per device;
 // each epoch is a pass: the sync's BeginPass (begin_pass) before the workers start, its
 // Flush (end_pass) after they finish.
+// Each epoch is an EpochRun (epoch_run.h); how a worker steps through its batches (plain,
+// prefetching, heter micro-batches in flight: step_loop.h) is chosen once, by Start.
 // Thread-safety: one controlling thread calls the methods.
 
 #include <cstdint>
@@ -133,6 +135,7 @@ class Trainer {
  private:
   struct Impl;
   Status StartBarrier();  // Barrier("start"), said in the log when there are other trainers
+  Status OpenSync();      // Start: the ParamSync of the mode
 
   config::TrainerOptions options_;
   PsClient& client_;

@@ -159,12 +159,11 @@ TEST_CASE("The async communicator's queue gauges count the steps and keys not ye
   REQUIRE(client.ok());
   auto o = c.Options(config::SyncMode::kAsync, 0, 1);
   o.max_merge_steps = 8;  // three pushes never wait on back-pressure
-  auto made = MakeParamSync(o, **client, 1);
-  REQUIRE(made.ok());
-  ParamSync& sync = **made;
   metrics::Registry registry;
   PushQueueGauges gauges{registry.GetGauge("steps", "steps"), registry.GetGauge("keys", "keys")};
-  sync.SetPushQueueGauges(gauges);
+  auto made = MakeParamSync(o, **client, 1, gauges);
+  REQUIRE(made.ok());
+  ParamSync& sync = **made;
   CHECK(gauges.steps.value() == 0);
   CHECK(gauges.keys.value() == 0);
 
@@ -260,7 +259,7 @@ TEST_CASE("With max_merge_steps 2 the async communicator merges at most two step
   REQUIRE(client.ok());
   auto o = c.Options(config::SyncMode::kHeter, 0, 1);
   o.max_merge_steps = 2;
-  auto dense_only = MakeHeterDenseSync(o, **client);
+  auto dense_only = MakeAsyncSync(o, **client, AsyncParts::kDenseOnly);
   // Replies held: the first window's send cannot complete, the other steps wait behind it
   // (back-pressure lets two windows of two wait: none of the five waits for a reply).
   proxy.Freeze(net::testing::TcpProxy::Frozen::kToClient);
@@ -290,7 +289,7 @@ TEST_CASE("Heter mode splits the async communicator: cpu-trainers send sparse on
   CHECK(c.Dense() == std::vector<float>{0, 0, 0});
 
   auto heter_side = c.Options(config::SyncMode::kHeter, 0, 1);
-  auto dense_only = MakeHeterDenseSync(heter_side, *c.client);
+  auto dense_only = MakeAsyncSync(heter_side, *c.client, AsyncParts::kDenseOnly);
   auto before = dense_only->DenseSnapshot(0);
   REQUIRE(before.ok());
   auto again = dense_only->DenseSnapshot(0);
