@@ -33,7 +33,7 @@
 #include "common/config/server_config.h"
 #include "common/executor.h"
 #include "common/net/rpc_server.h"
-#include "server/checkpoint/checkpoint_runner.h"
+#include "server/service/checkpoint_runner.h"
 #include "server/service/barrier.h"
 #include "server/service/shuffle_mailbox.h"
 #include "server/service/trainer_registry.h"

@@ -1,6 +1,6 @@
 // Save / load through the CheckpointRunner, in-process: servers are TableSets with their own
 // executor pools, sharing one checkpoint directory like pservers on one machine.
-#include "server/checkpoint/checkpoint_runner.h"
+#include "server/service/checkpoint_runner.h"
 
 #include <chrono>
 #include <cstdio>

@@ -139,6 +139,8 @@ class CheckpointRunner {
                      std::function<uint64_t(size_t task)> rows_of) const;
 
   struct LoadPlan;
+  static std::string Str(const flatbuffers::String* s);            // "" for null
+  static disk::AccessorKind AccessorOf(const TableOptions& table);  // its rows' layout on disk
   // Builds what Load does after the manifest is read: checks and the file list.
   StatusOr<std::shared_ptr<LoadPlan>> PlanLoad(const std::string& dir);
   // Load, inside its command, once the pending save is settled.
