@@ -22,7 +22,7 @@
 // a connection that has not authenticated within auth_timeout (from accept, TLS handshake
 // included) is closed. Without auth_required (a secret on a trusted network) unauthenticated
 // peers may send anything, bounded as below; handlers refuse what changes the job's state
-// to them (Request::auth_configured, server/service/handler_util.h).
+// to them (Request::auth_configured, common/net/handler_util.h).
 //
 // Bounds (a hostile or broken peer cannot exhaust the server):
 //  - at most max_connections connections; one more is answered Unavailable and closed;

@@ -17,7 +17,7 @@
 #include "heter_trainer/device/dense_device.h"
 #include "heter_trainer/device/rank_communicator.h"
 #include "heter_trainer/service/heter_service.h"
-#include "server/service/trainer_registry.h"
+#include "common/net/trainer_registry.h"
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
 #include "trainer/model/dense_net.h"
@@ -93,7 +93,7 @@ Status HeterApp::Start() {
   } else {
     dense_ = trainer::MakeAsyncSync(job, *client_, trainer::AsyncParts::kDenseOnly);
   }
-  trainers_ = std::make_unique<server::TrainerRegistry>(std::chrono::seconds(options_.server.trainer_lease_s));
+  trainers_ = std::make_unique<net::TrainerRegistry>(std::chrono::seconds(options_.server.trainer_lease_s));
 
   service_ = std::make_unique<HeterService>(options_, *net_, *device_, *dense_, *trainers_);
   service_->SetMetrics(HeterMetrics::In(*registry_));
@@ -228,9 +228,9 @@ void HeterApp::SweepLoop() {
   }
 }
 
-void HeterApp::OnStopSignal(int signo, const server::TrainerRegistry::Sweep& sweep) {
+void HeterApp::OnStopSignal(int signo, const net::TrainerRegistry::Sweep& sweep) {
   const std::string name = signo == SIGINT ? "SIGINT" : "SIGTERM";
-  if (++signals_seen_ > 1 || !server::StopWait::Needed(sweep)) {
+  if (++signals_seen_ > 1 || !net::StopWait::Needed(sweep)) {
     RequestShutdown(signals_seen_ > 1 ? "a second " + name : name);
     return;
   }

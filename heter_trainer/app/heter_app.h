@@ -8,7 +8,7 @@
 // lanes and listens. WaitForShutdown() blocks until SIGINT/SIGTERM, or until every
 // cpu-trainer of the job has finished or is gone (the heartbeats' registry, swept every
 // 500 ms). A first signal while cpu-trainers are alive keeps serving those that say they
-// are stopping until they have ended (server::StopWait: every process of a job stopped at
+// are stopping until they have ended (net::StopWait: every process of a job stopped at
 // once; their last micro-batches and HeterFlush are answered); a second one shuts down. Shutdown() stops accepting, drains, pushes the dense gradients still pending and
 // tears down in reverse order. With fleetps.heter.dense_sync: allreduce, Start() also
 // meets the other heter-trainers (Gloo, rendezvous on heter-trainer 0's allreduce_port)
@@ -26,7 +26,7 @@
 
 #include "common/config/heter_config.h"
 #include "common/status.h"
-#include "server/service/trainer_registry.h"
+#include "common/net/trainer_registry.h"
 
 namespace fleetps {
 namespace metrics {
@@ -82,7 +82,7 @@ class HeterApp {
  private:
   void SweepLoop();
   // The sweeper's part of a stop signal (sweeper thread).
-  void OnStopSignal(int signo, const server::TrainerRegistry::Sweep& sweep);
+  void OnStopSignal(int signo, const net::TrainerRegistry::Sweep& sweep);
   // dense_sync allreduce: meets the other heter-trainers; the replicas start from
   // heter-trainer 0's copy of the pservers' dense parameters at the first micro-batch.
   Status StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, std::shared_ptr<net::TlsContext> tls);
@@ -96,13 +96,13 @@ class HeterApp {
   std::unique_ptr<trainer::collective::Communicator> comm_;  // dense_sync allreduce only
   std::unique_ptr<trainer::ParamSync> dense_;
   trainer::AllreduceDenseSync* allreduce_ = nullptr;  // dense_, when it is one
-  std::unique_ptr<server::TrainerRegistry> trainers_;
+  std::unique_ptr<net::TrainerRegistry> trainers_;
   std::unique_ptr<net::IoThreads> io_;
   std::unique_ptr<HeterService> service_;
   std::unique_ptr<net::RpcServer> rpc_;
   std::thread sweeper_;
   int signals_seen_ = 0;                       // sweeper thread only
-  std::optional<server::StopWait> stop_wait_;  // sweeper thread only
+  std::optional<net::StopWait> stop_wait_;  // sweeper thread only
 
   mutable std::mutex mu_;  // guards the members below
   std::condition_variable cv_;

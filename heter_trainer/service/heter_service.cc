@@ -9,17 +9,17 @@
 
 #include "schemas/heter_generated.h"
 #include "schemas/ps_generated.h"
-#include "server/service/handler_util.h"
+#include "common/net/handler_util.h"
 
 namespace fleetps::heter {
 
-using server::Aligned;
-using server::Span;
-using server::Verified;
+using net::Aligned;
+using net::Span;
+using net::Verified;
 using wire::MessageType;
 
 HeterService::HeterService(const config::HeterTrainerOptions& options, const trainer::model::DenseNet& net,
-                           DenseDevice& device, trainer::ParamSync& dense, server::TrainerRegistry& trainers)
+                           DenseDevice& device, trainer::ParamSync& dense, net::TrainerRegistry& trainers)
     : options_(options),
       net_(net),
       device_(device),
@@ -96,7 +96,7 @@ void HeterService::Handle(net::Request request, net::Responder responder) {
     case MessageType::HeterHello: return Hello(request, responder);
     case MessageType::HeterTrain: return Train(std::move(request), std::move(responder));
     case MessageType::HeterFlush: return Flush(request, responder);
-    case MessageType::Heartbeat: return server::AnswerHeartbeat(trainers_, request, responder);
+    case MessageType::Heartbeat: return net::AnswerHeartbeat(trainers_, request, responder);
     default:
       return responder.SendError(Status::InvalidArgument(
           net::MessageTypeName(request.type) + " from " + responder.peer() +
@@ -105,7 +105,7 @@ void HeterService::Handle(net::Request request, net::Responder responder) {
 }
 
 void HeterService::Hello(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::HeterHelloRequest>(req, responder);
+  const auto* msg = net::Verified<wire::HeterHelloRequest>(req, responder);
   if (msg == nullptr) return;
   const std::string who = "cpu-trainer " + std::to_string(msg->trainer_id()) + " (" + responder.peer() + ")";
   Status mismatch;
@@ -143,8 +143,8 @@ Status CheckMicroBatch(const wire::HeterTrainRequest& msg, size_t in_dim, uint32
     return Status::InvalidArgument("its rows are " + std::to_string(msg.width()) + " floats wide, the model takes " +
                                    std::to_string(in_dim));
   }
-  const auto acts = Span(msg.activations());
-  const auto labels = Span(msg.labels());
+  const auto acts = net::Span(msg.activations());
+  const auto labels = net::Span(msg.labels());
   if (acts.size() != rows * in_dim) {
     return Status::InvalidArgument("it has " + std::to_string(acts.size()) + " activations for " +
                                    std::to_string(rows) + " rows of " + std::to_string(in_dim));
@@ -186,9 +186,9 @@ HeterMetrics HeterMetrics::In(metrics::Registry& registry) {
 }
 
 void HeterService::Train(net::Request req, net::Responder responder) {
-  const auto* msg = Verified<wire::HeterTrainRequest>(req, responder);
-  if (msg == nullptr || !Aligned(msg->activations(), "activations", req, responder) ||
-      !Aligned(msg->labels(), "labels", req, responder)) {
+  const auto* msg = net::Verified<wire::HeterTrainRequest>(req, responder);
+  if (msg == nullptr || !net::Aligned(msg->activations(), "activations", req, responder) ||
+      !net::Aligned(msg->labels(), "labels", req, responder)) {
     metrics_.errors.Increment();
     return;
   }
@@ -285,12 +285,12 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
     // Forward only: no param_grads asked for, so no backward, and nothing to push.
     const std::span<float> param_grads = forward_only ? std::span<float>() : lane.param_grads;
     const DenseStepOutput out{{predictions_out, rows}, {grads_out, grads_size}, param_grads};
-    ASSIGN_OR_RETURN(float loss, lane.device->Step(Span(msg->activations()), Span(msg->labels()), rows, out));
+    ASSIGN_OR_RETURN(float loss, lane.device->Step(net::Span(msg->activations()), net::Span(msg->labels()), rows, out));
     // Checked before anything leaves: a gradient that is not finite would be refused by the
     // pservers (or poison the dense table), and the cpu-trainer would push its embeddings'
     // share of it.
     RETURN_IF_ERROR(CheckStepResults(loss, out.predictions, out.activation_grads, param_grads,
-                                     Span(msg->activations())));
+                                     net::Span(msg->activations())));
     if (!forward_only) RETURN_IF_ERROR(dense_.Push(index, trainer::StepGrads{{}, {}, {}, {}, param_grads}));
     return loss;
   };
@@ -312,7 +312,7 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
 }
 
 void HeterService::Flush(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::HeterFlushRequest>(req, responder);
+  const auto* msg = net::Verified<wire::HeterFlushRequest>(req, responder);
   if (msg == nullptr) return;
   responder.ReleaseRequestBytes();
   control_.Post(0, [this, responder] {

@@ -14,7 +14,7 @@
 //               activation gradients; nothing is pushed and no table changes
 //   HeterFlush  on a control thread: every dense gradient accepted so far is pushed to
 //               the pservers, then the parameters are refreshed
-//   Heartbeat   the cpu-trainers' leases (TrainerRegistry): the heter-trainer exits when
+//   Heartbeat   the cpu-trainers' leases (net::TrainerRegistry): the heter-trainer exits when
 //               every cpu-trainer has finished or is gone
 // A malformed micro-batch gets an error reply naming the peer, trainer and batch; the
 // service keeps serving. A device error fails that micro-batch only, and so do finite
@@ -40,7 +40,7 @@
 #include "common/net/rpc_server.h"
 #include "common/status.h"
 #include "heter_trainer/device/dense_device.h"
-#include "server/service/trainer_registry.h"
+#include "common/net/trainer_registry.h"
 #include "trainer/model/dense_net.h"
 #include "trainer/runtime/param_sync.h"
 
@@ -63,7 +63,7 @@ class HeterService {
  public:
   // Everything passed in outlives the service.
   HeterService(const config::HeterTrainerOptions& options, const trainer::model::DenseNet& net, DenseDevice& device,
-               trainer::ParamSync& dense, server::TrainerRegistry& trainers);
+               trainer::ParamSync& dense, net::TrainerRegistry& trainers);
   ~HeterService();  // Stop()s
   HeterService(const HeterService&) = delete;
   HeterService& operator=(const HeterService&) = delete;
@@ -99,7 +99,7 @@ class HeterService {
   DenseDevice& device_;
   const std::shared_ptr<HostBufferPool> host_buffers_;  // device_'s
   trainer::ParamSync& dense_;
-  server::TrainerRegistry& trainers_;
+  net::TrainerRegistry& trainers_;
 
   // Per lane: the device lane, the snapshot its parameters came from, the step's parameter
   // gradients (its predictions and activation gradients go into the reply), in a block of the

@@ -245,8 +245,8 @@ void App::ArmBarrierSweep() {
   });
 }
 
-TrainerRegistry::Sweep App::SweepTrainers(std::chrono::steady_clock::time_point now) {
-  const TrainerRegistry::Sweep sweep = service_->trainers().Expire(now);
+net::TrainerRegistry::Sweep App::SweepTrainers(std::chrono::steady_clock::time_point now) {
+  const net::TrainerRegistry::Sweep sweep = service_->trainers().Expire(now);
   for (uint32_t id : sweep.newly_gone) {
     spdlog::error("pserver {}: trainer {} is gone: no heartbeat for {} s (server.trainer_lease_s); barriers fail "
                   "until it is back",
@@ -326,13 +326,13 @@ void App::OnStopSignal(int signo) {
     return;
   }
   const auto now = std::chrono::steady_clock::now();
-  const TrainerRegistry::Sweep sweep = SweepTrainers(now);  // the job may just have ended: its final save first
+  const net::TrainerRegistry::Sweep sweep = SweepTrainers(now);  // the job may just have ended: its final save first
   if (final_save_deadline_) {
     spdlog::warn("pserver {}: {}: waiting for pserver 0's final save first (send it again to exit at once)",
                  options_.index, name);
     return;
   }
-  if (!StopWait::Needed(sweep)) {
+  if (!net::StopWait::Needed(sweep)) {
     RequestShutdown(name);
     return;
   }
@@ -341,7 +341,7 @@ void App::OnStopSignal(int signo) {
 }
 
 void App::CheckSignalWait(std::chrono::steady_clock::time_point now) {
-  const TrainerRegistry::Sweep sweep = SweepTrainers(now);
+  const net::TrainerRegistry::Sweep sweep = SweepTrainers(now);
   bool requested = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -23,7 +23,7 @@
 
 #include "common/config/server_config.h"
 #include "common/status.h"
-#include "server/service/trainer_registry.h"
+#include "common/net/trainer_registry.h"
 
 namespace fleetps {
 class ExecutorPool;
@@ -77,7 +77,7 @@ class App {
   //   signals the pservers right after the trainers);
   // - while trainers are alive, the server serves those that say they are stopping until
   //   they have ended (a stop of every process at once: their last pushes land, and the
-  //   final save follows): StopWait.
+  //   final save follows): net::StopWait.
   // A second signal ends a wait; one during a shutdown already under way (a long final
   // save, a drain) ends the process at once, by that signal.
   void OnStopSignal(int signo);
@@ -86,7 +86,7 @@ class App {
   // Every 500 ms: trainers past their lease are gone (barriers fail while one is); once
   // every trainer has ended and exit_when_trainers_gone, the server shuts down (after the
   // final save, when the job ended unclean and periodic saves are on).
-  TrainerRegistry::Sweep SweepTrainers(std::chrono::steady_clock::time_point now);
+  net::TrainerRegistry::Sweep SweepTrainers(std::chrono::steady_clock::time_point now);
   // The periodic saver's thread: every save_interval_s until Shutdown, one save.
   void PeriodicSaveLoop();
   // Saves every table of every server to save_dir (phase 1 on all, commit on server 0).
@@ -127,7 +127,7 @@ class App {
   uint64_t sweeps_ = 0;  // io thread only
   std::atomic<int> pending_signal_{0};  // set by the signal handler, taken by the sweep
   int signals_ = 0;                     // io thread only: stop signals handled
-  std::optional<StopWait> signal_wait_;  // io thread only: after a first signal, while trainers stop
+  std::optional<net::StopWait> signal_wait_;  // io thread only: after a first signal, while trainers stop
   // io thread only: a server other than 0 waits for server 0's final save until then.
   std::optional<std::chrono::steady_clock::time_point> final_save_deadline_;
   std::thread saver_;

@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "schemas/ps_generated.h"
-#include "server/service/handler_util.h"
+#include "common/net/handler_util.h"
 
 namespace fleetps::server {
 
@@ -56,7 +56,7 @@ StatusOr<std::string> PsService::RequestPath(const std::string& op, const std::s
 
 
 void PsService::Stop(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::StopRequest>(req, responder);
+  const auto* msg = net::Verified<wire::StopRequest>(req, responder);
   if (msg == nullptr) return;
   const std::string reason = msg->reason() ? msg->reason()->str() : std::string("stop requested");
   flatbuffers::FlatBufferBuilder fbb(32);
@@ -71,7 +71,7 @@ void PsService::Stop(const net::Request& req, const net::Responder& responder) {
 // ---- storage commands -----------------------------------------------------------------
 
 void PsService::Save(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::SaveRequest>(req, responder);
+  const auto* msg = net::Verified<wire::SaveRequest>(req, responder);
   if (msg == nullptr) return;
   SaveSpec spec;
   auto dir = RequestPath("Save", msg->path() ? msg->path()->str() : std::string());
@@ -120,7 +120,7 @@ void PsService::Save(const net::Request& req, const net::Responder& responder) {
 }
 
 void PsService::Load(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::LoadRequest>(req, responder);
+  const auto* msg = net::Verified<wire::LoadRequest>(req, responder);
   if (msg == nullptr) return;
   auto confined = RequestPath("Load", msg->path() ? msg->path()->str() : std::string());
   if (!confined.ok()) return responder.SendError(confined.status());
@@ -145,7 +145,7 @@ void PsService::Load(const net::Request& req, const net::Responder& responder) {
 }
 
 void PsService::Shrink(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::ShrinkRequest>(req, responder);
+  const auto* msg = net::Verified<wire::ShrinkRequest>(req, responder);
   if (msg == nullptr) return;
   std::optional<uint32_t> table_id;
   if (!msg->all_tables()) table_id = msg->table_id();

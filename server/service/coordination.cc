@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "schemas/ps_generated.h"
-#include "server/service/handler_util.h"
+#include "common/net/handler_util.h"
 
 namespace fleetps::server {
 
@@ -19,8 +19,8 @@ using wire::MessageType;
 // Barriers, metric boards, heartbeats, Ping and TableStats (the shuffle mailbox: shuffle.cc).
 
 void PsService::MetricReport(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::MetricReportRequest>(req, responder);
-  if (msg == nullptr || !Aligned(msg->values(), "values", req, responder)) return;
+  const auto* msg = net::Verified<wire::MetricReportRequest>(req, responder);
+  if (msg == nullptr || !net::Aligned(msg->values(), "values", req, responder)) return;
   std::vector<double> values;
   if (msg->values() != nullptr) values.assign(msg->values()->begin(), msg->values()->end());
   auto result = metrics_.Report(msg->name() ? msg->name()->str() : std::string(), msg->trainer_id(), std::move(values),
@@ -33,12 +33,12 @@ void PsService::MetricReport(const net::Request& req, const net::Responder& resp
 }
 
 void PsService::Heartbeat(const net::Request& req, const net::Responder& responder) {
-  AnswerHeartbeat(trainers_, req, responder);
+  net::AnswerHeartbeat(trainers_, req, responder);
 }
 
 void PsService::Barrier(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::BarrierRequest>(req, responder);
-  if (msg == nullptr || !Aligned(msg->values(), "values", req, responder)) return;
+  const auto* msg = net::Verified<wire::BarrierRequest>(req, responder);
+  if (msg == nullptr || !net::Aligned(msg->values(), "values", req, responder)) return;
   const std::string name = msg->name() ? msg->name()->str() : std::string();
   if (msg->timeout_ms() > kMaxBarrierTimeoutMs) {
     return responder.SendError(Status::InvalidArgument(
@@ -76,7 +76,7 @@ flatbuffers::Offset<wire::TableInfo> BuildTableInfo(flatbuffers::FlatBufferBuild
 }  // namespace
 
 void PsService::Ping(const net::Request& req, const net::Responder& responder) {
-  if (Verified<wire::PingRequest>(req, responder) == nullptr) return;
+  if (net::Verified<wire::PingRequest>(req, responder) == nullptr) return;
   flatbuffers::FlatBufferBuilder fbb(512);
   std::vector<flatbuffers::Offset<wire::TableInfo>> infos;
   for (const auto& [id, t] : tables_.all()) infos.push_back(BuildTableInfo(fbb, t, tables_));
@@ -88,7 +88,7 @@ void PsService::Ping(const net::Request& req, const net::Responder& responder) {
 }
 
 void PsService::TableStats(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::TableStatsRequest>(req, responder);
+  const auto* msg = net::Verified<wire::TableStatsRequest>(req, responder);
   if (msg == nullptr) return;
   std::vector<uint32_t> ids;
   if (msg->all_tables()) {
@@ -100,10 +100,10 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
                                                 " on " + Where() + " (tables: " + tables_.Describe() + ")"));
   }
   // Shard statistics are read on each shard's owner lane; collect them, then reply.
-  struct Collect : Fanout {
-    using Fanout::Fanout;
+  struct Collect : net::Fanout {
+    using net::Fanout::Fanout;
     std::vector<uint32_t> ids;
-    std::map<uint32_t, std::vector<std::pair<uint32_t, ShardStats>>> stats;  // guarded by Fanout::mu
+    std::map<uint32_t, std::vector<std::pair<uint32_t, ShardStats>>> stats;  // guarded by net::Fanout::mu
   };
   auto state = std::make_shared<Collect>(req, responder);
   state->ids = ids;

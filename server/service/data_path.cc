@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "schemas/ps_generated.h"
-#include "server/service/handler_util.h"
+#include "common/net/handler_util.h"
 
 namespace fleetps::server {
 
@@ -94,13 +94,13 @@ std::vector<uint8_t> NonFiniteKeys(size_t keys, uint32_t dim, std::span<const fl
 }  // namespace
 
 void PsService::PullSparse(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::PullSparseRequest>(req, responder);
-  if (msg == nullptr || !Aligned(msg->keys(), "keys", req, responder)) return;
+  const auto* msg = net::Verified<wire::PullSparseRequest>(req, responder);
+  if (msg == nullptr || !net::Aligned(msg->keys(), "keys", req, responder)) return;
   SparseTable* table = tables_.sparse(msg->table_id());
   if (table == nullptr) {
     return responder.SendError(MissingTable("PullSparse", "sparse", msg->table_id()));
   }
-  auto keys = Span(msg->keys());
+  auto keys = net::Span(msg->keys());
   if (keys.empty()) {
     return responder.SendError(
         Status::InvalidArgument("PullSparse on table '" + table->options().name + "': empty key list"));
@@ -119,8 +119,8 @@ void PsService::PullSparse(const net::Request& req, const net::Responder& respon
                             part.get());
   if (!st.ok()) return responder.SendError(st.WithContext("PullSparse"));
 
-  struct PullState : Fanout {
-    using Fanout::Fanout;
+  struct PullState : net::Fanout {
+    using net::Fanout::Fanout;
     flatbuffers::FlatBufferBuilder fbb;
     flatbuffers::Offset<flatbuffers::Vector<float>> values;
   };
@@ -147,17 +147,17 @@ void PsService::PullSparse(const net::Request& req, const net::Responder& respon
 }
 
 void PsService::PushSparse(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::PushSparseRequest>(req, responder);
-  if (msg == nullptr || !Aligned(msg->keys(), "keys", req, responder)) return;
+  const auto* msg = net::Verified<wire::PushSparseRequest>(req, responder);
+  if (msg == nullptr || !net::Aligned(msg->keys(), "keys", req, responder)) return;
   SparseTable* table = tables_.sparse(msg->table_id());
   if (table == nullptr) {
     return responder.SendError(MissingTable("PushSparse", "sparse", msg->table_id()));
   }
   const std::string& name = table->options().name;
-  auto keys = Span(msg->keys());
-  auto grads = Span(msg->grads());
-  auto shows = Span(msg->shows());
-  auto clicks = Span(msg->clicks());
+  auto keys = net::Span(msg->keys());
+  auto grads = net::Span(msg->grads());
+  auto shows = net::Span(msg->shows());
+  auto clicks = net::Span(msg->clicks());
   const uint32_t dim = table->dim();
   if (keys.empty()) {
     return responder.SendError(Status::InvalidArgument("PushSparse on table '" + name + "': empty key list"));
@@ -201,7 +201,7 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
     r.Send(net::ReplyType(MessageType::PushSparse), fbb.Release());
   };
   if (applied == 0) return reply(responder);
-  auto state = std::make_shared<Fanout>(req, responder);
+  auto state = std::make_shared<net::Fanout>(req, responder);
   const PushMode mode = msg->delta() ? PushMode::kDelta : PushMode::kGradient;
   state->remaining = part->NonEmptyShards();
   for (uint32_t s = 0; s < table->num_shards(); ++s) {
@@ -222,12 +222,12 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
 }
 
 void PsService::PullRows(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::PullRowsRequest>(req, responder);
-  if (msg == nullptr || !Aligned(msg->keys(), "keys", req, responder)) return;
+  const auto* msg = net::Verified<wire::PullRowsRequest>(req, responder);
+  if (msg == nullptr || !net::Aligned(msg->keys(), "keys", req, responder)) return;
   SparseTable* table = tables_.sparse(msg->table_id());
   if (table == nullptr) return responder.SendError(MissingTable("PullRows", "sparse", msg->table_id()));
   const std::string& name = table->options().name;
-  auto keys = Span(msg->keys());
+  auto keys = net::Span(msg->keys());
   if (keys.empty()) return responder.SendError(Status::InvalidArgument("PullRows on table '" + name + "': empty key list"));
   const uint32_t core = table->core_floats();
   const bool ctr = table->accessor().ctr();
@@ -244,8 +244,8 @@ void PsService::PullRows(const net::Request& req, const net::Responder& responde
                             part.get());
   if (!st.ok()) return responder.SendError(st.WithContext("PullRows"));
 
-  struct PullState : Fanout {
-    using Fanout::Fanout;
+  struct PullState : net::Fanout {
+    using net::Fanout::Fanout;
     flatbuffers::FlatBufferBuilder fbb;
     flatbuffers::Offset<flatbuffers::Vector<float>> rows, stats;
     flatbuffers::Offset<flatbuffers::Vector<uint8_t>> flags;
@@ -279,18 +279,18 @@ void PsService::PullRows(const net::Request& req, const net::Responder& responde
 }
 
 void PsService::WriteRows(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::WriteRowsRequest>(req, responder);
-  if (msg == nullptr || !Aligned(msg->keys(), "keys", req, responder)) return;
+  const auto* msg = net::Verified<wire::WriteRowsRequest>(req, responder);
+  if (msg == nullptr || !net::Aligned(msg->keys(), "keys", req, responder)) return;
   SparseTable* table = tables_.sparse(msg->table_id());
   if (table == nullptr) return responder.SendError(MissingTable("WriteRows", "sparse", msg->table_id()));
   const std::string& name = table->options().name;
   const std::string what = "WriteRows on table '" + name + "' from " + responder.peer();
-  auto keys = Span(msg->keys());
-  auto begin = Span(msg->begin());
-  auto end = Span(msg->end());
-  auto extended = Span(msg->extended());
-  auto shows = Span(msg->shows());
-  auto clicks = Span(msg->clicks());
+  auto keys = net::Span(msg->keys());
+  auto begin = net::Span(msg->begin());
+  auto end = net::Span(msg->end());
+  auto extended = net::Span(msg->extended());
+  auto shows = net::Span(msg->shows());
+  auto clicks = net::Span(msg->clicks());
   const uint32_t core = table->core_floats();
   if (keys.empty()) return responder.SendError(Status::InvalidArgument(what + ": empty key list"));
   const uint64_t want = uint64_t{keys.size()} * core;
@@ -352,8 +352,8 @@ void PsService::WriteRows(const net::Request& req, const net::Responder& respond
                             part.get());
   if (!st.ok()) return responder.SendError(st.WithContext("WriteRows"));
 
-  struct WriteState : Fanout {
-    using Fanout::Fanout;
+  struct WriteState : net::Fanout {
+    using net::Fanout::Fanout;
     std::atomic<uint64_t> written{0}, merged{0};
   };
   auto state = std::make_shared<WriteState>(req, responder);
@@ -386,7 +386,7 @@ void PsService::WriteRows(const net::Request& req, const net::Responder& respond
 }
 
 void PsService::PullDense(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::PullDenseRequest>(req, responder);
+  const auto* msg = net::Verified<wire::PullDenseRequest>(req, responder);
   if (msg == nullptr) return;
   DenseTable* table = tables_.dense(msg->table_id());
   if (table == nullptr) {
@@ -414,7 +414,7 @@ void PsService::PullDense(const net::Request& req, const net::Responder& respond
         "PullDense on table '" + table->options().name + "': " + std::to_string(floats) + " floats need a reply above " +
         "max_message_bytes " + std::to_string(options_.max_message_bytes) + " (pull the slice in pieces)"));
   }
-  auto state = std::make_shared<Fanout>(req, responder);
+  auto state = std::make_shared<net::Fanout>(req, responder);
   executors_.Post(DenseLane(table_id), [state, table, offset, count, table_id, with_state, floats, &rule] {
     flatbuffers::FlatBufferBuilder fbb(floats * sizeof(float) + 160);
     float* out = nullptr;
@@ -446,20 +446,20 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   DenseTable::OptimizerStateView opt_state;
   std::span<const float> values;
   if (set_params) {
-    const auto* msg = Verified<wire::PushDenseParamRequest>(req, responder);
+    const auto* msg = net::Verified<wire::PushDenseParamRequest>(req, responder);
     if (msg == nullptr) return;
     table_id = msg->table_id();
     offset = msg->offset();
-    values = Span(msg->values());
+    values = net::Span(msg->values());
     if_unset = msg->if_unset();
     with_state = msg->with_state();
-    opt_state = {Span(msg->element_state()), Span(msg->shared_state())};
+    opt_state = {net::Span(msg->element_state()), net::Span(msg->shared_state())};
   } else {
-    const auto* msg = Verified<wire::PushDenseRequest>(req, responder);
+    const auto* msg = net::Verified<wire::PushDenseRequest>(req, responder);
     if (msg == nullptr) return;
     table_id = msg->table_id();
     offset = msg->offset();
-    values = Span(msg->grads());
+    values = net::Span(msg->grads());
     sync_trainers = msg->sync_trainers();
     trainer_id = msg->trainer_id();
     sync_step = msg->sync_step();
@@ -514,8 +514,8 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
     cleaned.assign(values.begin(), values.end());
     for (float& v : cleaned) v = std::isfinite(v) ? v : 0.0f;
   }
-  struct DenseState : Fanout {
-    using Fanout::Fanout;
+  struct DenseState : net::Fanout {
+    using net::Fanout::Fanout;
     std::vector<float> cleaned;
   };
   auto state = std::make_shared<DenseState>(req, responder);

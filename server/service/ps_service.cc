@@ -7,7 +7,7 @@
 
 #include "fleetps/config.h"
 #include "schemas/ps_generated.h"
-#include "server/service/handler_util.h"
+#include "common/net/handler_util.h"
 
 namespace fleetps::server {
 
@@ -71,7 +71,7 @@ void PsService::Handle(net::Request request, net::Responder responder) {
           net::MessageTypeName(request.type) + " is an admin operation: the client must authenticate with the "
           "cluster's shared secret (FLEETPS_AUTH_SECRET_FILE)"));
     }
-    return (void)Authorized(request, responder);
+    return (void)net::Authorized(request, responder);
   }
   switch (type) {
     case MessageType::PullSparse: return PullSparse(request, responder);

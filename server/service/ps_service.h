@@ -36,7 +36,7 @@
 #include "server/service/checkpoint_runner.h"
 #include "server/service/barrier.h"
 #include "server/service/shuffle_mailbox.h"
-#include "server/service/trainer_registry.h"
+#include "common/net/trainer_registry.h"
 #include "server/table/dense_table.h"
 #include "server/table/sparse_table.h"
 #include "server/table/table_set.h"
@@ -79,7 +79,7 @@ class PsService {
   // (its metric reports). Thread-safe.
   void ConnectionClosed(uint64_t connection_id) { metrics_.Forget(connection_id); }
   BarrierManager& barriers() { return barriers_; }
-  TrainerRegistry& trainers() { return trainers_; }
+  net::TrainerRegistry& trainers() { return trainers_; }
   // Save / load / shrink over this server's tables (also used by the App at start-up).
   CheckpointRunner& checkpoints() { return checkpoints_; }
   const CheckpointCounters& checkpoint_counters() const { return checkpoint_counters_; }
@@ -125,7 +125,7 @@ class PsService {
   ExecutorPool& executors_;
   std::function<void(const std::string&)> on_stop_;
   BarrierManager barriers_;
-  TrainerRegistry trainers_;
+  net::TrainerRegistry trainers_;
   MetricBoard metrics_;
   ShuffleMailbox shuffle_mailbox_;
   std::atomic<uint64_t> nonfinite_skipped_{0};

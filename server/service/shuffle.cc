@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "schemas/ps_generated.h"
-#include "server/service/handler_util.h"
+#include "common/net/handler_util.h"
 
 namespace fleetps::server {
 
@@ -14,7 +14,7 @@ using wire::MessageType;
 // to % servers (ShuffleSend) and fetch theirs once every sender is done (ShuffleFetch).
 
 void PsService::ShuffleSend(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::ShuffleSendRequest>(req, responder);
+  const auto* msg = net::Verified<wire::ShuffleSendRequest>(req, responder);
   if (msg == nullptr) return;
   const auto num_servers = static_cast<uint32_t>(options_.endpoints.size());
   if (msg->to() % num_servers != options_.index) {
@@ -32,7 +32,7 @@ void PsService::ShuffleSend(const net::Request& req, const net::Responder& respo
 }
 
 void PsService::ShuffleFetch(const net::Request& req, const net::Responder& responder) {
-  const auto* msg = Verified<wire::ShuffleFetchRequest>(req, responder);
+  const auto* msg = net::Verified<wire::ShuffleFetchRequest>(req, responder);
   if (msg == nullptr) return;
   // Leave room for the reply's own framing under the client's message limit.
   const uint64_t max_bytes = std::min<uint64_t>(msg->max_bytes(), options_.max_message_bytes / 2);

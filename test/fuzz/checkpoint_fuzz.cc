@@ -38,7 +38,7 @@
 #include "common/sharding.h"
 #include "server/checkpoint/checkpoint_dir.h"
 #include "server/checkpoint/checkpoint_file.h"
-#include "server/checkpoint/checkpoint_runner.h"
+#include "server/service/checkpoint_runner.h"
 #include "server/checkpoint/crc32c.h"
 #include "server/checkpoint/row_file.h"
 #include "server/table/table_set.h"

@@ -37,7 +37,7 @@
 #include "heter_trainer/service/heter_service.h"
 #include "schemas/heter_generated.h"
 #include "schemas/ps_generated.h"
-#include "server/service/trainer_registry.h"
+#include "common/net/trainer_registry.h"
 #include "test/fuzz/fuzz_util.h"
 #include "trainer/model/dense_net.h"
 #include "trainer/runtime/param_sync.h"
@@ -87,7 +87,7 @@ struct Harness {
   config::HeterTrainerOptions options;
   std::unique_ptr<heter::DenseDevice> device = heter::MakeCpuDevice(net);
   FakeDense dense{net.num_params()};
-  server::TrainerRegistry trainers{std::chrono::milliseconds(0)};
+  net::TrainerRegistry trainers{std::chrono::milliseconds(0)};
   std::unique_ptr<heter::HeterService> service;
   net::IoThreads io{2};
   std::unique_ptr<net::RpcServer> rpc;

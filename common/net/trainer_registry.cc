@@ -1,11 +1,11 @@
-#include "server/service/trainer_registry.h"
+#include "common/net/trainer_registry.h"
 
 #include <spdlog/spdlog.h>
 
 #include "schemas/ps_generated.h"
-#include "server/service/handler_util.h"
+#include "common/net/handler_util.h"
 
-namespace fleetps::server {
+namespace fleetps::net {
 
 StatusOr<std::vector<uint32_t>> TrainerRegistry::Heartbeat(uint32_t id, uint32_t trainers, bool finished, bool failed,
                                                            const std::string& reason, Clock::time_point now,
@@ -120,7 +120,7 @@ std::optional<std::string> StopWait::Over(const TrainerRegistry::Sweep& sweep, C
   return std::nullopt;
 }
 
-void AnswerHeartbeat(TrainerRegistry& registry, const net::Request& req, const net::Responder& responder) {
+void AnswerHeartbeat(TrainerRegistry& registry, const Request& req, const Responder& responder) {
   if (!Authorized(req, responder)) return;  // "finished" from anyone would end the job
   const auto* msg = Verified<wire::HeartbeatRequest>(req, responder);
   if (msg == nullptr) return;
@@ -130,7 +130,7 @@ void AnswerHeartbeat(TrainerRegistry& registry, const net::Request& req, const n
   if (!gone.ok()) return responder.SendError(gone.status().WithContext("Heartbeat from " + responder.peer()));
   flatbuffers::FlatBufferBuilder fbb(64);
   fbb.Finish(wire::CreateHeartbeatReply(fbb, fbb.CreateVector(*gone)));
-  responder.Send(net::ReplyType(wire::MessageType::Heartbeat), fbb.Release());
+  responder.Send(ReplyType(wire::MessageType::Heartbeat), fbb.Release());
 }
 
-}  // namespace fleetps::server
+}  // namespace fleetps::net

@@ -15,15 +15,15 @@
 #include "common/net/rpc_server.h"
 #include "common/status.h"
 
-namespace fleetps::server {
+namespace fleetps::net {
 
 // Verifies the payload as a T; on failure answers the request and returns null.
 template <typename T>
-const T* Verified(const net::Request& req, const net::Responder& responder) {
+const T* Verified(const Request& req, const Responder& responder) {
   flatbuffers::Verifier verifier(req.data(), req.payload_size);
   if (req.payload_size == 0 || !verifier.VerifyBuffer<T>(nullptr)) {
     responder.SendError(Status::InvalidArgument(
-        "malformed " + net::MessageTypeName(req.type) + " request from " + responder.peer() + " (" +
+        "malformed " + MessageTypeName(req.type) + " request from " + responder.peer() + " (" +
         std::to_string(req.payload_size) + " payload bytes failed FlatBuffers verification)"));
     return nullptr;
   }
@@ -34,10 +34,10 @@ const T* Verified(const net::Request& req, const net::Responder& responder) {
 // list is in PsService::Handle, server/service/ps_service.cc) needs a peer that proved it
 // holds it, whatever server.auth says about the data path. False (after answering
 // PermissionDenied, naming the request and the fix) when the peer did not.
-inline bool Authorized(const net::Request& req, const net::Responder& responder) {
+inline bool Authorized(const Request& req, const Responder& responder) {
   if (!req.auth_configured || req.authenticated) return true;
   responder.SendError(Status::PermissionDenied(
-      net::MessageTypeName(req.type) + " from " + responder.peer() +
+      MessageTypeName(req.type) + " from " + responder.peer() +
       " changes the job's state, which needs an authenticated peer on a server with a shared secret: set "
       "FLEETPS_AUTH_SECRET_FILE (or server.auth_secret_file in the YAML it reads) on the client to the cluster's "
       "secret file"));
@@ -47,10 +47,10 @@ inline bool Authorized(const net::Request& req, const net::Responder& responder)
 // False (after answering InvalidArgument) when the 8-byte elements of `v` are misaligned in
 // the payload (common/flatbuffer_align.h): only a hand-crafted buffer does that.
 template <typename T>
-bool Aligned(const flatbuffers::Vector<T>* v, const char* field, const net::Request& req,
-             const net::Responder& responder) {
+bool Aligned(const flatbuffers::Vector<T>* v, const char* field, const Request& req,
+             const Responder& responder) {
   if (ElementsAligned(v)) return true;
-  responder.SendError(Status::InvalidArgument("malformed " + net::MessageTypeName(req.type) + " request from " +
+  responder.SendError(Status::InvalidArgument("malformed " + MessageTypeName(req.type) + " request from " +
                                               responder.peer() + ": its '" + field +
                                               "' vector is not 8-byte aligned (not written by a FlatBuffers "
                                               "builder)"));
@@ -66,13 +66,13 @@ std::span<const T> Span(const flatbuffers::Vector<T>* v) {
 // Keeps a request's payload alive while its shard tasks run, counts them down, and
 // remembers the first error.
 struct Fanout {
-  net::Request request;
-  net::Responder responder;
+  Request request;
+  Responder responder;
   std::atomic<uint32_t> remaining{0};
   std::mutex mu;  // guards error
   Status error;
 
-  Fanout(net::Request r, net::Responder p) : request(std::move(r)), responder(std::move(p)) {}
+  Fanout(Request r, Responder p) : request(std::move(r)), responder(std::move(p)) {}
   void Fail(const Status& st) {
     std::lock_guard<std::mutex> lock(mu);
     if (error.ok()) error = st;
@@ -81,4 +81,4 @@ struct Fanout {
   bool Done() { return remaining.fetch_sub(1) == 1; }
 };
 
-}  // namespace fleetps::server
+}  // namespace fleetps::net

@@ -1,8 +1,8 @@
-#include "server/service/trainer_registry.h"
+#include "common/net/trainer_registry.h"
 
 #include <catch2/catch.hpp>
 
-namespace fleetps::server {
+namespace fleetps::net {
 namespace {
 
 using namespace std::chrono_literals;
@@ -111,4 +111,4 @@ TEST_CASE("StopWait: stopping trainers are served until they end; training ones 
 }
 
 }  // namespace
-}  // namespace fleetps::server
+}  // namespace fleetps::net

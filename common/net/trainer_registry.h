@@ -22,7 +22,7 @@
 #include "common/net/rpc_server.h"
 #include "common/status.h"
 
-namespace fleetps::server {
+namespace fleetps::net {
 
 class TrainerRegistry {
  public:
@@ -100,7 +100,7 @@ class StopWait {
 
 // Answers a Heartbeat request (schemas/ps.fbs) from `registry`: the pservers' and the
 // heter-trainers' handler. With a shared secret configured, only from an authenticated
-// peer (Authorized, server/service/handler_util.h).
-void AnswerHeartbeat(TrainerRegistry& registry, const net::Request& req, const net::Responder& responder);
+// peer (Authorized, common/net/handler_util.h).
+void AnswerHeartbeat(TrainerRegistry& registry, const Request& req, const Responder& responder);
 
-}  // namespace fleetps::server
+}  // namespace fleetps::net
