@@ -1,6 +1,7 @@
 # Decides whether the CUDA/NCCL parts are built. AUTO turns them on when nvcc is
 # found (at /usr/local/cuda or on PATH); the project builds either way.
 set(FLEETPS_HAVE_CUDA OFF)
+set(FLEETPS_HAVE_NCCL OFF)  # NCCL with CUDA: heter_trainer/cuda's BuildNcclBackend
 if(NOT FLEETPS_WITH_CUDA STREQUAL "OFF")
   find_program(FLEETPS_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
   if(FLEETPS_NVCC)
@@ -13,6 +14,9 @@ if(NOT FLEETPS_WITH_CUDA STREQUAL "OFF")
     find_library(FLEETPS_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
     find_path(FLEETPS_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
     set(FLEETPS_HAVE_CUDA ON)
+    if(FLEETPS_NCCL_LIBRARY AND FLEETPS_NCCL_INCLUDE)
+      set(FLEETPS_HAVE_NCCL ON)
+    endif()
     message(STATUS "fleetps: CUDA parts ON (nvcc: ${FLEETPS_NVCC}, nccl: ${FLEETPS_NCCL_LIBRARY})")
   elseif(FLEETPS_WITH_CUDA STREQUAL "ON")
     message(FATAL_ERROR "FLEETPS_WITH_CUDA=ON but nvcc was not found")

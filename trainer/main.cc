@@ -30,7 +30,7 @@
 #include "fleetps/config.h"
 #include "server/app/app.h"
 #include "trainer/client/ps_client.h"
-#include "heter_trainer/device/rank_communicator.h"
+#include "heter_trainer/device/nccl_backend.h"
 #include "trainer/collective/communicator.h"
 #include "trainer/runtime/heartbeat.h"
 #include "trainer/runtime/job.h"
@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
     co.auth_key = cluster_key;
     co.tls = cluster_tls;
     std::string reason;
-    auto made = heter::MakeRankCommunicator(options->collective, co, &reason);
+    auto made = trainer::collective::MakeRankCommunicator(options->collective, co, heter::BuildNcclBackend(), &reason);
     if (!made.ok()) return Fail(made.status());
     spdlog::info("collective rank {}: {}", co.rank, reason);
     comm = std::move(*made);

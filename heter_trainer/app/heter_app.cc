@@ -15,7 +15,7 @@
 #include "common/net/io_threads.h"
 #include "common/net/rpc_server.h"
 #include "heter_trainer/device/dense_device.h"
-#include "heter_trainer/device/rank_communicator.h"
+#include "heter_trainer/device/nccl_backend.h"
 #include "heter_trainer/service/heter_service.h"
 #include "common/net/trainer_registry.h"
 #include "trainer/client/ps_client.h"
@@ -155,7 +155,7 @@ Status HeterApp::StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, st
     }
     config::DataParallelOptions backend = job.collective;
     backend.gpu = options_.gpus.front();
-    ASSIGN_OR_RETURN(comm_, MakeRankCommunicator(backend, co, &reason));
+    ASSIGN_OR_RETURN(comm_, trainer::collective::MakeRankCommunicator(backend, co, BuildNcclBackend(), &reason));
   } else {
     ASSIGN_OR_RETURN(comm_, trainer::collective::MakeGlooCommunicator(co));
   }

@@ -12,6 +12,7 @@
 
 #include "heter_trainer/cuda/cuda_resources.h"
 #include "heter_trainer/cuda/cuda_status.h"
+#include "heter_trainer/device/nccl_backend.h"
 #include "trainer/collective/rendezvous.h"
 
 namespace fleetps::heter {
@@ -259,6 +260,21 @@ StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const CollectiveOpt
   RETURN_IF_ERROR(result->Barrier());
   // Past the barrier every rank holds the id: the rendezvous (rank 0) closes with `server`.
   return std::unique_ptr<Communicator>(std::move(result));
+}
+
+}  // namespace fleetps::heter
+
+namespace fleetps::heter {
+
+const trainer::collective::NcclBackend* BuildNcclBackend() {
+  static const trainer::collective::NcclBackend backend{
+      .visible_gpus = [] {
+        int count = 0;
+        return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+      },
+      .make = MakeNcclCommunicator,
+  };
+  return &backend;
 }
 
 }  // namespace fleetps::heter

@@ -11,7 +11,7 @@
 
 #include "common/key_index.h"
 #include "common/sharding.h"
-#include "heter_trainer/device/rank_communicator.h"
+#include "heter_trainer/device/nccl_backend.h"
 #include "trainer/collective/local_group.h"
 #include "trainer/data/batch.h"
 #include "trainer/model/dense_net.h"
@@ -87,7 +87,7 @@ StatusOr<std::vector<std::unique_ptr<collective::Communicator>>> MakeDeviceCommu
     backend.backend = nccl ? config::CollectiveBackend::kNccl : config::CollectiveBackend::kGloo;
     backend.gpu = nccl ? o.gpups.devices.front() : -1;
     std::string reason;
-    ASSIGN_OR_RETURN(nodes, MakeRankCommunicator(backend, co, &reason));
+    ASSIGN_OR_RETURN(nodes, collective::MakeRankCommunicator(backend, co, BuildNcclBackend(), &reason));
     spdlog::info("trainer {}: dense allreduce among the nodes, rank {} of {}: {}", o.trainer_id, co.rank,
                  co.endpoints.size(), reason);
   }

@@ -31,4 +31,14 @@ StatusOr<BackendChoice> ChooseBackend(const config::DataParallelOptions& o, bool
   return BackendChoice{CollectiveBackend::kNccl, o.gpu, "backend auto: NCCL on " + gpu + " (FLAGS_selected_gpus)"};
 }
 
+StatusOr<std::unique_ptr<Communicator>> MakeRankCommunicator(const config::DataParallelOptions& options,
+                                                            const CollectiveOptions& co, const NcclBackend* nccl,
+                                                            std::string* reason) {
+  const int visible = nccl != nullptr && options.gpu >= 0 ? nccl->visible_gpus() : 0;
+  ASSIGN_OR_RETURN(auto choice, ChooseBackend(options, nccl != nullptr, visible));
+  if (reason != nullptr) *reason = choice.reason;
+  if (choice.backend == CollectiveBackend::kNccl) return nccl->make(co, choice.gpu);
+  return MakeGlooCommunicator(co);
+}
+
 }  // namespace fleetps::trainer::collective
