@@ -20,6 +20,7 @@
 #include <string>
 
 #include "common/config/heter_config.h"
+#include "common/config/security_config.h"
 #include "common/logging.h"
 #include "common/metrics/registry.h"
 #include "common/net/http_endpoint.h"
@@ -111,7 +112,7 @@ int GpuBoxMain(const std::string& config_path, const GpuBoxFlags& f, const fleet
     notifier.StartWatchdog([] { return true; });
   };
   // The cluster's secret and TLS, found as a cpu-trainer finds them.
-  auto security = trainer::LoadClusterSecurity(config_path, config::ProcessEnv());
+  auto security = config::LoadClusterSecurity(config_path, config::ProcessEnv());
   if (!security.ok()) return Fail(security.status());
   const Status st = heter::RunGpuPsJob(*options, trainer::TrainerRpcOptions{}, *security, job_flags);
   notifier.Stopping(st.ok() ? "job finished" : "job failed").IgnoreError();

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/config/security_config.h"
 #include "common/config/server_config.h"
 #include "common/config/trainer_config.h"
 #include "common/logging.h"
@@ -159,13 +160,11 @@ int main(int argc, char** argv) {
   // fleetps.server section (what the pservers read), overridden by FLEETPS_AUTH_SECRET_FILE
   // and FLEETPS_TLS_*_FILE. For the pservers, and for a collective job's rendezvous (whose
   // ranks may run without pservers, in local mode).
-  std::shared_ptr<const net::AuthKey> cluster_key;
-  std::shared_ptr<net::TlsContext> cluster_tls;
+  net::ClusterSecurity cluster;
   if (!options->local() || options->collective_mode()) {
-    auto security = trainer::LoadClusterSecurity(config_path, config::ProcessEnv());
+    auto security = config::LoadClusterSecurity(config_path, config::ProcessEnv());
     if (!security.ok()) return Fail(security.status());
-    cluster_key = security->auth_key;
-    cluster_tls = security->tls;
+    cluster = std::move(*security);
   }
   // Local mode: an in-process pserver with the job's tables, on a loopback port.
   std::unique_ptr<server::App> local_server;
@@ -193,8 +192,8 @@ int main(int argc, char** argv) {
     if (auto st = local_server->Start(); !st.ok()) return Fail(st);
     client_options.servers = {{"127.0.0.1", local_server->port()}};
   } else {
-    client_options.rpc.auth_key = cluster_key;
-    client_options.rpc.tls = cluster_tls;
+    client_options.rpc.auth_key = cluster.auth_key;
+    client_options.rpc.tls = cluster.tls;
   }
   // Metrics are opt-in on trainers: --metrics-port or FLEETPS_TRAINER_METRICS_PORT.
   auto port = trainer::TrainerMetricsPort(metrics_port, config::ProcessEnv());
@@ -236,8 +235,8 @@ int main(int argc, char** argv) {
     if (co.endpoints.empty()) co.endpoints = {{"127.0.0.1", 0}};  // a single rank
     co.timeout = std::chrono::milliseconds(options->collective.timeout_ms);
     co.store_budget_bytes = options->collective.store_budget_bytes;
-    co.auth_key = cluster_key;
-    co.tls = cluster_tls;
+    co.auth_key = cluster.auth_key;
+    co.tls = cluster.tls;
     std::string reason;
     auto made = trainer::collective::MakeRankCommunicator(options->collective, co, heter::BuildNcclBackend(), &reason);
     if (!made.ok()) return Fail(made.status());

@@ -10,10 +10,10 @@
 
 #include "common/dense/open_backend.h"
 #include "common/metrics/registry.h"
-#include "common/net/auth.h"
 #include "common/net/http_endpoint.h"
 #include "common/net/io_threads.h"
 #include "common/net/rpc_server.h"
+#include "common/net/security.h"
 #include "heter_trainer/device/dense_device.h"
 #include "heter_trainer/device/nccl_backend.h"
 #include "heter_trainer/service/heter_service.h"
@@ -69,17 +69,11 @@ Status HeterApp::Start() {
   ASSIGN_OR_RETURN(device_, OpenDevice(options_, self, registry_.get(), &net_));
 
   // The pservers, with the cluster's secret and TLS when it has them.
-  std::shared_ptr<const net::AuthKey> auth_key;
-  if (!options_.server.auth_secret_file.empty()) {
-    ASSIGN_OR_RETURN(auth_key, net::AuthKey::Load(options_.server.auth_secret_file));
-  }
-  std::shared_ptr<net::TlsContext> tls;
-  if (options_.server.tls.enabled()) {
-    ASSIGN_OR_RETURN(tls, net::TlsContext::Load(options_.server.tls));
-  }
+  ASSIGN_OR_RETURN(const net::ClusterSecurity security,
+                   net::ClusterSecurity::Load(options_.server.auth_secret_file, options_.server.tls));
   trainer::PsClientOptions client_options = trainer::JobClientOptions(job, trainer::TrainerRpcOptions{});
-  client_options.rpc.auth_key = auth_key;
-  client_options.rpc.tls = tls;
+  client_options.rpc.auth_key = security.auth_key;
+  client_options.rpc.tls = security.tls;
   ASSIGN_OR_RETURN(client_, trainer::PsClient::Connect(client_options));
   ASSIGN_OR_RETURN(auto dense, client_->Table(job.dense_table.id));
   if (!dense.dense || dense.dim != net_->num_params()) {
@@ -89,7 +83,7 @@ Status HeterApp::Start() {
                                    " dense parameters (start the pservers with the same job YAML)");
   }
   if (job.heter.dense_sync == config::HeterDenseSync::kAllreduce) {
-    RETURN_IF_ERROR(StartAllreduce(auth_key, tls).WithContext(self));
+    RETURN_IF_ERROR(StartAllreduce(security).WithContext(self));
   } else {
     dense_ = trainer::MakeAsyncSync(job, *client_, trainer::AsyncParts::kDenseOnly);
   }
@@ -107,8 +101,8 @@ Status HeterApp::Start() {
   }
   io_ = std::make_unique<net::IoThreads>(options_.server.io_threads);
   net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_.server);
-  rpc_options.auth_key = auth_key;
-  rpc_options.tls = tls;
+  rpc_options.auth_key = security.auth_key;
+  rpc_options.tls = security.tls;
   rpc_options.payload_allocator = service_->PayloadAllocator();  // page-locked micro-batches on a GPU
   rpc_ = std::make_unique<net::RpcServer>(*io_, rpc_options, [svc = service_.get()](net::Request req,
                                                                                     net::Responder resp) {
@@ -118,9 +112,9 @@ Status HeterApp::Start() {
   spdlog::info("{}/{} (stage {} of {}) listening on {}:{} (endpoint {}{}): dense part of model {} ({} parameters) "
                "on {}, {} lanes; serving {} cpu-trainer(s), pushing to {} pserver(s)",
                self, options_.server.endpoints.size(), options_.stage_id, options_.stage_num, rpc_options.host,
-               rpc_->port(), options_.server.self().ToString(), tls ? ", TLS" : "", ModelTypeName(net_->type()),
-               net_->num_params(), device_->Describe(),
-               job.heter.lanes, job.trainers_num, job.pservers.size());
+               rpc_->port(), options_.server.self().ToString(), security.tls ? ", TLS" : "",
+               ModelTypeName(net_->type()), net_->num_params(), device_->Describe(), job.heter.lanes,
+               job.trainers_num, job.pservers.size());
   sweeper_ = std::thread([this] { SweepLoop(); });
   std::lock_guard<std::mutex> lock(mu_);
   serving_ = true;
@@ -128,7 +122,7 @@ Status HeterApp::Start() {
   return Status::OK();
 }
 
-Status HeterApp::StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, std::shared_ptr<net::TlsContext> tls) {
+Status HeterApp::StartAllreduce(const net::ClusterSecurity& security) {
   const auto& job = options_.job;
   trainer::collective::CollectiveOptions co;
   co.rank = options_.server.index;
@@ -142,8 +136,8 @@ Status HeterApp::StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, st
   co.prefix = "fleetps-heter-dense";
   co.timeout = std::chrono::milliseconds(job.collective.timeout_ms);
   co.store_budget_bytes = job.collective.store_budget_bytes;
-  co.auth_key = std::move(auth_key);
-  co.tls = std::move(tls);
+  co.auth_key = security.auth_key;
+  co.tls = security.tls;
   // The replicas are in host memory: Gloo, unless fleetps.collective.backend asks for NCCL
   // on a GPU device (several heter-trainers sharing a GPU cannot use NCCL).
   std::string reason = "the replicas are in host memory (fleetps.collective.backend: nccl for NCCL on the GPU)";

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "common/config/heter_config.h"
+#include "common/net/security.h"
 #include "common/status.h"
 #include "common/net/trainer_registry.h"
 
@@ -85,7 +86,7 @@ class HeterApp {
   void OnStopSignal(int signo, const net::TrainerRegistry::Sweep& sweep);
   // dense_sync allreduce: meets the other heter-trainers; the replicas start from
   // heter-trainer 0's copy of the pservers' dense parameters at the first micro-batch.
-  Status StartAllreduce(std::shared_ptr<const net::AuthKey> auth_key, std::shared_ptr<net::TlsContext> tls);
+  Status StartAllreduce(const net::ClusterSecurity& security);
 
   config::HeterTrainerOptions options_;
   std::unique_ptr<metrics::Registry> registry_;

@@ -28,7 +28,7 @@ StatusOr<std::unique_ptr<PassTable>> MakeJobPassTable(const config::TrainerOptio
 }
 
 Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOptions& rpc,
-                   const trainer::ClusterSecurity& security, const trainer::JobFlags& flags) {
+                   const net::ClusterSecurity& security, const trainer::JobFlags& flags) {
   trainer::PsClientOptions client_options = trainer::JobClientOptions(o, rpc);
   client_options.rpc.auth_key = security.auth_key;
   client_options.rpc.tls = security.tls;

@@ -7,16 +7,17 @@
 // pservers like a cpu-trainer.
 
 #include "common/config/trainer_config.h"
+#include "common/net/security.h"
 #include "common/status.h"
 #include "trainer/runtime/job.h"
 
 namespace fleetps::heter {
 
 // `options`: the job (validated, gpubox mode); `rpc`: the pserver client's deadlines;
-// `security`: the cluster's secret and TLS (trainer::LoadClusterSecurity), for the pservers
+// `security`: the cluster's secret and TLS (config::LoadClusterSecurity), for the pservers
 // and the nodes' dense allreduce rendezvous.
 Status RunGpuPsJob(const config::TrainerOptions& options, const trainer::TrainerRpcOptions& rpc,
-                   const trainer::ClusterSecurity& security, const trainer::JobFlags& flags);
+                   const net::ClusterSecurity& security, const trainer::JobFlags& flags);
 
 // The pass table for options.gpups: CUDA when device is gpu (or auto with a GPU visible and
 // CUDA built), else the host twin; sized by fleetps.gpups.device_memory_mb.

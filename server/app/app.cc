@@ -85,14 +85,9 @@ Status App::Start() {
     metrics_->SetStartupLoad(seconds, loaded->rows);
   }
   net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_);
-  if (!options_.auth_secret_file.empty()) {
-    ASSIGN_OR_RETURN(auth_key_, net::AuthKey::Load(options_.auth_secret_file));
-  }
-  rpc_options.auth_key = auth_key_;
-  if (options_.tls.enabled()) {
-    ASSIGN_OR_RETURN(tls_, net::TlsContext::Load(options_.tls));
-  }
-  rpc_options.tls = tls_;
+  ASSIGN_OR_RETURN(security_, net::ClusterSecurity::Load(options_.auth_secret_file, options_.tls));
+  rpc_options.auth_key = security_.auth_key;
+  rpc_options.tls = security_.tls;
   rpc_options.on_reply = [m = metrics_.get()](const net::ReplyInfo& reply) { m->OnReply(reply); };
   rpc_options.on_connection_closed = [svc = service_.get()](uint64_t id) { svc->ConnectionClosed(id); };
   rpc_ = std::make_unique<net::RpcServer>(
@@ -122,7 +117,7 @@ Status App::Start() {
   }
   spdlog::info("pserver {}/{} listening on {}:{} (endpoint {}{}{}), io_threads={}, shard_threads={}, tables: {}",
                options_.index, options_.endpoints.size(), config::BindHost(options_), rpc_->port(),
-               options_.self().ToString(), tls_ ? ", TLS" : "", auth_key_ ? ", shared-secret auth" : "",
+               options_.self().ToString(), security_.tls ? ", TLS" : "", security_.auth_key ? ", shared-secret auth" : "",
                options_.io_threads, options_.shard_threads, tables);
   if (options_.index == 0 && options_.save_interval_s > 0 && !options_.save_dir.empty()) {
     spdlog::info("pserver 0: saving every table to {} every {} s (mode {})", options_.save_dir,
@@ -200,8 +195,8 @@ Status App::SaveEverywhere() {
 net::RpcClientOptions App::AdminClientOptions() const {
   net::RpcClientOptions rpc_options;
   rpc_options.connect_timeout = std::chrono::milliseconds(10000);
-  rpc_options.auth_key = auth_key_;  // Save and Stop are admin operations
-  rpc_options.tls = tls_;
+  rpc_options.auth_key = security_.auth_key;  // Save and Stop are admin operations
+  rpc_options.tls = security_.tls;
   return rpc_options;
 }
 

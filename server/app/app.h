@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "common/config/server_config.h"
+#include "common/net/security.h"
 #include "common/status.h"
 #include "common/net/trainer_registry.h"
 
@@ -98,8 +99,7 @@ class App {
   net::RpcClientOptions AdminClientOptions() const;
 
   config::ServerOptions options_;
-  std::shared_ptr<const net::AuthKey> auth_key_;  // the shared secret, when configured
-  std::shared_ptr<net::TlsContext> tls_;          // server.tls, when configured
+  net::ClusterSecurity security_;  // the shared secret and server.tls, when configured
   // The running save's or load's progress line or log lines; fed from the lanes, so it
   // outlives executors_.
   std::mutex progress_mu_;  // guards progress_

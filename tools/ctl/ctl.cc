@@ -9,10 +9,9 @@
 #include <sstream>
 #include <thread>
 
+#include "common/config/security_config.h"
 #include "common/config/server_config.h"
-#include "common/net/auth.h"
 #include "common/net/endpoint.h"
-#include "common/net/tls.h"
 #include "trainer/client/ps_client.h"
 
 namespace fleetps::ctl {
@@ -154,33 +153,17 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   options.io_threads = 1;
   options.rpc.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   options.rpc.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  // The cluster's shared secret and TLS files, as every trainer finds them.
-  config::ServerOptions security;
-  if (!config_path.empty()) {
-    auto view = config::LoadServerYaml(config_path);
-    if (!view.ok()) {
-      err << "fleetps-ctl: --config: " << view.status().message() << std::endl;
-      return 2;
-    }
-    security = std::move(*view);
+  // The cluster's shared secret and TLS files, as every trainer finds them; a --config that
+  // cannot be read is an error here (a trainer's job YAML was read before).
+  auto security = config::LoadClusterSecurity(config_path, config::ProcessEnv(), config::SecurityYaml::kRequired);
+  if (!security.ok()) {
+    err << "fleetps-ctl: the cluster's shared secret and TLS files (--config, FLEETPS_AUTH_SECRET_FILE, "
+           "FLEETPS_TLS_*_FILE): "
+        << security.status().message() << std::endl;
+    return 2;
   }
-  config::ApplySecurityEnv(config::ProcessEnv(), &security);
-  if (!security.auth_secret_file.empty()) {
-    auto key = net::AuthKey::Load(security.auth_secret_file);
-    if (!key.ok()) {
-      err << "fleetps-ctl: the shared secret: " << key.status().message() << std::endl;
-      return 2;
-    }
-    options.rpc.auth_key = *key;
-  }
-  if (security.tls.enabled()) {
-    auto tls = net::TlsContext::Load(security.tls);
-    if (!tls.ok()) {
-      err << "fleetps-ctl: TLS: " << tls.status().message() << std::endl;
-      return 2;
-    }
-    options.rpc.tls = *tls;
-  }
+  options.rpc.auth_key = security->auth_key;
+  options.rpc.tls = security->tls;
   auto client = trainer::PsClient::Connect(options);
   if (!client.ok()) {
     err << "fleetps-ctl: cannot reach the pservers " << servers << " within " << timeout_s

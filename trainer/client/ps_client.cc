@@ -11,6 +11,7 @@
 #include "common/net/io_threads.h"
 #include "common/sharding.h"
 #include "schemas/ps_generated.h"
+#include "trainer/client/fan_out.h"
 #include "trainer/client/reply_util.h"
 
 namespace fleetps::trainer {
@@ -42,31 +43,6 @@ Status CheckDistinct(std::span<const uint64_t> keys, PsClient::Keys keys_are, co
 }
 
 }  // namespace
-
-// Completion of a fan-out: counts calls down, keeps the first error, runs `finish` and
-// fulfils the promise when the last call is done.
-struct PsClient::Join {
-  std::atomic<uint32_t> remaining{0};
-  std::mutex mu;  // guards error
-  Status error;
-  std::promise<Status> promise;
-  std::function<void()> finish;  // runs on success before the promise is set
-
-  void Fail(const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (error.ok()) error = st;
-  }
-  void Done() {
-    if (remaining.fetch_sub(1) != 1) return;
-    if (error.ok() && finish) finish();
-    promise.set_value(error);
-  }
-  static std::future<Status> Ready(Status st) {
-    std::promise<Status> p;
-    p.set_value(std::move(st));
-    return p.get_future();
-  }
-};
 
 PsClient::PsClient(PsClientOptions options) : options_(std::move(options)) {}
 
@@ -153,12 +129,11 @@ StatusOr<TableInfo> PsClient::TableByName(const std::string& name) const {
 std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint64_t> keys, float* values,
                                          Keys keys_are) {
   auto info = Table(table_id);
-  if (!info.ok()) return Join::Ready(info.status());
-  if (info->dense) return Join::Ready(Status::InvalidArgument("PullSparse on dense table '" + info->name + "'"));
-  if (keys.empty()) return Join::Ready(Status::OK());
-  if (Status st = CheckDistinct(keys, keys_are, "PullSparse"); !st.ok()) return Join::Ready(st);
+  if (!info.ok()) return CallJoin::Ready(info.status());
+  if (info->dense) return CallJoin::Ready(Status::InvalidArgument("PullSparse on dense table '" + info->name + "'"));
+  if (keys.empty()) return CallJoin::Ready(Status::OK());
+  if (Status st = CheckDistinct(keys, keys_are, "PullSparse"); !st.ok()) return CallJoin::Ready(st);
   const auto dim = static_cast<uint32_t>(info->dim);
-  const auto num_servers = static_cast<uint32_t>(clients_.size());
 
   // De-duplicate, unless the keys are distinct; the unique keys are grouped by server below.
   auto slot = std::make_shared<std::vector<uint32_t>>();
@@ -171,58 +146,45 @@ std::future<Status> PsClient::PullSparse(uint32_t table_id, std::span<const uint
     uniq = dedup.keys();
   }
 
-  auto join = std::make_shared<Join>();
   // Without duplicates (slot[i] == i) replies land in `values` directly; otherwise in a
   // per-unique-key buffer that is scattered to every position at the end.
   const bool direct = uniq.size() == keys.size();
   auto uniq_values = std::make_shared<std::vector<float>>(direct ? 0 : uniq.size() * dim);
   float* const out = direct ? values : uniq_values->data();
+  std::function<void(const Status&)> scatter;
   if (!direct) {
-    join->finish = [slot, uniq_values, values, dim] {
+    scatter = [slot, uniq_values, values, dim](const Status& result) {
+      if (!result.ok()) return;
       const float* src = uniq_values->data();
       for (size_t i = 0; i < slot->size(); ++i) std::memcpy(values + i * dim, src + (*slot)[i] * size_t{dim}, dim * 4);
     };
   }
   const size_t chunk = std::max<size_t>(
       1, std::min<size_t>(options_.max_keys_per_request, (options_.rpc.max_payload - 4096) / (dim * 4 + 8)));
-  auto calls = CallsByServer(uniq, num_servers, chunk);
-  join->remaining = static_cast<uint32_t>(calls.size());
-  auto future = join->promise.get_future();
-  for (auto& [s, members] : calls) {
-    flatbuffers::FlatBufferBuilder fbb(members.size() * 8 + 128);
-    uint64_t* kout = nullptr;
-    auto kvec = fbb.CreateUninitializedVector(members.size(), &kout);
-    for (size_t k = 0; k < members.size(); ++k) kout[k] = uniq[members[k]];
-    fbb.Finish(wire::CreatePullSparseRequest(fbb, table_id, kvec));
-    auto shared_members = std::make_shared<std::vector<uint32_t>>(std::move(members));
-    const std::string server = clients_[s]->name();
-    clients_[s]->Call(static_cast<uint16_t>(MessageType::PullSparse), fbb.Release(),
-                      [join, uniq_values, out, shared_members, dim, server](StatusOr<net::Reply> r) {
-                        if (!r.ok()) {
-                          join->Fail(r.status());
-                          return join->Done();
-                        }
-                        Status error;
-                        const auto* msg = VerifiedReply<wire::PullSparseReply>(*r, server, &error);
-                        if (msg != nullptr && (msg->values() == nullptr ||
-                                               msg->values()->size() != shared_members->size() * dim)) {
-                          error = Status::Corruption("PullSparse reply from " + server + " has " +
-                                                     std::to_string(msg->values() ? msg->values()->size() : 0) +
-                                                     " values, expected " +
-                                                     std::to_string(shared_members->size() * dim));
-                        }
-                        if (!error.ok()) {
-                          join->Fail(error);
-                          return join->Done();
-                        }
-                        const float* src = msg->values()->data();
-                        for (size_t k = 0; k < shared_members->size(); ++k) {
-                          std::memcpy(out + (*shared_members)[k] * size_t{dim}, src + k * dim, dim * 4);
-                        }
-                        join->Done();
-                      });
-  }
-  return future;
+  return FanOut<wire::PullSparseReply>(
+      clients_, static_cast<uint16_t>(MessageType::PullSparse), uniq, chunk,
+      [&](uint32_t, std::span<const uint32_t> members) {
+        flatbuffers::FlatBufferBuilder fbb(members.size() * 8 + 128);
+        uint64_t* kout = nullptr;
+        auto kvec = fbb.CreateUninitializedVector(members.size(), &kout);
+        for (size_t k = 0; k < members.size(); ++k) kout[k] = uniq[members[k]];
+        fbb.Finish(wire::CreatePullSparseRequest(fbb, table_id, kvec));
+        return fbb.Release();
+      },
+      [uniq_values, out, dim](const std::string& server, std::span<const uint32_t> members,
+                              const wire::PullSparseReply& msg) {
+        if (msg.values() == nullptr || msg.values()->size() != members.size() * dim) {
+          return Status::Corruption("PullSparse reply from " + server + " has " +
+                                    std::to_string(msg.values() ? msg.values()->size() : 0) + " values, expected " +
+                                    std::to_string(members.size() * dim));
+        }
+        const float* src = msg.values()->data();
+        for (size_t k = 0; k < members.size(); ++k) {
+          std::memcpy(out + members[k] * size_t{dim}, src + k * dim, dim * 4);
+        }
+        return Status::OK();
+      },
+      std::move(scatter));
 }
 
 std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint64_t> keys,
@@ -230,23 +192,22 @@ std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint
   const auto shows = options.shows;
   const auto clicks = options.clicks;
   auto info = Table(table_id);
-  if (!info.ok()) return Join::Ready(info.status());
-  if (info->dense) return Join::Ready(Status::InvalidArgument("PushSparse on dense table '" + info->name + "'"));
+  if (!info.ok()) return CallJoin::Ready(info.status());
+  if (info->dense) return CallJoin::Ready(Status::InvalidArgument("PushSparse on dense table '" + info->name + "'"));
   const auto dim = static_cast<uint32_t>(info->dim);
   if (grads.size() != keys.size() * dim) {
-    return Join::Ready(Status::InvalidArgument("PushSparse on table '" + info->name + "': " +
-                                               std::to_string(keys.size()) + " keys need " +
-                                               std::to_string(keys.size() * dim) + " gradient floats, got " +
-                                               std::to_string(grads.size())));
+    return CallJoin::Ready(Status::InvalidArgument("PushSparse on table '" + info->name + "': " +
+                                                   std::to_string(keys.size()) + " keys need " +
+                                                   std::to_string(keys.size() * dim) + " gradient floats, got " +
+                                                   std::to_string(grads.size())));
   }
   const bool with_stats = !shows.empty() || !clicks.empty();
   if (with_stats && (shows.size() != keys.size() || clicks.size() != keys.size())) {
-    return Join::Ready(Status::InvalidArgument("PushSparse on table '" + info->name +
-                                               "': shows and clicks need one value per key"));
+    return CallJoin::Ready(Status::InvalidArgument("PushSparse on table '" + info->name +
+                                                   "': shows and clicks need one value per key"));
   }
-  if (keys.empty()) return Join::Ready(Status::OK());
-  if (Status st = CheckDistinct(keys, options.keys_are, "PushSparse"); !st.ok()) return Join::Ready(st);
-  const auto num_servers = static_cast<uint32_t>(clients_.size());
+  if (keys.empty()) return CallJoin::Ready(Status::OK());
+  if (Status st = CheckDistinct(keys, options.keys_are, "PushSparse"); !st.ok()) return CallJoin::Ready(st);
 
   // Sum repeated keys, unless the keys are distinct.
   std::span<const uint64_t> uniq = keys;
@@ -281,50 +242,37 @@ std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint
     sum_show = summed_show;
     sum_click = summed_click;
   }
-  std::vector<std::vector<uint32_t>> by_server(num_servers);
-  for (uint32_t u = 0; u < uniq.size(); ++u) by_server[ServerOfKey(uniq[u], num_servers)].push_back(u);
-
   const size_t chunk = std::max<size_t>(
       1, std::min<size_t>(options_.max_keys_per_request, (options_.rpc.max_payload - 4096) / (dim * 4 + 16)));
-  auto join = std::make_shared<Join>();
-  size_t calls = 0;
-  for (auto& list : by_server) calls += (list.size() + chunk - 1) / chunk;
-  join->remaining = static_cast<uint32_t>(calls);
-  auto future = join->promise.get_future();
-  for (uint32_t s = 0; s < num_servers; ++s) {
-    const auto& list = by_server[s];
-    for (size_t b = 0; b < list.size(); b += chunk) {
-      const size_t n = std::min(list.size(), b + chunk) - b;
-      flatbuffers::FlatBufferBuilder fbb(n * (8 + dim * 4 + (with_stats ? 8 : 0)) + 256);
-      uint64_t* kout = nullptr;
-      float* gout = nullptr;
-      auto kvec = fbb.CreateUninitializedVector(n, &kout);
-      auto gvec = fbb.CreateUninitializedVector(n * dim, &gout);
-      flatbuffers::Offset<flatbuffers::Vector<float>> svec, cvec;
-      float* sout = nullptr;
-      float* cout = nullptr;
-      if (with_stats) {
-        svec = fbb.CreateUninitializedVector(n, &sout);
-        cvec = fbb.CreateUninitializedVector(n, &cout);
-      }
-      for (size_t k = 0; k < n; ++k) {
-        const uint32_t u = list[b + k];
-        kout[k] = uniq[u];
-        std::memcpy(gout + k * dim, sum.data() + u * size_t{dim}, dim * 4);
+  return FanOut<void>(
+      clients_, static_cast<uint16_t>(MessageType::PushSparse), uniq, chunk,
+      [&](uint32_t, std::span<const uint32_t> members) {
+        const size_t n = members.size();
+        flatbuffers::FlatBufferBuilder fbb(n * (8 + dim * 4 + (with_stats ? 8 : 0)) + 256);
+        uint64_t* kout = nullptr;
+        float* gout = nullptr;
+        auto kvec = fbb.CreateUninitializedVector(n, &kout);
+        auto gvec = fbb.CreateUninitializedVector(n * dim, &gout);
+        flatbuffers::Offset<flatbuffers::Vector<float>> svec, cvec;
+        float* sout = nullptr;
+        float* cout = nullptr;
         if (with_stats) {
-          sout[k] = sum_show[u];
-          cout[k] = sum_click[u];
+          svec = fbb.CreateUninitializedVector(n, &sout);
+          cvec = fbb.CreateUninitializedVector(n, &cout);
         }
-      }
-      fbb.Finish(wire::CreatePushSparseRequest(fbb, table_id, kvec, gvec, svec, cvec, options.delta));
-      clients_[s]->Call(static_cast<uint16_t>(MessageType::PushSparse), fbb.Release(),
-                        [join](StatusOr<net::Reply> r) {
-                          if (!r.ok()) join->Fail(r.status());
-                          join->Done();
-                        });
-    }
-  }
-  return future;
+        for (size_t k = 0; k < n; ++k) {
+          const uint32_t u = members[k];
+          kout[k] = uniq[u];
+          std::memcpy(gout + k * dim, sum.data() + u * size_t{dim}, dim * 4);
+          if (with_stats) {
+            sout[k] = sum_show[u];
+            cout[k] = sum_click[u];
+          }
+        }
+        fbb.Finish(wire::CreatePushSparseRequest(fbb, table_id, kvec, gvec, svec, cvec, options.delta));
+        return fbb.Release();
+      },
+      nullptr);
 }
 
 namespace {
@@ -371,21 +319,21 @@ StatusOr<DenseLayout> LayOutDense(const TableInfo& info, const PsClient::DenseSt
 
 std::future<Status> PsClient::PullDense(uint32_t table_id, std::span<float> values, DenseState* state) {
   auto info = Table(table_id);
-  if (!info.ok()) return Join::Ready(info.status());
+  if (!info.ok()) return CallJoin::Ready(info.status());
   if (!info->dense || values.size() != info->dim) {
-    return Join::Ready(Status::InvalidArgument("PullDense on table '" + info->name + "': expected a dense table of " +
-                                               std::to_string(info->dim) + " floats, caller has " +
-                                               std::to_string(values.size())));
+    return CallJoin::Ready(Status::InvalidArgument("PullDense on table '" + info->name +
+                                                   "': expected a dense table of " + std::to_string(info->dim) +
+                                                   " floats, caller has " + std::to_string(values.size())));
   }
   auto layout = LayOutDense(*info, state, options_.rpc.max_payload, "PullDense");
-  if (!layout.ok()) return Join::Ready(layout.status());
+  if (!layout.ok()) return CallJoin::Ready(layout.status());
   const auto& pieces = layout->pieces;
   const uint32_t es = layout->element_floats;
   const size_t shared = layout->shared;
-  auto join = std::make_shared<Join>();
+  auto join = std::make_shared<CallJoin>();
   join->remaining = static_cast<uint32_t>(pieces.size());
   auto future = join->promise.get_future();
-  if (pieces.empty()) return Join::Ready(Status::OK());
+  if (pieces.empty()) return CallJoin::Ready(Status::OK());
   for (auto [s, b, e] : pieces) {
     flatbuffers::FlatBufferBuilder fbb(64);
     fbb.Finish(wire::CreatePullDenseRequest(fbb, table_id, b, e - b, state != nullptr, es,
@@ -446,20 +394,20 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
                                               const DensePushOptions& options,
                                               std::shared_ptr<std::atomic<uint64_t>> kept, const DenseState* state) {
   auto info = Table(table_id);
-  if (!info.ok()) return Join::Ready(info.status());
+  if (!info.ok()) return CallJoin::Ready(info.status());
   const char* op = params ? "PushDenseParam" : "PushDense";
   if (!info->dense || values.size() != info->dim) {
-    return Join::Ready(Status::InvalidArgument(std::string(op) + " on table '" + info->name +
-                                               "': expected a dense table of " + std::to_string(info->dim) +
-                                               " floats, caller has " + std::to_string(values.size())));
+    return CallJoin::Ready(Status::InvalidArgument(std::string(op) + " on table '" + info->name +
+                                                   "': expected a dense table of " + std::to_string(info->dim) +
+                                                   " floats, caller has " + std::to_string(values.size())));
   }
   auto layout = LayOutDense(*info, state, options_.rpc.max_payload, op);
-  if (!layout.ok()) return Join::Ready(layout.status());
+  if (!layout.ok()) return CallJoin::Ready(layout.status());
   const auto& pieces = layout->pieces;
   const uint32_t es = layout->element_floats;
   const size_t shared = layout->shared;
-  if (pieces.empty()) return Join::Ready(Status::OK());
-  auto join = std::make_shared<Join>();
+  if (pieces.empty()) return CallJoin::Ready(Status::OK());
+  auto join = std::make_shared<CallJoin>();
   join->remaining = static_cast<uint32_t>(pieces.size());
   auto future = join->promise.get_future();
   const auto type = static_cast<uint16_t>(params ? MessageType::PushDenseParam : MessageType::PushDense);

@@ -308,8 +308,6 @@ class PsClient {
                                       const DensePushOptions& options,
                                       std::shared_ptr<std::atomic<uint64_t>> kept = nullptr,
                                       const DenseState* state = nullptr);
-  // Fans a set of per-server calls out and completes the returned future when all did.
-  struct Join;
   // Sends `payload(s)` to every server s at once and waits for every reply.
   std::vector<StatusOr<net::Reply>> CallEveryServer(uint16_t type,
                                                     const std::function<flatbuffers::DetachedBuffer(size_t)>& payload);

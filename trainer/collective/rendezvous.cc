@@ -1,5 +1,6 @@
 #include "trainer/collective/rendezvous.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <thread>

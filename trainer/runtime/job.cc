@@ -133,20 +133,6 @@ Status SaveModel(const config::TrainerOptions& o, PsClient& client, Trainer& tra
 
 }  // namespace
 
-StatusOr<ClusterSecurity> LoadClusterSecurity(const std::string& config_path, const config::EnvLookup& env) {
-  config::ServerOptions files;
-  if (auto view = config::LoadServerYaml(config_path); view.ok()) files = std::move(*view);
-  config::ApplySecurityEnv(env, &files);
-  ClusterSecurity security;
-  if (!files.auth_secret_file.empty()) {
-    ASSIGN_OR_RETURN(security.auth_key, net::AuthKey::Load(files.auth_secret_file));
-  }
-  if (files.tls.enabled()) {
-    ASSIGN_OR_RETURN(security.tls, net::TlsContext::Load(files.tls));
-  }
-  return security;
-}
-
 PsClientOptions JobClientOptions(const config::TrainerOptions& o, const TrainerRpcOptions& rpc) {
   PsClientOptions client;
   client.servers = o.pservers;

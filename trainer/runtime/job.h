@@ -12,9 +12,7 @@
 #include "common/config/server_config.h"
 #include "common/config/trainer_config.h"
 #include "common/dense/cpu_gemm.h"
-#include "common/net/auth.h"
 #include "common/net/http_endpoint.h"
-#include "common/net/tls.h"
 #include "common/status.h"
 #include "common/stop_request.h"
 #include "trainer/client/heter_client.h"
@@ -44,17 +42,6 @@ struct TrainerRpcOptions {
   // Heartbeat period (trainer leases, server.trainer_lease_s: keep it well below the lease).
   std::chrono::milliseconds heartbeat_interval{5000};
 };
-
-// The cluster's shared secret and TLS context; null: the cluster has none.
-struct ClusterSecurity {
-  std::shared_ptr<const net::AuthKey> auth_key;
-  std::shared_ptr<net::TlsContext> tls;
-};
-// What every client of a cluster's pservers (cpu-trainer, GPU-PS node) connects with: the
-// job YAML's fleetps.server section at `config_path` (what the pservers read; unreadable as
-// a server's: none), overridden by FLEETPS_AUTH_SECRET_FILE and FLEETPS_TLS_*_FILE in `env`.
-// Errors name the file that cannot be loaded.
-StatusOr<ClusterSecurity> LoadClusterSecurity(const std::string& config_path, const config::EnvLookup& env);
 
 // The PsClient options of a job: its pservers and `rpc`.
 PsClientOptions JobClientOptions(const config::TrainerOptions& options, const TrainerRpcOptions& rpc);
