@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The test command (README, CI): installs missing packages, builds with warnings as
-# errors, runs every CTest test, then builds the libraries, the unit and integration tests
-# and the libFuzzer targets with clang + ASan + UBSan, runs those tests there, then every
-# fuzz target briefly (scripts/fuzz.sh).
+# The test command (README, CI): installs missing packages, checks the include graph's
+# layers (scripts/check_layers.py), builds with warnings as errors, runs every CTest test,
+# then builds the libraries, the unit and integration tests and the libFuzzer targets with
+# clang + ASan + UBSan, runs those tests there, then every fuzz target briefly
+# (scripts/fuzz.sh).
 #   scripts/test.sh               everything
 #   FLEETPS_SKIP_SANITIZE=1 scripts/test.sh    skip the sanitizer pass
 #   FLEETPS_SKIP_FUZZ=1 scripts/test.sh        skip the fuzz stage (libFuzzer targets, 20 s each)
@@ -11,6 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
+
+echo "== include graph (scripts/check_layers.py)"
+python3 scripts/check_layers.py
 
 export FLEETPS_WERROR=ON
 # A new tree (CI's clean clone) is a unity build: from nothing it compiles fastest

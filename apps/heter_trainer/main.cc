@@ -20,16 +20,13 @@
 #include <string>
 
 #include "common/config/heter_config.h"
-#include "common/config/security_config.h"
+#include "common/config/trainer_config.h"
 #include "common/logging.h"
-#include "common/metrics/registry.h"
-#include "common/net/http_endpoint.h"
 #include "common/stop_request.h"
 #include "common/systemd/notifier.h"
 #include "fleetps/config.h"
 #include "heter_trainer/app/heter_app.h"
-#include "heter_trainer/gpups/gpups_job.h"
-#include "trainer/runtime/job.h"
+#include "heter_trainer/gpups/gpubox_app.h"
 
 namespace {
 
@@ -40,83 +37,20 @@ int Fail(const fleetps::Status& st) {
 
 }  // namespace
 
-// The command line's overrides of a GPU-PS job (empty: the YAML's or the environment's).
-struct GpuBoxFlags {
-  std::string device, gpus, servers, log_level, train_data, test_data, merge, reader_type;
-  std::optional<uint32_t> epochs;
-  std::optional<uint16_t> metrics_port;
-  std::optional<std::string> metrics_bind;
-};
-
-// GPU-PS pass mode: the job YAML read as a trainer reads it, then the gpubox job.
-int GpuBoxMain(const std::string& config_path, const GpuBoxFlags& f, const fleetps::trainer::JobFlags& flags) {
+// GPU-PS pass mode: the node's job (heter_trainer/gpups/gpubox_app.h).
+int GpuBoxMain(const fleetps::heter::GpuBoxFlags& flags) {
   using namespace fleetps;
   // SIGTERM or SIGINT stops training gracefully: the pass in progress is written back to the
   // pservers first (common/stop_request.h).
   StopRequest stop;
   StopSignals stop_signals(&stop, "heter-trainer (gpubox)");
-  auto options = config::LoadTrainerYaml(config_path);
+  auto options = heter::ResolveGpuBoxApp(flags, config::ProcessEnv());
   if (!options.ok()) return Fail(options.status());
-  options->sync_mode = config::SyncMode::kGpuBox;
-  if (auto st = config::ApplyTrainerEnv(config::ProcessEnv(), &*options); !st.ok()) return Fail(st);
-  if (!f.servers.empty()) {
-    auto eps = net::ParseEndpointList(f.servers);
-    if (!eps.ok()) return Fail(eps.status().WithContext("--servers"));
-    options->pservers = *eps;
-  }
-  if (!f.device.empty()) options->gpups.device = f.device;
-  if (!f.gpus.empty()) {
-    auto list = config::ParseUintList(f.gpus, "--gpus");
-    if (!list.ok()) return Fail(list.status());
-    options->gpups.devices.assign(list->begin(), list->end());
-  }
-  if (!f.train_data.empty()) options->data.train_paths = {f.train_data};
-  if (!f.test_data.empty()) options->data.test_paths = {f.test_data};
-  if (f.epochs) options->epochs = *f.epochs;
-  if (!f.merge.empty()) options->gpups.average_merge = f.merge == "average";
-  if (!f.reader_type.empty() && !config::DatasetKindFromName(f.reader_type, &options->data.dataset)) {
-    return Fail(Status::InvalidArgument("--reader-type " + f.reader_type +
-                                        ": not QueueDataset, InMemoryDataset or InmemoryDataset"));
-  }
-  if (!f.log_level.empty()) options->log_level = f.log_level;
-  if (auto st = config::ValidateTrainerOptions(*options); !st.ok()) return Fail(st);
-  if (auto st = SetUpLogging({options->log_level, "gpups:" + std::to_string(options->trainer_id)}); !st.ok()) {
+  if (auto st = SetUpLogging({options->job.log_level, "gpups:" + std::to_string(options->job.trainer_id)}); !st.ok()) {
     return Fail(st);
   }
-  // Opt-in /metrics, as cpu-trainer's (--metrics-port or FLEETPS_TRAINER_METRICS_PORT): the
-  // training series and the passes'.
-  auto port = trainer::TrainerMetricsPort(f.metrics_port, config::ProcessEnv());
-  if (!port.ok()) return Fail(port.status());
-  metrics::Registry metrics_registry;
-  std::unique_ptr<net::HttpEndpoint> metrics_endpoint;
-  trainer::JobFlags job_flags = flags;
-  job_flags.stop = &stop;
-  if (*port) {
-    auto bind = trainer::TrainerMetricsBind(f.metrics_bind, config::ProcessEnv(), *options);
-    if (!bind.ok()) return Fail(bind.status());
-    auto served = trainer::ServeTrainerMetrics(metrics_registry, *bind, **port);
-    if (!served.ok()) return Fail(served.status());
-    metrics_endpoint = std::move(*served);
-    job_flags.metrics = &metrics_registry;
-  }
-  // Under a Type=notify unit (fleetps-heter-trainer@): READY=1 once connected to the
-  // pservers and past the job's start barrier; the job then runs to its end.
-  systemd::Notifier notifier;
-  // One command line for every node (fleetps-launch): --report out/trainer{trainer_id}.json.
-  job_flags.report_path = trainer::PerTrainerPath(flags.report_path, options->trainer_id);
-  job_flags.on_started = [&notifier, id = options->trainer_id] {
-    notifier.Ready("heter-trainer (gpubox) trainer " + std::to_string(id) + " training").IgnoreError();
-    // The unit's WatchdogSec=: a gpubox job serves no requests, so there is no io thread to
-    // probe; the pings say the process runs, and a stuck pserver fails the job through the
-    // RPC deadlines instead.
-    notifier.StartWatchdog([] { return true; });
-  };
-  // The cluster's secret and TLS, found as a cpu-trainer finds them.
-  auto security = config::LoadClusterSecurity(config_path, config::ProcessEnv());
-  if (!security.ok()) return Fail(security.status());
-  const Status st = heter::RunGpuPsJob(*options, trainer::TrainerRpcOptions{}, *security, job_flags);
-  notifier.Stopping(st.ok() ? "job finished" : "job failed").IgnoreError();
-  if (!st.ok()) {
+  heter::GpuBoxApp app(std::move(*options), &stop);
+  if (auto st = app.Run(); !st.ok()) {
     Fail(st);
     if (stop.requested()) StopSignals::ExitBySignal(stop.signal());  // the status says what stopped it
     return 2;
@@ -151,8 +85,7 @@ int main(int argc, char** argv) {
                  "bind address, server.bind_host or this heter-trainer's host); gpubox: as cpu-trainer's "
                  "(FLEETPS_TRAINER_METRICS_BIND)");
   std::string sync_mode;
-  GpuBoxFlags gpubox;
-  trainer::JobFlags flags;
+  heter::GpuBoxFlags gpubox;
   cli.add_option("--sync-mode", sync_mode, "gpubox: GPU-PS pass mode (overrides runner.sync_mode)")
       ->check(CLI::IsMember({"gpubox"}));
   cli.add_option("--gpus", gpubox.gpus, "gpubox: devices, e.g. 0,1 (overrides FLAGS_selected_gpus)");
@@ -164,21 +97,22 @@ int main(int argc, char** argv) {
                  "gpubox: QueueDataset | InMemoryDataset (overrides runner.reader_type; InMemoryDataset parses the "
                  "data once, QueueDataset twice per pass: for the pass's keys, then to train)")
       ->check(CLI::IsMember({"QueueDataset", "InMemoryDataset", "InmemoryDataset"}));
-  cli.add_option("--report", flags.report_path,
+  cli.add_option("--report", gpubox.report_path,
                  "gpubox: write a JSON summary here ({trainer_id} is replaced by the trainer's id)");
   cli.add_option("--merge", gpubox.merge, "gpubox: add | average (overrides fleetps.gpups.merge)")
       ->check(CLI::IsMember({"add", "average"}));
   cli.set_version_flag("--version", std::string("heter-trainer (fleetps) ") + FLEETPS_VERSION);
   CLI11_PARSE(cli, argc, argv);
 
+  gpubox.config_path = config_path;
   gpubox.device = device;
   gpubox.servers = servers;
   gpubox.log_level = log_level;
   gpubox.metrics_port = metrics_port;
   gpubox.metrics_bind = metrics_bind;
-  if (sync_mode == "gpubox") return GpuBoxMain(config_path, gpubox, flags);
+  if (sync_mode == "gpubox") return GpuBoxMain(gpubox);
   if (auto job = config::LoadTrainerYaml(config_path); job.ok() && job->gpubox_mode()) {
-    return GpuBoxMain(config_path, gpubox, flags);
+    return GpuBoxMain(gpubox);
   }
 
   auto options = config::LoadHeterTrainerYaml(config_path);
