@@ -7,14 +7,6 @@ namespace {
 // header). Per-thread state, as the CUDA runtime's current device is.
 thread_local int open_guards = 0;
 
-// Runs `release` with `device` current. Failures are dropped: callers are destructors (see
-// the header).
-template <typename Release>
-void ReleaseOn(int device, Release release) {
-  StatusOr<DeviceGuard> guard = DeviceGuard::Enter(device);
-  release();
-}
-
 }  // namespace
 
 StatusOr<DeviceGuard> DeviceGuard::Enter(int device) {
@@ -112,33 +104,6 @@ void Event::Reset() {
   if (event_ != nullptr) ReleaseOn(device_, [this] { cudaEventDestroy(event_); });
   device_ = -1;
   event_ = nullptr;
-}
-
-StatusOr<CublasHandle> CublasHandle::Create(const Stream& stream) {
-  ASSIGN_OR_RETURN(DeviceGuard guard, DeviceGuard::Enter(stream.device()));
-  CublasHandle handle;
-  RETURN_IF_CUBLAS_ERROR(cublasCreate(&handle.handle_));
-  handle.device_ = stream.device();  // from here on the destructor frees the handle
-  RETURN_IF_CUBLAS_ERROR(cublasSetStream(handle.handle_, stream.get()));
-  // Plain FP32: TF32 tensor ops would round the GEMM inputs to 10-bit mantissas, and the
-  // device would no longer agree with its CPU twin.
-  RETURN_IF_CUBLAS_ERROR(cublasSetMathMode(handle.handle_, CUBLAS_DEFAULT_MATH));
-  return handle;
-}
-
-CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    device_ = std::exchange(other.device_, -1);
-    handle_ = std::exchange(other.handle_, nullptr);
-  }
-  return *this;
-}
-
-void CublasHandle::Reset() {
-  if (handle_ != nullptr) ReleaseOn(device_, [this] { cublasDestroy(handle_); });
-  device_ = -1;
-  handle_ = nullptr;
 }
 
 Status AllocateDeviceBytes(int device, size_t bytes, void** ptr) {

@@ -99,7 +99,14 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
-// A cuBLAS handle bound to one stream: every call made with it is queued on that stream.
+// Runs `release` with `device` current. Failures are dropped: callers are destructors.
+template <typename Release>
+void ReleaseOn(int device, Release release) {
+  StatusOr<DeviceGuard> guard = DeviceGuard::Enter(device);
+  release();
+}
+
+// A cuBLAS handle bound to one stream (cublas.cc: only targets that link cuBLAS use it): every call made with it is queued on that stream.
 // The stream must outlive the handle. Math mode is plain FP32 (no TF32 tensor-op
 // shortcut), so products agree with the CPU BLAS to float rounding.
 class CublasHandle {

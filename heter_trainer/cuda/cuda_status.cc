@@ -13,15 +13,15 @@ const char* SourcePath(const char* file) {
   return root != nullptr ? root : file;
 }
 
-std::string Where(const char* call, const char* file, int line) {
+}  // namespace
+
+std::string CallSite(const char* call, const char* file, int line) {
   return std::string(call) + " failed at " + SourcePath(file) + ":" + std::to_string(line) + ": ";
 }
 
-}  // namespace
-
 Status CudaStatus(cudaError_t error, const char* call, const char* file, int line) {
   if (error == cudaSuccess) return Status::OK();
-  std::string message = Where(call, file, line) + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")";
+  std::string message = CallSite(call, file, line) + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")";
   switch (error) {
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
@@ -32,16 +32,6 @@ Status CudaStatus(cudaError_t error, const char* call, const char* file, int lin
     default:
       return Status::Internal(std::move(message));
   }
-}
-
-Status CublasStatus(cublasStatus_t status, const char* call, const char* file, int line) {
-  if (status == CUBLAS_STATUS_SUCCESS) return Status::OK();
-  std::string message =
-      Where(call, file, line) + cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")";
-  if (status == CUBLAS_STATUS_ALLOC_FAILED || status == CUBLAS_STATUS_NOT_INITIALIZED) {
-    return Status::Unavailable(std::move(message));
-  }
-  return Status::Internal(std::move(message));
 }
 
 }  // namespace fleetps::heter::gpu

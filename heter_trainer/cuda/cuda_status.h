@@ -13,6 +13,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "common/status.h"
 
 namespace fleetps::heter::gpu {
@@ -20,8 +22,12 @@ namespace fleetps::heter::gpu {
 // OK for cudaSuccess; otherwise "<call> failed at <file>:<line>: <name> (<description>)".
 Status CudaStatus(cudaError_t error, const char* call, const char* file, int line);
 
-// OK for CUBLAS_STATUS_SUCCESS; otherwise as CudaStatus, with cuBLAS's name and description.
+// OK for CUBLAS_STATUS_SUCCESS; otherwise as CudaStatus, with cuBLAS's name and description
+// (cublas.cc: only targets that link cuBLAS call it).
 Status CublasStatus(cublasStatus_t status, const char* call, const char* file, int line);
+
+// "<call> failed at <file>:<line>: ", the file from the repository root.
+std::string CallSite(const char* call, const char* file, int line);
 
 }  // namespace fleetps::heter::gpu
 
