@@ -61,26 +61,22 @@ int GpuBoxMain(const fleetps::heter::GpuBoxFlags& flags) {
 int main(int argc, char** argv) {
   using namespace fleetps;
   CLI::App cli{"fleetps heter-trainer: the dense part of heterogeneous PS training"};
-  std::string config_path, endpoint, heter_trainers, servers, device, log_level;
-  std::optional<uint32_t> trainers, lanes;
-  std::optional<uint16_t> metrics_port;
-  std::optional<std::string> metrics_bind;
-  std::optional<int> gpu;
-  cli.add_option("-c,--config", config_path, "job YAML (the one the cpu-trainers and pservers read)")->required();
-  cli.add_option("--endpoint", endpoint, "this heter-trainer's host:port (overrides POD_IP:PADDLE_PORT)");
-  cli.add_option("--heter-trainers", heter_trainers,
+  heter::HeterFlags flags;
+  cli.add_option("-c,--config", flags.config_path, "job YAML (the one the cpu-trainers and pservers read)")->required();
+  cli.add_option("--endpoint", flags.endpoint, "this heter-trainer's host:port (overrides POD_IP:PADDLE_PORT)");
+  cli.add_option("--heter-trainers", flags.heter_trainers,
                  "every heter-trainer's endpoint (overrides PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST)");
-  cli.add_option("--servers", servers, "pserver endpoints (overrides PADDLE_PSERVERS_IP_PORT_LIST)");
-  cli.add_option("--trainers", trainers, "number of cpu-trainers (overrides PADDLE_TRAINERS_NUM)");
-  cli.add_option("--device", device, "gpu | cpu (overrides HETER_DEVICE_TYPE)")->check(CLI::IsMember({"gpu", "cpu"}));
-  cli.add_option("--gpu", gpu, "GPU index (overrides FLAGS_selected_gpus)")->check(CLI::NonNegativeNumber);
-  cli.add_option("--lanes", lanes, "micro-batches computed at once (overrides fleetps.heter.lanes)")
+  cli.add_option("--servers", flags.servers, "pserver endpoints (overrides PADDLE_PSERVERS_IP_PORT_LIST)");
+  cli.add_option("--trainers", flags.trainers, "number of cpu-trainers (overrides PADDLE_TRAINERS_NUM)");
+  cli.add_option("--device", flags.device, "gpu | cpu (overrides HETER_DEVICE_TYPE)")->check(CLI::IsMember({"gpu", "cpu"}));
+  cli.add_option("--gpu", flags.gpu, "GPU index (overrides FLAGS_selected_gpus)")->check(CLI::NonNegativeNumber);
+  cli.add_option("--lanes", flags.lanes, "micro-batches computed at once (overrides fleetps.heter.lanes)")
       ->check(CLI::Range(1, 64));
-  cli.add_option("--log-level", log_level, "trace|debug|info|warn|error|off");
-  cli.add_option("--metrics-port", metrics_port,
+  cli.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|off");
+  cli.add_option("--metrics-port", flags.metrics_port,
                  "serve /metrics, /healthz, /readyz on this port (overrides FLEETPS_HETER_METRICS_PORT; 0: off); "
                  "gpubox: as cpu-trainer's (overrides FLEETPS_TRAINER_METRICS_PORT; 0: any free port)");
-  cli.add_option("--metrics-bind", metrics_bind,
+  cli.add_option("--metrics-bind", flags.metrics_bind,
                  "the address --metrics-port listens on (overrides FLEETPS_HETER_METRICS_BIND; default: the RPC "
                  "bind address, server.bind_host or this heter-trainer's host); gpubox: as cpu-trainer's "
                  "(FLEETPS_TRAINER_METRICS_BIND)");
@@ -104,49 +100,19 @@ int main(int argc, char** argv) {
   cli.set_version_flag("--version", std::string("heter-trainer (fleetps) ") + FLEETPS_VERSION);
   CLI11_PARSE(cli, argc, argv);
 
-  gpubox.config_path = config_path;
-  gpubox.device = device;
-  gpubox.servers = servers;
-  gpubox.log_level = log_level;
-  gpubox.metrics_port = metrics_port;
-  gpubox.metrics_bind = metrics_bind;
+  gpubox.config_path = flags.config_path;
+  gpubox.device = flags.device;
+  gpubox.servers = flags.servers;
+  gpubox.log_level = flags.log_level;
+  gpubox.metrics_port = flags.metrics_port;
+  gpubox.metrics_bind = flags.metrics_bind;
   if (sync_mode == "gpubox") return GpuBoxMain(gpubox);
-  if (auto job = config::LoadTrainerYaml(config_path); job.ok() && job->gpubox_mode()) {
+  if (auto job = config::LoadTrainerYaml(flags.config_path); job.ok() && job->gpubox_mode()) {
     return GpuBoxMain(gpubox);
   }
 
-  auto options = config::LoadHeterTrainerYaml(config_path);
+  auto options = heter::ResolveHeterApp(flags, config::ProcessEnv());
   if (!options.ok()) return Fail(options.status());
-  if (auto st = config::ApplyHeterTrainerEnv(config::ProcessEnv(), &*options); !st.ok()) return Fail(st);
-  if (!heter_trainers.empty()) {
-    auto eps = net::ParseEndpointList(heter_trainers);
-    if (!eps.ok()) return Fail(eps.status().WithContext("--heter-trainers"));
-    options->server.endpoints = *eps;
-    options->server.index = 0;
-  }
-  if (!endpoint.empty()) {
-    auto self = net::ParseEndpoint(endpoint);
-    if (!self.ok()) return Fail(self.status().WithContext("--endpoint"));
-    if (options->server.endpoints.empty()) options->server.endpoints = {*self};
-    auto it = std::find(options->server.endpoints.begin(), options->server.endpoints.end(), *self);
-    if (it == options->server.endpoints.end()) {
-      return Fail(Status::InvalidArgument("--endpoint " + self->ToString() + " is not among the heter-trainers"));
-    }
-    options->server.index = static_cast<uint32_t>(it - options->server.endpoints.begin());
-  }
-  if (!servers.empty()) {
-    auto eps = net::ParseEndpointList(servers);
-    if (!eps.ok()) return Fail(eps.status().WithContext("--servers"));
-    options->job.pservers = *eps;
-  }
-  if (trainers) options->job.trainers_num = *trainers;
-  if (!device.empty()) options->device = device;
-  if (gpu) options->gpus = {*gpu};
-  if (lanes) options->job.heter.lanes = *lanes;
-  if (metrics_port) options->metrics_port = *metrics_port;
-  if (metrics_bind) options->metrics_bind = *metrics_bind;
-  if (!log_level.empty()) options->job.log_level = log_level;
-  if (auto st = config::ValidateHeterTrainerOptions(*options); !st.ok()) return Fail(st);
   if (auto st = SetUpLogging({options->job.log_level, "heter:" + std::to_string(options->server.index)}); !st.ok()) {
     return Fail(st);
   }

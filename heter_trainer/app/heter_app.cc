@@ -1,5 +1,6 @@
 #include "heter_trainer/app/heter_app.h"
 
+#include <algorithm>
 #include <csignal>
 #include <functional>
 #include <future>
@@ -348,6 +349,41 @@ void HeterApp::Shutdown() {
   comm_.reset();
   client_.reset();
   if (started) spdlog::info("heter-trainer {}: {} micro-batches trained; stopped", options_.server.index, steps);
+}
+
+StatusOr<config::HeterTrainerOptions> ResolveHeterApp(const HeterFlags& f, const config::EnvLookup& env) {
+  ASSIGN_OR_RETURN(config::HeterTrainerOptions o, config::LoadHeterTrainerYaml(f.config_path));
+  RETURN_IF_ERROR(config::ApplyHeterTrainerEnv(env, &o));
+  if (!f.heter_trainers.empty()) {
+    auto eps = net::ParseEndpointList(f.heter_trainers);
+    if (!eps.ok()) return eps.status().WithContext("--heter-trainers");
+    o.server.endpoints = *eps;
+    o.server.index = 0;
+  }
+  if (!f.endpoint.empty()) {
+    auto self = net::ParseEndpoint(f.endpoint);
+    if (!self.ok()) return self.status().WithContext("--endpoint");
+    if (o.server.endpoints.empty()) o.server.endpoints = {*self};
+    auto it = std::find(o.server.endpoints.begin(), o.server.endpoints.end(), *self);
+    if (it == o.server.endpoints.end()) {
+      return Status::InvalidArgument("--endpoint " + self->ToString() + " is not among the heter-trainers");
+    }
+    o.server.index = static_cast<uint32_t>(it - o.server.endpoints.begin());
+  }
+  if (!f.servers.empty()) {
+    auto eps = net::ParseEndpointList(f.servers);
+    if (!eps.ok()) return eps.status().WithContext("--servers");
+    o.job.pservers = *eps;
+  }
+  if (f.trainers) o.job.trainers_num = *f.trainers;
+  if (!f.device.empty()) o.device = f.device;
+  if (f.gpu) o.gpus = {*f.gpu};
+  if (f.lanes) o.job.heter.lanes = *f.lanes;
+  if (f.metrics_port) o.metrics_port = *f.metrics_port;
+  if (f.metrics_bind) o.metrics_bind = *f.metrics_bind;
+  if (!f.log_level.empty()) o.job.log_level = f.log_level;
+  RETURN_IF_ERROR(config::ValidateHeterTrainerOptions(o));
+  return o;
 }
 
 }  // namespace fleetps::heter

@@ -55,6 +55,20 @@ class DenseNet;
 
 namespace fleetps::heter {
 
+// heter-trainer's command line for the dense service, as given (empty / nullopt: not given).
+struct HeterFlags {
+  std::string config_path, endpoint, heter_trainers, servers, device, log_level;
+  std::optional<uint32_t> trainers, lanes;
+  std::optional<uint16_t> metrics_port;
+  std::optional<std::string> metrics_bind;
+  std::optional<int> gpu;
+};
+
+// The heter-trainer's options from `flags` and the environment `env` (precedence: flags >
+// environment > YAML > defaults, common/config/heter_config.h), validated; errors name the
+// flag, variable or key at fault.
+StatusOr<config::HeterTrainerOptions> ResolveHeterApp(const HeterFlags& flags, const config::EnvLookup& env);
+
 class DenseDevice;
 class HeterService;
 

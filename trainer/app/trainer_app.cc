@@ -34,6 +34,50 @@ struct LocalServer {
   }
 };
 
+// Local mode's pserver: the job's tables, on a loopback port of this process.
+StatusOr<std::unique_ptr<server::App>> StartLocalServer(const TrainerAppOptions& options) {
+  const config::TrainerOptions& o = options.job;
+  config::ServerOptions server_options;
+  server_options.endpoints = {{"127.0.0.1", 0}};
+  server_options.bind_host = "127.0.0.1";
+  server_options.tables = config::JobTables(o);
+  for (auto& t : server_options.tables) {
+    if (t.kind == TableKind::kSparse) t.shards = o.local_shards;
+    if (t.memory_budget_bytes > 0 && server_options.data_dir.empty()) {
+      // The cold tier of a budgeted table needs a directory; a private one per process.
+      server_options.data_dir =
+          (std::filesystem::temp_directory_path() / ("fleetps-local-" + std::to_string(::getpid()))).string();
+    }
+  }
+  server_options.source = "local tables of " + options.config_path;
+  // This process saves and loads its model through its own server.
+  const std::string& model = options.infer ? o.infer_load_path : o.model_save_path;
+  if (!model.empty()) {
+    server_options.checkpoint_root = std::filesystem::absolute(model).lexically_normal().parent_path().string();
+  }
+  auto app = std::make_unique<server::App>(server_options);
+  RETURN_IF_ERROR(app->Start());
+  return app;
+}
+
+// Collective mode's rank among PADDLE_TRAINER_ENDPOINTS (one rank without), NCCL or Gloo.
+StatusOr<std::unique_ptr<collective::Communicator>> JoinCollective(const config::TrainerOptions& o,
+                                                                   const net::ClusterSecurity& cluster,
+                                                                   const collective::NcclBackend* nccl) {
+  collective::CollectiveOptions co;
+  co.rank = o.trainer_id;
+  co.endpoints = o.trainer_endpoints;
+  if (co.endpoints.empty()) co.endpoints = {{"127.0.0.1", 0}};  // a single rank
+  co.timeout = std::chrono::milliseconds(o.collective.timeout_ms);
+  co.store_budget_bytes = o.collective.store_budget_bytes;
+  co.auth_key = cluster.auth_key;
+  co.tls = cluster.tls;
+  std::string reason;
+  ASSIGN_OR_RETURN(auto comm, collective::MakeRankCommunicator(o.collective, co, nccl, &reason));
+  spdlog::info("collective rank {}: {}", co.rank, reason);
+  return comm;
+}
+
 }  // namespace
 
 StatusOr<TrainerAppOptions> ResolveTrainerApp(const TrainerFlags& f, const config::EnvLookup& env) {
@@ -107,58 +151,32 @@ Status TrainerApp::Run() {
   // ranks may run without pservers, in local mode).
   net::ClusterSecurity cluster;
   if (!o.local() || o.collective_mode()) {
-    auto security = config::LoadClusterSecurity(options_.config_path, config::ProcessEnv());
-    if (!security.ok()) return security.status();
-    cluster = std::move(*security);
+    ASSIGN_OR_RETURN(cluster, config::LoadClusterSecurity(options_.config_path, config::ProcessEnv()));
   }
   // Local mode: an in-process pserver with the job's tables, on a loopback port.
   LocalServer local_server;
   PsClientOptions client_options = JobClientOptions(o, options_.rpc);
   if (o.local()) {
-    config::ServerOptions server_options;
-    server_options.endpoints = {{"127.0.0.1", 0}};
-    server_options.bind_host = "127.0.0.1";
-    server_options.tables = config::JobTables(o);
-    for (auto& t : server_options.tables) {
-      if (t.kind == TableKind::kSparse) t.shards = o.local_shards;
-      if (t.memory_budget_bytes > 0 && server_options.data_dir.empty()) {
-        // The cold tier of a budgeted table needs a directory; a private one per process.
-        server_options.data_dir =
-            (std::filesystem::temp_directory_path() / ("fleetps-local-" + std::to_string(::getpid()))).string();
-      }
-    }
-    server_options.source = "local tables of " + options_.config_path;
-    // This process saves and loads its model through its own server.
-    const std::string& model = options_.infer ? o.infer_load_path : o.model_save_path;
-    if (!model.empty()) {
-      server_options.checkpoint_root = std::filesystem::absolute(model).lexically_normal().parent_path().string();
-    }
-    local_server.app = std::make_unique<server::App>(server_options);
-    RETURN_IF_ERROR(local_server.app->Start());
+    ASSIGN_OR_RETURN(local_server.app, StartLocalServer(options_));
     client_options.servers = {{"127.0.0.1", local_server.app->port()}};
   } else {
     client_options.rpc.auth_key = cluster.auth_key;
     client_options.rpc.tls = cluster.tls;
   }
   // Metrics are opt-in on trainers: --metrics-port or FLEETPS_TRAINER_METRICS_PORT.
-  auto port = TrainerMetricsPort(options_.metrics_port, config::ProcessEnv());
-  if (!port.ok()) return port.status();
+  ASSIGN_OR_RETURN(auto port, TrainerMetricsPort(options_.metrics_port, config::ProcessEnv()));
   metrics::Registry metrics_registry;
   std::unique_ptr<net::HttpEndpoint> metrics_endpoint;
-  if (*port) {
-    auto bind = TrainerMetricsBind(options_.metrics_bind, config::ProcessEnv(), o);
-    if (!bind.ok()) return bind.status();
-    auto served = ServeTrainerMetrics(metrics_registry, *bind, **port);
-    if (!served.ok()) return served.status();
-    metrics_endpoint = std::move(*served);
+  if (port) {
+    ASSIGN_OR_RETURN(auto bind, TrainerMetricsBind(options_.metrics_bind, config::ProcessEnv(), o));
+    ASSIGN_OR_RETURN(metrics_endpoint, ServeTrainerMetrics(metrics_registry, bind, *port));
     flags.metrics = &metrics_registry;
   }
   // The dense layers' backend, where this process computes them (a heter job's cpu-trainers
   // leave them to the heter-trainers).
   if (!o.heter_mode()) {
-    auto backend = dense::OpenDenseBackend(o.dense, "trainer " + std::to_string(o.trainer_id), flags.metrics);
-    if (!backend.ok()) return backend.status();
-    flags.dense = *std::move(backend);
+    ASSIGN_OR_RETURN(flags.dense, dense::OpenDenseBackend(o.dense, "trainer " + std::to_string(o.trainer_id),
+                                                          flags.metrics));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Connect(client_options));
   std::unique_ptr<HeterClient> heter;
@@ -166,25 +184,11 @@ Status TrainerApp::Run() {
     auto heter_options = JobHeterClientOptions(o, options_.rpc);
     heter_options.rpc.auth_key = client_options.rpc.auth_key;
     heter_options.rpc.tls = client_options.rpc.tls;
-    auto connected = HeterClient::Connect(std::move(heter_options));
-    if (!connected.ok()) return connected.status();
-    heter = std::move(*connected);
+    ASSIGN_OR_RETURN(heter, HeterClient::Connect(std::move(heter_options)));
   }
   std::unique_ptr<collective::Communicator> comm;
   if (!options_.infer && o.collective_mode()) {
-    collective::CollectiveOptions co;
-    co.rank = o.trainer_id;
-    co.endpoints = o.trainer_endpoints;
-    if (co.endpoints.empty()) co.endpoints = {{"127.0.0.1", 0}};  // a single rank
-    co.timeout = std::chrono::milliseconds(o.collective.timeout_ms);
-    co.store_budget_bytes = o.collective.store_budget_bytes;
-    co.auth_key = cluster.auth_key;
-    co.tls = cluster.tls;
-    std::string reason;
-    auto made = collective::MakeRankCommunicator(o.collective, co, nccl_, &reason);
-    if (!made.ok()) return made.status();
-    spdlog::info("collective rank {}: {}", co.rank, reason);
-    comm = std::move(*made);
+    ASSIGN_OR_RETURN(comm, JoinCollective(o, cluster, nccl_));
   }
   // Distributed training keeps a lease on every pserver (and heter-trainer) and says when
   // it has ended.
