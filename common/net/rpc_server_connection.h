@@ -25,6 +25,8 @@
 
 namespace fleetps::net {
 
+// RpcServer's state, shared with its connections (each holds it by shared_ptr, so it outlives
+// them). The atomics and the mutex-guarded members may be touched from any thread.
 struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   Impl(IoThreads& io_threads, RpcServerOptions o, RequestHandler h)
       : io(io_threads),
