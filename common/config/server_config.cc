@@ -273,6 +273,48 @@ Status ValidateTable(const TableOptions& t) {
   return Status::OK();
 }
 
+namespace {
+
+// server.tls: the certificate, its key and the CA of the cluster's TLS.
+Status ParseServerTls(const YAML::Node& tls, const YamlContext& tctx, net::TlsFiles* out) {
+  if (!tls.IsMap()) return tctx.Error(tls, "expected a map with cert_file, key_file, ca_file");
+  RETURN_IF_ERROR(RejectUnknownKeys(tls, {"cert_file", "key_file", "ca_file"}, tctx));
+  RETURN_IF_ERROR(ReadString(tls, "cert_file", tctx, &out->cert_file));
+  RETURN_IF_ERROR(ReadString(tls, "key_file", tctx, &out->key_file));
+  RETURN_IF_ERROR(ReadString(tls, "ca_file", tctx, &out->ca_file));
+  if (out->cert_file.empty() != out->key_file.empty()) {
+    return tctx.Error(tls, "cert_file and key_file go together");
+  }
+  return Status::OK();
+}
+
+// The bounds of server.* values that need more than their type (read by ParseServerSection).
+Status CheckServerBounds(const YAML::Node& server, const YamlContext& sctx, const ServerOptions& out) {
+  if (out.max_connections < 1) {
+    return sctx.Child("max_connections").Error(server["max_connections"], "must be >= 1");
+  }
+  if (out.max_write_queue_bytes < kMinWriteQueueBytes) {
+    return sctx.Child("max_write_queue_bytes")
+        .Error(server["max_write_queue_bytes"], "must be >= 1048576 (1 MiB), got " +
+                                                    std::to_string(out.max_write_queue_bytes));
+  }
+  if (out.save_mode > 3) {
+    return sctx.Child("save_mode").Error(server["save_mode"], "must be 0 (checkpoint), 1 (delta), 2 (base) or 3 (batch)");
+  }
+  if (out.io_threads < 1 || out.io_threads > 256) {
+    return sctx.Child("io_threads").Error(server["io_threads"], "must be in [1, 256]");
+  }
+  if (out.shard_threads < 1 || out.shard_threads > 256) {
+    return sctx.Child("shard_threads").Error(server["shard_threads"], "must be in [1, 256]");
+  }
+  if (out.max_message_bytes < 1024) {
+    return sctx.Child("max_message_bytes").Error(server["max_message_bytes"], "must be >= 1024");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, ServerOptions* options) {
   ServerOptions& out = *options;
   if (!server.IsMap()) return sctx.Error(server, "expected a map");
@@ -316,16 +358,7 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
   RETURN_IF_ERROR(ReadChoice(server, "auth", sctx, kAuthModes, &out.auth));
   RETURN_IF_ERROR(ReadString(server, "auth_secret_file", sctx, &out.auth_secret_file));
   if (server["tls"] && !server["tls"].IsNull()) {
-    const YAML::Node tls = server["tls"];
-    const YamlContext tctx = sctx.Child("tls");
-    if (!tls.IsMap()) return tctx.Error(tls, "expected a map with cert_file, key_file, ca_file");
-    RETURN_IF_ERROR(RejectUnknownKeys(tls, {"cert_file", "key_file", "ca_file"}, tctx));
-    RETURN_IF_ERROR(ReadString(tls, "cert_file", tctx, &out.tls.cert_file));
-    RETURN_IF_ERROR(ReadString(tls, "key_file", tctx, &out.tls.key_file));
-    RETURN_IF_ERROR(ReadString(tls, "ca_file", tctx, &out.tls.ca_file));
-    if (out.tls.cert_file.empty() != out.tls.key_file.empty()) {
-      return tctx.Error(tls, "cert_file and key_file go together");
-    }
+    RETURN_IF_ERROR(ParseServerTls(server["tls"], sctx.Child("tls"), &out.tls));
   }
   RETURN_IF_ERROR(ReadString(server, "checkpoint_root", sctx, &out.checkpoint_root));
   uint32_t metrics_port = out.metrics_port;
@@ -334,27 +367,7 @@ Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, Ser
     return sctx.Child("metrics_port").Error(server["metrics_port"], "a port is at most 65535 (0: no metrics endpoint)");
   }
   out.metrics_port = static_cast<uint16_t>(metrics_port);
-  if (out.max_connections < 1) {
-    return sctx.Child("max_connections").Error(server["max_connections"], "must be >= 1");
-  }
-  if (out.max_write_queue_bytes < kMinWriteQueueBytes) {
-    return sctx.Child("max_write_queue_bytes")
-        .Error(server["max_write_queue_bytes"], "must be >= 1048576 (1 MiB), got " +
-                                                    std::to_string(out.max_write_queue_bytes));
-  }
-  if (out.save_mode > 3) {
-    return sctx.Child("save_mode").Error(server["save_mode"], "must be 0 (checkpoint), 1 (delta), 2 (base) or 3 (batch)");
-  }
-  if (out.io_threads < 1 || out.io_threads > 256) {
-    return sctx.Child("io_threads").Error(server["io_threads"], "must be in [1, 256]");
-  }
-  if (out.shard_threads < 1 || out.shard_threads > 256) {
-    return sctx.Child("shard_threads").Error(server["shard_threads"], "must be in [1, 256]");
-  }
-  if (out.max_message_bytes < 1024) {
-    return sctx.Child("max_message_bytes").Error(server["max_message_bytes"], "must be >= 1024");
-  }
-  return Status::OK();
+  return CheckServerBounds(server, sctx, out);
 }
 
 StatusOr<ServerOptions> ParseServerYaml(const std::string& text, const std::string& file_name) {

@@ -8,8 +8,8 @@
 //
 // Every map is checked for unknown keys (file:line:column and the closest known key in the
 // error). PaddleRec keys with no meaning in fleetps (Python reader paths, use_gpu,
-// sparse_feature_number, ...) are accepted and ignored from an explicit list in
-// trainer_config.cc, so PaddleRec configs load as they are.
+// sparse_feature_number, ...) are accepted and ignored from explicit lists in
+// trainer_config_runner.cc and trainer_config.cc, so PaddleRec configs load as they are.
 //
 // The same file can be given to `pserver --config`: its tables are derived from the
 // model (JobTables), so trainers and servers cannot disagree on dimensions.

@@ -171,7 +171,7 @@ class RpcServer {
   uint64_t in_flight_bytes() const;  // see max_inflight_bytes
   uint64_t connections() const;
 
-  struct Impl;  // defined in rpc_server.cc; public so the connection class can name it
+  struct Impl;  // defined in rpc_server_connection.h; public so the connection class can name it
 
  private:
   std::shared_ptr<Impl> impl_;

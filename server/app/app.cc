@@ -53,48 +53,9 @@ Status App::Start() {
     if (p.done == p.total) progress_.reset();  // erases the line; the outcome is logged by its caller
   });
   metrics_ = std::make_unique<ServerMetrics>(options_.index, options_.self().ToString());
-  if (options_.metrics_port != 0) {
-    // Up before the load, so /healthz answers and /readyz says why it is not ready yet.
-    net::HttpEndpointOptions http;
-    http.host = config::BindHost(options_);
-    http.port = options_.metrics_port;
-    RETURN_IF_ERROR(metrics_->Serve(
-        std::move(http),
-        [this] { return IoResponsive(std::chrono::seconds(1)); },
-        [this]() -> std::string {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (stopped_ || shutdown_requested_) return "shutting down";
-          if (!started_) return options_.load_dir.empty() ? "starting" : "loading checkpoint " + options_.load_dir;
-          return "";
-        }).WithContext("pserver " + std::to_string(options_.index)));
-    spdlog::info("pserver {}: metrics on http://{}:{}/metrics (/healthz, /readyz)", options_.index,
-                 config::BindHost(options_), metrics_->port());
-  }
-  if (!options_.load_dir.empty()) {
-    // Before listening: no trainer sees the initial values of a server started with --load.
-    const auto started = std::chrono::steady_clock::now();
-    auto loaded = service_->checkpoints().LoadSync(options_.load_dir);
-    if (!loaded.ok()) {
-      return loaded.status().WithContext("pserver " + std::to_string(options_.index) + ": --load " +
-                                         options_.load_dir);
-    }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    spdlog::info("pserver {}: loaded checkpoint {} (version {}, mode {}): {} sparse rows in {:.2f} s",
-                 options_.index, options_.load_dir, loaded->version, disk::EnumNameSaveMode(loaded->mode),
-                 loaded->rows, seconds);
-    metrics_->SetStartupLoad(seconds, loaded->rows);
-  }
-  net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_);
-  ASSIGN_OR_RETURN(security_, net::ClusterSecurity::Load(options_.auth_secret_file, options_.tls));
-  rpc_options.auth_key = security_.auth_key;
-  rpc_options.tls = security_.tls;
-  rpc_options.on_reply = [m = metrics_.get()](const net::ReplyInfo& reply) { m->OnReply(reply); };
-  rpc_options.on_connection_closed = [svc = service_.get()](uint64_t id) { svc->ConnectionClosed(id); };
-  rpc_ = std::make_unique<net::RpcServer>(
-      *io_, rpc_options, [svc = service_.get()](net::Request req, net::Responder resp) {
-        svc->Handle(std::move(req), std::move(resp));
-      });
-  RETURN_IF_ERROR(rpc_->Start().WithContext("pserver " + std::to_string(options_.index)));
+  RETURN_IF_ERROR(ServeMetrics());
+  RETURN_IF_ERROR(LoadAtStart());
+  RETURN_IF_ERROR(StartRpcServer());
 
   metrics_->SetSources({service_.get(), rpc_.get()});
   {
@@ -106,6 +67,67 @@ Status App::Start() {
   timers_ = std::make_unique<Timers>(io_->context());
   asio::post(io_->context(), [this] { ArmBarrierSweep(); });
 
+  LogListening();
+  if (options_.index == 0 && options_.save_interval_s > 0 && !options_.save_dir.empty()) {
+    spdlog::info("pserver 0: saving every table to {} every {} s (mode {})", options_.save_dir,
+                 options_.save_interval_s, options_.save_mode);
+    saver_ = std::thread([this] { PeriodicSaveLoop(); });
+  }
+  return Status::OK();
+}
+
+Status App::ServeMetrics() {
+  if (options_.metrics_port == 0) return Status::OK();
+  // Up before the load, so /healthz answers and /readyz says why it is not ready yet.
+  net::HttpEndpointOptions http;
+  http.host = config::BindHost(options_);
+  http.port = options_.metrics_port;
+  RETURN_IF_ERROR(metrics_->Serve(
+      std::move(http),
+      [this] { return IoResponsive(std::chrono::seconds(1)); },
+      [this]() -> std::string {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopped_ || shutdown_requested_) return "shutting down";
+        if (!started_) return options_.load_dir.empty() ? "starting" : "loading checkpoint " + options_.load_dir;
+        return "";
+      }).WithContext("pserver " + std::to_string(options_.index)));
+  spdlog::info("pserver {}: metrics on http://{}:{}/metrics (/healthz, /readyz)", options_.index,
+               config::BindHost(options_), metrics_->port());
+  return Status::OK();
+}
+
+Status App::LoadAtStart() {
+  if (options_.load_dir.empty()) return Status::OK();
+  // Before listening: no trainer sees the initial values of a server started with --load.
+  const auto started = std::chrono::steady_clock::now();
+  auto loaded = service_->checkpoints().LoadSync(options_.load_dir);
+  if (!loaded.ok()) {
+    return loaded.status().WithContext("pserver " + std::to_string(options_.index) + ": --load " +
+                                       options_.load_dir);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  spdlog::info("pserver {}: loaded checkpoint {} (version {}, mode {}): {} sparse rows in {:.2f} s",
+               options_.index, options_.load_dir, loaded->version, disk::EnumNameSaveMode(loaded->mode),
+               loaded->rows, seconds);
+  metrics_->SetStartupLoad(seconds, loaded->rows);
+  return Status::OK();
+}
+
+Status App::StartRpcServer() {
+  net::RpcServerOptions rpc_options = config::RpcServerOptionsOf(options_);
+  ASSIGN_OR_RETURN(security_, net::ClusterSecurity::Load(options_.auth_secret_file, options_.tls));
+  rpc_options.auth_key = security_.auth_key;
+  rpc_options.tls = security_.tls;
+  rpc_options.on_reply = [m = metrics_.get()](const net::ReplyInfo& reply) { m->OnReply(reply); };
+  rpc_options.on_connection_closed = [svc = service_.get()](uint64_t id) { svc->ConnectionClosed(id); };
+  rpc_ = std::make_unique<net::RpcServer>(
+      *io_, rpc_options, [svc = service_.get()](net::Request req, net::Responder resp) {
+        svc->Handle(std::move(req), std::move(resp));
+      });
+  return rpc_->Start().WithContext("pserver " + std::to_string(options_.index));
+}
+
+void App::LogListening() const {
   std::string tables;
   for (const auto& t : options_.tables) {
     if (!tables.empty()) tables += ", ";
@@ -119,12 +141,6 @@ Status App::Start() {
                options_.index, options_.endpoints.size(), config::BindHost(options_), rpc_->port(),
                options_.self().ToString(), security_.tls ? ", TLS" : "", security_.auth_key ? ", shared-secret auth" : "",
                options_.io_threads, options_.shard_threads, tables);
-  if (options_.index == 0 && options_.save_interval_s > 0 && !options_.save_dir.empty()) {
-    spdlog::info("pserver 0: saving every table to {} every {} s (mode {})", options_.save_dir,
-                 options_.save_interval_s, options_.save_mode);
-    saver_ = std::thread([this] { PeriodicSaveLoop(); });
-  }
-  return Status::OK();
 }
 
 bool App::IoResponsive(std::chrono::milliseconds timeout) {

@@ -71,6 +71,14 @@ class App {
   TableSet& tables() { return *tables_; }
 
  private:
+  // The steps of Start(), in its order: the metrics endpoint (when metrics_port is set), the
+  // checkpoint given by --load (before listening, so no trainer sees initial values), the
+  // RPC server, and the log line that says what is served.
+  Status ServeMetrics();
+  Status LoadAtStart();
+  Status StartRpcServer();
+  void LogListening() const;
+
   void ArmBarrierSweep();  // io thread only
   // SIGINT or SIGTERM, handled by the sweep (io thread only). A shutdown, but first:
   // - when the job's trainers have all ended unclean with periodic saves on, pserver 0 makes

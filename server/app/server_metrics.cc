@@ -78,6 +78,11 @@ void ServerMetrics::Refresh() {
         .Set(sources_.rpc->in_flight());
   }
   if (sources_.service == nullptr) return;
+  RefreshTableSeries();
+  RefreshCheckpointSeries();
+}
+
+void ServerMetrics::RefreshTableSeries() {
   // CollectTableStats returns before its timeout only when every lane answered; later, the
   // lanes that had not count zero: keep the last complete values instead, marked stale.
   const auto started = std::chrono::steady_clock::now();
@@ -120,6 +125,9 @@ void ServerMetrics::Refresh() {
     pulled = std::max(pulled, t.pulls);
     pushed = std::max(pushed, t.pushes);
   }
+}
+
+void ServerMetrics::RefreshCheckpointSeries() {
   const CheckpointCounters& c = sources_.service->checkpoint_counters();
   auto counter = [&](const char* name, const char* help, uint64_t now) {
     uint64_t& last = last_checkpoint_[name];

@@ -71,6 +71,9 @@ class ServerMetrics {
   };
   TypeSeries* Series(uint16_t type);
   void Refresh();
+  // The parts of Refresh(), called with sources_mu_ held and sources_.service set.
+  void RefreshTableSeries();
+  void RefreshCheckpointSeries();
 
   metrics::Registry registry_;
   std::mutex series_mu_;  // guards series_ (creation only)

@@ -300,12 +300,12 @@ Status Checkpoint::CheckDistinctFiles(const std::vector<const disk::FileEntry*>&
 
 // ---- commit -------------------------------------------------------------------------
 
-StatusOr<CommitSummary> CommitCheckpoint(const std::string& dir, const std::string& version, uint32_t num_servers,
-                                         disk::SaveMode mode, const std::string& fleetps_version) {
-  if (!IsValidVersionName(version)) return Status::InvalidArgument("bad checkpoint version name '" + version + "'");
-  const std::string tmp = TmpVersionDir(dir, version);
-  if (!PathExists(tmp)) return Status::NotFound(tmp + " does not exist: no server saved version " + version);
+namespace {
 
+// The part every server wrote into `tmp` (TmpVersionDir), each checked to be of this
+// version, mode and server count.
+StatusOr<std::vector<FlatBufferFile>> ReadCommitParts(const std::string& tmp, const std::string& version,
+                                                      uint32_t num_servers, disk::SaveMode mode) {
   std::vector<FlatBufferFile> parts;
   for (uint32_t s = 0; s < num_servers; ++s) {
     const std::string path = tmp + "/" + ServerDirName(s) + "/" + kPartFile;
@@ -325,11 +325,17 @@ StatusOr<CommitSummary> CommitCheckpoint(const std::string& dir, const std::stri
     }
     parts.push_back(std::move(part).value());
   }
+  return parts;
+}
 
-  // Merge: the tables of part 0, in its order, with every part's files.
+// The manifest of the version: the tables of part 0, in its order, with every part's files.
+// Adds the rows (sparse tables) and file bytes to `*out`.
+StatusOr<flatbuffers::DetachedBuffer> MergeParts(const std::vector<FlatBufferFile>& parts, const std::string& version,
+                                                 uint32_t num_servers, disk::SaveMode mode,
+                                                 const std::string& fleetps_version, CommitSummary* out) {
+  CommitSummary& summary = *out;
   flatbuffers::FlatBufferBuilder fbb(4096);
   std::vector<flatbuffers::Offset<disk::TableEntry>> tables;
-  CommitSummary summary;
   const auto* first = parts[0].root<disk::CheckpointPart>();
   for (const auto* t : *first->tables()) {
     std::vector<flatbuffers::Offset<disk::FileEntry>> files;
@@ -365,7 +371,38 @@ StatusOr<CommitSummary> CommitCheckpoint(const std::string& dir, const std::stri
                                             ContentOf(mode), num_servers, static_cast<uint64_t>(now_ms),
                                             fbb.CreateString(fleetps_version), fbb.CreateVector(tables),
                                             summary.rows));
-  const flatbuffers::DetachedBuffer manifest = fbb.Release();
+  return fbb.Release();
+}
+
+// Older versions and abandoned saves of `dir`, all but `version`: only names this code
+// writes are touched; a failure is logged, not returned (the commit has happened).
+void RemoveOldVersions(const std::string& dir, const std::string& version) {
+  auto names = ListDir(dir);
+  if (names.ok()) {
+    for (const std::string& name : *names) {
+      if (name == version || name == kCurrentFile) continue;
+      const bool old_version = IsValidVersionName(name) && PathExists(dir + "/" + name + "/" + kManifestFile);
+      const bool abandoned = EndsWith(name, ".tmp") && IsValidVersionName(name.substr(0, name.size() - 4));
+      if (!old_version && !abandoned) continue;
+      Status st = RemoveAll(dir + "/" + name);
+      if (!st.ok()) spdlog::warn("checkpoint {}: cannot remove the old {}: {}", dir, name, st.ToString());
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<CommitSummary> CommitCheckpoint(const std::string& dir, const std::string& version, uint32_t num_servers,
+                                         disk::SaveMode mode, const std::string& fleetps_version) {
+  if (!IsValidVersionName(version)) return Status::InvalidArgument("bad checkpoint version name '" + version + "'");
+  const std::string tmp = TmpVersionDir(dir, version);
+  if (!PathExists(tmp)) return Status::NotFound(tmp + " does not exist: no server saved version " + version);
+
+  ASSIGN_OR_RETURN(const std::vector<FlatBufferFile> parts, ReadCommitParts(tmp, version, num_servers, mode));
+
+  CommitSummary summary;
+  ASSIGN_OR_RETURN(const flatbuffers::DetachedBuffer manifest,
+                   MergeParts(parts, version, num_servers, mode, fleetps_version, &summary));
   {  // the manifest must pass the checks a loader makes
     flatbuffers::Verifier verifier(manifest.data(), manifest.size());
     if (!verifier.VerifyBuffer<disk::CheckpointManifest>(nullptr)) {
@@ -380,18 +417,7 @@ StatusOr<CommitSummary> CommitCheckpoint(const std::string& dir, const std::stri
   RETURN_IF_ERROR(SyncDir(dir));
   RETURN_IF_ERROR(WriteSmallFileAtomic(dir + "/" + kCurrentFile, version + "\n"));
 
-  // Older versions and abandoned saves: only names this code writes are touched.
-  auto names = ListDir(dir);
-  if (names.ok()) {
-    for (const std::string& name : *names) {
-      if (name == version || name == kCurrentFile) continue;
-      const bool old_version = IsValidVersionName(name) && PathExists(dir + "/" + name + "/" + kManifestFile);
-      const bool abandoned = EndsWith(name, ".tmp") && IsValidVersionName(name.substr(0, name.size() - 4));
-      if (!old_version && !abandoned) continue;
-      Status st = RemoveAll(dir + "/" + name);
-      if (!st.ok()) spdlog::warn("checkpoint {}: cannot remove the old {}: {}", dir, name, st.ToString());
-    }
-  }
+  RemoveOldVersions(dir, version);
   return summary;
 }
 

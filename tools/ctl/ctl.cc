@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <iomanip>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "common/config/security_config.h"
 #include "common/config/server_config.h"
@@ -83,8 +85,65 @@ void PrintStatus(std::ostream& out, const std::vector<net::Endpoint>& servers,
   out << "\n";
 }
 
+// A command's failure, written to `err`; the exit code.
+int Fail(std::ostream& err, const char* what, const Status& st) {
+  err << "fleetps-ctl: " << what << " failed: " << st.ToString() << std::endl;
+  return 1;
+}
+
+// The client of the commands: every pserver in `endpoints` (`servers` as given), with the
+// cluster's shared secret and TLS files. Null after writing why to `err`.
+std::unique_ptr<trainer::PsClient> ConnectToServers(const std::vector<net::Endpoint>& endpoints,
+                                                    const std::string& servers, const std::string& config_path,
+                                                    double timeout_s, std::ostream& err) {
+  trainer::PsClientOptions options;
+  options.servers = endpoints;
+  options.io_threads = 1;
+  options.rpc.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  options.rpc.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  // The cluster's shared secret and TLS files, as every trainer finds them; a --config that
+  // cannot be read is an error here (a trainer's job YAML was read before).
+  auto security = config::LoadClusterSecurity(config_path, config::ProcessEnv(), config::SecurityYaml::kRequired);
+  if (!security.ok()) {
+    err << "fleetps-ctl: the cluster's shared secret and TLS files (--config, FLEETPS_AUTH_SECRET_FILE, "
+           "FLEETPS_TLS_*_FILE): "
+        << security.status().message() << std::endl;
+    return nullptr;
+  }
+  options.rpc.auth_key = security->auth_key;
+  options.rpc.tls = security->tls;
+  auto client = trainer::PsClient::Connect(options);
+  if (!client.ok()) {
+    err << "fleetps-ctl: cannot reach the pservers " << servers << " within " << timeout_s
+        << " s: " << client.status().message()
+        << " (is each one running and listening there? is the list complete and in the cluster's order?)"
+        << std::endl;
+    return nullptr;
+  }
+  return std::move(client).value();
+}
+
+// `status`: two samples of every server's stats, `interval_s` apart (one when 0), printed.
+int RunStatus(trainer::PsClient& c, const std::vector<net::Endpoint>& endpoints, double interval_s, std::ostream& out,
+              std::ostream& err) {
+  auto first = c.StatsByServer();
+  if (!first.ok()) return Fail(err, "status", first.status());
+  if (interval_s <= 0) {
+    PrintStatus(out, endpoints, *first, nullptr, 0);
+    return 0;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000)));
+  auto second = c.StatsByServer();
+  if (!second.ok()) return Fail(err, "status", second.status());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  PrintStatus(out, endpoints, *second, &*first, secs);
+  return 0;
+}
+
 }  // namespace
 
+// Long: the command line's definition and checks, then one short branch per command.
 int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App cli{"fleetps-ctl: status and admin commands for running pservers", "fleetps-ctl"};
   std::string servers, config_path, save_dir, save_mode = "checkpoint", load_dir, reason = "fleetps-ctl stop";
@@ -148,72 +207,33 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     }
     mode = *m;
   }
-  trainer::PsClientOptions options;
-  options.servers = *endpoints;
-  options.io_threads = 1;
-  options.rpc.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  options.rpc.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  // The cluster's shared secret and TLS files, as every trainer finds them; a --config that
-  // cannot be read is an error here (a trainer's job YAML was read before).
-  auto security = config::LoadClusterSecurity(config_path, config::ProcessEnv(), config::SecurityYaml::kRequired);
-  if (!security.ok()) {
-    err << "fleetps-ctl: the cluster's shared secret and TLS files (--config, FLEETPS_AUTH_SECRET_FILE, "
-           "FLEETPS_TLS_*_FILE): "
-        << security.status().message() << std::endl;
-    return 2;
-  }
-  options.rpc.auth_key = security->auth_key;
-  options.rpc.tls = security->tls;
-  auto client = trainer::PsClient::Connect(options);
-  if (!client.ok()) {
-    err << "fleetps-ctl: cannot reach the pservers " << servers << " within " << timeout_s
-        << " s: " << client.status().message()
-        << " (is each one running and listening there? is the list complete and in the cluster's order?)"
-        << std::endl;
-    return 2;
-  }
-  trainer::PsClient& c = **client;
-  auto fail = [&](const char* what, const Status& st) {
-    err << "fleetps-ctl: " << what << " failed: " << st.ToString() << std::endl;
-    return 1;
-  };
-  if (status->parsed()) {
-    auto first = c.StatsByServer();
-    if (!first.ok()) return fail("status", first.status());
-    if (interval_s <= 0) {
-      PrintStatus(out, *endpoints, *first, nullptr, 0);
-      return 0;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000)));
-    auto second = c.StatsByServer();
-    if (!second.ok()) return fail("status", second.status());
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    PrintStatus(out, *endpoints, *second, &*first, secs);
-    return 0;
-  }
+  const std::unique_ptr<trainer::PsClient> client =
+      ConnectToServers(*endpoints, servers, config_path, timeout_s, err);
+  if (client == nullptr) return 2;
+  trainer::PsClient& c = *client;
+  if (status->parsed()) return RunStatus(c, *endpoints, interval_s, out, err);
   if (save->parsed()) {
     auto r = c.Save(save_dir, mode, save_table);
-    if (!r.ok()) return fail("save", r.status());
+    if (!r.ok()) return Fail(err, "save", r.status());
     out << "saved " << save_dir << " version " << r->version << " (mode " << save_mode << "): " << r->rows
         << " sparse rows, " << Human(static_cast<double>(r->bytes)) << "\n";
     return 0;
   }
   if (load->parsed()) {
     auto r = c.Load(load_dir);
-    if (!r.ok()) return fail("load", r.status());
+    if (!r.ok()) return Fail(err, "load", r.status());
     out << "loaded " << load_dir << " version " << r->version << " (mode " << r->mode << "): " << r->rows
         << " sparse rows\n";
     return 0;
   }
   if (shrink->parsed()) {
     auto r = c.Shrink(shrink_table);
-    if (!r.ok()) return fail("shrink", r.status());
+    if (!r.ok()) return Fail(err, "shrink", r.status());
     out << "shrink: deleted " << r->deleted << " rows, " << r->rows << " left\n";
     return 0;
   }
   if (stop->parsed()) {
-    if (auto st = c.StopServers(reason); !st.ok()) return fail("stop", st);
+    if (auto st = c.StopServers(reason); !st.ok()) return Fail(err, "stop", st);
     out << "stopping " << endpoints->size() << " pserver(s)\n";
     return 0;
   }

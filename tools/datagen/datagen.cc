@@ -299,6 +299,57 @@ Status WriteConfig(const DatagenOptions& options, bool has_test, const std::stri
   return out ? Status::OK() : Status::IOError(path + ": write failed");
 }
 
+// The split of the rows into train and test, and the paths of their files and of the
+// data YAML under options.out_dir.
+void PlanOutputFiles(const DatagenOptions& options, DatagenReport* report) {
+  report->test_rows = static_cast<uint64_t>(std::llround(static_cast<double>(options.rows) * options.test_fraction));
+  report->train_rows = options.rows - report->test_rows;
+  const fs::path out_dir(options.out_dir);
+  for (uint32_t i = 0; i < options.train_files; ++i) {
+    report->train_files.push_back((out_dir / "train" / PartName(i)).string());
+  }
+  if (report->test_rows > 0) report->test_files.push_back((out_dir / "test" / PartName(0)).string());
+  report->config_file = (out_dir / "data.yaml").string();
+}
+
+// Creates the data file `path` (and its directory), appended to `writers`.
+Status OpenDataFile(const std::string& path, std::vector<std::unique_ptr<LineWriter>>* writers) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  writers->push_back(std::make_unique<LineWriter>(path));
+  if (ec || !writers->back()->opened()) return Status::IOError(path + ": cannot create data file");
+  return Status::OK();
+}
+
+// What the report's AUCs are computed from, gathered row by row.
+struct RowScores {
+  std::vector<double> probabilities;  // of every row, by the true model
+  std::vector<float> labels;          // of every row
+  std::vector<double> test_probabilities;
+  std::vector<float> test_labels;
+  std::vector<std::vector<double>> limited;  // per kDataLimitThresholds entry: the test rows' logits
+  std::vector<double> estimated;             // the oracle's logits of the test rows
+};
+
+// The label mean and the AUCs of `scores` into `report`.
+void ReportAucs(const DatagenOptions& options, const RowScores& scores, DatagenReport* report) {
+  double positives = 0;
+  for (float label : scores.labels) positives += label;
+  report->label_mean = positives / static_cast<double>(options.rows);
+  // All-positive or all-negative data (tiny row counts) has no AUC; report 0.5, chance.
+  report->bayes_auc = ExactAuc(scores.probabilities, scores.labels).value_or(0.5);
+  if (!scores.test_labels.empty()) {
+    report->bayes_test_auc = ExactAuc(scores.test_probabilities, scores.test_labels).value_or(0.5);
+    for (size_t t = 0; t < std::size(kDataLimitThresholds); ++t) {
+      report->data_limited_auc.emplace_back(kDataLimitThresholds[t],
+                                            ExactAuc(scores.limited[t], scores.test_labels).value_or(0.5));
+    }
+    if (options.estimation_limit) {
+      report->estimation_limit_auc = ExactAuc(scores.estimated, scores.test_labels).value_or(0.5);
+    }
+  }
+}
+
 }  // namespace
 
 StatusOr<config::DataOptions> DatagenDataOptions(const DatagenOptions& options) {
@@ -313,47 +364,28 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
   const auto format = data::MakeLineFormat(data);
 
   DatagenReport report;
-  report.test_rows = static_cast<uint64_t>(std::llround(static_cast<double>(options.rows) * options.test_fraction));
-  report.train_rows = options.rows - report.test_rows;
-  const fs::path out_dir(options.out_dir);
-  for (uint32_t i = 0; i < options.train_files; ++i) {
-    report.train_files.push_back((out_dir / "train" / PartName(i)).string());
-  }
-  if (report.test_rows > 0) report.test_files.push_back((out_dir / "test" / PartName(0)).string());
-  report.config_file = (out_dir / "data.yaml").string();
-
+  PlanOutputFiles(options, &report);
   std::vector<std::unique_ptr<LineWriter>> train, test;
-  auto open = [](const std::string& path, std::vector<std::unique_ptr<LineWriter>>* writers) -> Status {
-    std::error_code ec;
-    fs::create_directories(fs::path(path).parent_path(), ec);
-    writers->push_back(std::make_unique<LineWriter>(path));
-    if (ec || !writers->back()->opened()) return Status::IOError(path + ": cannot create data file");
-    return Status::OK();
-  };
-  for (const auto& path : report.train_files) RETURN_IF_ERROR(open(path, &train));
-  for (const auto& path : report.test_files) RETURN_IF_ERROR(open(path, &test));
+  for (const auto& path : report.train_files) RETURN_IF_ERROR(OpenDataFile(path, &train));
+  for (const auto& path : report.test_files) RETURN_IF_ERROR(OpenDataFile(path, &test));
 
   const SyntheticCtrModel model(options);
   // Occurrences of each id in the training rows (saturating), for the data-limited AUCs of
   // the test rows, which come after every training row.
   std::unordered_map<uint64_t, uint8_t> seen;
   seen.reserve(std::min<uint64_t>(report.train_rows * options.sparse_slots, uint64_t{1} << 24));
-  std::vector<double> test_probabilities;
-  std::vector<std::vector<double>> limited(std::size(kDataLimitThresholds));
-  std::vector<float> test_labels;
+  RowScores scores;
+  scores.limited.resize(std::size(kDataLimitThresholds));
   std::unique_ptr<EstimationOracle> oracle;
   if (options.estimation_limit) oracle = std::make_unique<EstimationOracle>(model);
-  std::vector<double> estimated;  // the oracle's logits of the test rows
   Rng rng(MixKey(options.seed ^ (uint64_t{kSamples} << 56)));
-  std::vector<double> probabilities;
-  std::vector<float> labels;
-  probabilities.reserve(options.rows);
-  labels.reserve(options.rows);
+  scores.probabilities.reserve(options.rows);
+  scores.labels.reserve(options.rows);
   data::Example example;
   std::string line;
   for (uint64_t r = 0; r < options.rows; ++r) {
-    probabilities.push_back(model.Sample(&rng, &example));
-    labels.push_back(example.label);
+    scores.probabilities.push_back(model.Sample(&rng, &example));
+    scores.labels.push_back(example.label);
     if (r < report.train_rows) {
       if (oracle) oracle->Observe(example);
       for (const auto& ids : example.slots) {
@@ -363,12 +395,15 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
         }
       }
     } else {
-      if (oracle) estimated.push_back(model.Logit(example, [&](uint32_t s, uint64_t id) { return oracle->Estimate(s, id); }));
-      test_probabilities.push_back(probabilities.back());
-      test_labels.push_back(example.label);
+      if (oracle) {
+        scores.estimated.push_back(
+            model.Logit(example, [&](uint32_t s, uint64_t id) { return oracle->Estimate(s, id); }));
+      }
+      scores.test_probabilities.push_back(scores.probabilities.back());
+      scores.test_labels.push_back(example.label);
       for (size_t t = 0; t < std::size(kDataLimitThresholds); ++t) {
         const uint32_t k = kDataLimitThresholds[t];
-        limited[t].push_back(model.Logit(example, [&](uint32_t s, uint64_t id) {
+        scores.limited[t].push_back(model.Logit(example, [&](uint32_t s, uint64_t id) {
           const auto it = seen.find(id);
           return it != seen.end() && it->second >= k ? model.TrueParams(s, id) : IdParams{};
         }));
@@ -382,19 +417,7 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
   for (auto& writer : train) RETURN_IF_ERROR(writer->Close());
   for (auto& writer : test) RETURN_IF_ERROR(writer->Close());
   RETURN_IF_ERROR(WriteConfig(options, report.test_rows > 0, report.config_file));
-
-  double positives = 0;
-  for (float label : labels) positives += label;
-  report.label_mean = positives / static_cast<double>(options.rows);
-  // All-positive or all-negative data (tiny row counts) has no AUC; report 0.5, chance.
-  report.bayes_auc = ExactAuc(probabilities, labels).value_or(0.5);
-  if (!test_labels.empty()) {
-    report.bayes_test_auc = ExactAuc(test_probabilities, test_labels).value_or(0.5);
-    for (size_t t = 0; t < std::size(kDataLimitThresholds); ++t) {
-      report.data_limited_auc.emplace_back(kDataLimitThresholds[t], ExactAuc(limited[t], test_labels).value_or(0.5));
-    }
-    if (oracle) report.estimation_limit_auc = ExactAuc(estimated, test_labels).value_or(0.5);
-  }
+  ReportAucs(options, scores, &report);
   return report;
 }
 

@@ -1,12 +1,5 @@
 #include "tools/launch/launch_plan.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -191,122 +184,10 @@ std::string FindConfigArg(const std::vector<std::string>& args) {
   return "";
 }
 
-StatusOr<LaunchFlags> ParseLaunchArgs(int argc, const char* const* argv) {
-  LaunchFlags f;
-  CLI::App cli{
-      "fleetps-launch: starts this node's processes of a fleetps job, as Paddle's fleetrun does.\n"
-      "  fleetps-launch [flags] TRAINER_BINARY [ARGS...]\n"
-      "Workers run TRAINER_BINARY ARGS; servers run pserver --config FILE (FILE: the --config among ARGS);\n"
-      "heter workers run heter-trainer --config FILE. Ports: FLAGS_START_PORT upwards, else free ports.",
-      "fleetps-launch"};
-  cli.prefix_command();
-  cli.add_option("--server_num", f.server_num, "number of pservers (on this node)");
-  cli.add_option("--worker_num", f.worker_num, "number of trainers (on this node)");
-  cli.add_option("--heter_worker_num", f.heter_worker_num, "number of heter-trainers (on this node)");
-  cli.add_option("--nproc_per_node", f.nproc_per_node, "collective: ranks on this node (default: one per --gpus id)");
-  cli.add_option("--heter_devices", f.heter_devices, "gpu | cpu: the heter-trainers' device (HETER_DEVICE_TYPE)")
-      ->check(CLI::IsMember({"gpu", "cpu"}));
-  cli.add_option("--servers", f.servers, "every pserver of the job: ip:port,ip:port");
-  cli.add_option("--workers", f.workers, "every trainer of the job: ip:port,ip:port");
-  cli.add_option("--heter_workers", f.heter_workers, "every heter-trainer of the job: ip:port,ip:port");
-  cli.add_option("--gpus", f.gpus, "GPU ids for this node's processes, e.g. 0,1 (FLAGS_selected_gpus)");
-  cli.add_option("--log_dir", f.log_dir, "directory of serverlog.N, workerlog.N, heterlog.N (default log)");
-  cli.add_option("--run_mode", f.run_mode, "collective | ps | ps-heter (default: inferred from the other flags)")
-      ->check(CLI::IsMember({"collective", "ps", "ps-heter"}));
-  cli.add_option("--ips", f.ips, "collective: every node's IP, in node order (this node: --host, or found)");
-  cli.add_option("--host", f.host, "this node's IP (default: POD_IP, else looked up among the node's addresses)");
-  cli.add_option("--start_port", f.start_port, "first port to use (overrides FLAGS_START_PORT)")
-      ->check(CLI::Range(1, 65535));
-  cli.add_option("--pserver_binary", f.pserver_binary, "the pserver program (default: the one of this install)");
-  cli.add_option("--heter_binary", f.heter_binary, "the heter-trainer program (default: the one of this install)");
-  cli.add_option("--stop_wait_s", f.stop_wait_s,
-                 "after the workers end, seconds the servers get to exit by themselves before SIGTERM (default 5)")
-      ->check(CLI::NonNegativeNumber);
-  cli.add_option("--kill_grace_s", f.kill_grace_s, "seconds between SIGTERM and SIGKILL when stopping (default 5)")
-      ->check(CLI::NonNegativeNumber);
-  cli.add_option("--heter_max_restarts", f.heter_max_restarts,
-                 "times a heter-trainer that dies (a signal, or an exit code other than 1 and 2) is started again "
-                 "while the workers run (default 0: it fails the job); with fleetps.heter.failover the cpu-trainers "
-                 "take it back");
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    return Status::NotFound(cli.help());
-  } catch (const CLI::ParseError& e) {
-    return Status::InvalidArgument(std::string(e.what()) + " (fleetps-launch --help lists the flags)");
-  }
-  f.command = cli.remaining();
-  if (f.command.empty()) {
-    return Status::InvalidArgument(
-        "no trainer program: usage fleetps-launch [flags] TRAINER_BINARY [ARGS...] (fleetps-launch --help)");
-  }
-  if (!f.command.front().empty() && f.command.front()[0] == '-') {
-    return Status::InvalidArgument("unknown flag " + f.command.front() + " (fleetps-launch --help lists the flags)");
-  }
-  return f;
-}
+namespace {
 
-LaunchEnvironment SystemLaunchEnvironment() {
-  LaunchEnvironment e;
-  e.env = [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
-  e.free_ports = [](size_t n) -> StatusOr<std::vector<uint16_t>> {
-    std::vector<int> fds;
-    std::vector<uint16_t> ports;
-    Status st;
-    for (size_t i = 0; i < n && st.ok(); ++i) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      socklen_t len = sizeof(addr);
-      if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-          ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-        st = Status::IOError(std::string("cannot find a free port: ") + std::strerror(errno) +
-                             " (set FLAGS_START_PORT to choose the ports)");
-      } else {
-        ports.push_back(ntohs(addr.sin_port));
-      }
-      if (fd >= 0) fds.push_back(fd);
-    }
-    for (int fd : fds) ::close(fd);
-    if (!st.ok()) return st;
-    return ports;
-  };
-  ifaddrs* addrs = nullptr;
-  if (::getifaddrs(&addrs) == 0) {
-    for (ifaddrs* a = addrs; a != nullptr; a = a->ifa_next) {
-      if (a->ifa_addr == nullptr) continue;
-      char buf[INET6_ADDRSTRLEN] = {};
-      if (a->ifa_addr->sa_family == AF_INET) {
-        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
-      } else if (a->ifa_addr->sa_family == AF_INET6) {
-        ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, buf, sizeof(buf));
-      } else {
-        continue;
-      }
-      e.local_addresses.push_back(buf);
-    }
-    ::freeifaddrs(addrs);
-  }
-  e.is_executable = [](const std::string& path) {
-    std::error_code ec;
-    return std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
-  };
-  std::error_code ec;
-  e.self_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  return e;
-}
-
-StatusOr<LaunchPlan> PlanLaunch(const LaunchFlags& flags, const LaunchEnvironment& env) {
-  if (flags.command.empty()) return Status::InvalidArgument("no trainer program given");
-  LaunchPlan plan;
-  plan.log_dir = flags.log_dir.empty() ? "log" : flags.log_dir;
-
-  // ---- the run mode, given or inferred as fleetrun does ----
+// ---- the run mode, given or inferred as fleetrun does ----
+Status ChooseRunMode(const LaunchFlags& flags, LaunchPlan* plan) {
   std::vector<std::string> ps_given, heter_given, collective_given;
   if (flags.server_num) ps_given.push_back("--server_num");
   if (flags.worker_num) ps_given.push_back("--worker_num");
@@ -319,44 +200,68 @@ StatusOr<LaunchPlan> PlanLaunch(const LaunchFlags& flags, const LaunchEnvironmen
   if (flags.nproc_per_node) collective_given.push_back("--nproc_per_node");
   if (!flags.run_mode.empty()) {
     if (flags.run_mode == "collective") {
-      plan.mode = RunMode::kCollective;
+      plan->mode = RunMode::kCollective;
     } else if (flags.run_mode == "ps") {
-      plan.mode = RunMode::kPs;
+      plan->mode = RunMode::kPs;
     } else if (flags.run_mode == "ps-heter") {
-      plan.mode = RunMode::kPsHeter;
+      plan->mode = RunMode::kPsHeter;
     } else {
       return Status::InvalidArgument("--run_mode " + flags.run_mode + ": expected collective, ps or ps-heter");
     }
-    plan.mode_reason = "--run_mode";
+    plan->mode_reason = "--run_mode";
   } else if (!heter_given.empty()) {
-    plan.mode = RunMode::kPsHeter;
-    plan.mode_reason = "inferred from " + heter_given.front();
+    plan->mode = RunMode::kPsHeter;
+    plan->mode_reason = "inferred from " + heter_given.front();
   } else if (!ps_given.empty()) {
-    plan.mode = RunMode::kPs;
-    plan.mode_reason = "inferred from " + ps_given.front();
+    plan->mode = RunMode::kPs;
+    plan->mode_reason = "inferred from " + ps_given.front();
   } else if (!collective_given.empty() || !flags.gpus.empty()) {
-    plan.mode = RunMode::kCollective;
-    plan.mode_reason = "inferred from " + (collective_given.empty() ? std::string("--gpus") : collective_given.front());
+    plan->mode = RunMode::kCollective;
+    plan->mode_reason =
+        "inferred from " + (collective_given.empty() ? std::string("--gpus") : collective_given.front());
   } else {
-    plan.mode = RunMode::kPs;
-    plan.mode_reason = "the default: no --server_num/--worker_num/--gpus given";
+    plan->mode = RunMode::kPs;
+    plan->mode_reason = "the default: no --server_num/--worker_num/--gpus given";
   }
-  const std::string mode_name = RunModeName(plan.mode);
-  if (plan.mode == RunMode::kCollective && !(ps_given.empty() && heter_given.empty())) {
+  const std::string mode_name = RunModeName(plan->mode);
+  if (plan->mode == RunMode::kCollective && !(ps_given.empty() && heter_given.empty())) {
     const std::string flag = ps_given.empty() ? heter_given.front() : ps_given.front();
     return Status::InvalidArgument(flag + " is a parameter-server flag, but the run mode is collective (" +
-                                   plan.mode_reason + "): drop it, or use --run_mode ps");
+                                   plan->mode_reason + "): drop it, or use --run_mode ps");
   }
-  if (plan.mode != RunMode::kCollective && !collective_given.empty()) {
+  if (plan->mode != RunMode::kCollective && !collective_given.empty()) {
     return Status::InvalidArgument(collective_given.front() + " is a collective flag, but the run mode is " +
-                                   mode_name + " (" + plan.mode_reason +
+                                   mode_name + " (" + plan->mode_reason +
                                    "): name the parameter-server roles with --servers / --workers instead");
   }
-  if (plan.mode == RunMode::kPs && !heter_given.empty()) {
+  if (plan->mode == RunMode::kPs && !heter_given.empty()) {
     return Status::InvalidArgument(heter_given.front() + " needs --run_mode ps-heter (the run mode is ps)");
   }
+  return Status::OK();
+}
 
-  // ---- ports and this node's address ----
+// This node as the plan sees it: its address, which hosts are its own, where ports come
+// from and the GPUs its processes get.
+struct LocalNode {
+  std::string host;                    // --host or POD_IP; "" = any of this node's addresses
+  std::optional<uint32_t> start_port;  // --start_port or FLAGS_START_PORT; none = free ports
+  std::vector<std::string> gpus;       // --gpus
+  const LaunchEnvironment* env = nullptr;  // PlanLaunch's, which outlives the node
+
+  bool IsLocal(const std::string& h) const {
+    if (!host.empty()) return h == host;
+    if (IsLoopback(h)) return true;
+    return std::find(env->local_addresses.begin(), env->local_addresses.end(), h) != env->local_addresses.end();
+  }
+  std::string address() const { return host.empty() ? "127.0.0.1" : host; }
+  std::optional<std::string> GpuOf(uint32_t local_index) const {
+    if (gpus.empty()) return std::nullopt;
+    return gpus[local_index % gpus.size()];
+  }
+};
+
+// ---- ports and this node's address ----
+StatusOr<LocalNode> FindLocalNode(const LaunchFlags& flags, const LaunchEnvironment& env) {
   std::optional<uint32_t> start_port = flags.start_port;
   if (!start_port) {
     if (auto v = env.env("FLAGS_START_PORT"); v && !v->empty()) {
@@ -374,117 +279,123 @@ StatusOr<LaunchPlan> PlanLaunch(const LaunchFlags& flags, const LaunchEnvironmen
   if (host.empty()) {
     if (auto v = env.env("POD_IP"); v && !v->empty()) host = *v;
   }
-  auto is_local = [&](const std::string& h) {
-    if (!host.empty()) return h == host;
-    if (IsLoopback(h)) return true;
-    return std::find(env.local_addresses.begin(), env.local_addresses.end(), h) != env.local_addresses.end();
-  };
-  const std::string local_host = host.empty() ? "127.0.0.1" : host;
+  return LocalNode{host, start_port, SplitComma(flags.gpus), &env};
+}
+
+// ---- collective: ranks of one program, PADDLE_TRAINER_ENDPOINTS ----
+Status PlanCollective(const LaunchFlags& flags, const LaunchEnvironment& env, LocalNode node, LaunchPlan* plan) {
+  const auto gpus = SplitComma(flags.gpus);
+  if (flags.nproc_per_node && !gpus.empty() && *flags.nproc_per_node != gpus.size()) {
+    return Status::InvalidArgument("--nproc_per_node=" + std::to_string(*flags.nproc_per_node) + " but --gpus " +
+                                   flags.gpus + " names " + std::to_string(gpus.size()) + " GPUs");
+  }
+  const uint32_t nproc = flags.nproc_per_node.value_or(gpus.empty() ? 1 : static_cast<uint32_t>(gpus.size()));
+  if (nproc == 0) return Status::InvalidArgument("--nproc_per_node must be >= 1");
+  std::vector<std::string> ips = flags.ips.empty() ? std::vector<std::string>{node.address()} : SplitComma(flags.ips);
+  size_t node_rank = 0;
+  if (ips.size() > 1) {
+    auto it = std::find_if(ips.begin(), ips.end(), [&](const std::string& h) { return node.IsLocal(h); });
+    if (it == ips.end()) {
+      return Status::InvalidArgument("none of --ips " + flags.ips + " is this node (its addresses: " +
+                                     Join(env.local_addresses, " ") + "): pass --host THIS_NODE_IP");
+    }
+    node_rank = static_cast<size_t>(it - ips.begin());
+    // Every node computes every endpoint, so the ports must be the same everywhere.
+    if (!node.start_port) node.start_port = 6170;
+  }
+  PortSource ports(node.start_port, env);
+  ASSIGN_OR_RETURN(auto rank_ports, ports.Take(nproc));
+  for (const auto& ip : ips) {
+    for (uint16_t p : rank_ports) plan->workers.push_back(ip + ":" + std::to_string(p));
+  }
+  const std::string endpoints = Join(plan->workers);
+  for (uint32_t i = 0; i < nproc; ++i) {
+    ProcessSpec s;
+    s.role = Role::kWorker;
+    s.local_index = i;
+    s.rank = static_cast<uint32_t>(node_rank * nproc + i);
+    s.endpoint = plan->workers[s.rank];
+    s.argv = flags.command;
+    s.env = {{"TRAINING_ROLE", "TRAINER"},
+             {"PADDLE_TRAINER_ID", std::to_string(s.rank)},
+             {"PADDLE_TRAINERS_NUM", std::to_string(plan->workers.size())},
+             {"PADDLE_TRAINER_ENDPOINTS", endpoints},
+             {"PADDLE_CURRENT_ENDPOINT", s.endpoint},
+             {"POD_IP", ips[node_rank]}};
+    // The hybrid started by hand: pservers already running elsewhere, named by the caller.
+    if (auto list = env.env("PADDLE_PSERVERS_IP_PORT_LIST"); list && !list->empty()) {
+      s.env["PADDLE_PSERVERS_IP_PORT_LIST"] = *list;
+    }
+    if (auto g = node.GpuOf(i)) s.env["FLAGS_selected_gpus"] = *g;
+    s.log_path = plan->log_dir + "/workerlog." + std::to_string(i);
+    plan->processes.push_back(std::move(s));
+  }
+  return Status::OK();
+}
+
+// The roles of a parameter-server job, and what this node's server and heter processes run.
+struct PsRoles {
+  RoleList servers, workers, heters;
+  std::string config;   // the job's YAML, from the trainer's arguments (when a server or heter is local)
+  std::string pserver;  // the binaries of this node's servers and heter workers ("" when it has none)
+  std::string heter;
+};
+
+// ---- parameter-server modes: the roles, their endpoints and binaries ----
+StatusOr<PsRoles> PlanPsRoles(const LaunchFlags& flags, const LaunchEnvironment& env, const LocalNode& node,
+                              LaunchPlan* plan) {
   const std::vector<std::string> trainer_args(flags.command.begin() + 1, flags.command.end());
-  auto gpu_of = [gpus = SplitComma(flags.gpus)](uint32_t local_index) -> std::optional<std::string> {
-    if (gpus.empty()) return std::nullopt;
-    return gpus[local_index % gpus.size()];
-  };
-
-  // ---- collective: ranks of one program, PADDLE_TRAINER_ENDPOINTS ----
-  if (plan.mode == RunMode::kCollective) {
-    const auto gpus = SplitComma(flags.gpus);
-    if (flags.nproc_per_node && !gpus.empty() && *flags.nproc_per_node != gpus.size()) {
-      return Status::InvalidArgument("--nproc_per_node=" + std::to_string(*flags.nproc_per_node) + " but --gpus " +
-                                     flags.gpus + " names " + std::to_string(gpus.size()) + " GPUs");
-    }
-    const uint32_t nproc = flags.nproc_per_node.value_or(gpus.empty() ? 1 : static_cast<uint32_t>(gpus.size()));
-    if (nproc == 0) return Status::InvalidArgument("--nproc_per_node must be >= 1");
-    std::vector<std::string> ips = flags.ips.empty() ? std::vector<std::string>{local_host} : SplitComma(flags.ips);
-    size_t node_rank = 0;
-    if (ips.size() > 1) {
-      auto it = std::find_if(ips.begin(), ips.end(), is_local);
-      if (it == ips.end()) {
-        return Status::InvalidArgument("none of --ips " + flags.ips + " is this node (its addresses: " +
-                                       Join(env.local_addresses, " ") + "): pass --host THIS_NODE_IP");
-      }
-      node_rank = static_cast<size_t>(it - ips.begin());
-      // Every node computes every endpoint, so the ports must be the same everywhere.
-      if (!start_port) start_port = 6170;
-    }
-    PortSource ports(start_port, env);
-    ASSIGN_OR_RETURN(auto rank_ports, ports.Take(nproc));
-    for (const auto& ip : ips) {
-      for (uint16_t p : rank_ports) plan.workers.push_back(ip + ":" + std::to_string(p));
-    }
-    const std::string endpoints = Join(plan.workers);
-    for (uint32_t i = 0; i < nproc; ++i) {
-      ProcessSpec s;
-      s.role = Role::kWorker;
-      s.local_index = i;
-      s.rank = static_cast<uint32_t>(node_rank * nproc + i);
-      s.endpoint = plan.workers[s.rank];
-      s.argv = flags.command;
-      s.env = {{"TRAINING_ROLE", "TRAINER"},
-               {"PADDLE_TRAINER_ID", std::to_string(s.rank)},
-               {"PADDLE_TRAINERS_NUM", std::to_string(plan.workers.size())},
-               {"PADDLE_TRAINER_ENDPOINTS", endpoints},
-               {"PADDLE_CURRENT_ENDPOINT", s.endpoint},
-               {"POD_IP", ips[node_rank]}};
-      // The hybrid started by hand: pservers already running elsewhere, named by the caller.
-      if (auto list = env.env("PADDLE_PSERVERS_IP_PORT_LIST"); list && !list->empty()) {
-        s.env["PADDLE_PSERVERS_IP_PORT_LIST"] = *list;
-      }
-      if (auto g = gpu_of(i)) s.env["FLAGS_selected_gpus"] = *g;
-      s.log_path = plan.log_dir + "/workerlog." + std::to_string(i);
-      plan.processes.push_back(std::move(s));
-    }
-    return plan;
+  const auto is_local = [&node](const std::string& h) { return node.IsLocal(h); };
+  PsRoles r;
+  PortSource ports(node.start_port, env);
+  ASSIGN_OR_RETURN(r.servers, MakeRoleList(flags.servers, "--servers", flags.server_num, "--server_num", 1,
+                                           node.address(), is_local, &ports));
+  ASSIGN_OR_RETURN(r.workers, MakeRoleList(flags.workers, "--workers", flags.worker_num, "--worker_num", 1,
+                                           node.address(), is_local, &ports));
+  if (plan->mode == RunMode::kPsHeter) {
+    ASSIGN_OR_RETURN(r.heters, MakeRoleList(flags.heter_workers, "--heter_workers", flags.heter_worker_num,
+                                            "--heter_worker_num", 1, node.address(), is_local, &ports));
   }
-
-  // ---- parameter-server modes ----
-  PortSource ports(start_port, env);
-  ASSIGN_OR_RETURN(RoleList servers, MakeRoleList(flags.servers, "--servers", flags.server_num, "--server_num", 1,
-                                                  local_host, is_local, &ports));
-  ASSIGN_OR_RETURN(RoleList workers, MakeRoleList(flags.workers, "--workers", flags.worker_num, "--worker_num", 1,
-                                                  local_host, is_local, &ports));
-  RoleList heters;
-  if (plan.mode == RunMode::kPsHeter) {
-    ASSIGN_OR_RETURN(heters, MakeRoleList(flags.heter_workers, "--heter_workers", flags.heter_worker_num,
-                                          "--heter_worker_num", 1, local_host, is_local, &ports));
-  }
-  if (servers.endpoints.empty()) return Status::InvalidArgument("a ps job needs at least one server (--server_num)");
-  if (workers.endpoints.empty()) return Status::InvalidArgument("a ps job needs at least one worker (--worker_num)");
-  if (plan.mode == RunMode::kPsHeter && heters.endpoints.empty()) {
+  if (r.servers.endpoints.empty()) return Status::InvalidArgument("a ps job needs at least one server (--server_num)");
+  if (r.workers.endpoints.empty()) return Status::InvalidArgument("a ps job needs at least one worker (--worker_num)");
+  if (plan->mode == RunMode::kPsHeter && r.heters.endpoints.empty()) {
     return Status::InvalidArgument("a ps-heter job needs at least one heter worker (--heter_worker_num)");
   }
-  plan.servers = Strings(servers.endpoints);
-  plan.workers = Strings(workers.endpoints);
-  plan.heter_workers = Strings(heters.endpoints);
-  const bool any_local = std::count(servers.local.begin(), servers.local.end(), true) +
-                             std::count(workers.local.begin(), workers.local.end(), true) +
-                             std::count(heters.local.begin(), heters.local.end(), true) >
+  plan->servers = Strings(r.servers.endpoints);
+  plan->workers = Strings(r.workers.endpoints);
+  plan->heter_workers = Strings(r.heters.endpoints);
+  const bool any_local = std::count(r.servers.local.begin(), r.servers.local.end(), true) +
+                             std::count(r.workers.local.begin(), r.workers.local.end(), true) +
+                             std::count(r.heters.local.begin(), r.heters.local.end(), true) >
                          0;
   if (!any_local) {
     return Status::InvalidArgument("no server or worker of the job is on this node (its addresses: " +
                                    Join(env.local_addresses, " ") + "): pass --host THIS_NODE_IP");
   }
-  const bool needs_config = std::count(servers.local.begin(), servers.local.end(), true) +
-                                std::count(heters.local.begin(), heters.local.end(), true) >
+  const bool needs_config = std::count(r.servers.local.begin(), r.servers.local.end(), true) +
+                                std::count(r.heters.local.begin(), r.heters.local.end(), true) >
                             0;
-  std::string config, pserver, heter;
   if (needs_config) {
-    config = FindConfigArg(trainer_args);
-    if (config.empty()) {
+    r.config = FindConfigArg(trainer_args);
+    if (r.config.empty()) {
       return Status::InvalidArgument(
           "the pservers (and heter trainers) run with the job's config, taken from the trainer's arguments, "
           "but there is no --config FILE after " + flags.command.front());
     }
   }
-  if (std::count(servers.local.begin(), servers.local.end(), true) > 0) {
-    ASSIGN_OR_RETURN(pserver, ResolveRoleBinary(flags.pserver_binary, "--pserver_binary", "pserver", "server",
-                                                flags, env));
+  if (std::count(r.servers.local.begin(), r.servers.local.end(), true) > 0) {
+    ASSIGN_OR_RETURN(r.pserver, ResolveRoleBinary(flags.pserver_binary, "--pserver_binary", "pserver", "server",
+                                                  flags, env));
   }
-  if (std::count(heters.local.begin(), heters.local.end(), true) > 0) {
-    ASSIGN_OR_RETURN(heter, ResolveRoleBinary(flags.heter_binary, "--heter_binary", "heter-trainer",
-                                              "heter_trainer", flags, env));
+  if (std::count(r.heters.local.begin(), r.heters.local.end(), true) > 0) {
+    ASSIGN_OR_RETURN(r.heter, ResolveRoleBinary(flags.heter_binary, "--heter_binary", "heter-trainer",
+                                                "heter_trainer", flags, env));
   }
+  return r;
+}
 
+// The environment every process of a parameter-server job gets.
+std::map<std::string, std::string> PsCommonEnv(const LaunchPlan& plan) {
   std::map<std::string, std::string> common = {
       {"PADDLE_PSERVERS_IP_PORT_LIST", Join(plan.servers)},
       {"PADDLE_TRAINERS_NUM", std::to_string(plan.workers.size())},
@@ -495,72 +406,103 @@ StatusOr<LaunchPlan> PlanLaunch(const LaunchFlags& flags, const LaunchEnvironmen
     common["PADDLE_STAGE_TRAINERS_NUM"] =
         "[" + std::to_string(plan.workers.size()) + ", " + std::to_string(plan.heter_workers.size()) + "]";
   }
+  return common;
+}
+
+void AddServerProcesses(const PsRoles& r, const std::map<std::string, std::string>& common, LaunchPlan* plan) {
+  uint32_t local = 0;
+  for (size_t i = 0; i < r.servers.endpoints.size(); ++i) {
+    if (!r.servers.local[i]) continue;
+    ProcessSpec s;
+    s.role = Role::kServer;
+    s.local_index = local++;
+    s.rank = static_cast<uint32_t>(i);
+    s.endpoint = plan->servers[i];
+    s.argv = {r.pserver, "--config", r.config};
+    s.env = common;
+    s.env["TRAINING_ROLE"] = "PSERVER";
+    s.env["POD_IP"] = r.servers.endpoints[i].host;
+    s.env["PADDLE_PORT"] = std::to_string(r.servers.endpoints[i].port);
+    s.log_path = plan->log_dir + "/serverlog." + std::to_string(s.local_index);
+    plan->processes.push_back(std::move(s));
+  }
+}
+
+void AddHeterProcesses(const LaunchFlags& flags, const PsRoles& r, const LocalNode& node,
+                       const std::map<std::string, std::string>& common, LaunchPlan* plan) {
+  uint32_t local = 0;
+  for (size_t i = 0; i < r.heters.endpoints.size(); ++i) {
+    if (!r.heters.local[i]) continue;
+    ProcessSpec s;
+    s.role = Role::kHeterWorker;
+    s.local_index = local++;
+    s.rank = static_cast<uint32_t>(i);
+    s.endpoint = plan->heter_workers[i];
+    s.argv = {r.heter, "--config", r.config};
+    s.env = common;
+    s.env["TRAINING_ROLE"] = "HETER_TRAINER";
+    s.env["POD_IP"] = r.heters.endpoints[i].host;
+    s.env["PADDLE_PORT"] = std::to_string(r.heters.endpoints[i].port);
+    s.env["STAGE_ID"] = "2";
+    if (!flags.heter_devices.empty()) s.env["HETER_DEVICE_TYPE"] = flags.heter_devices;
+    if (auto g = node.GpuOf(s.local_index)) s.env["FLAGS_selected_gpus"] = *g;
+    s.log_path = plan->log_dir + "/heterlog." + std::to_string(s.local_index);
+    plan->processes.push_back(std::move(s));
+  }
+}
+
+// `allreduce_workers`: the workers keep dense replicas equal by allreduce among themselves.
+void AddWorkerProcesses(const LaunchFlags& flags, const PsRoles& r, const LocalNode& node, bool allreduce_workers,
+                        const std::map<std::string, std::string>& common, LaunchPlan* plan) {
+  uint32_t local = 0;
+  for (size_t i = 0; i < r.workers.endpoints.size(); ++i) {
+    if (!r.workers.local[i]) continue;
+    ProcessSpec s;
+    s.role = Role::kWorker;
+    s.local_index = local++;
+    s.rank = static_cast<uint32_t>(i);
+    s.endpoint = plan->workers[i];
+    s.argv = flags.command;
+    s.env = common;
+    s.env["TRAINING_ROLE"] = "TRAINER";
+    s.env["PADDLE_TRAINER_ID"] = std::to_string(i);
+    s.env["POD_IP"] = r.workers.endpoints[i].host;
+    if (allreduce_workers) {  // dense replicas kept equal by allreduce among the workers
+      s.env["PADDLE_TRAINER_ENDPOINTS"] = Join(plan->workers);
+      s.env["PADDLE_CURRENT_ENDPOINT"] = s.endpoint;
+    }
+    if (plan->mode == RunMode::kPsHeter) {
+      s.env["STAGE_ID"] = "1";
+      s.env["PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST"] = Join(plan->heter_workers);
+    }
+    if (auto g = node.GpuOf(s.local_index)) s.env["FLAGS_selected_gpus"] = *g;
+    s.log_path = plan->log_dir + "/workerlog." + std::to_string(s.local_index);
+    plan->processes.push_back(std::move(s));
+  }
+}
+
+}  // namespace
+
+StatusOr<LaunchPlan> PlanLaunch(const LaunchFlags& flags, const LaunchEnvironment& env) {
+  if (flags.command.empty()) return Status::InvalidArgument("no trainer program given");
+  LaunchPlan plan;
+  plan.log_dir = flags.log_dir.empty() ? "log" : flags.log_dir;
+  RETURN_IF_ERROR(ChooseRunMode(flags, &plan));
+  ASSIGN_OR_RETURN(const LocalNode node, FindLocalNode(flags, env));
+  if (plan.mode == RunMode::kCollective) {
+    RETURN_IF_ERROR(PlanCollective(flags, env, node, &plan));
+    return plan;
+  }
+  ASSIGN_OR_RETURN(const PsRoles roles, PlanPsRoles(flags, env, node, &plan));
+  const std::map<std::string, std::string> common = PsCommonEnv(plan);
   const std::string sync_mode = SyncModeArg(flags.command);
   const bool hybrid = sync_mode == "collective";
   // GPU-PS pass mode (heter-trainer --sync-mode gpubox as the worker): several nodes
   // all-reduce their devices' dense replicas over the workers' endpoints, one rank per node.
   const bool gpubox_nodes = sync_mode == "gpubox" && plan.workers.size() > 1;
-
-  uint32_t local = 0;
-  for (size_t i = 0; i < servers.endpoints.size(); ++i) {
-    if (!servers.local[i]) continue;
-    ProcessSpec s;
-    s.role = Role::kServer;
-    s.local_index = local++;
-    s.rank = static_cast<uint32_t>(i);
-    s.endpoint = plan.servers[i];
-    s.argv = {pserver, "--config", config};
-    s.env = common;
-    s.env["TRAINING_ROLE"] = "PSERVER";
-    s.env["POD_IP"] = servers.endpoints[i].host;
-    s.env["PADDLE_PORT"] = std::to_string(servers.endpoints[i].port);
-    s.log_path = plan.log_dir + "/serverlog." + std::to_string(s.local_index);
-    plan.processes.push_back(std::move(s));
-  }
-  local = 0;
-  for (size_t i = 0; i < heters.endpoints.size(); ++i) {
-    if (!heters.local[i]) continue;
-    ProcessSpec s;
-    s.role = Role::kHeterWorker;
-    s.local_index = local++;
-    s.rank = static_cast<uint32_t>(i);
-    s.endpoint = plan.heter_workers[i];
-    s.argv = {heter, "--config", config};
-    s.env = common;
-    s.env["TRAINING_ROLE"] = "HETER_TRAINER";
-    s.env["POD_IP"] = heters.endpoints[i].host;
-    s.env["PADDLE_PORT"] = std::to_string(heters.endpoints[i].port);
-    s.env["STAGE_ID"] = "2";
-    if (!flags.heter_devices.empty()) s.env["HETER_DEVICE_TYPE"] = flags.heter_devices;
-    if (auto g = gpu_of(s.local_index)) s.env["FLAGS_selected_gpus"] = *g;
-    s.log_path = plan.log_dir + "/heterlog." + std::to_string(s.local_index);
-    plan.processes.push_back(std::move(s));
-  }
-  local = 0;
-  for (size_t i = 0; i < workers.endpoints.size(); ++i) {
-    if (!workers.local[i]) continue;
-    ProcessSpec s;
-    s.role = Role::kWorker;
-    s.local_index = local++;
-    s.rank = static_cast<uint32_t>(i);
-    s.endpoint = plan.workers[i];
-    s.argv = flags.command;
-    s.env = common;
-    s.env["TRAINING_ROLE"] = "TRAINER";
-    s.env["PADDLE_TRAINER_ID"] = std::to_string(i);
-    s.env["POD_IP"] = workers.endpoints[i].host;
-    if (hybrid || gpubox_nodes) {  // dense replicas kept equal by allreduce among the workers
-      s.env["PADDLE_TRAINER_ENDPOINTS"] = Join(plan.workers);
-      s.env["PADDLE_CURRENT_ENDPOINT"] = s.endpoint;
-    }
-    if (plan.mode == RunMode::kPsHeter) {
-      s.env["STAGE_ID"] = "1";
-      s.env["PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST"] = Join(plan.heter_workers);
-    }
-    if (auto g = gpu_of(s.local_index)) s.env["FLAGS_selected_gpus"] = *g;
-    s.log_path = plan.log_dir + "/workerlog." + std::to_string(s.local_index);
-    plan.processes.push_back(std::move(s));
-  }
+  AddServerProcesses(roles, common, &plan);
+  AddHeterProcesses(flags, roles, node, common, &plan);
+  AddWorkerProcesses(flags, roles, node, hybrid || gpubox_nodes, common, &plan);
   return plan;
 }
 
