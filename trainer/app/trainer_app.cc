@@ -190,16 +190,21 @@ Status TrainerApp::Run() {
   if (!options_.infer && o.collective_mode()) {
     ASSIGN_OR_RETURN(comm, JoinCollective(o, cluster, nccl_));
   }
+  return RunJob(*client, heter.get(), comm.get(), flags);
+}
+
+Status TrainerApp::RunJob(PsClient& client, HeterClient* heter, collective::Communicator* comm, JobFlags& flags) {
+  const config::TrainerOptions& o = options_.job;
   // Distributed training keeps a lease on every pserver (and heter-trainer) and says when
   // it has ended.
   std::optional<Heartbeat> heartbeat, heter_heartbeat;
   if (!options_.infer && !o.local()) {
-    heartbeat.emplace(*client, o.trainer_id, o.trainers_num, options_.rpc.heartbeat_interval, stop_);
+    heartbeat.emplace(client, o.trainer_id, o.trainers_num, options_.rpc.heartbeat_interval, stop_);
   }
   if (heter) {
     heter_heartbeat.emplace(
         "the heter-trainers",
-        [&heter](const HeartbeatState& state, std::chrono::milliseconds timeout) {
+        [heter](const HeartbeatState& state, std::chrono::milliseconds timeout) {
           return heter->Heartbeat(state, timeout);
         },
         o.trainer_id, options_.rpc.heartbeat_interval, stop_);
@@ -215,14 +220,14 @@ Status TrainerApp::Run() {
   flags.on_started = started;
   if (options_.infer) started();
   const Status st = [&]() -> Status {
-    if (options_.infer) return RunInferJob(o, *client, flags);
-    ASSIGN_OR_RETURN(flags.online_start, ResumeOnline(o, *client, flags));
-    return RunTrainJob(o, *client, flags, heter.get(), comm.get());
+    if (options_.infer) return RunInferJob(o, client, flags);
+    ASSIGN_OR_RETURN(flags.online_start, ResumeOnline(o, client, flags));
+    return RunTrainJob(o, client, flags, heter, comm);
   }();
   notifier.Stopping(st.ok() ? "job finished" : "job failed: " + st.message()).IgnoreError();
   if (heter_heartbeat) heter_heartbeat->Finish(st);
   if (heartbeat) heartbeat->Finish(st);
-  if (st.ok() && !options_.infer) RETURN_IF_ERROR(StopServersAtEnd(o, *client));
+  if (st.ok() && !options_.infer) RETURN_IF_ERROR(StopServersAtEnd(o, client));
   return st;
 }
 

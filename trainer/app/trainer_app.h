@@ -19,6 +19,9 @@
 
 namespace fleetps::trainer {
 
+class PsClient;
+class HeterClient;
+
 // cpu-trainer's command line, as given (empty / nullopt: not given).
 struct TrainerFlags {
   std::string config_path;  // --config, required
@@ -57,6 +60,10 @@ class TrainerApp {
   Status Run();
 
  private:
+  // The connected run: leases on the pservers (and heter-trainers), the service manager's
+  // notifications, the job itself, the pservers stopped at its end.
+  Status RunJob(PsClient& client, HeterClient* heter, collective::Communicator* comm, JobFlags& flags);
+
   const TrainerAppOptions options_;
   const collective::NcclBackend* const nccl_;
   const StopRequest* const stop_;
