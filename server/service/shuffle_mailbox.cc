@@ -10,7 +10,9 @@ StatusOr<uint64_t> ShuffleMailbox::Post(uint64_t round, uint32_t from, uint32_t 
                                         bool last, Clock::time_point now) {
   MutexLock lock(mu_);
   const auto full = [&]() REQUIRES(mu_) { return held_bytes_ > 0 && held_bytes_ + block.size() > capacity_bytes_; };
-  const auto no_room_for_box = [&]() REQUIRES(mu_) { return boxes_.size() >= kMaxBoxes && !boxes_.contains({round, to}); };
+  const auto no_room_for_box = [&]() REQUIRES(mu_) {
+    return boxes_.size() >= kMaxBoxes && !boxes_.contains({round, to});
+  };
   if (full() || no_room_for_box()) DropIdleLocked(now);
   const auto where = [&] {
     return "shuffle round " + std::to_string(round) + " from trainer " + std::to_string(from) + " to trainer " +
