@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace fleetps::server {
 namespace {
@@ -27,31 +29,41 @@ TEST_CASE("BarrierManager releases a round when every participant has arrived") 
 
 // Admission and joining are one critical section: otherwise an arrival racing
 // SetJobFailure() can pass the check, join after every waiter has been failed, and wait out
-// its deadline. Once SetJobFailure() and the arrival have both returned, nobody is waiting
-// and the arrival got Aborted.
-TEST_CASE("BarrierManager: an arrival racing SetJobFailure is failed, never left waiting") {
-  for (int round = 0; round < 2000; ++round) {
+// its deadline. Once SetJobFailure() and the arrivals have all returned, nobody is waiting
+// and every arrival got Aborted (each arrives alone at its own barrier of 2).
+TEST_CASE("BarrierManager: arrivals racing SetJobFailure are failed, never left waiting") {
+  constexpr int kRounds = 300;
+  constexpr uint32_t kThreads = 3;
+  constexpr int kArrivals = 200;  // per thread and round
+  for (int round = 0; round < kRounds; ++round) {
     BarrierManager m;
     std::atomic<bool> go{false};
     std::atomic<int> aborted{0};
-    std::thread arrive([&] {
+    std::vector<std::thread> arrivals;
+    for (uint32_t t = 0; t < kThreads; ++t) {
+      arrivals.emplace_back([&m, &go, &aborted, t] {
+        while (!go.load()) {
+        }
+        for (int i = 0; i < kArrivals; ++i) {
+          m.Arrive("b" + std::to_string(t) + "." + std::to_string(i), 0, 2,
+                   BarrierManager::Clock::now() + std::chrono::minutes(1), {}, false,
+                   [&aborted](StatusOr<BarrierManager::Result> r) {
+                     if (r.status().code() == StatusCode::kAborted) aborted.fetch_add(1);
+                   });
+        }
+      });
+    }
+    std::thread fail([&m, &go] {
       while (!go.load()) {
       }
-      m.Arrive("b", 0, 2, BarrierManager::Clock::now() + std::chrono::minutes(1), {}, false,
-               [&aborted](StatusOr<BarrierManager::Result> r) {
-                 if (r.status().code() == StatusCode::kAborted) aborted.fetch_add(1);
-               });
-    });
-    std::thread fail([&] {
-      while (!go.load()) {
-      }
+      std::this_thread::yield();
       m.SetJobFailure("trainer 1 is gone");
     });
     go = true;
-    arrive.join();
+    for (auto& t : arrivals) t.join();
     fail.join();
     REQUIRE(m.waiting() == 0);
-    REQUIRE(aborted.load() == 1);
+    REQUIRE(aborted.load() == static_cast<int>(kThreads) * kArrivals);
   }
 }
 
