@@ -7,6 +7,12 @@ function(fleetps_target_defaults target)
   if(FLEETPS_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
   endif()
+  # clang checks the thread-safety annotations (common/thread_annotations.h: GUARDED_BY,
+  # REQUIRES, ...) and a violation is an error in every clang build, the fuzz tree
+  # (scripts/fuzz.sh) included; gcc has no such analysis and sees empty macros.
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety -Werror=thread-safety>)
+  endif()
   if(FLEETPS_SANITIZE)
     # C++ sources only: nvcc does not take these flags (the CUDA kernels are not sanitized).
     target_compile_options(${target} PRIVATE

@@ -5,6 +5,7 @@
 // (file:line, peer, table) and, where possible, how to fix it. Cheap to copy when OK.
 // Thread-safety: values; no shared state.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,6 +32,9 @@ enum class StatusCode : uint8_t {
   kAborted = 9,
   kPermissionDenied = 10,
 };
+// How many codes there are (the last one's value plus one). common/net/frame.cc checks at
+// compile time that the codes and their count are the schema's.
+inline constexpr size_t kStatusCodeCount = 11;
 
 std::string_view StatusCodeName(StatusCode code);
 

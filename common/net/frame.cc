@@ -1,8 +1,52 @@
 #include "common/net/frame.h"
 
 #include <cstring>
+#include <type_traits>
 
 namespace fleetps::net {
+
+namespace {
+
+// An error reply carries a StatusCode as the schema's ubyte (schemas/common.fbs), converted
+// by a cast each way, so the two enums must be one list. SchemaStatusCode names the schema's
+// enumerator of each of ours (no default: -Wswitch names a code of ours it lacks); the
+// static_asserts below check that each has our value and that the lists are equally long.
+constexpr wire::StatusCode SchemaStatusCode(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return wire::StatusCode::Ok;
+    case StatusCode::kInvalidArgument: return wire::StatusCode::InvalidArgument;
+    case StatusCode::kNotFound: return wire::StatusCode::NotFound;
+    case StatusCode::kCorruption: return wire::StatusCode::Corruption;
+    case StatusCode::kIOError: return wire::StatusCode::IOError;
+    case StatusCode::kTimedOut: return wire::StatusCode::TimedOut;
+    case StatusCode::kBusy: return wire::StatusCode::Busy;
+    case StatusCode::kUnavailable: return wire::StatusCode::Unavailable;
+    case StatusCode::kInternal: return wire::StatusCode::Internal;
+    case StatusCode::kAborted: return wire::StatusCode::Aborted;
+    case StatusCode::kPermissionDenied: return wire::StatusCode::PermissionDenied;
+  }
+  return wire::StatusCode::MAX;  // not reached for a code of ours
+}
+
+// True when every code of ours, 0 .. kStatusCodeCount - 1, maps to the schema's of that value.
+constexpr bool StatusCodesMatchSchema() {
+  for (size_t i = 0; i < kStatusCodeCount; ++i) {
+    if (static_cast<size_t>(SchemaStatusCode(static_cast<StatusCode>(i))) != i) return false;
+  }
+  return true;
+}
+
+static_assert(std::is_same_v<std::underlying_type_t<StatusCode>, std::underlying_type_t<wire::StatusCode>>,
+              "StatusCode and the schema's StatusCode have different underlying types");
+static_assert(StatusCodesMatchSchema(),
+              "a StatusCode (common/status.h) has a different value than the schema's (schemas/common.fbs)");
+static_assert(static_cast<size_t>(StatusCode::kPermissionDenied) + 1 == kStatusCodeCount,
+              "kStatusCodeCount (common/status.h) is not the last code's value plus one");
+static_assert(std::extent_v<std::remove_reference_t<decltype(wire::EnumValuesStatusCode())>> == kStatusCodeCount &&
+                  static_cast<size_t>(wire::StatusCode::MAX) + 1 == kStatusCodeCount,
+              "schemas/common.fbs has a different number of status codes than common/status.h");
+
+}  // namespace
 
 void EncodeFrameHeader(uint16_t type, uint64_t request_id, uint32_t payload_length, uint8_t* out) {
   const wire::FrameHeader h(kFrameMagic, kProtocolVersion, type, request_id, payload_length, 0);

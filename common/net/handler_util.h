@@ -4,16 +4,17 @@
 // runs on several executor lanes.
 
 #include <atomic>
-#include <mutex>
 #include <span>
 #include <string>
 
 #include <flatbuffers/flatbuffers.h>
 
 #include "common/flatbuffer_align.h"
+#include "common/mutex.h"
 #include "common/net/frame.h"
 #include "common/net/rpc_server.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace fleetps::net {
 
@@ -69,13 +70,18 @@ struct Fanout {
   Request request;
   Responder responder;
   std::atomic<uint32_t> remaining{0};
-  std::mutex mu;  // guards error
-  Status error;
+  Mutex mu;  // guards error, and the results a task of a derived state adds
+  Status error GUARDED_BY(mu);
 
   Fanout(Request r, Responder p) : request(std::move(r)), responder(std::move(p)) {}
-  void Fail(const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
+  void Fail(const Status& st) EXCLUDES(mu) {
+    MutexLock lock(mu);
     if (error.ok()) error = st;
+  }
+  // The first error (OK when none): read by the task that finished last.
+  Status first_error() EXCLUDES(mu) {
+    MutexLock lock(mu);
+    return error;
   }
   // True for the task that finished last.
   bool Done() { return remaining.fetch_sub(1) == 1; }

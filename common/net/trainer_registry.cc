@@ -18,7 +18,7 @@ StatusOr<std::vector<uint32_t>> TrainerRegistry::Heartbeat(uint32_t id, uint32_t
     return Status::InvalidArgument("heartbeat from trainer " + std::to_string(id) + ": the id is not below trainers " +
                                    std::to_string(trainers) + " (PADDLE_TRAINER_ID / PADDLE_TRAINERS_NUM)");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (trainers_ == 0) {
     trainers_ = trainers;
     first_heartbeat_ = now;
@@ -49,7 +49,7 @@ StatusOr<std::vector<uint32_t>> TrainerRegistry::Heartbeat(uint32_t id, uint32_t
 
 TrainerRegistry::Sweep TrainerRegistry::Expire(Clock::time_point now) {
   Sweep sweep;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (trainers_ == 0) return sweep;
   std::string finished, failed, gone;
   const auto add = [](std::string& list, uint32_t id) { list += (list.empty() ? "" : ", ") + std::to_string(id); };
@@ -80,7 +80,7 @@ TrainerRegistry::Sweep TrainerRegistry::Expire(Clock::time_point now) {
 }
 
 std::vector<uint32_t> TrainerRegistry::gone() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return GoneLocked();
 }
 

@@ -14,13 +14,14 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/net/rpc_server.h"
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace fleetps::net {
 
@@ -37,7 +38,8 @@ class TrainerRegistry {
   // InvalidArgument when trainers is 0 or above kMaxTrainers, id >= trainers, or trainers
   // differs from the first heartbeat's (PADDLE_TRAINERS_NUM differs between trainers).
   StatusOr<std::vector<uint32_t>> Heartbeat(uint32_t id, uint32_t trainers, bool finished, bool failed,
-                                            const std::string& reason, Clock::time_point now, bool stopping = false);
+                                            const std::string& reason, Clock::time_point now, bool stopping = false)
+      EXCLUDES(mu_);
 
   struct Sweep {
     std::vector<uint32_t> newly_gone;  // gone since the previous sweep
@@ -49,8 +51,8 @@ class TrainerRegistry {
     std::string summary;               // "trainers finished: 0, 1; failed: -; gone: 2 (no heartbeat for 60 s)"
   };
   // Marks trainers silent for longer than the lease as gone.
-  Sweep Expire(Clock::time_point now);
-  std::vector<uint32_t> gone() const;
+  Sweep Expire(Clock::time_point now) EXCLUDES(mu_);
+  std::vector<uint32_t> gone() const EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -61,13 +63,13 @@ class TrainerRegistry {
     bool gone = false;
     bool stopping = false;
   };
-  std::vector<uint32_t> GoneLocked() const;
+  std::vector<uint32_t> GoneLocked() const REQUIRES(mu_);
 
   const std::chrono::milliseconds lease_;
-  mutable std::mutex mu_;  // guards the members below
-  uint32_t trainers_ = 0;  // 0 until the first heartbeat
-  Clock::time_point first_heartbeat_;
-  std::vector<Entry> entries_;  // trainers_ entries
+  mutable Mutex mu_;  // guards the members below
+  uint32_t trainers_ GUARDED_BY(mu_) = 0;  // 0 until the first heartbeat
+  Clock::time_point first_heartbeat_ GUARDED_BY(mu_);
+  std::vector<Entry> entries_ GUARDED_BY(mu_);  // trainers_ entries
 };
 
 // After a stop signal, a server (a pserver, a heter-trainer) keeps serving the trainers whose

@@ -45,7 +45,7 @@ Status App::Start() {
                                          [this](const std::string& reason) { RequestShutdown(reason); });
   service_->checkpoints().SetProgress([this, who = "pserver " + std::to_string(options_.index) + ": "](
                                           const CheckpointProgress& p) {
-    std::lock_guard<std::mutex> lock(progress_mu_);
+    MutexLock lock(progress_mu_);
     if (p.done == 1 || progress_ == nullptr) progress_ = std::make_unique<ProgressReporter>();  // a new operation
     const bool saving = p.what.rfind("saving", 0) == 0;
     progress_->Update(WorkProgress{who + p.what, p.done, p.total, saving ? "files" : "parts", p.rows, "rows",
@@ -59,7 +59,7 @@ Status App::Start() {
 
   metrics_->SetSources({service_.get(), rpc_.get()});
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     started_ = true;
   }
 
@@ -86,7 +86,7 @@ Status App::ServeMetrics() {
       std::move(http),
       [this] { return IoResponsive(std::chrono::seconds(1)); },
       [this]() -> std::string {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         if (stopped_ || shutdown_requested_) return "shutting down";
         if (!started_) return options_.load_dir.empty() ? "starting" : "loading checkpoint " + options_.load_dir;
         return "";
@@ -146,7 +146,7 @@ void App::LogListening() const {
 bool App::IoResponsive(std::chrono::milliseconds timeout) {
   {
     // Callers (the watchdog, /healthz) are stopped before Shutdown tears io_ down.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!started_ || io_stopped_) return false;
   }
   auto ran = std::make_shared<std::promise<void>>();
@@ -157,9 +157,12 @@ bool App::IoResponsive(std::chrono::milliseconds timeout) {
 
 void App::PeriodicSaveLoop() {
   const auto interval = std::chrono::seconds(options_.save_interval_s);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, interval, [this] { return saver_stop_ || shutdown_requested_; })) {
-    lock.unlock();
+  for (;;) {
+    {
+      UniqueLock lock(mu_);
+      const auto stop = [this]() REQUIRES(mu_) { return saver_stop_ || shutdown_requested_; };
+      if (cv_.wait_for(lock.native(), interval, stop)) return;
+    }
     const auto started = std::chrono::steady_clock::now();
     Status st = SaveEverywhere();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -169,7 +172,6 @@ void App::PeriodicSaveLoop() {
       spdlog::error("periodic save to {} failed after {:.1f} s (the previous checkpoint is intact): {}",
                     options_.save_dir, seconds, st.ToString());
     }
-    lock.lock();
   }
 }
 
@@ -227,7 +229,7 @@ void App::FinalSave() {
   } else {
     spdlog::error("pserver 0: final save to {} failed after {:.1f} s (the previous checkpoint is intact): {}",
                   options_.save_dir, seconds, saved.ToString());
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     exit_code_ = 1;
   }
   // The other servers wait for this; each is told even when the save failed.
@@ -284,7 +286,7 @@ net::TrainerRegistry::Sweep App::SweepTrainers(std::chrono::steady_clock::time_p
     if (!final_save_deadline_) {
       final_save_deadline_ = now + kFinalSaveWait;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         exit_code_ = 1;
       }
       spdlog::error("pserver {}: every trainer has ended ({}); waiting for pserver 0's final save to {} (at most {} s)",
@@ -298,7 +300,7 @@ net::TrainerRegistry::Sweep App::SweepTrainers(std::chrono::steady_clock::time_p
     return sweep;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shutdown_requested_) return sweep;
     exit_code_ = sweep.clean ? 0 : 1;
     final_save_ = final_save;
@@ -324,7 +326,7 @@ void App::OnStopSignal(int signo) {
   if (++signals_ > 1) {
     bool stopping = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping = shutdown_requested_;
     }
     if (stopping) {
@@ -355,7 +357,7 @@ void App::CheckSignalWait(std::chrono::steady_clock::time_point now) {
   const net::TrainerRegistry::Sweep sweep = SweepTrainers(now);
   bool requested = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     requested = shutdown_requested_;
   }
   if (requested || final_save_deadline_) {  // the job's end took over (its final save)
@@ -373,7 +375,7 @@ uint16_t App::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 void App::RequestShutdown(const std::string& reason) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shutdown_requested_) return;
     shutdown_requested_ = true;
     shutdown_reason_ = reason;
@@ -387,13 +389,13 @@ void App::WaitForShutdown(bool handle_signals) {
     timers_->signals.add(SIGTERM);
     ArmSignals();
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return shutdown_requested_; });
+  UniqueLock lock(mu_);
+  cv_.wait(lock.native(), [this]() REQUIRES(mu_) { return shutdown_requested_; });
 }
 
 void App::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
     saver_stop_ = true;
@@ -402,13 +404,18 @@ void App::Shutdown() {
   if (saver_.joinable()) saver_.join();  // a save in progress finishes first
   bool final_save = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     final_save = final_save_;
   }
   if (final_save && rpc_) FinalSave();  // before the drain: this server takes its part of the save
   if (rpc_) {
-    spdlog::info("pserver {} shutting down ({}): draining {} in-flight requests", options_.index,
-                 shutdown_reason_.empty() ? "shutdown" : shutdown_reason_, rpc_->in_flight());
+    std::string reason;  // under mu_: a Stop request on an io thread may be setting it now
+    {
+      MutexLock lock(mu_);
+      reason = shutdown_reason_.empty() ? "shutdown" : shutdown_reason_;
+    }
+    spdlog::info("pserver {} shutting down ({}): draining {} in-flight requests", options_.index, reason,
+                 rpc_->in_flight());
     rpc_->StopAccepting();
     service_->barriers().AbortAll("pserver " + std::to_string(options_.index) + " is shutting down");
     if (!rpc_->Drain(std::chrono::milliseconds(options_.drain_timeout_ms))) {
@@ -422,7 +429,7 @@ void App::Shutdown() {
     metrics_->StopServing();
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     io_stopped_ = true;
   }
   if (executors_) executors_->Stop();

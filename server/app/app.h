@@ -16,15 +16,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "common/config/server_config.h"
+#include "common/mutex.h"
 #include "common/net/security.h"
 #include "common/status.h"
 #include "common/net/trainer_registry.h"
+#include "common/thread_annotations.h"
 
 namespace fleetps {
 class ExecutorPool;
@@ -54,18 +55,18 @@ class App {
   uint16_t port() const;  // the bound port (useful with port 0)
   uint16_t metrics_port() const;  // the /metrics port (0: off)
   // Blocks until a shutdown is requested; with handle_signals, SIGINT/SIGTERM request one.
-  void WaitForShutdown(bool handle_signals);
-  void RequestShutdown(const std::string& reason);
+  void WaitForShutdown(bool handle_signals) EXCLUDES(mu_);
+  void RequestShutdown(const std::string& reason) EXCLUDES(mu_);
   // True when an io thread runs a task posted now within `timeout`: the service still makes
   // progress (the systemd watchdog's check). False before Start and after Shutdown.
-  bool IoResponsive(std::chrono::milliseconds timeout);
-  void Shutdown();
+  bool IoResponsive(std::chrono::milliseconds timeout) EXCLUDES(mu_);
+  void Shutdown() EXCLUDES(mu_);
 
   const config::ServerOptions& options() const { return options_; }
   // The process exit code: 1 when the server exited by itself because the job's trainers
   // ended and some failed or were gone; 0 otherwise.
-  int exit_code() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  int exit_code() const EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return exit_code_;
   }
   TableSet& tables() { return *tables_; }
@@ -110,8 +111,8 @@ class App {
   net::ClusterSecurity security_;  // the shared secret and server.tls, when configured
   // The running save's or load's progress line or log lines; fed from the lanes, so it
   // outlives executors_.
-  std::mutex progress_mu_;  // guards progress_
-  std::unique_ptr<ProgressReporter> progress_;
+  Mutex progress_mu_;  // guards progress_
+  std::unique_ptr<ProgressReporter> progress_ GUARDED_BY(progress_mu_);
   std::unique_ptr<net::IoThreads> io_;
   std::unique_ptr<ExecutorPool> executors_;
   std::unique_ptr<TableSet> tables_;
@@ -120,18 +121,16 @@ class App {
 
   std::unique_ptr<ServerMetrics> metrics_;  // outlives rpc_ (its on_reply hook)
 
-  // guards shutdown_requested_, shutdown_reason_, stopped_, saver_stop_, exit_code_, final_save_, started_,
-  // io_stopped_
-  mutable std::mutex mu_;
-  bool started_ = false;     // Start() has finished: serving
-  bool io_stopped_ = false;  // Shutdown() is tearing the io threads down
-  std::condition_variable cv_;
-  bool shutdown_requested_ = false;
-  std::string shutdown_reason_;
-  bool stopped_ = false;
-  bool saver_stop_ = false;  // tells the periodic saver to end
-  int exit_code_ = 0;
-  bool final_save_ = false;  // server 0: FinalSave() before the drain
+  mutable Mutex mu_;  // guards the members below up to cv_
+  bool started_ GUARDED_BY(mu_) = false;     // Start() has finished: serving
+  bool io_stopped_ GUARDED_BY(mu_) = false;  // Shutdown() is tearing the io threads down
+  bool shutdown_requested_ GUARDED_BY(mu_) = false;
+  std::string shutdown_reason_ GUARDED_BY(mu_);
+  bool stopped_ GUARDED_BY(mu_) = false;
+  bool saver_stop_ GUARDED_BY(mu_) = false;  // tells the periodic saver to end
+  int exit_code_ GUARDED_BY(mu_) = 0;
+  bool final_save_ GUARDED_BY(mu_) = false;  // server 0: FinalSave() before the drain
+  std::condition_variable cv_;               // waits on mu_: shutdown_requested_, saver_stop_
   uint64_t sweeps_ = 0;  // io thread only
   std::atomic<int> pending_signal_{0};  // set by the signal handler, taken by the sweep
   int signals_ = 0;                     // io thread only: stop signals handled

@@ -30,7 +30,7 @@ ServerMetrics::~ServerMetrics() { StopServing(); }
 ServerMetrics::TypeSeries* ServerMetrics::Series(uint16_t type) {
   const size_t slot = type < by_type_.size() ? type : by_type_.size() - 1;  // the last slot: "other"
   if (TypeSeries* s = by_type_[slot].load(std::memory_order_acquire)) return s;
-  std::lock_guard<std::mutex> lock(series_mu_);
+  MutexLock lock(series_mu_);
   if (TypeSeries* s = by_type_[slot].load(std::memory_order_acquire)) return s;
   const std::string name = slot == by_type_.size() - 1 ? "other" : net::MessageTypeName(type);
   auto s = std::make_unique<TypeSeries>();
@@ -66,12 +66,12 @@ void ServerMetrics::SetStartupLoad(double seconds, uint64_t rows) {
 }
 
 void ServerMetrics::SetSources(Sources sources) {
-  std::lock_guard<std::mutex> lock(sources_mu_);
+  MutexLock lock(sources_mu_);
   sources_ = sources;
 }
 
 void ServerMetrics::Refresh() {
-  std::lock_guard<std::mutex> lock(sources_mu_);
+  MutexLock lock(sources_mu_);
   if (sources_.rpc != nullptr) {
     registry_.GetGauge("fleetps_connections", "Open client connections").Set(sources_.rpc->connections());
     registry_.GetGauge("fleetps_requests_in_flight", "Requests received and not yet answered")
@@ -129,7 +129,7 @@ void ServerMetrics::RefreshTableSeries() {
 
 void ServerMetrics::RefreshCheckpointSeries() {
   const CheckpointCounters& c = sources_.service->checkpoint_counters();
-  auto counter = [&](const char* name, const char* help, uint64_t now) {
+  auto counter = [&](const char* name, const char* help, uint64_t now) REQUIRES(sources_mu_) {
     uint64_t& last = last_checkpoint_[name];
     registry_.GetCounter(name, help).Increment(static_cast<double>(now - std::min(last, now)));
     last = std::max(last, now);

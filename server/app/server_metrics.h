@@ -22,14 +22,15 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/metrics/registry.h"
+#include "common/mutex.h"
 #include "common/net/http_endpoint.h"
 #include "common/net/rpc_server.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace fleetps::server {
 
@@ -58,7 +59,7 @@ class ServerMetrics {
   // string: ready; else why not); both must answer without waiting for shard work.
   Status Serve(net::HttpEndpointOptions http, std::function<bool()> healthy, std::function<std::string()> ready);
   uint16_t port() const;
-  void SetSources(Sources sources);  // {} to detach before teardown
+  void SetSources(Sources sources) EXCLUDES(sources_mu_);  // {} to detach before teardown
   void StopServing();
 
   // The /metrics body (also for tests).
@@ -69,22 +70,23 @@ class ServerMetrics {
     metrics::Counter requests, errors, bytes_in, bytes_out;
     metrics::Histogram latency;
   };
-  TypeSeries* Series(uint16_t type);
-  void Refresh();
+  TypeSeries* Series(uint16_t type) EXCLUDES(series_mu_);
+  void Refresh() EXCLUDES(sources_mu_);
   // The parts of Refresh(), called with sources_mu_ held and sources_.service set.
-  void RefreshTableSeries();
-  void RefreshCheckpointSeries();
+  void RefreshTableSeries() REQUIRES(sources_mu_);
+  void RefreshCheckpointSeries() REQUIRES(sources_mu_);
 
   metrics::Registry registry_;
-  std::mutex series_mu_;  // guards series_ (creation only)
-  std::vector<std::unique_ptr<TypeSeries>> series_;
+  Mutex series_mu_;  // guards series_ (creation only)
+  std::vector<std::unique_ptr<TypeSeries>> series_ GUARDED_BY(series_mu_);
   std::array<std::atomic<TypeSeries*>, 512> by_type_{};
-  std::mutex sources_mu_;  // guards sources_ and the per-table counters' previous values
-  Sources sources_;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> last_keys_;  // table -> (pulled, pushed) already counted
-  std::map<std::string, uint64_t> last_checkpoint_;                 // counter name -> value already counted
+  Mutex sources_mu_;  // guards sources_ and the per-table counters' previous values
+  Sources sources_ GUARDED_BY(sources_mu_);
+  // table -> (pulled, pushed) already counted
+  std::map<std::string, std::pair<uint64_t, uint64_t>> last_keys_ GUARDED_BY(sources_mu_);
+  std::map<std::string, uint64_t> last_checkpoint_ GUARDED_BY(sources_mu_);  // counter name -> value already counted
   const std::chrono::milliseconds scrape_timeout_;
-  std::chrono::steady_clock::time_point last_complete_{};  // of the table series; guarded by sources_mu_
+  std::chrono::steady_clock::time_point last_complete_ GUARDED_BY(sources_mu_) = {};  // of the table series
   std::unique_ptr<net::HttpEndpoint> http_;
 };
 

@@ -25,7 +25,11 @@ void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32
   uint64_t generation = 0;
   Status error;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    // Admission and joining are one critical section: checked under one lock and joined
+    // under the next, an arrival could join after SetJobFailure() had failed every waiter
+    // (and wait out its deadline instead of failing now), or pass the bounds on barriers and
+    // waiting bytes together with other arrivals.
+    MutexLock lock(mu_);
     if (!job_failure_.empty()) {
       error = Status::Aborted("barrier '" + name + "': " + job_failure_);
     } else if (barriers_.find(name) == barriers_.end() && !MakeRoom()) {
@@ -34,34 +38,28 @@ void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32
     } else if (waiting_bytes_ + value_bytes > kMaxWaitingBytes) {
       error = Status::Busy("barrier '" + name + "': waiting trainers already hold " +
                            std::to_string(waiting_bytes_) + " bytes of values; retry later");
-    }
-  }
-  if (!error.ok()) {
-    callback(error);
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    Barrier& b = barriers_[name];
-    b.last_used = Clock::now();
-    const bool joined =
-        std::any_of(b.waiters.begin(), b.waiters.end(), [&](const Waiter& w) { return w.trainer_id == trainer_id; });
-    if (!b.waiters.empty() && b.participants != participants) {
-      error = Status::InvalidArgument("barrier '" + name + "': trainer " + std::to_string(trainer_id) + " says " +
-                                      std::to_string(participants) + " participants, others said " +
-                                      std::to_string(b.participants) +
-                                      " (PADDLE_TRAINERS_NUM differs between trainers)");
-    } else if (joined) {
-      error = Status::InvalidArgument("barrier '" + name + "': trainer " + std::to_string(trainer_id) +
-                                      " is already waiting (do two trainers share PADDLE_TRAINER_ID?)");
     } else {
-      b.participants = participants;
-      waiting_bytes_ += value_bytes;
-      b.waiters.push_back(Waiter{trainer_id, deadline, std::move(values), done, std::move(callback)});
-      if (b.waiters.size() < participants) return;
-      generation = ++b.generation;
-      released.swap(b.waiters);
-      for (const auto& w : released) waiting_bytes_ -= w.values.size() * sizeof(double);
+      Barrier& b = barriers_[name];
+      b.last_used = Clock::now();
+      const bool joined = std::any_of(b.waiters.begin(), b.waiters.end(),
+                                      [&](const Waiter& w) { return w.trainer_id == trainer_id; });
+      if (!b.waiters.empty() && b.participants != participants) {
+        error = Status::InvalidArgument("barrier '" + name + "': trainer " + std::to_string(trainer_id) +
+                                        " says " + std::to_string(participants) + " participants, others said " +
+                                        std::to_string(b.participants) +
+                                        " (PADDLE_TRAINERS_NUM differs between trainers)");
+      } else if (joined) {
+        error = Status::InvalidArgument("barrier '" + name + "': trainer " + std::to_string(trainer_id) +
+                                        " is already waiting (do two trainers share PADDLE_TRAINER_ID?)");
+      } else {
+        b.participants = participants;
+        waiting_bytes_ += value_bytes;
+        b.waiters.push_back(Waiter{trainer_id, deadline, std::move(values), done, std::move(callback)});
+        if (b.waiters.size() < participants) return;
+        generation = ++b.generation;
+        released.swap(b.waiters);
+        for (const auto& w : released) waiting_bytes_ -= w.values.size() * sizeof(double);
+      }
     }
   }
   if (!error.ok()) {
@@ -125,7 +123,7 @@ void BarrierManager::ExpireDeadlines(Clock::time_point now) {
   std::vector<std::pair<std::string, Waiter>> expired;
   std::vector<std::string> rolls;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, b] : barriers_) {
       auto it = std::stable_partition(b.waiters.begin(), b.waiters.end(),
                                       [now](const Waiter& w) { return w.deadline > now; });
@@ -149,7 +147,7 @@ void BarrierManager::ExpireDeadlines(Clock::time_point now) {
 
 void BarrierManager::SetJobFailure(const std::string& why) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (job_failure_ == why) return;
     job_failure_ = why;
   }
@@ -159,7 +157,7 @@ void BarrierManager::SetJobFailure(const std::string& why) {
 void BarrierManager::AbortAll(const std::string& why) {
   std::vector<std::pair<std::string, Waiter>> all;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, b] : barriers_) {
       for (auto& w : b.waiters) all.emplace_back(name, std::move(w));
       b.waiters.clear();
@@ -170,7 +168,7 @@ void BarrierManager::AbortAll(const std::string& why) {
 }
 
 size_t BarrierManager::waiting() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   size_t n = 0;
   for (const auto& [name, b] : barriers_) n += b.waiters.size();
   return n;
@@ -183,7 +181,7 @@ uint64_t MetricBoard::Bytes(const Board& b) {
 }
 
 void MetricBoard::Forget(uint64_t owner) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto board = boards_.begin(); board != boards_.end();) {
     auto& latest = board->second.latest;
     for (auto it = latest.begin(); it != latest.end();) {
@@ -206,7 +204,7 @@ StatusOr<std::pair<std::vector<double>, uint32_t>> MetricBoard::Report(const std
     return Status::InvalidArgument("metric '" + name + "': " + std::to_string(values.size()) +
                                    " values are more than a metric report may hold");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto found = boards_.find(name);
   if (found != boards_.end()) {
     for (const auto& [id, l] : found->second.latest) {

@@ -12,11 +12,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace fleetps::server {
 
@@ -36,16 +37,16 @@ class BarrierManager {
   // `values` (possibly empty) must have the same length for every participant of one
   // round, otherwise every waiter of the round gets InvalidArgument.
   void Arrive(const std::string& name, uint32_t trainer_id, uint32_t participants, Clock::time_point deadline,
-              std::vector<double> values, bool done, Callback callback);
+              std::vector<double> values, bool done, Callback callback) EXCLUDES(mu_);
   // Fails every waiter whose deadline is <= now with TimedOut.
-  void ExpireDeadlines(Clock::time_point now);
+  void ExpireDeadlines(Clock::time_point now) EXCLUDES(mu_);
   // Fails every waiter with Aborted (server stopping).
-  void AbortAll(const std::string& why);
+  void AbortAll(const std::string& why) EXCLUDES(mu_);
   // While set (non-empty), the job cannot complete a barrier (a trainer is gone): every
   // waiter is failed with Aborted(why) now, and so is every later arrival until cleared
   // with an empty string.
-  void SetJobFailure(const std::string& why);
-  size_t waiting() const;
+  void SetJobFailure(const std::string& why) EXCLUDES(mu_);
+  size_t waiting() const EXCLUDES(mu_);
 
  private:
   struct Waiter {
@@ -64,12 +65,12 @@ class BarrierManager {
   // "arrived: 0, 2; missing: 1 (of 3)" for a barrier's current round.
   static std::string Roll(const Barrier& b, uint32_t participants);
   // Makes room for one more barrier name; false when every barrier has waiters.
-  bool MakeRoom();
+  bool MakeRoom() REQUIRES(mu_);
 
-  mutable std::mutex mu_;  // guards barriers_, waiting_bytes_
-  std::map<std::string, Barrier> barriers_;
-  uint64_t waiting_bytes_ = 0;
-  std::string job_failure_;
+  mutable Mutex mu_;  // guards the members below
+  std::map<std::string, Barrier> barriers_ GUARDED_BY(mu_);
+  uint64_t waiting_bytes_ GUARDED_BY(mu_) = 0;
+  std::string job_failure_ GUARDED_BY(mu_);
 };
 
 // MetricBoard: the latest metric vector of each trainer under a name, summed on demand
@@ -85,9 +86,10 @@ class MetricBoard {
   // returns the element-wise sum of the latest values of every trainer under `name` and
   // how many there are. InvalidArgument when the length differs from the other trainers'.
   StatusOr<std::pair<std::vector<double>, uint32_t>> Report(const std::string& name, uint32_t trainer_id,
-                                                            std::vector<double> values, uint64_t owner);
+                                                            std::vector<double> values, uint64_t owner)
+      EXCLUDES(mu_);
   // Drops every report whose latest came on connection `owner` (it closed).
-  void Forget(uint64_t owner);
+  void Forget(uint64_t owner) EXCLUDES(mu_);
 
  private:
   struct Latest {
@@ -100,10 +102,10 @@ class MetricBoard {
   };
   static uint64_t Bytes(const Board& b);
 
-  std::mutex mu_;  // guards the members below
-  std::map<std::string, Board> boards_;
-  uint64_t bytes_ = 0;  // values held, all boards
-  uint64_t tick_ = 0;
+  Mutex mu_;  // guards the members below
+  std::map<std::string, Board> boards_ GUARDED_BY(mu_);
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;  // values held, all boards
+  uint64_t tick_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fleetps::server

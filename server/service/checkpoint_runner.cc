@@ -7,7 +7,6 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -52,8 +51,8 @@ struct Sequence {
   std::vector<std::vector<CheckpointRunner::LaneTask>> groups;  // one per executor thread
   std::atomic<size_t> remaining{0};                             // groups not finished
   std::atomic<bool> failed{false};
-  std::mutex mu;  // guards error
-  Status error;
+  Mutex mu;  // guards error
+  Status error GUARDED_BY(mu);
   std::function<void(Status)> done;
 };
 
@@ -68,7 +67,7 @@ void RunNext(ExecutorPool& executors, const std::shared_ptr<Sequence>& seq, size
         st = Status::Internal(std::string("a storage task failed with an exception: ") + e.what());
       }
       if (!st.ok()) {
-        std::lock_guard<std::mutex> lock(seq->mu);
+        MutexLock lock(seq->mu);
         if (seq->error.ok()) seq->error = st;
         seq->failed = true;
       }
@@ -77,7 +76,7 @@ void RunNext(ExecutorPool& executors, const std::shared_ptr<Sequence>& seq, size
     if (seq->remaining.fetch_sub(1) != 1) return;
     Status error;
     {
-      std::lock_guard<std::mutex> lock(seq->mu);
+      MutexLock lock(seq->mu);
       error = seq->error;
     }
     seq->done(error);
@@ -106,9 +105,9 @@ void CheckpointRunner::TrackProgress(std::vector<LaneTask>& tasks, const std::st
                                      std::function<uint64_t(size_t)> rows_of) const {
   if (!progress_ || tasks.empty()) return;
   struct Tally {
-    std::mutex mu;  // guards the members below; held while progress_ runs (one call at a time)
-    size_t done = 0;
-    uint64_t rows = 0;
+    Mutex mu;  // guards the members below; held while progress_ runs (one call at a time)
+    size_t done GUARDED_BY(mu) = 0;
+    uint64_t rows GUARDED_BY(mu) = 0;
   };
   auto tally = std::make_shared<Tally>();
   const auto start = std::chrono::steady_clock::now();
@@ -118,7 +117,7 @@ void CheckpointRunner::TrackProgress(std::vector<LaneTask>& tasks, const std::st
                     progress = progress_]() -> Status {
       RETURN_IF_ERROR(run());
       const uint64_t rows = rows_of(i);
-      std::lock_guard<std::mutex> lock(tally->mu);
+      MutexLock lock(tally->mu);
       tally->rows += rows;
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       progress(CheckpointProgress{what, ++tally->done, total, tally->rows, seconds});
@@ -155,7 +154,7 @@ std::string Trimmed(std::string s) {
 
 void CheckpointRunner::Enqueue(std::function<void()> command) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (command_running_) {
       waiting_.push_back(std::move(command));
       return;
@@ -168,7 +167,7 @@ void CheckpointRunner::Enqueue(std::function<void()> command) {
 void CheckpointRunner::EndCommand() {
   std::function<void()> next;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (waiting_.empty()) {
       command_running_ = false;
       return;
@@ -183,7 +182,7 @@ void CheckpointRunner::Settle(Uncommitted uncommitted, std::optional<std::pair<s
                               std::function<void(Status)> done) {
   std::optional<PendingSave> pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (pending_ && (!only || (pending_->dir == only->first && pending_->version == only->second))) {
       pending = pending_;
     }
@@ -197,7 +196,7 @@ void CheckpointRunner::Settle(Uncommitted uncommitted, std::optional<std::pair<s
   if (!committed) {
     if (uncommitted == Uncommitted::kKeep) return done(Status::OK());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       pending_.reset();
     }
     if (!current.ok() && !current.status().IsNotFound()) {
@@ -209,7 +208,7 @@ void CheckpointRunner::Settle(Uncommitted uncommitted, std::optional<std::pair<s
     return done(Status::OK());
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     pending_.reset();
   }
   auto changed = std::make_shared<std::atomic<uint64_t>>(0);
@@ -363,7 +362,7 @@ void CheckpointRunner::SavePart(const SaveSpec& spec, std::function<void(StatusO
     Status written = WriteFlatBufferFileAtomic(server_dir + "/" + kPartFile, disk::FileKind::Part, fbb.Release());
     if (!written.ok()) return reply(written.WithContext(where));
     if (!after_save.empty()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       pending_ = PendingSave{spec.dir, spec.version, spec.mode, after_save};
     }
     reply(outcome);

@@ -48,13 +48,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/executor.h"
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "schemas/checkpoint_generated.h"
 #include "server/table/table_set.h"
 
@@ -164,11 +165,11 @@ class CheckpointRunner {
 
   // Runs `command` on lane 0 after every command enqueued before it has called
   // EndCommand(); `command` must call EndCommand() once, when it is done.
-  void Enqueue(std::function<void()> command);
-  void EndCommand();
+  void Enqueue(std::function<void()> command) EXCLUDES(mu_);
+  void EndCommand() EXCLUDES(mu_);
   // Inside a command: settles the pending save (only when it is `only`, if given).
   void Settle(Uncommitted uncommitted, std::optional<std::pair<std::string, std::string>> only,
-              std::function<void(Status)> done);
+              std::function<void(Status)> done) EXCLUDES(mu_);
 
   TableSet& tables_;
   ExecutorPool& executors_;
@@ -179,10 +180,10 @@ class CheckpointRunner {
   const std::string fleetps_version_;
 
   std::function<void(const CheckpointProgress&)> progress_;  // set before use, then read-only
-  std::mutex mu_;  // guards the members below
-  bool command_running_ = false;
-  std::deque<std::function<void()>> waiting_;  // commands after the running one
-  std::optional<PendingSave> pending_;         // read and written by the running command
+  Mutex mu_;  // guards the members below
+  bool command_running_ GUARDED_BY(mu_) = false;
+  std::deque<std::function<void()>> waiting_ GUARDED_BY(mu_);  // commands after the running one
+  std::optional<PendingSave> pending_ GUARDED_BY(mu_);         // read and written by the running command
 };
 
 }  // namespace fleetps::server

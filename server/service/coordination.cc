@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <condition_variable>
 #include <map>
-#include <mutex>
 #include <vector>
 
 #include "fleetps/config.h"
 #include <spdlog/spdlog.h>
 
 #include "schemas/ps_generated.h"
+#include "common/mutex.h"
 #include "common/net/handler_util.h"
+#include "common/thread_annotations.h"
 
 namespace fleetps::server {
 
@@ -103,7 +104,7 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
   struct Collect : net::Fanout {
     using net::Fanout::Fanout;
     std::vector<uint32_t> ids;
-    std::map<uint32_t, std::vector<std::pair<uint32_t, ShardStats>>> stats;  // guarded by net::Fanout::mu
+    std::map<uint32_t, std::vector<std::pair<uint32_t, ShardStats>>> stats GUARDED_BY(mu);
   };
   auto state = std::make_shared<Collect>(req, responder);
   state->ids = ids;
@@ -114,12 +115,18 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
   }
   state->remaining = tasks;
   auto finish = [this, state] {
+    // Every task has added its statistics (finish runs after the last one).
+    std::map<uint32_t, std::vector<std::pair<uint32_t, ShardStats>>> stats;
+    {
+      MutexLock lock(state->mu);
+      stats = std::move(state->stats);
+    }
     flatbuffers::FlatBufferBuilder fbb(1024);
     std::vector<flatbuffers::Offset<wire::TableStatsEntry>> entries;
     for (uint32_t id : state->ids) {
       uint64_t rows = 0, bytes = 0, disk_rows = 0, disk_bytes = 0;
       std::vector<flatbuffers::Offset<wire::ShardStats>> shards;
-      auto& per_shard = state->stats[id];
+      auto& per_shard = stats[id];
       std::sort(per_shard.begin(), per_shard.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       for (const auto& [shard, s] : per_shard) {
         rows += s.rows;
@@ -141,7 +148,7 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
         executors_.Post(SparseLane(id, s), [state, t, s, id, finish] {
           const ShardStats st = t->Stats(s);
           {
-            std::lock_guard<std::mutex> lock(state->mu);
+            MutexLock lock(state->mu);
             state->stats[id].emplace_back(s, st);
           }
           if (state->Done()) finish();
@@ -154,7 +161,7 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
         st.rows = d->end() - d->begin();
         st.memory_bytes = st.rows * sizeof(float);  // weights; optimizer state not counted
         {
-          std::lock_guard<std::mutex> lock(state->mu);
+          MutexLock lock(state->mu);
           state->stats[id].emplace_back(0, st);
         }
         if (state->Done()) finish();
@@ -165,23 +172,26 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
 
 std::vector<TableTotals> PsService::CollectTableStats(std::chrono::milliseconds timeout) {
   struct Gather {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable cv;
-    std::map<uint32_t, TableTotals> totals;  // guarded by mu
-    size_t remaining = 0;                    // guarded by mu
+    std::map<uint32_t, TableTotals> totals GUARDED_BY(mu);
+    size_t remaining GUARDED_BY(mu) = 0;
   };
   auto g = std::make_shared<Gather>();
   std::vector<std::function<void()>> tasks;
   std::vector<size_t> lanes;
-  for (const auto& [id, opts] : tables_.all()) {
-    TableTotals t;
-    t.id = id;
-    t.name = opts.name;
-    t.sparse = tables_.sparse(id) != nullptr;
-    g->totals[id] = t;
+  {
+    MutexLock lock(g->mu);
+    for (const auto& [id, opts] : tables_.all()) {
+      TableTotals t;
+      t.id = id;
+      t.name = opts.name;
+      t.sparse = tables_.sparse(id) != nullptr;
+      g->totals[id] = t;
+    }
   }
   auto add = [g](uint32_t id, const ShardStats& st) {
-    std::lock_guard<std::mutex> lock(g->mu);
+    MutexLock lock(g->mu);
     TableTotals& t = g->totals[id];
     t.rows += st.rows;
     t.disk_rows += st.disk_rows;
@@ -208,12 +218,12 @@ std::vector<TableTotals> PsService::CollectTableStats(std::chrono::milliseconds 
     }
   }
   {
-    std::lock_guard<std::mutex> lock(g->mu);
+    MutexLock lock(g->mu);
     g->remaining = tasks.size();
   }
   for (size_t i = 0; i < tasks.size(); ++i) executors_.Post(lanes[i], std::move(tasks[i]));
-  std::unique_lock<std::mutex> lock(g->mu);
-  g->cv.wait_for(lock, timeout, [&] { return g->remaining == 0; });
+  UniqueLock lock(g->mu);
+  g->cv.wait_for(lock.native(), timeout, [&]() REQUIRES(g->mu) { return g->remaining == 0; });
   std::vector<TableTotals> out;
   for (const auto& [id, t] : g->totals) out.push_back(t);
   return out;

@@ -138,7 +138,9 @@ void PsService::PullSparse(const net::Request& req, const net::Responder& respon
       Status st = table->PullShard(s, keys.data(), part->idx.data() + b, e - b, out);
       if (!st.ok()) state->Fail(st);
       if (!state->Done()) return;
-      if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("PullSparse"));
+      if (Status error = state->first_error(); !error.ok()) {
+        return state->responder.SendError(error.WithContext("PullSparse"));
+      }
       auto& fbb = state->fbb;
       fbb.Finish(wire::CreatePullSparseReply(fbb, table_id, dim, state->values));
       state->responder.Send(net::ReplyType(MessageType::PullSparse), fbb.Release());
@@ -215,7 +217,9 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
       Status st = table->PushShard(s, keys.data(), part->idx.data() + b, e - b, grads.data(), counters, mode);
       if (!st.ok()) state->Fail(st);
       if (!state->Done()) return;
-      if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("PushSparse"));
+      if (Status error = state->first_error(); !error.ok()) {
+        return state->responder.SendError(error.WithContext("PushSparse"));
+      }
       reply(state->responder);
     });
   }
@@ -270,7 +274,9 @@ void PsService::PullRows(const net::Request& req, const net::Responder& responde
       Status st = table->PullRowsShard(s, keys.data(), part->idx.data() + b, e - b, rows, flags, stats);
       if (!st.ok()) state->Fail(st);
       if (!state->Done()) return;
-      if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("PullRows"));
+      if (Status error = state->first_error(); !error.ok()) {
+        return state->responder.SendError(error.WithContext("PullRows"));
+      }
       auto& fbb = state->fbb;
       fbb.Finish(wire::CreatePullRowsReply(fbb, table_id, dim, core, state->rows, state->flags, state->stats));
       state->responder.Send(net::ReplyType(MessageType::PullRows), fbb.Release());
@@ -376,7 +382,9 @@ void PsService::WriteRows(const net::Request& req, const net::Responder& respond
       state->merged += counts.merged;
       if (!st.ok()) state->Fail(st);
       if (!state->Done()) return;
-      if (!state->error.ok()) return state->responder.SendError(state->error.WithContext("WriteRows"));
+      if (Status error = state->first_error(); !error.ok()) {
+        return state->responder.SendError(error.WithContext("WriteRows"));
+      }
       flatbuffers::FlatBufferBuilder fbb(64);
       fbb.Finish(wire::CreateWriteRowsReply(fbb, table_id, static_cast<uint32_t>(state->written.load()),
                                             static_cast<uint32_t>(state->merged.load())));

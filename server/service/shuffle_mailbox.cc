@@ -8,9 +8,11 @@ namespace fleetps::server {
 
 StatusOr<uint64_t> ShuffleMailbox::Post(uint64_t round, uint32_t from, uint32_t to, std::vector<uint8_t> block,
                                         bool last, Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto full = [&] { return held_bytes_ > 0 && held_bytes_ + block.size() > capacity_bytes_; };
-  const auto no_room_for_box = [&] { return boxes_.size() >= kMaxBoxes && !boxes_.contains({round, to}); };
+  MutexLock lock(mu_);
+  const auto full = [&]() REQUIRES(mu_) { return held_bytes_ > 0 && held_bytes_ + block.size() > capacity_bytes_; };
+  const auto no_room_for_box = [&]() REQUIRES(mu_) {
+    return boxes_.size() >= kMaxBoxes && !boxes_.contains({round, to});
+  };
   if (full() || no_room_for_box()) DropIdleLocked(now);
   const auto where = [&] {
     return "shuffle round " + std::to_string(round) + " from trainer " + std::to_string(from) + " to trainer " +
@@ -59,7 +61,7 @@ void ShuffleMailbox::DropIdleLocked(Clock::time_point now) {
 
 ShuffleMailbox::Taken ShuffleMailbox::Take(uint64_t round, uint32_t to, uint32_t senders, uint64_t max_bytes,
                                            Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Taken out;
   auto it = boxes_.find({round, to});
   if (it == boxes_.end()) return out;
@@ -79,7 +81,7 @@ ShuffleMailbox::Taken ShuffleMailbox::Take(uint64_t round, uint32_t to, uint32_t
 }
 
 uint64_t ShuffleMailbox::held_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return held_bytes_;
 }
 

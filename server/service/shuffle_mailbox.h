@@ -19,12 +19,13 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace fleetps::server {
 
@@ -40,7 +41,7 @@ class ShuffleMailbox {
   // for `to` in `round`. Busy when the mailbox is full; InvalidArgument when `from`
   // already posted its last block to (round, to). Returns the bytes held after the post.
   StatusOr<uint64_t> Post(uint64_t round, uint32_t from, uint32_t to, std::vector<uint8_t> block, bool last,
-                          Clock::time_point now = Clock::now());
+                          Clock::time_point now = Clock::now()) EXCLUDES(mu_);
 
   struct Mail {
     uint32_t from = 0;
@@ -53,9 +54,10 @@ class ShuffleMailbox {
   };
   // Takes blocks for (round, to) while their total stays within max_bytes (at least one
   // block when any is waiting).
-  Taken Take(uint64_t round, uint32_t to, uint32_t senders, uint64_t max_bytes, Clock::time_point now = Clock::now());
+  Taken Take(uint64_t round, uint32_t to, uint32_t senders, uint64_t max_bytes, Clock::time_point now = Clock::now())
+      EXCLUDES(mu_);
 
-  uint64_t held_bytes() const;
+  uint64_t held_bytes() const EXCLUDES(mu_);
 
  private:
   struct Box {
@@ -64,14 +66,14 @@ class ShuffleMailbox {
     Clock::time_point touched;  // last Post or Take
   };
 
-  // Drops the boxes untouched since now - idle_expiry_. Caller holds mu_.
-  void DropIdleLocked(Clock::time_point now);
+  // Drops the boxes untouched since now - idle_expiry_.
+  void DropIdleLocked(Clock::time_point now) REQUIRES(mu_);
 
   const uint64_t capacity_bytes_;
   const Clock::duration idle_expiry_;
-  mutable std::mutex mu_;  // guards everything below
-  std::map<std::pair<uint64_t, uint32_t>, Box> boxes_;  // (round, to) -> box
-  uint64_t held_bytes_ = 0;
+  mutable Mutex mu_;  // guards everything below
+  std::map<std::pair<uint64_t, uint32_t>, Box> boxes_ GUARDED_BY(mu_);  // (round, to) -> box
+  uint64_t held_bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fleetps::server

@@ -16,7 +16,6 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -25,9 +24,11 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include "common/mutex.h"
 #include "common/net/rpc_client.h"
 #include "common/sharding.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "trainer/client/reply_util.h"
 
 namespace fleetps::trainer {
@@ -37,20 +38,25 @@ namespace fleetps::trainer {
 // call is done.
 struct CallJoin {
   std::atomic<uint32_t> remaining{0};
-  std::mutex mu;  // guards error
-  Status error;
+  Mutex mu;  // guards error
+  Status error GUARDED_BY(mu);
   std::promise<Status> promise;
   // Runs once, before the promise is set, with the call's result (null: nothing to do).
   std::function<void(const Status& result)> finish;
 
-  void Fail(const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
+  void Fail(const Status& st) EXCLUDES(mu) {
+    MutexLock lock(mu);
     if (error.ok()) error = st;
   }
-  void Done() {
+  void Done() EXCLUDES(mu) {
     if (remaining.fetch_sub(1) != 1) return;
-    if (finish) finish(error);
-    promise.set_value(error);
+    Status result;
+    {
+      MutexLock lock(mu);
+      result = error;
+    }
+    if (finish) finish(result);
+    promise.set_value(std::move(result));
   }
   static std::future<Status> Ready(Status st) {
     std::promise<Status> p;

@@ -75,7 +75,7 @@ size_t HeterClient::Route() {
   std::vector<size_t> probes;
   size_t target = first;  // every one is down: the call fails there (and finds none to go to)
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     probes = DueProbesLocked(Clock::now());
     for (size_t k = 0; k < n; ++k) {
       if (!health_[(first + k) % n].down) {
@@ -89,7 +89,7 @@ size_t HeterClient::Route() {
 }
 
 int HeterClient::NextLive(size_t failed) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   MarkDownLocked(failed, Clock::now());
   const size_t n = clients_.size();
   for (size_t k = 1; k < n; ++k) {
@@ -128,7 +128,7 @@ void HeterClient::Probe(size_t i) {
   clients_[i]->Call(static_cast<uint16_t>(MessageType::HeterHello), HelloRequest(), call,
                     [this, i](StatusOr<net::Reply> reply) {
                       const Status st = CheckHello(i, reply);
-                      std::lock_guard<std::mutex> lock(mu_);
+                      MutexLock lock(mu_);
                       Health& h = health_[i];
                       h.probing = false;
                       if (!st.ok()) {
@@ -144,7 +144,7 @@ void HeterClient::Probe(size_t i) {
 std::vector<size_t> HeterClient::UpTargets() {
   std::vector<size_t> up, probes;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (options_.failover) probes = DueProbesLocked(Clock::now());
     for (size_t i = 0; i < clients_.size(); ++i) {
       if (!options_.failover || !health_[i].down) up.push_back(i);
@@ -246,7 +246,7 @@ Status HeterClient::Flush() {
     if (!r.ok() && options_.failover && (r.status().IsUnavailable() || r.status().IsTimedOut())) {
       spdlog::warn("trainer {}: flushing {} failed ({}); the dense gradients it had not pushed are lost with it",
                    options_.trainer_id, clients_[i]->name(), r.status().ToString());
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       MarkDownLocked(i, Clock::now());
       continue;
     }

@@ -19,14 +19,15 @@
 #include <cstdint>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/net/endpoint.h"
 #include "common/net/rpc_client.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "trainer/client/heartbeat_state.h"
 
 namespace fleetps::net {
@@ -94,16 +95,16 @@ class HeterClient {
   void OnReply(std::shared_ptr<Call> call, size_t target, StatusOr<net::Reply> reply);
   // The heter-trainer of a fresh micro-batch: the routed one, or with failover the next one
   // that is up (the routed one when none is).
-  size_t Route();
+  size_t Route() EXCLUDES(mu_);
   // Failover: marks `failed` down and returns the next heter-trainer that is up, or -1.
-  int NextLive(size_t failed);
-  void MarkDownLocked(size_t i, std::chrono::steady_clock::time_point now);
+  int NextLive(size_t failed) EXCLUDES(mu_);
+  void MarkDownLocked(size_t i, std::chrono::steady_clock::time_point now) REQUIRES(mu_);
   // The down heter-trainers whose next probe is due, marked as being probed.
-  std::vector<size_t> DueProbesLocked(std::chrono::steady_clock::time_point now);
+  std::vector<size_t> DueProbesLocked(std::chrono::steady_clock::time_point now) REQUIRES(mu_);
   // Sends HeterHello to heter-trainer i (down); when it answers, it is up again.
-  void Probe(size_t i);
+  void Probe(size_t i) EXCLUDES(mu_);
   // The heter-trainers that are up (all of them without failover).
-  std::vector<size_t> UpTargets();
+  std::vector<size_t> UpTargets() EXCLUDES(mu_);
 
   // Failover state of a heter-trainer.
   struct Health {
@@ -116,8 +117,8 @@ class HeterClient {
   std::unique_ptr<net::IoThreads> io_;
   std::vector<std::unique_ptr<net::RpcClient>> clients_;
   std::atomic<uint64_t> next_{0};
-  std::mutex mu_;  // guards health_
-  std::vector<Health> health_;
+  Mutex mu_;  // guards health_
+  std::vector<Health> health_ GUARDED_BY(mu_);
 };
 
 }  // namespace fleetps::trainer

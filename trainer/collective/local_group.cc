@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <condition_variable>
-#include <mutex>
 #include <string>
+
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace fleetps::trainer::collective {
 namespace {
@@ -97,8 +99,8 @@ class Group {
     return Status::OK();
   }
 
-  void Abort(const Status& why) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Abort(const Status& why) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (failed_.ok()) failed_ = why.WithContext("a local rank of this process stopped");
     cv_.notify_all();
   }
@@ -111,15 +113,15 @@ class Group {
   }
 
  private:
-  void Publish(uint32_t member, const void* data, size_t size) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Publish(uint32_t member, const void* data, size_t size) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     spans_[member] = {data, size};
   }
 
   // Waits until every member has arrived at this phase; TimedOut naming the members that
   // did not (and the group fails for good).
-  Status Arrive(uint32_t member, const char* what) {
-    std::unique_lock<std::mutex> lock(mu_);
+  Status Arrive(uint32_t member, const char* what) EXCLUDES(mu_) {
+    UniqueLock lock(mu_);
     RETURN_IF_ERROR(failed_);
     const uint64_t phase = phase_;
     if (++arrived_ == members_) {
@@ -128,7 +130,7 @@ class Group {
       cv_.notify_all();
       return Status::OK();
     }
-    if (!cv_.wait_for(lock, timeout_, [&] { return phase_ != phase || !failed_.ok(); })) {
+    if (!cv_.wait_for(lock.native(), timeout_, [&]() REQUIRES(mu_) { return phase_ != phase || !failed_.ok(); })) {
       failed_ = Status::TimedOut("member " + std::to_string(member) + " of this process's " +
                                  std::to_string(members_) + " local ranks waited " +
                                  std::to_string(timeout_.count()) + " ms for the others to join a " + what +
@@ -149,16 +151,16 @@ class Group {
     return Status::OK();
   }
 
-  Status Failed() {
-    std::lock_guard<std::mutex> lock(mu_);
+  Status Failed() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return failed_;
   }
-  void SetResult(Status st) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void SetResult(Status st) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     result_ = std::move(st);
   }
-  Status Result() {
-    std::lock_guard<std::mutex> lock(mu_);
+  Status Result() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return result_;
   }
 
@@ -168,13 +170,16 @@ class Group {
   const uint32_t members_;
   const std::unique_ptr<Communicator> inner_;
   const std::chrono::milliseconds timeout_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint32_t arrived_ = 0;   // guarded by mu_
-  uint64_t phase_ = 0;     // guarded by mu_
-  Status failed_;          // guarded by mu_: a member timed out, or Abort
-  Status result_;          // guarded by mu_: the leader's outcome of the current operation
-  std::vector<std::pair<const void*, size_t>> spans_;  // per member, guarded by mu_ when written
+  Mutex mu_;  // guards the members below up to cv_
+  uint32_t arrived_ GUARDED_BY(mu_) = 0;
+  uint64_t phase_ GUARDED_BY(mu_) = 0;
+  Status failed_ GUARDED_BY(mu_);  // a member timed out, or Abort
+  Status result_ GUARDED_BY(mu_);  // the leader's outcome of the current operation
+  std::condition_variable cv_;     // waits on mu_: phase_, failed_
+  // The members below are handed from member to member by the phases (class comment), not
+  // by mu_: spans_ is written under mu_ (Publish), then read without it by every member
+  // once all have arrived.
+  std::vector<std::pair<const void*, size_t>> spans_;  // per member
   std::vector<float> floats_;                          // a broadcast's result (see above)
   std::array<std::vector<float>, 2> float_sums_;       // allreduce results, alternating
   std::array<std::vector<double>, 2> double_sums_;

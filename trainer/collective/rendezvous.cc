@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/net/frame.h"
 #include "common/net/io_threads.h"
 #include "common/net/rpc_client.h"
 #include "common/net/rpc_server.h"
+#include "common/thread_annotations.h"
 #include "schemas/collective_generated.h"
 #include "trainer/client/reply_util.h"
 
@@ -20,11 +21,11 @@ struct RendezvousServer::State {
   explicit State(uint64_t budget) : budget_bytes(budget) {}
 
   const uint64_t budget_bytes;
-  std::mutex mu;  // guards values, bytes
-  std::map<std::string, std::vector<uint8_t>> values;
-  uint64_t bytes = 0;  // keys plus values in `values`
+  Mutex mu;  // guards values, bytes
+  std::map<std::string, std::vector<uint8_t>> values GUARDED_BY(mu);
+  uint64_t bytes GUARDED_BY(mu) = 0;  // keys plus values in `values`
 
-  void Handle(const net::Request& req, const net::Responder& responder) {
+  void Handle(const net::Request& req, const net::Responder& responder) EXCLUDES(mu) {
     flatbuffers::Verifier verifier(req.data(), req.payload_size);
     const auto type = static_cast<MessageType>(req.type);
     auto malformed = [&] {
@@ -42,7 +43,7 @@ struct RendezvousServer::State {
             std::to_string(value_bytes) + " (limits: 1..1024 and 1 MiB)"));
       }
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         auto it = values.find(key);
         if (values.size() >= kMaxKeys && it == values.end()) {
           return responder.SendError(Status::InvalidArgument("StoreSet from " + responder.peer() +
@@ -73,7 +74,7 @@ struct RendezvousServer::State {
       const std::string key = msg->key() ? msg->key()->str() : "";
       flatbuffers::FlatBufferBuilder fbb(64);
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         auto it = values.find(key);
         if (it == values.end()) {
           fbb.Finish(wire::CreateStoreGetReply(fbb, false));
@@ -122,7 +123,7 @@ RendezvousServer::~RendezvousServer() {
 uint16_t RendezvousServer::port() const { return rpc_->port(); }
 
 uint64_t RendezvousServer::stored_bytes() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->bytes;
 }
 
