@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README, CI): installs missing packages, checks the include graph's
-# layers (scripts/check_layers.py), builds with warnings as errors, runs every CTest test,
+# layers and the functions' lengths (scripts/check_layers.py, check_function_length.py), builds with warnings as errors, runs every CTest test,
 # then builds the libraries, the unit and integration tests and the libFuzzer targets with
 # clang + ASan + UBSan, runs those tests there, then every fuzz target briefly
 # (scripts/fuzz.sh).
@@ -13,8 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 
-echo "== include graph (scripts/check_layers.py)"
+echo "== include graph and function lengths (scripts/check_layers.py, scripts/check_function_length.py)"
 python3 scripts/check_layers.py
+python3 scripts/check_function_length.py
 
 export FLEETPS_WERROR=ON
 # A new tree (CI's clean clone) is a unity build: from nothing it compiles fastest

@@ -6,18 +6,8 @@ namespace fleetps::server {
 
 void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32_t participants,
                             Clock::time_point deadline, std::vector<double> values, bool done, Callback callback) {
-  if (participants == 0) {
-    callback(Status::InvalidArgument("barrier '" + name + "': participants must be >= 1"));
-    return;
-  }
-  if (participants > kMaxParticipants) {
-    callback(Status::InvalidArgument("barrier '" + name + "': participants " + std::to_string(participants) +
-                                     " is above the limit of " + std::to_string(kMaxParticipants)));
-    return;
-  }
-  if (trainer_id >= participants) {
-    callback(Status::InvalidArgument("barrier '" + name + "': trainer id " + std::to_string(trainer_id) +
-                                     " is not below participants " + std::to_string(participants)));
+  if (Status st = CheckArrival(name, trainer_id, participants); !st.ok()) {
+    callback(st);
     return;
   }
   const uint64_t value_bytes = values.size() * sizeof(double);
@@ -66,7 +56,26 @@ void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32
     callback(error);
     return;
   }
-  // Reduce outside the lock.
+  Release(name, generation, released);  // outside the lock
+}
+
+Status BarrierManager::CheckArrival(const std::string& name, uint32_t trainer_id, uint32_t participants) {
+  if (participants == 0) {
+    return Status::InvalidArgument("barrier '" + name + "': participants must be >= 1");
+  }
+  if (participants > kMaxParticipants) {
+    return Status::InvalidArgument("barrier '" + name + "': participants " + std::to_string(participants) +
+                                     " is above the limit of " + std::to_string(kMaxParticipants));
+  }
+  if (trainer_id >= participants) {
+    return Status::InvalidArgument("barrier '" + name + "': trainer id " + std::to_string(trainer_id) +
+                                     " is not below participants " + std::to_string(participants));
+  }
+  return Status::OK();
+}
+
+void BarrierManager::Release(const std::string& name, uint64_t generation, std::vector<Waiter>& released) {
+  Status error;
   Result result;
   result.generation = generation;
   result.all_done = true;

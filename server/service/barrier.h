@@ -66,6 +66,10 @@ class BarrierManager {
   static std::string Roll(const Barrier& b, uint32_t participants);
   // Makes room for one more barrier name; false when every barrier has waiters.
   bool MakeRoom() REQUIRES(mu_);
+  // InvalidArgument naming the barrier when an arrival's ids cannot belong to a round.
+  static Status CheckArrival(const std::string& name, uint32_t trainer_id, uint32_t participants);
+  // The values of a released round summed, and every waiter of it answered.
+  static void Release(const std::string& name, uint64_t generation, std::vector<Waiter>& released);
 
   mutable Mutex mu_;  // guards the members below
   std::map<std::string, Barrier> barriers_ GUARDED_BY(mu_);

@@ -243,6 +243,8 @@ void CheckpointRunner::FinishSave(const std::string& dir, const std::string& ver
 
 // ---- save ---------------------------------------------------------------------------
 
+// Long: a save's checks, then its steps in order (lock, settle the pending save, the tables'
+// files on their lanes, PART), each the continuation of the one before.
 void CheckpointRunner::SavePart(const SaveSpec& spec, std::function<void(StatusOr<SaveOutcome>)> done) {
   const std::string where = "save of " + spec.dir + " (version " + spec.version + ", mode " + ModeName(spec.mode) +
                             ") on pserver " + std::to_string(server_index_);

@@ -109,10 +109,7 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
   auto state = std::make_shared<Collect>(req, responder);
   state->ids = ids;
   uint32_t tasks = 0;
-  for (uint32_t id : ids) {
-    if (SparseTable* t = tables_.sparse(id)) tasks += t->num_shards();
-    else tasks += 1;
-  }
+  for (uint32_t id : ids) tasks += tables_.sparse(id) != nullptr ? tables_.sparse(id)->num_shards() : 1;
   state->remaining = tasks;
   auto finish = [this, state] {
     // Every task has added its statistics (finish runs after the last one).

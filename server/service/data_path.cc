@@ -284,6 +284,8 @@ void PsService::PullRows(const net::Request& req, const net::Responder& responde
   }
 }
 
+// Long: each of the request's parallel arrays checked against the keys with an error naming
+// it, then the rows handed to their shards' lanes and the counts joined.
 void PsService::WriteRows(const net::Request& req, const net::Responder& responder) {
   const auto* msg = net::Verified<wire::WriteRowsRequest>(req, responder);
   if (msg == nullptr || !net::Aligned(msg->keys(), "keys", req, responder)) return;
@@ -442,6 +444,8 @@ void PsService::PullDense(const net::Request& req, const net::Responder& respond
   });
 }
 
+// Long: two request types decoded into one shape, every field checked with an error naming it,
+// then the push on the table's lane.
 void PsService::PushDense(const net::Request& req, const net::Responder& responder, bool set_params) {
   uint32_t table_id = 0;
   uint64_t offset = 0;

@@ -13,6 +13,7 @@
 #include "schemas/ps_generated.h"
 #include "trainer/client/fan_out.h"
 #include "trainer/client/reply_util.h"
+#include "trainer/client/sparse_merge.h"
 
 namespace fleetps::trainer {
 
@@ -212,35 +213,13 @@ std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint
   // Sum repeated keys, unless the keys are distinct.
   std::span<const uint64_t> uniq = keys;
   std::span<const float> sum = grads, sum_show = shows, sum_click = clicks;
-  KeyIndex dedup;
-  std::vector<float> summed, summed_show, summed_click;
+  SparseMerge merged(dim);
   if (options.keys_are == Keys::kMayRepeat) {
-    dedup.Reserve(keys.size());
-    summed.reserve(keys.size() * dim);
-    std::vector<uint32_t> index(keys.size());
-    dedup.InsertAll(keys, index.data());
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const uint32_t u = index[i];
-      const float* g = grads.data() + i * dim;
-      if (u * size_t{dim} == summed.size()) {
-        summed.insert(summed.end(), g, g + dim);
-        if (with_stats) {
-          summed_show.push_back(shows[i]);
-          summed_click.push_back(clicks[i]);
-        }
-      } else {
-        float* acc = summed.data() + u * size_t{dim};
-        for (uint32_t j = 0; j < dim; ++j) acc[j] += g[j];
-        if (with_stats) {
-          summed_show[u] += shows[i];
-          summed_click[u] += clicks[i];
-        }
-      }
-    }
-    uniq = dedup.keys();
-    sum = summed;
-    sum_show = summed_show;
-    sum_click = summed_click;
+    merged.Add(keys, grads, shows, clicks);
+    uniq = merged.keys();
+    sum = merged.grads();
+    sum_show = merged.shows();
+    sum_click = merged.clicks();
   }
   const size_t chunk = std::max<size_t>(
       1, std::min<size_t>(options_.max_keys_per_request, (options_.rpc.max_payload - 4096) / (dim * 4 + 16)));

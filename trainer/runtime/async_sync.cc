@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "trainer/runtime/param_sync.h"
-#include "trainer/runtime/sparse_merge.h"
+#include "trainer/client/sparse_merge.h"
 #include "trainer/runtime/sync_util.h"
 
 namespace fleetps::trainer {

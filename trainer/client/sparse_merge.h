@@ -1,8 +1,9 @@
 #pragma once
-// SparseMerge: the sparse gradients of several steps summed per key, in the order the keys
-// arrive, with their CTR show/click counts. The async communicator's merge windows
-// (fleetps.max_merge_steps, async_sync.cc) and a GPU-PS worker's merge buffer
-// (gpups_sync.cc) are each one of these.
+// SparseMerge: sparse gradients summed per key, in the order the keys arrive, with their
+// CTR show/click counts. PsClient::PushSparse sums a push's repeated keys with one; the
+// async communicator's merge windows (fleetps.max_merge_steps, trainer/runtime/
+// async_sync.cc) and a GPU-PS worker's merge buffer (heter_trainer/gpups/gpups_sync.cc) are
+// each one, over several steps.
 // Thread-safety: none; the owner serialises calls.
 
 #include <cstdint>
@@ -17,8 +18,8 @@ class SparseMerge {
  public:
   explicit SparseMerge(uint32_t dim = 0) : dim_(dim) {}
 
-  // Adds one step: keys (distinct within the step), key_grads [keys.size() * dim], and
-  // shows/clicks (one per key, or both empty).
+  // Adds one step: keys (a key may repeat), key_grads [keys.size() * dim], and shows/clicks
+  // (one per key, or both empty).
   void Add(std::span<const uint64_t> keys, std::span<const float> key_grads, std::span<const float> shows,
            std::span<const float> clicks);
   // Empties it for reuse, its buffers' capacity kept.

@@ -1,4 +1,4 @@
-#include "trainer/runtime/sparse_merge.h"
+#include "trainer/client/sparse_merge.h"
 
 #include <catch2/catch.hpp>
 
