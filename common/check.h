@@ -31,16 +31,14 @@ struct Voidify {
 
 }  // namespace fleetps::internal
 
-#define FLEETPS_CHECK(cond)                                    \
-  (cond) ? (void)0                                             \
-         : ::fleetps::internal::Voidify() &                    \
-               ::fleetps::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
+#define FLEETPS_CHECK(cond) \
+  (cond) ? (void)0          \
+         : ::fleetps::internal::Voidify() & ::fleetps::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
 
-#define FLEETPS_CHECK_OP(a, op, b)                                                      \
-  ((a)op(b)) ? (void)0                                                                 \
-             : ::fleetps::internal::Voidify() &                                        \
-                   ::fleetps::internal::CheckFailure(__FILE__, __LINE__, #a " " #op " " #b) \
-                           .stream()                                                   \
+#define FLEETPS_CHECK_OP(a, op, b)                                                                   \
+  ((a)op(b)) ? (void)0                                                                               \
+             : ::fleetps::internal::Voidify() &                                                      \
+                   ::fleetps::internal::CheckFailure(__FILE__, __LINE__, #a " " #op " " #b).stream() \
                        << "(" << (a) << " vs " << (b) << ") "
 
 #define FLEETPS_CHECK_EQ(a, b) FLEETPS_CHECK_OP(a, ==, b)

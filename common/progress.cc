@@ -76,8 +76,7 @@ std::string FormatWorkProgress(const WorkProgress& p, int width) {
   return out;
 }
 
-ProgressReporter::ProgressReporter(std::chrono::milliseconds log_interval, LogFn log, int fd,
-                                   std::optional<bool> force)
+ProgressReporter::ProgressReporter(std::chrono::milliseconds log_interval, LogFn log, int fd, std::optional<bool> force)
     : line_(fd, force),
       log_interval_(log_interval),
       log_(log ? std::move(log) : LogFn([](const std::string& line) { spdlog::info("{}", line); })),

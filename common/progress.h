@@ -76,7 +76,7 @@ class ProgressReporter {
   const std::chrono::milliseconds log_interval_;
   const LogFn log_;
   const std::chrono::steady_clock::time_point start_;
-  std::mutex mu_;                                  // guards last_log_
+  std::mutex mu_;                                   // guards last_log_
   std::chrono::steady_clock::time_point last_log_;  // start_ until the first line
 };
 

@@ -123,15 +123,14 @@ class [[nodiscard]] StatusOr {
 #define FLEETPS_STATUS_CONCAT(a, b) FLEETPS_STATUS_CONCAT_INNER(a, b)
 
 // Returns the status from the current function when it is not OK.
-#define RETURN_IF_ERROR(expr)                      \
-  do {                                             \
-    ::fleetps::Status _fleetps_st = (expr);        \
-    if (!_fleetps_st.ok()) return _fleetps_st;     \
+#define RETURN_IF_ERROR(expr)                  \
+  do {                                         \
+    ::fleetps::Status _fleetps_st = (expr);    \
+    if (!_fleetps_st.ok()) return _fleetps_st; \
   } while (0)
 
 // ASSIGN_OR_RETURN(auto x, Foo()); declares x from a StatusOr or returns its error.
-#define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL(FLEETPS_STATUS_CONCAT(_fleetps_sor_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL(FLEETPS_STATUS_CONCAT(_fleetps_sor_, __LINE__), lhs, expr)
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                          \
   if (!tmp.ok()) return tmp.status();         \

@@ -86,9 +86,10 @@ void StopSignals::Run() {
       spdlog::error("{}: a second {}: exiting at once", program_, name);
       ExitBySignal(signo);
     }
-    spdlog::warn("{}: {}: stopping: no new batches; the steps in flight finish and their updates are written to the "
-                 "pservers (send it again to exit at once)",
-                 program_, name);
+    spdlog::warn(
+        "{}: {}: stopping: no new batches; the steps in flight finish and their updates are written to the "
+        "pservers (send it again to exit at once)",
+        program_, name);
     stop_->Request(std::string("stopped by ") + name, signo);
   }
 }

@@ -54,7 +54,7 @@ class StopSignals {
 
   StopRequest* stop_;
   std::string program_;
-  int pipe_[2] = {-1, -1};  // the handler writes the signal number to [1]; Run reads [0]
+  int pipe_[2] = {-1, -1};             // the handler writes the signal number to [1]; Run reads [0]
   struct sigaction previous_[2] = {};  // SIGTERM's and SIGINT's
   std::thread thread_;
 };

@@ -21,7 +21,7 @@ PACKAGES=(
   iperf3
   procps
   python3
-  clang-16 libclang-rt-16-dev
+  clang-16 libclang-rt-16-dev clang-format-16
 )
 
 missing=()

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The test command (README, CI): installs missing packages, checks the include graph's
-# layers and the functions' lengths (scripts/check_layers.py, check_function_length.py), builds with warnings as errors, runs every CTest test,
-# then builds the libraries, the unit and integration tests and the libFuzzer targets with
-# clang + ASan + UBSan, runs those tests there, then every fuzz target briefly
-# (scripts/fuzz.sh).
+# The test command (README, CI): installs missing packages, checks the formatting
+# (scripts/check_format.sh), the include graph's layers and the functions' lengths
+# (scripts/check_layers.py, check_function_length.py), builds with warnings as errors, runs
+# every CTest test, then builds the libraries, the unit and integration tests and the
+# libFuzzer targets with clang + ASan + UBSan, runs those tests there, then every fuzz
+# target briefly (scripts/fuzz.sh).
 #   scripts/test.sh               everything
 #   FLEETPS_SKIP_SANITIZE=1 scripts/test.sh    skip the sanitizer pass
 #   FLEETPS_SKIP_FUZZ=1 scripts/test.sh        skip the fuzz stage (libFuzzer targets, 20 s each)
@@ -13,6 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 
+echo "== formatting (scripts/check_format.sh)"
+scripts/check_format.sh
 echo "== include graph and function lengths (scripts/check_layers.py, scripts/check_function_length.py)"
 python3 scripts/check_layers.py
 python3 scripts/check_function_length.py

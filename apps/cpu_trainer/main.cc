@@ -43,8 +43,7 @@ int main(int argc, char** argv) {
   cli.add_option("--trainers", f.trainers, "number of trainers (overrides PADDLE_TRAINERS_NUM)");
   cli.add_option("--heter-trainers", f.heter_trainers,
                  "heter-trainer endpoints: train in heter mode (overrides PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST)");
-  cli.add_option("--sync-mode", f.sync_mode,
-                 "async | sync | geo | heter | collective (overrides runner.sync_mode)");
+  cli.add_option("--sync-mode", f.sync_mode, "async | sync | geo | heter | collective (overrides runner.sync_mode)");
   cli.add_option("--epochs", f.epochs, "epochs (overrides runner.epochs)");
   cli.add_option("--threads", f.threads, "worker threads (overrides runner.thread_num)");
   cli.add_option("--metrics-port", f.metrics_port,
@@ -59,9 +58,9 @@ int main(int argc, char** argv) {
   cli.add_option("--train-data", f.train_data, "training file or directory (overrides runner.train_data_dir)");
   cli.add_option("--test-data", f.test_data, "test file or directory (overrides runner.test_data_dir)");
   cli.add_option("--model", f.model_dir, "infer: saved model directory (overrides runner.infer_load_path)");
-  cli.add_option("--report", f.report_path,
-                 "write a JSON summary here ({trainer_id} in the path: this trainer's id)");
-  cli.add_option("--predictions", f.predictions_path, "write 'label prediction' lines here (evaluation; {trainer_id} as in --report)");
+  cli.add_option("--report", f.report_path, "write a JSON summary here ({trainer_id} in the path: this trainer's id)");
+  cli.add_option("--predictions", f.predictions_path,
+                 "write 'label prediction' lines here (evaluation; {trainer_id} as in --report)");
   cli.add_option("--log-level", f.log_level, "trace|debug|info|warn|error|off");
   cli.add_option("--rpc-timeout-ms", f.rpc_timeout_ms,
                  "deadline of every pserver request; an unresponsive pserver fails the trainer after this long "

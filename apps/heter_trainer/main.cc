@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
                  "every heter-trainer's endpoint (overrides PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST)");
   cli.add_option("--servers", flags.servers, "pserver endpoints (overrides PADDLE_PSERVERS_IP_PORT_LIST)");
   cli.add_option("--trainers", flags.trainers, "number of cpu-trainers (overrides PADDLE_TRAINERS_NUM)");
-  cli.add_option("--device", flags.device, "gpu | cpu (overrides HETER_DEVICE_TYPE)")->check(CLI::IsMember({"gpu", "cpu"}));
+  cli.add_option("--device", flags.device, "gpu | cpu (overrides HETER_DEVICE_TYPE)")
+      ->check(CLI::IsMember({"gpu", "cpu"}));
   cli.add_option("--gpu", flags.gpu, "GPU index (overrides FLAGS_selected_gpus)")->check(CLI::NonNegativeNumber);
   cli.add_option("--lanes", flags.lanes, "micro-batches computed at once (overrides fleetps.heter.lanes)")
       ->check(CLI::Range(1, 64));

@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   cli.add_option("--endpoints", flags.endpoints, "all pserver endpoints in order, host:port,host:port");
   cli.add_option("--index", flags.index, "this server's position in the endpoint list");
   cli.add_option("--port", flags.port, "listen port (replaces the port of this server's endpoint)");
-  cli.add_option("--bind", flags.bind_host, "address to bind (default: the endpoint's host when it is an IP address, else 0.0.0.0)");
+  cli.add_option("--bind", flags.bind_host,
+                 "address to bind (default: the endpoint's host when it is an IP address, else 0.0.0.0)");
   cli.add_option("--io-threads", flags.io_threads, "network threads");
   cli.add_option("--shard-threads", flags.shard_threads, "table executor threads");
   cli.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|off");

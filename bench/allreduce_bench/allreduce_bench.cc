@@ -30,7 +30,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace fleetps;
 
-
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -101,9 +101,9 @@ int main(int argc, char** argv) {
 
   const std::string format_name(config::DataFormatName(job->data.format));
   std::printf("data_bench: %s (%s), %zu file(s) under %s, batch %u, each thread reads them %u time(s)\n\n",
-              config_path.c_str(), format_name.c_str(), files->size(), data_path.c_str(),
-              job->data.batch_size, repeat);
-  std::printf("| reader threads | examples/s | per thread | MB/s | us per example per thread |\n|---|---|---|---|---|\n");
+              config_path.c_str(), format_name.c_str(), files->size(), data_path.c_str(), job->data.batch_size, repeat);
+  std::printf(
+      "| reader threads | examples/s | per thread | MB/s | us per example per thread |\n|---|---|---|---|---|\n");
   double best_per_thread = 0;
   for (uint32_t threads : thread_counts) {
     auto r = Run(*job, *files, threads, repeat);

@@ -94,11 +94,11 @@ int main(int argc, char** argv) {
   }
   auto bf16 = dense::CpuGemm::Create(bf16_options);
   if (!shapes_only) {
-  std::printf("CPU: %s (%s), flags: %s\n", cpu.model.c_str(), cpu.vendor.c_str(), cpu.FlagList().c_str());
-  std::printf("fp32: %s\nbf16: %s\n\n", (*fp32)->Describe().c_str(),
-              bf16.ok() ? (*bf16)->Describe().c_str() : bf16.status().message().c_str());
-  std::printf("| model | product | m x n x k | OpenBLAS fp32 | oneDNN fp32 | oneDNN bf16 | bf16 / OpenBLAS |\n");
-  std::printf("|---|---|---|---:|---:|---:|---:|\n");
+    std::printf("CPU: %s (%s), flags: %s\n", cpu.model.c_str(), cpu.vendor.c_str(), cpu.FlagList().c_str());
+    std::printf("fp32: %s\nbf16: %s\n\n", (*fp32)->Describe().c_str(),
+                bf16.ok() ? (*bf16)->Describe().c_str() : bf16.status().message().c_str());
+    std::printf("| model | product | m x n x k | OpenBLAS fp32 | oneDNN fp32 | oneDNN bf16 | bf16 / OpenBLAS |\n");
+    std::printf("|---|---|---|---:|---:|---:|---:|\n");
   }
   double total_flop = 0, total_blas = 0, total_fp32 = 0, total_bf16 = 0;
   for (const std::string& model : models) {

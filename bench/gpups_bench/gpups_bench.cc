@@ -76,9 +76,10 @@ double HostCopyGBps(uint32_t threads) {
 Status DenseReplicaSteps(config::TrainerOptions job, uint32_t workers, uint32_t steps) {
   const size_t n = trainer::model::DenseNet::FromOptions(job.model).num_params();
   job.dense_table.dim = static_cast<uint32_t>(n);
-  std::printf("| dense replica step (%zu parameters, %s, %u worker(s), %u steps) | apply threads | ms per step, "
-              "gradient copied | ms per step, gradient in place |\n",
-              n, std::string(config::OptimizerKindName(job.dense_table.optimizer.kind)).c_str(), workers, steps);
+  std::printf(
+      "| dense replica step (%zu parameters, %s, %u worker(s), %u steps) | apply threads | ms per step, "
+      "gradient copied | ms per step, gradient in place |\n",
+      n, std::string(config::OptimizerKindName(job.dense_table.optimizer.kind)).c_str(), workers, steps);
   std::printf("|---|---|---|---|\n");
   for (size_t apply : {size_t{1}, size_t{2}, size_t{4}}) {
     double ms[2];
@@ -180,8 +181,10 @@ int main(int argc, char** argv) {
       trainer::PsClient::SparsePushOptions opt;
       opt.shows = std::span<const float>(shows).first(n);
       opt.clicks = std::span<const float>(clicks).first(n);
-      auto st = (*client)->PushSparse(sparse_id, std::span<const uint64_t>(keys).subspan(b, n),
-                                      std::span<const float>(grads).first(n * dim), opt).get();
+      auto st = (*client)
+                    ->PushSparse(sparse_id, std::span<const uint64_t>(keys).subspan(b, n),
+                                 std::span<const float>(grads).first(n * dim), opt)
+                    .get();
       if (!st.ok()) return Fail(st);
     }
   }
@@ -231,10 +234,11 @@ int main(int argc, char** argv) {
   if (auto st = pass.Build(keys, rows, flags, stats); !st.ok()) return Fail(st);
 
   const double n = static_cast<double>(keys.size());
-  std::printf("gpups_bench: %llu keys, dim %u (%u floats per row on the wire), %u pservers in-process, %s table on %u "
-              "device(s), %u hardware threads\n\n",
-              static_cast<unsigned long long>(keys.size()), dim, core, servers, pass.device_name().c_str(), devices,
-              std::thread::hardware_concurrency());
+  std::printf(
+      "gpups_bench: %llu keys, dim %u (%u floats per row on the wire), %u pservers in-process, %s table on %u "
+      "device(s), %u hardware threads\n\n",
+      static_cast<unsigned long long>(keys.size()), dim, core, servers, pass.device_name().c_str(), devices,
+      std::thread::hardware_concurrency());
   std::printf("| pass step | seconds | keys/s |\n|---|---|---|\n");
   std::printf("| begin_pass: PullRows from the pservers | %.3f | %.0f |\n", pull_s, n / pull_s);
   std::printf("| begin_pass: build the device table | %.3f | %.0f |\n", build_s, n / build_s);
@@ -242,9 +246,10 @@ int main(int argc, char** argv) {
   std::printf("| end_pass: export the rows | %.3f | %.0f |\n", export_s, n / export_s);
   std::printf("| end_pass: WriteRows to the pservers | %.3f | %.0f |\n", write_s, n / write_s);
   std::printf("| end_pass total | %.3f | %.0f |\n", export_s + write_s, n / (export_s + write_s));
-  std::printf("| end_pass as the trainer runs it: ranges of %llu rows, each exported while the previous is written "
-              "(WritePassBack) | %.3f | %.0f |\n\n",
-              static_cast<unsigned long long>(write_back_rows), pipelined_s, n / pipelined_s);
+  std::printf(
+      "| end_pass as the trainer runs it: ranges of %llu rows, each exported while the previous is written "
+      "(WritePassBack) | %.3f | %.0f |\n\n",
+      static_cast<unsigned long long>(write_back_rows), pipelined_s, n / pipelined_s);
 
   // 2. Lookup and update rates, `callers` threads per device.
   const uint32_t row_floats = core + 1 + (job->sparse_table.accessor.kind == AccessorKind::kCtr ? 4 : 0);
@@ -308,9 +313,10 @@ int main(int argc, char** argv) {
     roofline = HostCopyGBps(threads);
     roof_what = "host memcpy, " + std::to_string(threads) + " threads";
   }
-  std::printf("| device-table op (%u keys per call, %u threads: %u per device) | keys/s | GB/s moved | share of %s "
-              "(%.1f GB/s) |\n",
-              batch_keys, threads, callers, roof_what.c_str(), roofline);
+  std::printf(
+      "| device-table op (%u keys per call, %u threads: %u per device) | keys/s | GB/s moved | share of %s "
+      "(%.1f GB/s) |\n",
+      batch_keys, threads, callers, roof_what.c_str(), roofline);
   std::printf("|---|---|---|---|\n");
   std::printf("| lookup (Pull) | %.0f | %.2f | %.1f%% |\n", *lookups, *lookups * lookup_bytes / 1e9,
               100.0 * *lookups * lookup_bytes / 1e9 / roofline);

@@ -1,6 +1,5 @@
 #include "bench/heter_bench/dense_bench.h"
 
-
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -79,7 +78,8 @@ StatusOr<StepTimes> TimeSteps(heter::DenseDevice& device, const DenseNet& net, s
   const StepBuffers in(device, net, batch, options.seed, host_buffers);
   float device_ms = 0;
   heter::DenseStepOutput out = in.out();
-  for (int i = 0; i < options.warmup_steps; ++i) RETURN_IF_ERROR(lane->Step(in.activations, in.labels, batch, out).status());
+  for (int i = 0; i < options.warmup_steps; ++i)
+    RETURN_IF_ERROR(lane->Step(in.activations, in.labels, batch, out).status());
   out.device_ms = &device_ms;
   double device_total = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -94,8 +94,8 @@ StatusOr<StepTimes> TimeSteps(heter::DenseDevice& device, const DenseNet& net, s
 // Milliseconds per step when `lanes` threads each run options.steps steps on a lane of their
 // own at once, as a heter-trainer's lanes do: wall time over all the steps. What one device
 // gives per micro-batch once one lane's copies and host work overlap another's compute.
-StatusOr<double> TimeLanes(heter::DenseDevice& device, const DenseNet& net, std::span<const float> params,
-                           size_t batch, uint32_t lanes, bool host_buffers, const DenseBenchOptions& options) {
+StatusOr<double> TimeLanes(heter::DenseDevice& device, const DenseNet& net, std::span<const float> params, size_t batch,
+                           uint32_t lanes, bool host_buffers, const DenseBenchOptions& options) {
   std::vector<std::unique_ptr<heter::DenseLane>> all;
   for (uint32_t l = 0; l < lanes; ++l) {
     ASSIGN_OR_RETURN(auto lane, device.NewLane());
@@ -181,8 +181,8 @@ Status RunDevice(const char* name, heter::DenseDevice& device, const DenseNet& n
       ASSIGN_OR_RETURN(gemm_ms, heter::TimeDenseGemms(net, batch, options.steps, options.gpu));
     }
 #endif
-    std::string row = fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.2f} |", name, batch, one.step_ms, gemm_ms,
-                                  one.step_ms / gemm_ms);
+    std::string row =
+        fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.2f} |", name, batch, one.step_ms, gemm_ms, one.step_ms / gemm_ms);
     double best_ms = one.step_ms;
     if (gpu) {
       row += fmt::format(" {:.3f} | {:.2f} |", one.device_ms, one.device_ms / gemm_ms);

@@ -21,11 +21,11 @@ struct DenseBenchOptions {
   OutputKind output = OutputKind::kSoftmax2;
   // Rows per step; one table row per (device, batch).
   std::vector<size_t> batches = {512, 1024, 2048, 4096, 8192};
-  int warmup_steps = 3;  // untimed steps per (device, batch)
-  int steps = 20;        // timed steps per (device, batch); the mean is printed
+  int warmup_steps = 3;                  // untimed steps per (device, batch)
+  int steps = 20;                        // timed steps per (device, batch); the mean is printed
   std::vector<uint32_t> lanes = {2, 4};  // GPU: lanes stepping at once, one column each
-  int gpu = 0;           // CUDA device index (among the visible ones)
-  uint64_t seed = 1;     // parameters and inputs
+  int gpu = 0;                           // CUDA device index (among the visible ones)
+  uint64_t seed = 1;                     // parameters and inputs
 };
 
 // Prints the table (device, batch, step ms, GEMMs ms, step / GEMMs; on the GPU the on-device

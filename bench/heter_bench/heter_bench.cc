@@ -43,7 +43,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace fleetps;
 
-
 struct Served {
   double examples_per_s = 0;
   double mean_round_trip_ms = 0;
@@ -203,8 +202,9 @@ int main(int argc, char** argv) {
   co.io_threads = 1;
   std::printf("== heter-trainer capacity (%s device, %u lanes, micro-batch %u, %u in flight per sender, %.0f s)\n",
               device.c_str(), lanes, batch, inflight, seconds);
-  std::printf("| senders | examples/s served | per sender | mean round trip ms | lane step ms (heter-trainer) | "
-              "lanes busy |\n|---|---|---|---|---|---|\n");
+  std::printf(
+      "| senders | examples/s served | per sender | mean round trip ms | lane step ms (heter-trainer) | "
+      "lanes busy |\n|---|---|---|---|---|---|\n");
   for (uint32_t n : senders) {
     // The heter-trainer's own account: its lanes' step time (fleetps_heter_step_seconds).
     const std::string before = heter.MetricsText();
@@ -213,11 +213,12 @@ int main(int argc, char** argv) {
     if (!served.ok()) return Fail(served.status());
     const double wall = std::chrono::duration<double>(Clock::now() - fed).count();
     const std::string after = heter.MetricsText();
-    const double step_s = Sample(after, "fleetps_heter_step_seconds_sum") - Sample(before, "fleetps_heter_step_seconds_sum");
-    const double steps = Sample(after, "fleetps_heter_step_seconds_count") - Sample(before, "fleetps_heter_step_seconds_count");
-    std::printf("| %u | %.0f | %.0f | %.2f | %.3f | %.0f%% |\n", n, served->examples_per_s,
-                served->examples_per_s / n, served->mean_round_trip_ms, steps > 0 ? 1e3 * step_s / steps : 0.0,
-                100.0 * step_s / (wall * lanes));
+    const double step_s =
+        Sample(after, "fleetps_heter_step_seconds_sum") - Sample(before, "fleetps_heter_step_seconds_sum");
+    const double steps =
+        Sample(after, "fleetps_heter_step_seconds_count") - Sample(before, "fleetps_heter_step_seconds_count");
+    std::printf("| %u | %.0f | %.0f | %.2f | %.3f | %.0f%% |\n", n, served->examples_per_s, served->examples_per_s / n,
+                served->mean_round_trip_ms, steps > 0 ? 1e3 * step_s / steps : 0.0, 100.0 * step_s / (wall * lanes));
     std::fflush(stdout);
   }
   heter.Shutdown();

@@ -119,8 +119,7 @@ void BenchRowStore(const Flags& flags, const Workload& w) {
     }
     sink = sum;
   });
-  std::printf("%-44s %10.1f MiB for %zu rows\n", "  (row store memory)", store.MemoryBytes() / 1048576.0,
-              store.size());
+  std::printf("%-44s %10.1f MiB for %zu rows\n", "  (row store memory)", store.MemoryBytes() / 1048576.0, store.size());
 }
 
 std::unique_ptr<SparseTable> PrefilledTable(const Flags& flags, const Workload& w, OptimizerKind kind) {
@@ -171,13 +170,12 @@ int main(int argc, char** argv) {
   app.add_option("--keys", flags.keys, "keys in the table")->check(CLI::PositiveNumber);
   app.add_option("--dim", flags.dim, "weights per row")->check(CLI::Range(1u, 4096u));
   app.add_option("--batch", flags.batch, "keys per request batch")->check(CLI::PositiveNumber);
-  app.add_option("--rounds", flags.rounds, "timed batches per operation (median reported)")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--rounds", flags.rounds, "timed batches per operation (median reported)")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   const auto workload = fleetps::bench::MakeWorkload(flags);
-  std::printf("table_bench: %zu keys, dim %u, batches of %zu uniform random keys, 1 thread, CPU time\n",
-              flags.keys, flags.dim, flags.batch);
+  std::printf("table_bench: %zu keys, dim %u, batches of %zu uniform random keys, 1 thread, CPU time\n", flags.keys,
+              flags.dim, flags.batch);
   std::printf("%-44s %10s %10s\n", "operation", "Mkeys/s", "ns/key");
   fleetps::bench::BenchRowStore(flags, workload);
   fleetps::bench::BenchTable(flags, workload);

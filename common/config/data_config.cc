@@ -33,9 +33,7 @@ constexpr std::pair<std::string_view, SamplerKind> kSamplers[] = {
     {"distributed", SamplerKind::kDistributed},
 };
 
-bool Has(const YAML::Node& map, const std::string& key) {
-  return map && map.IsMap() && map[key] && !map[key].IsNull();
-}
+bool Has(const YAML::Node& map, const std::string& key) { return map && map.IsMap() && map[key] && !map[key].IsNull(); }
 
 // Reads the string at `key` and maps it through `table`; error lists the allowed names.
 template <typename T, size_t N>
@@ -101,8 +99,8 @@ std::string ResolvePath(const YamlContext& ctx, const std::string& path) {
 }
 
 // `dir_key` (one path) and `list_key` (a list), both optional, appended in that order.
-Status ReadPaths(const YAML::Node& map, const std::string& dir_key, const std::string& list_key,
-                 const YamlContext& ctx, std::vector<std::string>* out) {
+Status ReadPaths(const YAML::Node& map, const std::string& dir_key, const std::string& list_key, const YamlContext& ctx,
+                 std::vector<std::string>* out) {
   std::vector<std::string> dirs, list;
   if (Has(map, dir_key) && map[dir_key].IsSequence()) {  // PaddleRec's online configs list them
     RETURN_IF_ERROR(ReadStringList(map, dir_key, ctx, &dirs));
@@ -166,7 +164,8 @@ Status CheckCriteoShape(const YAML::Node& map, const YamlContext& ctx, const Dat
   if (o.sparse_slots.size() != 26) {
     return error(Has(map, "sparse_slots") ? "sparse_slots" : "sparse_inputs_slots",
                  "data_format criteo has 26 categorical columns, one per sparse slot: it needs 26 sparse slots "
-                 "(sparse_inputs_slots: 27, the label counted), not " + std::to_string(o.sparse_slots.size()));
+                 "(sparse_inputs_slots: 27, the label counted), not " +
+                     std::to_string(o.sparse_slots.size()));
   }
   return Status::OK();
 }
@@ -183,8 +182,8 @@ Status ParseSection(const YAML::Node& section, const YamlContext& ctx, ShapeKeys
   RETURN_IF_ERROR(ReadEnum(section, "sampler", ctx, kSamplers, &o.sampler));
   if (o.sampler == SamplerKind::kDistributed) {
     if (o.dataset != DatasetKind::kInMemory) {
-      return ctx.Child("sampler").Error(section["sampler"],
-                                        "distributed needs reader_type: InMemoryDataset (it samples the loaded records)");
+      return ctx.Child("sampler").Error(
+          section["sampler"], "distributed needs reader_type: InMemoryDataset (it samples the loaded records)");
     }
     if (o.shuffle == ShuffleMode::kGlobal) {
       return ctx.Child("sampler").Error(
@@ -302,11 +301,11 @@ Status ParsePaddleRecDataOptions(const YAML::Node& root, const YamlContext& ctx,
 }
 
 std::vector<std::string> DataOptionKeys() {
-  return {"data_format",     "label_slot",       "dense_slot",       "dense_input_dim", "sparse_inputs_slots",
-          "slot_num",        "sparse_slots",     "multislot_slots",  "train_data_dir",  "train_files",
-          "test_data_dir",   "test_files",       "split_file_list",  "train_batch_size", "infer_batch_size",
-          "thread_num",      "reader_type",      "skip_bad_lines",   "queue_capacity",  "shuffle",  "shuffle_seed",
-          "sampler",         "criteo_hash_dim"};
+  return {"data_format",   "label_slot",   "dense_slot",      "dense_input_dim",  "sparse_inputs_slots",
+          "slot_num",      "sparse_slots", "multislot_slots", "train_data_dir",   "train_files",
+          "test_data_dir", "test_files",   "split_file_list", "train_batch_size", "infer_batch_size",
+          "thread_num",    "reader_type",  "skip_bad_lines",  "queue_capacity",   "shuffle",
+          "shuffle_seed",  "sampler",      "criteo_hash_dim"};
 }
 
 std::vector<std::string> DataShapeKeys() { return {"dense_input_dim", "sparse_inputs_slots", "slot_num"}; }

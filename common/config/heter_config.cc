@@ -121,8 +121,9 @@ Status ValidateHeterTrainerOptions(const HeterTrainerOptions& o) {
     return Status::InvalidArgument("set POD_IP and PADDLE_PORT (or --endpoint) to name this heter-trainer");
   }
   if (o.stage_num != 2) {
-    return Status::InvalidArgument("STAGE_NUM=" + std::to_string(o.stage_num) +
-                                   ": fleetps runs two stages (the cpu-trainers, then one heter stage); set STAGE_NUM=2");
+    return Status::InvalidArgument(
+        "STAGE_NUM=" + std::to_string(o.stage_num) +
+        ": fleetps runs two stages (the cpu-trainers, then one heter stage); set STAGE_NUM=2");
   }
   if (o.stage_id != 2) {
     return Status::InvalidArgument("STAGE_ID=" + std::to_string(o.stage_id) +

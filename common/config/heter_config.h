@@ -37,13 +37,13 @@ struct HeterTrainerOptions {
   // Its RPC server, from the job YAML's fleetps.server map (limits, auth, trainer_lease_s):
   // endpoints = every heter-trainer, index = this one.
   ServerOptions server;
-  std::string device = "auto";            // HETER_DEVICE_TYPE: gpu | cpu | auto (the GPU when usable, else the CPU)
-  std::vector<int> gpus = {0};            // FLAGS_selected_gpus: the first one is used
-  uint32_t stage_id = 2;                  // STAGE_ID (1 = the cpu-trainers)
-  uint32_t stage_num = 2;                 // STAGE_NUM
-  std::vector<uint32_t> stage_trainers;   // PADDLE_STAGE_TRAINERS_NUM; empty = not given
-  std::vector<net::Endpoint> previous;    // PADDLE_PREVIOUS_HETER_TRAINER_IP_PORT_LIST
-  std::vector<net::Endpoint> next;        // PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST
+  std::string device = "auto";           // HETER_DEVICE_TYPE: gpu | cpu | auto (the GPU when usable, else the CPU)
+  std::vector<int> gpus = {0};           // FLAGS_selected_gpus: the first one is used
+  uint32_t stage_id = 2;                 // STAGE_ID (1 = the cpu-trainers)
+  uint32_t stage_num = 2;                // STAGE_NUM
+  std::vector<uint32_t> stage_trainers;  // PADDLE_STAGE_TRAINERS_NUM; empty = not given
+  std::vector<net::Endpoint> previous;   // PADDLE_PREVIOUS_HETER_TRAINER_IP_PORT_LIST
+  std::vector<net::Endpoint> next;       // PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST
   // /metrics, /healthz, /readyz on this port (0: off, the default): FLEETPS_HETER_METRICS_PORT
   // or --metrics-port.
   uint16_t metrics_port = 0;

@@ -12,8 +12,8 @@ namespace fleetps {
 
 const std::vector<std::pair<std::string, ModelType>>& ModelTypeNames() {
   static const std::vector<std::pair<std::string, ModelType>> names = {
-      {"mlp", ModelType::kMlp}, {"ctr_dnn", ModelType::kCtrDnn}, {"wide_deep", ModelType::kWideDeep},
-      {"deepfm", ModelType::kDeepFm}, {"dcn", ModelType::kDcn},   {"dlrm", ModelType::kDlrm},
+      {"mlp", ModelType::kMlp},       {"ctr_dnn", ModelType::kCtrDnn}, {"wide_deep", ModelType::kWideDeep},
+      {"deepfm", ModelType::kDeepFm}, {"dcn", ModelType::kDcn},        {"dlrm", ModelType::kDlrm},
   };
   return names;
 }
@@ -59,8 +59,8 @@ bool Present(const YAML::Node& map, const std::string& key) {
 // Reads `key` with `read` (one of the yaml_util readers) and, when present, checks the
 // value with `valid`; `expected` describes the allowed values for the error message.
 template <typename T, typename Read, typename Valid>
-Status ReadChecked(const YAML::Node& map, const std::string& key, const YamlContext& ctx, Read read,
-                   Valid valid, const std::string& expected, T* out) {
+Status ReadChecked(const YAML::Node& map, const std::string& key, const YamlContext& ctx, Read read, Valid valid,
+                   const std::string& expected, T* out) {
   if (!Present(map, key)) return Status::OK();
   T value{};
   RETURN_IF_ERROR(read(map, key, ctx, &value));
@@ -87,15 +87,15 @@ Status ReadEnumIgnoreCase(const YAML::Node& map, const std::string& key, const Y
     }
     allowed += (allowed.empty() ? "" : ", ") + candidate;
   }
-  return ctx.Child(key).Error(map[key], "expected one of " + allowed + " (case-insensitive), got \"" +
-                                            map[key].Scalar() + "\"");
+  return ctx.Child(key).Error(map[key],
+                              "expected one of " + allowed + " (case-insensitive), got \"" + map[key].Scalar() + "\"");
 }
 
 // sparse_feature_dim, or its PaddleRec spelling emb_dim (both given: they must agree).
 Status ReadEmbeddingWidth(const YAML::Node& hp, const YamlContext& ctx, ModelOptions* o) {
   const auto at_least_1 = [](uint32_t v) { return v >= 1; };
-  RETURN_IF_ERROR(ReadChecked(hp, "sparse_feature_dim", ctx, ReadUint32, at_least_1, "an integer >= 1",
-                              &o->sparse_feature_dim));
+  RETURN_IF_ERROR(
+      ReadChecked(hp, "sparse_feature_dim", ctx, ReadUint32, at_least_1, "an integer >= 1", &o->sparse_feature_dim));
   if (Present(hp, "emb_dim")) {
     uint32_t emb_dim = 0;
     RETURN_IF_ERROR(ReadChecked(hp, "emb_dim", ctx, ReadUint32, at_least_1, "an integer >= 1", &emb_dim));
@@ -112,17 +112,17 @@ Status ReadEmbeddingWidth(const YAML::Node& hp, const YamlContext& ctx, ModelOpt
 // sparse_inputs_slots (PaddleRec counts the label slot), and dlrm's num_field, which must agree.
 Status ReadSparseSlots(const YAML::Node& hp, const YamlContext& ctx, ModelOptions* o) {
   uint32_t paddle_slots = o->num_sparse_slots + 1;
-  RETURN_IF_ERROR(ReadChecked(hp, "sparse_inputs_slots", ctx, ReadUint32, [](uint32_t v) { return v >= 2; },
-                              "an integer >= 2 (PaddleRec counts the label slot: 27 means 26 sparse slots)",
-                              &paddle_slots));
+  RETURN_IF_ERROR(ReadChecked(
+      hp, "sparse_inputs_slots", ctx, ReadUint32, [](uint32_t v) { return v >= 2; },
+      "an integer >= 2 (PaddleRec counts the label slot: 27 means 26 sparse slots)", &paddle_slots));
   o->num_sparse_slots = paddle_slots - 1;
   if (Present(hp, "num_field")) {  // PaddleRec dlrm's count of sparse slots: must agree
     uint32_t fields = 0;
     RETURN_IF_ERROR(ReadUint32(hp, "num_field", ctx, &fields));
     if (fields != o->num_sparse_slots) {
-      return ctx.Child("num_field").Error(hp["num_field"], "is " + std::to_string(fields) + " but the model has " +
-                                                               std::to_string(o->num_sparse_slots) +
-                                                               " sparse slots (sparse_inputs_slots - 1)");
+      return ctx.Child("num_field")
+          .Error(hp["num_field"], "is " + std::to_string(fields) + " but the model has " +
+                                      std::to_string(o->num_sparse_slots) + " sparse slots (sparse_inputs_slots - 1)");
     }
   }
   return Status::OK();
@@ -152,8 +152,8 @@ Status ReadHiddenLayers(const YAML::Node& hp, const YamlContext& ctx, ModelOptio
     std::vector<uint32_t> layer_sizes;
     RETURN_IF_ERROR(ReadLayerWidths(hp, "layer_sizes", ctx, &layer_sizes));
     if (Present(hp, "fc_sizes") && layer_sizes != o->fc_sizes) {
-      return ctx.Child("layer_sizes").Error(hp["layer_sizes"],
-                                            "differs from fc_sizes; both name the hidden layer widths, give one");
+      return ctx.Child("layer_sizes")
+          .Error(hp["layer_sizes"], "differs from fc_sizes; both name the hidden layer widths, give one");
     }
     o->fc_sizes = std::move(layer_sizes);
   }
@@ -166,20 +166,21 @@ Status ReadSlotDims(const YAML::Node& hp, const YamlContext& ctx, ModelOptions* 
   RETURN_IF_ERROR(ReadLayerWidths(hp, "slot_dims", ctx, &o->slot_dims));
   const YAML::Node node = hp["slot_dims"];
   if (o->type != ModelType::kCtrDnn && o->type != ModelType::kWideDeep && o->type != ModelType::kDcn) {
-    return ctx.Child("slot_dims").Error(node, "per-slot embedding widths are for ctr_dnn, wide_deep and dcn; " +
-                                                  ModelTypeName(o->type) +
-                                                  " takes dot products between slots, which need one width");
+    return ctx.Child("slot_dims")
+        .Error(node, "per-slot embedding widths are for ctr_dnn, wide_deep and dcn; " + ModelTypeName(o->type) +
+                         " takes dot products between slots, which need one width");
   }
   if (o->slot_dims.size() != o->num_sparse_slots) {
-    return ctx.Child("slot_dims").Error(node, "has " + std::to_string(o->slot_dims.size()) +
-                                                  " widths but the model has " + std::to_string(o->num_sparse_slots) +
-                                                  " sparse slots (sparse_inputs_slots - 1)");
+    return ctx.Child("slot_dims")
+        .Error(node, "has " + std::to_string(o->slot_dims.size()) + " widths but the model has " +
+                         std::to_string(o->num_sparse_slots) + " sparse slots (sparse_inputs_slots - 1)");
   }
   for (size_t i = 0; i < o->slot_dims.size(); ++i) {
     if (o->slot_dims[i] > o->sparse_feature_dim) {
-      return ctx.Child("slot_dims").Index(i).Error(
-          node[i], "expected a width in [1, sparse_feature_dim = " + std::to_string(o->sparse_feature_dim) +
-                       "] (the rows are sparse_feature_dim wide), got " + std::to_string(o->slot_dims[i]));
+      return ctx.Child("slot_dims")
+          .Index(i)
+          .Error(node[i], "expected a width in [1, sparse_feature_dim = " + std::to_string(o->sparse_feature_dim) +
+                              "] (the rows are sparse_feature_dim wide), got " + std::to_string(o->slot_dims[i]));
     }
   }
   return Status::OK();
@@ -191,8 +192,9 @@ Status CheckDlrmLayers(const YAML::Node& hp, const YamlContext& ctx, ModelOption
   const std::string top_key = "top_layer_sizes";
   const YAML::Node top_node = Present(hp, top_key) ? hp[top_key] : hp;
   if (o->top_layer_sizes.empty() || o->top_layer_sizes.back() > 2) {
-    return ctx.Child(top_key).Error(top_node, "the last entry is dlrm's output layer: expected 1 (sigmoid) or 2 "
-                                              "(softmax2), e.g. [512, 256, 2]");
+    return ctx.Child(top_key).Error(top_node,
+                                    "the last entry is dlrm's output layer: expected 1 (sigmoid) or 2 "
+                                    "(softmax2), e.g. [512, 256, 2]");
   }
   const OutputKind from_top = o->top_layer_sizes.back() == 2 ? OutputKind::kSoftmax2 : OutputKind::kSigmoid;
   if (Present(hp, "output") && o->output != from_top) {
@@ -204,9 +206,10 @@ Status CheckDlrmLayers(const YAML::Node& hp, const YamlContext& ctx, ModelOption
   const YAML::Node bot_node = Present(hp, "bot_layer_sizes") ? hp["bot_layer_sizes"] : hp;
   if (o->bot_layer_sizes.empty() || o->bot_layer_sizes.back() != o->sparse_feature_dim) {
     return ctx.Child("bot_layer_sizes")
-        .Error(bot_node, "dlrm's bottom MLP must end at the embedding width: expected a non-empty list whose last "
-                         "entry is sparse_feature_dim (" +
-                             std::to_string(o->sparse_feature_dim) + ")");
+        .Error(bot_node,
+               "dlrm's bottom MLP must end at the embedding width: expected a non-empty list whose last "
+               "entry is sparse_feature_dim (" +
+                   std::to_string(o->sparse_feature_dim) + ")");
   }
   if (o->dense_input_dim == 0) {
     return ctx.Child("dense_input_dim")
@@ -219,10 +222,9 @@ Status CheckDlrmLayers(const YAML::Node& hp, const YamlContext& ctx, ModelOption
 }  // namespace
 
 std::vector<std::string> ModelOptionKeys() {
-  return {"model_type", "sparse_feature_dim", "emb_dim",    "sparse_inputs_slots", "dense_input_dim",
-          "input_dim",  "fc_sizes",           "layer_sizes", "output",             "init_seed",
-          "optimizer",  "cross_num",          "cross_type", "bot_layer_sizes",     "top_layer_sizes",
-          "num_field",  "slot_dims"};
+  return {"model_type", "sparse_feature_dim", "emb_dim",         "sparse_inputs_slots", "dense_input_dim", "input_dim",
+          "fc_sizes",   "layer_sizes",        "output",          "init_seed",           "optimizer",       "cross_num",
+          "cross_type", "bot_layer_sizes",    "top_layer_sizes", "num_field",           "slot_dims"};
 }
 
 Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& ctx, ModelOptions* options) {
@@ -235,14 +237,15 @@ Status ParseModelOptions(const YAML::Node& hyper_parameters, const YamlContext& 
   RETURN_IF_ERROR(ReadEmbeddingWidth(hp, ctx, &o));
   RETURN_IF_ERROR(ReadSparseSlots(hp, ctx, &o));
   RETURN_IF_ERROR(ReadUint32(hp, "dense_input_dim", ctx, &o.dense_input_dim));
-  RETURN_IF_ERROR(ReadChecked(hp, "input_dim", ctx, ReadUint32, [](uint32_t v) { return v >= 1; }, "an integer >= 1",
-                              &o.input_dim));
+  RETURN_IF_ERROR(ReadChecked(
+      hp, "input_dim", ctx, ReadUint32, [](uint32_t v) { return v >= 1; }, "an integer >= 1", &o.input_dim));
   RETURN_IF_ERROR(ReadHiddenLayers(hp, ctx, &o));
 
-  RETURN_IF_ERROR(ReadChecked(hp, "cross_num", ctx, ReadUint32, [](uint32_t v) { return v >= 1 && v <= 64; },
-                              "an integer in [1, 64]", &o.cross_num));
-  RETURN_IF_ERROR(ReadEnumIgnoreCase<CrossType>(hp, "cross_type", ctx,
-                                                {{"v1", CrossType::kV1}, {"v2", CrossType::kV2}}, &o.cross_type));
+  RETURN_IF_ERROR(ReadChecked(
+      hp, "cross_num", ctx, ReadUint32, [](uint32_t v) { return v >= 1 && v <= 64; }, "an integer in [1, 64]",
+      &o.cross_num));
+  RETURN_IF_ERROR(ReadEnumIgnoreCase<CrossType>(hp, "cross_type", ctx, {{"v1", CrossType::kV1}, {"v2", CrossType::kV2}},
+                                                &o.cross_type));
   RETURN_IF_ERROR(ReadLayerWidths(hp, "bot_layer_sizes", ctx, &o.bot_layer_sizes));
   RETURN_IF_ERROR(ReadLayerWidths(hp, "top_layer_sizes", ctx, &o.top_layer_sizes));
 

@@ -43,8 +43,8 @@ namespace fleetps {
 // and sum-pooled into one block of SparseRowDim floats; the blocks and then the dense
 // features form the activation row the dense part (model::DenseNet) reads.
 enum class ModelType : uint8_t {
-  kMlp = 0,     // dense features only: input_dim -> fc_sizes -> output
-  kCtrDnn = 1,  // PaddleRec rank/dnn: sum-pooled slot embeddings ++ dense features -> fc_sizes -> output
+  kMlp = 0,       // dense features only: input_dim -> fc_sizes -> output
+  kCtrDnn = 1,    // PaddleRec rank/dnn: sum-pooled slot embeddings ++ dense features -> fc_sizes -> output
   kWideDeep = 2,  // PaddleRec rank/wide_deep: wide (linear) part + deep MLP, summed into the logit
   kDeepFm = 3,    // PaddleRec rank/deepfm: first-order weights + FM second-order term + deep MLP
   kDcn = 4,       // PaddleRec rank/dcn: cross network beside the MLP, joined by the output layer
@@ -89,7 +89,7 @@ struct ModelOptions {
   uint32_t dense_input_dim = 13;  // `dense_input_dim`: dense features per example, >= 0
 
   // dcn only.
-  uint32_t cross_num = 2;               // `cross_num`: cross layers, >= 1
+  uint32_t cross_num = 2;                 // `cross_num`: cross layers, >= 1
   CrossType cross_type = CrossType::kV1;  // `cross_type`: v1 | v2
 
   // dlrm only. `bot_layer_sizes`: the bottom MLP over the dense features (ReLU after each
@@ -106,7 +106,7 @@ struct ModelOptions {
   // empty (a linear model). Default: PaddleRec rank/dnn's.
   std::vector<uint32_t> fc_sizes = {512, 256, 128, 32};
   OutputKind output = OutputKind::kSoftmax2;  // `output`: softmax2 | sigmoid
-  uint64_t init_seed = 0;  // `init_seed`: seed of the deterministic dense parameter init
+  uint64_t init_seed = 0;                     // `init_seed`: seed of the deterministic dense parameter init
 
   // `optimizer`: {class (or name): SGD | Adagrad | Adam (case-insensitive), learning_rate
   // (> 0), beta1, beta2 (in [0, 1)), epsilon (> 0), initial_accumulator (>= 0),

@@ -144,8 +144,8 @@ Status ValidateOptimizer(const OptimizerOptions& o) {
     }
   }
   if (!(o.learning_rate * o.weight_decay < 1)) {
-    return Status::InvalidArgument("optimizer.weight_decay " + std::to_string(o.weight_decay) + " times learning_rate " +
-                                   std::to_string(o.learning_rate) + " must be < 1");
+    return Status::InvalidArgument("optimizer.weight_decay " + std::to_string(o.weight_decay) +
+                                   " times learning_rate " + std::to_string(o.learning_rate) + " must be < 1");
   }
   if (o.has_bounds && !ValidBounds(o.bound_min, o.bound_max)) {
     return Status::InvalidArgument(std::string("optimizer.weight_bounds: expected ") + kBoundsExpected + ", got [" +

@@ -159,8 +159,8 @@ Status ParseInitializer(const YAML::Node& node, const YamlContext& ctx, Initiali
 Status ParseAccessor(const YAML::Node& node, const YamlContext& ctx, AccessorOptions* out) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map with 'name' (plain or ctr)");
   RETURN_IF_ERROR(RejectUnknownKeys(node,
-                                    {"name", "nonclk_coeff", "click_coeff", "embedx_threshold",
-                                     "show_click_decay_rate", "delete_threshold", "delete_after_unseen_days"},
+                                    {"name", "nonclk_coeff", "click_coeff", "embedx_threshold", "show_click_decay_rate",
+                                     "delete_threshold", "delete_after_unseen_days"},
                                     ctx));
   std::string name = "plain";
   RETURN_IF_ERROR(ReadString(node, "name", ctx, &name));
@@ -187,11 +187,10 @@ namespace {
 
 Status ParseTable(const YAML::Node& node, const YamlContext& ctx, TableOptions* out) {
   if (!node.IsMap()) return ctx.Error(node, "expected a table map (id, name, kind, dim, ...)");
-  RETURN_IF_ERROR(RejectUnknownKeys(
-      node,
-      {"id", "name", "kind", "dim", "size", "shards", "create_on_pull", "optimizer", "initializer", "accessor",
-       "memory_budget_bytes"},
-      ctx));
+  RETURN_IF_ERROR(RejectUnknownKeys(node,
+                                    {"id", "name", "kind", "dim", "size", "shards", "create_on_pull", "optimizer",
+                                     "initializer", "accessor", "memory_budget_bytes"},
+                                    ctx));
   RETURN_IF_ERROR(Require(node, "id", ctx));
   RETURN_IF_ERROR(Require(node, "name", ctx));
   RETURN_IF_ERROR(ReadUint32(node, "id", ctx, &out->id));
@@ -263,8 +262,7 @@ Status ValidateTable(const TableOptions& t) {
   }
   const auto& a = t.accessor;
   const auto finite = [](float x) { return x - x == 0.0f; };
-  if (!finite(a.nonclk_coeff) || !finite(a.click_coeff) || !finite(a.embedx_threshold) ||
-      !finite(a.delete_threshold)) {
+  if (!finite(a.nonclk_coeff) || !finite(a.click_coeff) || !finite(a.embedx_threshold) || !finite(a.delete_threshold)) {
     return Status::InvalidArgument(where + ": accessor coefficients and thresholds must be finite");
   }
   if (!(a.show_click_decay_rate > 0 && a.show_click_decay_rate <= 1)) {
@@ -295,11 +293,12 @@ Status CheckServerBounds(const YAML::Node& server, const YamlContext& sctx, cons
   }
   if (out.max_write_queue_bytes < kMinWriteQueueBytes) {
     return sctx.Child("max_write_queue_bytes")
-        .Error(server["max_write_queue_bytes"], "must be >= 1048576 (1 MiB), got " +
-                                                    std::to_string(out.max_write_queue_bytes));
+        .Error(server["max_write_queue_bytes"],
+               "must be >= 1048576 (1 MiB), got " + std::to_string(out.max_write_queue_bytes));
   }
   if (out.save_mode > 3) {
-    return sctx.Child("save_mode").Error(server["save_mode"], "must be 0 (checkpoint), 1 (delta), 2 (base) or 3 (batch)");
+    return sctx.Child("save_mode")
+        .Error(server["save_mode"], "must be 0 (checkpoint), 1 (delta), 2 (base) or 3 (batch)");
   }
   if (out.io_threads < 1 || out.io_threads > 256) {
     return sctx.Child("io_threads").Error(server["io_threads"], "must be in [1, 256]");
@@ -318,14 +317,36 @@ Status CheckServerBounds(const YAML::Node& server, const YamlContext& sctx, cons
 Status ParseServerSection(const YAML::Node& server, const YamlContext& sctx, ServerOptions* options) {
   ServerOptions& out = *options;
   if (!server.IsMap()) return sctx.Error(server, "expected a map");
-  RETURN_IF_ERROR(RejectUnknownKeys(
-      server,
-      {"endpoints", "index", "bind_host", "io_threads", "shard_threads", "max_message_bytes", "max_inflight_bytes",
-       "shuffle_buffer_bytes", "drain_timeout_ms", "log_level", "data_dir", "load_dir", "save_dir", "save_interval_s",
-       "save_mode", "max_connections", "idle_timeout_s", "read_timeout_s", "auth_timeout_s", "max_write_queue_bytes",
-       "nonfinite_gradients", "trainer_lease_s", "exit_when_trainers_gone", "auth", "auth_secret_file",
-       "tls", "checkpoint_root", "metrics_port"},
-      sctx));
+  RETURN_IF_ERROR(RejectUnknownKeys(server,
+                                    {"endpoints",
+                                     "index",
+                                     "bind_host",
+                                     "io_threads",
+                                     "shard_threads",
+                                     "max_message_bytes",
+                                     "max_inflight_bytes",
+                                     "shuffle_buffer_bytes",
+                                     "drain_timeout_ms",
+                                     "log_level",
+                                     "data_dir",
+                                     "load_dir",
+                                     "save_dir",
+                                     "save_interval_s",
+                                     "save_mode",
+                                     "max_connections",
+                                     "idle_timeout_s",
+                                     "read_timeout_s",
+                                     "auth_timeout_s",
+                                     "max_write_queue_bytes",
+                                     "nonfinite_gradients",
+                                     "trainer_lease_s",
+                                     "exit_when_trainers_gone",
+                                     "auth",
+                                     "auth_secret_file",
+                                     "tls",
+                                     "checkpoint_root",
+                                     "metrics_port"},
+                                    sctx));
   std::vector<std::string> endpoints;
   RETURN_IF_ERROR(ReadStringList(server, "endpoints", sctx, &endpoints));
   for (size_t i = 0; i < endpoints.size(); ++i) {
@@ -450,8 +471,8 @@ Status ApplyServerEnv(const EnvLookup& env, ServerOptions* options) {
     if (!found) {
       std::string list;
       for (const auto& e : options->endpoints) list += (list.empty() ? "" : ",") + e.ToString();
-      return Status::InvalidArgument("POD_IP:PADDLE_PORT = " + self->ToString() +
-                                     " is not in the pserver list [" + list +
+      return Status::InvalidArgument("POD_IP:PADDLE_PORT = " + self->ToString() + " is not in the pserver list [" +
+                                     list +
                                      "] (PADDLE_PSERVERS_IP_PORT_LIST must name every pserver, this one included)");
     }
   }
@@ -511,7 +532,8 @@ Status ValidateServerOptions(const ServerOptions& o) {
     return Status::InvalidArgument("server index " + std::to_string(o.index) + " is out of range for " +
                                    std::to_string(o.endpoints.size()) + " endpoints");
   }
-  if (o.io_threads < 1 || o.shard_threads < 1) return Status::InvalidArgument("io_threads and shard_threads must be >= 1");
+  if (o.io_threads < 1 || o.shard_threads < 1)
+    return Status::InvalidArgument("io_threads and shard_threads must be >= 1");
   if (o.tables.empty()) return Status::InvalidArgument(o.source + ": no tables configured");
   for (const auto& t : o.tables) {
     RETURN_IF_ERROR(ValidateTable(t).WithContext(o.source));
@@ -530,10 +552,9 @@ Status ValidateServerOptions(const ServerOptions& o) {
     return Status::InvalidArgument("server.max_write_queue_bytes must be >= 1048576 (1 MiB)");
   }
   if (AuthRequired(o) && o.auth_secret_file.empty()) {
-    const std::string why = o.auth == AuthMode::kRequired
-                                ? "server.auth is required"
-                                : "server.auth is auto and bind address '" + BindHost(o) +
-                                      "' is not a loopback address";
+    const std::string why = o.auth == AuthMode::kRequired ? "server.auth is required"
+                                                          : "server.auth is auto and bind address '" + BindHost(o) +
+                                                                "' is not a loopback address";
     return Status::InvalidArgument(
         (o.source.empty() ? "" : o.source + ": ") + why +
         ", so peers must authenticate, but no shared secret is configured: set server.auth_secret_file (or "

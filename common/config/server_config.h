@@ -48,20 +48,20 @@ struct ServerOptions {
   // order, so all servers and trainers must use the same list. Default: one server,
   // 127.0.0.1:8500.
   std::vector<net::Endpoint> endpoints;
-  uint32_t index = 0;                    // this server's position in `endpoints`
+  uint32_t index = 0;  // this server's position in `endpoints`
   // Address the listener binds to. Empty (default): this server's endpoint host (POD_IP)
   // when it is an IP address (localhost: 127.0.0.1), else 0.0.0.0; see BindHost().
   std::string bind_host;
-  int io_threads = 2;                    // network threads (>= 1)
-  int shard_threads = 2;                 // table executor threads (>= 1); shard s runs on s % n
-  uint32_t max_message_bytes = 256u << 20;     // largest accepted frame payload, bytes
-  uint64_t max_inflight_bytes = 1ull << 30;    // request bytes served at once before Busy
+  int io_threads = 2;                        // network threads (>= 1)
+  int shard_threads = 2;                     // table executor threads (>= 1); shard s runs on s % n
+  uint32_t max_message_bytes = 256u << 20;   // largest accepted frame payload, bytes
+  uint64_t max_inflight_bytes = 1ull << 30;  // request bytes served at once before Busy
   // Bytes of InMemoryDataset global-shuffle records this server holds for receivers at
   // once; senders wait (Busy, retried) above it. YAML server.shuffle_buffer_bytes.
   uint64_t shuffle_buffer_bytes = 1ull << 30;
-  uint32_t drain_timeout_ms = 10000;     // on SIGTERM: wait this long for in-flight requests
-  std::string log_level = "info";        // trace|debug|info|warn|error|off
-  std::vector<TableOptions> tables;      // at least one
+  uint32_t drain_timeout_ms = 10000;  // on SIGTERM: wait this long for in-flight requests
+  std::string log_level = "info";     // trace|debug|info|warn|error|off
+  std::vector<TableOptions> tables;   // at least one
   // Root of the RocksDB spill tier: tables with memory_budget_bytes keep their cold rows in
   // data_dir/server-<index>/table-<id>/ (wiped at start-up). Required when a table has a
   // budget. YAML server.data_dir.
@@ -77,9 +77,9 @@ struct ServerOptions {
   uint32_t save_mode = 0;
 
   // ---- connection limits (YAML server.<name>) ----
-  uint32_t max_connections = 1024;       // open connections at most, >= 1; accepts beyond it are refused
-  uint32_t idle_timeout_s = 600;         // close a connection with no request for this long, s; 0 = never
-  uint32_t read_timeout_s = 30;          // a frame whose first byte arrived must be complete within this, s; 0 = never
+  uint32_t max_connections = 1024;  // open connections at most, >= 1; accepts beyond it are refused
+  uint32_t idle_timeout_s = 600;    // close a connection with no request for this long, s; 0 = never
+  uint32_t read_timeout_s = 30;     // a frame whose first byte arrived must be complete within this, s; 0 = never
   // Where peers must authenticate (AuthRequired): a connection not authenticated this long
   // after it was accepted is closed, s; 0 = never. Default 5.
   uint32_t auth_timeout_s = 5;
@@ -89,12 +89,12 @@ struct ServerOptions {
 
   // ---- trainers and pushes ----
   NonFinitePolicy nonfinite_gradients = NonFinitePolicy::kReject;  // `reject` | `skip`; default reject
-  uint32_t trainer_lease_s = 60;         // a trainer not heard from for this long counts as gone, s; 0 = off
+  uint32_t trainer_lease_s = 60;  // a trainer not heard from for this long counts as gone, s; 0 = off
   // Exit by itself once every trainer that connected has finished or is gone. Default true.
   bool exit_when_trainers_gone = true;
 
   // ---- security ----
-  AuthMode auth = AuthMode::kAuto;       // `auto` | `required` | `off`; default auto
+  AuthMode auth = AuthMode::kAuto;  // `auto` | `required` | `off`; default auto
   // File holding the shared secret; required when AuthRequired(). Env FLEETPS_AUTH_SECRET_FILE
   // overrides the YAML; deliberately no command-line flag. Default empty.
   std::string auth_secret_file;
@@ -113,7 +113,7 @@ struct ServerOptions {
   // (default): off. YAML server.metrics_port, env FLEETPS_METRICS_PORT, --metrics-port.
   uint16_t metrics_port = 0;
 
-  std::string source;                    // where the options came from, for messages
+  std::string source;  // where the options came from, for messages
 
   const net::Endpoint& self() const { return endpoints[index]; }
 };
@@ -127,8 +127,8 @@ struct ServerFlags {
   std::optional<int> io_threads;
   std::optional<int> shard_threads;
   std::optional<std::string> log_level;
-  std::optional<std::string> load_dir;   // --load
-  std::optional<std::string> data_dir;   // --data-dir
+  std::optional<std::string> load_dir;         // --load
+  std::optional<std::string> data_dir;         // --data-dir
   std::optional<std::string> checkpoint_root;  // --checkpoint-root
   std::optional<uint16_t> metrics_port;        // --metrics-port
 };

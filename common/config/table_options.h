@@ -35,12 +35,12 @@ struct OptimizerOptions {
 
 struct InitializerOptions {
   InitializerKind kind = InitializerKind::kUniform;  // `name`: uniform|gaussian|zeros|constant
-  float min = -0.01f;   // uniform lower bound
-  float max = 0.01f;    // uniform upper bound
-  float mean = 0.0f;    // gaussian mean
-  float stddev = 0.01f; // gaussian standard deviation
-  float value = 0.0f;   // constant value
-  uint64_t seed = 0;    // a row's initial value is a pure function of (seed, key, column)
+  float min = -0.01f;                                // uniform lower bound
+  float max = 0.01f;                                 // uniform upper bound
+  float mean = 0.0f;                                 // gaussian mean
+  float stddev = 0.01f;                              // gaussian standard deviation
+  float value = 0.0f;                                // constant value
+  uint64_t seed = 0;                                 // a row's initial value is a pure function of (seed, key, column)
 };
 
 // What a sparse row holds besides weights and optimizer state, and the rules that use it
@@ -69,12 +69,12 @@ struct TableOptions {
   // Sparse: floats per row (embedding width). Dense: total floats in the table
   // across all servers (`dim` or `size` in YAML).
   uint64_t dim = 8;
-  uint32_t shards = 8;           // shards per server (sparse); each has one owner executor
-  bool create_on_pull = false;   // sparse: store a row when a missing key is pulled
-                                 // (otherwise its initial value is returned, not stored)
+  uint32_t shards = 8;          // shards per server (sparse); each has one owner executor
+  bool create_on_pull = false;  // sparse: store a row when a missing key is pulled
+                                // (otherwise its initial value is returned, not stored)
   OptimizerOptions optimizer;
   InitializerOptions initializer;
-  AccessorOptions accessor;      // sparse only
+  AccessorOptions accessor;  // sparse only
   // Sparse: RAM for this table's rows on each server, bytes; rows beyond it, coldest first,
   // move to RocksDB under server.data_dir and come back on use. 0 (default): no limit,
   // every row in RAM and no RocksDB. Covers the rows, their index and RocksDB's caches

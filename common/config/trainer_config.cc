@@ -88,8 +88,7 @@ uint64_t DenseParamCount(const ModelOptions& model) {
   const uint64_t dense = model.dense_input_dim;
   switch (model.type) {
     case ModelType::kMlp:
-    case ModelType::kCtrDnn:
-      return mlp;
+    case ModelType::kCtrDnn: return mlp;
     case ModelType::kWideDeep:  // + the wide weights of the dense features
       return mlp + dense;
     case ModelType::kDeepFm:  // + first-order weights and FM embeddings of the dense features
@@ -129,13 +128,17 @@ std::vector<std::string> PaddleRecIgnoredHyperParameterKeys() {
   return {
       // The vocabulary of Paddle's fixed-size embedding (dict_dim in slot_dnn); fleetps's
       // sparse tables are hash tables that take any uint64 key.
-      "sparse_feature_number", "dict_dim",
+      "sparse_feature_number",
+      "dict_dim",
       // Paddle: 1 puts the embedding on the pservers; fleetps's always lives there.
       "distributed_embedding",
       // PaddleRec rank/dcn's regularization and Paddle-graph switches, which fleetps's dcn
       // does not have: the L2 penalty of the cross weights, batch norm in the MLP (off in
       // PaddleRec's configs), gradient clipping by norm, and Paddle's sparse-gradient flag.
-      "l2_reg_cross", "dnn_use_bn", "clip_by_norm", "is_sparse",
+      "l2_reg_cross",
+      "dnn_use_bn",
+      "clip_by_norm",
+      "is_sparse",
   };
 }
 
@@ -173,10 +176,10 @@ void DeriveTables(TrainerOptions* out) {
 // The data reader's shapes (runner and hyper_parameters) against the model's inputs.
 Status CheckDataMatchesModel(const YAML::Node& root, const YamlContext& ctx, const TrainerOptions& o) {
   if (HasSparseSlots(o.model) && o.data.sparse_slots.size() != o.model.num_sparse_slots) {
-    return ctx.Error(root["hyper_parameters"],
-                     "the data has " + std::to_string(o.data.sparse_slots.size()) + " sparse slots but the model " +
-                         std::to_string(o.model.num_sparse_slots) +
-                         " (check sparse_inputs_slots / slot_num / sparse_slots)");
+    return ctx.Error(root["hyper_parameters"], "the data has " + std::to_string(o.data.sparse_slots.size()) +
+                                                   " sparse slots but the model " +
+                                                   std::to_string(o.model.num_sparse_slots) +
+                                                   " (check sparse_inputs_slots / slot_num / sparse_slots)");
   }
   if (HasSparseSlots(o.model) && o.data.dense_dim != o.model.dense_input_dim) {
     return ctx.Error(root["hyper_parameters"], "the data has " + std::to_string(o.data.dense_dim) +

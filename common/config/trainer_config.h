@@ -42,10 +42,10 @@
 namespace fleetps::config {
 
 enum class SyncMode : uint8_t {
-  kAsync = 0,  // pull, train, push through a merging background communicator
-  kSync = 1,   // all workers meet every step; dense gradients averaged before the update
-  kGeo = 2,    // train local copies for geo_step steps, then push parameter deltas
-  kHeter = 3,  // heterogeneous: the dense part runs on heter-trainers; sparse as async
+  kAsync = 0,       // pull, train, push through a merging background communicator
+  kSync = 1,        // all workers meet every step; dense gradients averaged before the update
+  kGeo = 2,         // train local copies for geo_step steps, then push parameter deltas
+  kHeter = 3,       // heterogeneous: the dense part runs on heter-trainers; sparse as async
   kCollective = 4,  // data parallel: dense replicas kept equal by allreduce; sparse (if any) as async
   kGpuBox = 5,      // GPU-PS passes: a pass's rows in (GPU or host-twin) device tables, dense by allreduce
 };
@@ -80,13 +80,13 @@ enum class CudaWait : uint8_t {
 // set): the `fleetps.heter` map of the job YAML.
 struct HeterOptions {
   HeterRoute route = HeterRoute::kRoundRobin;  // `route`: round_robin | trainer_id
-  uint32_t inflight = 2;          // `inflight`: micro-batches in flight per worker thread, [1, 64]
-  uint32_t timeout_ms = 20000;    // `timeout_ms`: a heter-trainer silent this long fails the cpu-trainer
-  bool failover = false;          // `failover`: re-send a micro-batch whose heter-trainer failed to
-                                  //   the next live one (instead of failing the cpu-trainer)
-  uint32_t failover_probe_ms = 10000;  // `failover_probe_ms`: with failover, how often a down
-                                       //   heter-trainer is asked whether it is back, [100, 600000]
-  uint32_t lanes = 2;             // `lanes`: micro-batches a heter-trainer computes at once, [1, 64]
+  uint32_t inflight = 2;                       // `inflight`: micro-batches in flight per worker thread, [1, 64]
+  uint32_t timeout_ms = 20000;                 // `timeout_ms`: a heter-trainer silent this long fails the cpu-trainer
+  bool failover = false;                       // `failover`: re-send a micro-batch whose heter-trainer failed to
+                                               //   the next live one (instead of failing the cpu-trainer)
+  uint32_t failover_probe_ms = 10000;          // `failover_probe_ms`: with failover, how often a down
+                                               //   heter-trainer is asked whether it is back, [100, 600000]
+  uint32_t lanes = 2;                          // `lanes`: micro-batches a heter-trainer computes at once, [1, 64]
   HeterDenseSync dense_sync = HeterDenseSync::kPserver;  // `dense_sync`: pserver | allreduce
   // `allreduce_port`: with allreduce, the rendezvous port on heter-trainer 0's host (free,
   // not its PADDLE_PORT); required then. Bounded by fleetps.collective.timeout_ms.
@@ -128,15 +128,15 @@ struct DataParallelOptions {
   // This rank's GPU: the first id of FLAGS_selected_gpus (the launcher's --gpus gives each
   // rank one); -1 when it is unset.
   int gpu = -1;
-  uint32_t fuse_grad_size_mb = 32;   // `fuse_grad_size_in_MB`: gradient bucket size, [1, 1024]
+  uint32_t fuse_grad_size_mb = 32;          // `fuse_grad_size_in_MB`: gradient bucket size, [1, 1024]
   LrScaling lr_scaling = LrScaling::kAuto;  // `lr_scaling`: auto | linear | sqrt | none
-  uint32_t warmup_steps = 0;         // `warmup_steps`: linear warm-up of the dense rate over these steps
-  bool overlap = true;               // `overlap`: start a bucket's allreduce during the backward pass
+  uint32_t warmup_steps = 0;                // `warmup_steps`: linear warm-up of the dense rate over these steps
+  bool overlap = true;                      // `overlap`: start a bucket's allreduce during the backward pass
   // `drop_last`: true = every rank stops when the first runs out of data (the others'
   // remainders are dropped); false = ranks out of data keep joining each step's allreduce
   // with no gradient until all are done (the mean is over the ranks that had data).
   bool drop_last = false;
-  uint32_t timeout_ms = 300000;      // `timeout_ms`: set-up and each collective operation
+  uint32_t timeout_ms = 300000;  // `timeout_ms`: set-up and each collective operation
   // `store_budget_bytes`: keys plus values rank 0's rendezvous holds at most while the group
   // forms (trainer/collective/rendezvous.h), >= 4096. 0 (default): 64 KiB + 256 bytes x
   // ranks^2, twice what a Gloo group stores (about 122 bytes per pair of ranks).
@@ -201,7 +201,7 @@ struct OnlineOptions {
   // lists and ranges expanded as bash does) or a YAML list; or `start_day` and `end_day`
   // (YYYYMMDD, inclusive), every calendar date between. Empty: not an online job.
   std::vector<std::string> days;
-  uint32_t pass_per_day = 1;       // `pass_per_day`, >= 1
+  uint32_t pass_per_day = 1;  // `pass_per_day`, >= 1
   // `data_donefile`: a pass's data is complete once this file is in each of its directories
   // (beside each of its files, for paths that name files; it is not read as data); waited
   // for, polling every `data_sleep_second`. "": not waited.
@@ -241,9 +241,9 @@ struct TrainerOptions {
   std::string infer_load_path;            // `infer_load_path`: infer model dir (default model_save_path)
 
   // ---- cluster (environment / flags) ----
-  uint32_t trainer_id = 0;                // PADDLE_TRAINER_ID
-  uint32_t trainers_num = 1;              // PADDLE_TRAINERS_NUM
-  std::vector<net::Endpoint> pservers;    // PADDLE_PSERVERS_IP_PORT_LIST; empty = local mode
+  uint32_t trainer_id = 0;              // PADDLE_TRAINER_ID
+  uint32_t trainers_num = 1;            // PADDLE_TRAINERS_NUM
+  std::vector<net::Endpoint> pservers;  // PADDLE_PSERVERS_IP_PORT_LIST; empty = local mode
   // The heter-trainers of the next stage: PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST, else
   // PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST. Set: heterogeneous training (sync_mode kHeter).
   std::vector<net::Endpoint> heter_trainers;
@@ -252,11 +252,11 @@ struct TrainerOptions {
   std::vector<net::Endpoint> trainer_endpoints;
 
   // ---- fleetps extensions ----
-  TableOptions sparse_table;   // fleetps.sparse_table: id/name/shards/initializer/optimizer overrides
-  TableOptions dense_table;    // fleetps.dense_table: id/name/optimizer overrides; size from the model
-  bool stop_servers_at_end = true;        // fleetps.stop_servers_at_end: trainer 0 stops the pservers
-  uint32_t barrier_timeout_ms = 600000;   // fleetps.barrier_timeout_ms
-  uint32_t dense_pull_interval = 1;       // fleetps.dense_pull_interval: async, steps between dense pulls
+  TableOptions sparse_table;             // fleetps.sparse_table: id/name/shards/initializer/optimizer overrides
+  TableOptions dense_table;              // fleetps.dense_table: id/name/optimizer overrides; size from the model
+  bool stop_servers_at_end = true;       // fleetps.stop_servers_at_end: trainer 0 stops the pservers
+  uint32_t barrier_timeout_ms = 600000;  // fleetps.barrier_timeout_ms
+  uint32_t dense_pull_interval = 1;      // fleetps.dense_pull_interval: async, steps between dense pulls
   // fleetps.max_merge_steps: steps whose gradients are merged (sparse summed per key, dense
   // averaged) into one optimizer step: the async communicator's sends (async, heter and the
   // collective hybrid's sparse part) and GPU-PS's pass-table pushes. 1 (the default): one
@@ -278,11 +278,11 @@ struct TrainerOptions {
   // when the machine has two hardware threads per worker thread. Other modes: no effect
   // (GPU-PS has fleetps.gpups.prefetch).
   std::optional<bool> prefetch;
-  uint32_t local_shards = 8;              // fleetps.local_shards: shards of in-process tables
-  std::string log_level = "info";         // fleetps.log_level / FLEETPS_LOG_LEVEL
-  HeterOptions heter;                     // fleetps.heter
-  DataParallelOptions collective;         // fleetps.collective
-  GpuPsOptions gpups;                     // fleetps.gpups, FLAGS_selected_gpus, HETER_DEVICE_TYPE
+  uint32_t local_shards = 8;       // fleetps.local_shards: shards of in-process tables
+  std::string log_level = "info";  // fleetps.log_level / FLEETPS_LOG_LEVEL
+  HeterOptions heter;              // fleetps.heter
+  DataParallelOptions collective;  // fleetps.collective
+  GpuPsOptions gpups;              // fleetps.gpups, FLAGS_selected_gpus, HETER_DEVICE_TYPE
 
   bool local() const { return pservers.empty(); }
   bool heter_mode() const { return sync_mode == SyncMode::kHeter; }

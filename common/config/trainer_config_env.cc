@@ -52,8 +52,10 @@ Status ApplyTrainerEnv(const EnvLookup& env, TrainerOptions* o) {
       if (!env("PADDLE_TRAINER_ID")) o->trainer_id = static_cast<uint32_t>(it - eps->begin());
       if (o->trainer_id != static_cast<uint32_t>(it - eps->begin())) {
         return Status::InvalidArgument("PADDLE_CURRENT_ENDPOINT=" + *current + " is entry " +
-                                       std::to_string(it - eps->begin()) + " of PADDLE_TRAINER_ENDPOINTS but "
-                                       "PADDLE_TRAINER_ID=" + std::to_string(o->trainer_id));
+                                       std::to_string(it - eps->begin()) +
+                                       " of PADDLE_TRAINER_ENDPOINTS but "
+                                       "PADDLE_TRAINER_ID=" +
+                                       std::to_string(o->trainer_id));
       }
     }
   }
@@ -100,8 +102,10 @@ Status ApplyHeterEndpointsEnv(const EnvLookup& env, TrainerOptions* o) {
 
 Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.online.enabled() && o.epochs != 1) {
-    return Status::InvalidArgument("an online job (runner.days) trains each pass's data once: leave out runner.epochs "
-                                   "and --epochs (got " + std::to_string(o.epochs) + ")");
+    return Status::InvalidArgument(
+        "an online job (runner.days) trains each pass's data once: leave out runner.epochs "
+        "and --epochs (got " +
+        std::to_string(o.epochs) + ")");
   }
   if (o.trainers_num == 0) return Status::InvalidArgument("PADDLE_TRAINERS_NUM must be >= 1");
   if (o.trainer_id >= o.trainers_num) {
@@ -152,17 +156,17 @@ Status ValidateTrainerOptions(const TrainerOptions& o) {
     const bool single = o.trainer_endpoints.empty() && o.trainers_num == 1;
     if (!single && o.trainer_endpoints.size() != o.trainers_num) {
       return Status::InvalidArgument("collective training: PADDLE_TRAINER_ENDPOINTS names " +
-                                     std::to_string(o.trainer_endpoints.size()) + " ranks but PADDLE_TRAINERS_NUM=" +
-                                     std::to_string(o.trainers_num));
+                                     std::to_string(o.trainer_endpoints.size()) +
+                                     " ranks but PADDLE_TRAINERS_NUM=" + std::to_string(o.trainers_num));
     }
     if (o.worker_threads != 1) {
       return Status::InvalidArgument("collective training runs one worker thread per rank (runner.thread_num is " +
                                      std::to_string(o.worker_threads) + "); start more ranks instead");
     }
     if (o.local() && HasSparseSlots(o.model)) {
-      return Status::InvalidArgument(
-          ModelTypeName(o.model.type) + " in collective mode keeps its embeddings on pservers (the hybrid): set "
-          "PADDLE_PSERVERS_IP_PORT_LIST, or train an mlp");
+      return Status::InvalidArgument(ModelTypeName(o.model.type) +
+                                     " in collective mode keeps its embeddings on pservers (the hybrid): set "
+                                     "PADDLE_PSERVERS_IP_PORT_LIST, or train an mlp");
     }
     return Status::OK();
   }

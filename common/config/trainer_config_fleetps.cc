@@ -33,12 +33,10 @@ Status ParseTableOverride(const YAML::Node& node, const YamlContext& ctx, bool d
 
 // `cuda_wait` of a map (fleetps.heter, fleetps.gpups), when present.
 Status ReadCudaWait(const YAML::Node& map, const YamlContext& ctx, CudaWait* out) {
-  return ReadChoice(map, "cuda_wait", ctx,
-                    {{"auto", CudaWait::kAuto},
-                     {"spin", CudaWait::kSpin},
-                     {"yield", CudaWait::kYield},
-                     {"block", CudaWait::kBlock}},
-                    out);
+  return ReadChoice(
+      map, "cuda_wait", ctx,
+      {{"auto", CudaWait::kAuto}, {"spin", CudaWait::kSpin}, {"yield", CudaWait::kYield}, {"block", CudaWait::kBlock}},
+      out);
 }
 
 // fleetps.dense: the CPU dense backend.
@@ -61,11 +59,10 @@ Status ParseDense(const YAML::Node& node, const YamlContext& ctx, dense::CpuGemm
 // fleetps.heter: heterogeneous training.
 Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* h) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
-  RETURN_IF_ERROR(RejectUnknownKeys(
-      node,
-      {"route", "inflight", "timeout_ms", "failover", "failover_probe_ms", "lanes", "dense_sync", "allreduce_port",
-       "allreduce_interval_ms", "cuda_wait"},
-      ctx));
+  RETURN_IF_ERROR(RejectUnknownKeys(node,
+                                    {"route", "inflight", "timeout_ms", "failover", "failover_probe_ms", "lanes",
+                                     "dense_sync", "allreduce_port", "allreduce_interval_ms", "cuda_wait"},
+                                    ctx));
   RETURN_IF_ERROR(ReadChoice(node, "route", ctx,
                              {{"round_robin", HeterRoute::kRoundRobin}, {"trainer_id", HeterRoute::kTrainerId}},
                              &h->route));
@@ -93,14 +90,16 @@ Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* 
     return ctx.Child("allreduce_interval_ms").Error(node["allreduce_interval_ms"], "must be in [1, 60000]");
   }
   if (h->dense_sync == HeterDenseSync::kAllreduce && h->failover) {
-    return ctx.Child("failover").Error(node["failover"],
-                                       "failover needs dense_sync: pserver (with allreduce the heter-trainers "
-                                       "all-reduce among themselves, so losing one stops the others)");
+    return ctx.Child("failover")
+        .Error(node["failover"],
+               "failover needs dense_sync: pserver (with allreduce the heter-trainers "
+               "all-reduce among themselves, so losing one stops the others)");
   }
   if (h->dense_sync == HeterDenseSync::kAllreduce && h->allreduce_port == 0) {
-    return ctx.Child("allreduce_port").Error(node["dense_sync"],
-                                             "dense_sync allreduce needs allreduce_port: a free port on heter-trainer "
-                                             "0's host for the heter-trainers' rendezvous");
+    return ctx.Child("allreduce_port")
+        .Error(node["dense_sync"],
+               "dense_sync allreduce needs allreduce_port: a free port on heter-trainer "
+               "0's host for the heter-trainers' rendezvous");
   }
   return Status::OK();
 }
@@ -108,21 +107,22 @@ Status ParseHeter(const YAML::Node& node, const YamlContext& ctx, HeterOptions* 
 // fleetps.collective: data-parallel training.
 Status ParseCollective(const YAML::Node& node, const YamlContext& ctx, DataParallelOptions* c) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map");
-  RETURN_IF_ERROR(
-      RejectUnknownKeys(node, {"fuse_grad_size_in_MB", "lr_scaling", "warmup_steps", "overlap", "drop_last",
-                               "timeout_ms", "backend", "store_budget_bytes"},
-                        ctx));
+  RETURN_IF_ERROR(RejectUnknownKeys(node,
+                                    {"fuse_grad_size_in_MB", "lr_scaling", "warmup_steps", "overlap", "drop_last",
+                                     "timeout_ms", "backend", "store_budget_bytes"},
+                                    ctx));
   std::string backend(CollectiveBackendName(c->backend));
   RETURN_IF_ERROR(ReadString(node, "backend", ctx, &backend));
   if (!ParseCollectiveBackend(backend, &c->backend)) {
     return ctx.Child("backend").Error(node["backend"], "unknown backend '" + backend + "' (use auto, gloo or nccl)");
   }
   RETURN_IF_ERROR(ReadUint32(node, "fuse_grad_size_in_MB", ctx, &c->fuse_grad_size_mb));
-  RETURN_IF_ERROR(
-      ReadChoice(node, "lr_scaling", ctx,
-                 {{"auto", LrScaling::kAuto}, {"linear", LrScaling::kLinear}, {"sqrt", LrScaling::kSqrt},
-                  {"none", LrScaling::kNone}},
-                 &c->lr_scaling));
+  RETURN_IF_ERROR(ReadChoice(node, "lr_scaling", ctx,
+                             {{"auto", LrScaling::kAuto},
+                              {"linear", LrScaling::kLinear},
+                              {"sqrt", LrScaling::kSqrt},
+                              {"none", LrScaling::kNone}},
+                             &c->lr_scaling));
   RETURN_IF_ERROR(ReadUint32(node, "warmup_steps", ctx, &c->warmup_steps));
   RETURN_IF_ERROR(ReadBool(node, "overlap", ctx, &c->overlap));
   RETURN_IF_ERROR(ReadBool(node, "drop_last", ctx, &c->drop_last));

@@ -20,16 +20,25 @@ std::vector<std::string> PaddleRecIgnoredRunnerKeys() {
   return {
       // Python readers and model files: fleetps parses runner.data_format natively and
       // builds hyper_parameters.model_type.
-      "train_reader_path", "infer_reader_path", "pipe_command", "model_path",
+      "train_reader_path",
+      "infer_reader_path",
+      "pipe_command",
+      "model_path",
       // Device and metric switches: cpu-trainer runs on the CPU and always reports AUC.
-      "use_gpu", "use_auc",
+      "use_gpu",
+      "use_auc",
       // Paddle DataLoader and dataset debugging knobs: fleetps's readers use thread_num.
-      "num_workers", "dataset_debug", "infer_reader_type",
+      "num_workers",
+      "dataset_debug",
+      "infer_reader_type",
       // PaddleRec's infer loops over the models saved per epoch; fleetps scores the one
       // model at infer_load_path.
-      "infer_start_epoch", "infer_end_epoch",
+      "infer_start_epoch",
+      "infer_end_epoch",
       // Paddle inference-model export (feed/fetch variable names); fleetps saves checkpoints.
-      "use_inference", "save_inference_feed_varnames", "save_inference_fetch_varnames",
+      "use_inference",
+      "save_inference_feed_varnames",
+      "save_inference_fetch_varnames",
       // Dygraph-to-static conversion's starting weights (config_to_static.yaml); a fleetps
       // job starts from a checkpoint with `pserver --load` (server.load_dir).
       "model_init_path",
@@ -38,10 +47,11 @@ std::vector<std::string> PaddleRecIgnoredRunnerKeys() {
 
 // Every `runner:` key fleetps reads: the trainer's own and the data reader's.
 std::vector<std::string> RunnerKeys() {
-  std::vector<std::string> keys = {"sync_mode",       "geo_step",        "epochs",        "print_interval",
-                                   "thread_num",      "model_save_path", "infer_load_path", "days",
-                                   "pass_per_day",    "data_donefile",   "data_sleep_second", "train_thread_num",
-                                   "start_day",       "end_day",         "checkpoint_per_pass", "start_pass"};
+  std::vector<std::string> keys = {
+      "sync_mode",         "geo_step",         "epochs",    "print_interval", "thread_num",
+      "model_save_path",   "infer_load_path",  "days",      "pass_per_day",   "data_donefile",
+      "data_sleep_second", "train_thread_num", "start_day", "end_day",        "checkpoint_per_pass",
+      "start_pass"};
   for (auto& k : DataOptionKeys()) {
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(std::move(k));
   }
@@ -175,8 +185,9 @@ Status ParseDays(const YAML::Node& runner, const YamlContext& rctx, std::vector<
     const bool dated = day.size() == 8 && std::all_of(day.begin(), day.end(), [](char c) { return std::isdigit(c); }) &&
                        day >= "19700101" && day <= "21001231";
     if (dated && !ParseDate(day)) {
-      return rctx.Child("days").Error(days, "'" + day + "' is not a calendar date (a brace range counts numbers, not "
-                                            "days: give a range of dates as start_day and end_day)");
+      return rctx.Child("days").Error(days, "'" + day +
+                                                "' is not a calendar date (a brace range counts numbers, not "
+                                                "days: give a range of dates as start_day and end_day)");
     }
   }
   return Status::OK();
@@ -192,15 +203,15 @@ Status ParseOnline(const YAML::Node& runner, const YamlContext& rctx, OnlineOpti
   RETURN_IF_ERROR(ReadUint32(runner, "start_pass", rctx, &o->start_pass));
   if (o->pass_per_day == 0) return rctx.Child("pass_per_day").Error(runner["pass_per_day"], "must be >= 1");
   if (o->start_pass == 0 || o->start_pass > o->pass_per_day) {
-    return rctx.Child("start_pass").Error(runner["start_pass"],
-                                          "must be in [1, pass_per_day = " + std::to_string(o->pass_per_day) + "]");
+    return rctx.Child("start_pass")
+        .Error(runner["start_pass"], "must be in [1, pass_per_day = " + std::to_string(o->pass_per_day) + "]");
   }
   if (o->data_sleep_second == 0) {
     return rctx.Child("data_sleep_second").Error(runner["data_sleep_second"], "must be >= 1");
   }
   if (o->data_donefile.find('/') != std::string::npos) {
-    return rctx.Child("data_donefile").Error(runner["data_donefile"],
-                                             "a file name in each of the pass's data directories, not a path");
+    return rctx.Child("data_donefile")
+        .Error(runner["data_donefile"], "a file name in each of the pass's data directories, not a path");
   }
   return Status::OK();
 }
@@ -239,8 +250,9 @@ Status ParseRunnerSection(const YAML::Node& runner, const YamlContext& rctx, con
   std::string mode = "async";
   RETURN_IF_ERROR(ReadString(runner, "sync_mode", rctx, &mode));
   if (!SyncModeFromName(mode, &o.sync_mode)) {
-    return rctx.Child("sync_mode").Error(
-        runner["sync_mode"], "unknown sync_mode '" + mode + "' (use async, sync, geo, heter, collective or gpubox)");
+    return rctx.Child("sync_mode")
+        .Error(runner["sync_mode"],
+               "unknown sync_mode '" + mode + "' (use async, sync, geo, heter, collective or gpubox)");
   }
   RETURN_IF_ERROR(ReadUint32(runner, "geo_step", rctx, &o.geo_step));
   RETURN_IF_ERROR(ReadUint32(runner, "epochs", rctx, &o.epochs));

@@ -63,8 +63,8 @@ YAML::Node Lookup(const YAML::Node& map, const std::string& key, bool* found) {
 }
 
 template <typename T, typename Parse>
-Status ReadScalar(const YAML::Node& map, const std::string& key, const YamlContext& ctx, T* out,
-                  const char* expected, Parse parse) {
+Status ReadScalar(const YAML::Node& map, const std::string& key, const YamlContext& ctx, T* out, const char* expected,
+                  Parse parse) {
   bool found = false;
   YAML::Node n = Lookup(map, key, &found);
   if (!found) return Status::OK();
@@ -80,9 +80,7 @@ YamlContext YamlContext::Child(const std::string& key) const {
   return YamlContext{file, path.empty() ? key : path + "." + key};
 }
 
-YamlContext YamlContext::Index(size_t i) const {
-  return YamlContext{file, path + "[" + std::to_string(i) + "]"};
-}
+YamlContext YamlContext::Index(size_t i) const { return YamlContext{file, path + "[" + std::to_string(i) + "]"}; }
 
 std::string YamlContext::Where(const YAML::Node& node) const {
   std::string out = file;
@@ -209,13 +207,11 @@ Status ReadList(const YAML::Node& map, const std::string& key, const YamlContext
 }
 }  // namespace
 
-Status ReadIntList(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
-                   std::vector<int64_t>* out) {
+Status ReadIntList(const YAML::Node& map, const std::string& key, const YamlContext& ctx, std::vector<int64_t>* out) {
   return ReadList(map, key, ctx, out, "integers", ParseInt64);
 }
 
-Status ReadFloatList(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
-                     std::vector<float>* out) {
+Status ReadFloatList(const YAML::Node& map, const std::string& key, const YamlContext& ctx, std::vector<float>* out) {
   return ReadList(map, key, ctx, out, "numbers", [](const std::string& s, float* o) {
     double v = 0;
     if (!ParseDouble(s, &v)) return false;
@@ -306,8 +302,7 @@ Status RejectUnknownKeys(const YAML::Node& map, const std::vector<std::string>& 
       for (const auto& k : known) hint += (hint.empty() ? "known keys: " : ", ") + k;
       if (hint.empty()) hint = "this map takes no keys";
     }
-    return Status::InvalidArgument(ctx.Location(key_node) + ": unknown key '" + key + "' " + where + " (" + hint +
-                                   ")");
+    return Status::InvalidArgument(ctx.Location(key_node) + ": unknown key '" + key + "' " + where + " (" + hint + ")");
   }
   return Status::OK();
 }

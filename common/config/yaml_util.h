@@ -50,10 +50,8 @@ Status ReadUint32(const YAML::Node& map, const std::string& key, const YamlConte
 Status ReadInt(const YAML::Node& map, const std::string& key, const YamlContext& ctx, int* out);
 Status ReadFloat(const YAML::Node& map, const std::string& key, const YamlContext& ctx, float* out);
 Status ReadDouble(const YAML::Node& map, const std::string& key, const YamlContext& ctx, double* out);
-Status ReadIntList(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
-                   std::vector<int64_t>* out);
-Status ReadFloatList(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
-                     std::vector<float>* out);
+Status ReadIntList(const YAML::Node& map, const std::string& key, const YamlContext& ctx, std::vector<int64_t>* out);
+Status ReadFloatList(const YAML::Node& map, const std::string& key, const YamlContext& ctx, std::vector<float>* out);
 Status ReadStringList(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
                       std::vector<std::string>* out);
 

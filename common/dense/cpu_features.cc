@@ -60,9 +60,9 @@ CpuFeatures DetectCpuFeatures() {
   const bool osxsave = Bit(l1.ecx, 27);
   if (osxsave) {
     const uint64_t xcr0 = Xcr0();
-    f.os_avx = (xcr0 & 0x6) == 0x6;              // XMM, YMM
+    f.os_avx = (xcr0 & 0x6) == 0x6;                   // XMM, YMM
     f.os_avx512 = f.os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
-    f.os_amx = (xcr0 & 0x60000) == 0x60000;      // XTILECFG, XTILEDATA
+    f.os_amx = (xcr0 & 0x60000) == 0x60000;           // XTILECFG, XTILEDATA
   }
   if (max_leaf >= 7) {
     const Regs l7 = Cpuid(7, 0);

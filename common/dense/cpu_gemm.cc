@@ -79,15 +79,18 @@ std::optional<Precision> ParsePrecision(std::string_view name) {
 
 CpuGemm::CpuGemm(CpuGemmOptions options, IsaLevel isa, std::string backend, std::string kernel)
     : impl_(std::make_unique<const Impl>()),
-      options_(options), isa_(isa), backend_(std::move(backend)), kernel_(std::move(kernel)) {}
+      options_(options),
+      isa_(isa),
+      backend_(std::move(backend)),
+      kernel_(std::move(kernel)) {}
 
 StatusOr<std::shared_ptr<const CpuGemm>> CpuGemm::Create(const CpuGemmOptions& options) {
   if (options.threads_per_call < 1) return Status::InvalidArgument("dense threads per call must be >= 1");
   const CpuFeatures cpu = DetectCpuFeatures();
   // The cap is oneDNN's, per process, fixed by the first product; setting it here also
   // overrides a DNNL_MAX_CPU_ISA left in the environment. A later, different cap fails.
-  const bool capped = dnnl::set_max_cpu_isa(options.max_isa ? ToDnnl(*options.max_isa) : dnnl::cpu_isa::all) ==
-                      dnnl::status::success;
+  const bool capped =
+      dnnl::set_max_cpu_isa(options.max_isa ? ToDnnl(*options.max_isa) : dnnl::cpu_isa::all) == dnnl::status::success;
   const IsaLevel isa = FromDnnl(dnnl::get_effective_cpu_isa());
   if (options.max_isa && isa != std::min(*options.max_isa, cpu.best())) {
     return Status::InvalidArgument("the dense kernel family is " + std::string(IsaName(isa)) +
@@ -96,17 +99,18 @@ StatusOr<std::shared_ptr<const CpuGemm>> CpuGemm::Create(const CpuGemmOptions& o
   }
   if (options.precision == Precision::kBf16 && !HasBf16(isa)) {
     const bool cap_below_cpu = isa < cpu.best();
-    return Status::InvalidArgument(
-        "fleetps.dense.precision bf16 needs a CPU with AVX512-BF16 or AMX; this one (" + cpu.vendor + ", " +
-        (cpu.model.empty() ? "model unnamed" : cpu.model) + ") runs the " + std::string(IsaName(isa)) +
-        " kernel family" + (cap_below_cpu ? " (capped by fleetps.dense.max_isa)" : "") + ", flags: " +
-        cpu.FlagList() + ". Set fleetps.dense.precision: fp32" +
-        (cap_below_cpu ? " or raise fleetps.dense.max_isa" : " or run on a CPU with bf16 units (Intel Cooper Lake or "
-                                                             "Sapphire Rapids and later, AMD Zen 4 and later)"));
+    return Status::InvalidArgument("fleetps.dense.precision bf16 needs a CPU with AVX512-BF16 or AMX; this one (" +
+                                   cpu.vendor + ", " + (cpu.model.empty() ? "model unnamed" : cpu.model) +
+                                   ") runs the " + std::string(IsaName(isa)) + " kernel family" +
+                                   (cap_below_cpu ? " (capped by fleetps.dense.max_isa)" : "") +
+                                   ", flags: " + cpu.FlagList() + ". Set fleetps.dense.precision: fp32" +
+                                   (cap_below_cpu ? " or raise fleetps.dense.max_isa"
+                                                  : " or run on a CPU with bf16 units (Intel Cooper Lake or "
+                                                    "Sapphire Rapids and later, AMD Zen 4 and later)"));
   }
   const dnnl::version_t* v = dnnl::version();
-  std::string backend = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                        std::to_string(v->patch);
+  std::string backend =
+      "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   // The kernel of a ctr_dnn-sized product, as oneDNN names it.
   std::string kernel;
   try {
@@ -130,11 +134,11 @@ std::shared_ptr<const CpuGemm> CpuGemm::Fp32() {
 }
 
 std::string CpuGemm::Describe() const {
-  std::string s = backend_ + ", kernel family " + std::string(IsaName(isa_)) + " (" + kernel_ + "), " +
-                  std::string(PrecisionName(options_.precision)) +
-                  (options_.precision == Precision::kBf16 ? " products with fp32 accumulation and fp32 weights"
-                                                          : " products") +
-                  ", " + std::to_string(options_.threads_per_call) + " thread(s) per product";
+  std::string s =
+      backend_ + ", kernel family " + std::string(IsaName(isa_)) + " (" + kernel_ + "), " +
+      std::string(PrecisionName(options_.precision)) +
+      (options_.precision == Precision::kBf16 ? " products with fp32 accumulation and fp32 weights" : " products") +
+      ", " + std::to_string(options_.threads_per_call) + " thread(s) per product";
   if (const char* env = std::getenv("DNNL_MAX_CPU_ISA"); env != nullptr) {
     s += "; DNNL_MAX_CPU_ISA=" + std::string(env) + " in the environment is ignored (fleetps.dense.max_isa caps it)";
   }

@@ -41,7 +41,8 @@ void Line(std::string* out, const char* name, const char* type, const char* help
 
 StatusOr<ProcStat> ParseProcStat(std::string_view line) {
   const auto close = line.rfind(')');
-  if (close == std::string_view::npos) return Status::InvalidArgument("a /proc stat line without the ')' after its command");
+  if (close == std::string_view::npos)
+    return Status::InvalidArgument("a /proc stat line without the ')' after its command");
   // Fields after the command, numbered as in proc(5): 3 = state, 14 = utime, 15 = stime,
   // 22 = starttime, 23 = vsize, 24 = rss.
   std::vector<std::string_view> fields;
@@ -57,8 +58,8 @@ StatusOr<ProcStat> ParseProcStat(std::string_view line) {
   auto field = [&](int number, uint64_t* out) -> Status {
     const size_t at = static_cast<size_t>(number - 3);
     if (at >= fields.size()) {
-      return Status::InvalidArgument("a /proc stat line with " + std::to_string(fields.size() + 2) +
-                                     " fields: field " + std::to_string(number) + " is missing");
+      return Status::InvalidArgument("a /proc stat line with " + std::to_string(fields.size() + 2) + " fields: field " +
+                                     std::to_string(number) + " is missing");
     }
     const auto f = fields[at];
     const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), *out);

@@ -15,7 +15,7 @@
 namespace fleetps::metrics {
 
 struct ProcessSample {
-  double cpu_seconds = 0;         // user + system
+  double cpu_seconds = 0;  // user + system
   uint64_t resident_bytes = 0;
   uint64_t virtual_bytes = 0;
   uint64_t open_fds = 0;

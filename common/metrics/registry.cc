@@ -74,8 +74,7 @@ Histogram Registry::GetHistogram(const std::string& name, const std::string& hel
   auto it = impl_->histograms.find(name);
   if (it == impl_->histograms.end()) {
     impl_->CheckUnused(name, "histogram");
-    it = impl_->histograms
-             .emplace(name, &prometheus::BuildHistogram().Name(name).Help(help).Register(*impl_->registry))
+    it = impl_->histograms.emplace(name, &prometheus::BuildHistogram().Name(name).Help(help).Register(*impl_->registry))
              .first;
   }
   return Histogram(&it->second->Add(labels, prometheus::Histogram::BucketBoundaries(buckets)));

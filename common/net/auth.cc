@@ -15,11 +15,12 @@
 namespace fleetps::net {
 
 StatusOr<std::shared_ptr<const AuthKey>> AuthKey::Load(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     return Status::InvalidArgument("auth secret file '" + path +
                                    "' does not exist (create it with a random secret, e.g. `head -c 32 "
-                                   "/dev/urandom | base64 > " + path + " && chmod 600 " + path + "`)");
+                                   "/dev/urandom | base64 > " +
+                                   path + " && chmod 600 " + path + "`)");
   }
   if ((st.st_mode & 077) != 0) {
     return Status::InvalidArgument("auth secret file '" + path +

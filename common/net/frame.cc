@@ -53,8 +53,7 @@ void EncodeFrameHeader(uint16_t type, uint64_t request_id, uint32_t payload_leng
   std::memcpy(out, &h, kFrameHeaderSize);
 }
 
-Status DecodeFrameHeader(const uint8_t* in, uint32_t max_payload, const std::string& peer,
-                         wire::FrameHeader* out) {
+Status DecodeFrameHeader(const uint8_t* in, uint32_t max_payload, const std::string& peer, wire::FrameHeader* out) {
   std::memcpy(static_cast<void*>(out), in, kFrameHeaderSize);
   if (out->magic() != kFrameMagic) {
     char buf[16];
@@ -63,13 +62,13 @@ Status DecodeFrameHeader(const uint8_t* in, uint32_t max_payload, const std::str
                                    " (expected 0x53504c46 \"FLPS\"; is the peer a fleetps client?)");
   }
   if (out->version() != kProtocolVersion) {
-    return Status::InvalidArgument("unsupported protocol version " + std::to_string(out->version()) + " from " +
-                                   peer + " (this build speaks version " + std::to_string(kProtocolVersion) +
+    return Status::InvalidArgument("unsupported protocol version " + std::to_string(out->version()) + " from " + peer +
+                                   " (this build speaks version " + std::to_string(kProtocolVersion) +
                                    "; run the same fleetps release on both ends)");
   }
   if (out->flags() != 0) {
-    return Status::InvalidArgument("frame from " + peer + " has reserved flags set (" +
-                                   std::to_string(out->flags()) + ")");
+    return Status::InvalidArgument("frame from " + peer + " has reserved flags set (" + std::to_string(out->flags()) +
+                                   ")");
   }
   if (out->payload_length() > max_payload) {
     return Status::InvalidArgument("frame from " + peer + " announces a payload of " +

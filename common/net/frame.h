@@ -28,8 +28,7 @@ void EncodeFrameHeader(uint16_t type, uint64_t request_id, uint32_t payload_leng
 
 // Parses and validates a header: magic, version, flags and payload_length <=
 // max_payload. `peer` is used in error messages. Never reads past kFrameHeaderSize.
-Status DecodeFrameHeader(const uint8_t* in, uint32_t max_payload, const std::string& peer,
-                         wire::FrameHeader* out);
+Status DecodeFrameHeader(const uint8_t* in, uint32_t max_payload, const std::string& peer, wire::FrameHeader* out);
 
 // Human name of a message type ("PullSparse", "PullSparse reply", "type 77").
 std::string MessageTypeName(uint16_t type);

@@ -23,9 +23,9 @@ template <typename T>
 const T* Verified(const Request& req, const Responder& responder) {
   flatbuffers::Verifier verifier(req.data(), req.payload_size);
   if (req.payload_size == 0 || !verifier.VerifyBuffer<T>(nullptr)) {
-    responder.SendError(Status::InvalidArgument(
-        "malformed " + MessageTypeName(req.type) + " request from " + responder.peer() + " (" +
-        std::to_string(req.payload_size) + " payload bytes failed FlatBuffers verification)"));
+    responder.SendError(Status::InvalidArgument("malformed " + MessageTypeName(req.type) + " request from " +
+                                                responder.peer() + " (" + std::to_string(req.payload_size) +
+                                                " payload bytes failed FlatBuffers verification)"));
     return nullptr;
   }
   return flatbuffers::GetRoot<T>(req.data());
@@ -48,8 +48,7 @@ inline bool Authorized(const Request& req, const Responder& responder) {
 // False (after answering InvalidArgument) when the 8-byte elements of `v` are misaligned in
 // the payload (common/flatbuffer_align.h): only a hand-crafted buffer does that.
 template <typename T>
-bool Aligned(const flatbuffers::Vector<T>* v, const char* field, const Request& req,
-             const Responder& responder) {
+bool Aligned(const flatbuffers::Vector<T>* v, const char* field, const Request& req, const Responder& responder) {
   if (ElementsAligned(v)) return true;
   responder.SendError(Status::InvalidArgument("malformed " + MessageTypeName(req.type) + " request from " +
                                               responder.peer() + ": its '" + field +

@@ -47,10 +47,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void Run() {
     Deadline();
-    asio::async_read_until(socket_, buf_, "\r\n\r\n",
-                           [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
-                             self->OnRequest(ec, n);
-                           });
+    asio::async_read_until(
+        socket_, buf_, "\r\n\r\n",
+        [self = shared_from_this()](const boost::system::error_code& ec, size_t n) { self->OnRequest(ec, n); });
   }
 
  private:
@@ -82,9 +81,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     // A handler that may wait: on the blocking thread, the answer written back on the io thread.
     asio::post(blocking_, [self = shared_from_this(), path = line.path, head_only] {
       HttpResponse resp = self->Handle(path);
-      asio::post(self->socket_.get_executor(), [self, resp = std::move(resp), head_only] {
-        self->Answer(resp, head_only);
-      });
+      asio::post(self->socket_.get_executor(),
+                 [self, resp = std::move(resp), head_only] { self->Answer(resp, head_only); });
     });
   }
 

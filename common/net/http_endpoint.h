@@ -38,9 +38,9 @@ struct HttpResponse {
 using HttpHandler = std::function<HttpResponse(const std::string& path)>;
 
 struct HttpEndpointOptions {
-  std::string host = "127.0.0.1";  // an IP address to bind
-  uint16_t port = 0;               // 0: any free port
-  uint32_t max_connections = 64;   // open at once (>= 1); more are answered 503
+  std::string host = "127.0.0.1";              // an IP address to bind
+  uint16_t port = 0;                           // 0: any free port
+  uint32_t max_connections = 64;               // open at once (>= 1); more are answered 503
   std::chrono::milliseconds io_timeout{5000};  // to receive the request head; again to write the answer
   std::vector<std::string> blocking_paths;     // handled on the endpoint's second thread
   // The options that choose host and port, named when listening fails.
@@ -60,7 +60,7 @@ class HttpEndpoint {
   // Accepts that failed since Start (each one backs off before the next).
   uint64_t accept_errors() const;
   uint32_t open_connections() const;  // accepted and not yet closed
-  void Stop();  // idempotent; waits for a blocking handler that is running to return
+  void Stop();                        // idempotent; waits for a blocking handler that is running to return
 
  private:
   struct Impl;

@@ -80,9 +80,7 @@ CallOptions DefaultCallOptions(uint16_t type, const RpcClientOptions& options) {
       c.idempotent = true;
       c.busy = BusyRetry::kAlways;
       break;
-    case MessageType::ShuffleSend:
-      c.busy = BusyRetry::kAlways;
-      break;
+    case MessageType::ShuffleSend: c.busy = BusyRetry::kAlways; break;
     case MessageType::HeterHello:
     case MessageType::HeterFlush:  // flushing twice sends nothing more
       c.idempotent = true;
@@ -90,11 +88,8 @@ CallOptions DefaultCallOptions(uint16_t type, const RpcClientOptions& options) {
       break;
     case MessageType::Save:
     case MessageType::Load:
-    case MessageType::Shrink:
-      c.timeout = options.admin_timeout;
-      break;
-    default:
-      break;
+    case MessageType::Shrink: c.timeout = options.admin_timeout; break;
+    default: break;
   }
   return c;
 }
@@ -133,8 +128,7 @@ void RpcClient::Impl::Send(const CallPtr& call) {
   if (!conn->queue.writing()) DoWrite(conn);
 }
 
-void RpcClient::Impl::OnReply(const ConnPtr& c, const wire::FrameHeader& header,
-                              std::shared_ptr<uint8_t[]> payload) {
+void RpcClient::Impl::OnReply(const ConnPtr& c, const wire::FrameHeader& header, std::shared_ptr<uint8_t[]> payload) {
   c->quiet_since = Clock::now();  // any frame shows the server is alive
   c->last_used = c->quiet_since;
   c->probe_id = 0;

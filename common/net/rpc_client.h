@@ -63,19 +63,19 @@ struct Reply {
 using ReplyCallback = std::function<void(StatusOr<Reply>)>;
 
 struct RpcClientOptions {
-  uint32_t max_payload = 256u << 20;                      // bytes; larger replies are refused
-  std::chrono::milliseconds connect_timeout{30000};       // total time Connect() keeps retrying
+  uint32_t max_payload = 256u << 20;                        // bytes; larger replies are refused
+  std::chrono::milliseconds connect_timeout{30000};         // total time Connect() keeps retrying
   std::chrono::milliseconds connect_attempt_timeout{5000};  // one TCP connect attempt
-  std::chrono::milliseconds initial_backoff{50};          // first (re)connect retry delay, doubled each try
-  std::chrono::milliseconds max_backoff{2000};            // cap of the (re)connect retry delay
+  std::chrono::milliseconds initial_backoff{50};            // first (re)connect retry delay, doubled each try
+  std::chrono::milliseconds max_backoff{2000};              // cap of the (re)connect retry delay
   // Deadline of an ordinary call, retries and reconnects included (pulls, pushes, Ping,
   // TableStats, Stop, metrics, shuffle); 0 = none. Also how long a liveness probe may go
   // unanswered.
   std::chrono::milliseconds request_timeout{60000};
-  std::chrono::milliseconds admin_timeout{3600000};       // deadline of Save, Load and Shrink; 0 = none
-  std::chrono::milliseconds busy_initial_backoff{2};      // first delay before re-sending a Busy request
-  std::chrono::milliseconds busy_max_backoff{100};        // cap of that delay
-  std::chrono::milliseconds keepalive_interval{10000};    // silence before a liveness probe; 0 = no probes
+  std::chrono::milliseconds admin_timeout{3600000};     // deadline of Save, Load and Shrink; 0 = none
+  std::chrono::milliseconds busy_initial_backoff{2};    // first delay before re-sending a Busy request
+  std::chrono::milliseconds busy_max_backoff{100};      // cap of that delay
+  std::chrono::milliseconds keepalive_interval{10000};  // silence before a liveness probe; 0 = no probes
   // Set: every new connection first runs the AuthHello/AuthProve exchange (common/net/auth.h)
   // and checks the server's proof; requests go out only after it. A wrong secret on either
   // side fails the waiting calls and Connect() with PermissionDenied.

@@ -123,14 +123,14 @@ void RpcClient::Impl::EnsureConnecting() {
 
 void RpcClient::Impl::Attempt() {
   ++connect_attempts;
-  resolver.async_resolve(
-      endpoint.host, std::to_string(endpoint.port),
-      asio::bind_executor(strand, [self = shared_from_this()](boost::system::error_code ec,
-                                                              tcp::resolver::results_type results) {
-        if (self->closed.load()) return;
-        if (ec) return self->AttemptFailed("cannot resolve " + self->endpoint.host + ": " + ec.message());
-        self->ConnectTo(results);
-      }));
+  resolver.async_resolve(endpoint.host, std::to_string(endpoint.port),
+                         asio::bind_executor(strand, [self = shared_from_this()](boost::system::error_code ec,
+                                                                                 tcp::resolver::results_type results) {
+                           if (self->closed.load()) return;
+                           if (ec)
+                             return self->AttemptFailed("cannot resolve " + self->endpoint.host + ": " + ec.message());
+                           self->ConnectTo(results);
+                         }));
 }
 
 void RpcClient::Impl::ConnectTo(const tcp::resolver::results_type& results) {
@@ -150,17 +150,17 @@ void RpcClient::Impl::ConnectTo(const tcp::resolver::results_type& results) {
   attempt_timed_out = false;
   asio::async_connect(
       stream->socket(), results,
-      asio::bind_executor(strand, [self = shared_from_this(), stream](boost::system::error_code ec,
-                                                                      const tcp::endpoint&) {
-        if (!ec && !self->closed.load() && stream->is_tls()) return self->Handshake(stream);
-        self->EndAttempt();
-        if (self->closed.load()) return;
-        if (self->attempt_timed_out) {
-          return self->AttemptFailed("no answer to connect within " + Ms(self->options.connect_attempt_timeout));
-        }
-        if (ec) return self->AttemptFailed(ec.message());
-        self->OnConnected(std::move(*stream));
-      }));
+      asio::bind_executor(
+          strand, [self = shared_from_this(), stream](boost::system::error_code ec, const tcp::endpoint&) {
+            if (!ec && !self->closed.load() && stream->is_tls()) return self->Handshake(stream);
+            self->EndAttempt();
+            if (self->closed.load()) return;
+            if (self->attempt_timed_out) {
+              return self->AttemptFailed("no answer to connect within " + Ms(self->options.connect_attempt_timeout));
+            }
+            if (ec) return self->AttemptFailed(ec.message());
+            self->OnConnected(std::move(*stream));
+          }));
 }
 
 void RpcClient::Impl::Handshake(const std::shared_ptr<Stream>& stream) {
@@ -176,8 +176,8 @@ void RpcClient::Impl::Handshake(const std::shared_ptr<Stream>& stream) {
         if (ec) {
           return self->AttemptFailed("TLS handshake failed: " + ec.message() +
                                      " (the server must serve TLS, server.tls, with a certificate signed by "
-                                     "server.tls.ca_file that names " + self->endpoint.host +
-                                     " in its subjectAltName)");
+                                     "server.tls.ca_file that names " +
+                                     self->endpoint.host + " in its subjectAltName)");
         }
         self->OnConnected(std::move(*stream));
       }));
@@ -278,9 +278,9 @@ void RpcClient::Impl::Authenticate(const ConnPtr& c) {
     const std::string server_nonce = hello ? bytes(hello->server_nonce()) : std::string();
     if (hello == nullptr || server_nonce.size() != kAuthNonceBytes ||
         !self->options.auth_key->Verify(bytes(hello->server_proof()), "server", client_nonce, server_nonce)) {
-      return self->AuthFailed(c, Status::PermissionDenied(
-                                     self->name + " could not prove that it holds the shared secret (a different "
-                                                  "secret, or not a fleetps server of this cluster)"));
+      return self->AuthFailed(
+          c, Status::PermissionDenied(self->name + " could not prove that it holds the shared secret (a different "
+                                                   "secret, or not a fleetps server of this cluster)"));
     }
     const std::string proof = self->options.auth_key->Proof("client", server_nonce, client_nonce);
     flatbuffers::FlatBufferBuilder fbb(128);
@@ -320,10 +320,10 @@ void RpcClient::Impl::FailUnreachable(Clock::time_point now) {
   std::deque<CallPtr> failed;
   failed.swap(waiting);
   for (const CallPtr& call : failed) {
-    Complete(call, Status::Unavailable(Describe(*call) + ": not sent: " + name + " has been unreachable for " +
-                                       Ms(down) + ", longer than the request deadline of " +
-                                       Ms(options.request_timeout) + " (" + last_error +
-                                       "; is the server running and reachable?)"));
+    Complete(call,
+             Status::Unavailable(Describe(*call) + ": not sent: " + name + " has been unreachable for " + Ms(down) +
+                                 ", longer than the request deadline of " + Ms(options.request_timeout) + " (" +
+                                 last_error + "; is the server running and reachable?)"));
   }
 }
 
@@ -331,9 +331,8 @@ void RpcClient::Impl::ExpireConnectWaiters(Clock::time_point now) {
   std::erase_if(waiters, [&](const ConnectWaiter& w) {
     if (w.deadline > now) return false;
     w.done->set_value(Status::Unavailable(
-        "cannot connect to " + name + " after " + std::to_string(connect_attempts - w.first_attempt) +
-        " attempts in " + Ms(options.connect_timeout) + ": " + last_error +
-        " (is the pserver running and the endpoint right?)"));
+        "cannot connect to " + name + " after " + std::to_string(connect_attempts - w.first_attempt) + " attempts in " +
+        Ms(options.connect_timeout) + ": " + last_error + " (is the pserver running and the endpoint right?)"));
     return true;
   });
 }

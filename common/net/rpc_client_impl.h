@@ -75,8 +75,8 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
     Clock::time_point last_used;    // last frame sent or received
     uint64_t probe_id = 0;          // liveness Ping awaiting an answer; 0 = none
     Clock::time_point probe_sent;
-    bool ready = false;             // authenticated (or no auth): calls may be sent
-    bool answered = false;          // a frame has arrived on it
+    bool ready = false;     // authenticated (or no auth): calls may be sent
+    bool answered = false;  // a frame has arrived on it
   };
   using ConnPtr = std::shared_ptr<Conn>;
 
@@ -143,8 +143,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
 
   // Sends an exchange message on `c` ahead of the waiting calls; `next` runs on the strand
   // with the answer.
-  void SendAuth(wire::MessageType type, flatbuffers::DetachedBuffer payload,
-                std::function<void(StatusOr<Reply>)> next);
+  void SendAuth(wire::MessageType type, flatbuffers::DetachedBuffer payload, std::function<void(StatusOr<Reply>)> next);
 
   void Authenticate(const ConnPtr& c);
 
@@ -197,10 +196,10 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   boost::asio::steady_timer connect_timer;  // bounds one connect attempt
   boost::asio::steady_timer backoff_timer;  // between connect attempts
   boost::asio::steady_timer sweep_timer;
-  std::minstd_rand rng;  // back-off jitter
-  ConnPtr conn;          // null while disconnected
+  std::minstd_rand rng;                       // back-off jitter
+  ConnPtr conn;                               // null while disconnected
   std::shared_ptr<Stream> connecting_stream;  // of the connect attempt under way
-  uint32_t silent_losses = 0;  // connections lost in a row before any frame arrived
+  uint32_t silent_losses = 0;                 // connections lost in a row before any frame arrived
   bool attempt_timed_out = false;
   bool connecting = false;  // an attempt or its back-off is under way
   bool ever_connected = false;

@@ -115,8 +115,7 @@ void RpcServer::Impl::DoAccept() {
       boost::system::error_code peer_ec;
       const auto remote = socket.remote_endpoint(peer_ec);
       spdlog::warn("refusing connection from {}: {} connections open (server.max_connections)",
-                   peer_ec ? std::string("unknown peer") : remote.address().to_string(),
-                   self->connection_count.load());
+                   peer_ec ? std::string("unknown peer") : remote.address().to_string(), self->connection_count.load());
       self->Refuse(std::move(socket));
     } else {
       auto conn = std::make_shared<ServerConnection>(std::move(socket), self);
@@ -150,8 +149,7 @@ Status RpcServer::Start() {
   if (!ec) impl_->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(ep, ec);
   if (ec) {
-    return Status::IOError("cannot listen on " + where + ": " + ec.message() +
-                           " (is another process using the port?)");
+    return Status::IOError("cannot listen on " + where + ": " + ec.message() + " (is another process using the port?)");
   }
   impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return Status::IOError("cannot listen on " + where + ": " + ec.message());
@@ -208,4 +206,3 @@ uint64_t RpcServer::in_flight_bytes() const { return impl_->inflight_bytes.load(
 uint64_t RpcServer::connections() const { return impl_->connection_count.load(); }
 
 }  // namespace fleetps::net
-

@@ -84,8 +84,7 @@ class ServerConnection;  // internal
 // client never waits forever.
 class Responder {
  public:
-  Responder(std::shared_ptr<ServerConnection> conn, uint16_t request_type, uint64_t request_id,
-            uint64_t request_bytes);
+  Responder(std::shared_ptr<ServerConnection> conn, uint16_t request_type, uint64_t request_id, uint64_t request_bytes);
   void Send(uint16_t type, flatbuffers::DetachedBuffer payload) const;
   void SendError(const Status& status) const;
   // The handler has copied what it needs from the request payload: its bytes stop
@@ -105,9 +104,9 @@ using RequestHandler = std::function<void(Request request, Responder responder)>
 // One answered request, for metrics (RpcServerOptions::on_reply).
 struct ReplyInfo {
   uint16_t request_type = 0;
-  uint64_t request_bytes = 0;  // payload
-  uint16_t reply_type = 0;     // ErrorReply for errors
-  uint64_t reply_bytes = 0;    // payload
+  uint64_t request_bytes = 0;           // payload
+  uint16_t reply_type = 0;              // ErrorReply for errors
+  uint64_t reply_bytes = 0;             // payload
   std::chrono::nanoseconds latency{0};  // from the request's arrival to its answer
 };
 
@@ -116,13 +115,13 @@ struct ReplyInfo {
 inline constexpr uint32_t kMaxHandshakePayload = 1024;
 
 struct RpcServerOptions {
-  std::string host = "0.0.0.0";           // address to bind
-  uint16_t port = 0;                      // 0 = pick a free port (see RpcServer::port())
-  uint32_t max_payload = 256u << 20;      // bytes; larger frames are refused
-  uint64_t max_inflight_bytes = 1ull << 30;  // request bytes being served plus reply bytes
-                                             // not yet written; above it new requests are
-                                             // answered Busy
-  uint32_t max_connections = 1024;           // open connections; more are refused
+  std::string host = "0.0.0.0";                    // address to bind
+  uint16_t port = 0;                               // 0 = pick a free port (see RpcServer::port())
+  uint32_t max_payload = 256u << 20;               // bytes; larger frames are refused
+  uint64_t max_inflight_bytes = 1ull << 30;        // request bytes being served plus reply bytes
+                                                   // not yet written; above it new requests are
+                                                   // answered Busy
+  uint32_t max_connections = 1024;                 // open connections; more are refused
   std::chrono::milliseconds idle_timeout{600000};  // no request and nothing in service; 0 = never
   std::chrono::milliseconds read_timeout{30000};   // to finish a started frame or a write; 0 = never
   uint64_t max_write_queue_bytes = 64ull << 20;    // per connection: in service + unwritten

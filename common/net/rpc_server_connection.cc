@@ -50,13 +50,13 @@ void ServerConnection::Start() {
     self->ArmReadTimer(self->options().read_timeout, ReadWait::kFrame);
     // A plain fleetps client speaks first with a frame: tell it what is wrong (in plain)
     // instead of a bare close. A TLS client's ClientHello goes on to the handshake.
-    self->stream_.socket().async_wait(
-        tcp::socket::wait_read, asio::bind_executor(self->strand_, [self](boost::system::error_code ec) {
-          if (self->closed_) return;
-          if (ec) return self->CloseNow();
-          if (self->RefusePlainPeer()) return;
-          self->Handshake();
-        }));
+    self->stream_.socket().async_wait(tcp::socket::wait_read,
+                                      asio::bind_executor(self->strand_, [self](boost::system::error_code ec) {
+                                        if (self->closed_) return;
+                                        if (ec) return self->CloseNow();
+                                        if (self->RefusePlainPeer()) return;
+                                        self->Handshake();
+                                      }));
   });
 }
 
@@ -64,8 +64,8 @@ void ServerConnection::Enqueue(uint16_t type, uint64_t request_id, flatbuffers::
                                uint64_t request_bytes, bool close_after) {
   const uint64_t reply_bytes = kFrameHeaderSize + payload.size();
   server_->inflight_bytes += reply_bytes;
-  asio::post(strand_, [self = shared_from_this(), type, request_id, p = std::move(payload), close_after,
-                       request_bytes, reply_bytes]() mutable {
+  asio::post(strand_, [self = shared_from_this(), type, request_id, p = std::move(payload), close_after, request_bytes,
+                       reply_bytes]() mutable {
     self->pending_bytes_ += reply_bytes;
     if (self->pending_requests_ > 0) --self->pending_requests_;
     self->Unpend(request_bytes);
@@ -124,20 +124,19 @@ void ServerConnection::ArmReadTimer(std::chrono::milliseconds timeout, ReadWait 
     return;
   }
   read_timer_.expires_after(timeout);
-  read_timer_.async_wait(asio::bind_executor(
-      strand_, [self = shared_from_this(), generation = read_timer_generation_, wait, timeout](
-                   boost::system::error_code ec) {
-        if (ec || generation != self->read_timer_generation_ || self->closed_) return;
-        const bool idle = wait == ReadWait::kIdle;
-        if (idle && (self->pending_requests_ > 0 || !self->queue_.empty())) {
-          // Requests of this connection are still in service (a barrier): not idle.
-          self->ArmReadTimer(timeout, wait);
-          return;
-        }
-        spdlog::warn("closing connection {}: {} for {} (server.{}_timeout_s)", self->peer_,
-                     idle ? "no request" : "frame incomplete", Seconds(timeout), idle ? "idle" : "read");
-        self->CloseNow();
-      }));
+  read_timer_.async_wait(asio::bind_executor(strand_, [self = shared_from_this(), generation = read_timer_generation_,
+                                                       wait, timeout](boost::system::error_code ec) {
+    if (ec || generation != self->read_timer_generation_ || self->closed_) return;
+    const bool idle = wait == ReadWait::kIdle;
+    if (idle && (self->pending_requests_ > 0 || !self->queue_.empty())) {
+      // Requests of this connection are still in service (a barrier): not idle.
+      self->ArmReadTimer(timeout, wait);
+      return;
+    }
+    spdlog::warn("closing connection {}: {} for {} (server.{}_timeout_s)", self->peer_,
+                 idle ? "no request" : "frame incomplete", Seconds(timeout), idle ? "idle" : "read");
+    self->CloseNow();
+  }));
 }
 
 void ServerConnection::Handshake() {
@@ -145,9 +144,10 @@ void ServerConnection::Handshake() {
       /*as_server=*/true, "", asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec) {
         if (self->closed_) return;
         if (ec) {
-          spdlog::warn("closing connection {}: TLS handshake failed: {} (does the peer use TLS, with server.tls "
-                       "set?)",
-                       self->peer_, ec.message());
+          spdlog::warn(
+              "closing connection {}: TLS handshake failed: {} (does the peer use TLS, with server.tls "
+              "set?)",
+              self->peer_, ec.message());
           return self->CloseNow();
         }
         self->ReadHeader();
@@ -215,21 +215,20 @@ void ServerConnection::ReadHeader() {
   // Idle only while nothing of this connection is in service; Unpend arms it later.
   ArmReadTimer(pending_requests_ == 0 && queue_.empty() ? options().idle_timeout : std::chrono::milliseconds(0),
                ReadWait::kIdle);
-  stream_.async_read_some(asio::buffer(header_buf_), asio::bind_executor(strand_, [self = shared_from_this()](
-                                                                                      boost::system::error_code ec,
-                                                                                      size_t n) {
-                            if (ec || n == kFrameHeaderSize) return self->OnHeader(ec);
-                            // A frame has started: the rest of its header is bounded by
-                            // read_timeout, like its payload, not by the idle timeout.
-                            self->in_frame_ = true;
-                            self->ArmReadTimer(self->options().read_timeout, ReadWait::kFrame);
-                            asio::async_read(self->stream_, asio::buffer(self->header_buf_ + n, kFrameHeaderSize - n),
-                                             asio::bind_executor(self->strand_, [self](boost::system::error_code ec,
-                                                                                       size_t) {
-                                               self->in_frame_ = false;
-                                               self->OnHeader(ec);
-                                             }));
-                          }));
+  stream_.async_read_some(
+      asio::buffer(header_buf_),
+      asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+        if (ec || n == kFrameHeaderSize) return self->OnHeader(ec);
+        // A frame has started: the rest of its header is bounded by
+        // read_timeout, like its payload, not by the idle timeout.
+        self->in_frame_ = true;
+        self->ArmReadTimer(self->options().read_timeout, ReadWait::kFrame);
+        asio::async_read(self->stream_, asio::buffer(self->header_buf_ + n, kFrameHeaderSize - n),
+                         asio::bind_executor(self->strand_, [self](boost::system::error_code ec, size_t) {
+                           self->in_frame_ = false;
+                           self->OnHeader(ec);
+                         }));
+      }));
 }
 
 void ServerConnection::OnHeader(boost::system::error_code ec) {
@@ -255,11 +254,11 @@ void ServerConnection::OnHeader(boost::system::error_code ec) {
                                                   std::to_string(kMaxHandshakePayload)));
   }
   if (options().auth_required && !authenticated_ && !IsHandshake(header.type())) {
-    return RefuseAndClose(header.request_id(),
-                          Status::PermissionDenied(
-                              MessageTypeName(header.type()) +
-                              " before authenticating: this server requires authentication; give the client the "
-                              "cluster's shared secret (FLEETPS_AUTH_SECRET_FILE or server.auth_secret_file)"));
+    return RefuseAndClose(
+        header.request_id(),
+        Status::PermissionDenied(MessageTypeName(header.type()) +
+                                 " before authenticating: this server requires authentication; give the client the "
+                                 "cluster's shared secret (FLEETPS_AUTH_SECRET_FILE or server.auth_secret_file)"));
   }
   header_ = header;
   const uint32_t length = header.payload_length();
@@ -393,9 +392,9 @@ void ServerConnection::Authenticate(const Request& req, const Responder& respond
   server_nonce_.clear();  // one proof per nonce
   if (!ok) {
     spdlog::warn("closing connection {}: authentication failed", peer_);
-    responder.SendError(Status::PermissionDenied(
-        "authentication failed: the client's shared secret differs from the server's (check "
-        "FLEETPS_AUTH_SECRET_FILE on both ends)"));
+    responder.SendError(
+        Status::PermissionDenied("authentication failed: the client's shared secret differs from the server's (check "
+                                 "FLEETPS_AUTH_SECRET_FILE on both ends)"));
     close_after_flush_ = true;
     return;
   }
@@ -418,23 +417,23 @@ void ServerConnection::DoWrite() {
     write_timer_.expires_after(options().read_timeout);
     write_timer_.async_wait(asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec) {
       if (ec || self->closed_) return;
-      spdlog::warn("closing connection {}: a reply was not taken within {} (the peer does not read)",
-                   self->peer_, Seconds(self->options().read_timeout));
+      spdlog::warn("closing connection {}: a reply was not taken within {} (the peer does not read)", self->peer_,
+                   Seconds(self->options().read_timeout));
       self->CloseNow();
     }));
   }
-  asio::async_write(stream_, buffers,
-                    asio::bind_executor(strand_, [self = shared_from_this(), batch_bytes](
-                                                     boost::system::error_code ec, size_t) {
-                      self->queue_.FinishBatch();
-                      self->write_timer_.cancel();
-                      if (ec) {
-                        self->CloseNow();
-                        self->queue_.Clear();  // nothing more can be sent
-                      }
-                      self->Unpend(batch_bytes);
-                      if (!ec) self->DoWrite();
-                    }));
+  asio::async_write(
+      stream_, buffers,
+      asio::bind_executor(strand_, [self = shared_from_this(), batch_bytes](boost::system::error_code ec, size_t) {
+        self->queue_.FinishBatch();
+        self->write_timer_.cancel();
+        if (ec) {
+          self->CloseNow();
+          self->queue_.Clear();  // nothing more can be sent
+        }
+        self->Unpend(batch_bytes);
+        if (!ec) self->DoWrite();
+      }));
 }
 
 }  // namespace fleetps::net

@@ -47,7 +47,7 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   IoThreads& io;
   const RpcServerOptions options;
   const RequestHandler handler;
-  boost::asio::ip::tcp::acceptor acceptor;  // touched only from Start/StopAccepting/accept handlers
+  boost::asio::ip::tcp::acceptor acceptor;         // touched only from Start/StopAccepting/accept handlers
   boost::asio::steady_timer accept_backoff_timer;  // same strand as the acceptor
   std::chrono::milliseconds accept_backoff{0};
   std::atomic<bool> accepting{false};
@@ -154,11 +154,11 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   uint64_t read_timer_generation_ = 0;
   bool reading_ = false;   // a read is outstanding
   bool in_frame_ = false;  // reading the rest of a started frame: the read timer is the frame timer
-  bool paused_ = false;   // reading stopped by max_write_queue_bytes
+  bool paused_ = false;    // reading stopped by max_write_queue_bytes
   bool close_after_flush_ = false;
   bool closed_ = false;
   bool authenticated_ = false;
-  uint32_t handshake_frames_ = 0;  // AuthHello / AuthProve frames read before authenticating
+  uint32_t handshake_frames_ = 0;            // AuthHello / AuthProve frames read before authenticating
   std::string client_nonce_, server_nonce_;  // of the exchange under way
 };
 

@@ -104,9 +104,10 @@ std::string IdList(const std::vector<uint32_t>& ids) {
 }  // namespace
 
 std::string StopWait::Describe(const TrainerRegistry::Sweep& sweep) const {
-  return fmt::format("{}: serving the job's stopping trainers until they have ended (stopping: {}; training: {}; at "
-                     "most {} s; send it again to stop waiting)",
-                     signal_, IdList(sweep.stopping), IdList(sweep.training), limit_.count());
+  return fmt::format(
+      "{}: serving the job's stopping trainers until they have ended (stopping: {}; training: {}; at "
+      "most {} s; send it again to stop waiting)",
+      signal_, IdList(sweep.stopping), IdList(sweep.training), limit_.count());
 }
 
 std::optional<std::string> StopWait::Over(const TrainerRegistry::Sweep& sweep, Clock::time_point now) const {
@@ -125,8 +126,8 @@ void AnswerHeartbeat(TrainerRegistry& registry, const Request& req, const Respon
   const auto* msg = Verified<wire::HeartbeatRequest>(req, responder);
   if (msg == nullptr) return;
   auto gone = registry.Heartbeat(msg->trainer_id(), msg->trainers(), msg->finished(), msg->failed(),
-                                 msg->reason() ? msg->reason()->str() : std::string(),
-                                 std::chrono::steady_clock::now(), msg->stopping());
+                                 msg->reason() ? msg->reason()->str() : std::string(), std::chrono::steady_clock::now(),
+                                 msg->stopping());
   if (!gone.ok()) return responder.SendError(gone.status().WithContext("Heartbeat from " + responder.peer()));
   flatbuffers::FlatBufferBuilder fbb(64);
   fbb.Finish(wire::CreateHeartbeatReply(fbb, fbb.CreateVector(*gone)));

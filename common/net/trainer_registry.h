@@ -66,7 +66,7 @@ class TrainerRegistry {
   std::vector<uint32_t> GoneLocked() const REQUIRES(mu_);
 
   const std::chrono::milliseconds lease_;
-  mutable Mutex mu_;  // guards the members below
+  mutable Mutex mu_;                       // guards the members below
   uint32_t trainers_ GUARDED_BY(mu_) = 0;  // 0 until the first heartbeat
   Clock::time_point first_heartbeat_ GUARDED_BY(mu_);
   std::vector<Entry> entries_ GUARDED_BY(mu_);  // trainers_ entries

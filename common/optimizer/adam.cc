@@ -23,8 +23,7 @@ void AdamOptimizer::InitSpanState(float* element_state, float* shared_state, siz
   shared_state[kBeta2Pow] = options().beta2;
 }
 
-void AdamOptimizer::ApplySpan(float* w, float* element_state, float* shared_state, const float* grad,
-                              size_t n) const {
+void AdamOptimizer::ApplySpan(float* w, float* element_state, float* shared_state, const float* grad, size_t n) const {
   const float beta1 = options().beta1;
   const float beta2 = options().beta2;
   const float epsilon = options().epsilon;

@@ -15,8 +15,7 @@ class AdamOptimizer final : public Optimizer {
   void InitSpanState(float* element_state, float* shared_state, size_t n) const override;
 
  protected:
-  void ApplySpan(float* w, float* element_state, float* shared_state, const float* grad,
-                 size_t n) const override;
+  void ApplySpan(float* w, float* element_state, float* shared_state, const float* grad, size_t n) const override;
 };
 
 }  // namespace fleetps::optimizer

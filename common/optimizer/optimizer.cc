@@ -32,8 +32,7 @@ Status ValidateOptimizerOptions(const OptimizerOptions& o) {
                                    " times learning_rate " + std::to_string(o.learning_rate) +
                                    " must be < 1 (each update multiplies the weights by 1 - their product)");
   }
-  if (o.kind == OptimizerKind::kAdagrad &&
-      !(std::isfinite(o.initial_accumulator) && o.initial_accumulator >= 0)) {
+  if (o.kind == OptimizerKind::kAdagrad && !(std::isfinite(o.initial_accumulator) && o.initial_accumulator >= 0)) {
     return BadField("initial_accumulator", "finite and >= 0", o.initial_accumulator);
   }
   if ((o.kind == OptimizerKind::kAdagrad || o.kind == OptimizerKind::kAdam) &&
@@ -64,12 +63,9 @@ void Optimizer::ClipToBounds(float* w, size_t n) const {
 StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerOptions& options) {
   RETURN_IF_ERROR(ValidateOptimizerOptions(options));
   switch (options.kind) {
-    case OptimizerKind::kSgd:
-      return std::unique_ptr<Optimizer>(std::make_unique<SgdOptimizer>(options));
-    case OptimizerKind::kAdagrad:
-      return std::unique_ptr<Optimizer>(std::make_unique<AdagradOptimizer>(options));
-    case OptimizerKind::kAdam:
-      return std::unique_ptr<Optimizer>(std::make_unique<AdamOptimizer>(options));
+    case OptimizerKind::kSgd: return std::unique_ptr<Optimizer>(std::make_unique<SgdOptimizer>(options));
+    case OptimizerKind::kAdagrad: return std::unique_ptr<Optimizer>(std::make_unique<AdagradOptimizer>(options));
+    case OptimizerKind::kAdam: return std::unique_ptr<Optimizer>(std::make_unique<AdamOptimizer>(options));
   }
   return Status::InvalidArgument("optimizer.name: unknown optimizer kind " +
                                  std::to_string(static_cast<int>(options.kind)));

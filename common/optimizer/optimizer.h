@@ -87,8 +87,7 @@ class Optimizer {
         decay_(1.0f - options.learning_rate * options.weight_decay) {}
 
   // The rule itself, without clipping.
-  virtual void ApplySpan(float* w, float* element_state, float* shared_state, const float* grad,
-                         size_t n) const = 0;
+  virtual void ApplySpan(float* w, float* element_state, float* shared_state, const float* grad, size_t n) const = 0;
 
  private:
   void ClipToBounds(float* w, size_t n) const;

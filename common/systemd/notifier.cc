@@ -31,8 +31,8 @@ Status Notifier::Send(const std::string& state) {
   if (!enabled_) return Status::OK();
   const int rc = sd_notify(/*unset_environment=*/0, state.c_str());
   if (rc < 0) {
-    return Status::IOError("sd_notify(" + state.substr(0, state.find('\n')) + ") to NOTIFY_SOCKET=" +
-                           std::getenv("NOTIFY_SOCKET") + ": " + std::strerror(-rc));
+    return Status::IOError("sd_notify(" + state.substr(0, state.find('\n')) +
+                           ") to NOTIFY_SOCKET=" + std::getenv("NOTIFY_SOCKET") + ": " + std::strerror(-rc));
   }
   return Status::OK();
 }

@@ -47,9 +47,10 @@ StatusOr<std::unique_ptr<DenseDevice>> OpenDevice(const config::HeterTrainerOpti
     StatusOr<std::unique_ptr<DenseDevice>> gpu = MakeCudaDevice(**net, o.gpus.front(), o.job.heter.cuda_wait);
     if (gpu.ok()) RETURN_IF_ERROR(RequireFp32OnCuda(o.job.dense.precision, "the heter-trainer"));
     if (gpu.ok() && o.gpus.size() > 1) {
-      spdlog::warn("heter-trainer: FLAGS_selected_gpus names {} GPUs; a heter-trainer drives one, GPU {}: start one "
-                   "heter-trainer per GPU (fleetps-launch --heter_worker_num N --gpus ... gives each its own)",
-                   o.gpus.size(), o.gpus.front());
+      spdlog::warn(
+          "heter-trainer: FLAGS_selected_gpus names {} GPUs; a heter-trainer drives one, GPU {}: start one "
+          "heter-trainer per GPU (fleetps-launch --heter_worker_num N --gpus ... gives each its own)",
+          o.gpus.size(), o.gpus.front());
     }
     if (gpu.ok() || o.device != "auto") return gpu;
     const auto log = gpu.status().IsUnavailable() ? spdlog::level::info : spdlog::level::warn;
@@ -105,17 +106,16 @@ Status HeterApp::Start() {
   rpc_options.auth_key = security.auth_key;
   rpc_options.tls = security.tls;
   rpc_options.payload_allocator = service_->PayloadAllocator();  // page-locked micro-batches on a GPU
-  rpc_ = std::make_unique<net::RpcServer>(*io_, rpc_options, [svc = service_.get()](net::Request req,
-                                                                                    net::Responder resp) {
-    svc->Handle(std::move(req), std::move(resp));
-  });
+  rpc_ = std::make_unique<net::RpcServer>(
+      *io_, rpc_options,
+      [svc = service_.get()](net::Request req, net::Responder resp) { svc->Handle(std::move(req), std::move(resp)); });
   RETURN_IF_ERROR(rpc_->Start().WithContext(self));
-  spdlog::info("{}/{} (stage {} of {}) listening on {}:{} (endpoint {}{}): dense part of model {} ({} parameters) "
-               "on {}, {} lanes; serving {} cpu-trainer(s), pushing to {} pserver(s)",
-               self, options_.server.endpoints.size(), options_.stage_id, options_.stage_num, rpc_options.host,
-               rpc_->port(), options_.server.self().ToString(), security.tls ? ", TLS" : "",
-               ModelTypeName(net_->type()), net_->num_params(), device_->Describe(), job.heter.lanes,
-               job.trainers_num, job.pservers.size());
+  spdlog::info(
+      "{}/{} (stage {} of {}) listening on {}:{} (endpoint {}{}): dense part of model {} ({} parameters) "
+      "on {}, {} lanes; serving {} cpu-trainer(s), pushing to {} pserver(s)",
+      self, options_.server.endpoints.size(), options_.stage_id, options_.stage_num, rpc_options.host, rpc_->port(),
+      options_.server.self().ToString(), security.tls ? ", TLS" : "", ModelTypeName(net_->type()), net_->num_params(),
+      device_->Describe(), job.heter.lanes, job.trainers_num, job.pservers.size());
   sweeper_ = std::thread([this] { SweepLoop(); });
   std::lock_guard<std::mutex> lock(mu_);
   serving_ = true;
@@ -129,7 +129,8 @@ Status HeterApp::StartAllreduce(const net::ClusterSecurity& security) {
   co.rank = options_.server.index;
   // Rank 0 serves the rendezvous on allreduce_port; every rank's transport listens on its
   // own host.
-  for (const auto& endpoint : options_.server.endpoints) co.endpoints.push_back({endpoint.host, job.heter.allreduce_port});
+  for (const auto& endpoint : options_.server.endpoints)
+    co.endpoints.push_back({endpoint.host, job.heter.allreduce_port});
   if (job.heter.allreduce_port == options_.server.endpoints.front().port) {
     return Status::InvalidArgument("fleetps.heter.allreduce_port " + std::to_string(job.heter.allreduce_port) +
                                    " is heter-trainer 0's own port: choose another free port");
@@ -328,9 +329,10 @@ void HeterApp::Shutdown() {
     auto flush = std::async(std::launch::async, [this] { return dense_->Flush(); });
     const std::chrono::milliseconds limit(options_.server.drain_timeout_ms);
     if (flush.wait_for(limit) == std::future_status::timeout) {
-      spdlog::warn("heter-trainer {}: the final dense push did not finish within {} ms (server.drain_timeout_ms); "
-                   "closing the pserver connections: the dense gradients not yet pushed are lost",
-                   options_.server.index, limit.count());
+      spdlog::warn(
+          "heter-trainer {}: the final dense push did not finish within {} ms (server.drain_timeout_ms); "
+          "closing the pserver connections: the dense gradients not yet pushed are lost",
+          options_.server.index, limit.count());
       client_->Close();
     }
     if (Status st = flush.get(); !st.ok()) {

@@ -81,7 +81,7 @@ class HeterApp {
 
   Status Start();
   uint16_t port() const;
-  uint16_t metrics_port() const;  // the /metrics port (0: off)
+  uint16_t metrics_port() const;    // the /metrics port (0: off)
   std::string MetricsText() const;  // the /metrics page (Prometheus text), served or not
   void WaitForShutdown(bool handle_signals);
   void RequestShutdown(const std::string& reason);
@@ -116,7 +116,7 @@ class HeterApp {
   std::unique_ptr<HeterService> service_;
   std::unique_ptr<net::RpcServer> rpc_;
   std::thread sweeper_;
-  int signals_seen_ = 0;                       // sweeper thread only
+  int signals_seen_ = 0;                    // sweeper thread only
   std::optional<net::StopWait> stop_wait_;  // sweeper thread only
 
   mutable std::mutex mu_;  // guards the members below

@@ -234,8 +234,8 @@ StatusOr<float> CudaLane::RunStep(std::span<const float> activations, std::span<
   // Inputs: activations [batch x in_dim], then (backward only) labels [batch]: straight from
   // page-locked memory, else staged and copied in one transfer.
   if (PageLocked(activations.data()) && (!backward || PageLocked(labels.data()))) {
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(inputs_.data(), activations.data(), activations.size_bytes(),
-                                         cudaMemcpyHostToDevice, stream));
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(inputs_.data(), activations.data(), activations.size_bytes(), cudaMemcpyHostToDevice, stream));
     if (backward) {
       RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(inputs_.data() + activations.size(), labels.data(), labels.size_bytes(),
                                            cudaMemcpyHostToDevice, stream));

@@ -212,7 +212,7 @@ class CudaPassTable : public PassTable {
   Status ExportRange(uint64_t first, uint64_t count, PassRows* out) const override {
     *out = PassRows{};
     std::lock_guard<std::mutex> lock(export_.mu);  // one export at a time: its staging is shared
-    uint64_t base = 0;  // the shard's first row in the pass's numbering
+    uint64_t base = 0;                             // the shard's first row in the pass's numbering
     for (const auto& sp : shards_) {
       const Shard& s = *sp;
       const uint64_t n = s.keys.size();
@@ -270,23 +270,25 @@ class CudaPassTable : public PassTable {
   struct Shard {
     ShardMutex mu;
     int device = 0;
-    Stream stream;  // Build's
+    Stream stream;                      // Build's
     std::vector<uint64_t> keys;         // row index -> key (host copy)
     DeviceBuffer<uint64_t> table_keys;  // slots
     DeviceBuffer<uint32_t> table_rows;  // slots: row index, kEmptySlot when free
     uint64_t mask = 0;
-    DeviceBuffer<float> rows, begin;    // row index x row_floats
-    DeviceBuffer<float> pass_stats;     // [shows of every row | clicks of every row]
+    DeviceBuffer<float> rows, begin;  // row index x row_floats
+    DeviceBuffer<float> pass_stats;   // [shows of every row | clicks of every row]
     DeviceBuffer<uint8_t> touched;
-    LookupPool lookups;  // one lease per call in flight
+    LookupPool lookups;            // one lease per call in flight
     DeviceBuffer<uint64_t> query;  // Build's keys
   };
 
-  int DeviceId(uint32_t d) const { return d < options_.device_ids.size() ? options_.device_ids[d] : static_cast<int>(d); }
+  int DeviceId(uint32_t d) const {
+    return d < options_.device_ids.size() ? options_.device_ids[d] : static_cast<int>(d);
+  }
 
   // Shard s's part of the pass: `keys` (the pass's keys members[k], in order) with their rows.
-  Status BuildShard(Shard& s, std::vector<uint64_t> keys, std::span<const float> rows,
-                    std::span<const uint8_t> flags, std::span<const float> stats, const std::vector<uint32_t>& members) {
+  Status BuildShard(Shard& s, std::vector<uint64_t> keys, std::span<const float> rows, std::span<const uint8_t> flags,
+                    std::span<const float> stats, const std::vector<uint32_t>& members) {
     ASSIGN_OR_RETURN(auto guard, DeviceGuard::Enter(s.device));
     const size_t n = members.size();
     s.keys = std::move(keys);
@@ -309,8 +311,8 @@ class CudaPassTable : public PassTable {
     RETURN_IF_CUDA_ERROR(cudaMemsetAsync(s.table_rows.data(), 0xff, capacity * sizeof(uint32_t), stream));
     RETURN_IF_CUDA_ERROR(cudaMemsetAsync(s.pass_stats.data(), 0, m * 2 * sizeof(float), stream));
     RETURN_IF_CUDA_ERROR(cudaMemsetAsync(s.touched.data(), 0, m, stream));
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.rows.data(), host.data(), n * row_floats_ * sizeof(float),
-                                         cudaMemcpyHostToDevice, stream));
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(s.rows.data(), host.data(), n * row_floats_ * sizeof(float), cudaMemcpyHostToDevice, stream));
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(s.begin.data(), s.rows.data(), n * row_floats_ * sizeof(float),
                                          cudaMemcpyDeviceToDevice, stream));
     RETURN_IF_CUDA_ERROR(
@@ -434,8 +436,8 @@ class CudaPassTable : public PassTable {
     RETURN_IF_ERROR(gpu::LaunchPush(rule_, l.found.data(), n, l.counts.data() + 1, grads, shows, clicks, s.rows.data(),
                                     s.pass_stats.data(), s.pass_stats.data() + s.keys.size(), s.touched.data(),
                                     l.extend.data(), l.counts.data(), stream));
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.counts_out.data(), l.counts.data(), 2 * sizeof(uint32_t),
-                                         cudaMemcpyDeviceToHost, stream));
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(l.counts_out.data(), l.counts.data(), 2 * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
     RETURN_IF_ERROR(l.stream.Synchronize());
     const uint32_t extend = l.counts_out.data()[0];
     return extend > 0 ? ExtendRows(s, l, keys, members, extend) : Status::OK();
@@ -453,8 +455,7 @@ class CudaPassTable : public PassTable {
     RETURN_IF_ERROR(Reserve(&l.found_out, n));
     RETURN_IF_ERROR(Reserve(s.device, &l.values, size_t{n} * dim_));
     RETURN_IF_ERROR(Reserve(&l.values_out, size_t{n} * dim_));
-    RETURN_IF_ERROR(
-        gpu::LaunchGather(l.found.data(), n, s.rows.data(), row_floats_, dim_, l.values.data(), stream));
+    RETURN_IF_ERROR(gpu::LaunchGather(l.found.data(), n, s.rows.data(), row_floats_, dim_, l.values.data(), stream));
     RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(l.found_out.data(), l.found.data(), n * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(l.values_out.data(), l.values.data(), size_t{n} * dim_ * sizeof(float),

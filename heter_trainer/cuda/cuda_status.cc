@@ -27,10 +27,8 @@ Status CudaStatus(cudaError_t error, const char* call, const char* file, int lin
     case cudaErrorInsufficientDriver:
     case cudaErrorInvalidDevice:
     case cudaErrorDevicesUnavailable:
-    case cudaErrorMemoryAllocation:
-      return Status::Unavailable(std::move(message));
-    default:
-      return Status::Internal(std::move(message));
+    case cudaErrorMemoryAllocation: return Status::Unavailable(std::move(message));
+    default: return Status::Internal(std::move(message));
   }
 }
 

@@ -25,7 +25,8 @@ using trainer::collective::RendezvousServer;
 
 Status NcclStatus(ncclResult_t result, const char* call, int rank) {
   if (result == ncclSuccess) return Status::OK();
-  std::string message = std::string(call) + " failed on rank " + std::to_string(rank) + ": " + ncclGetErrorString(result);
+  std::string message =
+      std::string(call) + " failed on rank " + std::to_string(rank) + ": " + ncclGetErrorString(result);
   if (result == ncclSystemError || result == ncclRemoteError) {
     return Status::Unavailable(message + " (a rank died, or is unreachable)");
   }
@@ -51,7 +52,8 @@ void Pause(uint32_t& polls) {
 
 Status PastDeadline(const std::string& what, int rank, std::chrono::milliseconds timeout) {
   return Status::TimedOut(what + " on rank " + std::to_string(rank) + " did not finish within " +
-                          std::to_string(timeout.count()) + " ms (fleetps.collective.timeout_ms): a rank died, "
+                          std::to_string(timeout.count()) +
+                          " ms (fleetps.collective.timeout_ms): a rank died, "
                           "stopped answering or never joined");
 }
 
@@ -224,8 +226,8 @@ StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const CollectiveOpt
   if (size > 1) {
     if (o.rank == 0) {
       const uint64_t budget = o.store_budget_bytes != 0 ? o.store_budget_bytes : RendezvousServer::BudgetFor(size);
-      ASSIGN_OR_RETURN(server, RendezvousServer::Start(o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls,
-                                                       budget));
+      ASSIGN_OR_RETURN(server,
+                       RendezvousServer::Start(o.endpoints[0].host, o.endpoints[0].port, o.auth_key, o.tls, budget));
     }
     ASSIGN_OR_RETURN(auto client, RendezvousClient::Connect(o.endpoints[0], o.timeout, o.auth_key, o.tls));
     const std::string key = o.prefix + "/nccl-unique-id";
@@ -248,9 +250,8 @@ StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const CollectiveOpt
   ncclComm_t raw = nullptr;
   const ncclResult_t started = ncclCommInitRankConfig(&raw, static_cast<int>(size), id, rank, &config);
   NcclComm comm(raw);
-  Status joined = started == ncclInProgress
-                      ? WaitForComm(raw, "ncclCommInitRankConfig", rank, deadline, o.timeout)
-                      : NcclStatus(started, "ncclCommInitRankConfig", rank);
+  Status joined = started == ncclInProgress ? WaitForComm(raw, "ncclCommInitRankConfig", rank, deadline, o.timeout)
+                                            : NcclStatus(started, "ncclCommInitRankConfig", rank);
   if (!joined.ok()) {
     if (raw != nullptr) ncclCommAbort(comm.release());
     return joined;
@@ -268,10 +269,11 @@ namespace fleetps::heter {
 
 const trainer::collective::NcclBackend* BuildNcclBackend() {
   static const trainer::collective::NcclBackend backend{
-      .visible_gpus = [] {
-        int count = 0;
-        return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
-      },
+      .visible_gpus =
+          [] {
+            int count = 0;
+            return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+          },
       .make = MakeNcclCommunicator,
   };
   return &backend;

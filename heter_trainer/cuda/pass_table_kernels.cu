@@ -108,9 +108,10 @@ Status LaunchGather(const uint32_t* row_index, uint32_t n, const float* rows, ui
   return Status::OK();
 }
 
-Status LaunchPush(const PassRule& rule, const uint32_t* row_index, uint32_t n, const uint32_t* limit, const float* grads,
-                  const float* shows, const float* clicks, float* rows, float* pass_shows, float* pass_clicks,
-                  uint8_t* touched, uint32_t* extend_list, uint32_t* extend_count, cudaStream_t stream) {
+Status LaunchPush(const PassRule& rule, const uint32_t* row_index, uint32_t n, const uint32_t* limit,
+                  const float* grads, const float* shows, const float* clicks, float* rows, float* pass_shows,
+                  float* pass_clicks, uint8_t* touched, uint32_t* extend_list, uint32_t* extend_count,
+                  cudaStream_t stream) {
   if (n == 0) return Status::OK();
   RETURN_IF_CUDA_ERROR(LaunchKernel(PushKernel, Blocks(n), kThreads, stream, rule, row_index, n, limit, grads, shows,
                                     clicks, rows, pass_shows, pass_clicks, touched, extend_list, extend_count));

@@ -34,9 +34,10 @@ Status LaunchGather(const uint32_t* row_index, uint32_t n, const float* rows, ui
 // indices distinct): RowAccessor::ApplyPush with the rule; pass_shows / pass_clicks / touched
 // of the row updated; the positions k whose row must now be extended are appended to
 // extend_list (count in *extend_count).
-Status LaunchPush(const PassRule& rule, const uint32_t* row_index, uint32_t n, const uint32_t* limit, const float* grads,
-                  const float* shows, const float* clicks, float* rows, float* pass_shows, float* pass_clicks,
-                  uint8_t* touched, uint32_t* extend_list, uint32_t* extend_count, cudaStream_t stream);
+Status LaunchPush(const PassRule& rule, const uint32_t* row_index, uint32_t n, const uint32_t* limit,
+                  const float* grads, const float* shows, const float* clicks, float* rows, float* pass_shows,
+                  float* pass_clicks, uint8_t* touched, uint32_t* extend_list, uint32_t* extend_count,
+                  cudaStream_t stream);
 // RowAccessor::Extend of rows[r] and begin[r], r = row_index[positions[k]], with their embedx
 // weights from initial[k * dim + 1 .. k * dim + dim).
 Status LaunchExtend(const PassRule& rule, const uint32_t* positions, const uint32_t* row_index, uint32_t n,

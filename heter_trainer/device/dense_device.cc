@@ -94,7 +94,8 @@ Status CheckStepShapes(const model::DenseNet& net, size_t params_size, std::span
     return Status::InvalidArgument("no dense parameters were set for this lane (SetParams)");
   }
   if (batch == 0) return Status::InvalidArgument("empty micro-batch");
-  if (activations.size() != batch * net.in_dim()) return mismatch("activations", activations.size(), batch * net.in_dim());
+  if (activations.size() != batch * net.in_dim())
+    return mismatch("activations", activations.size(), batch * net.in_dim());
   if (out.predictions.size() != batch) return mismatch("predictions", out.predictions.size(), batch);
   if (!out.param_grads.empty()) {
     if (out.param_grads.size() != net.num_params()) {
@@ -112,7 +113,8 @@ Status CheckStepShapes(const model::DenseNet& net, size_t params_size, std::span
 
 Status RequireFp32OnCuda(dense::Precision precision, const std::string& who) {
   if (precision == dense::Precision::kFp32) return Status::OK();
-  return Status::InvalidArgument("fleetps.dense.precision " + std::string(dense::PrecisionName(precision)) + ": " + who +
+  return Status::InvalidArgument("fleetps.dense.precision " + std::string(dense::PrecisionName(precision)) + ": " +
+                                 who +
                                  "'s CUDA device computes the dense layers in fp32; set precision fp32 (bf16 runs on "
                                  "CPU devices with AVX512-BF16 or AMX)");
 }

@@ -10,10 +10,10 @@
 namespace fleetps::heter {
 
 StatusOr<std::unique_ptr<DenseReplica>> DenseReplica::Create(const config::TrainerOptions& o,
-                                                              std::vector<trainer::collective::Communicator*> comms,
-                                                              std::vector<float> params,
-                                                              trainer::PsClient::DenseState state,
-                                                              size_t apply_threads) {
+                                                             std::vector<trainer::collective::Communicator*> comms,
+                                                             std::vector<float> params,
+                                                             trainer::PsClient::DenseState state,
+                                                             size_t apply_threads) {
   if (comms.empty()) return Status::InvalidArgument("dense replica: no workers");
   if (params.size() != o.dense_table.dim) {
     return Status::InvalidArgument("initial dense parameters have " + std::to_string(params.size()) +
@@ -48,7 +48,8 @@ StatusOr<std::unique_ptr<DenseReplica>> DenseReplica::Create(const config::Train
     m.comm = comms[w];
     const size_t lo = std::min(n, w * per), hi = std::min(n, lo + per);
     const size_t part = lines((hi - lo) / parts + 1);
-    for (size_t b = lo; b < hi || m.parts.empty(); b += part) m.parts.push_back({b, std::min(hi, b + part), shared, {}});
+    for (size_t b = lo; b < hi || m.parts.empty(); b += part)
+      m.parts.push_back({b, std::min(hi, b + part), shared, {}});
     m.buffer.assign(n + 1, 0.0f);
   }
   if (parts > 1) replica->helpers_ = std::make_unique<ExecutorPool>(std::min(k * (parts - 1), threads - 1));
@@ -60,9 +61,7 @@ trainer::PsClient::DenseState DenseReplica::state() const {
   return {state_, members_.front().parts.front().shared_state};
 }
 
-size_t DenseReplica::DefaultApplyThreads() {
-  return std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 1, 4);
-}
+size_t DenseReplica::DefaultApplyThreads() { return std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 1, 4); }
 
 DenseReplica::DenseReplica(const config::TrainerOptions& options, std::vector<float> params)
     : o_(options), params_(std::move(params)) {}

@@ -89,11 +89,11 @@ class DenseReplica {
   };
   struct Member {
     trainer::collective::Communicator* comm;
-    std::vector<Part> parts;            // its slice of the parameters; parts[0] its own
-    std::vector<float> buffer;          // [had data (1 float) | the step's gradient]
-    bool has_grads = false;             // pushed this step
+    std::vector<Part> parts;                          // its slice of the parameters; parts[0] its own
+    std::vector<float> buffer;                        // [had data (1 float) | the step's gradient]
+    bool has_grads = false;                           // pushed this step
     std::unique_ptr<optimizer::Optimizer> optimizer;  // the rule at the current rate
-    uint64_t applied = 0;               // steps it has applied to its slice
+    uint64_t applied = 0;                             // steps it has applied to its slice
   };
 
   DenseReplica(const config::TrainerOptions& options, std::vector<float> params);

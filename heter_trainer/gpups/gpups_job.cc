@@ -22,7 +22,8 @@ StatusOr<std::unique_ptr<PassTable>> MakeJobPassTable(const config::TrainerOptio
   if (o.gpups.device != "cpu") {
     auto cuda = MakeCudaPassTable(table);
     if (cuda.ok() || o.gpups.device != "auto" || !cuda.status().IsUnavailable()) return cuda;
-    spdlog::info("GPU-PS: HETER_DEVICE_TYPE auto: the pass table is the host-memory twin ({})", cuda.status().message());
+    spdlog::info("GPU-PS: HETER_DEVICE_TYPE auto: the pass table is the host-memory twin ({})",
+                 cuda.status().message());
   }
   return MakeHostPassTable(table);
 }
@@ -37,16 +38,18 @@ Status RunGpuPsJob(const config::TrainerOptions& o, const trainer::TrainerRpcOpt
   ASSIGN_OR_RETURN(auto client, trainer::PsClient::Connect(client_options));
   const uint32_t devices = table->devices();
   const uint32_t workers = devices * o.gpups.workers_per_device;
-  spdlog::info("trainer {}/{}: GPU-PS (gpubox) on {} {} device(s) (FLAGS_selected_gpus), {} worker(s) per device, "
-               "{} dense ranks in all; prefetch helpers {} (fleetps.gpups.prefetch: {})",
-               o.trainer_id, o.trainers_num, devices, table->device_name(), o.gpups.workers_per_device,
-               workers * o.trainers_num, PrefetchOn(o.gpups, workers) ? "on" : "off",
-               o.gpups.prefetch.has_value() ? (*o.gpups.prefetch ? "true" : "false")
-                                            : fmt::format("auto, {} hardware threads", std::thread::hardware_concurrency()));
+  spdlog::info(
+      "trainer {}/{}: GPU-PS (gpubox) on {} {} device(s) (FLAGS_selected_gpus), {} worker(s) per device, "
+      "{} dense ranks in all; prefetch helpers {} (fleetps.gpups.prefetch: {})",
+      o.trainer_id, o.trainers_num, devices, table->device_name(), o.gpups.workers_per_device, workers * o.trainers_num,
+      PrefetchOn(o.gpups, workers) ? "on" : "off",
+      o.gpups.prefetch.has_value() ? (*o.gpups.prefetch ? "true" : "false")
+                                   : fmt::format("auto, {} hardware threads", std::thread::hardware_concurrency()));
   if (o.data.dataset == config::DatasetKind::kQueue) {
-    spdlog::info("trainer {}: reader_type QueueDataset parses the data twice per pass (its keys, then training); "
-                 "InMemoryDataset (--reader-type) parses it once, as Paddle's load_into_memory",
-                 o.trainer_id);
+    spdlog::info(
+        "trainer {}: reader_type QueueDataset parses the data twice per pass (its keys, then training); "
+        "InMemoryDataset (--reader-type) parses it once, as Paddle's load_into_memory",
+        o.trainer_id);
   }
   const bool gpus = table->device_name() == "cuda";
   std::shared_ptr<const dense::CpuGemm> gemm = flags.dense;

@@ -46,9 +46,9 @@ Status OnEveryWorker(uint32_t n, F f) {
 class LaneStepper : public trainer::DenseStepper {
  public:
   explicit LaneStepper(std::unique_ptr<DenseLane> lane) : lane_(std::move(lane)) {}
-  StatusOr<float> Step(std::span<const float> params, std::span<const float> activations,
-                       std::span<const float> labels, size_t batch, std::span<float> predictions,
-                       std::span<float> activation_grads, std::span<float> param_grads) override {
+  StatusOr<float> Step(std::span<const float> params, std::span<const float> activations, std::span<const float> labels,
+                       size_t batch, std::span<float> predictions, std::span<float> activation_grads,
+                       std::span<float> param_grads) override {
     RETURN_IF_ERROR(lane_->SetParams(params));
     return lane_->Step(activations, labels, batch, DenseStepOutput{predictions, activation_grads, param_grads});
   }
@@ -159,9 +159,8 @@ StatusOr<std::unique_ptr<GpuPsSync>> GpuPsSync::Create(const config::TrainerOpti
   sync->net_.InitParams(params, o.model.init_seed + o.trainer_id);
   ASSIGN_OR_RETURN(auto state, trainer::FreshDenseState(o.dense_table.optimizer, n));
   if (o.trainer_id == 0) {
-    RETURN_IF_ERROR(InitDenseParams(client, o.dense_table.id, "trainer 0", true, &params, &state)
-                        .status()
-                        .WithContext("GPU-PS"));
+    RETURN_IF_ERROR(
+        InitDenseParams(client, o.dense_table.id, "trainer 0", true, &params, &state).status().WithContext("GPU-PS"));
   }
   std::vector<std::vector<float>> drawn(workers, trainer::PackDenseState(params, state));
   RETURN_IF_ERROR(OnEveryWorker(workers, [&](uint32_t w) {
@@ -228,7 +227,7 @@ Status WritePassBack(const PassTable& table, trainer::PsClient& client, uint32_t
   range_rows = std::max<uint64_t>(range_rows, 1);
   const uint64_t ranges = (table.size() + range_rows - 1) / range_rows;
   std::vector<trainer::PsClient::RowsWritten> counts(ranges);  // sized once: the calls write into them
-  std::deque<std::future<Status>> calls;  // in flight, oldest first
+  std::deque<std::future<Status>> calls;                       // in flight, oldest first
   Status st;
   auto wait_oldest = [&] {
     Status done = calls.front().get();
@@ -281,14 +280,16 @@ Status GpuPsSync::BeginPass(data::Dataset& dataset, const StopRequest* stop) {
 void GpuPsSync::SetMetrics(metrics::Registry& registry) {
   series_.passes = registry.GetCounter("fleetps_gpups_passes_total", "GPU-PS passes begun (begin_pass)");
   series_.keys = registry.GetGauge("fleetps_gpups_pass_keys", "Unique keys of the latest pass (its table's rows)");
-  const std::string help = "Seconds of the latest pass's steps: collect (its keys from the dataset), pull "
-                           "(PullRows), build (the device table), write (end_pass: export and WriteRows)";
+  const std::string help =
+      "Seconds of the latest pass's steps: collect (its keys from the dataset), pull "
+      "(PullRows), build (the device table), write (end_pass: export and WriteRows)";
   series_.collect = registry.GetGauge("fleetps_gpups_pass_seconds", help, {{"step", "collect"}});
   series_.pull = registry.GetGauge("fleetps_gpups_pass_seconds", help, {{"step", "pull"}});
   series_.build = registry.GetGauge("fleetps_gpups_pass_seconds", help, {{"step", "build"}});
   series_.write = registry.GetGauge("fleetps_gpups_pass_seconds", help, {{"step", "write"}});
-  const std::string rows = "Rows written back at end_pass: exact (no other trainer changed them meanwhile), or "
-                           "added (another trainer had: the pass's difference was merged)";
+  const std::string rows =
+      "Rows written back at end_pass: exact (no other trainer changed them meanwhile), or "
+      "added (another trainer had: the pass's difference was merged)";
   series_.rows_exact = registry.GetCounter("fleetps_gpups_rows_written_total", rows, {{"merge", "exact"}});
   series_.rows_added = registry.GetCounter("fleetps_gpups_rows_written_total", rows, {{"merge", "added"}});
 }
@@ -306,11 +307,10 @@ Status GpuPsSync::BeginPassWithKeys(std::span<const uint64_t> keys, const StopRe
   const bool ctr = o_.sparse_table.accessor.kind == AccessorKind::kCtr;
   std::vector<float> stats(ctr ? keys.size() * 2 : 0);
   auto t0 = Clock::now();
-  RETURN_IF_ERROR(client_
-                      .PullRows(o_.sparse_table.id, keys, core,
-                                {rows.data(), flags.data(), ctr ? stats.data() : nullptr})
-                      .get()
-                      .WithContext("begin_pass: pulling " + std::to_string(keys.size()) + " rows"));
+  RETURN_IF_ERROR(
+      client_.PullRows(o_.sparse_table.id, keys, core, {rows.data(), flags.data(), ctr ? stats.data() : nullptr})
+          .get()
+          .WithContext("begin_pass: pulling " + std::to_string(keys.size()) + " rows"));
   last_.pull_seconds = Seconds(t0);
   RETURN_IF_ERROR(CheckNotStopped(stop, "building the pass's table"));
   t0 = Clock::now();
@@ -320,11 +320,11 @@ Status GpuPsSync::BeginPassWithKeys(std::span<const uint64_t> keys, const StopRe
   series_.keys.Set(static_cast<double>(keys.size()));
   series_.pull.Set(last_.pull_seconds);
   series_.build.Set(last_.build_seconds);
-  spdlog::info("trainer {} pass {}: begin_pass: {} keys, rows pulled in {:.2f} s ({:.0f} keys/s), {} table on {} "
-               "device(s) built in {:.2f} s",
-               o_.trainer_id, passes_, keys.size(), last_.pull_seconds,
-               keys.size() / std::max(last_.pull_seconds, 1e-9), table_->device_name(), table_->devices(),
-               last_.build_seconds);
+  spdlog::info(
+      "trainer {} pass {}: begin_pass: {} keys, rows pulled in {:.2f} s ({:.0f} keys/s), {} table on {} "
+      "device(s) built in {:.2f} s",
+      o_.trainer_id, passes_, keys.size(), last_.pull_seconds, keys.size() / std::max(last_.pull_seconds, 1e-9),
+      table_->device_name(), table_->devices(), last_.build_seconds);
   return Status::OK();
 }
 
@@ -338,10 +338,8 @@ Status GpuPsSync::EndPass() {
   const auto t0 = Clock::now();
   for (auto& m : merge_) RETURN_IF_ERROR(ApplyMerged(m).WithContext("end_pass: the last merged sparse gradients"));
   trainer::PsClient::RowsWritten written;
-  RETURN_IF_ERROR(WritePassBack(*table_, client_, o_.sparse_table.id, o_.gpups.average_merge, kWriteBackRows,
-                                &written)
-                      .WithContext("end_pass: writing the pass's " + std::to_string(table_->size()) +
-                                   " rows back"));
+  RETURN_IF_ERROR(WritePassBack(*table_, client_, o_.sparse_table.id, o_.gpups.average_merge, kWriteBackRows, &written)
+                      .WithContext("end_pass: writing the pass's " + std::to_string(table_->size()) + " rows back"));
   table_->Clear();
   last_.written = written.written;
   last_.merged = written.merged;
@@ -349,10 +347,10 @@ Status GpuPsSync::EndPass() {
   series_.write.Set(last_.write_seconds);
   series_.rows_exact.Increment(static_cast<double>(written.written));
   series_.rows_added.Increment(static_cast<double>(written.merged));
-  spdlog::info("trainer {} pass {}: end_pass: {} rows written back in {:.2f} s ({} exact, {} merged with another "
-               "trainer's)",
-               o_.trainer_id, passes_, written.written + written.merged, last_.write_seconds, written.written,
-               written.merged);
+  spdlog::info(
+      "trainer {} pass {}: end_pass: {} rows written back in {:.2f} s ({} exact, {} merged with another "
+      "trainer's)",
+      o_.trainer_id, passes_, written.written + written.merged, last_.write_seconds, written.written, written.merged);
   return Status::OK();
 }
 

@@ -49,7 +49,7 @@
 #include "trainer/client/ps_client.h"
 #include "trainer/collective/communicator.h"
 #include "trainer/runtime/param_sync.h"
-#include "trainer/runtime/sparse_merge.h"
+#include "trainer/client/sparse_merge.h"
 
 namespace fleetps::heter {
 
@@ -57,14 +57,14 @@ namespace collective = ::fleetps::trainer::collective;
 
 // What the last pass did (for logs and benchmarks).
 struct PassStats {
-  uint64_t keys = 0;          // unique keys in the pass
-  bool keys_reused = false;   // the last pass's keys (the same records: Dataset::PassRecordsId)
-  double collect_seconds = 0; // reading the keys from the dataset (0 when reused)
-  double pull_seconds = 0;    // PullRows from the pservers
-  double build_seconds = 0;   // building the device table
-  uint64_t written = 0;       // rows written back exactly
-  uint64_t merged = 0;        // rows another trainer had changed: difference added
-  double write_seconds = 0;   // Export + WriteRows
+  uint64_t keys = 0;           // unique keys in the pass
+  bool keys_reused = false;    // the last pass's keys (the same records: Dataset::PassRecordsId)
+  double collect_seconds = 0;  // reading the keys from the dataset (0 when reused)
+  double pull_seconds = 0;     // PullRows from the pservers
+  double build_seconds = 0;    // building the device table
+  uint64_t written = 0;        // rows written back exactly
+  uint64_t merged = 0;         // rows another trainer had changed: difference added
+  double write_seconds = 0;    // Export + WriteRows
 };
 
 // Whether the `workers` workers of a process run with prefetch helpers: fleetps.gpups.prefetch,
@@ -82,8 +82,8 @@ class GpuPsSync : public trainer::ParamSync,
   // up by the caller. Broadcasts the initial dense parameters (rank 0's draw) to every worker.
   // `gemm`: the host twin's dense backend (fleetps.dense); null: fp32, the CPU's best kernels.
   // CUDA devices compute fp32: fleetps.dense.precision bf16 there is InvalidArgument.
-  static StatusOr<std::unique_ptr<GpuPsSync>> Create(const config::TrainerOptions& options,
-                                                     trainer::PsClient& client, std::unique_ptr<PassTable> table,
+  static StatusOr<std::unique_ptr<GpuPsSync>> Create(const config::TrainerOptions& options, trainer::PsClient& client,
+                                                     std::unique_ptr<PassTable> table,
                                                      std::vector<std::unique_ptr<collective::Communicator>> comms,
                                                      std::shared_ptr<const dense::CpuGemm> gemm = nullptr);
   ~GpuPsSync() override;
@@ -132,9 +132,9 @@ class GpuPsSync : public trainer::ParamSync,
   const config::TrainerOptions& o_;
   trainer::PsClient& client_;
   std::unique_ptr<PassTable> table_;
-  const trainer::model::DenseNet net_;                             // outlives devices_
-  std::vector<std::unique_ptr<DenseDevice>> devices_;              // one per table device
-  std::vector<std::unique_ptr<trainer::DenseStepper>> steppers_;   // per worker: a lane of its device
+  const trainer::model::DenseNet net_;                            // outlives devices_
+  std::vector<std::unique_ptr<DenseDevice>> devices_;             // one per table device
+  std::vector<std::unique_ptr<trainer::DenseStepper>> steppers_;  // per worker: a lane of its device
   std::vector<std::unique_ptr<collective::Communicator>> comms_;  // declared before dense_: outlives it
   std::unique_ptr<DenseReplica> dense_;                           // the process's workers'
   Status ApplyMerged(trainer::SparseMerge& m);

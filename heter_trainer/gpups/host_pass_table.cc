@@ -66,7 +66,8 @@ class HostPassTable : public PassTable {
       s.touched.assign(n, 0);
       ParallelChunks(n, kBuildChunk, [&](size_t lo, size_t hi) {
         std::fill(s.rows.begin() + lo * row_floats_, s.rows.begin() + hi * row_floats_, 0.0f);
-        for (size_t k = lo; k < hi; ++k) FillPassRow(accessor_, rows, flags, stats, members[k], &s.rows[k * row_floats_]);
+        for (size_t k = lo; k < hi; ++k)
+          FillPassRow(accessor_, rows, flags, stats, members[k], &s.rows[k * row_floats_]);
         std::copy(s.rows.begin() + lo * row_floats_, s.rows.begin() + hi * row_floats_,
                   s.begin.begin() + lo * row_floats_);
       });
@@ -147,9 +148,9 @@ class HostPassTable : public PassTable {
       const auto [lo, hi] = RowsOnShard(first, count, base, n);
       base += n;
       if (lo >= hi) continue;
-      AppendTouchedRows(accessor_, std::span<const uint64_t>(s.index.keys()).subspan(lo, hi - lo), s.touched.data() + lo,
-                        s.rows.data() + lo * row_floats_, s.begin.data() + lo * row_floats_, s.shows.data() + lo,
-                        s.clicks.data() + lo, out);
+      AppendTouchedRows(accessor_, std::span<const uint64_t>(s.index.keys()).subspan(lo, hi - lo),
+                        s.touched.data() + lo, s.rows.data() + lo * row_floats_, s.begin.data() + lo * row_floats_,
+                        s.shows.data() + lo, s.clicks.data() + lo, out);
     }
     return Status::OK();
   }
@@ -173,10 +174,10 @@ class HostPassTable : public PassTable {
   // writers of the index.
   struct Shard {
     ShardMutex mu;
-    KeyIndex index;                // key -> slot
-    RowVector rows;                // slot x row_floats_: the rows being trained
-    RowVector begin;               // slot x row_floats_: the rows as pulled (extended along)
-    std::vector<float> shows;      // per slot: counted in this pass
+    KeyIndex index;            // key -> slot
+    RowVector rows;            // slot x row_floats_: the rows being trained
+    RowVector begin;           // slot x row_floats_: the rows as pulled (extended along)
+    std::vector<float> shows;  // per slot: counted in this pass
     std::vector<float> clicks;
     std::vector<uint8_t> touched;  // per slot: pushed at least once
   };

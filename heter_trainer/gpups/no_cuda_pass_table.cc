@@ -8,8 +8,6 @@ StatusOr<std::unique_ptr<PassTable>> MakeCudaPassTable(const PassTableOptions&) 
       "HETER_DEVICE_TYPE=cpu (the host-memory twin; FLAGS_selected_gpus=0,1 gives two host shards)");
 }
 
-StatusOr<double> MeasureDeviceCopyGBps(int) {
-  return Status::Unavailable("this build has no CUDA");
-}
+StatusOr<double> MeasureDeviceCopyGBps(int) { return Status::Unavailable("this build has no CUDA"); }
 
 }  // namespace fleetps::heter

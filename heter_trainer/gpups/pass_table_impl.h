@@ -104,8 +104,7 @@ inline std::string PassTooLargeMessage(uint64_t pass_keys, uint32_t device, uint
                                        uint64_t bytes_per_key, uint64_t budget_bytes) {
   return "the pass has " + std::to_string(pass_keys) + " keys; device " + std::to_string(device) + " owns " +
          std::to_string(device_keys) + " of them and needs " + std::to_string(device_keys * bytes_per_key) +
-         " bytes (" + std::to_string(bytes_per_key) + " per key), above its budget of " +
-         std::to_string(budget_bytes) +
+         " bytes (" + std::to_string(bytes_per_key) + " per key), above its budget of " + std::to_string(budget_bytes) +
          " bytes (fleetps.gpups.device_memory_mb): split each epoch into more passes "
          "(fleetps.gpups.passes_per_epoch), or train on more devices (FLAGS_selected_gpus)";
 }
@@ -139,16 +138,17 @@ inline Status CheckBuildSpans(std::span<const uint64_t> keys, std::span<const fl
 }
 
 // Push's spans: grads keys x dim floats, shows and clicks each empty or one per key.
-inline Status CheckPushSpans(std::span<const uint64_t> keys, std::span<const float> grads,
-                             std::span<const float> shows, std::span<const float> clicks, uint32_t dim) {
+inline Status CheckPushSpans(std::span<const uint64_t> keys, std::span<const float> grads, std::span<const float> shows,
+                             std::span<const float> clicks, uint32_t dim) {
   if (grads.size() == keys.size() * dim && (shows.empty() || shows.size() == keys.size()) &&
       (clicks.empty() || clicks.size() == keys.size())) {
     return Status::OK();
   }
-  return Status::InvalidArgument("pass table push: " + std::to_string(keys.size()) + " keys need " +
-                                 std::to_string(keys.size() * dim) + " gradient floats and 0 or 1 show and click "
-                                 "each; got " + std::to_string(grads.size()) + ", " + std::to_string(shows.size()) +
-                                 ", " + std::to_string(clicks.size()));
+  return Status::InvalidArgument(
+      "pass table push: " + std::to_string(keys.size()) + " keys need " + std::to_string(keys.size() * dim) +
+      " gradient floats and 0 or 1 show and click "
+      "each; got " +
+      std::to_string(grads.size()) + ", " + std::to_string(shows.size()) + ", " + std::to_string(clicks.size()));
 }
 
 inline Status KeyNotInPass(uint64_t key, uint32_t device) {

@@ -89,8 +89,8 @@ void HeterService::Handle(net::Request request, net::Responder responder) {
   switch (static_cast<MessageType>(request.type)) {
     case MessageType::Ping: {
       flatbuffers::FlatBufferBuilder fbb(16);
-      fbb.Finish(wire::CreatePingReply(fbb, options_.server.index,
-                                       static_cast<uint32_t>(options_.server.endpoints.size())));
+      fbb.Finish(
+          wire::CreatePingReply(fbb, options_.server.index, static_cast<uint32_t>(options_.server.endpoints.size())));
       return responder.Send(net::ReplyType(MessageType::Ping), fbb.Release());
     }
     case MessageType::HeterHello: return Hello(request, responder);
@@ -116,11 +116,11 @@ void HeterService::Hello(const net::Request& req, const net::Responder& responde
     mismatch = Status::InvalidArgument(who + ": trainer id out of range [0, " +
                                        std::to_string(options_.job.trainers_num) + ")");
   } else if (msg->input_width() != net_.in_dim() || msg->dense_params() != net_.num_params()) {
-    mismatch = Status::InvalidArgument(
-        who + " sends activation rows of " + std::to_string(msg->input_width()) + " floats for a dense part of " +
-        std::to_string(msg->dense_params()) + " parameters; this heter-trainer's model takes " +
-        std::to_string(net_.in_dim()) + " and has " + std::to_string(net_.num_params()) +
-        " (start every role with the same job YAML)");
+    mismatch = Status::InvalidArgument(who + " sends activation rows of " + std::to_string(msg->input_width()) +
+                                       " floats for a dense part of " + std::to_string(msg->dense_params()) +
+                                       " parameters; this heter-trainer's model takes " +
+                                       std::to_string(net_.in_dim()) + " and has " + std::to_string(net_.num_params()) +
+                                       " (start every role with the same job YAML)");
   }
   if (!mismatch.ok()) return responder.SendError(mismatch);
   flatbuffers::FlatBufferBuilder fbb(128);
@@ -150,8 +150,8 @@ Status CheckMicroBatch(const wire::HeterTrainRequest& msg, size_t in_dim, uint32
                                    std::to_string(rows) + " rows of " + std::to_string(in_dim));
   }
   if (labels.size() != rows) {
-    return Status::InvalidArgument("it has " + std::to_string(labels.size()) + " labels for " +
-                                   std::to_string(rows) + " rows");
+    return Status::InvalidArgument("it has " + std::to_string(labels.size()) + " labels for " + std::to_string(rows) +
+                                   " rows");
   }
   for (size_t i = 0; i < labels.size(); ++i) {
     if (!(labels[i] >= 0.0f && labels[i] <= 1.0f)) {
@@ -246,8 +246,8 @@ Status CheckStepResults(float loss, std::span<const float> predictions, std::spa
   }
   float largest = 0.0f;
   for (float a : activations) largest = std::max(largest, std::abs(a));
-  return Status::InvalidArgument("its activations overflowed the dense step (" + bad +
-                                 "; the largest activation is " + fmt::format("{:g}", largest) +
+  return Status::InvalidArgument("its activations overflowed the dense step (" + bad + "; the largest activation is " +
+                                 fmt::format("{:g}", largest) +
                                  "): nothing was pushed to the pservers (scale or clip the activations, or look for "
                                  "diverged embeddings on the cpu-trainer)");
 }
@@ -289,8 +289,8 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
     // Checked before anything leaves: a gradient that is not finite would be refused by the
     // pservers (or poison the dense table), and the cpu-trainer would push its embeddings'
     // share of it.
-    RETURN_IF_ERROR(CheckStepResults(loss, out.predictions, out.activation_grads, param_grads,
-                                     net::Span(msg->activations())));
+    RETURN_IF_ERROR(
+        CheckStepResults(loss, out.predictions, out.activation_grads, param_grads, net::Span(msg->activations())));
     if (!forward_only) RETURN_IF_ERROR(dense_.Push(index, trainer::StepGrads{{}, {}, {}, {}, param_grads}));
     return loss;
   };

@@ -49,12 +49,12 @@ namespace fleetps::heter {
 // What the service measures (default handles measure nothing); HeterApp makes them in its
 // registry and serves them on --metrics-port.
 struct HeterMetrics {
-  metrics::Counter micro_batches;  // micro-batches trained (forward_only ones are not)
-  metrics::Counter examples;       // their rows
-  metrics::Counter errors;         // micro-batches refused (malformed) or failed (device, overflow, push)
-  metrics::Histogram step_seconds; // a lane's forward + backward + hand-over, per micro-batch
-  metrics::Gauge loss;             // the last micro-batch's mean log loss
-  metrics::Gauge queued;           // micro-batches waiting for a lane
+  metrics::Counter micro_batches;   // micro-batches trained (forward_only ones are not)
+  metrics::Counter examples;        // their rows
+  metrics::Counter errors;          // micro-batches refused (malformed) or failed (device, overflow, push)
+  metrics::Histogram step_seconds;  // a lane's forward + backward + hand-over, per micro-batch
+  metrics::Gauge loss;              // the last micro-batch's mean log loss
+  metrics::Gauge queued;            // micro-batches waiting for a lane
 
   static HeterMetrics In(metrics::Registry& registry);
 };

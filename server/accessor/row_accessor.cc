@@ -106,8 +106,7 @@ bool RowAccessor::AfterSave(disk::SaveMode mode, float* row) const {
       if (!ctr_) return false;
       row[stats_offset() + kUnseenDays] += 1.0f;
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 

@@ -43,15 +43,15 @@ Status App::Start() {
   executors_ = std::make_unique<ExecutorPool>(static_cast<size_t>(options_.shard_threads));
   service_ = std::make_unique<PsService>(options_, *tables_, *executors_,
                                          [this](const std::string& reason) { RequestShutdown(reason); });
-  service_->checkpoints().SetProgress([this, who = "pserver " + std::to_string(options_.index) + ": "](
-                                          const CheckpointProgress& p) {
-    MutexLock lock(progress_mu_);
-    if (p.done == 1 || progress_ == nullptr) progress_ = std::make_unique<ProgressReporter>();  // a new operation
-    const bool saving = p.what.rfind("saving", 0) == 0;
-    progress_->Update(WorkProgress{who + p.what, p.done, p.total, saving ? "files" : "parts", p.rows, "rows",
-                                   p.seconds});
-    if (p.done == p.total) progress_.reset();  // erases the line; the outcome is logged by its caller
-  });
+  service_->checkpoints().SetProgress(
+      [this, who = "pserver " + std::to_string(options_.index) + ": "](const CheckpointProgress& p) {
+        MutexLock lock(progress_mu_);
+        if (p.done == 1 || progress_ == nullptr) progress_ = std::make_unique<ProgressReporter>();  // a new operation
+        const bool saving = p.what.rfind("saving", 0) == 0;
+        progress_->Update(
+            WorkProgress{who + p.what, p.done, p.total, saving ? "files" : "parts", p.rows, "rows", p.seconds});
+        if (p.done == p.total) progress_.reset();  // erases the line; the outcome is logged by its caller
+      });
   metrics_ = std::make_unique<ServerMetrics>(options_.index, options_.self().ToString());
   RETURN_IF_ERROR(ServeMetrics());
   RETURN_IF_ERROR(LoadAtStart());
@@ -82,15 +82,17 @@ Status App::ServeMetrics() {
   net::HttpEndpointOptions http;
   http.host = config::BindHost(options_);
   http.port = options_.metrics_port;
-  RETURN_IF_ERROR(metrics_->Serve(
-      std::move(http),
-      [this] { return IoResponsive(std::chrono::seconds(1)); },
-      [this]() -> std::string {
-        MutexLock lock(mu_);
-        if (stopped_ || shutdown_requested_) return "shutting down";
-        if (!started_) return options_.load_dir.empty() ? "starting" : "loading checkpoint " + options_.load_dir;
-        return "";
-      }).WithContext("pserver " + std::to_string(options_.index)));
+  RETURN_IF_ERROR(metrics_
+                      ->Serve(
+                          std::move(http), [this] { return IoResponsive(std::chrono::seconds(1)); },
+                          [this]() -> std::string {
+                            MutexLock lock(mu_);
+                            if (stopped_ || shutdown_requested_) return "shutting down";
+                            if (!started_)
+                              return options_.load_dir.empty() ? "starting" : "loading checkpoint " + options_.load_dir;
+                            return "";
+                          })
+                      .WithContext("pserver " + std::to_string(options_.index)));
   spdlog::info("pserver {}: metrics on http://{}:{}/metrics (/healthz, /readyz)", options_.index,
                config::BindHost(options_), metrics_->port());
   return Status::OK();
@@ -102,13 +104,11 @@ Status App::LoadAtStart() {
   const auto started = std::chrono::steady_clock::now();
   auto loaded = service_->checkpoints().LoadSync(options_.load_dir);
   if (!loaded.ok()) {
-    return loaded.status().WithContext("pserver " + std::to_string(options_.index) + ": --load " +
-                                       options_.load_dir);
+    return loaded.status().WithContext("pserver " + std::to_string(options_.index) + ": --load " + options_.load_dir);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  spdlog::info("pserver {}: loaded checkpoint {} (version {}, mode {}): {} sparse rows in {:.2f} s",
-               options_.index, options_.load_dir, loaded->version, disk::EnumNameSaveMode(loaded->mode),
-               loaded->rows, seconds);
+  spdlog::info("pserver {}: loaded checkpoint {} (version {}, mode {}): {} sparse rows in {:.2f} s", options_.index,
+               options_.load_dir, loaded->version, disk::EnumNameSaveMode(loaded->mode), loaded->rows, seconds);
   metrics_->SetStartupLoad(seconds, loaded->rows);
   return Status::OK();
 }
@@ -121,9 +121,8 @@ Status App::StartRpcServer() {
   rpc_options.on_reply = [m = metrics_.get()](const net::ReplyInfo& reply) { m->OnReply(reply); };
   rpc_options.on_connection_closed = [svc = service_.get()](uint64_t id) { svc->ConnectionClosed(id); };
   rpc_ = std::make_unique<net::RpcServer>(
-      *io_, rpc_options, [svc = service_.get()](net::Request req, net::Responder resp) {
-        svc->Handle(std::move(req), std::move(resp));
-      });
+      *io_, rpc_options,
+      [svc = service_.get()](net::Request req, net::Responder resp) { svc->Handle(std::move(req), std::move(resp)); });
   return rpc_->Start().WithContext("pserver " + std::to_string(options_.index));
 }
 
@@ -132,15 +131,15 @@ void App::LogListening() const {
   for (const auto& t : options_.tables) {
     if (!tables.empty()) tables += ", ";
     tables += t.name + "(id " + std::to_string(t.id) + ", " +
-              (t.kind == TableKind::kSparse ? "sparse dim " + std::to_string(t.dim) + ", " +
-                                                  std::to_string(t.shards) + " shards"
-                                            : "dense size " + std::to_string(t.dim)) +
+              (t.kind == TableKind::kSparse
+                   ? "sparse dim " + std::to_string(t.dim) + ", " + std::to_string(t.shards) + " shards"
+                   : "dense size " + std::to_string(t.dim)) +
               ")";
   }
   spdlog::info("pserver {}/{} listening on {}:{} (endpoint {}{}{}), io_threads={}, shard_threads={}, tables: {}",
                options_.index, options_.endpoints.size(), config::BindHost(options_), rpc_->port(),
-               options_.self().ToString(), security_.tls ? ", TLS" : "", security_.auth_key ? ", shared-secret auth" : "",
-               options_.io_threads, options_.shard_threads, tables);
+               options_.self().ToString(), security_.tls ? ", TLS" : "",
+               security_.auth_key ? ", shared-secret auth" : "", options_.io_threads, options_.shard_threads, tables);
 }
 
 bool App::IoResponsive(std::chrono::milliseconds timeout) {
@@ -178,16 +177,15 @@ void App::PeriodicSaveLoop() {
 Status App::SaveEverywhere() {
   // The same requests a trainer's PsClient::Save sends, so every server (this one included)
   // runs the save on its own shard lanes.
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  const auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   const std::string version = "auto-" + std::to_string(now_ms);
   auto request = [&](bool commit) {
     flatbuffers::FlatBufferBuilder fbb(256);
     auto path = fbb.CreateString(options_.save_dir);
     auto v = fbb.CreateString(version);
-    fbb.Finish(wire::CreateSaveRequest(fbb, path, v, static_cast<disk::SaveMode>(options_.save_mode), 0, true,
-                                       commit));
+    fbb.Finish(wire::CreateSaveRequest(fbb, path, v, static_cast<disk::SaveMode>(options_.save_mode), 0, true, commit));
     return fbb.Release();
   };
   std::vector<std::unique_ptr<net::RpcClient>> clients;
@@ -223,9 +221,10 @@ void App::FinalSave() {
   const Status saved = SaveEverywhere();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (saved.ok()) {
-    spdlog::info("pserver 0: final save to {} done in {:.1f} s: it holds every update the servers accepted "
-                 "(pserver --resume {} loads it)",
-                 options_.save_dir, seconds, options_.save_dir);
+    spdlog::info(
+        "pserver 0: final save to {} done in {:.1f} s: it holds every update the servers accepted "
+        "(pserver --resume {} loads it)",
+        options_.save_dir, seconds, options_.save_dir);
   } else {
     spdlog::error("pserver 0: final save to {} failed after {:.1f} s (the previous checkpoint is intact): {}",
                   options_.save_dir, seconds, saved.ToString());
@@ -261,9 +260,10 @@ void App::ArmBarrierSweep() {
 net::TrainerRegistry::Sweep App::SweepTrainers(std::chrono::steady_clock::time_point now) {
   const net::TrainerRegistry::Sweep sweep = service_->trainers().Expire(now);
   for (uint32_t id : sweep.newly_gone) {
-    spdlog::error("pserver {}: trainer {} is gone: no heartbeat for {} s (server.trainer_lease_s); barriers fail "
-                  "until it is back",
-                  options_.index, id, options_.trainer_lease_s);
+    spdlog::error(
+        "pserver {}: trainer {} is gone: no heartbeat for {} s (server.trainer_lease_s); barriers fail "
+        "until it is back",
+        options_.index, id, options_.trainer_lease_s);
   }
   const auto& gone = sweep.gone;
   std::string failure;
@@ -292,9 +292,10 @@ net::TrainerRegistry::Sweep App::SweepTrainers(std::chrono::steady_clock::time_p
       spdlog::error("pserver {}: every trainer has ended ({}); waiting for pserver 0's final save to {} (at most {} s)",
                     options_.index, sweep.summary, options_.save_dir, kFinalSaveWait.count());
     } else if (now >= *final_save_deadline_) {
-      spdlog::error("pserver {}: pserver 0 did not stop this server within {} s of the job's end: exiting without its "
-                    "final save",
-                    options_.index, kFinalSaveWait.count());
+      spdlog::error(
+          "pserver {}: pserver 0 did not stop this server within {} s of the job's end: exiting without its "
+          "final save",
+          options_.index, kFinalSaveWait.count());
       RequestShutdown("no final save from pserver 0");
     }
     return sweep;
@@ -330,9 +331,10 @@ void App::OnStopSignal(int signo) {
       stopping = shutdown_requested_;
     }
     if (stopping) {
-      spdlog::error("pserver {}: a second {} during the shutdown: exiting at once (a save under way is abandoned; "
-                    "the last committed checkpoint stays)",
-                    options_.index, name);
+      spdlog::error(
+          "pserver {}: a second {} during the shutdown: exiting at once (a save under way is abandoned; "
+          "the last committed checkpoint stays)",
+          options_.index, name);
       StopSignals::ExitBySignal(signo);
     }
     RequestShutdown("a second " + name);

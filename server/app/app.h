@@ -52,7 +52,7 @@ class App {
   App& operator=(const App&) = delete;
 
   Status Start();
-  uint16_t port() const;  // the bound port (useful with port 0)
+  uint16_t port() const;          // the bound port (useful with port 0)
   uint16_t metrics_port() const;  // the /metrics port (0: off)
   // Blocks until a shutdown is requested; with handle_signals, SIGINT/SIGTERM request one.
   void WaitForShutdown(bool handle_signals) EXCLUDES(mu_);
@@ -121,7 +121,7 @@ class App {
 
   std::unique_ptr<ServerMetrics> metrics_;  // outlives rpc_ (its on_reply hook)
 
-  mutable Mutex mu_;  // guards the members below up to cv_
+  mutable Mutex mu_;                         // guards the members below up to cv_
   bool started_ GUARDED_BY(mu_) = false;     // Start() has finished: serving
   bool io_stopped_ GUARDED_BY(mu_) = false;  // Shutdown() is tearing the io threads down
   bool shutdown_requested_ GUARDED_BY(mu_) = false;
@@ -129,11 +129,11 @@ class App {
   bool stopped_ GUARDED_BY(mu_) = false;
   bool saver_stop_ GUARDED_BY(mu_) = false;  // tells the periodic saver to end
   int exit_code_ GUARDED_BY(mu_) = 0;
-  bool final_save_ GUARDED_BY(mu_) = false;  // server 0: FinalSave() before the drain
-  std::condition_variable cv_;               // waits on mu_: shutdown_requested_, saver_stop_
-  uint64_t sweeps_ = 0;  // io thread only
-  std::atomic<int> pending_signal_{0};  // set by the signal handler, taken by the sweep
-  int signals_ = 0;                     // io thread only: stop signals handled
+  bool final_save_ GUARDED_BY(mu_) = false;   // server 0: FinalSave() before the drain
+  std::condition_variable cv_;                // waits on mu_: shutdown_requested_, saver_stop_
+  uint64_t sweeps_ = 0;                       // io thread only
+  std::atomic<int> pending_signal_{0};        // set by the signal handler, taken by the sweep
+  int signals_ = 0;                           // io thread only: stop signals handled
   std::optional<net::StopWait> signal_wait_;  // io thread only: after a first signal, while trainers stop
   // io thread only: a server other than 0 waits for server 0's final save until then.
   std::optional<std::chrono::steady_clock::time_point> final_save_deadline_;

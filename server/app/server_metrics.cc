@@ -20,8 +20,9 @@ const std::vector<double>& LatencyBuckets() {
 ServerMetrics::ServerMetrics(uint32_t server_index, const std::string& endpoint,
                              std::chrono::milliseconds scrape_timeout)
     : scrape_timeout_(scrape_timeout), last_complete_(std::chrono::steady_clock::now()) {
-  registry_.GetGauge("fleetps_server_info", "This pserver: its index, endpoint and fleetps version (value 1)",
-                     {{"index", std::to_string(server_index)}, {"endpoint", endpoint}, {"version", FLEETPS_VERSION}})
+  registry_
+      .GetGauge("fleetps_server_info", "This pserver: its index, endpoint and fleetps version (value 1)",
+                {{"index", std::to_string(server_index)}, {"endpoint", endpoint}, {"version", FLEETPS_VERSION}})
       .Set(1);
 }
 
@@ -90,12 +91,14 @@ void ServerMetrics::RefreshTableSeries() {
   const auto now = std::chrono::steady_clock::now();
   const bool complete = now - started < scrape_timeout_;
   if (complete) last_complete_ = now;
-  registry_.GetGauge("fleetps_table_stats_stale",
-                     "1 when a shard lane was busy past the scrape deadline: the table series are those of the last "
-                     "complete collection")
+  registry_
+      .GetGauge("fleetps_table_stats_stale",
+                "1 when a shard lane was busy past the scrape deadline: the table series are those of the last "
+                "complete collection")
       .Set(complete ? 0 : 1);
-  registry_.GetGauge("fleetps_table_stats_age_seconds",
-                     "Age of the table series (0: collected by this scrape; since start-up when never complete)")
+  registry_
+      .GetGauge("fleetps_table_stats_age_seconds",
+                "Age of the table series (0: collected by this scrape; since start-up when never complete)")
       .Set(complete ? 0.0 : std::chrono::duration<double>(now - last_complete_).count());
   for (const TableTotals& t : complete ? tables : std::vector<TableTotals>{}) {
     const metrics::Labels table = {{"table", t.name}, {"id", std::to_string(t.id)}};
@@ -104,18 +107,21 @@ void ServerMetrics::RefreshTableSeries() {
       l[key] = value;
       return l;
     };
-    registry_.GetGauge("fleetps_table_rows", "Rows of a table on this server, by tier (memory, rocksdb)",
-                       with("tier", "memory"))
+    registry_
+        .GetGauge("fleetps_table_rows", "Rows of a table on this server, by tier (memory, rocksdb)",
+                  with("tier", "memory"))
         .Set(static_cast<double>(t.rows - t.disk_rows));
-    registry_.GetGauge("fleetps_table_rows", "Rows of a table on this server, by tier (memory, rocksdb)",
-                       with("tier", "rocksdb"))
+    registry_
+        .GetGauge("fleetps_table_rows", "Rows of a table on this server, by tier (memory, rocksdb)",
+                  with("tier", "rocksdb"))
         .Set(static_cast<double>(t.disk_rows));
     registry_.GetGauge("fleetps_table_memory_bytes", "RAM held by a table's rows on this server", table)
         .Set(static_cast<double>(t.memory_bytes));
-    registry_.GetGauge("fleetps_table_rocksdb_bytes",
-                       "Bytes of a table's rows held only on the RocksDB tier on this server, as written "
-                       "(key + encoded row each, before RocksDB's compression)",
-                       table)
+    registry_
+        .GetGauge("fleetps_table_rocksdb_bytes",
+                  "Bytes of a table's rows held only on the RocksDB tier on this server, as written "
+                  "(key + encoded row each, before RocksDB's compression)",
+                  table)
         .Set(static_cast<double>(t.disk_bytes));
     auto& [pulled, pushed] = last_keys_[t.name];
     registry_.GetCounter("fleetps_table_keys_pulled_total", "Keys pulled from a table (each occurrence)", table)
@@ -134,13 +140,17 @@ void ServerMetrics::RefreshCheckpointSeries() {
     registry_.GetCounter(name, help).Increment(static_cast<double>(now - std::min(last, now)));
     last = std::max(last, now);
   };
-  counter("fleetps_checkpoint_saves_total", "This server's parts of saves written (durations: "
-          "fleetps_request_duration_seconds{type=\"Save\"})", c.saves.load());
+  counter("fleetps_checkpoint_saves_total",
+          "This server's parts of saves written (durations: "
+          "fleetps_request_duration_seconds{type=\"Save\"})",
+          c.saves.load());
   counter("fleetps_checkpoint_save_failures_total", "Saves of this server's part that failed", c.save_failures.load());
   counter("fleetps_checkpoint_saved_rows_total", "Sparse rows written by saves", c.saved_rows.load());
   counter("fleetps_checkpoint_saved_bytes_total", "File bytes written by saves", c.saved_bytes.load());
-  counter("fleetps_checkpoint_loads_total", "Loads requested over the network (durations: "
-          "fleetps_request_duration_seconds{type=\"Load\"})", c.loads.load());
+  counter("fleetps_checkpoint_loads_total",
+          "Loads requested over the network (durations: "
+          "fleetps_request_duration_seconds{type=\"Load\"})",
+          c.loads.load());
   counter("fleetps_checkpoint_load_failures_total", "Loads that failed", c.load_failures.load());
   counter("fleetps_checkpoint_loaded_rows_total", "Sparse rows taken by loads", c.loaded_rows.load());
   auto gauge = [&](const char* name, const char* help, double value) { registry_.GetGauge(name, help).Set(value); };
@@ -180,8 +190,8 @@ Status ServerMetrics::Serve(net::HttpEndpointOptions http, std::function<bool()>
           return why.empty() ? net::HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
                              : net::HttpResponse{503, "text/plain; charset=utf-8", why + "\n"};
         }
-        return net::HttpResponse{404, "text/plain; charset=utf-8", "not found: " + path +
-                                                                       " (try /metrics, /healthz, /readyz)\n"};
+        return net::HttpResponse{404, "text/plain; charset=utf-8",
+                                 "not found: " + path + " (try /metrics, /healthz, /readyz)\n"};
       });
   return http_->Start();
 }

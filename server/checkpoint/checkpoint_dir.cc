@@ -58,20 +58,20 @@ Status CheckManifest(const disk::CheckpointManifest& m, const std::string& where
         const std::string again = seen->second == table ? " more than once" : ", already listed by " + seen->second;
         return bad(table + " lists file " + path + again + "; a checkpoint lists each file once");
       }
-      if (f->server() >= m.num_servers()) return bad(table + ": file " + path + " of server " +
-                                                    std::to_string(f->server()) + " >= num_servers");
+      if (f->server() >= m.num_servers())
+        return bad(table + ": file " + path + " of server " + std::to_string(f->server()) + " >= num_servers");
       if (!t->dense() && f->shard() >= t->shards()) return bad(table + ": file " + path + " of shard >= shards");
       if (t->dense() && (f->slice_begin() > f->slice_end() || f->slice_end() > t->dim())) {
         return bad(table + ": dense file " + path + " has a slice outside the table");
       }
       rows += f->rows();
     }
-    if (rows != t->rows()) return bad(table + ": file rows add up to " + std::to_string(rows) + ", table says " +
-                                      std::to_string(t->rows()));
+    if (rows != t->rows())
+      return bad(table + ": file rows add up to " + std::to_string(rows) + ", table says " + std::to_string(t->rows()));
     if (!t->dense()) total += rows;
   }
-  if (total != m.total_rows()) return bad("table rows add up to " + std::to_string(total) + ", manifest says " +
-                                          std::to_string(m.total_rows()));
+  if (total != m.total_rows())
+    return bad("table rows add up to " + std::to_string(total) + ", manifest says " + std::to_string(m.total_rows()));
   return Status::OK();
 }
 
@@ -86,16 +86,14 @@ flatbuffers::Offset<disk::FileEntry> CopyFile(flatbuffers::FlatBufferBuilder& fb
 bool IsValidVersionName(std::string_view name) {
   if (name.empty() || name.size() > 128 || name.front() == '.' || EndsWith(name, ".tmp")) return false;
   for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!ok) return false;
   }
   return true;
 }
 
-std::string TmpVersionDir(const std::string& dir, const std::string& version) {
-  return dir + "/" + version + ".tmp";
-}
+std::string TmpVersionDir(const std::string& dir, const std::string& version) { return dir + "/" + version + ".tmp"; }
 
 std::string ServerDirName(uint32_t server) {
   char buf[32];
@@ -257,8 +255,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
   RETURN_IF_ERROR(CheckManifest(m, manifest_path));
   const std::string dir_name = std::filesystem::path(version_dir).filename().string();
   if (version_dir != dir && Str(m.version()) != dir_name) {
-    return Status::Corruption(manifest_path + " belongs to version '" + Str(m.version()) + "', not '" + dir_name +
-                              "'");
+    return Status::Corruption(manifest_path + " belongs to version '" + Str(m.version()) + "', not '" + dir_name + "'");
   }
   return checkpoint;
 }
@@ -364,13 +361,12 @@ StatusOr<flatbuffers::DetachedBuffer> MergeParts(const std::vector<FlatBufferFil
                                             t->shards(), t->optimizer(), t->shared_state_floats(),
                                             t->element_state_floats(), t->accessor(), rows, fbb.CreateVector(files)));
   }
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  const auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   fbb.Finish(disk::CreateCheckpointManifest(fbb, kCheckpointFormatVersion, fbb.CreateString(version), mode,
                                             ContentOf(mode), num_servers, static_cast<uint64_t>(now_ms),
-                                            fbb.CreateString(fleetps_version), fbb.CreateVector(tables),
-                                            summary.rows));
+                                            fbb.CreateString(fleetps_version), fbb.CreateVector(tables), summary.rows));
   return fbb.Release();
 }
 

@@ -62,8 +62,9 @@ StatusOr<UniqueFd> OpenRegularFile(const std::string& path, uint64_t* size, cons
   if (fd.get() < 0) {
     if (errno == ENOENT) return Status::NotFound(path + ": no such file" + missing_hint);
     if (errno == ELOOP) {
-      return Status::Corruption(path + " is a symbolic link; checkpoint files must be regular files (fleetps "
-                                       "never writes links: copy the file itself into the checkpoint)");
+      return Status::Corruption(path +
+                                " is a symbolic link; checkpoint files must be regular files (fleetps "
+                                "never writes links: copy the file itself into the checkpoint)");
     }
     return Errno("cannot open", path);
   }
@@ -180,7 +181,8 @@ StatusOr<std::unique_ptr<BlockFileReader>> BlockFileReader::Open(const std::stri
   reader->file_bytes_ = size;
   disk::FileHeader header;
   ASSIGN_OR_RETURN(bool got, reader->ReadExactly(&header, sizeof(header)));
-  if (!got) return Status::Corruption(path + ": empty file (expected a fleetps checkpoint " + KindName(kind) + " file)");
+  if (!got)
+    return Status::Corruption(path + ": empty file (expected a fleetps checkpoint " + KindName(kind) + " file)");
   if (header.magic() != kCheckpointMagic) {
     return Status::Corruption(path + ": not a fleetps checkpoint file (bad magic)");
   }
@@ -199,8 +201,8 @@ StatusOr<bool> BlockFileReader::ReadExactly(void* out, size_t n) {
   // The end is file_bytes_, whatever follows it now.
   if (digest_.bytes == file_bytes_ && n > 0) return false;
   if (n > file_bytes_ - digest_.bytes) {
-    return Status::Corruption(path_ + ": truncated at byte " + std::to_string(file_bytes_) + " (" +
-                              std::to_string(n) + " bytes expected at byte " + std::to_string(digest_.bytes) + ")");
+    return Status::Corruption(path_ + ": truncated at byte " + std::to_string(file_bytes_) + " (" + std::to_string(n) +
+                              " bytes expected at byte " + std::to_string(digest_.bytes) + ")");
   }
   auto* p = static_cast<uint8_t*>(out);
   size_t got = 0;
@@ -241,9 +243,8 @@ StatusOr<std::span<const uint8_t>> BlockFileReader::Next() {
   if (!full) return Status::Corruption(path_ + ": truncated block at byte " + std::to_string(at));
   const uint32_t crc = Crc32c(block_.data(), n);
   if (crc != header.crc32c()) {
-    return Status::Corruption(path_ + ": checksum mismatch in the block at byte " + std::to_string(at) +
-                              " (stored " + std::to_string(header.crc32c()) + ", computed " + std::to_string(crc) +
-                              ")");
+    return Status::Corruption(path_ + ": checksum mismatch in the block at byte " + std::to_string(at) + " (stored " +
+                              std::to_string(header.crc32c()) + ", computed " + std::to_string(crc) + ")");
   }
   return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(block_.data()), n);
 }

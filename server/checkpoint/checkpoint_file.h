@@ -133,7 +133,8 @@ StatusOr<FlatBufferFile> FlatBufferFile::Read(const std::string& path, disk::Fil
 
 // Writes `payload` as the one block of a `kind` file at `path`, atomically: written to
 // path + ".tmp", fsynced, renamed over `path`, directory fsynced.
-Status WriteFlatBufferFileAtomic(const std::string& path, disk::FileKind kind, const flatbuffers::DetachedBuffer& payload);
+Status WriteFlatBufferFileAtomic(const std::string& path, disk::FileKind kind,
+                                 const flatbuffers::DetachedBuffer& payload);
 
 // Filesystem helpers.
 Status MakeDirs(const std::string& dir);

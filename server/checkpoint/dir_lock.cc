@@ -83,8 +83,8 @@ StatusOr<std::unique_ptr<DirLock>> DirLock::Acquire(const std::string& dir, cons
   std::unique_ptr<DirLock> lock(new DirLock(path, fd));
   // The description is for the message of a refused caller only: failing to write it does
   // not fail the lock.
-  const std::string text = "pid " + std::to_string(getpid()) + " on host " + HostName() + ", " + purpose +
-                           ", since " + UtcNow() + "\n";
+  const std::string text =
+      "pid " + std::to_string(getpid()) + " on host " + HostName() + ", " + purpose + ", since " + UtcNow() + "\n";
   if (ftruncate(fd, 0) == 0) {
     ssize_t w;
     do {

@@ -54,7 +54,6 @@ StatusOr<std::string> PsService::RequestPath(const std::string& op, const std::s
                                   "; name a directory below one, or set server.checkpoint_root)");
 }
 
-
 void PsService::Stop(const net::Request& req, const net::Responder& responder) {
   const auto* msg = net::Verified<wire::StopRequest>(req, responder);
   if (msg == nullptr) return;
@@ -81,9 +80,9 @@ void PsService::Save(const net::Request& req, const net::Responder& responder) {
   spec.mode = msg->mode();
   if (!msg->all_tables()) spec.table_id = msg->table_id();
   if (static_cast<uint8_t>(spec.mode) > static_cast<uint8_t>(disk::SaveMode::Batch)) {
-    return responder.SendError(Status::InvalidArgument(
-        "Save: unknown mode " + std::to_string(static_cast<int>(spec.mode)) +
-        " (use 0 checkpoint, 1 delta, 2 base, 3 batch)"));
+    return responder.SendError(Status::InvalidArgument("Save: unknown mode " +
+                                                       std::to_string(static_cast<int>(spec.mode)) +
+                                                       " (use 0 checkpoint, 1 delta, 2 base, 3 batch)"));
   }
   auto reply = [responder, version = spec.version](StatusOr<SaveOutcome> result) {
     if (!result.ok()) return responder.SendError(result.status());
@@ -93,8 +92,8 @@ void PsService::Save(const net::Request& req, const net::Responder& responder) {
   };
   if (msg->commit()) {
     if (options_.index != 0) {
-      return responder.SendError(Status::InvalidArgument("Save commit sent to " + Where() +
-                                                         "; commits go to pserver 0"));
+      return responder.SendError(
+          Status::InvalidArgument("Save commit sent to " + Where() + "; commits go to pserver 0"));
     }
     return checkpoints_.Commit(spec.dir, spec.version, spec.mode, reply);
   }

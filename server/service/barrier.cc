@@ -26,18 +26,18 @@ void BarrierManager::Arrive(const std::string& name, uint32_t trainer_id, uint32
       error = Status::Busy("barrier '" + name + "': " + std::to_string(kMaxBarriers) +
                            " barriers have trainers waiting; retry later");
     } else if (waiting_bytes_ + value_bytes > kMaxWaitingBytes) {
-      error = Status::Busy("barrier '" + name + "': waiting trainers already hold " +
-                           std::to_string(waiting_bytes_) + " bytes of values; retry later");
+      error = Status::Busy("barrier '" + name + "': waiting trainers already hold " + std::to_string(waiting_bytes_) +
+                           " bytes of values; retry later");
     } else {
       Barrier& b = barriers_[name];
       b.last_used = Clock::now();
-      const bool joined = std::any_of(b.waiters.begin(), b.waiters.end(),
-                                      [&](const Waiter& w) { return w.trainer_id == trainer_id; });
+      const bool joined =
+          std::any_of(b.waiters.begin(), b.waiters.end(), [&](const Waiter& w) { return w.trainer_id == trainer_id; });
       if (!b.waiters.empty() && b.participants != participants) {
-        error = Status::InvalidArgument("barrier '" + name + "': trainer " + std::to_string(trainer_id) +
-                                        " says " + std::to_string(participants) + " participants, others said " +
-                                        std::to_string(b.participants) +
-                                        " (PADDLE_TRAINERS_NUM differs between trainers)");
+        error =
+            Status::InvalidArgument("barrier '" + name + "': trainer " + std::to_string(trainer_id) + " says " +
+                                    std::to_string(participants) + " participants, others said " +
+                                    std::to_string(b.participants) + " (PADDLE_TRAINERS_NUM differs between trainers)");
       } else if (joined) {
         error = Status::InvalidArgument("barrier '" + name + "': trainer " + std::to_string(trainer_id) +
                                         " is already waiting (do two trainers share PADDLE_TRAINER_ID?)");
@@ -65,11 +65,11 @@ Status BarrierManager::CheckArrival(const std::string& name, uint32_t trainer_id
   }
   if (participants > kMaxParticipants) {
     return Status::InvalidArgument("barrier '" + name + "': participants " + std::to_string(participants) +
-                                     " is above the limit of " + std::to_string(kMaxParticipants));
+                                   " is above the limit of " + std::to_string(kMaxParticipants));
   }
   if (trainer_id >= participants) {
     return Status::InvalidArgument("barrier '" + name + "': trainer id " + std::to_string(trainer_id) +
-                                     " is not below participants " + std::to_string(participants));
+                                   " is not below participants " + std::to_string(participants));
   }
   return Status::OK();
 }
@@ -83,9 +83,9 @@ void BarrierManager::Release(const std::string& name, uint64_t generation, std::
   for (const auto& w : released) {
     result.all_done = result.all_done && w.done;
     if (w.values.size() != result.sum.size()) {
-      error = Status::InvalidArgument("barrier '" + name + "': trainers sent value vectors of different lengths (" +
-                                      std::to_string(w.values.size()) + " vs " + std::to_string(result.sum.size()) +
-                                      ")");
+      error =
+          Status::InvalidArgument("barrier '" + name + "': trainers sent value vectors of different lengths (" +
+                                  std::to_string(w.values.size()) + " vs " + std::to_string(result.sum.size()) + ")");
       break;
     }
     for (size_t i = 0; i < result.sum.size(); ++i) result.sum[i] += w.values[i];
@@ -205,9 +205,8 @@ void MetricBoard::Forget(uint64_t owner) {
   }
 }
 
-StatusOr<std::pair<std::vector<double>, uint32_t>> MetricBoard::Report(const std::string& name,
-                                                                      uint32_t trainer_id,
-                                                                      std::vector<double> values, uint64_t owner) {
+StatusOr<std::pair<std::vector<double>, uint32_t>> MetricBoard::Report(const std::string& name, uint32_t trainer_id,
+                                                                       std::vector<double> values, uint64_t owner) {
   const uint64_t new_bytes = values.size() * sizeof(double);
   if (new_bytes > kMaxBytes / 4) {
     return Status::InvalidArgument("metric '" + name + "': " + std::to_string(values.size()) +
@@ -218,9 +217,9 @@ StatusOr<std::pair<std::vector<double>, uint32_t>> MetricBoard::Report(const std
   if (found != boards_.end()) {
     for (const auto& [id, l] : found->second.latest) {
       if (id != trainer_id && l.values.size() != values.size()) {
-        return Status::InvalidArgument("metric '" + name + "': trainer " + std::to_string(trainer_id) +
-                                       " reported " + std::to_string(values.size()) + " values, trainer " +
-                                       std::to_string(id) + " reported " + std::to_string(l.values.size()));
+        return Status::InvalidArgument("metric '" + name + "': trainer " + std::to_string(trainer_id) + " reported " +
+                                       std::to_string(values.size()) + " values, trainer " + std::to_string(id) +
+                                       " reported " + std::to_string(l.values.size()));
       }
     }
   }

@@ -28,9 +28,9 @@ class BarrierManager {
   static constexpr size_t kMaxBarriers = 4096;
   static constexpr uint64_t kMaxWaitingBytes = 64ull << 20;
   struct Result {
-    uint64_t generation = 0;   // completions of this barrier so far, this one included
-    std::vector<double> sum;   // element-wise sum of every participant's values
-    bool all_done = false;     // every participant arrived with done = true
+    uint64_t generation = 0;  // completions of this barrier so far, this one included
+    std::vector<double> sum;  // element-wise sum of every participant's values
+    bool all_done = false;    // every participant arrived with done = true
   };
   using Callback = std::function<void(StatusOr<Result> result)>;
 
@@ -90,8 +90,7 @@ class MetricBoard {
   // returns the element-wise sum of the latest values of every trainer under `name` and
   // how many there are. InvalidArgument when the length differs from the other trainers'.
   StatusOr<std::pair<std::vector<double>, uint32_t>> Report(const std::string& name, uint32_t trainer_id,
-                                                            std::vector<double> values, uint64_t owner)
-      EXCLUDES(mu_);
+                                                            std::vector<double> values, uint64_t owner) EXCLUDES(mu_);
   // Drops every report whose latest came on connection `owner` (it closed).
   void Forget(uint64_t owner) EXCLUDES(mu_);
 

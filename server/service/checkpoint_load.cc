@@ -33,7 +33,7 @@ struct CheckpointRunner::LoadPlan {
   struct Table {
     uint32_t id = 0;
     bool dense = false;
-    bool aligned = false;  // same servers and shards as saved: shard s reads file (me, s)
+    bool aligned = false;                       // same servers and shards as saved: shard s reads file (me, s)
     std::vector<const disk::FileEntry*> files;  // what this server reads
   };
   std::vector<Table> tables;
@@ -50,8 +50,8 @@ StatusOr<std::shared_ptr<CheckpointRunner::LoadPlan>> CheckpointRunner::PlanLoad
     const std::string saved = "'" + Str(t->name()) + "' (id " + std::to_string(t->id()) + ")";
     const TableOptions* opts = tables_.options(t->id());
     if (opts == nullptr) {
-      return Status::InvalidArgument(where + " has table " + saved + ", which this server does not have (tables: " +
-                                     tables_.Describe() + ")");
+      return Status::InvalidArgument(where + " has table " + saved +
+                                     ", which this server does not have (tables: " + tables_.Describe() + ")");
     }
     const std::string here = TableLabel(*opts);
     auto mismatch = [&](const std::string& what, const std::string& then, const std::string& now) {
@@ -62,8 +62,8 @@ StatusOr<std::shared_ptr<CheckpointRunner::LoadPlan>> CheckpointRunner::PlanLoad
     if (t->dense() != (opts->kind == TableKind::kDense)) {
       return mismatch("kind", t->dense() ? "dense" : "sparse", opts->kind == TableKind::kDense ? "dense" : "sparse");
     }
-    if (t->dim() != opts->dim) return mismatch(t->dense() ? "size" : "dim", std::to_string(t->dim()),
-                                               std::to_string(opts->dim));
+    if (t->dim() != opts->dim)
+      return mismatch(t->dense() ? "size" : "dim", std::to_string(t->dim()), std::to_string(opts->dim));
     if (t->accessor() != AccessorOf(*opts)) {
       return mismatch("accessor", disk::EnumNameAccessorKind(t->accessor()),
                       disk::EnumNameAccessorKind(AccessorOf(*opts)));
@@ -73,8 +73,8 @@ StatusOr<std::shared_ptr<CheckpointRunner::LoadPlan>> CheckpointRunner::PlanLoad
     if (plan->full && (t->optimizer() != static_cast<uint8_t>(opts->optimizer.kind) ||
                        t->shared_state_floats() != opt.shared_state_size() ||
                        t->element_state_floats() != opt.element_state_size())) {
-      return mismatch("optimizer", std::to_string(t->optimizer()), std::to_string(static_cast<int>(opts->optimizer.kind)) +
-                                                                      " (0 sgd, 1 adagrad, 2 adam)");
+      return mismatch("optimizer", std::to_string(t->optimizer()),
+                      std::to_string(static_cast<int>(opts->optimizer.kind)) + " (0 sgd, 1 adagrad, 2 adam)");
     }
     LoadPlan::Table table;
     table.id = t->id();
@@ -155,8 +155,8 @@ Status CheckpointRunner::LoadSparse(const LoadPlan& plan, uint32_t table_id, con
       for (uint32_t s : shards) {
         Pending& p = pending[s];
         if (p.keys.empty()) continue;
-        RETURN_IF_ERROR(table->LoadRows(s, p.keys.data(), p.flags.data(), p.payloads.data(), p.keys.size(), plan.full,
-                                        plan.merge));
+        RETURN_IF_ERROR(
+            table->LoadRows(s, p.keys.data(), p.flags.data(), p.payloads.data(), p.keys.size(), plan.full, plan.merge));
         *rows += p.keys.size();
         p.keys.clear();
         p.flags.clear();
@@ -168,8 +168,9 @@ Status CheckpointRunner::LoadSparse(const LoadPlan& plan, uint32_t table_id, con
                                 std::to_string(f->rows()) + " (the manifest is wrong)");
     }
     if (reader->digest().bytes != f->bytes() || reader->digest().crc32c != f->crc32c()) {
-      return Status::Corruption(path + ": changed while it was being loaded (size or CRC differ from the "
-                                       "manifest); the table is partly loaded, load again");
+      return Status::Corruption(path +
+                                ": changed while it was being loaded (size or CRC differ from the "
+                                "manifest); the table is partly loaded, load again");
     }
   }
   return Status::OK();
@@ -257,8 +258,7 @@ void CheckpointRunner::LoadSettled(const std::string& dir, std::function<void(St
         slots->push_back(slot);
         const uint32_t id = t.id;
         tasks.push_back({sparse_lane_(id, shards[0]),
-                         [this, plan, table, id, shards, files, rows, slot, replace,
-                          aligned = t.aligned]() -> Status {
+                         [this, plan, table, id, shards, files, rows, slot, replace, aligned = t.aligned]() -> Status {
                            if (replace) {
                              for (uint32_t s : shards) RETURN_IF_ERROR(table->ClearShard(s));
                            }

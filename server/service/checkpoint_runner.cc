@@ -258,8 +258,8 @@ void CheckpointRunner::SavePart(const SaveSpec& spec, std::function<void(StatusO
   std::vector<uint32_t> ids;
   if (spec.table_id) {
     if (tables_.options(*spec.table_id) == nullptr) {
-      return done(Status::NotFound(where + ": no table with id " + std::to_string(*spec.table_id) + " (tables: " +
-                                   tables_.Describe() + ")"));
+      return done(Status::NotFound(where + ": no table with id " + std::to_string(*spec.table_id) +
+                                   " (tables: " + tables_.Describe() + ")"));
     }
     ids.push_back(*spec.table_id);
   } else {
@@ -381,8 +381,7 @@ void CheckpointRunner::SavePart(const SaveSpec& spec, std::function<void(StatusO
                                      std::to_string(server_index_));
     if (!lock.ok()) return done(lock.status().WithContext(where));
     scope->locks.push_back(std::move(lock).value());
-    Enqueue([this, spec, server_dir, where, tasks = std::move(tasks), finish, reply, scope,
-             has_after_save]() mutable {
+    Enqueue([this, spec, server_dir, where, tasks = std::move(tasks), finish, reply, scope, has_after_save]() mutable {
       scope->end_command = [this] { EndCommand(); };
       if (PathExists(spec.dir + "/" + spec.version)) {
         return reply(Status::InvalidArgument(where + ": " + spec.dir + "/" + spec.version +
@@ -410,8 +409,8 @@ void CheckpointRunner::Commit(const std::string& dir, const std::string& version
     // commit removes abandoned temporary directories.
     if (IsValidVersionName(version)) {
       for (uint32_t s = 0; s < num_servers_; ++s) {
-        auto lock = DirLock::Acquire(dir, ServerLockName(s), "commit of save " + version + " by pserver " +
-                                                                 std::to_string(server_index_));
+        auto lock = DirLock::Acquire(dir, ServerLockName(s),
+                                     "commit of save " + version + " by pserver " + std::to_string(server_index_));
         if (!lock.ok()) {
           if (lock.status().IsNotFound()) break;  // no DIR: CommitCheckpoint says what is missing
           return done(lock.status().WithContext(where));
@@ -447,8 +446,8 @@ void CheckpointRunner::Shrink(std::optional<uint32_t> table_id, std::function<vo
   std::vector<uint32_t> ids;
   if (table_id) {
     if (tables_.sparse(*table_id) == nullptr) {
-      return done(Status::NotFound("Shrink: no sparse table with id " + std::to_string(*table_id) + " (tables: " +
-                                   tables_.Describe() + ")"));
+      return done(Status::NotFound("Shrink: no sparse table with id " + std::to_string(*table_id) +
+                                   " (tables: " + tables_.Describe() + ")"));
     }
     ids.push_back(*table_id);
   } else {

@@ -63,9 +63,9 @@ namespace fleetps::server {
 
 struct SaveSpec {
   std::string dir;
-  std::string version;                // IsValidVersionName
+  std::string version;  // IsValidVersionName
   disk::SaveMode mode = disk::SaveMode::Checkpoint;
-  std::optional<uint32_t> table_id;   // empty: every table
+  std::optional<uint32_t> table_id;  // empty: every table
 };
 
 struct SaveOutcome {
@@ -86,11 +86,11 @@ struct ShrinkOutcome {
 
 // How far a save's part or a load has got (CheckpointRunner::SetProgress).
 struct CheckpointProgress {
-  std::string what;     // "saving DIR" or "loading DIR"
-  size_t done = 0;      // pieces finished: files written (save); a shard's or a dense table's files read (load)
-  size_t total = 0;     // pieces in all
-  uint64_t rows = 0;    // sparse rows written or loaded by the finished pieces
-  double seconds = 0;   // since the pieces began
+  std::string what;    // "saving DIR" or "loading DIR"
+  size_t done = 0;     // pieces finished: files written (save); a shard's or a dense table's files read (load)
+  size_t total = 0;    // pieces in all
+  uint64_t rows = 0;   // sparse rows written or loaded by the finished pieces
+  double seconds = 0;  // since the pieces began
 };
 
 class CheckpointRunner {
@@ -140,7 +140,7 @@ class CheckpointRunner {
                      std::function<uint64_t(size_t task)> rows_of) const;
 
   struct LoadPlan;
-  static std::string Str(const flatbuffers::String* s);            // "" for null
+  static std::string Str(const flatbuffers::String* s);             // "" for null
   static disk::AccessorKind AccessorOf(const TableOptions& table);  // its rows' layout on disk
   // Builds what Load does after the manifest is read: checks and the file list.
   StatusOr<std::shared_ptr<LoadPlan>> PlanLoad(const std::string& dir);
@@ -180,7 +180,7 @@ class CheckpointRunner {
   const std::string fleetps_version_;
 
   std::function<void(const CheckpointProgress&)> progress_;  // set before use, then read-only
-  Mutex mu_;  // guards the members below
+  Mutex mu_;                                                 // guards the members below
   bool command_running_ GUARDED_BY(mu_) = false;
   std::deque<std::function<void()>> waiting_ GUARDED_BY(mu_);  // commands after the running one
   std::optional<PendingSave> pending_ GUARDED_BY(mu_);         // read and written by the running command

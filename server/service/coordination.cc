@@ -70,8 +70,8 @@ flatbuffers::Offset<wire::TableInfo> BuildTableInfo(flatbuffers::FlatBufferBuild
     begin = d->begin();
     end = d->end();
   }
-  return wire::CreateTableInfo(fbb, t.id, fbb.CreateString(t.name), t.kind == TableKind::kDense, t.dim, t.shards,
-                               begin, end);
+  return wire::CreateTableInfo(fbb, t.id, fbb.CreateString(t.name), t.kind == TableKind::kDense, t.dim, t.shards, begin,
+                               end);
 }
 
 }  // namespace
@@ -81,7 +81,8 @@ void PsService::Ping(const net::Request& req, const net::Responder& responder) {
   flatbuffers::FlatBufferBuilder fbb(512);
   std::vector<flatbuffers::Offset<wire::TableInfo>> infos;
   for (const auto& [id, t] : tables_.all()) infos.push_back(BuildTableInfo(fbb, t, tables_));
-  const auto uptime = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_);
+  const auto uptime =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_);
   fbb.Finish(wire::CreatePingReply(fbb, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
                                    static_cast<uint64_t>(uptime.count()), fbb.CreateString(FLEETPS_VERSION),
                                    fbb.CreateVector(infos)));
@@ -130,8 +131,8 @@ void PsService::TableStats(const net::Request& req, const net::Responder& respon
         bytes += s.memory_bytes;
         disk_rows += s.disk_rows;
         disk_bytes += s.disk_bytes;
-        shards.push_back(wire::CreateShardStats(fbb, shard, s.rows, s.memory_bytes, s.pulls, s.pushes, s.disk_rows,
-                                                s.disk_bytes));
+        shards.push_back(
+            wire::CreateShardStats(fbb, shard, s.rows, s.memory_bytes, s.pulls, s.pushes, s.disk_rows, s.disk_bytes));
       }
       entries.push_back(wire::CreateTableStatsEntry(fbb, BuildTableInfo(fbb, *tables_.options(id), tables_), rows,
                                                     bytes, fbb.CreateVector(shards), disk_rows, disk_bytes));

@@ -115,8 +115,7 @@ void PsService::PullSparse(const net::Request& req, const net::Responder& respon
         std::to_string(options_.max_message_bytes) + " (send fewer keys per request)"));
   }
   auto part = std::make_shared<ShardPartition>();
-  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
-                            part.get());
+  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()), part.get());
   if (!st.ok()) return responder.SendError(st.WithContext("PullSparse"));
 
   struct PullState : net::Fanout {
@@ -191,8 +190,8 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
     CountSkipped(name, skipped, "keys");
   }
   auto part = std::make_shared<ShardPartition>();
-  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
-                            part.get(), bad);
+  Status st =
+      PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()), part.get(), bad);
   if (!st.ok()) return responder.SendError(st.WithContext("PushSparse"));
 
   const uint32_t table_id = msg->table_id();
@@ -209,8 +208,7 @@ void PsService::PushSparse(const net::Request& req, const net::Responder& respon
   for (uint32_t s = 0; s < table->num_shards(); ++s) {
     const uint32_t b = part->begin[s], e = part->begin[s + 1];
     if (b == e) continue;
-    executors_.Post(SparseLane(table_id, s), [state, part, table, s, b, e, keys, grads, shows, clicks, reply,
-                                              mode] {
+    executors_.Post(SparseLane(table_id, s), [state, part, table, s, b, e, keys, grads, shows, clicks, reply, mode] {
       PushCounters counters;
       counters.shows = shows.empty() ? nullptr : shows.data();
       counters.clicks = clicks.empty() ? nullptr : clicks.data();
@@ -232,7 +230,8 @@ void PsService::PullRows(const net::Request& req, const net::Responder& responde
   if (table == nullptr) return responder.SendError(MissingTable("PullRows", "sparse", msg->table_id()));
   const std::string& name = table->options().name;
   auto keys = net::Span(msg->keys());
-  if (keys.empty()) return responder.SendError(Status::InvalidArgument("PullRows on table '" + name + "': empty key list"));
+  if (keys.empty())
+    return responder.SendError(Status::InvalidArgument("PullRows on table '" + name + "': empty key list"));
   const uint32_t core = table->core_floats();
   const bool ctr = table->accessor().ctr();
   const uint64_t per_key = uint64_t{core} * sizeof(float) + 1 + (ctr ? 2 * sizeof(float) : 0);
@@ -244,8 +243,7 @@ void PsService::PullRows(const net::Request& req, const net::Responder& responde
         std::to_string(options_.max_message_bytes) + " (send fewer keys per request)"));
   }
   auto part = std::make_shared<ShardPartition>();
-  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
-                            part.get());
+  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()), part.get());
   if (!st.ok()) return responder.SendError(st.WithContext("PullRows"));
 
   struct PullState : net::Fanout {
@@ -269,18 +267,18 @@ void PsService::PullRows(const net::Request& req, const net::Responder& responde
   for (uint32_t s = 0; s < table->num_shards(); ++s) {
     const uint32_t b = part->begin[s], e = part->begin[s + 1];
     if (b == e) continue;
-    executors_.Post(SparseLane(table_id, s), [state, part, table, s, b, e, keys, rows, flags, stats, table_id, dim,
-                                              core] {
-      Status st = table->PullRowsShard(s, keys.data(), part->idx.data() + b, e - b, rows, flags, stats);
-      if (!st.ok()) state->Fail(st);
-      if (!state->Done()) return;
-      if (Status error = state->first_error(); !error.ok()) {
-        return state->responder.SendError(error.WithContext("PullRows"));
-      }
-      auto& fbb = state->fbb;
-      fbb.Finish(wire::CreatePullRowsReply(fbb, table_id, dim, core, state->rows, state->flags, state->stats));
-      state->responder.Send(net::ReplyType(MessageType::PullRows), fbb.Release());
-    });
+    executors_.Post(
+        SparseLane(table_id, s), [state, part, table, s, b, e, keys, rows, flags, stats, table_id, dim, core] {
+          Status st = table->PullRowsShard(s, keys.data(), part->idx.data() + b, e - b, rows, flags, stats);
+          if (!st.ok()) state->Fail(st);
+          if (!state->Done()) return;
+          if (Status error = state->first_error(); !error.ok()) {
+            return state->responder.SendError(error.WithContext("PullRows"));
+          }
+          auto& fbb = state->fbb;
+          fbb.Finish(wire::CreatePullRowsReply(fbb, table_id, dim, core, state->rows, state->flags, state->stats));
+          state->responder.Send(net::ReplyType(MessageType::PullRows), fbb.Release());
+        });
   }
 }
 
@@ -304,8 +302,8 @@ void PsService::WriteRows(const net::Request& req, const net::Responder& respond
   const uint64_t want = uint64_t{keys.size()} * core;
   if (begin.size() != want || end.size() != want) {
     return responder.SendError(Status::InvalidArgument(
-        what + ": " + std::to_string(keys.size()) + " keys need " + std::to_string(want) + " floats in begin and end (" +
-        std::to_string(core) + " per row: dim " + std::to_string(table->dim()) +
+        what + ": " + std::to_string(keys.size()) + " keys need " + std::to_string(want) +
+        " floats in begin and end (" + std::to_string(core) + " per row: dim " + std::to_string(table->dim()) +
         " and the optimizer state), got " + std::to_string(begin.size()) + " and " + std::to_string(end.size()) +
         " (do the trainer and the pservers use the same table config?)"));
   }
@@ -349,15 +347,14 @@ void PsService::WriteRows(const net::Request& req, const net::Responder& respond
     KeyIndex seen(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
       if (seen.Insert(keys[i]) != i) {
-        return responder.SendError(Status::InvalidArgument(what + ": key " + std::to_string(keys[i]) +
-                                                           " appears twice (positions " + std::to_string(seen.Find(keys[i])) +
-                                                           " and " + std::to_string(i) + "); keys must be distinct"));
+        return responder.SendError(Status::InvalidArgument(
+            what + ": key " + std::to_string(keys[i]) + " appears twice (positions " +
+            std::to_string(seen.Find(keys[i])) + " and " + std::to_string(i) + "); keys must be distinct"));
       }
     }
   }
   auto part = std::make_shared<ShardPartition>();
-  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()),
-                            part.get());
+  Status st = PartitionKeys(*table, keys, options_.index, static_cast<uint32_t>(options_.endpoints.size()), part.get());
   if (!st.ok()) return responder.SendError(st.WithContext("WriteRows"));
 
   struct WriteState : net::Fanout {
@@ -420,9 +417,10 @@ void PsService::PullDense(const net::Request& req, const net::Responder& respond
   if (!range.ok()) return responder.SendError(range.WithContext("PullDense"));
   const uint64_t floats = with_state ? count * (1 + rule.element_state_size()) + rule.shared_state_size() : count;
   if (floats * sizeof(float) + 128 > options_.max_message_bytes) {
-    return responder.SendError(Status::InvalidArgument(
-        "PullDense on table '" + table->options().name + "': " + std::to_string(floats) + " floats need a reply above " +
-        "max_message_bytes " + std::to_string(options_.max_message_bytes) + " (pull the slice in pieces)"));
+    return responder.SendError(
+        Status::InvalidArgument("PullDense on table '" + table->options().name + "': " + std::to_string(floats) +
+                                " floats need a reply above " + "max_message_bytes " +
+                                std::to_string(options_.max_message_bytes) + " (pull the slice in pieces)"));
   }
   auto state = std::make_shared<net::Fanout>(req, responder);
   executors_.Post(DenseLane(table_id), [state, table, offset, count, table_id, with_state, floats, &rule] {
@@ -483,28 +481,29 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
     return responder.SendError(MissingTable(op, "dense", table_id));
   }
   if (values.empty()) {
-    return responder.SendError(Status::InvalidArgument(std::string(op) + " on table '" + table->options().name +
-                                                       "': empty value list"));
+    return responder.SendError(
+        Status::InvalidArgument(std::string(op) + " on table '" + table->options().name + "': empty value list"));
   }
   if (delta && sync_trainers > 0) {
     return responder.SendError(Status::InvalidArgument(
-        "PushDense on table '" + table->options().name + "': a GEO delta push (delta = true) cannot be a sync push (sync_trainers = " +
-        std::to_string(sync_trainers) + "); send deltas with sync_trainers = 0"));
+        "PushDense on table '" + table->options().name +
+        "': a GEO delta push (delta = true) cannot be a sync push (sync_trainers = " + std::to_string(sync_trainers) +
+        "); send deltas with sync_trainers = 0"));
   }
   if (sync_trainers > 0 && trainer_id < 0) {
-    return responder.SendError(Status::InvalidArgument(
-        "PushDense on table '" + table->options().name + "' from " + responder.peer() +
-        ": a sync push (sync_trainers = " + std::to_string(sync_trainers) +
-        ") must name its trainer_id (is the client an older fleetps release?)"));
+    return responder.SendError(
+        Status::InvalidArgument("PushDense on table '" + table->options().name + "' from " + responder.peer() +
+                                ": a sync push (sync_trainers = " + std::to_string(sync_trainers) +
+                                ") must name its trainer_id (is the client an older fleetps release?)"));
   }
   // Non-finite values: parameters are always refused; gradients and deltas by policy.
   size_t first_bad = 0;
   uint64_t skipped = 0;
   std::vector<float> cleaned;  // a sync push under `skip`: the values with zeros for the bad ones
   if (with_state && (!Finite(opt_state.element_state, &first_bad) || !Finite(opt_state.shared_state, &first_bad))) {
-    return responder.SendError(Status::InvalidArgument(
-        std::string(op) + " on table '" + table->options().name + "' from " + responder.peer() +
-        ": its optimizer state holds a NaN or infinite value; nothing was applied"));
+    return responder.SendError(
+        Status::InvalidArgument(std::string(op) + " on table '" + table->options().name + "' from " + responder.peer() +
+                                ": its optimizer state holds a NaN or infinite value; nothing was applied"));
   }
   if (!Finite(values, &first_bad)) {
     if (set_params || options_.nonfinite_gradients == config::NonFinitePolicy::kReject) {
@@ -532,8 +531,8 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
   };
   auto state = std::make_shared<DenseState>(req, responder);
   state->cleaned = std::move(cleaned);
-  executors_.Post(DenseLane(table_id), [state, table, offset, values, table_id, set_params, sync_trainers,
-                                        trainer_id, sync_step, delta, skipped, op, if_unset, with_state, opt_state] {
+  executors_.Post(DenseLane(table_id), [state, table, offset, values, table_id, set_params, sync_trainers, trainer_id,
+                                        sync_step, delta, skipped, op, if_unset, with_state, opt_state] {
     Status st;
     const bool kept = set_params && if_unset && table->has_params();
     if (kept) {
@@ -546,13 +545,14 @@ void PsService::PushDense(const net::Request& req, const net::Responder& respond
       st = table->AddDelta(offset, values.size(), values.data());
     } else if (sync_trainers > 0) {
       const float* grads = state->cleaned.empty() ? values.data() : state->cleaned.data();
-      auto pushed = table->PushSync(static_cast<uint32_t>(trainer_id), sync_trainers, sync_step, offset,
-                                    values.size(), grads);
+      auto pushed =
+          table->PushSync(static_cast<uint32_t>(trainer_id), sync_trainers, sync_step, offset, values.size(), grads);
       st = pushed.status();
       if (pushed.ok() && pushed->abandoned_step != 0) {
-        spdlog::warn("{}: sync step {} abandoned with the gradients of {} of {} trainer(s): trainer {} pushed step "
-                     "{} (this pserver restarted, or a push to it was lost)",
-                     op, pushed->abandoned_step, pushed->abandoned_trainers, sync_trainers, trainer_id, sync_step);
+        spdlog::warn(
+            "{}: sync step {} abandoned with the gradients of {} of {} trainer(s): trainer {} pushed step "
+            "{} (this pserver restarted, or a push to it was lost)",
+            op, pushed->abandoned_step, pushed->abandoned_trainers, sync_trainers, trainer_id, sync_step);
       }
     } else {
       st = table->Push(offset, values.size(), values.data());

@@ -34,7 +34,6 @@ PsService::PsService(const config::ServerOptions& options, TableSet& tables, Exe
   }
 }
 
-
 Status PsService::MissingTable(const std::string& request, const std::string& kind, uint32_t table_id) const {
   return Status::NotFound(request + ": no " + kind + " table with id " + std::to_string(table_id) + " on " + Where() +
                           " (tables: " + tables_.Describe() + ")");
@@ -61,15 +60,16 @@ void PsService::Handle(net::Request request, net::Responder responder) {
   // the peers the RPC layer admits.
   const bool admin = type == MessageType::Stop || type == MessageType::Save || type == MessageType::Load ||
                      type == MessageType::Shrink;
-  const bool job_state = admin || type == MessageType::Barrier || type == MessageType::PushDenseParam ||
-                         type == MessageType::WriteRows;
+  const bool job_state =
+      admin || type == MessageType::Barrier || type == MessageType::PushDenseParam || type == MessageType::WriteRows;
   if (job_state && request.auth_configured && !request.authenticated) {
     spdlog::warn("{}: refused {} from unauthenticated peer {}", Where(), net::MessageTypeName(request.type),
                  responder.peer());
     if (admin) {
-      return responder.SendError(Status::PermissionDenied(
-          net::MessageTypeName(request.type) + " is an admin operation: the client must authenticate with the "
-          "cluster's shared secret (FLEETPS_AUTH_SECRET_FILE)"));
+      return responder.SendError(
+          Status::PermissionDenied(net::MessageTypeName(request.type) +
+                                   " is an admin operation: the client must authenticate with the "
+                                   "cluster's shared secret (FLEETPS_AUTH_SECRET_FILE)"));
     }
     return (void)net::Authorized(request, responder);
   }
@@ -94,20 +94,20 @@ void PsService::Handle(net::Request request, net::Responder responder) {
     case MessageType::Heartbeat: return Heartbeat(request, responder);
     default:
       responder.SendError(Status::InvalidArgument("unknown message type " + std::to_string(request.type) + " (" +
-                                                  net::MessageTypeName(request.type) + ") from " +
-                                                  responder.peer() + "; is the client a newer fleetps release?"));
+                                                  net::MessageTypeName(request.type) + ") from " + responder.peer() +
+                                                  "; is the client a newer fleetps release?"));
   }
 }
-
 
 void PsService::CountSkipped(const std::string& table, uint64_t count, const char* what) {
   const uint64_t before = nonfinite_skipped_.fetch_add(count);
   // The first skip, then one line per power of two, so a diverging job is visible
   // without flooding the log.
   if (before == 0 || std::bit_width(before) != std::bit_width(before + count)) {
-    spdlog::warn("{}: skipped {} {} with NaN/infinite values on table '{}' ({} skipped in total; "
-                 "server.nonfinite_gradients: skip)",
-                 Where(), count, what, table, before + count);
+    spdlog::warn(
+        "{}: skipped {} {} with NaN/infinite values on table '{}' ({} skipped in total; "
+        "server.nonfinite_gradients: skip)",
+        Where(), count, what, table, before + count);
   }
 }
 

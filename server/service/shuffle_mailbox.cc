@@ -50,10 +50,11 @@ void ShuffleMailbox::DropIdleLocked(Clock::time_point now) {
     }
     uint64_t bytes = 0;
     for (const Mail& m : box.mail) bytes += m.block.size();
-    spdlog::warn("shuffle mailbox: dropping {} bytes for trainer {} in round {}, untouched for {} s (its trainer or "
-                 "a sender stopped mid-shuffle)",
-                 bytes, it->first.second, it->first.first,
-                 std::chrono::duration_cast<std::chrono::seconds>(now - box.touched).count());
+    spdlog::warn(
+        "shuffle mailbox: dropping {} bytes for trainer {} in round {}, untouched for {} s (its trainer or "
+        "a sender stopped mid-shuffle)",
+        bytes, it->first.second, it->first.first,
+        std::chrono::duration_cast<std::chrono::seconds>(now - box.touched).count());
     held_bytes_ -= bytes;
     it = boxes_.erase(it);
   }

@@ -71,7 +71,7 @@ class ShuffleMailbox {
 
   const uint64_t capacity_bytes_;
   const Clock::duration idle_expiry_;
-  mutable Mutex mu_;  // guards everything below
+  mutable Mutex mu_;                                                    // guards everything below
   std::map<std::pair<uint64_t, uint32_t>, Box> boxes_ GUARDED_BY(mu_);  // (round, to) -> box
   uint64_t held_bytes_ GUARDED_BY(mu_) = 0;
 };

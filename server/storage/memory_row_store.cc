@@ -43,8 +43,8 @@ Status MemoryRowStore::FindOrInsertBatch(const uint64_t* keys, size_t n, uint32_
     if (k + kPrefetchDistance < n) PrefetchSlot(keys[k + kPrefetchDistance]);
     float* row = FindOrInsert(keys[k], &inserted[k]);
     if (row == nullptr) {
-      return Status::Busy("memory row store cannot add a row: " + std::to_string(size_) +
-                          " rows held (limit " + std::to_string(kMaxRows) + " per shard) or out of memory");
+      return Status::Busy("memory row store cannot add a row: " + std::to_string(size_) + " rows held (limit " +
+                          std::to_string(kMaxRows) + " per shard) or out of memory");
     }
     PrefetchRow(row, touch_floats);
     rows[k] = row;
@@ -154,8 +154,7 @@ uint32_t MemoryRowStore::AllocateRow() {
     return row;
   }
   if ((rows_allocated_ & chunk_mask_) == 0) {  // the last chunk is full (or there is none)
-    std::unique_ptr<float[], FreeChunk> chunk(
-        static_cast<float*>(std::aligned_alloc(kCacheLine, ChunkBytes())));
+    std::unique_ptr<float[], FreeChunk> chunk(static_cast<float*>(std::aligned_alloc(kCacheLine, ChunkBytes())));
     if (chunk == nullptr) return kNoRow;
     chunks_.push_back(std::move(chunk));
   }

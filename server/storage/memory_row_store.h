@@ -97,15 +97,12 @@ class MemoryRowStore final : public RowStore {
   size_t Next(size_t slot) const { return (slot + 1) & mask_; }
   // Prefetch helpers must be always_inline: GCC 12 deduces a function whose only effect is a
   // prefetch to be `const` and deletes the calls to it, silently (measured: pulls 2x slower).
-  [[gnu::always_inline]] void PrefetchSlot(uint64_t key) const {
-    __builtin_prefetch(slots_.data() + Home(key));
-  }
+  [[gnu::always_inline]] void PrefetchSlot(uint64_t key) const { __builtin_prefetch(slots_.data() + Home(key)); }
   // Prefetches the cache lines holding row[0, floats).
   [[gnu::always_inline]] static void PrefetchRow(const float* row, uint32_t floats) {
     if (floats == 0) return;
     const uintptr_t last = reinterpret_cast<uintptr_t>(row + floats) - 1;
-    for (uintptr_t line = reinterpret_cast<uintptr_t>(row) & ~(kCacheLine - 1); line <= last;
-         line += kCacheLine) {
+    for (uintptr_t line = reinterpret_cast<uintptr_t>(row) & ~(kCacheLine - 1); line <= last; line += kCacheLine) {
       __builtin_prefetch(reinterpret_cast<const void*>(line));
     }
   }

@@ -168,8 +168,7 @@ Status SpillDb::Write(Batch& batch) {
   return st;
 }
 
-Status SpillDb::MultiGet(uint32_t shard, const uint64_t* keys, size_t n, uint32_t row_floats, float* out,
-                         bool* found) {
+Status SpillDb::MultiGet(uint32_t shard, const uint64_t* keys, size_t n, uint32_t row_floats, float* out, bool* found) {
   if (n == 0) return Status::OK();
   std::vector<char> key_bytes(n * kKeyBytes);
   std::vector<rocksdb::Slice> slices(n);

@@ -29,9 +29,9 @@
 namespace fleetps::server {
 
 struct SpillDbOptions {
-  std::string dir;                          // wiped and created by Open()
-  size_t block_cache_bytes = 32u << 20;     // RocksDB block cache (data, index, filters)
-  size_t write_buffer_bytes = 16u << 20;    // per memtable; two at most
+  std::string dir;                        // wiped and created by Open()
+  size_t block_cache_bytes = 32u << 20;   // RocksDB block cache (data, index, filters)
+  size_t write_buffer_bytes = 16u << 20;  // per memtable; two at most
 };
 
 class SpillDb {

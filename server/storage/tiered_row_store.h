@@ -93,10 +93,10 @@ class TieredRowStore final : public RowStore {
   const size_t evict_batch_;
   SpillDb* const spill_;  // the table's; outlives every shard store
   const uint32_t shard_;
-  MemoryRowStore memory_;  // rows of row_floats_ + 2 floats
-  uint32_t clock_ = 0;     // advanced per batch call
-  size_t hand_ = 0;        // next slot the eviction scan looks at
-  size_t cold_rows_ = 0;   // keys stored in RocksDB
+  MemoryRowStore memory_;      // rows of row_floats_ + 2 floats
+  uint32_t clock_ = 0;         // advanced per batch call
+  size_t hand_ = 0;            // next slot the eviction scan looks at
+  size_t cold_rows_ = 0;       // keys stored in RocksDB
   size_t memory_in_cold_ = 0;  // of those, keys also in RAM
   uint64_t evicted_ = 0;
   uint64_t promoted_ = 0;

@@ -13,8 +13,8 @@ namespace fleetps::server {
 StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(const TableOptions& options, uint32_t server_index,
                                                          uint32_t num_servers) {
   ASSIGN_OR_RETURN(TableParts parts, BuildTableParts(options, TableKind::kDense, server_index, num_servers));
-  auto table = std::unique_ptr<DenseTable>(
-      new DenseTable(options, server_index, num_servers, std::move(parts.optimizer)));
+  auto table =
+      std::unique_ptr<DenseTable>(new DenseTable(options, server_index, num_servers, std::move(parts.optimizer)));
   for (uint64_t i = 0; i < table->weights_.size(); ++i) {
     table->weights_[i] = parts.initializer.Value(table->begin_ + i, 0);
   }
@@ -46,8 +46,7 @@ Status DenseTable::Locate(uint64_t global_offset, uint64_t count, uint64_t* loca
     return Status::InvalidArgument(TableLabel(options_) + ": range [" + std::to_string(global_offset) + ", " +
                                    std::to_string(range_end) + ") is outside this server's slice [" +
                                    std::to_string(begin_) + ", " + std::to_string(end_) + ") (server " +
-                                   std::to_string(server_index_) + " of " + std::to_string(num_servers_) +
-                                   ")");
+                                   std::to_string(server_index_) + " of " + std::to_string(num_servers_) + ")");
   }
   *local = global_offset - begin_;
   return Status::OK();
@@ -64,8 +63,7 @@ Status DenseTable::Push(uint64_t global_offset, uint64_t count, const float* gra
   uint64_t local = 0;
   RETURN_IF_ERROR(Locate(global_offset, count, &local));
   if (count == 0) return Status::OK();
-  optimizer_->UpdateSpan(weights_.data() + local,
-                         element_state_.data() + local * optimizer_->element_state_size(),
+  optimizer_->UpdateSpan(weights_.data() + local, element_state_.data() + local * optimizer_->element_state_size(),
                          shared_state_.data(), grads, count);
   return Status::OK();
 }
@@ -75,8 +73,8 @@ Status DenseTable::SetParams(uint64_t global_offset, uint64_t count, const float
   RETURN_IF_ERROR(Locate(global_offset, count, &local));
   if (count == 0) return Status::OK();
   std::copy_n(values, count, weights_.data() + local);
-  optimizer_->InitSpanState(element_state_.data() + local * optimizer_->element_state_size(),
-                            shared_state_.data(), count);
+  optimizer_->InitSpanState(element_state_.data() + local * optimizer_->element_state_size(), shared_state_.data(),
+                            count);
   has_params_ = true;
   return Status::OK();
 }
@@ -86,12 +84,13 @@ Status DenseTable::SetParams(uint64_t global_offset, uint64_t count, const float
   RETURN_IF_ERROR(Locate(global_offset, count, &local));
   const uint32_t es = optimizer_->element_state_size();
   if (state.element_state.size() != count * es || state.shared_state.size() != shared_state_.size()) {
-    return Status::InvalidArgument(
-        TableLabel(options_) + ": optimizer state of " + std::to_string(state.element_state.size()) + " + " +
-        std::to_string(state.shared_state.size()) + " floats for " + std::to_string(count) +
-        " parameters, but the table's dense optimizer keeps " + std::to_string(es) + " per parameter + " +
-        std::to_string(shared_state_.size()) + " (the trainers and the pservers must configure the same dense_table "
-        "optimizer)");
+    return Status::InvalidArgument(TableLabel(options_) + ": optimizer state of " +
+                                   std::to_string(state.element_state.size()) + " + " +
+                                   std::to_string(state.shared_state.size()) + " floats for " + std::to_string(count) +
+                                   " parameters, but the table's dense optimizer keeps " + std::to_string(es) +
+                                   " per parameter + " + std::to_string(shared_state_.size()) +
+                                   " (the trainers and the pservers must configure the same dense_table "
+                                   "optimizer)");
   }
   if (count == 0) return Status::OK();
   std::copy_n(values, count, weights_.data() + local);
@@ -123,8 +122,7 @@ Status DenseTable::AddDelta(uint64_t global_offset, uint64_t count, const float*
 }
 
 StatusOr<DenseTable::SyncPushResult> DenseTable::PushSync(uint32_t trainer_id, uint32_t trainers, uint64_t step,
-                                                          uint64_t global_offset, uint64_t count,
-                                                          const float* grads) {
+                                                          uint64_t global_offset, uint64_t count, const float* grads) {
   uint64_t local = 0;
   RETURN_IF_ERROR(Locate(global_offset, count, &local));
   const std::string label = TableLabel(options_) + ": sync push from trainer " + std::to_string(trainer_id);
@@ -199,10 +197,9 @@ StatusOr<DenseTable::SyncPushResult> DenseTable::PushSync(uint32_t trainer_id, u
 
 StatusOr<FileDigest> DenseTable::Save(disk::SaveMode mode, const std::string& path) const {
   const bool full = mode == disk::SaveMode::Checkpoint || mode == disk::SaveMode::Batch;
-  auto digest = WriteDenseSliceFile(path, begin_, weights_, full ? std::span<const float>(element_state_)
-                                                                 : std::span<const float>(),
-                                    optimizer_->element_state_size(),
-                                    full ? std::span<const float>(shared_state_) : std::span<const float>());
+  auto digest = WriteDenseSliceFile(
+      path, begin_, weights_, full ? std::span<const float>(element_state_) : std::span<const float>(),
+      optimizer_->element_state_size(), full ? std::span<const float>(shared_state_) : std::span<const float>());
   if (!digest.ok()) return digest.status().WithContext(TableLabel(options_) + ": save");
   return digest;
 }
@@ -216,17 +213,15 @@ Status DenseTable::LoadBlock(const disk::DenseSliceBlock& block, bool full, bool
   const uint64_t n = block.weights()->size();
   const uint64_t offset = block.offset();
   if (offset > options_.dim || n > options_.dim - offset) {
-    return Status::Corruption(label + ": a saved block covers [" + std::to_string(offset) + ", +" +
-                              std::to_string(n) + "), outside the table's " + std::to_string(options_.dim) +
-                              " floats");
+    return Status::Corruption(label + ": a saved block covers [" + std::to_string(offset) + ", +" + std::to_string(n) +
+                              "), outside the table's " + std::to_string(options_.dim) + " floats");
   }
   const uint32_t es = optimizer_->element_state_size();
   if (full) {
     const uint64_t have = block.element_state() ? block.element_state()->size() : 0;
     if (have != n * es) {
-      return Status::Corruption(label + ": a saved block has " + std::to_string(have) +
-                                " element-state floats for " + std::to_string(n) + " weights, expected " +
-                                std::to_string(n * es));
+      return Status::Corruption(label + ": a saved block has " + std::to_string(have) + " element-state floats for " +
+                                std::to_string(n) + " weights, expected " + std::to_string(n * es));
     }
   }
   const uint64_t lo = std::max(offset, begin_), hi = std::min(offset + n, end_);

@@ -85,9 +85,9 @@ class DenseTable {
   // abandoned) or a re-sent copy (a range this trainer already sent for this step) is
   // reported stale and not counted.
   struct SyncPushResult {
-    bool applied = false;         // this call completed the step
-    bool stale = false;           // a step already over, or a re-sent copy: nothing accumulated
-    uint64_t abandoned_step = 0;  // the round this call abandoned, 0 = none
+    bool applied = false;             // this call completed the step
+    bool stale = false;               // a step already over, or a re-sent copy: nothing accumulated
+    uint64_t abandoned_step = 0;      // the round this call abandoned, 0 = none
     uint32_t abandoned_trainers = 0;  // trainers whose gradients it held
   };
   StatusOr<SyncPushResult> PushSync(uint32_t trainer_id, uint32_t trainers, uint64_t step, uint64_t global_offset,
@@ -136,11 +136,11 @@ class DenseTable {
 
   // The sync round under way (PushSync).
   struct SyncRound {
-    uint32_t trainers = 0;   // of this round; 0 when no push is pending
-    uint64_t step = 0;       // of this round; 0 when unnumbered or none is pending
+    uint32_t trainers = 0;      // of this round; 0 when no push is pending
+    uint64_t step = 0;          // of this round; 0 when unnumbered or none is pending
     uint64_t last_applied = 0;  // the newest numbered step applied
-    uint32_t complete = 0;   // trainers whose ranges cover the slice
-    std::vector<float> sum;  // the slice's gradient sum
+    uint32_t complete = 0;      // trainers whose ranges cover the slice
+    std::vector<float> sum;     // the slice's gradient sum
     // Per trainer: the ranges received, begin -> end (global offsets, disjoint), and their
     // float count.
     struct Received {

@@ -29,16 +29,15 @@ StatusOr<Initializer> Initializer::Create(const InitializerOptions& o) {
       if (!std::isfinite(o.min)) return BadField("min", "finite", o.min);
       if (!std::isfinite(o.max)) return BadField("max", "finite", o.max);
       if (!(o.min < o.max)) {
-        return Status::InvalidArgument("initializer: uniform min " + std::to_string(o.min) +
-                                       " must be < max " + std::to_string(o.max));
+        return Status::InvalidArgument("initializer: uniform min " + std::to_string(o.min) + " must be < max " +
+                                       std::to_string(o.max));
       }
       break;
     case InitializerKind::kGaussian:
       if (!std::isfinite(o.mean)) return BadField("mean", "finite", o.mean);
       if (!(std::isfinite(o.stddev) && o.stddev >= 0)) return BadField("stddev", "finite and >= 0", o.stddev);
       break;
-    case InitializerKind::kZeros:
-      break;
+    case InitializerKind::kZeros: break;
     case InitializerKind::kConstant:
       if (!std::isfinite(o.value)) return BadField("value", "finite", o.value);
       break;
@@ -49,8 +48,7 @@ StatusOr<Initializer> Initializer::Create(const InitializerOptions& o) {
   return Initializer(o);
 }
 
-Initializer::Initializer(const InitializerOptions& options)
-    : options_(options), seed_mix_(MixKey(options.seed)) {}
+Initializer::Initializer(const InitializerOptions& options) : options_(options), seed_mix_(MixKey(options.seed)) {}
 
 uint64_t Initializer::Stream(uint64_t key) const { return MixKey(seed_mix_ ^ key); }
 
@@ -75,10 +73,8 @@ float Initializer::ValueFromStream(uint64_t stream, uint64_t column) const {
       const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
       return static_cast<float>(options_.mean + options_.stddev * z);
     }
-    case InitializerKind::kZeros:
-      return 0.0f;
-    case InitializerKind::kConstant:
-      return options_.value;
+    case InitializerKind::kZeros: return 0.0f;
+    case InitializerKind::kConstant: return options_.value;
   }
   return 0.0f;  // unreachable: Create rejects unknown kinds
 }

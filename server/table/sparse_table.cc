@@ -33,8 +33,8 @@ StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(const TableOptions& o
                                    " is above the sparse maximum " + std::to_string(kMaxDim));
   }
   if (options.shards == 0) return Status::InvalidArgument(TableLabel(options) + ": shards must be >= 1");
-  std::unique_ptr<SparseTable> table(new SparseTable(options, server_index, num_servers,
-                                                     std::move(parts.optimizer), std::move(parts.initializer)));
+  std::unique_ptr<SparseTable> table(
+      new SparseTable(options, server_index, num_servers, std::move(parts.optimizer), std::move(parts.initializer)));
   RETURN_IF_ERROR(table->OpenStores(storage));
   return table;
 }
@@ -89,8 +89,7 @@ uint32_t SparseTable::ShardOf(uint64_t key) const { return PlaceKey(key, num_ser
 
 bool SparseTable::Owns(uint64_t key) const { return ServerOfKey(key, num_servers_) == server_index_; }
 
-SparseTable::Shard& SparseTable::ShardFor(uint32_t shard, const uint64_t* keys, const uint32_t* idx,
-                                          size_t n) {
+SparseTable::Shard& SparseTable::ShardFor(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n) {
   FLEETPS_CHECK_LT(shard, num_shards());
 #ifndef NDEBUG
   // Two divisions per key: too slow for release builds, where the service has routed the
@@ -104,8 +103,7 @@ SparseTable::Shard& SparseTable::ShardFor(uint32_t shard, const uint64_t* keys, 
   return shards_[shard];
 }
 
-uint64_t SparseTable::InitInserted(const uint64_t* keys, float* const* rows, const bool* inserted,
-                                   size_t n) const {
+uint64_t SparseTable::InitInserted(const uint64_t* keys, float* const* rows, const bool* inserted, size_t n) const {
   uint64_t created = 0;
   for (size_t k = 0; k < n; ++k) {
     if (!inserted[k]) continue;
@@ -133,16 +131,15 @@ Status SparseTable::FetchRows(Shard& s, uint32_t shard, const uint64_t* keys, co
   return Status::OK();
 }
 
-Status SparseTable::PullShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n,
-                              float* out) {
+Status SparseTable::PullShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n, float* out) {
   Shard& s = ShardFor(shard, keys, idx, n);
   uint64_t batch_keys[kBatch];
   float* rows[kBatch];
   for (size_t begin = 0; begin < n; begin += kBatch) {
     const size_t m = std::min(kBatch, n - begin);
     const uint32_t* batch_idx = idx + begin;
-    RETURN_IF_ERROR(FetchRows(s, shard, keys, batch_idx, m, options_.create_on_pull, /*touch_floats=*/dim_,
-                              batch_keys, rows));
+    RETURN_IF_ERROR(
+        FetchRows(s, shard, keys, batch_idx, m, options_.create_on_pull, /*touch_floats=*/dim_, batch_keys, rows));
     for (size_t k = 0; k < m; ++k) {
       float* dst = out + size_t{batch_idx[k]} * dim_;
       if (rows[k] != nullptr) {
@@ -158,8 +155,8 @@ Status SparseTable::PullShard(uint32_t shard, const uint64_t* keys, const uint32
   return Status::OK();
 }
 
-Status SparseTable::PushShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n,
-                              const float* grads, const PushCounters& counters, PushMode mode) {
+Status SparseTable::PushShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n, const float* grads,
+                              const PushCounters& counters, PushMode mode) {
   Shard& s = ShardFor(shard, keys, idx, n);
   uint64_t batch_keys[kBatch];
   float* rows[kBatch];
@@ -283,8 +280,8 @@ Status SparseTable::WriteRowsShard(uint32_t shard, const uint64_t* keys, const u
 ShardStats SparseTable::Stats(uint32_t shard) const {
   FLEETPS_CHECK_LT(shard, num_shards());
   const Shard& s = shards_[shard];
-  return ShardStats{s.store->size(), s.store->MemoryBytes(), s.pulls,     s.pushes,
-                    s.created,       s.store->disk_rows(),     s.store->DiskBytes()};
+  return ShardStats{s.store->size(),      s.store->MemoryBytes(), s.pulls, s.pushes, s.created,
+                    s.store->disk_rows(), s.store->DiskBytes()};
 }
 
 StatusOr<uint64_t> SparseTable::ShrinkShard(uint32_t shard) {
@@ -371,8 +368,8 @@ void SparseTable::ReserveShard(uint32_t shard, size_t rows) {
   store.Reserve(store.size() + rows);
 }
 
-Status SparseTable::LoadRows(uint32_t shard, const uint64_t* keys, const uint8_t* flags,
-                             const float* const* payloads, size_t n, bool full, bool merge) {
+Status SparseTable::LoadRows(uint32_t shard, const uint64_t* keys, const uint8_t* flags, const float* const* payloads,
+                             size_t n, bool full, bool merge) {
   FLEETPS_CHECK_LT(shard, num_shards());
   Shard& s = shards_[shard];
   const std::string where = TableLabel(options_) + " shard " + std::to_string(shard) + ": load";

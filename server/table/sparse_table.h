@@ -134,8 +134,8 @@ class SparseTable {
   // rows + idx[k] * core_floats(), its saved flags to flags[idx[k]] and, for CTR tables when
   // `stats` is not null, its show and click to stats + idx[k] * 2. A missing key reads as
   // the row a push would create (not stored). Same key and error rules as PullShard.
-  Status PullRowsShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n, float* rows,
-                       uint8_t* flags, float* stats);
+  Status PullRowsShard(uint32_t shard, const uint64_t* keys, const uint32_t* idx, size_t n, float* rows, uint8_t* flags,
+                       float* stats);
   // What a WriteRowsShard call brings, indexed like PullRowsShard's outputs (begin/end:
   // core_floats() per key; extended, shows, clicks: one per key, each may be null).
   struct RowWrite {
@@ -197,8 +197,8 @@ class SparseTable {
   // keys are unique). With `merge` (Delta checkpoints) an existing row takes the saved
   // weights, a missing one is created; both are marked Changed and dirty. Every key must
   // belong to `shard` of this server (checked in debug builds).
-  Status LoadRows(uint32_t shard, const uint64_t* keys, const uint8_t* flags, const float* const* payloads,
-                  size_t n, bool full, bool merge);
+  Status LoadRows(uint32_t shard, const uint64_t* keys, const uint8_t* flags, const float* const* payloads, size_t n,
+                  bool full, bool merge);
 
   // Calls visit(key, row) for every stored row of the shard (row_floats() floats in the
   // RowAccessor layout), wherever it lives; for tests and tools.
@@ -242,7 +242,7 @@ class SparseTable {
   const Initializer initializer_;
   const RowAccessor accessor_;  // refers to *optimizer_
   const uint32_t row_floats_;
-  const bool plain_;            // plain accessor: the push loop needs no accessor call
+  const bool plain_;  // plain accessor: the push loop needs no accessor call
   // The RocksDB tier shared by the shards' stores; declared before shards_ so that it is
   // destroyed after them. Null without a memory budget.
   std::unique_ptr<SpillDb> spill_;

@@ -5,16 +5,15 @@
 namespace fleetps::server {
 
 std::string TableLabel(const TableOptions& options) {
-  return std::string(options.kind == TableKind::kDense ? "dense" : "sparse") + " table '" + options.name +
-         "' (id " + std::to_string(options.id) + ")";
+  return std::string(options.kind == TableKind::kDense ? "dense" : "sparse") + " table '" + options.name + "' (id " +
+         std::to_string(options.id) + ")";
 }
 
 StatusOr<TableParts> BuildTableParts(const TableOptions& options, TableKind kind, uint32_t server_index,
                                      uint32_t num_servers) {
   const std::string label = TableLabel(options);
   if (options.kind != kind) {
-    return Status::InvalidArgument(label + ": kind must be " +
-                                   (kind == TableKind::kDense ? "dense" : "sparse"));
+    return Status::InvalidArgument(label + ": kind must be " + (kind == TableKind::kDense ? "dense" : "sparse"));
   }
   if (server_index >= num_servers) {
     return Status::InvalidArgument(label + ": server index " + std::to_string(server_index) +

@@ -12,8 +12,8 @@ StatusOr<std::unique_ptr<TableSet>> TableSet::Create(const config::ServerOptions
     if (t.kind == TableKind::kSparse) {
       StorageOptions storage;
       if (!options.data_dir.empty()) {
-        storage.spill_dir = options.data_dir + "/server-" + std::to_string(options.index) + "/table-" +
-                            std::to_string(t.id);
+        storage.spill_dir =
+            options.data_dir + "/server-" + std::to_string(options.index) + "/table-" + std::to_string(t.id);
       }
       ASSIGN_OR_RETURN(auto table, SparseTable::Create(t, options.index, num_servers, storage));
       set->sparse_[t.id] = std::move(table);

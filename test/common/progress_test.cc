@@ -81,8 +81,8 @@ TEST_CASE("ProgressReporter: the terminal line on a terminal, else a log line pe
     REQUIRE(::pipe(fds) == 0);
     std::vector<std::string> logged;
     {
-      ProgressReporter r(std::chrono::milliseconds(0), [&](const std::string& l) { logged.push_back(l); }, fds[1],
-                         false);
+      ProgressReporter r(
+          std::chrono::milliseconds(0), [&](const std::string& l) { logged.push_back(l); }, fds[1], false);
       CHECK_FALSE(r.on_terminal());
       r.Update(p);
       p.done = 2;
@@ -96,7 +96,8 @@ TEST_CASE("ProgressReporter: the terminal line on a terminal, else a log line pe
   }
   {  // Not a terminal, a long interval: short work logs nothing.
     std::vector<std::string> logged;
-    ProgressReporter r(std::chrono::hours(1), [&](const std::string& l) { logged.push_back(l); }, 2, false);
+    ProgressReporter r(
+        std::chrono::hours(1), [&](const std::string& l) { logged.push_back(l); }, 2, false);
     r.Update(p);
     CHECK(logged.empty());
   }
@@ -105,8 +106,8 @@ TEST_CASE("ProgressReporter: the terminal line on a terminal, else a log line pe
     REQUIRE(::pipe(fds) == 0);
     std::vector<std::string> logged;
     {
-      ProgressReporter r(std::chrono::milliseconds(0), [&](const std::string& l) { logged.push_back(l); }, fds[1],
-                         true);
+      ProgressReporter r(
+          std::chrono::milliseconds(0), [&](const std::string& l) { logged.push_back(l); }, fds[1], true);
       p.done = 1;
       r.Update(p, std::chrono::milliseconds(0));
     }  // the destructor erases the line
@@ -119,10 +120,13 @@ TEST_CASE("ProgressReporter: the terminal line on a terminal, else a log line pe
 TEST_CASE("ProgressTicker reports the time spent until it is destroyed, then erases the line") {
   std::vector<std::string> logged;
   std::mutex mu;
-  ProgressReporter r(std::chrono::milliseconds(0), [&](const std::string& l) {
-    std::lock_guard<std::mutex> lock(mu);
-    logged.push_back(l);
-  }, 2, false);
+  ProgressReporter r(
+      std::chrono::milliseconds(0),
+      [&](const std::string& l) {
+        std::lock_guard<std::mutex> lock(mu);
+        logged.push_back(l);
+      },
+      2, false);
   {
     ProgressTicker ticker(r, "saving", std::chrono::milliseconds(1));
     for (;;) {  // until it has ticked twice

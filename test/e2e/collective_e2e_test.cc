@@ -68,13 +68,14 @@ TEST_CASE("Two collective ranks of the quick-start mlp share one file's records,
   REQUIRE(testing::GenerateData(
       dir, {"--train-files", "1", "--rows", "20000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"}));
   std::string yaml = kMlp;
-  yaml.replace(yaml.find("runner:\n") + 8, 0, "  reader_type: InMemoryDataset\n  sampler: distributed\n  shuffle: local\n");
+  yaml.replace(yaml.find("runner:\n") + 8, 0,
+               "  reader_type: InMemoryDataset\n  sampler: distributed\n  shuffle: local\n");
   testing::WriteFile(dir + "/mlp.yaml", yaml);
   ChildProcess launcher;
-  REQUIRE(launcher.Start({Launcher(), "--nproc", "2", "--log_dir", dir + "/logs",
-                          testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/mlp.yaml", "--report",
-                          dir + "/report.json"},
-                         {}, dir + "/launcher.log"));
+  REQUIRE(launcher.Start(
+      {Launcher(), "--nproc", "2", "--log_dir", dir + "/logs", testing::BinaryPath("trainer/cpu-trainer"), "--config",
+       dir + "/mlp.yaml", "--report", dir + "/report.json"},
+      {}, dir + "/launcher.log"));
   const int rc = launcher.Wait(120s);
   const std::string log0 = testing::ReadFile(dir + "/logs/workerlog.0");
   const std::string log1 = testing::ReadFile(dir + "/logs/workerlog.1");
@@ -102,16 +103,15 @@ int RunOneRank(const std::string& dir, const std::string& backend, std::string* 
   ChildProcess trainer;
   std::map<std::string, std::string> env = {{"PADDLE_DISTRI_BACKEND", backend}};
   if (backend == "nccl") env["FLAGS_selected_gpus"] = "0";
-  REQUIRE(trainer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/mlp.yaml", "--sync-mode",
-                         "collective"},
-                        env, dir + "/" + backend + ".log"));
+  REQUIRE(trainer.Start(
+      {testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/mlp.yaml", "--sync-mode", "collective"}, env,
+      dir + "/" + backend + ".log"));
   const int rc = trainer.Wait(120s);
   *log = testing::ReadFile(dir + "/" + backend + ".log");
   return rc;
 }
 
-TEST_CASE("One rank with backend nccl: the checksums of the Gloo run on a GPU, a clear refusal without one",
-          "[e2e]") {
+TEST_CASE("One rank with backend nccl: the checksums of the Gloo run on a GPU, a clear refusal without one", "[e2e]") {
   const std::string dir = testing::MakeTempDir("collective_nccl");
   REQUIRE(testing::GenerateData(
       dir, {"--train-files", "1", "--rows", "4000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"}));
@@ -179,8 +179,8 @@ TEST_CASE("A failing rank stops the collective job: the launcher names it and no
   REQUIRE(testing::GenerateData(
       dir, {"--train-files", "2", "--rows", "2000", "--format", "multislot", "--slots", "1", "--dense-dim", "32"}));
   // Rank 1 reads a data directory that does not exist; rank 0 would wait for it forever.
-  testing::WriteFile(dir + "/run.sh", "#!/bin/sh\nif [ \"$PADDLE_TRAINER_ID\" = 1 ]; then extra=\"--train-data " +
-                                          dir + "/missing\"; fi\nexec " + testing::BinaryPath("trainer/cpu-trainer") +
+  testing::WriteFile(dir + "/run.sh", "#!/bin/sh\nif [ \"$PADDLE_TRAINER_ID\" = 1 ]; then extra=\"--train-data " + dir +
+                                          "/missing\"; fi\nexec " + testing::BinaryPath("trainer/cpu-trainer") +
                                           " --config " + dir + "/mlp.yaml $extra\n");
   testing::WriteFile(dir + "/mlp.yaml", kMlp);
   ChildProcess launcher;
@@ -190,8 +190,8 @@ TEST_CASE("A failing rank stops the collective job: the launcher names it and no
   const std::string out = testing::ReadFile(dir + "/launcher.log");
   INFO(out);
   CHECK(rc != 0);
-  CHECK_THAT(out, Catch::Contains("worker 1 (pid ") && Catch::Contains("exited with code") &&
-                      Catch::Contains("missing"));
+  CHECK_THAT(out,
+             Catch::Contains("worker 1 (pid ") && Catch::Contains("exited with code") && Catch::Contains("missing"));
   // ("[m]lp": the pattern must not match pgrep's own shell.)
   CHECK(::system(("pgrep -f '" + dir + "/[m]lp.yaml' >/dev/null").c_str()) != 0);  // nothing left running
 }

@@ -77,18 +77,18 @@ runner:
                 {"PADDLE_TRAINERS_NUM", "2"},
                 {"PADDLE_TRAINER_ID", std::to_string(i)}});
     trainers[i] = std::make_unique<ChildProcess>();
-    REQUIRE(trainers[i]->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/" + config,
-                                "--sync-mode", sync_mode, "--report", dir + "/" + name + ".json",
-                                "--heartbeat-interval-ms", "500"},
-                               env, dir + "/" + name + ".log"));
+    REQUIRE(
+        trainers[i]->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/" + config, "--sync-mode",
+                            sync_mode, "--report", dir + "/" + name + ".json", "--heartbeat-interval-ms", "500"},
+                           env, dir + "/" + name + ".log"));
   }
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
   // Periodic saves into DIR/ckpt (hourly: none falls due in a test, but a final save may);
   // returns that directory.
   std::string SaveEveryHour() {
     const std::string ckpt = dir + "/ckpt";
-    testing::WriteFile(dir + "/job.yaml",
-                       testing::ReadFile(dir + "/job.yaml") + "    save_interval_s: 3600\n    save_dir: " + ckpt + "\n");
+    testing::WriteFile(dir + "/job.yaml", testing::ReadFile(dir + "/job.yaml") +
+                                              "    save_interval_s: 3600\n    save_dir: " + ckpt + "\n");
     return ckpt;
   }
   // Starts both pservers and both trainers; returns once each trainer has made 50 steps.
@@ -163,8 +163,7 @@ double RunJob(bool kill_server_1, const std::string& sync_mode = "async") {
   return testing::ReportTestAuc(job.dir + "/trainer0.json");
 }
 
-TEST_CASE("kill -9 of a pserver mid-job, restarted from the last periodic checkpoint: the job finishes",
-          "[e2e]") {
+TEST_CASE("kill -9 of a pserver mid-job, restarted from the last periodic checkpoint: the job finishes", "[e2e]") {
   const double uninterrupted = RunJob(false);
   const double interrupted = RunJob(true);
   INFO("uninterrupted AUC " << uninterrupted << ", interrupted " << interrupted);
@@ -176,8 +175,7 @@ TEST_CASE("kill -9 of a pserver mid-job, restarted from the last periodic checkp
 // with the trainers (a step it lost is abandoned, never mixed into the next one) and the
 // sparse pushes lost with it are counted like async ones. GEO: deltas lost with the
 // connection are logged and the exchange re-bases on what the servers hold.
-TEST_CASE("kill -9 of a pserver mid-job in sync and GEO mode: the trainers rejoin it and the job finishes",
-          "[e2e]") {
+TEST_CASE("kill -9 of a pserver mid-job in sync and GEO mode: the trainers rejoin it and the job finishes", "[e2e]") {
   for (const std::string mode : {"sync", "geo"}) {
     INFO("sync mode " << mode);
     const double auc = RunJob(true, mode);
@@ -332,16 +330,15 @@ TEST_CASE("A cluster with server.auth: required admits only trainers holding its
   // secret (it does not even trust the servers), one with none (a job YAML without it).
   job.StartTrainer(0, "wrong", {{"FLEETPS_AUTH_SECRET_FILE", other}});
   CHECK(job.trainers[0]->Wait(60s) == 1);
-  CHECK_THAT(job.Log("wrong"), Catch::Contains("PermissionDenied") &&
-                                   Catch::Contains("could not prove that it holds the shared secret"));
+  CHECK_THAT(job.Log("wrong"),
+             Catch::Contains("PermissionDenied") && Catch::Contains("could not prove that it holds the shared secret"));
   std::string open_yaml = yaml;
   open_yaml.erase(open_yaml.find("    auth: required\n"), 19);
   open_yaml.erase(open_yaml.find("    auth_secret_file: "), 23 + secret.size());
   testing::WriteFile(job.dir + "/open.yaml", open_yaml);
   job.StartTrainer(0, "anonymous", {}, "open.yaml");
   CHECK(job.trainers[0]->Wait(60s) == 1);
-  CHECK_THAT(job.Log("anonymous"), Catch::Contains("PermissionDenied") &&
-                                       Catch::Contains("requires authentication"));
+  CHECK_THAT(job.Log("anonymous"), Catch::Contains("PermissionDenied") && Catch::Contains("requires authentication"));
   // The members: the secret from the job YAML.
   for (int i = 0; i < 2; ++i) job.StartTrainer(i, "trainer" + std::to_string(i));
   for (int i = 0; i < 2; ++i) {

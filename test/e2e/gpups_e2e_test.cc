@@ -56,7 +56,8 @@ runner:
   print_interval: 50
   sync_mode: gpubox
   model_save_path: "model"
-)" + testing::kSmallCtrDnnModel + extra_model + R"(fleetps:
+)" + testing::kSmallCtrDnnModel + extra_model +
+                                              R"(fleetps:
   sparse_table: {shards: 4}
   server:
     io_threads: 1
@@ -71,7 +72,8 @@ runner:
                                               {"FLAGS_selected_gpus", gpus},
                                               {"HETER_DEVICE_TYPE", device}};
     if (trainers > 1) {
-      env["PADDLE_TRAINER_ENDPOINTS"] = "127.0.0.1:" + std::to_string(ports[2]) + ",127.0.0.1:" + std::to_string(ports[3]);
+      env["PADDLE_TRAINER_ENDPOINTS"] =
+          "127.0.0.1:" + std::to_string(ports[2]) + ",127.0.0.1:" + std::to_string(ports[3]);
     }
     return env;
   }
@@ -100,15 +102,15 @@ runner:
   // Start(), then waits until node `node` trains its first logged step.
   void StartUntilTraining(uint32_t node) {
     Start();
-    const bool training =
-        testing::WaitForLog(dir + "/trainer" + std::to_string(node) + ".log", "epoch 1 step", 120s);
+    const bool training = testing::WaitForLog(dir + "/trainer" + std::to_string(node) + ".log", "epoch 1 step", 120s);
     INFO(AllLogs());
     REQUIRE(training);
   }
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
   std::string AllLogs() const {
     std::string out;
-    for (uint32_t t = 0; t < trainers; ++t) out += "trainer" + std::to_string(t) + ":\n" + Log("trainer" + std::to_string(t));
+    for (uint32_t t = 0; t < trainers; ++t)
+      out += "trainer" + std::to_string(t) + ":\n" + Log("trainer" + std::to_string(t));
     return out + "\npserver0:\n" + Log("pserver0");
   }
 };
@@ -204,7 +206,8 @@ TEST_CASE("GPU-PS: one host device driven by two workers (fleetps.gpups.workers_
   const std::string log = job.Log("trainer0");
   if (::system("nvidia-smi -L >/dev/null 2>&1") != 0) {
     CHECK_THAT(log, Catch::Contains("HETER_DEVICE_TYPE auto: the pass table is the host-memory twin"));
-    CHECK_THAT(log, Catch::Contains("on 1 host device(s) (FLAGS_selected_gpus), 2 worker(s) per device, 2 dense ranks"));
+    CHECK_THAT(log,
+               Catch::Contains("on 1 host device(s) (FLAGS_selected_gpus), 2 worker(s) per device, 2 dense ranks"));
   }
   // The two workers share the records: each epoch trains every training line once.
   const size_t lines = testing::CountDataLines(job.dir + "/data/train");
@@ -218,9 +221,10 @@ TEST_CASE("GPU-PS: one host device driven by two workers (fleetps.gpups.workers_
     std::smatch m;
     REQUIRE(std::regex_search(
         report, m,
-        std::regex(R"("epoch": 1, [^}]*"seconds": ([0-9.]+), [^}]*"dense_compute_sec": ([0-9.]+), "read_sec": ([0-9.]+), )"
-                   R"("pull_sec": ([0-9.]+), "push_sec": ([0-9.]+), "end_step_sec": ([0-9.]+), "pass_sync_sec": ([0-9.]+), )"
-                   R"("prefetch_wait_sec": ([0-9.]+))")));
+        std::regex(
+            R"("epoch": 1, [^}]*"seconds": ([0-9.]+), [^}]*"dense_compute_sec": ([0-9.]+), "read_sec": ([0-9.]+), )"
+            R"("pull_sec": ([0-9.]+), "push_sec": ([0-9.]+), "end_step_sec": ([0-9.]+), "pass_sync_sec": ([0-9.]+), )"
+            R"("prefetch_wait_sec": ([0-9.]+))")));
     const double seconds = std::stod(m[1]), pass = std::stod(m[7]);
     for (int i = 2; i <= 6; ++i) {
       INFO("field " << i);
@@ -230,7 +234,8 @@ TEST_CASE("GPU-PS: one host device driven by two workers (fleetps.gpups.workers_
     CHECK(std::stod(m[3]) + std::stod(m[4]) <= 2 * seconds + 0.05);
     CHECK(pass > 0.0);  // begin_pass and end_pass: the table built and written back
     CHECK(pass < seconds);
-    CHECK_THAT(log, Catch::Contains("pass 1: begin_pass: ") && Catch::Contains("distinct keys read from the dataset in"));
+    CHECK_THAT(log,
+               Catch::Contains("pass 1: begin_pass: ") && Catch::Contains("distinct keys read from the dataset in"));
     // The second epoch's pass reads the same records (in memory, reshuffled): their keys again.
     CHECK_THAT(log, Catch::Contains("pass 2: begin_pass: the same records as the last pass: its "));
   }
@@ -300,8 +305,7 @@ TEST_CASE("GPU-PS prefetch: one worker trains bitwise the same model with the he
 // kill -9 of one of two nodes mid-pass: the other fails its next dense allreduce at once,
 // saying a rank died, and the pservers end (the killed node's lease runs out): nothing
 // hangs.
-TEST_CASE("GPU-PS: kill -9 of one of two nodes mid-pass, the other fails saying a rank died, nothing hangs",
-          "[e2e]") {
+TEST_CASE("GPU-PS: kill -9 of one of two nodes mid-pass, the other fails saying a rank died, nothing hangs", "[e2e]") {
   GpuBoxJob job(100000, 2);
   job.StartUntilTraining(1);
   job.nodes[1]->Signal(SIGKILL);

@@ -75,7 +75,8 @@ runner:
   model_save_path: "model"
 )" + testing::kSmallCtrDnnModel + R"(fleetps:
   sparse_table: {shards: 4}
-  heter: {inflight: 2, lanes: 2, timeout_ms: 10000, allreduce_port: )" + std::to_string(ports.back()) + heter_yaml + R"(}
+  heter: {inflight: 2, lanes: 2, timeout_ms: 10000, allreduce_port: )" +
+                                              std::to_string(ports.back()) + heter_yaml + R"(}
   server:
     io_threads: 1
     shard_threads: 1
@@ -83,16 +84,14 @@ runner:
     drain_timeout_ms: 3000
     auth: required
     auth_secret_file: )" + secret + R"(
-    tls: {cert_file: )" + tls.cert_file + ", key_file: " + tls.key_file + ", ca_file: " + tls.ca_file + "}\n");
+    tls: {cert_file: )" + tls.cert_file +
+                                              ", key_file: " + tls.key_file + ", ca_file: " + tls.ca_file + "}\n");
   }
 
   std::map<std::string, std::string> Env(const std::string& role) const {
-    return {{"TRAINING_ROLE", role},
-            {"PADDLE_PSERVERS_IP_PORT_LIST", pservers},
-            {"PADDLE_TRAINERS_NUM", "2"},
-            {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", heter},
-            {"STAGE_NUM", "2"},
-            {"PADDLE_STAGE_TRAINERS_NUM", "[2, " + std::to_string(heter_count) + "]"}};
+    return {{"TRAINING_ROLE", role},      {"PADDLE_PSERVERS_IP_PORT_LIST", pservers},
+            {"PADDLE_TRAINERS_NUM", "2"}, {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", heter},
+            {"STAGE_NUM", "2"},           {"PADDLE_STAGE_TRAINERS_NUM", "[2, " + std::to_string(heter_count) + "]"}};
   }
   void Start() {
     for (int i = 0; i < 2; ++i) {
@@ -111,9 +110,8 @@ runner:
       tenv["PADDLE_TRAINER_ID"] = std::to_string(i);
       tenv["STAGE_ID"] = "1";
       trainers[i] = std::make_unique<ChildProcess>();
-      REQUIRE(trainers[i]->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml",
-                                  "--report", dir + "/trainer" + std::to_string(i) + ".json",
-                                  "--heartbeat-interval-ms", "500"},
+      REQUIRE(trainers[i]->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml", "--report",
+                                  dir + "/trainer" + std::to_string(i) + ".json", "--heartbeat-interval-ms", "500"},
                                  tenv, dir + "/trainer" + std::to_string(i) + ".log"));
     }
   }
@@ -132,8 +130,8 @@ runner:
     env["STAGE_ID"] = "2";
     env["HETER_DEVICE_TYPE"] = heter_device;
     heters[h] = std::make_unique<ChildProcess>();
-    REQUIRE(heters[h]->Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"},
-                             env, dir + "/" + log + ".log"));
+    REQUIRE(heters[h]->Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"}, env,
+                             dir + "/" + log + ".log"));
   }
   static std::string HeterLogName(uint32_t h) { return h == 0 ? "heter" : "heter" + std::to_string(h); }
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/" + name + ".log"); }
@@ -317,11 +315,28 @@ TEST_CASE("fleetps-launch --heter_max_restarts: a killed heter-trainer is starte
   HeterJob job(200000, 8, 2, ", failover: true, failover_probe_ms: 500");  // its data and YAML
   const std::string log_dir = job.dir + "/log", out = job.dir + "/launcher.out";
   ChildProcess launcher;
-  REQUIRE(launcher.Start({testing::BinaryPath("tools/launch/fleetps-launch"), "--server_num", "2", "--worker_num", "2",
-                          "--heter_worker_num", "2", "--heter_devices", "cpu", "--heter_max_restarts", "1",
-                          "--log_dir", log_dir, "--stop_wait_s", "20", testing::BinaryPath("trainer/cpu-trainer"),
-                          "--config", job.dir + "/job.yaml", "--report", job.dir + "/trainer{trainer_id}.json",
-                          "--heartbeat-interval-ms", "500"},
+  REQUIRE(launcher.Start({testing::BinaryPath("tools/launch/fleetps-launch"),
+                          "--server_num",
+                          "2",
+                          "--worker_num",
+                          "2",
+                          "--heter_worker_num",
+                          "2",
+                          "--heter_devices",
+                          "cpu",
+                          "--heter_max_restarts",
+                          "1",
+                          "--log_dir",
+                          log_dir,
+                          "--stop_wait_s",
+                          "20",
+                          testing::BinaryPath("trainer/cpu-trainer"),
+                          "--config",
+                          job.dir + "/job.yaml",
+                          "--report",
+                          job.dir + "/trainer{trainer_id}.json",
+                          "--heartbeat-interval-ms",
+                          "500"},
                          {}, out));
   const bool training = testing::WaitForLog(log_dir + "/workerlog.0", "epoch 1 step", 120s);
   INFO(testing::ReadFile(out));
@@ -339,8 +354,8 @@ TEST_CASE("fleetps-launch --heter_max_restarts: a killed heter-trainer is starte
   // The second run took micro-batches (the cpu-trainers took it back) and ended by itself.
   const auto again = heter1.find("started again (restart 1)");
   REQUIRE(again != std::string::npos);
-  CHECK_THAT(heter1.substr(again), Catch::Contains("micro-batches trained") &&
-                                       !Catch::Contains(" 0 micro-batches trained"));
+  CHECK_THAT(heter1.substr(again),
+             Catch::Contains("micro-batches trained") && !Catch::Contains(" 0 micro-batches trained"));
   CHECK(testing::ReportTestAuc(job.dir + "/trainer0.json") > 0.58);
 }
 
@@ -359,8 +374,9 @@ TEST_CASE("SIGTERM to a heter-trainer with a pserver gone: it stops within the d
   INFO(job.Log("heter"));
   CHECK(rc == 0);
   CHECK(took < 15s);
-  CHECK_THAT(job.Log("heter"), Catch::Contains("the final dense push did not finish within 3000 ms") ||
-                                   Catch::Contains("closing the pserver connections: the dense gradients not yet pushed"));
+  CHECK_THAT(job.Log("heter"),
+             Catch::Contains("the final dense push did not finish within 3000 ms") ||
+                 Catch::Contains("closing the pserver connections: the dense gradients not yet pushed"));
   // Its cpu-trainers went on training: they were given 2 s to say they are stopping too.
   CHECK_THAT(job.Log("heter"), Catch::Contains("SIGTERM: trainer(s) 0, 1 still training"));
 }

@@ -55,11 +55,11 @@ runner:
 )");
   }
   void Start() {
-    REQUIRE(launcher.Start({testing::BinaryPath("tools/launch/fleetps-launch"), "--server_num", "2", "--worker_num",
-                            "2", "--log_dir", dir + "/log", "--stop_wait_s", "10",
-                            testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml", "--report",
-                            dir + "/report{trainer_id}.json", "--heartbeat-interval-ms", "500"},
-                           {}, launcher_log));
+    REQUIRE(launcher.Start(
+        {testing::BinaryPath("tools/launch/fleetps-launch"), "--server_num", "2", "--worker_num", "2", "--log_dir",
+         dir + "/log", "--stop_wait_s", "10", testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml",
+         "--report", dir + "/report{trainer_id}.json", "--heartbeat-interval-ms", "500"},
+        {}, launcher_log));
   }
   std::string Output() const { return testing::ReadFile(launcher_log); }
   std::string Log(const std::string& name) const { return testing::ReadFile(dir + "/log/" + name); }
@@ -116,11 +116,12 @@ TEST_CASE("One fleetps-launch command runs 2 pservers + 2 cpu-trainers to the en
   job.Start();
   const int rc = job.launcher.Wait(240s);
   const std::string out = job.Output();
-  INFO("launcher output:\n" << out << "\nworkerlog.1:\n" << job.Log("workerlog.1") << "\nserverlog.0:\n"
-                            << job.Log("serverlog.0"));
+  INFO("launcher output:\n"
+       << out << "\nworkerlog.1:\n"
+       << job.Log("workerlog.1") << "\nserverlog.0:\n"
+       << job.Log("serverlog.0"));
   REQUIRE(rc == 0);
-  CHECK_THAT(out, Catch::Contains("ps mode (inferred from --server_num)") &&
-                      Catch::Contains("every process exited 0"));
+  CHECK_THAT(out, Catch::Contains("ps mode (inferred from --server_num)") && Catch::Contains("every process exited 0"));
   // Worker 0's output is streamed; the others' only go to their logs.
   CHECK_THAT(out, Catch::Contains("trainer 0 epoch 1 step") && !Catch::Contains("trainer 1 epoch 1 step"));
   CHECK_THAT(job.Log("workerlog.0"), Catch::Contains("trainer 0 test"));
@@ -220,10 +221,10 @@ TEST_CASE("kill -9 of fleetps-launch takes its processes with it", "[e2e]") {
 TEST_CASE("A trainer's opt-in /metrics moves while it trains; SIGTERM to the launcher stops the job", "[e2e]") {
   LaunchJob job(200);
   const uint16_t port = testing::FreePorts(1)[0];
-  REQUIRE(job.launcher.Start({testing::BinaryPath("tools/launch/fleetps-launch"), "--server_num", "1",
-                              "--worker_num", "1", "--log_dir", job.dir + "/log",
-                              testing::BinaryPath("trainer/cpu-trainer"), "--config", job.dir + "/job.yaml"},
-                             {{"FLEETPS_TRAINER_METRICS_PORT", std::to_string(port)}}, job.launcher_log));
+  REQUIRE(job.launcher.Start(
+      {testing::BinaryPath("tools/launch/fleetps-launch"), "--server_num", "1", "--worker_num", "1", "--log_dir",
+       job.dir + "/log", testing::BinaryPath("trainer/cpu-trainer"), "--config", job.dir + "/job.yaml"},
+      {{"FLEETPS_TRAINER_METRICS_PORT", std::to_string(port)}}, job.launcher_log));
   REQUIRE(testing::WaitForLog(job.dir + "/log/workerlog.0", "trainer 0 epoch 2 done", 120s));
   const std::string text = testing::HttpGetBody(port, "/metrics");
   INFO(text);

@@ -123,8 +123,7 @@ double TrainJob(const std::string& model, const std::string& mode, const std::st
     const auto ports = testing::FreePorts(3);
     const std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
     const std::string heter_endpoint = "127.0.0.1:" + std::to_string(ports[2]);
-    std::map<std::string, std::string> env = {{"PADDLE_PSERVERS_IP_PORT_LIST", pservers},
-                                              {"PADDLE_TRAINERS_NUM", "2"}};
+    std::map<std::string, std::string> env = {{"PADDLE_PSERVERS_IP_PORT_LIST", pservers}, {"PADDLE_TRAINERS_NUM", "2"}};
     if (heter) {
       env.insert({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", heter_endpoint},
                   {"STAGE_NUM", "2"},

@@ -30,7 +30,8 @@ std::string Yaml(const std::vector<uint16_t>& ports, const std::string& data_dir
   for (uint16_t p : ports) eps += (eps.empty() ? "\"127.0.0.1:" : ", \"127.0.0.1:") + std::to_string(p) + "\"";
   // Network saves and loads go below the checkpoint root: the test's directory.
   return "server:\n  endpoints: [" + eps + "]\n  shard_threads: 2\n  data_dir: " + data_dir +
-         "\n  checkpoint_root: " + std::filesystem::path(data_dir).parent_path().string() + "\n"
+         "\n  checkpoint_root: " + std::filesystem::path(data_dir).parent_path().string() +
+         "\n"
          "tables:\n"
          "  - {id: 0, name: emb, dim: 8, shards: 4, memory_budget_bytes: " +
          std::to_string(budget) +
@@ -52,8 +53,13 @@ class Cluster {
   void Start(const std::string& load_dir = "") {
     for (size_t i = 0; i < servers_.size(); ++i) {
       servers_[i] = std::make_unique<ChildProcess>();
-      std::vector<std::string> argv = {testing::BinaryPath("server/pserver"), "--config", config(), "--index",
-                                       std::to_string(i), "--log-level", "warn"};
+      std::vector<std::string> argv = {testing::BinaryPath("server/pserver"),
+                                       "--config",
+                                       config(),
+                                       "--index",
+                                       std::to_string(i),
+                                       "--log-level",
+                                       "warn"};
       if (!load_dir.empty()) {
         argv.push_back("--load");
         argv.push_back(load_dir);

@@ -49,8 +49,13 @@ struct Cluster {
   }
   void Start(const std::string& load_dir) {
     for (int i = 0; i < 2; ++i) {
-      std::vector<std::string> argv = {testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml",
-                                       "--index", std::to_string(i), "--log-level", "warn"};
+      std::vector<std::string> argv = {testing::BinaryPath("server/pserver"),
+                                       "--config",
+                                       dir + "/ps.yaml",
+                                       "--index",
+                                       std::to_string(i),
+                                       "--log-level",
+                                       "warn"};
       if (!load_dir.empty()) {
         argv.push_back("--load");
         argv.push_back(load_dir);

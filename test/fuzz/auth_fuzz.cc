@@ -71,15 +71,15 @@ constexpr auto kAnswerDeadline = std::chrono::seconds(5);
 constexpr auto kSettleDeadline = std::chrono::seconds(5);
 constexpr const char* kSecret = "the auth fuzz target's secret, never used by the harness";
 
-constexpr MessageType kTypes[] = {MessageType::AuthHello,  MessageType::AuthProve, MessageType::Ping,
-                                  MessageType::PushSparse, MessageType::Barrier,   MessageType::Heartbeat,
+constexpr MessageType kTypes[] = {MessageType::AuthHello,  MessageType::AuthProve,     MessageType::Ping,
+                                  MessageType::PushSparse, MessageType::Barrier,       MessageType::Heartbeat,
                                   MessageType::Stop,       MessageType::PushDenseParam};
 
 // One server and what its handler and allocator saw.
 struct Server {
   bool required;
-  std::atomic<bool> bad_request{false};     // the handler saw what it must not
-  std::atomic<uint32_t> largest_alloc{0};   // largest payload allocated (nobody authenticates)
+  std::atomic<bool> bad_request{false};    // the handler saw what it must not
+  std::atomic<uint32_t> largest_alloc{0};  // largest payload allocated (nobody authenticates)
   net::IoThreads io{1};
   std::unique_ptr<net::RpcServer> rpc;
 
@@ -165,8 +165,8 @@ class Peer {
     std::string header;
     if (!ReadExactly(net::kFrameHeaderSize, deadline, &header, timed_out)) return false;
     wire::FrameHeader h;
-    const Status st = net::DecodeFrameHeader(reinterpret_cast<const uint8_t*>(header.data()), kMaxPayload, "server",
-                                             &h);
+    const Status st =
+        net::DecodeFrameHeader(reinterpret_cast<const uint8_t*>(header.data()), kMaxPayload, "server", &h);
     if (!st.ok()) Fail("the server sent a bad frame header: " + st.ToString());
     out->type = h.type();
     if (!ReadExactly(h.payload_length(), deadline, &out->payload, timed_out)) {
@@ -174,8 +174,8 @@ class Peer {
       return false;
     }
     if (out->type == static_cast<uint16_t>(MessageType::ErrorReply)) {
-      const Status error = net::ParseErrorReply(reinterpret_cast<const uint8_t*>(out->payload.data()),
-                                                out->payload.size(), "server");
+      const Status error =
+          net::ParseErrorReply(reinterpret_cast<const uint8_t*>(out->payload.data()), out->payload.size(), "server");
       if (error.IsCorruption()) Fail("the server sent an ErrorReply that does not parse");
     }
     return true;
@@ -382,19 +382,19 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     const std::string nonce(32, 'n');
     for (char server : {'\0', '\1'}) {
       const std::string s(1, server);
-      seeds.Add(s + msg(3, nonce) + msg(4, std::string(1, '\0')));          // reflection
+      seeds.Add(s + msg(3, nonce) + msg(4, std::string(1, '\0')));  // reflection
       seeds.Add(s + msg(3, nonce) + msg(4, std::string("\1a wrong secret of some length")));
       seeds.Add(s + msg(3, nonce) + msg(4, std::string("\2") + std::string(32, 'p')));
-      seeds.Add(s + msg(4, std::string(1, '\0')));                           // AuthProve before AuthHello
-      seeds.Add(s + msg(1, std::string(1, '\2')));                           // Ping before authenticating
-      seeds.Add(s + msg(1, std::string(1, '\5')));                           // Heartbeat
-      seeds.Add(s + msg(2, std::string("\0\0\x10\0\3", 5)));                 // 1 MiB PushSparse announced
-      seeds.Add(s + msg(2, std::string("\0\x10\0\0\0", 5)));                 // 4 KiB AuthHello announced
+      seeds.Add(s + msg(4, std::string(1, '\0')));            // AuthProve before AuthHello
+      seeds.Add(s + msg(1, std::string(1, '\2')));            // Ping before authenticating
+      seeds.Add(s + msg(1, std::string(1, '\5')));            // Heartbeat
+      seeds.Add(s + msg(2, std::string("\0\0\x10\0\3", 5)));  // 1 MiB PushSparse announced
+      seeds.Add(s + msg(2, std::string("\0\x10\0\0\0", 5)));  // 4 KiB AuthHello announced
       std::string header(net::kFrameHeaderSize, '\0');
       net::EncodeFrameHeader(static_cast<uint16_t>(MessageType::AuthHello), 1, 60,
                              reinterpret_cast<uint8_t*>(header.data()));
-      seeds.Add(s + msg(0, header.substr(0, 10)));                           // half a header
-      seeds.Add(s + msg(0, "GET / HTTP/1.1\r\n\r\n"));                       // not fleetps
+      seeds.Add(s + msg(0, header.substr(0, 10)));      // half a header
+      seeds.Add(s + msg(0, "GET / HTTP/1.1\r\n\r\n"));  // not fleetps
       seeds.Add(s + msg(3, nonce) + msg(3, nonce) + msg(4, std::string(1, '\1')));
     }
   });

@@ -122,8 +122,8 @@ void FuzzEnv(std::string_view rest) {
 
 void WriteSeeds(SeedWriter& seeds) {
   const std::string src = SourceDir();
-  for (const char* f : {"configs/pserver.yaml", "configs/ctr_dnn.yaml", "configs/ctr_dnn_criteo.yaml",
-                        "configs/mlp.yaml"}) {
+  for (const char* f :
+       {"configs/pserver.yaml", "configs/ctr_dnn.yaml", "configs/ctr_dnn_criteo.yaml", "configs/mlp.yaml"}) {
     seeds.Add(ReadBytes(src + "/" + f));
   }
   const char* shared = std::getenv("FLEETPS_PADDLEREC_DIR");

@@ -186,10 +186,10 @@ void FuzzDataFile(std::string_view bytes) {
     bad = !fmt.format->Parse(line, &ex).ok();
     if (!bad) want.push_back(ex);
   }
-  if (st.ok() == bad) Fail("ReadFile " + std::string(st.ok() ? "accepted a bad line" : "failed on good lines: ") +
-                           st.ToString());
-  if (got != want) Fail("ReadFile gave " + std::to_string(got.size()) + " examples, the lines " +
-                        std::to_string(want.size()));
+  if (st.ok() == bad)
+    Fail("ReadFile " + std::string(st.ok() ? "accepted a bad line" : "failed on good lines: ") + st.ToString());
+  if (got != want)
+    Fail("ReadFile gave " + std::to_string(got.size()) + " examples, the lines " + std::to_string(want.size()));
 }
 
 // The gzip encoding of `text` (one member).

@@ -52,7 +52,7 @@ constexpr MessageType kTypes[] = {MessageType::Ping, MessageType::HeterHello, Me
 constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 constexpr uint16_t kRawTypes[] = {2, 3, 5, 7, 9, 10, 22, 99, 0x7ffe, 1000};
 constexpr size_t kMaxMessages = 12;
-constexpr size_t kInDim = 7;     // activation row width
+constexpr size_t kInDim = 7;  // activation row width
 constexpr uint32_t kTrainers = 3;
 
 // The dense communicator of a heter-trainer, without pservers.
@@ -147,15 +147,17 @@ std::string Build(MessageType type, std::string_view bytes, const Harness& h) {
   switch (type) {
     case MessageType::HeterHello:
       fbb.Finish(wire::CreateHeterHelloRequest(fbb, trainer, static_cast<uint32_t>(Around(p, kTrainers)),
-                                               static_cast<uint32_t>(Around(p, kInDim)),
-                                               Around(p, h.net.num_params()), p.ConsumeIntegral<uint8_t>()));
+                                               static_cast<uint32_t>(Around(p, kInDim)), Around(p, h.net.num_params()),
+                                               p.ConsumeIntegral<uint8_t>()));
       break;
     case MessageType::HeterTrain: {
       const uint32_t rows = p.ConsumeIntegralInRange<uint32_t>(0, 9);
       const uint32_t width = static_cast<uint32_t>(Around(p, kInDim));
       std::vector<float> acts(Around(p, size_t{rows} * width)), labels(Around(p, rows));
-      for (float& a : acts) a = p.ConsumeIntegralInRange<int>(0, 15) == 0 ? Float(p) : p.ConsumeFloatingPointInRange<float>(-1, 1);
-      for (float& l : labels) l = p.ConsumeIntegralInRange<int>(0, 9) == 0 ? Float(p) : static_cast<float>(p.ConsumeBool());
+      for (float& a : acts)
+        a = p.ConsumeIntegralInRange<int>(0, 15) == 0 ? Float(p) : p.ConsumeFloatingPointInRange<float>(-1, 1);
+      for (float& l : labels)
+        l = p.ConsumeIntegralInRange<int>(0, 9) == 0 ? Float(p) : static_cast<float>(p.ConsumeBool());
       auto a = fbb.CreateVector(acts);
       auto l = fbb.CreateVector(labels);
       const uint64_t batch_id = p.ConsumeIntegral<uint64_t>();
@@ -163,17 +165,13 @@ std::string Build(MessageType type, std::string_view bytes, const Harness& h) {
                                                /*forward_only=*/p.ConsumeIntegralInRange<int>(0, 3) == 0));
       break;
     }
-    case MessageType::HeterFlush:
-      fbb.Finish(wire::CreateHeterFlushRequest(fbb, trainer));
-      break;
+    case MessageType::HeterFlush: fbb.Finish(wire::CreateHeterFlushRequest(fbb, trainer)); break;
     case MessageType::Heartbeat:
       fbb.Finish(wire::CreateHeartbeatRequest(fbb, trainer, static_cast<uint32_t>(Around(p, kTrainers)),
                                               p.ConsumeBool(), p.ConsumeBool(),
                                               fbb.CreateString(p.ConsumeRandomLengthString(40)), p.ConsumeBool()));
       break;
-    default:
-      fbb.Finish(wire::CreatePingRequest(fbb, p.ConsumeIntegral<int32_t>()));
-      break;
+    default: fbb.Finish(wire::CreatePingRequest(fbb, p.ConsumeIntegral<int32_t>())); break;
   }
   return Finish(fbb);
 }
@@ -189,7 +187,8 @@ const T* Verified(const net::Reply& r) {
 bool Check(uint16_t type, const std::string& payload, const StatusOr<net::Reply>& reply) {
   if (!reply.ok()) {
     const Status& st = reply.status();
-    if (st.code() == StatusCode::kInternal || st.IsTimedOut() || st.IsUnavailable() || st.code() == StatusCode::kAborted) {
+    if (st.code() == StatusCode::kInternal || st.IsTimedOut() || st.IsUnavailable() ||
+        st.code() == StatusCode::kAborted) {
       Fail(net::MessageTypeName(type) + " answered " + st.ToString());
     }
     return false;

@@ -126,12 +126,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   fuzz::MaybeWriteSeeds("http_fuzz", [](fuzz::SeedWriter& seeds) {
     // What the tests and probes send (test/support/http.cc, http_endpoint_test.cc,
     // Prometheus, kubelet), and the refusals they exercise.
-    for (const char* s : {"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n", "GET /healthz HTTP/1.1\r\n\r\n",
-                          "HEAD /readyz HTTP/1.0\r\n\r\n",
-                          "GET /metrics?name[]=up HTTP/1.1\r\nAccept: text/plain\r\n\r\n",
-                          "GET /nope HTTP/1.1\r\n\r\n", "BREW /pot HTTP/1.1\r\n\r\n", "GET pot\r\n\r\n",
-                          "GET /healthz HTTP/1.1\r\nUser-Agent: kube-probe/1.29\r\nConnection: close\r\n\r\nextra",
-                          "GET /healthz HTTP/1.1\r\n", ""}) {
+    for (const char* s :
+         {"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n", "GET /healthz HTTP/1.1\r\n\r\n",
+          "HEAD /readyz HTTP/1.0\r\n\r\n", "GET /metrics?name[]=up HTTP/1.1\r\nAccept: text/plain\r\n\r\n",
+          "GET /nope HTTP/1.1\r\n\r\n", "BREW /pot HTTP/1.1\r\n\r\n", "GET pot\r\n\r\n",
+          "GET /healthz HTTP/1.1\r\nUser-Agent: kube-probe/1.29\r\nConnection: close\r\n\r\nextra",
+          "GET /healthz HTTP/1.1\r\n", ""}) {
       seeds.Add(std::string_view(s));
     }
     seeds.Add("GET /metrics HTTP/1.1\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n");  // 431

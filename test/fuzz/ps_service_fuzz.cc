@@ -76,9 +76,9 @@ namespace {
 using wire::MessageType;
 using Clock = std::chrono::steady_clock;
 
-constexpr MessageType kTypes[] = {MessageType::Ping,        MessageType::PullSparse,  MessageType::PushSparse,
-                                  MessageType::PullDense,   MessageType::PushDense,   MessageType::PushDenseParam,
-                                  MessageType::Barrier,     MessageType::TableStats,  MessageType::MetricReport,
+constexpr MessageType kTypes[] = {MessageType::Ping,        MessageType::PullSparse,   MessageType::PushSparse,
+                                  MessageType::PullDense,   MessageType::PushDense,    MessageType::PushDenseParam,
+                                  MessageType::Barrier,     MessageType::TableStats,   MessageType::MetricReport,
                                   MessageType::ShuffleSend, MessageType::ShuffleFetch, MessageType::PullRows,
                                   MessageType::WriteRows};
 constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
@@ -143,10 +143,11 @@ class Server {
     io_ = std::make_unique<net::IoThreads>(options_.io_threads);
     executors_ = std::make_unique<ExecutorPool>(static_cast<size_t>(options_.shard_threads));
     const bool admin = !options_.checkpoint_root.empty();
-    service_ = std::make_unique<server::PsService>(options_, *tables_, *executors_, [this, admin](const std::string& reason) {
-      if (!admin) Fail("Stop reached a server that is never sent one: " + reason);
-      stopped_ = true;
-    });
+    service_ =
+        std::make_unique<server::PsService>(options_, *tables_, *executors_, [this, admin](const std::string& reason) {
+          if (!admin) Fail("Stop reached a server that is never sent one: " + reason);
+          stopped_ = true;
+        });
     net::RpcServerOptions rpc;
     rpc.host = "127.0.0.1";
     rpc.port = 0;
@@ -410,8 +411,7 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
       const int32_t trainer = p.ConsumeIntegralInRange<int32_t>(-1, 3);
       // Small step numbers (0 = unnumbered) so that steps repeat, advance and go back.
       const uint64_t step = p.ConsumeIntegralInRange<uint64_t>(0, 4);
-      fbb.Finish(
-          wire::CreatePushDenseRequest(fbb, table, offset, fbb.CreateVector(grads), sync, delta, trainer, step));
+      fbb.Finish(wire::CreatePushDenseRequest(fbb, table, offset, fbb.CreateVector(grads), sync, delta, trainer, step));
       break;
     }
     case MessageType::PushDenseParam: {
@@ -467,14 +467,14 @@ std::string Build(MessageType type, std::string_view bytes, const config::Server
     }
     case MessageType::Save: {
       const std::string path = CheckpointPath(p);
-      const std::string version = p.ConsumeBool() ? "v" + std::to_string(p.ConsumeIntegralInRange<int>(0, 2))
-                                                  : p.ConsumeRandomLengthString(12);
+      const std::string version =
+          p.ConsumeBool() ? "v" + std::to_string(p.ConsumeIntegralInRange<int>(0, 2)) : p.ConsumeRandomLengthString(12);
       const auto mode = static_cast<disk::SaveMode>(p.ConsumeIntegralInRange<uint8_t>(0, 5));
       const uint32_t table = TableId(p);
       const bool all = p.ConsumeBool();
       const bool commit = p.ConsumeBool();
-      fbb.Finish(wire::CreateSaveRequest(fbb, fbb.CreateString(path), fbb.CreateString(version), mode, table, all,
-                                         commit));
+      fbb.Finish(
+          wire::CreateSaveRequest(fbb, fbb.CreateString(path), fbb.CreateString(version), mode, table, all, commit));
       break;
     }
     case MessageType::Load: fbb.Finish(wire::CreateLoadRequest(fbb, fbb.CreateString(CheckpointPath(p)))); break;
@@ -577,8 +577,8 @@ void CheckReply(const Sent& req, uint16_t reply_type, const std::string& reply, 
       if (q == nullptr) Fail("a WriteRows request that fails verification was applied");
       const size_t keys = q->keys() ? q->keys()->size() : 0;
       if (size_t{r->written()} + r->merged() != keys) {
-        Fail("WriteRows of " + std::to_string(keys) + " keys: written " + std::to_string(r->written()) +
-             " + merged " + std::to_string(r->merged()));
+        Fail("WriteRows of " + std::to_string(keys) + " keys: written " + std::to_string(r->written()) + " + merged " +
+             std::to_string(r->merged()));
       }
       break;
     }
@@ -594,7 +594,8 @@ void CheckReply(const Sent& req, uint16_t reply_type, const std::string& reply, 
       // the request named (a table of other sizes refuses it).
       const size_t element = r->element_state() ? r->element_state()->size() : 0;
       const size_t shared = r->shared_state() ? r->shared_state()->size() : 0;
-      if (q->with_state() && (element != q->count() * q->element_state_floats() || shared != q->shared_state_floats())) {
+      if (q->with_state() &&
+          (element != q->count() * q->element_state_floats() || shared != q->shared_state_floats())) {
         Fail("PullDense with state of " + std::to_string(q->count()) + " floats got " + std::to_string(element) +
              " + " + std::to_string(shared) + " floats of state");
       }
@@ -813,8 +814,8 @@ void WriteSeeds(SeedWriter& seeds) {
   admin.push_back(requests[2]);  // a PushSparse of the CTR table
   for (bool commit : {false, true}) {
     flatbuffers::FlatBufferBuilder fbb;
-    fbb.Finish(wire::CreateSaveRequest(fbb, fbb.CreateString("ck0"), fbb.CreateString("v1"),
-                                       disk::SaveMode::Checkpoint, 0, true, commit));
+    fbb.Finish(wire::CreateSaveRequest(fbb, fbb.CreateString("ck0"), fbb.CreateString("v1"), disk::SaveMode::Checkpoint,
+                                       0, true, commit));
     add_admin(MessageType::Save, fbb);
   }
   {
@@ -869,7 +870,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint16_t length = in.U16();
     const std::string_view bytes = in.Bytes(length);
     const size_t pick = selector % types;
-    const uint16_t type = selector >= 0xF0 ? kRawTypes[(selector - 0xF0) % (sizeof(kRawTypes) / sizeof(kRawTypes[0]))]
+    const uint16_t type = selector >= 0xF0   ? kRawTypes[(selector - 0xF0) % (sizeof(kRawTypes) / sizeof(kRawTypes[0]))]
                           : pick < kNumTypes ? static_cast<uint16_t>(kTypes[pick])
                                              : static_cast<uint16_t>(kAdminTypes[pick - kNumTypes]);
     if (!Sendable(type, server.admin())) continue;

@@ -56,8 +56,15 @@ constexpr int kRebuildEvery = 5000;
 constexpr size_t kMaxMessages = 24;
 constexpr auto kReplyDeadline = std::chrono::seconds(20);
 // AuthHello / AuthProve are never sent (the frame and auth tests' ground).
-const uint16_t kRawTypes[] = {0, 1, 2, 3, 0x7fff, 0xffff, net::ReplyType(MessageType::StoreSet),
-                              net::ReplyType(MessageType::StoreGet), static_cast<uint16_t>(MessageType::ErrorReply)};
+const uint16_t kRawTypes[] = {0,
+                              1,
+                              2,
+                              3,
+                              0x7fff,
+                              0xffff,
+                              net::ReplyType(MessageType::StoreSet),
+                              net::ReplyType(MessageType::StoreGet),
+                              static_cast<uint16_t>(MessageType::ErrorReply)};
 
 struct Sent {
   uint16_t type;
@@ -143,8 +150,8 @@ std::string Build(bool set, std::string_view bytes) {
   }
   flatbuffers::FlatBufferBuilder fbb(256);
   if (set) {
-    const size_t size = p.ConsumeBool() ? p.ConsumeIntegralInRange<size_t>(0, 64)
-                                        : p.ConsumeIntegralInRange<size_t>(0, kBudget / 2);
+    const size_t size =
+        p.ConsumeBool() ? p.ConsumeIntegralInRange<size_t>(0, 64) : p.ConsumeIntegralInRange<size_t>(0, kBudget / 2);
     const std::vector<uint8_t> value(size, p.ConsumeIntegral<uint8_t>());
     const bool no_value = size == 0 && p.ConsumeBool();
     auto k = fbb.CreateString(key);
@@ -190,9 +197,8 @@ void CheckReply(Store& store, const Sent& s, uint16_t type, const std::vector<ui
     if (is_get) Fail("a well-formed StoreGet was refused: " + st.ToString());
     if (bad_key) return;
     auto it = store.model().find(s.key);
-    const uint64_t after =
-        store.ModelBytes() - (it == store.model().end() ? 0 : s.key.size() + it->second.size()) + s.key.size() +
-        s.value.size();
+    const uint64_t after = store.ModelBytes() - (it == store.model().end() ? 0 : s.key.size() + it->second.size()) +
+                           s.key.size() + s.value.size();
     if (after <= kBudget) Fail("a StoreSet within the budget was refused: " + st.ToString());
     if (st.message().find("store_budget_bytes") == std::string::npos) Fail("a budget refusal does not name the option");
     return;
@@ -212,8 +218,8 @@ void CheckReply(Store& store, const Sent& s, uint16_t type, const std::vector<ui
   auto it = store.model().find(s.key);
   if (r->found() != (it != store.model().end())) Fail("StoreGet of '" + s.key.substr(0, 32) + "' disagrees on found");
   if (r->found()) {
-    const std::vector<uint8_t> got = r->value() ? std::vector<uint8_t>(r->value()->begin(), r->value()->end())
-                                                : std::vector<uint8_t>{};
+    const std::vector<uint8_t> got =
+        r->value() ? std::vector<uint8_t>(r->value()->begin(), r->value()->end()) : std::vector<uint8_t>{};
     if (got != it->second) Fail("StoreGet returned another value than the last one set");
   }
 }
@@ -243,8 +249,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     fbb.Finish(wire::CreateStoreGetRequest(fbb, fbb.CreateString("fleetps/nccl-unique-id")));
     const std::string raw_get(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
     seeds.Add(message(0, 0, raw_set) + message(1, 0, raw_get));
-    seeds.Add(message(0, 1, "\x02\x03\x10\x20") + message(1, 1, "\x02\x03") +
-              message(0, 1, "\x03\x01\xff\xff\x01"));
+    seeds.Add(message(0, 1, "\x02\x03\x10\x20") + message(1, 1, "\x02\x03") + message(0, 1, "\x03\x01\xff\xff\x01"));
     seeds.Add(message(0, 1, std::string("\x01\x01", 2)) + message(1, 1, std::string("\x00", 1)));
     std::string fill;
     for (int k = 0; k < 6; ++k) {

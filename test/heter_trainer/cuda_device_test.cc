@@ -392,10 +392,9 @@ TEST_CASE("CUDA lane: inputs and outputs in the device's host buffers give the s
     ExpectClose(net, RunStep(*lane, net, pinned_in, pinned_labels, batch, true, true), staged);
     // Page-locked inputs and outputs: every copy direct.
     auto predictions = block(batch), act_grads = block(activations.size()), param_grads = block(net.num_params());
-    const StatusOr<float> loss =
-        lane->Step(pinned_in, pinned_labels, batch,
-                   {floats(predictions, batch), floats(act_grads, activations.size()),
-                    floats(param_grads, net.num_params())});
+    const StatusOr<float> loss = lane->Step(
+        pinned_in, pinned_labels, batch,
+        {floats(predictions, batch), floats(act_grads, activations.size()), floats(param_grads, net.num_params())});
     REQUIRE(loss.ok());
     StepResult direct;
     direct.loss = *loss;

@@ -232,26 +232,26 @@ TEST_CASE("HostBufferPool: aligned blocks by power-of-two size, reused, capped, 
         return reinterpret_cast<void*>((addr + 63) / 64 * 64);
       },
       [&](void*) { ++freed; }, /*keep_bytes=*/size_t{3} << 16);
-  uint8_t* a = pool->Acquire(100);      // a 64 KiB block
-  uint8_t* b = pool->Acquire(70000);    // a 128 KiB block
+  uint8_t* a = pool->Acquire(100);    // a 64 KiB block
+  uint8_t* b = pool->Acquire(70000);  // a 128 KiB block
   CHECK(reinterpret_cast<uintptr_t>(a) % 64 == 0);
   CHECK(allocated == 2);
   CHECK(pool->outstanding() == 2);
   pool->Release(a, 100);
-  CHECK(pool->Acquire(65536) == a);     // the same size: the kept block again
+  CHECK(pool->Acquire(65536) == a);  // the same size: the kept block again
   CHECK(allocated == 2);
   pool->Release(a, 65536);
-  pool->Release(b, 70000);              // 64 + 128 KiB kept: at the cap
-  uint8_t* c = pool->Acquire(200000);   // 256 KiB: new
-  pool->Release(c, 200000);             // above the cap: freed
+  pool->Release(b, 70000);             // 64 + 128 KiB kept: at the cap
+  uint8_t* c = pool->Acquire(200000);  // 256 KiB: new
+  pool->Release(c, 200000);            // above the cap: freed
   CHECK(allocated == 3);
   CHECK(freed == 1);
-  refuse = true;                        // the device's memory runs out: ordinary memory
+  refuse = true;  // the device's memory runs out: ordinary memory
   uint8_t* d = pool->Acquire(300000);
   REQUIRE(d != nullptr);
   CHECK(reinterpret_cast<uintptr_t>(d) % 64 == 0);
   d[299999] = 1;
-  pool->Release(d, 300000);             // above the cap: deleted, not handed to `free`
+  pool->Release(d, 300000);  // above the cap: deleted, not handed to `free`
   CHECK(freed == 1);
   CHECK(pool->outstanding() == 0);
   {
@@ -262,7 +262,7 @@ TEST_CASE("HostBufferPool: aligned blocks by power-of-two size, reused, capped, 
     CHECK(pool->outstanding() == 1);
   }
   CHECK(pool->outstanding() == 0);
-  pool.reset();                         // the kept blocks (64 + 128 KiB) freed with the pool
+  pool.reset();  // the kept blocks (64 + 128 KiB) freed with the pool
   CHECK(freed == 3);
 }
 
@@ -346,7 +346,9 @@ TEST_CASE("The heter-trainer exits by itself once every cpu-trainer has finished
   auto c1 = cluster.Connect(cluster.ClientOptions(1));
   REQUIRE(c0->Heartbeat({}, 2s).ok());
   REQUIRE(c0->Heartbeat({.finished = true, .reason = ""}, 2s).ok());
-  REQUIRE(c1->Heartbeat({.finished = true, .failed = one_fails, .stopping = false, .reason = one_fails ? "boom" : ""}, 2s).ok());
+  REQUIRE(
+      c1->Heartbeat({.finished = true, .failed = one_fails, .stopping = false, .reason = one_fails ? "boom" : ""}, 2s)
+          .ok());
   auto& app = *cluster.heters[0];
   std::thread waiter([&] { app.WaitForShutdown(false); });
   waiter.join();  // returns once the sweep saw both finish (500 ms period)

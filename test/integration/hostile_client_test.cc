@@ -48,10 +48,18 @@ constexpr uint32_t kMaxConnections = 24;
 std::string Yaml(uint16_t port) {
   return "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(port) +
          "\"]\n  bind_host: 127.0.0.1\n  io_threads: 2\n  shard_threads: 2\n"
-         "  max_message_bytes: " + std::to_string(kMaxMessage) + "\n"
-         "  max_inflight_bytes: " + std::to_string(kMaxInflight) + "\n"
-         "  max_write_queue_bytes: " + std::to_string(kWriteQueue) + "\n"
-         "  max_connections: " + std::to_string(kMaxConnections) + "\n"
+         "  max_message_bytes: " +
+         std::to_string(kMaxMessage) +
+         "\n"
+         "  max_inflight_bytes: " +
+         std::to_string(kMaxInflight) +
+         "\n"
+         "  max_write_queue_bytes: " +
+         std::to_string(kWriteQueue) +
+         "\n"
+         "  max_connections: " +
+         std::to_string(kMaxConnections) +
+         "\n"
          "  read_timeout_s: 2\n"
          "  drain_timeout_ms: 1000\n"
          "tables:\n"
@@ -211,8 +219,8 @@ TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
     for (uint32_t i = 0; i < 12; ++i) {
       waiters.push_back(server.Connect());
       flatbuffers::FlatBufferBuilder fbb;
-      fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString("never-" + std::to_string(i)), 0, 1000,
-                                            600000, fbb.CreateVector(values)));
+      fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString("never-" + std::to_string(i)), 0, 1000, 600000,
+                                            fbb.CreateVector(values)));
       auto promise = std::make_shared<std::promise<StatusOr<net::Reply>>>();
       pending.push_back(promise->get_future());
       waiters.back()->Call(type(MessageType::Barrier), fbb.Release(),
@@ -242,8 +250,8 @@ TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
     std::vector<double> values(10000, 0.5);  // 80 KB per name; 3000 names = 240 MB unbounded
     for (int i = 0; i < 3000; ++i) {
       flatbuffers::FlatBufferBuilder fbb;
-      fbb.Finish(wire::CreateMetricReportRequest(fbb, fbb.CreateString("m" + std::to_string(i)), 0,
-                                                 fbb.CreateVector(values)));
+      fbb.Finish(
+          wire::CreateMetricReportRequest(fbb, fbb.CreateString("m" + std::to_string(i)), 0, fbb.CreateVector(values)));
       REQUIRE(server.polite->CallSync(type(MessageType::MetricReport), fbb.Release()).ok());
     }
     CHECK(server.rss() < baseline + 64u * (1u << 20) + 48u * (1u << 20));
@@ -321,9 +329,9 @@ TEST_CASE("A hostile peer cannot crash or exhaust a pserver") {
     char byte;
     const ssize_t n = ::recv(peer.socket.native_handle(), &byte, 1, 0);
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    CHECK(n <= 0);           // closed (0) or reset (-1), never an answer
-    CHECK(waited >= 1.5);    // by the read timeout (2 s), not at once
-    CHECK(waited < 9.5);     // and not left open
+    CHECK(n <= 0);         // closed (0) or reset (-1), never an answer
+    CHECK(waited >= 1.5);  // by the read timeout (2 s), not at once
+    CHECK(waited < 9.5);   // and not left open
     server.RequireServing();
   }
 
@@ -420,12 +428,13 @@ TEST_CASE("Admin operations need the shared secret, and their paths stay inside 
   testing::WriteFile(secret, "hostile admin test secret 0123456789\n");
   ::chmod(secret.c_str(), 0600);
   testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(port) +
-                                           "\"]\n  io_threads: 1\n  shard_threads: 1\n  auth_secret_file: " +
-                                           secret + "\n  checkpoint_root: " + dir + "/root\n"
+                                           "\"]\n  io_threads: 1\n  shard_threads: 1\n  auth_secret_file: " + secret +
+                                           "\n  checkpoint_root: " + dir +
+                                           "/root\n"
                                            "tables:\n  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 1}\n");
   ChildProcess process;
-  REQUIRE(process.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
-                        dir + "/pserver.log"));
+  REQUIRE(
+      process.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {}, dir + "/pserver.log"));
   REQUIRE(testing::WaitForPort(port, 10s));
   INFO(testing::ReadFile(dir + "/pserver.log"));
   net::IoThreads io{1};
@@ -497,16 +506,16 @@ TEST_CASE("Admin operations need the shared secret, and their paths stay inside 
     flatbuffers::FlatBufferBuilder fbb;
     std::vector<uint64_t> keys = {1};
     std::vector<float> row(4, 9.0f);
-    fbb.Finish(wire::CreateWriteRowsRequest(fbb, 0, fbb.CreateVector(keys), fbb.CreateVector(row),
-                                            fbb.CreateVector(row)));
+    fbb.Finish(
+        wire::CreateWriteRowsRequest(fbb, 0, fbb.CreateVector(keys), fbb.CreateVector(row), fbb.CreateVector(row)));
     job_state.emplace_back(MessageType::WriteRows, fbb.Release());
   }
   for (auto& [t, payload] : job_state) {
     INFO(net::MessageTypeName(type(t)));
     auto r = anonymous->CallSync(type(t), std::move(payload));
     CHECK(r.status().code() == StatusCode::kPermissionDenied);
-    CHECK_THAT(r.status().message(), Catch::Contains(net::MessageTypeName(type(t)) + " from") &&
-                                         Catch::Contains("FLEETPS_AUTH_SECRET_FILE"));
+    CHECK_THAT(r.status().message(),
+               Catch::Contains(net::MessageTypeName(type(t)) + " from") && Catch::Contains("FLEETPS_AUTH_SECRET_FILE"));
   }
   std::this_thread::sleep_for(1500ms);  // the pserver's trainer sweep runs every 500 ms
   REQUIRE(process.running());
@@ -523,7 +532,7 @@ TEST_CASE("Admin operations need the shared secret, and their paths stay inside 
   CHECK(member->CallSync(type(MessageType::Save), save("ckpt")).ok());
   CHECK(std::filesystem::exists(dir + "/root/ckpt/v1.tmp"));  // phase 1 of a save
   for (const std::string& bad : {dir + "/outside", std::string("../outside"), dir + "/root/ckpt/../../outside",
-                                std::string("/etc/fleetps-hostile")}) {
+                                 std::string("/etc/fleetps-hostile")}) {
     INFO(bad);
     auto refused = member->CallSync(type(MessageType::Save), save(bad));
     CHECK_FALSE(refused.ok());

@@ -48,8 +48,8 @@ struct MetricsServer {
     testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) +
                                              "\"]\n  io_threads: 1\n  shard_threads: 1\n  metrics_port: " +
                                              std::to_string(ports[1]) + "\n" + server_keys + "tables:\n" + tables);
-    REQUIRE(process.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
-                          dir + "/pserver.log"));
+    REQUIRE(
+        process.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {}, dir + "/pserver.log"));
     REQUIRE(testing::WaitForPort(ports[0], 30s));
   }
   uint16_t http() const { return ports[1]; }

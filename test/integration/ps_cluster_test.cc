@@ -29,8 +29,9 @@ constexpr uint64_t kKeys = 500;
 constexpr uint64_t kDense = 10;
 
 std::string ClusterYaml(const std::vector<uint16_t>& ports) {
-  return "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) + "\", \"127.0.0.1:" +
-         std::to_string(ports[1]) + "\"]\n  io_threads: 2\n  shard_threads: 2\n"
+  return "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) +
+         "\", \"127.0.0.1:" + std::to_string(ports[1]) +
+         "\"]\n  io_threads: 2\n  shard_threads: 2\n"
          "tables:\n"
          "  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 4,\n"
          "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n"
@@ -46,9 +47,9 @@ struct Cluster {
   Cluster() {
     testing::WriteFile(dir + "/ps.yaml", ClusterYaml(ports));
     for (int i = 0; i < 2; ++i) {
-      REQUIRE(servers[i].Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml", "--index",
-                                std::to_string(i)},
-                               {}, dir + "/pserver" + std::to_string(i) + ".log"));
+      REQUIRE(servers[i].Start(
+          {testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml", "--index", std::to_string(i)}, {},
+          dir + "/pserver" + std::to_string(i) + ".log"));
     }
     for (uint16_t p : ports) REQUIRE(testing::WaitForPort(p, std::chrono::seconds(10)));
   }
@@ -113,14 +114,14 @@ void Misbehave(const Cluster& cluster, std::atomic<bool>& stop, std::atomic<int>
     // Semantic errors on a well-framed connection: each must be answered with an error.
     const auto type = static_cast<uint16_t>(wire::MessageType::PushSparse);
     auto r1 = raw.CallSync(type, PushRequest(42, {1, 2}, 2 * kDim));  // unknown table
-    auto r2 = raw.CallSync(type, PushRequest(0, {foreign}, kDim));     // wrong server
+    auto r2 = raw.CallSync(type, PushRequest(0, {foreign}, kDim));    // wrong server
     std::vector<uint64_t> own;
     for (uint64_t k = 0; own.size() < 2; ++k) {
       if (ServerOfKey(k, 2) == 0) own.push_back(k);
     }
-    auto r3 = raw.CallSync(type, PushRequest(0, own, 3));                  // wrong dimension
-    auto r4 = raw.CallSync(type, PushRequest(1, own, 2 * kDim));          // dense table as sparse
-    auto r5 = raw.CallSync(type, PushRequest(0, {}, 0));                   // empty batch
+    auto r3 = raw.CallSync(type, PushRequest(0, own, 3));         // wrong dimension
+    auto r4 = raw.CallSync(type, PushRequest(1, own, 2 * kDim));  // dense table as sparse
+    auto r5 = raw.CallSync(type, PushRequest(0, {}, 0));          // empty batch
     // Shuffle mail whose block is not a RecordBlock, and mail for a trainer of server 1.
     const auto shuffle = static_cast<uint16_t>(wire::MessageType::ShuffleSend);
     auto r6 = raw.CallSync(shuffle, ShuffleRequest(0, {1, 2, 3, 4, 5, 6, 7, 8, 9}));
@@ -286,11 +287,11 @@ TEST_CASE("StopServers at the end of a job counts a server that is already gone 
   REQUIRE(cluster.servers[0].Wait(std::chrono::seconds(20)) == 0);
 
   const auto started = std::chrono::steady_clock::now();
-  Status at_end = (*client)->StopServers(
-      "training finished", {.timeout = std::chrono::milliseconds(1500), .gone_is_stopped = true});
+  Status at_end = (*client)->StopServers("training finished",
+                                         {.timeout = std::chrono::milliseconds(1500), .gone_is_stopped = true});
   CHECK(at_end.ok());
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));  // bounded, not a hang
-  CHECK(cluster.servers[1].Wait(std::chrono::seconds(20)) == 0);  // the server still up got its Stop
+  CHECK(cluster.servers[1].Wait(std::chrono::seconds(20)) == 0);                 // the server still up got its Stop
   CHECK(testing::ReadFile(cluster.dir + "/pserver1.log").find("stop requested") != std::string::npos);
 
   // An operator's Stop reports the server it could not reach.

@@ -214,18 +214,10 @@ class Hostiles {
             s.Send(junk);
             break;
           }
-          case 2:
-            s.SendFrame(MessageType::Heartbeat, 2, Finished(static_cast<uint32_t>(rng() % 2)));
-            break;
-          case 3:
-            s.SendFrame(MessageType::PushDenseParam, 3, ZeroDenseParams());
-            break;
-          case 4:
-            s.SendFrame(MessageType::Stop, 4, StopNow());
-            break;
-          default:
-            s.SendFrame(MessageType::Barrier, 5, Barrier(static_cast<uint32_t>(rng() % 2)));
-            break;
+          case 2: s.SendFrame(MessageType::Heartbeat, 2, Finished(static_cast<uint32_t>(rng() % 2))); break;
+          case 3: s.SendFrame(MessageType::PushDenseParam, 3, ZeroDenseParams()); break;
+          case 4: s.SendFrame(MessageType::Stop, 4, StopNow()); break;
+          default: s.SendFrame(MessageType::Barrier, 5, Barrier(static_cast<uint32_t>(rng() % 2))); break;
         }
         s.Drain();
         ++attacks_;
@@ -242,21 +234,15 @@ class Hostiles {
       for (uint16_t port : http_) {
         RawSocket s(port);
         switch (round % 4) {
-          case 0:
-            s.Send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-            break;
-          case 1:
-            s.Send("GET /" + std::string(64u << 10, 'a') + " HTTP/1.1\r\n\r\n");
-            break;
+          case 0: s.Send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"); break;
+          case 1: s.Send("GET /" + std::string(64u << 10, 'a') + " HTTP/1.1\r\n\r\n"); break;
           case 2: {
             std::string junk(1 + rng() % 2048, '\0');
             for (auto& c : junk) c = static_cast<char>(rng());
             s.Send(junk + "\r\n\r\n");
             break;
           }
-          default:
-            s.Send("POST /healthz HTTP/1.1\r\nContent-Length: 99999999\r\n\r\nabc");
-            break;
+          default: s.Send("POST /healthz HTTP/1.1\r\nContent-Length: 99999999\r\n\r\nabc"); break;
         }
         s.Drain();
         ++attacks_;
@@ -322,9 +308,10 @@ class SoakJob {
     const std::string secret = dir_ + "/secret";
     testing::WriteFile(secret, "soak cluster secret 0123456789\n");
     ::chmod(secret.c_str(), 0600);
-    const std::string heter = mode_ != Mode::kHeter ? "" : R"(
+    const std::string heter = mode_ != Mode::kHeter ? ""
+                                                    : R"(
   heter: {inflight: 1, lanes: 1, timeout_ms: 20000, dense_sync: allreduce, allreduce_interval_ms: 1, allreduce_port: )" +
-                                                               std::to_string(ports_[kStore]) + "}";
+                                                          std::to_string(ports_[kStore]) + "}";
     testing::WriteFile(dir_ + "/job.yaml", R"(
 runner:
   train_data_dir: ")" + data_dir + R"(/train"
@@ -334,8 +321,8 @@ runner:
   thread_num: 1
   epochs: )" + std::to_string(epochs) + R"(
   print_interval: 100
-  sync_mode: )" + (mode_ == Mode::kHeter ? "heter" : "sync") + "\n" +
-                                           testing::kSmallCtrDnnModel + R"(fleetps:
+  sync_mode: )" + (mode_ == Mode::kHeter ? "heter" : "sync") +
+                                               "\n" + testing::kSmallCtrDnnModel + R"(fleetps:
   sparse_table: {shards: 2})" + heter + R"(
   server:
     io_threads: 1
@@ -343,9 +330,12 @@ runner:
     trainer_lease_s: 10
     drain_timeout_ms: 3000
     read_timeout_s: 2
-    max_message_bytes: )" + std::to_string(kMaxMessage) + R"(
-    max_inflight_bytes: )" + std::to_string(kMaxInflight) + R"(
-    max_write_queue_bytes: )" + std::to_string(kWriteQueue) + R"(
+    max_message_bytes: )" + std::to_string(kMaxMessage) +
+                                               R"(
+    max_inflight_bytes: )" + std::to_string(kMaxInflight) +
+                                               R"(
+    max_write_queue_bytes: )" + std::to_string(kWriteQueue) +
+                                               R"(
     auth: required
     auth_secret_file: )" + secret + "\n");
   }
@@ -392,8 +382,7 @@ runner:
       e["POD_IP"] = "127.0.0.1";
       e["PADDLE_PORT"] = std::to_string(ports_[i]);
       e["FLEETPS_METRICS_PORT"] = std::to_string(ports_[5 + i]);
-      Launch("pserver" + std::to_string(i), {testing::BinaryPath("server/pserver"), "--config", dir_ + "/job.yaml"},
-             e);
+      Launch("pserver" + std::to_string(i), {testing::BinaryPath("server/pserver"), "--config", dir_ + "/job.yaml"}, e);
     }
     for (int h = 0; heter && h < 2; ++h) {
       auto e = env("HETER_TRAINER");

@@ -22,22 +22,23 @@ struct Cluster {
 
   // `server_extra`: more keys of the server map, one per line, indented by two spaces.
   explicit Cluster(const std::string& server_extra = "") {
-    testing::WriteFile(dir + "/ps.yaml",
-                       "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) + "\", \"127.0.0.1:" +
-                           std::to_string(ports[1]) + "\"]\n  shard_threads: 2\n  data_dir: " + dir +
-                           "/data\n  checkpoint_root: " + dir + "\n" + server_extra +
-                           "tables:\n"
-                           "  - {id: 0, name: emb, dim: 4, shards: 4, memory_budget_bytes: 600000,\n"
-                           "     optimizer: {name: adagrad, learning_rate: 0.1}, initializer: {name: uniform, seed: 3}}\n"
-                           "  - {id: 1, name: dense, kind: dense, size: 10,\n"
-                           "     optimizer: {name: adam, learning_rate: 0.1}, initializer: {name: constant, value: 0.5}}\n"
-                           "  - {id: 2, name: ctr, dim: 4, shards: 2, optimizer: {name: sgd, learning_rate: 1},\n"
-                           "     accessor: {name: ctr, nonclk_coeff: 0.1, click_coeff: 1, embedx_threshold: 2,\n"
-                           "                show_click_decay_rate: 0.5, delete_threshold: 0.4}}\n");
+    testing::WriteFile(
+        dir + "/ps.yaml",
+        "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) +
+            "\", \"127.0.0.1:" + std::to_string(ports[1]) + "\"]\n  shard_threads: 2\n  data_dir: " + dir +
+            "/data\n  checkpoint_root: " + dir + "\n" + server_extra +
+            "tables:\n"
+            "  - {id: 0, name: emb, dim: 4, shards: 4, memory_budget_bytes: 600000,\n"
+            "     optimizer: {name: adagrad, learning_rate: 0.1}, initializer: {name: uniform, seed: 3}}\n"
+            "  - {id: 1, name: dense, kind: dense, size: 10,\n"
+            "     optimizer: {name: adam, learning_rate: 0.1}, initializer: {name: constant, value: 0.5}}\n"
+            "  - {id: 2, name: ctr, dim: 4, shards: 2, optimizer: {name: sgd, learning_rate: 1},\n"
+            "     accessor: {name: ctr, nonclk_coeff: 0.1, click_coeff: 1, embedx_threshold: 2,\n"
+            "                show_click_decay_rate: 0.5, delete_threshold: 0.4}}\n");
     for (int i = 0; i < 2; ++i) {
-      REQUIRE(servers[i].Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml", "--index",
-                                std::to_string(i)},
-                               {}, dir + "/pserver" + std::to_string(i) + ".log"));
+      REQUIRE(servers[i].Start(
+          {testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml", "--index", std::to_string(i)}, {},
+          dir + "/pserver" + std::to_string(i) + ".log"));
     }
     for (uint16_t p : ports) REQUIRE(testing::WaitForPort(p, std::chrono::seconds(10)));
   }
@@ -167,9 +168,9 @@ TEST_CASE("Save, change, load: the table is back at the saved state; shrink appl
   REQUIRE(client->Load("by-name").ok());
   const std::string outside = testing::MakeTempDir("outside");
   std::filesystem::create_directory_symlink(outside, cluster.dir + "/escape");
-  for (const std::string& bad : {outside + "/ckpt", std::string("../ckpt"), std::string("by-name/../../x"),
-                                 std::string("escape/ckpt"), std::string("/etc/fleetps-ckpt"),
-                                 cluster.dir + "/by-name/../inside"}) {
+  for (const std::string& bad :
+       {outside + "/ckpt", std::string("../ckpt"), std::string("by-name/../../x"), std::string("escape/ckpt"),
+        std::string("/etc/fleetps-ckpt"), cluster.dir + "/by-name/../inside"}) {
     INFO(bad);
     auto refused = client->Save(bad, trainer::kSaveCheckpoint);
     CHECK_FALSE(refused.ok());

@@ -83,11 +83,12 @@ TEST_CASE("pserver --resume after kill -9 loads the newest checkpoint before REA
   const std::string dir = testing::MakeTempDir("systemd_resume");
   const uint16_t port = testing::FreePorts(1)[0];
   const std::string endpoint = "127.0.0.1:" + std::to_string(port);
-  testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"" + endpoint +
-                                           "\"]\n  io_threads: 1\n  shard_threads: 1\n  checkpoint_root: " + dir +
-                                           "\ntables:\n"
-                                           "  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 2,\n"
-                                           "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n");
+  testing::WriteFile(dir + "/ps.yaml",
+                     "server:\n  endpoints: [\"" + endpoint +
+                         "\"]\n  io_threads: 1\n  shard_threads: 1\n  checkpoint_root: " + dir +
+                         "\ntables:\n"
+                         "  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 2,\n"
+                         "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n");
   const std::vector<std::string> argv = {testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml",
                                          "--resume", dir + "/save"};
   std::vector<uint64_t> keys(150);
@@ -142,17 +143,15 @@ TEST_CASE("heter-trainer sends READY=1 once it accepts, pings the watchdog, and 
   const std::string heter = "127.0.0.1:" + std::to_string(ports[1]);
   testing::WriteFile(dir + "/job.yaml", "runner:\n  sync_mode: heter\n" + testing::kSmallCtrDnnModel +
                                             "fleetps:\n  server: {io_threads: 1, shard_threads: 1}\n");
-  std::map<std::string, std::string> env = {{"PADDLE_PSERVERS_IP_PORT_LIST", pserver},
-                                            {"PADDLE_TRAINERS_NUM", "1"},
-                                            {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", heter},
-                                            {"STAGE_NUM", "2"},
-                                            {"PADDLE_STAGE_TRAINERS_NUM", "[1, 1]"},
-                                            {"POD_IP", "127.0.0.1"}};
+  std::map<std::string, std::string> env = {
+      {"PADDLE_PSERVERS_IP_PORT_LIST", pserver},        {"PADDLE_TRAINERS_NUM", "1"},
+      {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", heter}, {"STAGE_NUM", "2"},
+      {"PADDLE_STAGE_TRAINERS_NUM", "[1, 1]"},          {"POD_IP", "127.0.0.1"}};
   testing::ChildProcess server;
   env["TRAINING_ROLE"] = "PSERVER";
   env["PADDLE_PORT"] = std::to_string(ports[0]);
-  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"}, env,
-                       dir + "/pserver.log"));
+  REQUIRE(
+      server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"}, env, dir + "/pserver.log"));
   REQUIRE(testing::WaitForPort(ports[0], 60s));
 
   testing::NotifySocket manager;
@@ -163,8 +162,8 @@ TEST_CASE("heter-trainer sends READY=1 once it accepts, pings the watchdog, and 
   env["NOTIFY_SOCKET"] = manager.address();
   env["WATCHDOG_USEC"] = "400000";
   testing::ChildProcess heter_trainer;
-  REQUIRE(heter_trainer.Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"},
-                              env, dir + "/heter.log"));
+  REQUIRE(heter_trainer.Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", dir + "/job.yaml"}, env,
+                              dir + "/heter.log"));
   const auto ready = manager.Receive(60s);
   INFO("heter-trainer log:\n" << testing::ReadFile(dir + "/heter.log"));
   REQUIRE(ready.has_value());
@@ -205,13 +204,17 @@ TEST_CASE("cpu-trainer sends READY=1 once training starts, pings the watchdog, S
                                             {"PADDLE_PORT", std::to_string(port)},
                                             {"TRAINING_ROLE", "PSERVER"}};
   testing::ChildProcess server;
-  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"}, env,
-                       dir + "/pserver.log"));
+  REQUIRE(
+      server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"}, env, dir + "/pserver.log"));
   REQUIRE(testing::WaitForPort(port, 60s));
 
   testing::NotifySocket manager;
-  env = {{"PADDLE_PSERVERS_IP_PORT_LIST", endpoint}, {"PADDLE_TRAINERS_NUM", "1"}, {"PADDLE_TRAINER_ID", "0"},
-         {"TRAINING_ROLE", "TRAINER"}, {"NOTIFY_SOCKET", manager.address()}, {"WATCHDOG_USEC", "400000"}};
+  env = {{"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+         {"PADDLE_TRAINERS_NUM", "1"},
+         {"PADDLE_TRAINER_ID", "0"},
+         {"TRAINING_ROLE", "TRAINER"},
+         {"NOTIFY_SOCKET", manager.address()},
+         {"WATCHDOG_USEC", "400000"}};
   testing::ChildProcess trainer;
   REQUIRE(trainer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml"}, env,
                         dir + "/trainer.log"));

@@ -13,12 +13,11 @@ bool MakeTlsFiles(const std::string& dir, const std::string& name, const std::st
   out->key_file = base + ".key";
   std::ofstream(base + ".ext") << "subjectAltName=" << san << "\n";
   const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
-  const std::string script =
-      "set -e; cd '" + dir + "'; " +
-      "openssl req -x509" + ec + "-keyout " + name + "-ca.key -out " + name + "-ca.pem -days 2 -subj /CN=" + name +
-      "-ca; " + "openssl req" + ec + "-keyout " + name + ".key -out " + name + ".csr -subj /CN=" + name + "; " +
-      "openssl x509 -req -in " + name + ".csr -CA " + name + "-ca.pem -CAkey " + name + "-ca.key -CAcreateserial -out " +
-      name + ".pem -days 2 -extfile " + name + ".ext";
+  const std::string script = "set -e; cd '" + dir + "'; " + "openssl req -x509" + ec + "-keyout " + name +
+                             "-ca.key -out " + name + "-ca.pem -days 2 -subj /CN=" + name + "-ca; " + "openssl req" +
+                             ec + "-keyout " + name + ".key -out " + name + ".csr -subj /CN=" + name + "; " +
+                             "openssl x509 -req -in " + name + ".csr -CA " + name + "-ca.pem -CAkey " + name +
+                             "-ca.key -CAcreateserial -out " + name + ".pem -days 2 -extfile " + name + ".ext";
   const std::string command = "sh -c \"" + script + "\" > '" + base + ".openssl.log' 2>&1";
   if (std::system(command.c_str()) != 0) {
     std::ifstream log(base + ".openssl.log");

@@ -225,8 +225,8 @@ TEST_CASE("the estimation limit", "[datagen]") {
   options.estimation_limit = true;
   report = GenerateDataset(options);
   REQUIRE(report.ok());
-  INFO("k=3 " << report->data_limited_auc[1].second << " k=100 " << report->data_limited_auc[3].second
-              << " estimation " << report->estimation_limit_auc);
+  INFO("k=3 " << report->data_limited_auc[1].second << " k=100 " << report->data_limited_auc[3].second << " estimation "
+              << report->estimation_limit_auc);
   CHECK(report->estimation_limit_auc < report->data_limited_auc[1].second);
   CHECK(report->estimation_limit_auc > report->data_limited_auc[3].second);
 }

@@ -32,14 +32,17 @@ std::string Human(double bytes) {
 }
 
 StatusOr<uint32_t> ParseMode(const std::string& text) {
-  static const std::map<std::string, uint32_t> kModes = {
-      {"checkpoint", trainer::kSaveCheckpoint}, {"delta", trainer::kSaveDelta}, {"base", trainer::kSaveBase},
-      {"batch", trainer::kSaveBatch},           {"0", 0},                       {"1", 1},
-      {"2", 2},                                 {"3", 3}};
+  static const std::map<std::string, uint32_t> kModes = {{"checkpoint", trainer::kSaveCheckpoint},
+                                                         {"delta", trainer::kSaveDelta},
+                                                         {"base", trainer::kSaveBase},
+                                                         {"batch", trainer::kSaveBatch},
+                                                         {"0", 0},
+                                                         {"1", 1},
+                                                         {"2", 2},
+                                                         {"3", 3}};
   auto it = kModes.find(text);
   if (it == kModes.end()) {
-    return Status::InvalidArgument("save mode '" + text +
-                                   "': use checkpoint (0), delta (1), base (2) or batch (3)");
+    return Status::InvalidArgument("save mode '" + text + "': use checkpoint (0), delta (1), base (2) or batch (3)");
   }
   return it->second;
 }
@@ -66,16 +69,18 @@ void PrintStatus(std::ostream& out, const std::vector<net::Endpoint>& servers,
     out << "pserver " << s << "  " << servers[s].ToString() << "  requests/s "
         << (rates ? Rate((*before)[s].requests, now[s].requests, seconds) : "-") << " (" << now[s].requests
         << " since start)\n";
-    out << "  " << std::left << std::setw(16) << "table" << std::setw(4) << "id" << std::setw(8) << "kind"
-        << std::right << std::setw(12) << "rows" << std::setw(12) << "memory" << std::setw(14) << "rocksdb rows"
-        << std::setw(15) << "rocksdb bytes" << std::setw(14) << "pull keys/s" << std::setw(14) << "push keys/s" << "\n";
+    out << "  " << std::left << std::setw(16) << "table" << std::setw(4) << "id" << std::setw(8) << "kind" << std::right
+        << std::setw(12) << "rows" << std::setw(12) << "memory" << std::setw(14) << "rocksdb rows" << std::setw(15)
+        << "rocksdb bytes" << std::setw(14) << "pull keys/s" << std::setw(14) << "push keys/s"
+        << "\n";
     for (size_t t = 0; t < now[s].tables.size(); ++t) {
       const auto& x = now[s].tables[t];
       out << "  " << std::left << std::setw(16) << x.name << std::setw(4) << x.id << std::setw(8)
           << (x.dense ? "dense" : "sparse") << std::right << std::setw(12) << x.rows << std::setw(12)
-          << Human(static_cast<double>(x.memory_bytes)) << std::setw(14) << (x.dense ? "-" : std::to_string(x.disk_rows))
-          << std::setw(15) << (x.dense ? "-" : Human(static_cast<double>(x.disk_bytes))) << std::setw(14) << (x.dense ? "-" : rate(s, t, true)) << std::setw(14) << (x.dense ? "-" : rate(s, t, false))
-          << "\n";
+          << Human(static_cast<double>(x.memory_bytes)) << std::setw(14)
+          << (x.dense ? "-" : std::to_string(x.disk_rows)) << std::setw(15)
+          << (x.dense ? "-" : Human(static_cast<double>(x.disk_bytes))) << std::setw(14)
+          << (x.dense ? "-" : rate(s, t, true)) << std::setw(14) << (x.dense ? "-" : rate(s, t, false)) << "\n";
       totals[x.name].first += x.rows;
       totals[x.name].second += x.memory_bytes;
     }
@@ -116,8 +121,7 @@ std::unique_ptr<trainer::PsClient> ConnectToServers(const std::vector<net::Endpo
   if (!client.ok()) {
     err << "fleetps-ctl: cannot reach the pservers " << servers << " within " << timeout_s
         << " s: " << client.status().message()
-        << " (is each one running and listening there? is the list complete and in the cluster's order?)"
-        << std::endl;
+        << " (is each one running and listening there? is the list complete and in the cluster's order?)" << std::endl;
     return nullptr;
   }
   return std::move(client).value();
@@ -149,7 +153,8 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   std::string servers, config_path, save_dir, save_mode = "checkpoint", load_dir, reason = "fleetps-ctl stop";
   double timeout_s = 10, interval_s = 1;
   std::optional<uint32_t> save_table, shrink_table;
-  cli.add_option("--servers", servers, "every pserver, in order: ip:port,ip:port (default PADDLE_PSERVERS_IP_PORT_LIST)");
+  cli.add_option("--servers", servers,
+                 "every pserver, in order: ip:port,ip:port (default PADDLE_PSERVERS_IP_PORT_LIST)");
   cli.add_option("--config", config_path,
                  "the job or pserver YAML: its server section's auth_secret_file and tls files (overridden by "
                  "FLEETPS_AUTH_SECRET_FILE and FLEETPS_TLS_{CERT,KEY,CA}_FILE)");
@@ -207,8 +212,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     }
     mode = *m;
   }
-  const std::unique_ptr<trainer::PsClient> client =
-      ConnectToServers(*endpoints, servers, config_path, timeout_s, err);
+  const std::unique_ptr<trainer::PsClient> client = ConnectToServers(*endpoints, servers, config_path, timeout_s, err);
   if (client == nullptr) return 2;
   trainer::PsClient& c = *client;
   if (status->parsed()) return RunStatus(c, *endpoints, interval_s, out, err);

@@ -108,7 +108,8 @@ class SyntheticCtrModel {
       // Rounded to 5 decimals for short lines; the value written is the value modelled.
       example->dense.push_back(static_cast<float>(std::round(u * u * 1e5) / 1e5));
     }
-    const double p = 1 / (1 + std::exp(-Logit(*example, [this](uint32_t s, uint64_t id) { return TrueParams(s, id); })));
+    const double p =
+        1 / (1 + std::exp(-Logit(*example, [this](uint32_t s, uint64_t id) { return TrueParams(s, id); })));
     example->label = rng->Uniform() < p ? 1.0f : 0.0f;
     return p;
   }
@@ -275,8 +276,9 @@ Status Validate(const DatagenOptions& o) {
     return fail("slot_dnn has no dense features: dense dim must be 0");
   }
   if (o.format == config::DataFormat::kCriteo) {
-    return fail("criteo lines hold raw values that the reader hashes and scales: generate rank_dnn, multislot or "
-                "slot_dnn");
+    return fail(
+        "criteo lines hold raw values that the reader hashes and scales: generate rank_dnn, multislot or "
+        "slot_dnn");
   }
   if (o.out_dir.empty()) return fail("output directory is empty");
   return Status::OK();

@@ -36,15 +36,15 @@ namespace fleetps::datagen {
 
 struct DatagenOptions {
   config::DataFormat format = config::DataFormat::kRankDnn;  // line format of every file
-  uint64_t rows = 100000;        // examples written in total (train + test), >= 1
-  double test_fraction = 0.1;    // share of the rows written to the test file, in [0, 1)
-  uint32_t train_files = 1;      // train part files, >= 1; rows are dealt round-robin
-  std::string out_dir;           // output directory (created); see GenerateDataset
-  uint64_t seed = 1;             // model parameters and samples are pure functions of it
-  uint32_t sparse_slots = 26;    // sparse slots, >= 1
-  uint32_t dense_dim = 13;       // dense features; must be 0 for slot_dnn (no dense part)
-  uint64_t vocab_size = 100000;  // distinct ids per slot, >= 1
-  double zipf_exponent = 1.1;    // id frequency ~ rank^-zipf_exponent, >= 0
+  uint64_t rows = 100000;                                    // examples written in total (train + test), >= 1
+  double test_fraction = 0.1;                                // share of the rows written to the test file, in [0, 1)
+  uint32_t train_files = 1;                                  // train part files, >= 1; rows are dealt round-robin
+  std::string out_dir;                                       // output directory (created); see GenerateDataset
+  uint64_t seed = 1;                                         // model parameters and samples are pure functions of it
+  uint32_t sparse_slots = 26;                                // sparse slots, >= 1
+  uint32_t dense_dim = 13;                                   // dense features; must be 0 for slot_dnn (no dense part)
+  uint64_t vocab_size = 100000;                              // distinct ids per slot, >= 1
+  double zipf_exponent = 1.1;                                // id frequency ~ rank^-zipf_exponent, >= 0
   // Also compute the estimation limit (needs test rows; about 2 us and 512 bytes per
   // distinct id per training row's slot: ~30 s for 1M rows of 26 slots).
   bool estimation_limit = false;
@@ -56,8 +56,8 @@ inline constexpr uint32_t kDataLimitThresholds[] = {1, 3, 10, 100};
 struct DatagenReport {
   uint64_t train_rows = 0;
   uint64_t test_rows = 0;
-  double label_mean = 0;  // share of positive labels over all rows
-  double bayes_auc = 0;   // AUC of the true click probabilities against the sampled labels, all rows
+  double label_mean = 0;      // share of positive labels over all rows
+  double bayes_auc = 0;       // AUC of the true click probabilities against the sampled labels, all rows
   double bayes_test_auc = 0;  // the same on the test rows only (0 without test rows)
   // (k, AUC on the test rows of the true model with the ids seen < k times in the training
   // rows at their prior mean), for every k of kDataLimitThresholds; empty without test rows.

@@ -25,8 +25,8 @@ std::optional<double> ExactAuc(std::span<const double> scores, std::span<const f
     uint64_t group_pos = 0;
     while (end < order.size() && scores[order[end]] == scores[order[begin]]) group_pos += labels[order[end++]] == 1.0f;
     const uint64_t group_neg = (end - begin) - group_pos;
-    wins += static_cast<double>(group_pos) *
-            (static_cast<double>(negatives_below) + 0.5 * static_cast<double>(group_neg));
+    wins +=
+        static_cast<double>(group_pos) * (static_cast<double>(negatives_below) + 0.5 * static_cast<double>(group_neg));
     negatives_below += group_neg;
     positives += group_pos;
     begin = end;

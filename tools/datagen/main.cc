@@ -60,8 +60,7 @@ int main(int argc, char** argv) {
                 << " (test rows; each id at its posterior mean given the training rows and the true rest)\n";
     }
   }
-  std::cout
-            << "config:     " << report->config_file << "\n"
+  std::cout << "config:     " << report->config_file << "\n"
             << "seconds:    " << seconds.count() << "\n";
   return 0;
 }

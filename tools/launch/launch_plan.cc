@@ -30,9 +30,7 @@ std::vector<std::string> SplitComma(const std::string& text) {
   return out;
 }
 
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
+bool IsLoopback(const std::string& host) { return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0; }
 
 // A parsed ip:port list, as strings in the list's order.
 StatusOr<std::vector<net::Endpoint>> ParseList(const std::string& text, const char* flag) {
@@ -133,8 +131,8 @@ StatusOr<std::string> ResolveRoleBinary(const std::string& explicit_path, const 
     c = std::filesystem::path(c).lexically_normal().string();
     if (env.is_executable(c)) return c;
   }
-  return Status::NotFound("cannot find the " + name + " program (looked for " + Join(candidates, ", ") +
-                          "): pass " + flag + " PATH");
+  return Status::NotFound("cannot find the " + name + " program (looked for " + Join(candidates, ", ") + "): pass " +
+                          flag + " PATH");
 }
 
 // The value of --sync-mode among the trainer's arguments ("" when absent).
@@ -170,8 +168,8 @@ const char* RoleName(Role role) {
 std::string ProcessSpec::Name() const { return std::string(RoleName(role)) + " " + std::to_string(local_index); }
 
 bool IsRoleVariable(const std::string& name) {
-  static const char* const kNames[] = {"TRAINING_ROLE", "POD_IP",           "STAGE_ID",
-                                       "STAGE_NUM",     "HETER_DEVICE_TYPE", "FLAGS_selected_gpus"};
+  static const char* const kNames[] = {"TRAINING_ROLE",      "POD_IP", "STAGE_ID", "STAGE_NUM", "HETER_DEVICE_TYPE",
+                                       "FLAGS_selected_gpus"};
   if (name.rfind("PADDLE_", 0) == 0) return true;
   return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
 }
@@ -243,9 +241,9 @@ Status ChooseRunMode(const LaunchFlags& flags, LaunchPlan* plan) {
 // This node as the plan sees it: its address, which hosts are its own, where ports come
 // from and the GPUs its processes get.
 struct LocalNode {
-  std::string host;                    // --host or POD_IP; "" = any of this node's addresses
-  std::optional<uint32_t> start_port;  // --start_port or FLAGS_START_PORT; none = free ports
-  std::vector<std::string> gpus;       // --gpus
+  std::string host;                        // --host or POD_IP; "" = any of this node's addresses
+  std::optional<uint32_t> start_port;      // --start_port or FLAGS_START_PORT; none = free ports
+  std::vector<std::string> gpus;           // --gpus
   const LaunchEnvironment* env = nullptr;  // PlanLaunch's, which outlives the node
 
   bool IsLocal(const std::string& h) const {
@@ -380,16 +378,17 @@ StatusOr<PsRoles> PlanPsRoles(const LaunchFlags& flags, const LaunchEnvironment&
     if (r.config.empty()) {
       return Status::InvalidArgument(
           "the pservers (and heter trainers) run with the job's config, taken from the trainer's arguments, "
-          "but there is no --config FILE after " + flags.command.front());
+          "but there is no --config FILE after " +
+          flags.command.front());
     }
   }
   if (std::count(r.servers.local.begin(), r.servers.local.end(), true) > 0) {
-    ASSIGN_OR_RETURN(r.pserver, ResolveRoleBinary(flags.pserver_binary, "--pserver_binary", "pserver", "server",
-                                                  flags, env));
+    ASSIGN_OR_RETURN(r.pserver,
+                     ResolveRoleBinary(flags.pserver_binary, "--pserver_binary", "pserver", "server", flags, env));
   }
   if (std::count(r.heters.local.begin(), r.heters.local.end(), true) > 0) {
-    ASSIGN_OR_RETURN(r.heter, ResolveRoleBinary(flags.heter_binary, "--heter_binary", "heter-trainer",
-                                                "heter_trainer", flags, env));
+    ASSIGN_OR_RETURN(
+        r.heter, ResolveRoleBinary(flags.heter_binary, "--heter_binary", "heter-trainer", "heter_trainer", flags, env));
   }
   return r;
 }

@@ -94,7 +94,7 @@ struct ProcessSpec {
 
 struct LaunchPlan {
   RunMode mode = RunMode::kPs;
-  std::string mode_reason;  // why this mode, e.g. "inferred from --server_num"
+  std::string mode_reason;                                   // why this mode, e.g. "inferred from --server_num"
   std::vector<std::string> servers, workers, heter_workers;  // every endpoint of the job
   std::vector<ProcessSpec> processes;  // this node's, servers first, then heter workers, then workers
   std::string log_dir;

@@ -92,8 +92,7 @@ void Send(int lifeline, pid_t group) {
 
 }  // namespace
 
-Supervisor::Supervisor(LaunchPlan plan, SupervisorOptions options)
-    : options_(options), log_dir_(plan.log_dir) {
+Supervisor::Supervisor(LaunchPlan plan, SupervisorOptions options) : options_(options), log_dir_(plan.log_dir) {
   for (auto& spec : plan.processes) {
     Child c;
     c.spec = std::move(spec);
@@ -425,8 +424,8 @@ void Supervisor::ReportResources() const {
   for (const Child& c : children_) {
     if (!c.exited) continue;
     const double user = CpuSeconds(c.usage.ru_utime), sys = CpuSeconds(c.usage.ru_stime);
-    text += "\n  " + c.spec.Name() + " (pid " + std::to_string(c.pid) + "): " + Fixed(user + sys, 2) +
-            " s CPU (user " + Fixed(user, 2) + ", system " + Fixed(sys, 2) + "), max RSS " +
+    text += "\n  " + c.spec.Name() + " (pid " + std::to_string(c.pid) + "): " + Fixed(user + sys, 2) + " s CPU (user " +
+            Fixed(user, 2) + ", system " + Fixed(sys, 2) + "), max RSS " +
             Fixed1(static_cast<double>(c.usage.ru_maxrss) / 1024.0) + " MiB";  // ru_maxrss: KiB
     by_role[static_cast<int>(c.spec.role)] += user + sys;
     present[static_cast<int>(c.spec.role)] = any = true;
@@ -434,7 +433,8 @@ void Supervisor::ReportResources() const {
   if (!any) return;
   text += "\n  CPU seconds by role:";
   for (Role role : {Role::kServer, Role::kWorker, Role::kHeterWorker}) {
-    if (present[static_cast<int>(role)]) text += std::string(" ") + RoleName(role) + " " + Fixed(by_role[static_cast<int>(role)], 2) + ";";
+    if (present[static_cast<int>(role)])
+      text += std::string(" ") + RoleName(role) + " " + Fixed(by_role[static_cast<int>(role)], 2) + ";";
   }
   text.pop_back();
   Message(text);

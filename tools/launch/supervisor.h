@@ -116,9 +116,9 @@ class Supervisor {
   SupervisorOptions options_;
   std::string log_dir_;
   std::vector<Child> children_;
-  int stream_child_ = -1;  // index into children_ of the streamed worker
-  int stream_in_ = -1;     // read side of its log
-  bool stream_ok_ = true;  // false once stream_fd stopped taking output
+  int stream_child_ = -1;      // index into children_ of the streamed worker
+  int stream_in_ = -1;         // read side of its log
+  bool stream_ok_ = true;      // false once stream_fd stopped taking output
   std::optional<int> failed_;  // index of the first failed child
   pid_t watchdog_ = -1;
   int lifeline_ = -1;  // write end of the watchdog's pipe (close-on-exec)

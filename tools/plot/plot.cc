@@ -135,8 +135,9 @@ StatusOr<Curve> ReadReportCurve(const std::string& path) {
     if (std::isfinite(p.loss) && std::isfinite(p.auc)) curve.points.push_back(p);
   }
   if (curve.points.empty()) {
-    return Status::InvalidArgument(path + " has no loss/AUC curve: its epochs had fewer steps than "
-                                          "runner.print_interval (lower it), or an older cpu-trainer wrote it");
+    return Status::InvalidArgument(path +
+                                   " has no loss/AUC curve: its epochs had fewer steps than "
+                                   "runner.print_interval (lower it), or an older cpu-trainer wrote it");
   }
   return curve;
 }
@@ -208,8 +209,8 @@ StatusOr<std::string> Canvas::EncodePng() const {
   }
   uLongf size = compressBound(raw.size());
   std::string z(size, '\0');
-  if (compress2(reinterpret_cast<Bytef*>(z.data()), &size, reinterpret_cast<const Bytef*>(raw.data()), raw.size(),
-                6) != Z_OK) {
+  if (compress2(reinterpret_cast<Bytef*>(z.data()), &size, reinterpret_cast<const Bytef*>(raw.data()), raw.size(), 6) !=
+      Z_OK) {
     return Status::Internal("zlib could not compress the image");
   }
   z.resize(size);

@@ -57,24 +57,26 @@ int Manifest(const Checkpoint& c) {
   const time_t created = static_cast<time_t>(m.created_unix_ms() / 1000);
   char when[64];
   std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&created));
-  std::printf("checkpoint  %s\nversion     %s\nmode        %d (%s)\ncontent     %s\nservers     %u\n"
-              "created     %s\nfleetps     %s\nsparse rows %" PRIu64 "\n",
-              c.version_dir().c_str(), Str(m.version()).c_str(), static_cast<int>(m.mode()),
-              disk::EnumNameSaveMode(m.mode()), disk::EnumNameRowContent(m.content()), m.num_servers(), when,
-              Str(m.fleetps_version()).c_str(), m.total_rows());
+  std::printf(
+      "checkpoint  %s\nversion     %s\nmode        %d (%s)\ncontent     %s\nservers     %u\n"
+      "created     %s\nfleetps     %s\nsparse rows %" PRIu64 "\n",
+      c.version_dir().c_str(), Str(m.version()).c_str(), static_cast<int>(m.mode()), disk::EnumNameSaveMode(m.mode()),
+      disk::EnumNameRowContent(m.content()), m.num_servers(), when, Str(m.fleetps_version()).c_str(), m.total_rows());
   for (const auto* t : *m.tables()) {
     const std::string shards = t->dense() ? "" : ", " + std::to_string(t->shards()) + " shards per server";
-    std::printf("\ntable %u '%s': %s, %s %" PRIu64 "%s, optimizer %s (state %u shared + %u per weight), "
+    std::printf("\ntable %u '%s': %s, %s %" PRIu64
+                "%s, optimizer %s (state %u shared + %u per weight), "
                 "%" PRIu64 " %s\n",
-                t->id(), Str(t->name()).c_str(), t->dense() ? "dense" : "sparse", t->dense() ? "size" : "dim",
-                t->dim(), shards.c_str(), OptimizerName(t->optimizer()), t->shared_state_floats(),
-                t->element_state_floats(), t->rows(), t->dense() ? "floats" : "rows");
+                t->id(), Str(t->name()).c_str(), t->dense() ? "dense" : "sparse", t->dense() ? "size" : "dim", t->dim(),
+                shards.c_str(), OptimizerName(t->optimizer()), t->shared_state_floats(), t->element_state_floats(),
+                t->rows(), t->dense() ? "floats" : "rows");
     if (!t->dense()) std::printf("  accessor %s\n", disk::EnumNameAccessorKind(t->accessor()));
     for (const auto* f : *t->files()) {
       std::printf("  %-44s server %u %s %10" PRIu64 " %s %12" PRIu64 " bytes  crc32c %08x\n", Str(f->path()).c_str(),
                   f->server(),
-                  t->dense() ? ("[" + std::to_string(f->slice_begin()) + "," + std::to_string(f->slice_end()) + ")").c_str()
-                             : ("shard " + std::to_string(f->shard())).c_str(),
+                  t->dense()
+                      ? ("[" + std::to_string(f->slice_begin()) + "," + std::to_string(f->slice_end()) + ")").c_str()
+                      : ("shard " + std::to_string(f->shard())).c_str(),
                   f->rows(), t->dense() ? "floats" : "rows  ", f->bytes(), f->crc32c());
     }
   }
@@ -177,7 +179,8 @@ int Dump(const Checkpoint& c, const std::string& which, uint64_t limit, bool ful
           std::printf("%" PRIu64 "\t%.9g", block->offset() + i, block->weights()->Get(i));
           if (state) {
             std::printf("\tstate=");
-            for (uint32_t j = 0; j < es; ++j) std::printf(j == 0 ? "%.9g" : " %.9g", block->element_state()->Get(i * es + j));
+            for (uint32_t j = 0; j < es; ++j)
+              std::printf(j == 0 ? "%.9g" : " %.9g", block->element_state()->Get(i * es + j));
           }
           std::printf("\n");
         }
@@ -201,7 +204,8 @@ int Dump(const Checkpoint& c, const std::string& which, uint64_t limit, bool ful
           std::printf("\tflags=%u", flags);
           if (with_state) {
             std::printf("\tstate=");
-            for (uint32_t j = weights; j < len; ++j) std::printf(j == weights ? "%.9g" : " %.9g", block->values()->Get(offset + j));
+            for (uint32_t j = weights; j < len; ++j)
+              std::printf(j == weights ? "%.9g" : " %.9g", block->values()->Get(offset + j));
           }
         }
         std::printf("\n");

@@ -175,8 +175,8 @@ Status TrainerApp::Run() {
   // The dense layers' backend, where this process computes them (a heter job's cpu-trainers
   // leave them to the heter-trainers).
   if (!o.heter_mode()) {
-    ASSIGN_OR_RETURN(flags.dense, dense::OpenDenseBackend(o.dense, "trainer " + std::to_string(o.trainer_id),
-                                                          flags.metrics));
+    ASSIGN_OR_RETURN(flags.dense,
+                     dense::OpenDenseBackend(o.dense, "trainer " + std::to_string(o.trainer_id), flags.metrics));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Connect(client_options));
   std::unique_ptr<HeterClient> heter;

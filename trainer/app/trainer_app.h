@@ -24,7 +24,7 @@ class HeterClient;
 
 // cpu-trainer's command line, as given (empty / nullopt: not given).
 struct TrainerFlags {
-  std::string config_path;  // --config, required
+  std::string config_path;     // --config, required
   std::string mode = "train";  // train | infer
   std::string servers, heter_trainers, sync_mode, train_data, test_data, log_level, model_dir;
   std::optional<uint32_t> trainer_id, trainers, epochs, threads, print_interval;

@@ -69,7 +69,7 @@ struct CallJoin {
 // each key (ServerOfKey) and cut into chunks of at most `chunk` keys, as (server, positions),
 // in server order and, within a server, in the order of `keys`.
 inline std::vector<std::pair<uint32_t, std::vector<uint32_t>>> CallsByServer(std::span<const uint64_t> keys,
-                                                                            uint32_t num_servers, size_t chunk) {
+                                                                             uint32_t num_servers, size_t chunk) {
   std::vector<std::vector<uint32_t>> by_server(num_servers);
   for (uint32_t i = 0; i < keys.size(); ++i) by_server[ServerOfKey(keys[i], num_servers)].push_back(i);
   std::vector<std::pair<uint32_t, std::vector<uint32_t>>> calls;

@@ -8,8 +8,8 @@
 
 namespace fleetps::trainer {
 
-StatusOr<std::vector<uint32_t>> HeartbeatAll(const std::vector<net::RpcClient*>& clients,
-                                             uint32_t trainer_id, uint32_t trainers, const HeartbeatState& state,
+StatusOr<std::vector<uint32_t>> HeartbeatAll(const std::vector<net::RpcClient*>& clients, uint32_t trainer_id,
+                                             uint32_t trainers, const HeartbeatState& state,
                                              std::chrono::milliseconds timeout) {
   net::CallOptions call;
   call.timeout = timeout;

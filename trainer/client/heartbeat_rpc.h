@@ -18,8 +18,8 @@ namespace fleetps::trainer {
 // Sends trainer `trainer_id` of `trainers`' heartbeat to every client and waits for every
 // answer (bounded by `timeout`; re-sent after a connection loss: it is idempotent).
 // Returns the trainers some server counts as gone (sorted, unique), or the first error.
-StatusOr<std::vector<uint32_t>> HeartbeatAll(const std::vector<net::RpcClient*>& clients,
-                                             uint32_t trainer_id, uint32_t trainers, const HeartbeatState& state,
+StatusOr<std::vector<uint32_t>> HeartbeatAll(const std::vector<net::RpcClient*>& clients, uint32_t trainer_id,
+                                             uint32_t trainers, const HeartbeatState& state,
                                              std::chrono::milliseconds timeout);
 
 }  // namespace fleetps::trainer

@@ -102,9 +102,10 @@ int HeterClient::NextLive(size_t failed) {
 void HeterClient::MarkDownLocked(size_t i, Clock::time_point now) {
   Health& h = health_[i];
   if (!h.down) {
-    spdlog::warn("trainer {}: {} is down: no micro-batches, heartbeats or flushes go to it until it answers "
-                 "HeterHello again (tried every {} ms)",
-                 options_.trainer_id, clients_[i]->name(), options_.failover_probe_interval.count());
+    spdlog::warn(
+        "trainer {}: {} is down: no micro-batches, heartbeats or flushes go to it until it answers "
+        "HeterHello again (tried every {} ms)",
+        options_.trainer_id, clients_[i]->name(), options_.failover_probe_interval.count());
   }
   h.down = true;
   h.probe_at = now + options_.failover_probe_interval;
@@ -155,8 +156,8 @@ std::vector<size_t> HeterClient::UpTargets() {
 }
 
 std::future<StatusOr<HeterStep>> HeterClient::Train(uint64_t batch_id, uint32_t rows,
-                                                    std::span<const float> activations,
-                                                    std::span<const float> labels, bool forward_only) {
+                                                    std::span<const float> activations, std::span<const float> labels,
+                                                    bool forward_only) {
   auto call = std::make_shared<Call>();
   call->batch_id = batch_id;
   call->rows = rows;
@@ -165,10 +166,10 @@ std::future<StatusOr<HeterStep>> HeterClient::Train(uint64_t batch_id, uint32_t 
   call->forward_only = forward_only;
   auto future = call->done.get_future();
   if (rows == 0 || labels.size() != rows || activations.size() != size_t{rows} * options_.input_width) {
-    call->done.set_value(Status::InvalidArgument(
-        "micro-batch " + std::to_string(batch_id) + ": " + std::to_string(activations.size()) + " activations and " +
-        std::to_string(labels.size()) + " labels for " + std::to_string(rows) + " rows of width " +
-        std::to_string(options_.input_width)));
+    call->done.set_value(Status::InvalidArgument("micro-batch " + std::to_string(batch_id) + ": " +
+                                                 std::to_string(activations.size()) + " activations and " +
+                                                 std::to_string(labels.size()) + " labels for " + std::to_string(rows) +
+                                                 " rows of width " + std::to_string(options_.input_width)));
     return future;
   }
   Send(std::move(call), Route());
@@ -180,8 +181,8 @@ void HeterClient::Send(std::shared_ptr<Call> call, size_t target) {
   flatbuffers::FlatBufferBuilder fbb(64 + (call->activations.size() + call->labels.size()) * sizeof(float));
   auto acts = fbb.CreateVector(call->activations.data(), call->activations.size());
   auto labels = fbb.CreateVector(call->labels.data(), call->labels.size());
-  fbb.Finish(wire::CreateHeterTrainRequest(fbb, options_.trainer_id, call->batch_id, call->rows,
-                                           options_.input_width, acts, labels, call->forward_only));
+  fbb.Finish(wire::CreateHeterTrainRequest(fbb, options_.trainer_id, call->batch_id, call->rows, options_.input_width,
+                                           acts, labels, call->forward_only));
   clients_[target]->Call(static_cast<uint16_t>(MessageType::HeterTrain), fbb.Release(),
                          [this, call, target](StatusOr<net::Reply> reply) { OnReply(call, target, std::move(reply)); });
 }
@@ -214,10 +215,10 @@ void HeterClient::OnReply(std::shared_ptr<Call> call, size_t target, StatusOr<ne
   const size_t got_grads = r->activation_grads() == nullptr ? 0 : r->activation_grads()->size();
   if (r->batch_id() != call->batch_id || r->predictions() == nullptr || r->predictions()->size() != rows ||
       got_grads != grads || !ElementsAligned(r->predictions()) || !ElementsAligned(r->activation_grads())) {
-    call->done.set_value(Status::Corruption("HeterTrain reply from " + clients_[target]->name() +
-                                            " does not match " + (call->forward_only ? "forward-only " : "") +
-                                            "micro-batch " + std::to_string(call->batch_id) + " (" +
-                                            std::to_string(rows) + " rows of width " + std::to_string(width) + ")"));
+    call->done.set_value(Status::Corruption("HeterTrain reply from " + clients_[target]->name() + " does not match " +
+                                            (call->forward_only ? "forward-only " : "") + "micro-batch " +
+                                            std::to_string(call->batch_id) + " (" + std::to_string(rows) +
+                                            " rows of width " + std::to_string(width) + ")"));
     return;
   }
   HeterStep step;
@@ -257,8 +258,7 @@ Status HeterClient::Flush() {
   return first;
 }
 
-StatusOr<std::vector<uint32_t>> HeterClient::Heartbeat(const HeartbeatState& state,
-                                                       std::chrono::milliseconds timeout) {
+StatusOr<std::vector<uint32_t>> HeterClient::Heartbeat(const HeartbeatState& state, std::chrono::milliseconds timeout) {
   // The final one goes to every heter-trainer: one taken for down that is in fact alive must
   // still hear that this trainer has ended.
   std::vector<net::RpcClient*> targets;

@@ -41,11 +41,11 @@ struct HeterClientOptions {
   bool route_by_trainer_id = false;           // false: round robin
   bool failover = false;
   uint32_t trainer_id = 0;
-  uint32_t trainers = 1;        // PADDLE_TRAINERS_NUM
-  uint32_t input_width = 0;     // floats per activation row
-  uint64_t dense_params = 0;    // floats of the dense table the model needs
+  uint32_t trainers = 1;      // PADDLE_TRAINERS_NUM
+  uint32_t input_width = 0;   // floats per activation row
+  uint64_t dense_params = 0;  // floats of the dense table the model needs
   int io_threads = 2;
-  net::RpcClientOptions rpc;    // request_timeout: the deadline of a micro-batch
+  net::RpcClientOptions rpc;                                 // request_timeout: the deadline of a micro-batch
   std::chrono::milliseconds failover_probe_interval{10000};  // a down heter-trainer is probed this often
 };
 
@@ -108,8 +108,8 @@ class HeterClient {
 
   // Failover state of a heter-trainer.
   struct Health {
-    bool down = false;     // failed a call: skipped until it answers HeterHello
-    bool probing = false;  // a HeterHello to it is under way
+    bool down = false;                               // failed a call: skipped until it answers HeterHello
+    bool probing = false;                            // a HeterHello to it is under way
     std::chrono::steady_clock::time_point probe_at;  // when down: its next probe
   };
 

@@ -77,14 +77,13 @@ Status PsClient::Handshake() {
     const std::string& name = clients_[i]->name();
     flatbuffers::FlatBufferBuilder fbb(64);
     fbb.Finish(wire::CreatePingRequest(fbb));
-    ASSIGN_OR_RETURN(net::Reply reply,
-                     clients_[i]->CallSync(static_cast<uint16_t>(MessageType::Ping), fbb.Release()));
+    ASSIGN_OR_RETURN(net::Reply reply, clients_[i]->CallSync(static_cast<uint16_t>(MessageType::Ping), fbb.Release()));
     Status error;
     const auto* ping = VerifiedReply<wire::PingReply>(reply, name, &error);
     if (ping == nullptr) return error;
     if (ping->num_servers() != clients_.size() || ping->server_index() != i) {
-      return Status::InvalidArgument(name + " says it is pserver " + std::to_string(ping->server_index()) +
-                                     " of " + std::to_string(ping->num_servers()) + ", but this trainer lists it as " +
+      return Status::InvalidArgument(name + " says it is pserver " + std::to_string(ping->server_index()) + " of " +
+                                     std::to_string(ping->num_servers()) + ", but this trainer lists it as " +
                                      std::to_string(i) + " of " + std::to_string(clients_.size()) +
                                      " (PADDLE_PSERVERS_IP_PORT_LIST must be identical everywhere)");
     }
@@ -98,8 +97,8 @@ Status PsClient::Handshake() {
         info.dim = t->dim();
         info.shards = t->shards();
       } else if (info.name != (t->name() ? t->name()->str() : "") || info.dim != t->dim() || info.dense != t->dense()) {
-        return Status::InvalidArgument(name + " disagrees with pserver 0 on table " +
-                                       std::to_string(t->id()) + " (run every pserver with the same config)");
+        return Status::InvalidArgument(name + " disagrees with pserver 0 on table " + std::to_string(t->id()) +
+                                       " (run every pserver with the same config)");
       }
       if (info.dense) {
         info.slice_begin.push_back(t->slice_begin());
@@ -115,7 +114,8 @@ StatusOr<TableInfo> PsClient::Table(uint32_t table_id) const {
   if (it == tables_.end()) {
     std::string known;
     for (const auto& [id, t] : tables_) known += (known.empty() ? "" : ", ") + t.name + "(" + std::to_string(id) + ")";
-    return Status::NotFound("no table with id " + std::to_string(table_id) + " on the pservers (tables: " + known + ")");
+    return Status::NotFound("no table with id " + std::to_string(table_id) + " on the pservers (tables: " + known +
+                            ")");
   }
   return it->second;
 }
@@ -197,15 +197,14 @@ std::future<Status> PsClient::PushSparse(uint32_t table_id, std::span<const uint
   if (info->dense) return CallJoin::Ready(Status::InvalidArgument("PushSparse on dense table '" + info->name + "'"));
   const auto dim = static_cast<uint32_t>(info->dim);
   if (grads.size() != keys.size() * dim) {
-    return CallJoin::Ready(Status::InvalidArgument("PushSparse on table '" + info->name + "': " +
-                                                   std::to_string(keys.size()) + " keys need " +
-                                                   std::to_string(keys.size() * dim) + " gradient floats, got " +
-                                                   std::to_string(grads.size())));
+    return CallJoin::Ready(Status::InvalidArgument(
+        "PushSparse on table '" + info->name + "': " + std::to_string(keys.size()) + " keys need " +
+        std::to_string(keys.size() * dim) + " gradient floats, got " + std::to_string(grads.size())));
   }
   const bool with_stats = !shows.empty() || !clicks.empty();
   if (with_stats && (shows.size() != keys.size() || clicks.size() != keys.size())) {
-    return CallJoin::Ready(Status::InvalidArgument("PushSparse on table '" + info->name +
-                                                   "': shows and clicks need one value per key"));
+    return CallJoin::Ready(
+        Status::InvalidArgument("PushSparse on table '" + info->name + "': shows and clicks need one value per key"));
   }
   if (keys.empty()) return CallJoin::Ready(Status::OK());
   if (Status st = CheckDistinct(keys, options.keys_are, "PushSparse"); !st.ok()) return CallJoin::Ready(st);
@@ -315,8 +314,8 @@ std::future<Status> PsClient::PullDense(uint32_t table_id, std::span<float> valu
   if (pieces.empty()) return CallJoin::Ready(Status::OK());
   for (auto [s, b, e] : pieces) {
     flatbuffers::FlatBufferBuilder fbb(64);
-    fbb.Finish(wire::CreatePullDenseRequest(fbb, table_id, b, e - b, state != nullptr, es,
-                                            static_cast<uint32_t>(shared)));
+    fbb.Finish(
+        wire::CreatePullDenseRequest(fbb, table_id, b, e - b, state != nullptr, es, static_cast<uint32_t>(shared)));
     const std::string server = clients_[s]->name();
     float* dst = values.data() + b;
     float* element = state != nullptr ? state->element.data() + b * es : nullptr;
@@ -359,7 +358,7 @@ std::future<Status> PsClient::PushDense(uint32_t table_id, std::span<const float
 }
 
 std::future<Status> PsClient::PushDenseParam(uint32_t table_id, std::span<const float> values,
-                                            const DenseState* state) {
+                                             const DenseState* state) {
   return PushDenseValues(table_id, values, /*params=*/true, DensePushOptions{}, nullptr, state);
 }
 
@@ -426,7 +425,6 @@ std::future<Status> PsClient::PushDenseValues(uint32_t table_id, std::span<const
   return future;
 }
 
-
 std::string PsClient::ServerName(size_t i) const { return clients_.at(i)->name(); }
 
 net::RpcClientCounters PsClient::counters() const {
@@ -439,7 +437,6 @@ net::RpcClientCounters PsClient::counters() const {
   }
   return sum;
 }
-
 
 std::vector<StatusOr<net::Reply>> PsClient::CallEveryServer(
     uint16_t type, const std::function<flatbuffers::DetachedBuffer(size_t)>& payload) {

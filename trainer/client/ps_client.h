@@ -42,9 +42,9 @@ class IoThreads;
 namespace fleetps::trainer {
 
 struct PsClientOptions {
-  std::vector<net::Endpoint> servers;  // every pserver, in the cluster's order
-  int io_threads = 2;                  // threads serving the connections
-  net::RpcClientOptions rpc;           // connect deadline/backoff, request timeouts, max frame
+  std::vector<net::Endpoint> servers;        // every pserver, in the cluster's order
+  int io_threads = 2;                        // threads serving the connections
+  net::RpcClientOptions rpc;                 // connect deadline/backoff, request timeouts, max frame
   uint32_t max_keys_per_request = 1u << 18;  // larger per-server batches are split
   // A Barrier call waits for the server's answer for its timeout plus this margin (the
   // server answers TimedOut at the timeout; the margin covers the trip and its sweep).
@@ -56,7 +56,7 @@ struct TableInfo {
   uint32_t id = 0;
   std::string name;
   bool dense = false;
-  uint64_t dim = 0;     // sparse: row width; dense: total floats
+  uint64_t dim = 0;  // sparse: row width; dense: total floats
   uint32_t shards = 0;
   std::vector<uint64_t> slice_begin;  // dense: per server, plus a final end entry
 };
@@ -67,8 +67,8 @@ struct TableStatsSummary {
   uint64_t rows = 0;          // summed over servers
   uint64_t memory_bytes = 0;  // summed over servers
   std::vector<uint64_t> rows_per_server;
-  uint64_t disk_rows = 0;     // rows held only on the servers' RocksDB tier (in rows)
-  uint64_t disk_bytes = 0;    // their bytes as written to RocksDB (key + encoded row each)
+  uint64_t disk_rows = 0;   // rows held only on the servers' RocksDB tier (in rows)
+  uint64_t disk_bytes = 0;  // their bytes as written to RocksDB (key + encoded row each)
 };
 
 // One table on one server (PsClient::StatsByServer).
@@ -76,12 +76,12 @@ struct ServerTableStats {
   uint32_t id = 0;
   std::string name;
   bool dense = false;
-  uint64_t rows = 0;          // dense: floats of the server's slice
+  uint64_t rows = 0;  // dense: floats of the server's slice
   uint64_t memory_bytes = 0;
-  uint64_t disk_rows = 0;     // on the RocksDB tier (included in rows)
-  uint64_t disk_bytes = 0;    // their bytes as written to RocksDB
-  uint64_t pulls = 0;         // keys pulled since the server started
-  uint64_t pushes = 0;        // keys pushed since the server started
+  uint64_t disk_rows = 0;   // on the RocksDB tier (included in rows)
+  uint64_t disk_bytes = 0;  // their bytes as written to RocksDB
+  uint64_t pulls = 0;       // keys pulled since the server started
+  uint64_t pushes = 0;      // keys pushed since the server started
 };
 
 // One server's tables and its request count (PsClient::StatsByServer).
@@ -104,8 +104,8 @@ struct SaveResult {
 
 struct LoadResult {
   std::string version;
-  uint32_t mode = 0;    // the checkpoint's save mode
-  uint64_t rows = 0;    // sparse rows taken, all servers
+  uint32_t mode = 0;  // the checkpoint's save mode
+  uint64_t rows = 0;  // sparse rows taken, all servers
 };
 
 struct ShrinkResult {

@@ -111,9 +111,9 @@ Status ForEachReply(const std::vector<StatusOr<net::Reply>>& replies,
 
 // A fresh checkpoint version name: "ckpt-<unix ms>-<4 hex digits>".
 std::string NewVersionName() {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   std::random_device rd;
   char suffix[8];
   std::snprintf(suffix, sizeof(suffix), "%04x", static_cast<unsigned>(rd() & 0xffff));

@@ -15,15 +15,14 @@ namespace fleetps::trainer {
 
 using wire::MessageType;
 
-StatusOr<PsClient::BarrierResult> PsClient::Barrier(const std::string& name, uint32_t trainer_id,
-                                                    uint32_t participants, std::chrono::milliseconds timeout,
-                                                    std::span<const double> values, bool done,
-                                                    const StopRequest* stop) {
+StatusOr<PsClient::BarrierResult> PsClient::Barrier(const std::string& name, uint32_t trainer_id, uint32_t participants,
+                                                    std::chrono::milliseconds timeout, std::span<const double> values,
+                                                    bool done, const StopRequest* stop) {
   flatbuffers::FlatBufferBuilder fbb(128 + values.size() * 8);
   auto name_off = fbb.CreateString(name);
   auto values_off = fbb.CreateVector(values.data(), values.size());
-  fbb.Finish(wire::CreateBarrierRequest(fbb, name_off, trainer_id, participants,
-                                        static_cast<uint32_t>(timeout.count()), values_off, done));
+  fbb.Finish(wire::CreateBarrierRequest(fbb, name_off, trainer_id, participants, static_cast<uint32_t>(timeout.count()),
+                                        values_off, done));
   // The server answers TimedOut at `timeout`; this side waits that long plus a margin, so a
   // server that cannot answer at all is still noticed (sooner by the liveness probe).
   net::CallOptions call = net::DefaultCallOptions(static_cast<uint16_t>(MessageType::Barrier), options_.rpc);
@@ -69,8 +68,8 @@ StatusOr<PsClient::MetricSum> PsClient::ReportMetric(const std::string& name, ui
   return out;
 }
 
-StatusOr<std::vector<uint32_t>> PsClient::Heartbeat(uint32_t trainer_id, uint32_t trainers,
-                                                    const HeartbeatState& state, std::chrono::milliseconds timeout) {
+StatusOr<std::vector<uint32_t>> PsClient::Heartbeat(uint32_t trainer_id, uint32_t trainers, const HeartbeatState& state,
+                                                    std::chrono::milliseconds timeout) {
   std::vector<net::RpcClient*> servers;
   for (const auto& c : clients_) servers.push_back(c.get());
   return HeartbeatAll(servers, trainer_id, trainers, state, timeout);

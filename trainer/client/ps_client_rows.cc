@@ -26,9 +26,9 @@ std::future<Status> PsClient::PullRows(uint32_t table_id, std::span<const uint64
                                                    std::to_string(row_floats) + " is below the dim " +
                                                    std::to_string(info->dim)));
   }
-  const size_t chunk = std::max<size_t>(
-      1, std::min<size_t>(options_.max_keys_per_request,
-                          (options_.rpc.max_payload - 4096) / (size_t{row_floats} * 4 + 8 + 1 + 8)));
+  const size_t chunk =
+      std::max<size_t>(1, std::min<size_t>(options_.max_keys_per_request,
+                                           (options_.rpc.max_payload - 4096) / (size_t{row_floats} * 4 + 8 + 1 + 8)));
   return FanOut<wire::PullRowsReply>(
       clients_, static_cast<uint16_t>(MessageType::PullRows), keys, chunk,
       [&](uint32_t, std::span<const uint32_t> members) {
@@ -39,8 +39,7 @@ std::future<Status> PsClient::PullRows(uint32_t table_id, std::span<const uint64
         fbb.Finish(wire::CreatePullRowsRequest(fbb, table_id, kvec));
         return fbb.Release();
       },
-      [out, row_floats](const std::string& server, std::span<const uint32_t> members,
-                        const wire::PullRowsReply& msg) {
+      [out, row_floats](const std::string& server, std::span<const uint32_t> members, const wire::PullRowsReply& msg) {
         const size_t n = members.size();
         const size_t rows = msg.rows() ? msg.rows()->size() : 0;
         const size_t flags = msg.flags() ? msg.flags()->size() : 0;
@@ -51,9 +50,9 @@ std::future<Status> PsClient::PullRows(uint32_t table_id, std::span<const uint64
                                          " (do the trainer and the pservers use the same optimizer and accessor?)");
         }
         if (rows != n * row_floats || flags != n || (stats != 0 && stats != n * 2)) {
-          return Status::Corruption("PullRows reply from " + server + " has " + std::to_string(rows) +
-                                    " row floats, " + std::to_string(flags) + " flags and " + std::to_string(stats) +
-                                    " stats for " + std::to_string(n) + " keys");
+          return Status::Corruption("PullRows reply from " + server + " has " + std::to_string(rows) + " row floats, " +
+                                    std::to_string(flags) + " flags and " + std::to_string(stats) + " stats for " +
+                                    std::to_string(n) + " keys");
         }
         const float* src = msg.rows()->data();
         for (size_t k = 0; k < n; ++k) {
@@ -77,9 +76,9 @@ std::future<Status> PsClient::WriteRows(uint32_t table_id, std::span<const uint6
   if (written != nullptr) *written = RowsWritten{};
   if (keys.empty()) return CallJoin::Ready(Status::OK());
   const size_t want = keys.size() * row_floats;
-  if (in.begin.size() != want || in.end.size() != want ||
-      (!in.extended.empty() && in.extended.size() != keys.size()) ||
-      (!in.shows.empty() && in.shows.size() != keys.size()) || (!in.clicks.empty() && in.clicks.size() != keys.size())) {
+  if (in.begin.size() != want || in.end.size() != want || (!in.extended.empty() && in.extended.size() != keys.size()) ||
+      (!in.shows.empty() && in.shows.size() != keys.size()) ||
+      (!in.clicks.empty() && in.clicks.size() != keys.size())) {
     return CallJoin::Ready(Status::InvalidArgument(
         "WriteRows on table '" + info->name + "': " + std::to_string(keys.size()) + " keys need " +
         std::to_string(want) + " floats in begin and end and empty or one-per-key extended/shows/clicks"));

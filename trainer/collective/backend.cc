@@ -21,7 +21,8 @@ StatusOr<BackendChoice> ChooseBackend(const config::DataParallelOptions& o, bool
               " CUDA device(s) (check FLAGS_selected_gpus and CUDA_VISIBLE_DEVICES)";
   }
   if (o.backend == CollectiveBackend::kNccl) {
-    if (!missing.empty()) return Status::InvalidArgument("collective backend nccl: " + missing + "; or use backend: gloo");
+    if (!missing.empty())
+      return Status::InvalidArgument("collective backend nccl: " + missing + "; or use backend: gloo");
     return BackendChoice{CollectiveBackend::kNccl, o.gpu, "backend: nccl on " + gpu};
   }
   if (!missing.empty()) {
@@ -32,8 +33,8 @@ StatusOr<BackendChoice> ChooseBackend(const config::DataParallelOptions& o, bool
 }
 
 StatusOr<std::unique_ptr<Communicator>> MakeRankCommunicator(const config::DataParallelOptions& options,
-                                                            const CollectiveOptions& co, const NcclBackend* nccl,
-                                                            std::string* reason) {
+                                                             const CollectiveOptions& co, const NcclBackend* nccl,
+                                                             std::string* reason) {
   const int visible = nccl != nullptr && options.gpu >= 0 ? nccl->visible_gpus() : 0;
   ASSIGN_OR_RETURN(auto choice, ChooseBackend(options, nccl != nullptr, visible));
   if (reason != nullptr) *reason = choice.reason;

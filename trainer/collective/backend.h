@@ -17,8 +17,8 @@ namespace fleetps::trainer::collective {
 
 struct BackendChoice {
   config::CollectiveBackend backend = config::CollectiveBackend::kGloo;  // kGloo or kNccl
-  int gpu = -1;        // NCCL: the rank's GPU
-  std::string reason;  // why, for the log
+  int gpu = -1;                                                          // NCCL: the rank's GPU
+  std::string reason;                                                    // why, for the log
 };
 
 // `build_has_nccl`: this binary has the NCCL backend; `visible_gpus`: the CUDA devices this
@@ -38,7 +38,7 @@ struct NcclBackend {
 // or Gloo, as ChooseBackend decides. `options.gpu`: the rank's GPU, -1 for none (then auto
 // means Gloo). `reason` (may be null) receives why that backend, for the log.
 StatusOr<std::unique_ptr<Communicator>> MakeRankCommunicator(const config::DataParallelOptions& options,
-                                                            const CollectiveOptions& co, const NcclBackend* nccl,
-                                                            std::string* reason);
+                                                             const CollectiveOptions& co, const NcclBackend* nccl,
+                                                             std::string* reason);
 
 }  // namespace fleetps::trainer::collective

@@ -29,11 +29,11 @@
 namespace fleetps::trainer::collective {
 
 struct CollectiveOptions {
-  uint32_t rank = 0;                      // PADDLE_TRAINER_ID
-  std::vector<net::Endpoint> endpoints;   // PADDLE_TRAINER_ENDPOINTS, one per rank, in rank order
+  uint32_t rank = 0;                     // PADDLE_TRAINER_ID
+  std::vector<net::Endpoint> endpoints;  // PADDLE_TRAINER_ENDPOINTS, one per rank, in rank order
   // Keys of this job in the rendezvous (several communicators of one job use distinct ones).
   std::string prefix = "fleetps";
-  std::chrono::milliseconds timeout{300000};  // set-up, and each operation
+  std::chrono::milliseconds timeout{300000};     // set-up, and each operation
   std::shared_ptr<const net::AuthKey> auth_key;  // the cluster's secret, when it has one
   // The cluster's TLS files, when it has them: the rendezvous runs over TLS (rank 0 needs a
   // certificate and key, the others the CA). Gloo's and NCCL's own transports are not TLS.

@@ -131,10 +131,10 @@ class Group {
       return Status::OK();
     }
     if (!cv_.wait_for(lock.native(), timeout_, [&]() REQUIRES(mu_) { return phase_ != phase || !failed_.ok(); })) {
-      failed_ = Status::TimedOut("member " + std::to_string(member) + " of this process's " +
-                                 std::to_string(members_) + " local ranks waited " +
-                                 std::to_string(timeout_.count()) + " ms for the others to join a " + what +
-                                 " (fleetps.collective.timeout_ms): a worker thread stopped or fell behind");
+      failed_ =
+          Status::TimedOut("member " + std::to_string(member) + " of this process's " + std::to_string(members_) +
+                           " local ranks waited " + std::to_string(timeout_.count()) + " ms for the others to join a " +
+                           what + " (fleetps.collective.timeout_ms): a worker thread stopped or fell behind");
       cv_.notify_all();
     }
     return phase_ != phase ? Status::OK() : failed_;
@@ -183,7 +183,7 @@ class Group {
   std::vector<float> floats_;                          // a broadcast's result (see above)
   std::array<std::vector<float>, 2> float_sums_;       // allreduce results, alternating
   std::array<std::vector<double>, 2> double_sums_;
-  std::vector<uint64_t> allreduces_;                   // per member: allreduces it started (its thread's)
+  std::vector<uint64_t> allreduces_;  // per member: allreduces it started (its thread's)
 };
 
 template <>

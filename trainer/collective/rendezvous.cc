@@ -29,8 +29,8 @@ struct RendezvousServer::State {
     flatbuffers::Verifier verifier(req.data(), req.payload_size);
     const auto type = static_cast<MessageType>(req.type);
     auto malformed = [&] {
-      responder.SendError(Status::InvalidArgument("malformed " + net::MessageTypeName(req.type) + " from " +
-                                                  responder.peer()));
+      responder.SendError(
+          Status::InvalidArgument("malformed " + net::MessageTypeName(req.type) + " from " + responder.peer()));
     };
     if (type == MessageType::StoreSet) {
       if (req.payload_size == 0 || !verifier.VerifyBuffer<wire::StoreSetRequest>(nullptr)) return malformed();
@@ -90,9 +90,9 @@ struct RendezvousServer::State {
 };
 
 StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::string& host, uint16_t port,
-                                                                   std::shared_ptr<const net::AuthKey> auth_key,
-                                                                   std::shared_ptr<net::TlsContext> tls,
-                                                                   uint64_t budget_bytes) {
+                                                                    std::shared_ptr<const net::AuthKey> auth_key,
+                                                                    std::shared_ptr<net::TlsContext> tls,
+                                                                    uint64_t budget_bytes) {
   std::unique_ptr<RendezvousServer> server(new RendezvousServer());
   server->state_ = std::make_shared<State>(budget_bytes);
   server->io_ = std::make_unique<net::IoThreads>(1);
@@ -105,9 +105,8 @@ StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::s
   o.auth_required = auth_key != nullptr;
   o.tls = std::move(tls);
   server->rpc_ = std::make_unique<net::RpcServer>(
-      *server->io_, o, [state = server->state_](net::Request req, net::Responder responder) {
-        state->Handle(req, responder);
-      });
+      *server->io_, o,
+      [state = server->state_](net::Request req, net::Responder responder) { state->Handle(req, responder); });
   RETURN_IF_ERROR(server->rpc_->Start().WithContext("collective rendezvous on " + host + ":" + std::to_string(port)));
   return server;
 }
@@ -128,9 +127,9 @@ uint64_t RendezvousServer::stored_bytes() const {
 }
 
 StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(const net::Endpoint& rank0,
-                                                                     std::chrono::milliseconds timeout,
-                                                                     std::shared_ptr<const net::AuthKey> auth_key,
-                                                                     std::shared_ptr<net::TlsContext> tls) {
+                                                                      std::chrono::milliseconds timeout,
+                                                                      std::shared_ptr<const net::AuthKey> auth_key,
+                                                                      std::shared_ptr<net::TlsContext> tls) {
   std::unique_ptr<RendezvousClient> client(new RendezvousClient());
   client->io_ = std::make_unique<net::IoThreads>(1);
   net::RpcClientOptions o;
@@ -177,7 +176,8 @@ StatusOr<std::vector<uint8_t>> RendezvousClient::Get(const std::string& key, std
     }
     if (std::chrono::steady_clock::now() + delay > deadline) {
       return Status::TimedOut("collective rendezvous: '" + key + "' was not published within " +
-                              std::to_string(timeout.count()) + " ms (is every rank of PADDLE_TRAINER_ENDPOINTS "
+                              std::to_string(timeout.count()) +
+                              " ms (is every rank of PADDLE_TRAINER_ENDPOINTS "
                               "running?)");
     }
     std::this_thread::sleep_for(delay);

@@ -40,8 +40,7 @@ Status ColonTokenFormat::Parse(std::string_view line, Example* example) const {
     const SlotRole role = run_role;
     Status status;
     switch (role.kind) {
-      case SlotRole::kIgnored:
-        continue;
+      case SlotRole::kIgnored: continue;
       case SlotRole::kLabel:
         if (has_label) return TokenError(tokens.index(), token, "label slot \"" + label_slot_ + "\" appears twice");
         has_label = true;
@@ -55,9 +54,7 @@ Status ColonTokenFormat::Parse(std::string_view line, Example* example) const {
         }
         status = ParseFloat(value, &example->dense.emplace_back());
         break;
-      case SlotRole::kSparse:
-        status = ParseUint64(value, &example->slots[role.sparse_index].emplace_back());
-        break;
+      case SlotRole::kSparse: status = ParseUint64(value, &example->slots[role.sparse_index].emplace_back()); break;
     }
     if (!status.ok()) return TokenError(tokens.index(), token, status.message());
   }

@@ -13,7 +13,6 @@
 
 #include <spdlog/spdlog.h>
 
-
 namespace fleetps::data {
 
 void ReadProgress::AddFile(uint64_t examples) {
@@ -160,7 +159,7 @@ class DataFile {
 
   const int fd_;
   std::vector<char> buffer_ = std::vector<char>(size_t{1} << 17);  // Next's: the file's data
-  size_t pos_ = 0, end_ = 0;                                        // its unread bytes
+  size_t pos_ = 0, end_ = 0;                                       // its unread bytes
   Status error_;
   std::vector<char> in_ = std::vector<char>(kInput);
   size_t in_pos_ = 0, in_end_ = 0;  // the unread raw bytes of in_

@@ -24,8 +24,8 @@ uint64_t RandomId() {
 
 }  // namespace
 
-InMemoryDataset::InMemoryDataset(const config::DataOptions& options, std::vector<std::string> files,
-                                 size_t batch_size, uint32_t trainer_id)
+InMemoryDataset::InMemoryDataset(const config::DataOptions& options, std::vector<std::string> files, size_t batch_size,
+                                 uint32_t trainer_id)
     : options_(options),
       files_(std::move(files)),
       batch_size_(batch_size),
@@ -49,8 +49,8 @@ Status InMemoryDataset::LoadIntoMemory(const LoadProgressFn& on_file, const Stop
   std::mutex error_mu;
   Status error;  // guarded by error_mu
   std::mutex progress_mu;
-  size_t files_done = 0;   // guarded by progress_mu
-  uint64_t examples = 0;   // guarded by progress_mu
+  size_t files_done = 0;  // guarded by progress_mu
+  uint64_t examples = 0;  // guarded by progress_mu
 
   auto load_files = [&] {
     FileReader reader(*format_, options_.skip_bad_lines, &progress_);

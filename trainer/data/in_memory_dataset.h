@@ -123,9 +123,9 @@ class InMemoryDataset : public Dataset {
 
   std::vector<RecordBlock> blocks_;
   std::vector<RowRef> order_;
-  uint32_t part_ = 0, parts_ = 1;   // SetPassPart
-  uint64_t records_id_;             // changes whenever the records in order_ do (PassRecordsId)
-  size_t pass_end_ = 0;             // end in order_ of the running pass
+  uint32_t part_ = 0, parts_ = 1;  // SetPassPart
+  uint64_t records_id_;            // changes whenever the records in order_ do (PassRecordsId)
+  size_t pass_end_ = 0;            // end in order_ of the running pass
   std::atomic<size_t> cursor_{0};  // next position in order_ of the running pass
 
   std::mutex inbox_mu_;

@@ -15,10 +15,8 @@ std::unique_ptr<const LineFormat> MakeLineFormat(const config::DataOptions& opti
     case DataFormat::kSlotDnn:
       return std::make_unique<ColonTokenFormat>(options, ColonTokenFormat::Order::kValueName,
                                                 /*require_every_sparse_slot=*/false);
-    case DataFormat::kMultiSlot:
-      return std::make_unique<MultiSlotFormat>(options);
-    case DataFormat::kCriteo:
-      return std::make_unique<CriteoFormat>(options);
+    case DataFormat::kMultiSlot: return std::make_unique<MultiSlotFormat>(options);
+    case DataFormat::kCriteo: return std::make_unique<CriteoFormat>(options);
   }
   FLEETPS_CHECK(false) << "unknown data format " << static_cast<int>(options.format);
   return nullptr;

@@ -39,17 +39,12 @@ Status MultiSlotFormat::Parse(std::string_view line, Example* example) const {
                                        std::to_string(count) + " values");
       }
       switch (slot.role.kind) {
-        case SlotRole::kLabel:
-          status = ParseLabel(token, &example->label);
-          break;
-        case SlotRole::kDense:
-          status = ParseFloat(token, &example->dense.emplace_back());
-          break;
+        case SlotRole::kLabel: status = ParseLabel(token, &example->label); break;
+        case SlotRole::kDense: status = ParseFloat(token, &example->dense.emplace_back()); break;
         case SlotRole::kSparse:
           status = ParseUint64(token, &example->slots[slot.role.sparse_index].emplace_back());
           break;
-        case SlotRole::kIgnored:
-          break;  // excluded by the constructor
+        case SlotRole::kIgnored: break;  // excluded by the constructor
       }
       if (!status.ok()) return TokenError(tokens.index(), token, where() + ": " + status.message());
     }
@@ -84,8 +79,7 @@ void MultiSlotFormat::Write(const Example& example, std::string* out) const {
         }
         break;
       }
-      case SlotRole::kIgnored:
-        break;
+      case SlotRole::kIgnored: break;
     }
   }
 }

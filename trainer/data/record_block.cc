@@ -122,11 +122,11 @@ StatusOr<RecordBlock> RecordBlock::Parse(std::span<const uint8_t> bytes, uint32_
                  std::to_string(num_words) + " words");
     }
     if (end < begin || end - begin < header) {
-      return bad("record " + std::to_string(i) + " spans words [" + std::to_string(begin) + ", " +
-                 std::to_string(end) + "), shorter than its " + std::to_string(header) + "-word header");
+      return bad("record " + std::to_string(i) + " spans words [" + std::to_string(begin) + ", " + std::to_string(end) +
+                 "), shorter than its " + std::to_string(header) + "-word header");
     }
-    const auto* counts = reinterpret_cast<const unsigned char*>(block.words_.data() + begin) +
-                         (1 + size_t{dense_dim}) * sizeof(float);
+    const auto* counts =
+        reinterpret_cast<const unsigned char*>(block.words_.data() + begin) + (1 + size_t{dense_dim}) * sizeof(float);
     uint64_t ids = 0;
     for (uint32_t s = 0; s < num_slots; ++s) {
       uint32_t count = 0;

@@ -111,7 +111,7 @@ double AucCalculator::Rmse() const {
 }
 
 double AucCalculator::BucketError() const {
-  constexpr double kMaxSpan = 0.01;            // a group's predicted CTRs span at most this
+  constexpr double kMaxSpan = 0.01;             // a group's predicted CTRs span at most this
   constexpr double kRelativeErrorBound = 0.05;  // a group counts once its CTR is this precise
   const std::span<const double> pos = positive_counts();
   const std::span<const double> neg = negative_counts();

@@ -56,7 +56,8 @@ class DcnModel : public DenseModel {
       x = s->xs[l];
     }
     s->joined.resize(batch * joined_);
-    const std::span<const float> h = deep_.empty() ? std::span<const float>() : deep_.Forward(params, x0, batch, &s->deep);
+    const std::span<const float> h =
+        deep_.empty() ? std::span<const float>() : deep_.Forward(params, x0, batch, &s->deep);
     const size_t hw = joined_ - d_;
     for (size_t b = 0; b < batch; ++b) {
       std::copy_n(x.data() + b * d_, d_, s->joined.data() + b * joined_);
@@ -98,7 +99,7 @@ class DcnModel : public DenseModel {
   struct DcnScratch : Scratch {
     std::vector<std::vector<float>> xs, inner;  // per cross layer: output, inner term
     MlpScratch deep;
-    std::vector<float> joined, joined_grads;    // [batch x joined]
+    std::vector<float> joined, joined_grads;  // [batch x joined]
     std::vector<float> g, next, dx0, dh;
   };
   size_t d_;

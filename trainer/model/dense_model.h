@@ -37,8 +37,8 @@ namespace fleetps::trainer::model {
 // Blocks are row_dim floats each unless the options give per-slot widths (slot_dims).
 struct SlotLayout {
   size_t num_slots = 0;
-  size_t row_dim = 0;          // floats per sparse row (and per slot block without slot_dims)
-  bool first_order = false;    // column 0 of a block is the first-order weight
+  size_t row_dim = 0;        // floats per sparse row (and per slot block without slot_dims)
+  bool first_order = false;  // column 0 of a block is the first-order weight
   size_t dense_dim = 0;
   std::vector<size_t> block_offsets = {0};  // num_slots + 1: slot s's block [offsets[s], offsets[s + 1])
 

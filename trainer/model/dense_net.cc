@@ -54,8 +54,7 @@ std::span<const float> DenseNet::Forward(std::span<const float> params, std::spa
 
 float DenseNet::ForwardBackward(std::span<const float> params, std::span<const float> activations,
                                 std::span<const float> labels, size_t batch, std::span<float> param_grads,
-                                std::span<float> activation_grads, Workspace* ws,
-                                const GradsReady& grads_ready) const {
+                                std::span<float> activation_grads, Workspace* ws, const GradsReady& grads_ready) const {
   FLEETPS_CHECK_EQ(labels.size(), batch);
   FLEETPS_CHECK_EQ(param_grads.size(), num_params());
   FLEETPS_CHECK(activation_grads.empty() || activation_grads.size() == batch * in_dim())

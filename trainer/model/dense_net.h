@@ -52,11 +52,11 @@ class DenseNet {
 
    private:
     friend class DenseNet;
-    const DenseModel* owner_ = nullptr;              // the model scratch_ was made for
-    std::unique_ptr<DenseModel::Scratch> scratch_;   // the model's per-call memory
-    std::vector<float> logits_;                      // [batch x logits]
-    std::vector<float> logit_grads_;                 // [batch x logits]
-    std::vector<float> predictions_;                 // [batch]
+    const DenseModel* owner_ = nullptr;             // the model scratch_ was made for
+    std::unique_ptr<DenseModel::Scratch> scratch_;  // the model's per-call memory
+    std::vector<float> logits_;                     // [batch x logits]
+    std::vector<float> logit_grads_;                // [batch x logits]
+    std::vector<float> predictions_;                // [batch]
   };
 
   // An MLP (mlp / ctr_dnn): hidden_sizes may be empty (a linear model). CHECKs in_dim > 0
@@ -105,8 +105,7 @@ class DenseNet {
  private:
   DenseNet(const ModelOptions& options, std::shared_ptr<const dense::CpuGemm> gemm);
   // Runs the model; leaves the logits in ws->logits_.
-  void RunModel(std::span<const float> params, std::span<const float> activations, size_t batch,
-                Workspace* ws) const;
+  void RunModel(std::span<const float> params, std::span<const float> activations, size_t batch, Workspace* ws) const;
 
   std::shared_ptr<const dense::CpuGemm> gemm_;  // before model_: the model's layers point to it
   std::shared_ptr<const DenseModel> model_;     // immutable, shared by copies of this net

@@ -103,11 +103,11 @@ class DlrmModel : public DenseModel {
  private:
   struct DlrmScratch : Scratch {
     MlpScratch bottom, top;
-    std::vector<float> dense, dense_grads;       // [batch x dense_dim]
-    std::vector<float> vectors, vector_grads;    // [batch x n x k]
-    std::vector<float> dots, dot_grads;          // [batch x n(n-1)/2]
-    std::vector<float> top_in, top_in_grads;     // [batch x (k + dots)]
-    std::vector<float> z_grads;                  // [batch x k]
+    std::vector<float> dense, dense_grads;     // [batch x dense_dim]
+    std::vector<float> vectors, vector_grads;  // [batch x n x k]
+    std::vector<float> dots, dot_grads;        // [batch x n(n-1)/2]
+    std::vector<float> top_in, top_in_grads;   // [batch x (k + dots)]
+    std::vector<float> z_grads;                // [batch x k]
   };
   SlotLayout layout_;
   size_t k_;

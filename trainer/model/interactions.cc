@@ -1,6 +1,5 @@
 #include "trainer/model/interactions.h"
 
-
 #include <algorithm>
 #include <cmath>
 
@@ -62,8 +61,7 @@ CrossLayer::CrossLayer(CrossType type, size_t dim, size_t param_offset, const de
 void CrossLayer::InitParams(std::span<float> params, UniformRandom* rng) const {
   FLEETPS_CHECK_LE(param_offset_ + num_params(), params.size());
   const size_t weights = num_params() - dim_;
-  const float limit =
-      std::sqrt(6.0f / static_cast<float>(type_ == CrossType::kV1 ? dim_ + 1 : dim_ + dim_));
+  const float limit = std::sqrt(6.0f / static_cast<float>(type_ == CrossType::kV1 ? dim_ + 1 : dim_ + dim_));
   for (float& v : params.subspan(param_offset_, weights)) v = rng->Next(-limit, limit);
   std::ranges::fill(params.subspan(param_offset_ + weights, dim_), 0.0f);
 }

@@ -102,8 +102,7 @@ struct MlpScratch {
 class Mlp {
  public:
   Mlp() = default;
-  Mlp(size_t in_dim, std::span<const uint32_t> widths, bool relu_last, size_t param_offset,
-      const dense::CpuGemm* gemm);
+  Mlp(size_t in_dim, std::span<const uint32_t> widths, bool relu_last, size_t param_offset, const dense::CpuGemm* gemm);
 
   bool empty() const { return layers_.empty(); }
   size_t in_dim() const { return in_dim_; }

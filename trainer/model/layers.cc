@@ -21,8 +21,8 @@ void FullyConnected::InitParams(std::span<float> params, UniformRandom* rng) con
   std::ranges::fill(params.subspan(param_offset_ + w.size(), out_dim_), 0.0f);
 }
 
-void FullyConnected::Forward(std::span<const float> params, std::span<const float> x, size_t batch,
-                             std::span<float> y, bool relu) const {
+void FullyConnected::Forward(std::span<const float> params, std::span<const float> x, size_t batch, std::span<float> y,
+                             bool relu) const {
   FLEETPS_CHECK_LE(param_offset_ + num_params(), params.size());
   FLEETPS_CHECK_EQ(x.size(), batch * in_dim_);
   FLEETPS_CHECK_EQ(y.size(), batch * out_dim_);

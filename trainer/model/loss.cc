@@ -25,8 +25,7 @@ float BinaryCrossEntropy(size_t width, std::span<const float> logits, std::span<
     sum += loss_rules::ExampleLoss(z, labels[i]);
     probs[i] = Sigmoid(z);
     if (logit_grads.empty()) continue;
-    loss_rules::WriteLogitGrads(loss_rules::LogOddsGrad(probs[i], labels[i], inv_batch), width, i,
-                                logit_grads.data());
+    loss_rules::WriteLogitGrads(loss_rules::LogOddsGrad(probs[i], labels[i], inv_batch), width, i, logit_grads.data());
   }
   return static_cast<float>(sum / static_cast<double>(batch));
 }

@@ -17,7 +17,8 @@ namespace {
 
 class WideDeepModel : public DenseModel {
  public:
-  WideDeepModel(const ModelOptions& o, const dense::CpuGemm* gemm) : layout_(SlotLayout::FromOptions(o)), logits_(NumLogits(o.output)) {
+  WideDeepModel(const ModelOptions& o, const dense::CpuGemm* gemm)
+      : layout_(SlotLayout::FromOptions(o)), logits_(NumLogits(o.output)) {
     FLEETPS_CHECK(layout_.first_order);
     std::vector<uint32_t> widths = o.fc_sizes;
     widths.push_back(static_cast<uint32_t>(logits_));

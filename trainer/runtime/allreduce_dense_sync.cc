@@ -8,9 +8,9 @@
 namespace fleetps::trainer {
 
 StatusOr<std::unique_ptr<AllreduceDenseSync>> AllreduceDenseSync::Create(const config::TrainerOptions& o,
-                                                                          PsClient& client,
-                                                                          collective::Communicator& comm,
-                                                                          std::chrono::milliseconds interval) {
+                                                                         PsClient& client,
+                                                                         collective::Communicator& comm,
+                                                                         std::chrono::milliseconds interval) {
   RETURN_IF_ERROR(optimizer::ValidateOptimizerOptions(o.dense_table.optimizer).WithContext("dense optimizer"));
   ASSIGN_OR_RETURN(auto rule, optimizer::CreateOptimizer(o.dense_table.optimizer));
   return std::unique_ptr<AllreduceDenseSync>(new AllreduceDenseSync(o, client, comm, interval, std::move(rule)));
@@ -19,7 +19,11 @@ StatusOr<std::unique_ptr<AllreduceDenseSync>> AllreduceDenseSync::Create(const c
 AllreduceDenseSync::AllreduceDenseSync(const config::TrainerOptions& o, PsClient& client,
                                        collective::Communicator& comm, std::chrono::milliseconds interval,
                                        std::unique_ptr<optimizer::Optimizer> optimizer)
-    : o_(o), client_(client), comm_(comm), interval_(interval), optimizer_(std::move(optimizer)),
+    : o_(o),
+      client_(client),
+      comm_(comm),
+      interval_(interval),
+      optimizer_(std::move(optimizer)),
       params_(o.dense_table.dim) {
   state_.assign(params_.size() * optimizer_->element_state_size(), 0.0f);
   shared_state_.assign(optimizer_->shared_state_size(), 0.0f);
@@ -159,8 +163,8 @@ Status AllreduceDenseSync::Round(bool* all_left) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     grads_.swap(pending_);
-    header = {static_cast<double>(pending_count_), leaving_ ? 1.0 : 0.0,
-              flush_tickets_ > flushed_ticket_ ? 1.0 : 0.0, wanted_ ? 1.0 : 0.0};
+    header = {static_cast<double>(pending_count_), leaving_ ? 1.0 : 0.0, flush_tickets_ > flushed_ticket_ ? 1.0 : 0.0,
+              wanted_ ? 1.0 : 0.0};
     pending_count_ = 0;
     tickets = flush_tickets_;
     started = snapshot_ != nullptr;  // the same on every rank: the replicas start in one round

@@ -42,8 +42,8 @@ class AllreduceDenseSync : public ParamSync {
  public:
   // Starts the rounds. `client` (the pservers) and `comm` (the heter-trainers) outlive the
   // result.
-  static StatusOr<std::unique_ptr<AllreduceDenseSync>> Create(const config::TrainerOptions& options,
-                                                              PsClient& client, collective::Communicator& comm,
+  static StatusOr<std::unique_ptr<AllreduceDenseSync>> Create(const config::TrainerOptions& options, PsClient& client,
+                                                              collective::Communicator& comm,
                                                               std::chrono::milliseconds interval);
   ~AllreduceDenseSync() override;  // Leave()s
 
@@ -89,22 +89,22 @@ class AllreduceDenseSync : public ParamSync {
   std::vector<float> params_;  // the replica
   std::vector<float> state_;   // the dense optimizer's element state
   std::vector<float> shared_state_;
-  std::vector<float> grads_;   // the round's gradient sum
-  uint64_t written_steps_ = 0; // steps_ when rank 0 last wrote the replica (the pservers' start)
+  std::vector<float> grads_;    // the round's gradient sum
+  uint64_t written_steps_ = 0;  // steps_ when rank 0 last wrote the replica (the pservers' start)
 
   mutable std::mutex mu_;  // guards what follows
   std::condition_variable cv_;
   std::shared_ptr<const std::vector<float>> snapshot_;  // params_ after the last round; null before
-  bool wanted_ = false;           // a lane waits for the first snapshot
-  std::vector<float> pending_;    // gradients pushed since the last round began, summed
-  uint64_t pending_count_ = 0;    // micro-batches in pending_
-  uint64_t flush_tickets_ = 0;    // Flush calls so far
-  uint64_t flushed_ticket_ = 0;   // tickets answered by a finished flush round
-  Status last_flush_;             // that round's write status
+  bool wanted_ = false;                                 // a lane waits for the first snapshot
+  std::vector<float> pending_;                          // gradients pushed since the last round began, summed
+  uint64_t pending_count_ = 0;                          // micro-batches in pending_
+  uint64_t flush_tickets_ = 0;                          // Flush calls so far
+  uint64_t flushed_ticket_ = 0;                         // tickets answered by a finished flush round
+  Status last_flush_;                                   // that round's write status
   bool leaving_ = false;
   bool abandoned_ = false;
-  bool ended_ = false;            // the rounds are over (every rank left, or one failed)
-  Status failed_;                 // the first failed round
+  bool ended_ = false;  // the rounds are over (every rank left, or one failed)
+  Status failed_;       // the first failed round
   uint64_t steps_ = 0;
   std::thread thread_;
 };

@@ -174,9 +174,9 @@ class AsyncSync : public ParamSync, public Prefetching {
       sparse_options.shows = w.sparse.shows();
       sparse_options.clicks = w.sparse.clicks();
       sparse_options.keys_are = PsClient::Keys::kDistinct;  // the window's keys
-      auto sparse_done = w.sparse.empty()
-                             ? ReadyOk()
-                             : client_.PushSparse(o_.sparse_table.id, w.sparse.keys(), w.sparse.grads(), sparse_options);
+      auto sparse_done =
+          w.sparse.empty() ? ReadyOk()
+                           : client_.PushSparse(o_.sparse_table.id, w.sparse.keys(), w.sparse.grads(), sparse_options);
       auto dense_done = sends_dense_ ? client_.PushDense(o_.dense_table.id, w.dense) : ReadyOk();
       Status st = WaitBoth(sparse_done, dense_done);
       if (st.IsUnavailable()) {
@@ -185,8 +185,8 @@ class AsyncSync : public ParamSync, public Prefetching {
         // push was never delivered. Async training goes on; a pserver that stays away fails
         // the next pull.
         ++lost_pushes_;
-        spdlog::warn("async communicator: a push was lost with its pserver connection ({} so far): {}",
-                     lost_pushes_, st.ToString());
+        spdlog::warn("async communicator: a push was lost with its pserver connection ({} so far): {}", lost_pushes_,
+                     st.ToString());
         st = Status::OK();
       } else if (st.IsInvalidArgument()) {
         // A pserver refused this push for what it holds (a gradient that overflowed when the
@@ -221,8 +221,8 @@ class AsyncSync : public ParamSync, public Prefetching {
   const TrainerOptions& o_;
   PsClient& client_;
   const uint32_t dim_;
-  const bool sends_dense_;  // false: a heter cpu-trainer's (the heter-trainers own the dense part)
-  const bool prefetch_;     // async mode with helpers (fleetps.prefetch)
+  const bool sends_dense_;       // false: a heter cpu-trainer's (the heter-trainers own the dense part)
+  const bool prefetch_;          // async mode with helpers (fleetps.prefetch)
   const uint32_t window_steps_;  // max_merge_steps: steps a window takes at most
 
   std::mutex mu_;  // guards everything below
@@ -231,16 +231,16 @@ class AsyncSync : public ParamSync, public Prefetching {
   std::vector<Window> spare_;   // sent windows, emptied, for reuse
   uint32_t waiting_steps_ = 0;  // steps in windows_
   size_t waiting_keys_ = 0;     // keys in windows_ (a key counts once per window)
-  uint64_t accepted_ = 0;  // steps pushed so far
-  uint64_t sent_ = 0;      // of those, steps whose send completed
-  uint64_t flushed_ = 0;   // steps covered by the latest completed Flush
+  uint64_t accepted_ = 0;       // steps pushed so far
+  uint64_t sent_ = 0;           // of those, steps whose send completed
+  uint64_t flushed_ = 0;        // steps covered by the latest completed Flush
   uint32_t flushes_waiting_ = 0;
-  size_t sending_keys_ = 0;  // keys of the window being sent
+  size_t sending_keys_ = 0;       // keys of the window being sent
   const PushQueueGauges gauges_;  // no-op handles when none were given
   bool stopping_ = false;
   Status error_;
-  uint64_t lost_pushes_ = 0;     // send thread only
-  uint64_t refused_pushes_ = 0;  // send thread only
+  uint64_t lost_pushes_ = 0;                            // send thread only
+  uint64_t refused_pushes_ = 0;                         // send thread only
   std::shared_ptr<const std::vector<float>> snapshot_;  // dense parameters read by workers
   std::thread sender_;
 };

@@ -51,8 +51,8 @@ void CollectiveSync::CommLoop() {
     if (!skip) {
       const auto [begin, end] = buckets_[k];
       st = comm_.AllreduceSum(std::span<float>(buffer_).subspan(begin, end - begin))
-               .WithContext("step " + std::to_string(steps_ + 1) + " gradient allreduce (bucket " +
-                            std::to_string(k) + ")");
+               .WithContext("step " + std::to_string(steps_ + 1) + " gradient allreduce (bucket " + std::to_string(k) +
+                            ")");
     }
     lock.lock();
     if (!st.ok() && comm_error_.ok()) comm_error_ = st;

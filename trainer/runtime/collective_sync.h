@@ -86,11 +86,11 @@ class CollectiveSync : public ParamSync {
   const config::TrainerOptions& o_;
   PsClient& client_;
   collective::Communicator& comm_;
-  std::unique_ptr<ParamSync> sparse_;  // hybrid only
-  std::vector<float> params_;          // the replica
+  std::unique_ptr<ParamSync> sparse_;                // hybrid only
+  std::vector<float> params_;                        // the replica
   std::unique_ptr<optimizer::Optimizer> optimizer_;  // the dense rule at the current rate
-  std::vector<float> state_;           // the dense optimizer's element state
-  std::vector<float> shared_state_;    // and its shared state (Adam's beta powers)
+  std::vector<float> state_;                         // the dense optimizer's element state
+  std::vector<float> shared_state_;                  // and its shared state (Adam's beta powers)
   // The step's reduce buffer: [had data (1 float) | dense gradient], in buckets.
   std::vector<float> buffer_;
   std::vector<std::pair<size_t, size_t>> buckets_;  // [begin, end) in buffer_, ascending

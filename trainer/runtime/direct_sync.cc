@@ -32,7 +32,8 @@ class DirectSync : public ParamSync {
     sparse_options.shows = g.shows;
     sparse_options.clicks = g.clicks;
     sparse_options.keys_are = PsClient::Keys::kDistinct;  // a de-duplicated batch
-    auto sparse = g.keys.empty() ? ReadyOk() : client_.PushSparse(o_.sparse_table.id, g.keys, g.key_grads, sparse_options);
+    auto sparse =
+        g.keys.empty() ? ReadyOk() : client_.PushSparse(o_.sparse_table.id, g.keys, g.key_grads, sparse_options);
     if (!sync()) {
       auto dense = client_.PushDense(o_.dense_table.id, g.dense_grads);
       return WaitBoth(sparse, dense);

@@ -23,8 +23,7 @@ EpochRun::EpochRun(EpochContext context, uint32_t epoch, data::Dataset& dataset)
   shown_.expected = context_.expected;
 }
 
-Status EpochRun::Run(uint32_t passes, const std::function<void(uint32_t pass)>& set_part,
-                     PassLifecycle* lifecycle) {
+Status EpochRun::Run(uint32_t passes, const std::function<void(uint32_t pass)>& set_part, PassLifecycle* lifecycle) {
   const auto& o = context_.options;
   for (uint32_t pass = 0; pass < passes; ++pass) {
     std::string where = "trainer " + std::to_string(o.trainer_id) + " epoch " + std::to_string(epoch_);
@@ -141,9 +140,8 @@ void EpochRun::Record(const StepResult& step, const data::Batch& batch) {
   series.auc.Set(point.auc);
   series.rate.Set(point.examples_per_sec);
   const std::string line =
-      fmt::format("trainer {} epoch {} step {}: loss {:.5f} auc {:.5f} ({} examples, {:.0f} examples/s)",
-                  o.trainer_id, epoch_, step_number, point.loss, point.auc, interval_examples_,
-                  point.examples_per_sec);
+      fmt::format("trainer {} epoch {} step {}: loss {:.5f} auc {:.5f} ({} examples, {:.0f} examples/s)", o.trainer_id,
+                  epoch_, step_number, point.loss, point.auc, interval_examples_, point.examples_per_sec);
   const std::vector<double> cumulative(epoch_auc_.state().begin(), epoch_auc_.state().end());
   interval_auc_.Reset();
   interval_loss_ = 0;
@@ -162,8 +160,8 @@ void EpochRun::Record(const StepResult& step, const data::Batch& batch) {
   if (global.ok()) {
     model::AucCalculator merged;
     merged.MergeState(global->sum);
-    spdlog::info("{}; epoch so far, {}/{} trainers: auc {:.5f} loss {:.5f}", line, global->reporters,
-                 o.trainers_num, merged.Auc(), merged.MeanLoss());
+    spdlog::info("{}; epoch so far, {}/{} trainers: auc {:.5f} loss {:.5f}", line, global->reporters, o.trainers_num,
+                 merged.Auc(), merged.MeanLoss());
   } else {
     spdlog::info("{} (cluster metric unavailable: {})", line, global.status().ToString());
   }

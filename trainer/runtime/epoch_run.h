@@ -48,8 +48,8 @@ struct EpochContext {
   TrainerSeries& series;
   ProgressLine& progress;
   const StopRequest* stop = nullptr;
-  uint64_t examples_before = 0;             // this trainer's, in the epochs before this one
-  std::optional<uint64_t> expected;         // the previous epoch's examples (the progress line's ETA)
+  uint64_t examples_before = 0;      // this trainer's, in the epochs before this one
+  std::optional<uint64_t> expected;  // the previous epoch's examples (the progress line's ETA)
 };
 
 class EpochRun {

@@ -217,14 +217,14 @@ class GeoSync : public ParamSync {
   const std::unique_ptr<optimizer::Optimizer> dense_opt_;
   const size_t stride_;  // floats per cached row: value, base, state
 
-  std::mutex exchange_mu_;  // held by the worker running an exchange
-  uint64_t lost_exchanges_ = 0;  // guarded by exchange_mu_
-  std::mutex mu_;           // guards everything below
-  KeyIndex index_;          // cached key -> row
-  std::vector<float> arena_;           // rows, stride_ floats each
-  std::vector<float> shows_, clicks_;  // per row: CTR statistics not yet pushed
-  std::vector<bool> touched_;          // per row: in touched_rows_
-  std::vector<uint32_t> touched_rows_; // rows trained since the last exchange
+  std::mutex exchange_mu_;              // held by the worker running an exchange
+  uint64_t lost_exchanges_ = 0;         // guarded by exchange_mu_
+  std::mutex mu_;                       // guards everything below
+  KeyIndex index_;                      // cached key -> row
+  std::vector<float> arena_;            // rows, stride_ floats each
+  std::vector<float> shows_, clicks_;   // per row: CTR statistics not yet pushed
+  std::vector<bool> touched_;           // per row: in touched_rows_
+  std::vector<uint32_t> touched_rows_;  // rows trained since the last exchange
   DenseCopy dense_;
   uint64_t steps_ = 0;
 };

@@ -57,15 +57,14 @@ class MailboxTransport : public data::RecordTransport {
       // The client itself retries Busy answers with back-off until the call's deadline,
       // here what is left of o_.timeout; a Busy that comes back means the time is up.
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      Status st = client_.ShuffleSend(round_, o_.trainer_id, to, bytes, last,
-                                      std::max(left, std::chrono::milliseconds(1)));
+      Status st =
+          client_.ShuffleSend(round_, o_.trainer_id, to, bytes, last, std::max(left, std::chrono::milliseconds(1)));
       if (!st.IsBusy()) return st.WithContext("global shuffle round " + std::to_string(round_));
       ++busy_retries_;
       if (Clock::now() >= deadline) {
-        return Status::TimedOut("global shuffle round " + std::to_string(round_) + ": trainer " +
-                                std::to_string(to) + "'s mailbox stayed full for " +
-                                std::to_string(o_.timeout.count()) + " ms (is trainer " + std::to_string(to) +
-                                " running?): " + st.message());
+        return Status::TimedOut("global shuffle round " + std::to_string(round_) + ": trainer " + std::to_string(to) +
+                                "'s mailbox stayed full for " + std::to_string(o_.timeout.count()) +
+                                " ms (is trainer " + std::to_string(to) + " running?): " + st.message());
       }
       backoff.Wait();
     }

@@ -32,14 +32,15 @@ struct GlobalShuffleOptions {
 };
 
 struct GlobalShuffleReport {
-  uint64_t round = 0;          // the barrier generation
-  uint64_t records_before = 0; // this trainer's records before / after the shuffle
+  uint64_t round = 0;           // the barrier generation
+  uint64_t records_before = 0;  // this trainer's records before / after the shuffle
   uint64_t records_after = 0;
-  uint64_t busy_retries = 0;   // requests re-sent after a Busy answer (a full mailbox)
+  uint64_t busy_retries = 0;  // requests re-sent after a Busy answer (a full mailbox)
 };
 
 // On error this trainer's records are lost (load the data again) and the other trainers
 // time out.
-StatusOr<GlobalShuffleReport> GlobalShuffle(PsClient& client, data::InMemoryDataset& dataset, const GlobalShuffleOptions& options);
+StatusOr<GlobalShuffleReport> GlobalShuffle(PsClient& client, data::InMemoryDataset& dataset,
+                                            const GlobalShuffleOptions& options);
 
 }  // namespace fleetps::trainer

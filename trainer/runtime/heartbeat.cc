@@ -40,9 +40,10 @@ void Heartbeat::Loop() {
     } else if (!gone->empty()) {
       std::string ids;
       for (uint32_t id : *gone) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-      spdlog::error("trainer {}: {} count trainer(s) {} as gone (no heartbeat within "
-                    "server.trainer_lease_s); the job cannot complete",
-                    trainer_id_, servers_, ids);
+      spdlog::error(
+          "trainer {}: {} count trainer(s) {} as gone (no heartbeat within "
+          "server.trainer_lease_s); the job cannot complete",
+          trainer_id_, servers_, ids);
     }
     lock.lock();
     const auto next = std::chrono::steady_clock::now() + interval_;

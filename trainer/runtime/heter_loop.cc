@@ -75,8 +75,8 @@ class HeterLoop : public StepLoop {
   // First half of a step: the batch's activations, sent to a heter-trainer.
   Status Send(EpochRun& run, uint32_t w, InFlight& f) {
     RETURN_IF_ERROR(run.steps().Prepare(w, f.batch, f.state));
-    f.reply = heter_.Train(next_batch_id_++, static_cast<uint32_t>(f.batch.size()), f.state.activations,
-                           f.batch.labels);
+    f.reply =
+        heter_.Train(next_batch_id_++, static_cast<uint32_t>(f.batch.size()), f.state.activations, f.batch.labels);
     return Status::OK();
   }
 

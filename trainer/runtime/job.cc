@@ -33,9 +33,10 @@ std::string CurveJson(const std::vector<CurvePoint>& curve) {
   std::string out = ", \"curve\": [";
   for (size_t i = 0; i < curve.size(); ++i) {
     const CurvePoint& p = curve[i];
-    out += fmt::format("{}{{\"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {:.6f}, \"auc\": {:.6f}, "
-                       "\"examples_per_sec\": {:.1f}}}",
-                       i ? ", " : "", p.epoch, p.step, p.examples, p.loss, p.auc, p.examples_per_sec);
+    out += fmt::format(
+        "{}{{\"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {:.6f}, \"auc\": {:.6f}, "
+        "\"examples_per_sec\": {:.1f}}}",
+        i ? ", " : "", p.epoch, p.step, p.examples, p.loss, p.auc, p.examples_per_sec);
   }
   return out + "]";
 }
@@ -50,9 +51,8 @@ std::string PassJson(const PassReport& r) {
       "\"skipped_lines\": {}{}{}}}",
       r.epoch, r.examples, r.loss, r.auc, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error,
       r.seconds, r.examples_per_sec, r.dense_compute_sec, r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec,
-      r.pass_sync_sec, r.prefetch_wait_sec, r.cpu_seconds,
-      r.skipped_lines, r.day.empty() ? "" : fmt::format(", \"day\": \"{}\", \"pass\": {}", r.day, r.pass),
-      CurveJson(r.curve));
+      r.pass_sync_sec, r.prefetch_wait_sec, r.cpu_seconds, r.skipped_lines,
+      r.day.empty() ? "" : fmt::format(", \"day\": \"{}\", \"pass\": {}", r.day, r.pass), CurveJson(r.curve));
 }
 
 // `text` as a JSON string literal.
@@ -77,9 +77,8 @@ Status WriteReport(const std::string& path, const config::TrainerOptions& o, con
   if (path.empty()) return Status::OK();
   std::ofstream out(path, std::ios::trunc);
   if (!out) return Status::IOError("cannot write report " + path);
-  out << "{\"mode\": \"" << ModeName(o) << "\", \"trainer_id\": "
-      << o.trainer_id << ", \"trainers\": " << o.trainers_num << ", \"threads\": " << o.worker_threads
-      << ", \"epochs\": [";
+  out << "{\"mode\": \"" << ModeName(o) << "\", \"trainer_id\": " << o.trainer_id
+      << ", \"trainers\": " << o.trainers_num << ", \"threads\": " << o.worker_threads << ", \"epochs\": [";
   for (size_t i = 0; i < epochs.size(); ++i) out << (i ? ", " : "") << PassJson(epochs[i]);
   out << "], \"test\": " << (test ? PassJson(*test) : "null");
   if (!stopped.empty()) out << ", \"stopped\": " << JsonString(stopped);
@@ -93,16 +92,15 @@ void LogPass(const char* what, const config::TrainerOptions& o, const PassReport
       "{:.4f}, rmse {:.4f}, bucket error {:.4f}); this trainer: {} examples in {:.2f} s = {:.0f} examples/s, dense "
       "compute {:.2f} thread-s{}{}",
       o.trainer_id, what, r.auc, r.loss, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error,
-      r.examples, r.seconds, r.examples_per_sec,
-      r.dense_compute_sec,
-      r.epoch == 0 ? ""
-                   : fmt::format(" (read {:.2f}, pull {:.2f}, push {:.2f}, end of step {:.2f}{}; begin/end of pass "
-                                 "{:.2f} s)",
-                                 r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec,
-                                 r.prefetch_wait_sec > 0
-                                     ? fmt::format(", waiting for the prefetch {:.2f}", r.prefetch_wait_sec)
-                                     : "",
-                                 r.pass_sync_sec),
+      r.examples, r.seconds, r.examples_per_sec, r.dense_compute_sec,
+      r.epoch == 0
+          ? ""
+          : fmt::format(
+                " (read {:.2f}, pull {:.2f}, push {:.2f}, end of step {:.2f}{}; begin/end of pass "
+                "{:.2f} s)",
+                r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec,
+                r.prefetch_wait_sec > 0 ? fmt::format(", waiting for the prefetch {:.2f}", r.prefetch_wait_sec) : "",
+                r.pass_sync_sec),
       r.skipped_lines ? fmt::format(", {} bad lines skipped", r.skipped_lines) : "");
 }
 
@@ -183,9 +181,10 @@ namespace {
 
 // The end of a job that a stop request cut short in `epoch`, after `examples` of it.
 Status Stopped(const JobFlags& flags, uint32_t epoch, uint64_t examples) {
-  return Status::Aborted(fmt::format("{} in epoch {}, after {} of its examples; the updates of every step trained "
-                                     "were written to the pservers",
-                                     flags.stop->reason(), epoch, examples));
+  return Status::Aborted(
+      fmt::format("{} in epoch {}, after {} of its examples; the updates of every step trained "
+                  "were written to the pservers",
+                  flags.stop->reason(), epoch, examples));
 }
 
 // An online pass's data paths (the training paths with {day} and {pass} replaced), once
@@ -209,16 +208,17 @@ StatusOr<std::vector<std::string>> OnlinePassData(const config::TrainerOptions& 
     std::error_code ec;
     while (!std::filesystem::exists(done = donefile(), ec)) {
       if (!said) {
-        spdlog::info("trainer {} day {} pass {}: waiting for {} (the pass's data is complete once it is there; "
-                     "looking every {} s)",
-                     o.trainer_id, day, pass, done.string(), o.online.data_sleep_second);
+        spdlog::info(
+            "trainer {} day {} pass {}: waiting for {} (the pass's data is complete once it is there; "
+            "looking every {} s)",
+            o.trainer_id, day, pass, done.string(), o.online.data_sleep_second);
         said = true;
       }
       const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(o.online.data_sleep_second);
       while (std::chrono::steady_clock::now() < next) {
         if (StopRequest::Requested(flags.stop)) {
-          return Status::Aborted(fmt::format("{} while waiting for {} (day {} pass {})", flags.stop->reason(),
-                                             done.string(), day, pass));
+          return Status::Aborted(
+              fmt::format("{} while waiting for {} (day {} pass {})", flags.stop->reason(), done.string(), day, pass));
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
@@ -236,6 +236,7 @@ StatusOr<std::vector<std::string>> OnlinePassData(const config::TrainerOptions& 
 // saves, DAY/checkpoint (every row's full state; the day counts for unseen_days) and DAY/base
 // (every row's weights; the next deltas are relative to it). `passes` gets each pass
 // trained, one cut short by a stop request included.
+// Long: the days and passes of an online job, each step the continuation of the one before.
 Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobFlags& flags, Trainer& trainer,
                    std::vector<PassReport>& passes) {
   const bool saving = !o.model_save_path.empty();
@@ -243,9 +244,10 @@ Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobF
     return p.find("{day}") != std::string::npos || p.find("{pass}") != std::string::npos;
   });
   if (!templated) {
-    spdlog::warn("trainer {}: online job without {{day}} or {{pass}} in its training paths: every pass reads the "
-                 "same data ({})",
-                 o.trainer_id, fmt::join(o.data.train_paths, ", "));
+    spdlog::warn(
+        "trainer {}: online job without {{day}} or {{pass}} in its training paths: every pass reads the "
+        "same data ({})",
+        o.trainer_id, fmt::join(o.data.train_paths, ", "));
   }
   const OnlinePosition start = flags.online_start.value_or(OnlinePosition{0, o.online.start_pass});
   if (start.day_index >= o.online.days.size()) {
@@ -255,8 +257,8 @@ Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobF
   // Trainer 0 records each committed checkpoint for a later run to resume from.
   const auto record = [&](const std::string& day, int64_t pass, const std::string& dir) -> Status {
     if (o.trainer_id != 0) return Status::OK();
-    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-        std::chrono::system_clock::now().time_since_epoch());
+    const auto now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
     return RecordOnlineSave(o.model_save_path, {day, pass, dir}, now.count())
         .WithContext("recording the checkpoint for a restart");
   };
@@ -268,9 +270,10 @@ Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobF
       ++index;
       const std::string where = fmt::format("day {} pass {}", day, pass);
       if (trainer.stop_requested()) {
-        return Status::Aborted(fmt::format("{} before {}; the updates of every pass trained were written to the "
-                                           "pservers",
-                                           flags.stop->reason(), where));
+        return Status::Aborted(
+            fmt::format("{} before {}; the updates of every pass trained were written to the "
+                        "pservers",
+                        flags.stop->reason(), where));
       }
       ASSIGN_OR_RETURN(auto paths, OnlinePassData(o, flags, day, pass));
       trainer.SetTrainPaths(std::move(paths));
@@ -280,9 +283,10 @@ Status TrainOnline(const config::TrainerOptions& o, PsClient& client, const JobF
       passes.push_back(r);
       if (trainer.stop_requested()) {
         LogPass((where + " stopped").c_str(), o, r);
-        return Status::Aborted(fmt::format("{} in {}, after {} of its examples; the updates of every step trained "
-                                           "were written to the pservers",
-                                           flags.stop->reason(), where, r.examples));
+        return Status::Aborted(
+            fmt::format("{} in {}, after {} of its examples; the updates of every step trained "
+                        "were written to the pservers",
+                        flags.stop->reason(), where, r.examples));
       }
       LogPass((where + " done").c_str(), o, r);
       if (saving) {
@@ -330,17 +334,18 @@ StatusOr<OnlinePosition> ResumeOnline(const config::TrainerOptions& o, PsClient&
   // Every trainer of the job is starting. A trainer 0 restarted alone, beside trainers still
   // training, waits here and fails at the barrier's deadline without touching the pservers.
   if (o.trainers_num > 1) {
-    ASSIGN_OR_RETURN(auto agreed, client.Barrier("online-resume", o.trainer_id, o.trainers_num,
-                                                 std::chrono::milliseconds(o.barrier_timeout_ms), choice, false,
-                                                 flags.stop));
+    ASSIGN_OR_RETURN(auto agreed,
+                     client.Barrier("online-resume", o.trainer_id, o.trainers_num,
+                                    std::chrono::milliseconds(o.barrier_timeout_ms), choice, false, flags.stop));
     choice = agreed.sum;  // trainer 0's: the others added zeros
   }
   const OnlinePosition start{static_cast<size_t>(choice[0]), static_cast<uint32_t>(choice[1])};
   // The others read the pservers only after the barrier 'start', which trainer 0 reaches
   // once the load is done.
   if (last) {
-    const std::string what = fmt::format("{}/{}: day {} {}", o.model_save_path, kOnlineDonefile, last->day,
-                                         last->pass < 0 ? std::string("(complete)") : fmt::format("pass {}", last->pass));
+    const std::string what =
+        fmt::format("{}/{}: day {} {}", o.model_save_path, kOnlineDonefile, last->day,
+                    last->pass < 0 ? std::string("(complete)") : fmt::format("pass {}", last->pass));
     StatusOr<LoadResult> loaded = [&] {
       ProgressReporter progress;
       ProgressTicker ticker(progress, "trainer 0: resuming the online job from " + last->path);
@@ -350,12 +355,13 @@ StatusOr<OnlinePosition> ResumeOnline(const config::TrainerOptions& o, PsClient&
       return loaded.status().WithContext("resuming the online job from " + what + " (" + last->path +
                                          "; remove the donefile to train from the first day)");
     }
-    spdlog::info("trainer 0: resumed the online job from its last checkpoint, {} ({}: {} sparse rows); training "
-                 "from {}",
-                 what, last->path, loaded->rows,
-                 start.day_index < o.online.days.size()
-                     ? fmt::format("day {} pass {}", o.online.days[start.day_index], start.pass)
-                     : std::string("nowhere: every configured pass is trained"));
+    spdlog::info(
+        "trainer 0: resumed the online job from its last checkpoint, {} ({}: {} sparse rows); training "
+        "from {}",
+        what, last->path, loaded->rows,
+        start.day_index < o.online.days.size()
+            ? fmt::format("day {} pass {}", o.online.days[start.day_index], start.pass)
+            : std::string("nowhere: every configured pass is trained"));
   }
   return start;
 }
@@ -370,15 +376,15 @@ Status TrainAndTest(const config::TrainerOptions& o, PsClient& client, const Job
   trainer.SetStopRequest(flags.stop);
   RETURN_IF_ERROR(trainer.Start());
   if (flags.on_started) flags.on_started();
-  spdlog::info("trainer {}/{}: {} training, {} worker threads, {}, model {} ({} dense parameters){}",
-               o.trainer_id, o.trainers_num, ModeName(o), o.worker_threads,
+  spdlog::info("trainer {}/{}: {} training, {} worker threads, {}, model {} ({} dense parameters){}", o.trainer_id,
+               o.trainers_num, ModeName(o), o.worker_threads,
                o.online.enabled() ? fmt::format("online: {} day(s) x {} pass(es), days {}", o.online.days.size(),
                                                 o.online.pass_per_day, fmt::join(o.online.days, " "))
                                   : fmt::format("{} epochs", o.epochs),
-               ModelTypeName(o.model.type),
-               o.dense_table.dim,
-               o.heter_mode() ? fmt::format(", dense part on {} heter-trainer(s), {} micro-batches in flight per thread",
-                                            o.heter_trainers.size(), o.heter.inflight)
+               ModelTypeName(o.model.type), o.dense_table.dim,
+               o.heter_mode()
+                   ? fmt::format(", dense part on {} heter-trainer(s), {} micro-batches in flight per thread",
+                                 o.heter_trainers.size(), o.heter.inflight)
                : o.sync_mode == config::SyncMode::kAsync && !o.local()
                    ? fmt::format(", prefetch helpers {} (fleetps.prefetch: {})", AsyncPrefetchOn(o) ? "on" : "off",
                                  o.prefetch ? (*o.prefetch ? "true" : "false") : "auto")
@@ -394,9 +400,10 @@ Status TrainAndTest(const config::TrainerOptions& o, PsClient& client, const Job
     }
     LogPass(fmt::format("epoch {} done", e).c_str(), o, r);
     if (r.examples == 0) {
-      spdlog::warn("trainer {} epoch {}: trained no examples: its share of the training data ({}) holds no "
-                   "records (empty files, or fewer files than trainers with runner.split_file_list)",
-                   o.trainer_id, e, fmt::join(o.data.train_paths, ", "));
+      spdlog::warn(
+          "trainer {} epoch {}: trained no examples: its share of the training data ({}) holds no "
+          "records (empty files, or fewer files than trainers with runner.split_file_list)",
+          o.trainer_id, e, fmt::join(o.data.train_paths, ", "));
     }
     epochs.push_back(r);
     if (o.save_every_epoch && e < o.epochs && !o.model_save_path.empty()) {
@@ -515,8 +522,8 @@ Status RunInferJob(const config::TrainerOptions& o, PsClient& client, const JobF
   }
   StatusOr<LoadResult> result = [&] {
     ProgressReporter progress;
-    ProgressTicker ticker(progress, "trainer " + std::to_string(o.trainer_id) + ": loading the model " +
-                                        o.infer_load_path);
+    ProgressTicker ticker(progress,
+                          "trainer " + std::to_string(o.trainer_id) + ": loading the model " + o.infer_load_path);
     return client.Load(o.infer_load_path);
   }();
   ASSIGN_OR_RETURN(LoadResult loaded, std::move(result));

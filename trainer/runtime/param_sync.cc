@@ -19,7 +19,7 @@ bool AsyncPrefetchOn(const TrainerOptions& o) {
 }
 
 StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const TrainerOptions& options, PsClient& client,
-                                                  uint32_t worker_threads, PushQueueGauges queue) {
+                                                   uint32_t worker_threads, PushQueueGauges queue) {
   if (options.local() || options.sync_mode == SyncMode::kSync) return MakeDirectSync(options, client, worker_threads);
   if (options.sync_mode == SyncMode::kAsync) return MakeAsyncSync(options, client, AsyncParts::kBoth, queue);
   if (options.sync_mode == SyncMode::kHeter) return MakeAsyncSync(options, client, AsyncParts::kSparseOnly, queue);
@@ -35,13 +35,15 @@ StatusOr<uint64_t> InitDenseParams(PsClient& client, uint32_t table_id, std::str
   if (!kept.ok()) return kept.status().WithContext("the initial dense parameters");
   if (*kept == 0) return kept;
   if (*kept < params->size()) {
-    spdlog::warn("{}: {} of the dense table's {} floats kept the pservers' parameters, the others were initialized: "
-                 "the pservers were not all loaded from the same checkpoint",
-                 who, *kept, params->size());
+    spdlog::warn(
+        "{}: {} of the dense table's {} floats kept the pservers' parameters, the others were initialized: "
+        "the pservers were not all loaded from the same checkpoint",
+        who, *kept, params->size());
   } else {
-    spdlog::info("{}: the pservers' dense table already holds parameters (loaded from a checkpoint, or set by an "
-                 "earlier {}): kept, not initialized",
-                 who, who);
+    spdlog::info(
+        "{}: the pservers' dense table already holds parameters (loaded from a checkpoint, or set by an "
+        "earlier {}): kept, not initialized",
+        who, who);
   }
   if (adopt) {
     RETURN_IF_ERROR(client.PullDense(table_id, *params, state).get().WithContext("the pservers' dense parameters"));

@@ -41,11 +41,11 @@ namespace fleetps::trainer {
 // One step's gradients. shows/clicks are empty, or (CTR tables) one per key: how often the
 // key occurs in the batch, and in its clicked examples.
 struct StepGrads {
-  std::span<const uint64_t> keys;        // unique
-  std::span<const float> key_grads;      // keys.size() * dim
+  std::span<const uint64_t> keys;    // unique
+  std::span<const float> key_grads;  // keys.size() * dim
   std::span<const float> shows;
   std::span<const float> clicks;
-  std::span<const float> dense_grads;    // the dense table's size
+  std::span<const float> dense_grads;  // the dense table's size
 };
 
 // Runs the dense part of a training step on a device of its own (GPU-PS mode: the worker's
@@ -151,7 +151,7 @@ bool AsyncPrefetchOn(const config::TrainerOptions& options);
 // the sparse table only). `client` outlives the result. `queue`: where modes with a
 // background communicator (async, heter) publish their pending pushes.
 StatusOr<std::unique_ptr<ParamSync>> MakeParamSync(const config::TrainerOptions& options, PsClient& client,
-                                                  uint32_t worker_threads, PushQueueGauges queue = {});
+                                                   uint32_t worker_threads, PushQueueGauges queue = {});
 
 // One implementation per file: direct_sync.cc (local and sync mode), async_sync.cc (the
 // async communicator, for both tables or one side of heter mode), geo_sync.cc;

@@ -12,10 +12,10 @@ namespace fleetps::trainer {
 
 struct TrainingProgress {
   uint32_t epoch = 0, epochs = 0;
-  uint64_t examples = 0;                 // this trainer's, this epoch
-  std::optional<uint64_t> expected;      // this epoch's examples when known (the previous epoch's)
-  double seconds = 0;                    // since the epoch began
-  double loss = 0, auc = 0;              // the last interval's
+  uint64_t examples = 0;             // this trainer's, this epoch
+  std::optional<uint64_t> expected;  // this epoch's examples when known (the previous epoch's)
+  double seconds = 0;                // since the epoch began
+  double loss = 0, auc = 0;          // the last interval's
 };
 
 // "epoch 2/5  45% [#########           ] 123456 examples  12345/s  loss 0.45120 auc 0.70120  ETA 0:12";

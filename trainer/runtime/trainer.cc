@@ -53,9 +53,9 @@ struct Trainer::Impl {
         client(c),
         comm(m),
         net(model::DenseNet::FromOptions(o.model, std::move(gemm))),
-        pool(HasSparseSlots(o.model) ? std::make_unique<model::EmbeddingPool>(
-                                                      model::EmbeddingPool::FromOptions(o.model))
-                                                : nullptr) {}
+        pool(HasSparseSlots(o.model)
+                 ? std::make_unique<model::EmbeddingPool>(model::EmbeddingPool::FromOptions(o.model))
+                 : nullptr) {}
 
   const config::TrainerOptions& options;
   PsClient& client;
@@ -64,14 +64,14 @@ struct Trainer::Impl {
   const model::DenseNet net;
   const std::unique_ptr<model::EmbeddingPool> pool;  // null for mlp (no sparse slots)
   std::unique_ptr<ParamSync> sync;
-  std::unique_ptr<StepRunner> steps;  // Start: the step every loop runs, over `sync`
-  std::unique_ptr<StepLoop> loop;     // Start: the stepping style
-  std::unique_ptr<data::Dataset> train_data;   // kept across epochs (InMemoryDataset loads once)
-  data::InMemoryDataset* in_memory = nullptr;  // train_data, when it is one
-  uint64_t examples_before_epoch = 0;  // this trainer's, in the epochs before the current one
+  std::unique_ptr<StepRunner> steps;            // Start: the step every loop runs, over `sync`
+  std::unique_ptr<StepLoop> loop;               // Start: the stepping style
+  std::unique_ptr<data::Dataset> train_data;    // kept across epochs (InMemoryDataset loads once)
+  data::InMemoryDataset* in_memory = nullptr;   // train_data, when it is one
+  uint64_t examples_before_epoch = 0;           // this trainer's, in the epochs before the current one
   std::optional<uint64_t> last_epoch_examples;  // the previous epoch's: the progress line's ETA
-  ProgressLine progress;  // a status line instead of interval log lines, on a terminal
-  TrainerSeries series;   // SetMetrics'
+  ProgressLine progress;                        // a status line instead of interval log lines, on a terminal
+  TrainerSeries series;                         // SetMetrics'
 
   void PublishPass(const PassReport& r) {
     const double values[] = {r.auc, r.loss, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error};
@@ -85,17 +85,19 @@ struct Trainer::Impl {
                                                        data::InMemoryDataset** in_memory = nullptr) {
     // The distributed sampler shares records, not files: every trainer loads every file.
     const bool sampled = allow_in_memory && options.data.sampler == config::SamplerKind::kDistributed;
-    ASSIGN_OR_RETURN(auto files, data::ListTrainerFiles(paths, options.data.split_file_list && !sampled,
-                                                       options.trainer_id, options.trainers_num,
-                                                       options.online.data_donefile));
+    ASSIGN_OR_RETURN(auto files,
+                     data::ListTrainerFiles(paths, options.data.split_file_list && !sampled, options.trainer_id,
+                                            options.trainers_num, options.online.data_donefile));
     if (allow_in_memory && options.data.dataset == config::DatasetKind::kInMemory) {
       auto ds = std::make_unique<data::InMemoryDataset>(options.data, files, batch_size, options.trainer_id);
       // A line on a terminal, else a log line every 10 s of a long load.
       ProgressReporter progress;
       const std::string what = "trainer " + std::to_string(options.trainer_id) + ": loading data";
-      RETURN_IF_ERROR(ds->LoadIntoMemory([&](size_t done, size_t total, uint64_t examples) {
-        progress.Update(WorkProgress{what, done, total, "files", examples, "examples", 0});
-      }, stop));
+      RETURN_IF_ERROR(ds->LoadIntoMemory(
+          [&](size_t done, size_t total, uint64_t examples) {
+            progress.Update(WorkProgress{what, done, total, "files", examples, "examples", 0});
+          },
+          stop));
       progress.Done();
       spdlog::info("trainer {}: loaded {} examples into memory ({:.1f} MB)", options.trainer_id, ds->size(),
                    ds->MemoryBytes() / 1e6);
@@ -157,7 +159,8 @@ Status Trainer::Barrier(const std::string& name) {
                                  std::chrono::milliseconds(options_.barrier_timeout_ms), {}, false, stop_)
                         .status();
   if (st.code() == StatusCode::kAborted && stop_requested()) {
-    return Status::Aborted(st.message() + " for the other trainers; the updates of every step trained were written "
+    return Status::Aborted(st.message() +
+                           " for the other trainers; the updates of every step trained were written "
                            "to the pservers");
   }
   return st;
@@ -196,8 +199,8 @@ Status Trainer::Start() {
   // The stepping style, once: heter in-flight micro-batches, prefetching where the mode
   // offers it, else plain.
   impl.steps = std::make_unique<StepRunner>(options_, impl.net, impl.pool.get(), *impl.sync,
-                                            options_.collective.overlap ? impl.collective : nullptr,
-                                            impl.series.pull, impl.series.push);
+                                            options_.collective.overlap ? impl.collective : nullptr, impl.series.pull,
+                                            impl.series.push);
   if (heter_ != nullptr) {
     impl.loop = MakeHeterLoop(*heter_, options_.heter.inflight);
   } else if (const Prefetching* prefetching = impl.sync->prefetching()) {
@@ -248,11 +251,11 @@ void Trainer::SetMetrics(metrics::Registry* registry) {
   s.auc = registry->GetGauge("fleetps_trainer_auc", "AUC of the last print_interval steps");
   s.rate = registry->GetGauge("fleetps_trainer_examples_per_second", "Examples/s of the last print_interval steps");
   s.epoch = registry->GetGauge("fleetps_trainer_epoch", "The epoch being trained (1-based)");
-  s.pull = registry->GetHistogram("fleetps_trainer_pull_seconds", "Sparse pulls of a step, as the worker waits",
-                                  {}, buckets);
-  s.push = registry->GetHistogram("fleetps_trainer_push_seconds",
-                                  "Pushes of a step, as the worker waits (async: handing to the communicator)", {},
+  s.pull = registry->GetHistogram("fleetps_trainer_pull_seconds", "Sparse pulls of a step, as the worker waits", {},
                                   buckets);
+  s.push =
+      registry->GetHistogram("fleetps_trainer_push_seconds",
+                             "Pushes of a step, as the worker waits (async: handing to the communicator)", {}, buckets);
   s.data_queue = registry->GetGauge("fleetps_trainer_data_queue_batches",
                                     "Batches read and waiting for a worker (QueueDataset's reader -> worker queue; "
                                     "0 for InMemoryDataset, whose workers read memory directly)");
@@ -261,9 +264,9 @@ void Trainer::SetMetrics(metrics::Registry* registry) {
   s.push_queue.steps = registry->GetGauge(
       "fleetps_trainer_push_queue_steps",
       "Steps handed to the async communicator whose push to the pservers has not completed (async and heter modes)");
-  s.push_queue.keys = registry->GetGauge(
-      "fleetps_trainer_push_queue_keys",
-      "Keys of those steps' merge windows (merging and being sent; a key counts once per window)");
+  s.push_queue.keys =
+      registry->GetGauge("fleetps_trainer_push_queue_keys",
+                         "Keys of those steps' merge windows (merging and being sent; a key counts once per window)");
   for (size_t i = 0; i < s.pass.size(); ++i) {
     s.pass[i] = registry->GetGauge("fleetps_trainer_pass_metric",
                                    "The last training pass's (epoch's) metrics over every trainer's examples: AUC, "
@@ -287,8 +290,8 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
   if (data::InMemoryDataset* mem = impl.in_memory) {
     const uint64_t seed = options_.data.shuffle_seed + epoch * 1000003ull;
     if (options_.data.sampler == config::SamplerKind::kDistributed) {
-      mem->SampleShard(options_.trainer_id, options_.trainers_num,
-                       options_.data.shuffle != config::ShuffleMode::kNone, seed);
+      mem->SampleShard(options_.trainer_id, options_.trainers_num, options_.data.shuffle != config::ShuffleMode::kNone,
+                       seed);
     } else if (options_.data.shuffle == config::ShuffleMode::kGlobal && options_.trainers_num > 1) {
       GlobalShuffleOptions shuffle;
       shuffle.trainer_id = options_.trainer_id;
@@ -389,9 +392,10 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
   dataset->EndPass();
   RETURN_IF_ERROR(first_error.WithContext("evaluation"));
   if (stop_requested()) {  // scoring changes nothing on the pservers: nothing to finish
-    return Status::Aborted(fmt::format("{} in the test pass, after {} of its examples; training had ended and the "
-                                       "updates of every step trained were written to the pservers",
-                                       stop_->reason(), examples.load()));
+    return Status::Aborted(
+        fmt::format("{} in the test pass, after {} of its examples; training had ended and the "
+                    "updates of every step trained were written to the pservers",
+                    stop_->reason(), examples.load()));
   }
   PassReport report;
   report.seconds = SecondsSince(start);

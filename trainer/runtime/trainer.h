@@ -62,37 +62,37 @@ struct CurvePoint {
 };
 
 struct PassReport {
-  uint32_t epoch = 0;         // 1-based; 0 for evaluation
-  std::string day;            // an online job's pass: its day and number (1-based)
+  uint32_t epoch = 0;  // 1-based; 0 for evaluation
+  std::string day;     // an online job's pass: its day and number (1-based)
   uint32_t pass = 0;
-  uint64_t examples = 0;      // this trainer's
-  double loss = 0;            // mean log loss, all trainers
-  double auc = 0;             // bucketed AUC (4096 thresholds), all trainers
+  uint64_t examples = 0;  // this trainer's
+  double loss = 0;        // mean log loss, all trainers
+  double auc = 0;         // bucketed AUC (4096 thresholds), all trainers
   double actual_ctr = 0;
   double predicted_ctr = 0;
-  double copc = 0;            // calibration, all trainers (AucCalculator: Copc, Mae, Rmse,
-  double mae = 0;             // BucketError, as Paddle's fleet_util reports them)
+  double copc = 0;  // calibration, all trainers (AucCalculator: Copc, Mae, Rmse,
+  double mae = 0;   // BucketError, as Paddle's fleet_util reports them)
   double rmse = 0;
   double bucket_error = 0;
-  double seconds = 0;         // wall time of the pass
-  double examples_per_sec = 0;     // this trainer's
-  double dense_compute_sec = 0;    // summed over worker threads: DenseNet forward/backward
-                                   // (heter mode: waiting for the heter-trainers' answers)
+  double seconds = 0;            // wall time of the pass
+  double examples_per_sec = 0;   // this trainer's
+  double dense_compute_sec = 0;  // summed over worker threads: DenseNet forward/backward
+                                 // (heter mode: waiting for the heter-trainers' answers)
   // Where else the worker threads' time went, seconds summed over them (training passes):
-  double read_sec = 0;      // waiting for the next batch (the readers' queue, a memory copy)
-  double pull_sec = 0;      // sparse pulls (GPU-PS: the pass table's lookups)
-  double push_sec = 0;      // handing a step's gradients over (GPU-PS: the merge, the table's
-                            // updates and the dense replica's optimizer step)
-  double end_step_sec = 0;  // the end-of-step synchronisation (sync, collective and GPU-PS
-                            // modes: waiting for the other workers and the dense allreduce)
-  double pass_sync_sec = 0; // wall time of begin_pass and the final flush (GPU-PS: building the
-                            // pass table and writing its rows back)
-  double prefetch_wait_sec = 0;  // GPU-PS with fleetps.gpups.prefetch: the workers waiting for
-                                 // their helpers' next batch (read_sec and pull_sec are then
-                                 // the helpers' time, beside the workers')
-  uint64_t skipped_lines = 0;      // bad lines skipped (skip_bad_lines)
-  double cpu_seconds = 0;          // this process's CPU time (user + system, every thread) in the pass
-  std::vector<CurvePoint> curve;   // training passes: the per-interval loss/AUC curve
+  double read_sec = 0;            // waiting for the next batch (the readers' queue, a memory copy)
+  double pull_sec = 0;            // sparse pulls (GPU-PS: the pass table's lookups)
+  double push_sec = 0;            // handing a step's gradients over (GPU-PS: the merge, the table's
+                                  // updates and the dense replica's optimizer step)
+  double end_step_sec = 0;        // the end-of-step synchronisation (sync, collective and GPU-PS
+                                  // modes: waiting for the other workers and the dense allreduce)
+  double pass_sync_sec = 0;       // wall time of begin_pass and the final flush (GPU-PS: building the
+                                  // pass table and writing its rows back)
+  double prefetch_wait_sec = 0;   // GPU-PS with fleetps.gpups.prefetch: the workers waiting for
+                                  // their helpers' next batch (read_sec and pull_sec are then
+                                  // the helpers' time, beside the workers')
+  uint64_t skipped_lines = 0;     // bad lines skipped (skip_bad_lines)
+  double cpu_seconds = 0;         // this process's CPU time (user + system, every thread) in the pass
+  std::vector<CurvePoint> curve;  // training passes: the per-interval loss/AUC curve
 };
 
 class Trainer {
@@ -139,8 +139,8 @@ class Trainer {
 
   config::TrainerOptions options_;
   PsClient& client_;
-  HeterClient* heter_;              // heter mode only
-  collective::Communicator* comm_;  // collective mode only: barriers and metric sums go through it
+  HeterClient* heter_;                     // heter mode only
+  collective::Communicator* comm_;         // collective mode only: barriers and metric sums go through it
   std::unique_ptr<ParamSync> given_sync_;  // gpubox mode: handed to impl_ by Start()
   const StopRequest* stop_ = nullptr;
   std::unique_ptr<Impl> impl_;

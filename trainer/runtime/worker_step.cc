@@ -87,8 +87,8 @@ StatusOr<StepResult> StepRunner::Finish(uint32_t worker, const data::Batch& batc
     ready = [&](size_t begin, size_t end) { overlap_->GradsReady(w.param_grads, begin, end); };
   }
   const auto t0 = Clock::now();
-  result.loss = net_.ForwardBackward(w.params, w.activations, batch.labels, b, w.param_grads, w.activation_grads,
-                                     &w.ws, ready);
+  result.loss =
+      net_.ForwardBackward(w.params, w.activations, batch.labels, b, w.param_grads, w.activation_grads, &w.ws, ready);
   w.times.dense += SecondsSince(t0);
   result.predictions = w.ws.predictions();
   RETURN_IF_ERROR(PushGrads(worker, batch, w, w.activation_grads, w.param_grads));

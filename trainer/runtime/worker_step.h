@@ -49,7 +49,7 @@ struct WorkerState {
   std::vector<float> activations;
   std::vector<float> activation_grads;
   std::vector<float> key_grads;
-  std::vector<float> shows;   // CTR tables: per unique key
+  std::vector<float> shows;  // CTR tables: per unique key
   std::vector<float> clicks;
   std::vector<float> params;
   std::vector<float> param_grads;

@@ -33,14 +33,14 @@ TEST_CASE("sync_mode gpubox, fleetps.gpups and the device environment are read")
   CHECK(o.gpups.device_memory_mb == 4096);
   CHECK(o.gpups.devices == std::vector<int>{0});
   REQUIRE(ApplyTrainerEnv(testing::EnvFrom({{"TRAINING_ROLE", "TRAINER"},
-                               {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:8500"},
-                               {"PADDLE_TRAINERS_NUM", "2"},
-                               {"PADDLE_TRAINER_ID", "1"},
-                               {"PADDLE_TRAINER_ENDPOINTS", "10.0.0.1:6170,10.0.0.2:6170"},
-                               {"FLAGS_selected_gpus", "0,1,2,3"},
-                               {"HETER_DEVICE_TYPE", "cpu"},
-                               // a gpubox trainer has no heter stage: ignored
-                               {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "127.0.0.1:8600"}}),
+                                            {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:8500"},
+                                            {"PADDLE_TRAINERS_NUM", "2"},
+                                            {"PADDLE_TRAINER_ID", "1"},
+                                            {"PADDLE_TRAINER_ENDPOINTS", "10.0.0.1:6170,10.0.0.2:6170"},
+                                            {"FLAGS_selected_gpus", "0,1,2,3"},
+                                            {"HETER_DEVICE_TYPE", "cpu"},
+                                            // a gpubox trainer has no heter stage: ignored
+                                            {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "127.0.0.1:8600"}}),
                           &o)
               .ok());
   CHECK(o.gpubox_mode());  // several trainer endpoints do not make it collective
@@ -71,7 +71,8 @@ TEST_CASE("A gpubox job that cannot run is refused, saying what to set") {
   dev.gpups.device = "gpu";
   dev.gpups.devices.clear();
   refused(dev, "FLAGS_selected_gpus must name 1 to 64 devices");
-  TrainerOptions mlp = Parse("runner: {sync_mode: gpubox}\nhyper_parameters: {model_type: mlp, input_dim: 13, fc_sizes: [8]}\n");
+  TrainerOptions mlp =
+      Parse("runner: {sync_mode: gpubox}\nhyper_parameters: {model_type: mlp, input_dim: 13, fc_sizes: [8]}\n");
   mlp.pservers = o.pservers;
   refused(mlp, "ctr_dnn");
   auto bad = ParseTrainerYaml(kGpupsJob + "fleetps:\n  gpups: {device_memory: 4}\n", "job.yaml");

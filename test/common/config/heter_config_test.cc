@@ -14,8 +14,9 @@ namespace {
 const std::string kHeterJob = "runner: {sync_mode: heter}\nhyper_parameters: {fc_sizes: [8]}\n";
 
 TEST_CASE("fleetps.heter is parsed and checked") {
-  auto o = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {route: trainer_id, inflight: 3, timeout_ms: 5000, "
-                                   "failover: true, failover_probe_ms: 2000, lanes: 6}\n",
+  auto o = ParseTrainerYaml(kHeterJob +
+                                "fleetps:\n  heter: {route: trainer_id, inflight: 3, timeout_ms: 5000, "
+                                "failover: true, failover_probe_ms: 2000, lanes: 6}\n",
                             "job.yaml");
   REQUIRE(o.ok());
   CHECK(o->heter_mode());
@@ -63,7 +64,8 @@ TEST_CASE("fleetps.heter is parsed and checked") {
   CHECK_THAT(failover_allreduce.status().message(),
              Catch::Contains("job.yaml:4: fleetps.heter.failover: failover needs dense_sync: pserver"));
   auto fast_probe = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {failover_probe_ms: 10}\n", "job.yaml");
-  CHECK_THAT(fast_probe.status().message(), Catch::Contains("fleetps.heter.failover_probe_ms: must be in [100, 600000]"));
+  CHECK_THAT(fast_probe.status().message(),
+             Catch::Contains("fleetps.heter.failover_probe_ms: must be in [100, 600000]"));
   auto no_interval = ParseTrainerYaml(kHeterJob + "fleetps:\n  heter: {allreduce_interval_ms: 0}\n", "job.yaml");
   CHECK_THAT(no_interval.status().message(), Catch::Contains("allreduce_interval_ms: must be in [1, 60000]"));
 
@@ -77,8 +79,8 @@ TEST_CASE("A cpu-trainer given heter-trainer endpoints trains in heter mode") {
   REQUIRE(o.ok());
   CHECK_FALSE(o->heter_mode());
   REQUIRE(ApplyTrainerEnv(testing::EnvFrom({{"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:1"},
-                               {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1:1,10.0.0.2:2"},
-                               {"PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST", "10.0.0.2:2"}}),
+                                            {"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1:1,10.0.0.2:2"},
+                                            {"PADDLE_NEXT_HETER_TRAINER_IP_PORT_LIST", "10.0.0.2:2"}}),
                           &*o)
               .ok());
   CHECK(o->heter_mode());
@@ -87,9 +89,9 @@ TEST_CASE("A cpu-trainer given heter-trainer endpoints trains in heter mode") {
   CHECK(ValidateTrainerOptions(*o).ok());
 
   auto all_only = ParseTrainerYaml(kHeterJob, "job.yaml");
-  REQUIRE(
-      ApplyTrainerEnv(testing::EnvFrom({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1:1,10.0.0.2:2"}}), &*all_only)
-          .ok());
+  REQUIRE(ApplyTrainerEnv(testing::EnvFrom({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "10.0.0.1:1,10.0.0.2:2"}}),
+                          &*all_only)
+              .ok());
   CHECK(all_only->heter_trainers.size() == 2);
 
   auto bad = ParseTrainerYaml(kHeterJob, "job.yaml");

@@ -24,9 +24,9 @@ StatusOr<OptimizerOptions> FromServerYaml(const std::string& optimizer) {
 // `optimizer` as hyper_parameters.optimizer of a job YAML (the model's, which both derived
 // tables take).
 StatusOr<OptimizerOptions> FromJobYaml(const std::string& optimizer) {
-  ASSIGN_OR_RETURN(TrainerOptions o, ParseTrainerYaml("runner:\n  epochs: 1\nhyper_parameters:\n  optimizer: " +
-                                                          optimizer + "\n",
-                                                      "job.yaml"));
+  ASSIGN_OR_RETURN(
+      TrainerOptions o,
+      ParseTrainerYaml("runner:\n  epochs: 1\nhyper_parameters:\n  optimizer: " + optimizer + "\n", "job.yaml"));
   REQUIRE(o.sparse_table.optimizer.kind == o.model.optimizer.kind);
   REQUIRE(o.dense_table.optimizer.learning_rate == o.model.optimizer.learning_rate);
   return o.model.optimizer;
@@ -146,8 +146,7 @@ TEST_CASE("Bad optimizer values are refused identically by both files") {
        ".weight_bounds: expected [min, max]: two finite numbers with min <= max"},
       {"{name: sgd, weight_bounds: [1]}", ".weight_bounds: expected [min, max]: two finite numbers with min <= max"},
       {"{name: sgd, weight_bounds: 1}", ".weight_bounds: expected a list of numbers, got \"1\""},
-      {"{class: Momentum}",
-       ".class: expected one of sgd, adagrad, adam (case-insensitive), got \"Momentum\""},
+      {"{class: Momentum}", ".class: expected one of sgd, adagrad, adam (case-insensitive), got \"Momentum\""},
       {"{name: adamw}",
        ".name: expected one of sgd, adagrad, adam (case-insensitive), got \"adamw\" (did you mean 'adam'?)"},
       {"{name: adam, class: adam}", ": give the rule as 'name' or as 'class' (PaddleRec's spelling), not both"},

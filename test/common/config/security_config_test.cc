@@ -116,8 +116,8 @@ TEST_CASE("LoadClusterSecurity reads the YAML's files, and the environment overr
     CHECK(security->tls->files().cert_file == f.tls.cert_file);
   }
   SECTION("the environment wins over the YAML, file by file") {
-    const std::string yaml = WriteSecurityYaml(f.dir, "stale.yaml",
-                                               "auth_secret_file: " + f.dir + "/gone-secret, " + TlsYaml(f.tls));
+    const std::string yaml =
+        WriteSecurityYaml(f.dir, "stale.yaml", "auth_secret_file: " + f.dir + "/gone-secret, " + TlsYaml(f.tls));
     auto security = LoadClusterSecurity(yaml, testing::EnvFrom({{"FLEETPS_AUTH_SECRET_FILE", f.secret},
                                                                 {"FLEETPS_TLS_CA_FILE", f.other_tls.ca_file},
                                                                 {"FLEETPS_TLS_KEY_FILE", ""}}));
@@ -126,8 +126,8 @@ TEST_CASE("LoadClusterSecurity reads the YAML's files, and the environment overr
     CHECK(security->auth_key != nullptr);
     REQUIRE(security->tls != nullptr);
     CHECK(security->tls->files().ca_file == f.other_tls.ca_file);  // from the environment
-    CHECK(security->tls->files().cert_file == f.tls.cert_file);  // from the YAML
-    CHECK(security->tls->files().key_file == f.tls.key_file);  // an empty variable leaves the YAML's
+    CHECK(security->tls->files().cert_file == f.tls.cert_file);    // from the YAML
+    CHECK(security->tls->files().key_file == f.tls.key_file);      // an empty variable leaves the YAML's
   }
   SECTION("a missing file is named, wherever it was set") {
     const std::string yaml = WriteSecurityYaml(f.dir, "missing.yaml", "auth_secret_file: " + f.dir + "/gone-secret");

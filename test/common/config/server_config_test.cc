@@ -81,20 +81,21 @@ TEST_CASE("Config errors name file, line, key and the fix") {
 TEST_CASE("Paddle environment picks the endpoint list and this server's index") {
   auto o = ParseServerYaml(kGood, "ps.yaml");
   REQUIRE(o.ok());
-  Status st = ApplyServerEnv(testing::EnvFrom({{"TRAINING_ROLE", "PSERVER"},
-                                      {"PADDLE_PSERVERS_IP_PORT_LIST", "10.0.0.1:6000,10.0.0.2:6000,10.0.0.3:6000"},
-                                      {"POD_IP", "10.0.0.3"},
-                                      {"PADDLE_PORT", "6000"}}),
-                             &*o);
+  Status st =
+      ApplyServerEnv(testing::EnvFrom({{"TRAINING_ROLE", "PSERVER"},
+                                       {"PADDLE_PSERVERS_IP_PORT_LIST", "10.0.0.1:6000,10.0.0.2:6000,10.0.0.3:6000"},
+                                       {"POD_IP", "10.0.0.3"},
+                                       {"PADDLE_PORT", "6000"}}),
+                     &*o);
   REQUIRE(st.ok());
   CHECK(o->endpoints.size() == 3);
   CHECK(o->index == 2);
 
   auto o2 = ParseServerYaml(kGood, "ps.yaml");
-  st = ApplyServerEnv(testing::EnvFrom({{"PADDLE_PSERVERS_IP_PORT_LIST", "10.0.0.1:6000"},
-                               {"POD_IP", "10.0.0.9"},
-                               {"PADDLE_PORT", "6000"}}),
-                      &*o2);
+  st = ApplyServerEnv(
+      testing::EnvFrom(
+          {{"PADDLE_PSERVERS_IP_PORT_LIST", "10.0.0.1:6000"}, {"POD_IP", "10.0.0.9"}, {"PADDLE_PORT", "6000"}}),
+      &*o2);
   CHECK(st.IsInvalidArgument());
   CHECK(st.message().find("10.0.0.9:6000 is not in the pserver list") != std::string::npos);
 
@@ -106,7 +107,7 @@ TEST_CASE("Flags override environment, which overrides YAML") {
   auto o = ParseServerYaml(kGood, "ps.yaml");
   REQUIRE(o.ok());
   REQUIRE(ApplyServerEnv(testing::EnvFrom({{"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:7000,127.0.0.1:7001"},
-                                  {"FLEETPS_LOG_LEVEL", "debug"}}),
+                                           {"FLEETPS_LOG_LEVEL", "debug"}}),
                          &*o)
               .ok());
   CHECK(o->endpoints[0].port == 7000);
@@ -139,8 +140,8 @@ TEST_CASE("metrics_port: YAML, then FLEETPS_METRICS_PORT, then --metrics-port; b
   for (const char* bad : {"http", "70000", "-1", "91x"}) {
     const Status st = ApplyServerEnv(testing::EnvFrom({{"FLEETPS_METRICS_PORT", bad}}), &*o);
     CHECK(st.IsInvalidArgument());
-    CHECK_THAT(st.message(), Catch::Contains(std::string("FLEETPS_METRICS_PORT='") + bad + "'") &&
-                                 Catch::Contains("0-65535"));
+    CHECK_THAT(st.message(),
+               Catch::Contains(std::string("FLEETPS_METRICS_PORT='") + bad + "'") && Catch::Contains("0-65535"));
   }
   auto big = ParseServerYaml("server:\n  metrics_port: 70000\ntables:\n  - {id: 0, name: e, dim: 8}\n", "ps.yaml");
   REQUIRE_FALSE(big.ok());
@@ -216,9 +217,10 @@ TEST_CASE("Unknown keys under server, tables and optimizer name file:line:column
         "ps.yaml:3:3: unknown key 'max_inflight_byte' under 'server' (did you mean 'max_inflight_bytes'?)");
   o = ParseServerYaml("tables:\n  - id: 0\n    name: e\n    dim: 8\n    shard: 2\n", "ps.yaml");
   CHECK(o.status().message() == "ps.yaml:5:5: unknown key 'shard' under 'tables[0]' (did you mean 'shards'?)");
-  o = ParseServerYaml("tables:\n  - id: 0\n    name: e\n    dim: 8\n    optimizer:\n      name: adam\n"
-                      "      beta_1: 0.5\n",
-                      "ps.yaml");
+  o = ParseServerYaml(
+      "tables:\n  - id: 0\n    name: e\n    dim: 8\n    optimizer:\n      name: adam\n"
+      "      beta_1: 0.5\n",
+      "ps.yaml");
   CHECK(o.status().message() ==
         "ps.yaml:7:7: unknown key 'beta_1' under 'tables[0].optimizer' (did you mean 'beta1'?)");
   o = ParseServerYaml("tables:\n  - {id: 0, name: e, dim: 8, accessor: {name: ctr, click_coef: 1}}\n", "ps.yaml");
@@ -334,7 +336,8 @@ TEST_CASE("Bad connection, trainer and security values are refused") {
   CHECK(error("  tls: /etc/fleetps/ps.pem") ==
         "ps.yaml:2: server.tls: expected a map with cert_file, key_file, ca_file");
   CHECK(error("  tls: {cert_file: a.pem}") == "ps.yaml:2: server.tls: cert_file and key_file go together");
-  CHECK(error("  tls: {ca: a.pem}") == "ps.yaml:2:9: unknown key 'ca' under 'server.tls' (known keys: cert_file, key_file, ca_file)");
+  CHECK(error("  tls: {ca: a.pem}") ==
+        "ps.yaml:2:9: unknown key 'ca' under 'server.tls' (known keys: cert_file, key_file, ca_file)");
   CHECK(error("  checkpoint_root: {a: 1}") == "ps.yaml:2: server.checkpoint_root: expected a string, got a map");
   CHECK(error("  max_connection: 5") ==
         "ps.yaml:2:3: unknown key 'max_connection' under 'server' (did you mean 'max_connections'?)");
@@ -352,8 +355,8 @@ TEST_CASE("Bad connection, trainer and security values are refused") {
 }
 
 TEST_CASE("Loopback hosts") {
-  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "LocalHost", "::1", "[::1]", "::ffff:127.0.0.1",
-                           "0:0:0:0:0:0:0:1"}) {
+  for (const char* host :
+       {"127.0.0.1", "127.1.2.3", "localhost", "LocalHost", "::1", "[::1]", "::ffff:127.0.0.1", "0:0:0:0:0:0:0:1"}) {
     INFO(host);
     CHECK(IsLoopbackHost(host));
   }
@@ -420,8 +423,8 @@ TEST_CASE("FLEETPS_AUTH_SECRET_FILE overrides the YAML's auth_secret_file") {
   REQUIRE(ApplyServerEnv(testing::EnvFrom({{"FLEETPS_AUTH_SECRET_FILE", ""}}), &*o).ok());  // empty: unset
   CHECK(o->auth_secret_file == "/run/secrets/ps");
   REQUIRE(ApplyServerEnv(testing::EnvFrom({{"FLEETPS_TLS_CERT_FILE", "/run/c.pem"},
-                                  {"FLEETPS_TLS_KEY_FILE", "/run/c.key"},
-                                  {"FLEETPS_TLS_CA_FILE", "/run/ca.pem"}}),
+                                           {"FLEETPS_TLS_KEY_FILE", "/run/c.key"},
+                                           {"FLEETPS_TLS_CA_FILE", "/run/ca.pem"}}),
                          &*o)
               .ok());
   CHECK(o->tls.cert_file == "/run/c.pem");

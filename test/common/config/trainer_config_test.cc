@@ -90,15 +90,16 @@ TEST_CASE("fleetps.dense picks the dense backend's precision and kernel-family c
   REQUIRE(defaults.ok());
   CHECK(defaults->dense.precision == dense::Precision::kFp32);
   CHECK_FALSE(defaults->dense.max_isa.has_value());
-  auto bf16 = ParseTrainerYaml("hyper_parameters: {}\nrunner: {}\nfleetps:\n  dense: {precision: bf16, max_isa: avx512}\n",
-                               "job.yaml");
+  auto bf16 = ParseTrainerYaml(
+      "hyper_parameters: {}\nrunner: {}\nfleetps:\n  dense: {precision: bf16, max_isa: avx512}\n", "job.yaml");
   REQUIRE(bf16.ok());
   CHECK(bf16->dense.precision == dense::Precision::kBf16);
   CHECK(bf16->dense.max_isa == dense::IsaLevel::kAvx512);
   CHECK(ParseError("hyper_parameters: {}\nrunner: {}\nfleetps:\n  dense: {precision: fp16}\n") ==
         "job.yaml:4: fleetps.dense.precision: unknown precision 'fp16' (use fp32 or bf16)");
   CHECK(ParseError("hyper_parameters: {}\nrunner: {}\nfleetps:\n  dense: {max_isa: sse2}\n") ==
-        "job.yaml:4: fleetps.dense.max_isa: unknown max_isa 'sse2' (use auto, generic, avx2, avx512, avx512_bf16 or amx)");
+        "job.yaml:4: fleetps.dense.max_isa: unknown max_isa 'sse2' (use auto, generic, avx2, avx512, avx512_bf16 or "
+        "amx)");
   CHECK(ParseError("hyper_parameters: {}\nrunner: {}\nfleetps:\n  dense: {precission: bf16}\n") ==
         "job.yaml:4:11: unknown key 'precission' under 'fleetps.dense' (did you mean 'precision'?)");
 }
@@ -154,9 +155,10 @@ TEST_CASE("PaddleRec slot_dnn spellings emb_dim and layer_sizes are read") {
   REQUIRE(o.ok());
   CHECK(o->model.sparse_feature_dim == 7);
   CHECK(o->model.fc_sizes == std::vector<uint32_t>{16, 8});
-  o = ParseTrainerYaml("runner: {}\nhyper_parameters:\n  emb_dim: 7\n  sparse_feature_dim: 7\n  layer_sizes: [16]\n"
-                       "  fc_sizes: [16]\n",
-                       "job.yaml");
+  o = ParseTrainerYaml(
+      "runner: {}\nhyper_parameters:\n  emb_dim: 7\n  sparse_feature_dim: 7\n  layer_sizes: [16]\n"
+      "  fc_sizes: [16]\n",
+      "job.yaml");
   REQUIRE(o.ok());
   CHECK(ParseError("hyper_parameters:\n  sparse_feature_dim: 9\n  emb_dim: 8\nrunner: {}\n") ==
         "job.yaml:3: hyper_parameters.emb_dim: is 8 but sparse_feature_dim is 9; both name the embedding width, "
@@ -169,9 +171,14 @@ TEST_CASE("PaddleRec slot_dnn spellings emb_dim and layer_sizes are read") {
 // and as the pserver's config (tables from the model).
 TEST_CASE("The shared PaddleRec configs still load") {
   const std::string loadable[] = {
-      "rank_dnn/config.yaml",          "rank_dnn/config_bigdata.yaml",          "rank_dnn/config_cpups.yaml",
-      "rank_dnn/config_queuedataset.yaml", "rank_dnn/config_to_static.yaml",    "rank_dnn/benchmark.yaml",
-      "slot_dnn/config_queuedataset.yaml", "slot_dnn/config_queuedataset_for_concat.yaml",
+      "rank_dnn/config.yaml",
+      "rank_dnn/config_bigdata.yaml",
+      "rank_dnn/config_cpups.yaml",
+      "rank_dnn/config_queuedataset.yaml",
+      "rank_dnn/config_to_static.yaml",
+      "rank_dnn/benchmark.yaml",
+      "slot_dnn/config_queuedataset.yaml",
+      "slot_dnn/config_queuedataset_for_concat.yaml",
   };
   for (const auto& name : loadable) {
     const std::string path = kPaddleRecDir + name;
@@ -301,9 +308,9 @@ TEST_CASE("Dense rate scaling: auto is linear for SGD and square-root for the ad
                                    {"linear", LrScaling::kLinear},
                                    {"sqrt", LrScaling::kSqrt},
                                    {"none", LrScaling::kNone}}) {
-    auto o = ParseTrainerYaml(std::string("runner: {}\nhyper_parameters: {}\nfleetps:\n  collective: {lr_scaling: ") +
-                                  name + "}\n",
-                              "job.yaml");
+    auto o = ParseTrainerYaml(
+        std::string("runner: {}\nhyper_parameters: {}\nfleetps:\n  collective: {lr_scaling: ") + name + "}\n",
+        "job.yaml");
     REQUIRE(o.ok());
     CHECK(o->collective.lr_scaling == want);
   }

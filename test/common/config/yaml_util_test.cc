@@ -23,7 +23,7 @@ TEST_CASE("EditDistance is the Levenshtein distance") {
   CHECK(EditDistance("abc", "") == 3);
   CHECK(EditDistance("kitten", "sitting") == 3);
   CHECK(EditDistance("sitting", "kitten") == 3);
-  CHECK(EditDistance("sync_mod", "sync_mode") == 1);       // deletion
+  CHECK(EditDistance("sync_mod", "sync_mode") == 1);  // deletion
   CHECK(EditDistance("model_save_pth", "model_save_path") == 1);
   CHECK(EditDistance("learning_rte", "learning_rate") == 1);
   CHECK(EditDistance("flaw", "lawn") == 2);
@@ -86,8 +86,8 @@ TEST_CASE("RejectUnknownKeys refuses a key given twice") {
 
 TEST_CASE("ReadChoice maps a name to its value, keeps the default when absent, lists the choices otherwise") {
   enum class Color { kRed, kGreen, kBlue };
-  const auto choices = {std::pair<std::string_view, Color>{"red", Color::kRed}, {"green", Color::kGreen},
-                        {"blue", Color::kBlue}};
+  const auto choices = {
+      std::pair<std::string_view, Color>{"red", Color::kRed}, {"green", Color::kGreen}, {"blue", Color::kBlue}};
   auto root = LoadYamlString("paint: {color: green, other: 1, shade: teal}\n", "t.yaml");
   REQUIRE(root.ok());
   const YamlContext ctx{"t.yaml", "paint"};

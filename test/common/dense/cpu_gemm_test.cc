@@ -94,8 +94,10 @@ std::pair<double, double> RunCase(const CpuGemm& gemm, const Case& c, std::mt199
             {.bias = c.bias ? bias.data() : nullptr, .relu = c.relu});
   const bool bf16 = gemm.precision() == Precision::kBf16;
   std::vector<double> ref, scale, ref32, scale32;
-  Reference(c, a, lda, b, ldb, c0, bias, [&](float x) { return bf16 ? RoundBf16(x) : x; }, &ref, &scale);
-  Reference(c, a, lda, b, ldb, c0, bias, [](float x) { return x; }, &ref32, &scale32);
+  Reference(
+      c, a, lda, b, ldb, c0, bias, [&](float x) { return bf16 ? RoundBf16(x) : x; }, &ref, &scale);
+  Reference(
+      c, a, lda, b, ldb, c0, bias, [](float x) { return x; }, &ref32, &scale32);
   double worst = 0, worst32 = 0;
   for (size_t i = 0; i < out.size(); ++i) {
     worst = std::max(worst, std::abs(out[i] - ref[i]) / scale[i]);
@@ -108,8 +110,14 @@ std::vector<Case> RandomCases(std::mt19937_64& rng, int count) {
   std::vector<Case> cases;
   std::uniform_int_distribution<size_t> dim(1, 300);
   for (int i = 0; i < count; ++i) {
-    Case c{i % 2 ? Op::kT : Op::kN, (i / 2) % 2 ? Op::kT : Op::kN, dim(rng), dim(rng), dim(rng),
-           (i / 4) % 2 ? 1.0f : 0.0f, (i / 8) % 2 == 1, (i / 16) % 2 == 1};
+    Case c{i % 2 ? Op::kT : Op::kN,
+           (i / 2) % 2 ? Op::kT : Op::kN,
+           dim(rng),
+           dim(rng),
+           dim(rng),
+           (i / 4) % 2 ? 1.0f : 0.0f,
+           (i / 8) % 2 == 1,
+           (i / 16) % 2 == 1};
     if (i % 5 == 0) c.m = 1;  // one example
     cases.push_back(c);
   }
@@ -163,8 +171,8 @@ TEST_CASE("fp32 products match a double-precision reference on random shapes, tr
   std::mt19937_64 rng(35);
   for (const Case& c : RandomCases(rng, 48)) {
     const auto [err, err32] = RunCase(*Setup().fp32, c, rng);
-    INFO("m " << c.m << " n " << c.n << " k " << c.k << " opA " << (c.op_a == Op::kT) << " opB "
-              << (c.op_b == Op::kT) << " beta " << c.beta << " bias " << c.bias << " relu " << c.relu);
+    INFO("m " << c.m << " n " << c.n << " k " << c.k << " opA " << (c.op_a == Op::kT) << " opB " << (c.op_b == Op::kT)
+              << " beta " << c.beta << " bias " << c.bias << " relu " << c.relu);
     CHECK(err < 1e-6);
   }
 }
@@ -198,8 +206,8 @@ TEST_CASE("bf16 products round their inputs to nearest even bf16 and accumulate 
   std::mt19937_64 rng(36);
   for (const Case& c : RandomCases(rng, 48)) {
     const auto [err, err32] = RunCase(gemm, c, rng);
-    INFO("m " << c.m << " n " << c.n << " k " << c.k << " opA " << (c.op_a == Op::kT) << " opB "
-              << (c.op_b == Op::kT) << " beta " << c.beta << " bias " << c.bias << " relu " << c.relu);
+    INFO("m " << c.m << " n " << c.n << " k " << c.k << " opA " << (c.op_a == Op::kT) << " opB " << (c.op_b == Op::kT)
+              << " beta " << c.beta << " bias " << c.bias << " relu " << c.relu);
     CHECK(err < 1e-6);
     CHECK(err32 < 0x1p-7);
   }

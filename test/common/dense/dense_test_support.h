@@ -11,8 +11,8 @@
 namespace fleetps::dense::testing {
 
 struct DenseTestSetup {
-  std::optional<IsaLevel> cap;             // nullopt: --max-isa auto
-  std::shared_ptr<const CpuGemm> fp32;     // made first, under the cap
+  std::optional<IsaLevel> cap;          // nullopt: --max-isa auto
+  std::shared_ptr<const CpuGemm> fp32;  // made first, under the cap
 };
 
 DenseTestSetup& Setup();

@@ -80,8 +80,8 @@ TEST_CASE("Every registry's exposition starts with the process series") {
   for (const char* name : {"process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes",
                            "process_open_fds", "process_max_fds", "process_start_time_seconds"}) {
     INFO(name);
-    CHECK(std::regex_search(text, std::regex(std::string("\n# TYPE ") + name + " (counter|gauge)\n" + name +
-                                             " [0-9.e+]+\n")));
+    CHECK(std::regex_search(
+        text, std::regex(std::string("\n# TYPE ") + name + " (counter|gauge)\n" + name + " [0-9.e+]+\n")));
   }
   CHECK_THAT(text, Catch::Contains("# TYPE process_cpu_seconds_total counter"));
   CHECK_THAT(text, Catch::Contains("\nfleetps_example_total 2\n"));

@@ -10,8 +10,8 @@ TEST_CASE("Frame header round-trips with a pinned little-endian layout") {
   uint8_t buf[kFrameHeaderSize];
   EncodeFrameHeader(0x8002, 0x0102030405060708ULL, 1234, buf);
   // Layout pinned by schemas/frame.fbs and WIRE.md.
-  const uint8_t expected[kFrameHeaderSize] = {'F', 'L', 'P', 'S', 1, 0, 0x02, 0x80, 8, 7, 6, 5,
-                                              4,   3,   2,   1,   0xd2, 0x04, 0, 0, 0, 0, 0, 0};
+  const uint8_t expected[kFrameHeaderSize] = {'F', 'L', 'P', 'S', 1,    0,    0x02, 0x80, 8, 7, 6, 5,
+                                              4,   3,   2,   1,   0xd2, 0x04, 0,    0,    0, 0, 0, 0};
   CHECK(std::memcmp(buf, expected, kFrameHeaderSize) == 0);
   wire::FrameHeader h;
   REQUIRE(DecodeFrameHeader(buf, 4096, "peer", &h).ok());

@@ -156,8 +156,9 @@ TEST_CASE("An accept that fails with EMFILE backs off, and the endpoint serves a
       for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++open;
       rlimit limit{open + 16, open + 16};
       if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 10;
-      HttpEndpoint http(HttpEndpointOptions{},
-                        [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; });
+      HttpEndpoint http(HttpEndpointOptions{}, [](const std::string&) {
+        return HttpResponse{200, "text/plain", "ok\n"};
+      });
       if (!http.Start().ok()) return 11;
       std::vector<int> filler;
       for (int fd; (fd = ::dup(0)) >= 0;) filler.push_back(fd);

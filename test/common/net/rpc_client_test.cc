@@ -159,8 +159,7 @@ TEST_CASE("Every request type has a bounded deadline by default; admin requests 
     INFO(MessageTypeName(t));
     const CallOptions c = DefaultCallOptions(t, o);
     CHECK(c.timeout.count() > 0);
-    const bool admin = t == static_cast<uint16_t>(MessageType::Save) ||
-                       t == static_cast<uint16_t>(MessageType::Load) ||
+    const bool admin = t == static_cast<uint16_t>(MessageType::Save) || t == static_cast<uint16_t>(MessageType::Load) ||
                        t == static_cast<uint16_t>(MessageType::Shrink);
     CHECK(c.timeout == (admin ? o.admin_timeout : o.request_timeout));
   }
@@ -472,8 +471,7 @@ TEST_CASE("A server unreachable for a whole deadline fails the next call at once
   const auto took = Since(start);
   REQUIRE(pull.status().IsUnavailable());
   CHECK_THAT(pull.status().message(), Catch::Contains("PullSparse to pserver 0 (test)") &&
-                                          Catch::Contains("has been unreachable for") &&
-                                          Catch::Contains("refused"));
+                                          Catch::Contains("has been unreachable for") && Catch::Contains("refused"));
   CHECK(took < o.request_timeout);  // the next failed attempt, not its own deadline
 }
 

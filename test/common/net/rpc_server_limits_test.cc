@@ -267,9 +267,7 @@ TEST_CASE("A peer that never reads its replies stops being read; others are serv
 TEST_CASE("A reply the peer does not take within read_timeout closes the connection") {
   RpcServerOptions o = Limits();
   o.read_timeout = 300ms;
-  TestServer srv(o, [&](Request req, Responder resp) {
-    resp.Send(ReplyType(MessageType::Ping), PingReply(4u << 20));
-  });
+  TestServer srv(o, [&](Request req, Responder resp) { resp.Send(ReplyType(MessageType::Ping), PingReply(4u << 20)); });
   FramePeer hog(srv.port());
   hog.socket.set_option(asio::socket_base::receive_buffer_size(4096));
   hog.SendPing(1);
@@ -364,7 +362,7 @@ TEST_CASE("After StopAccepting, open connections get Unavailable for new request
   CHECK(refused->error.code() == StatusCode::kUnavailable);
   {
     std::lock_guard<std::mutex> lock(mu);
-    CHECK(held.size() == 1);  // never reached the handler
+    CHECK(held.size() == 1);                                   // never reached the handler
     held[0].Send(ReplyType(MessageType::Ping), PingReply(0));  // in-flight work finishes
   }
   auto f = peer.Read();
@@ -404,8 +402,8 @@ TEST_CASE("Before authenticating, only handshake frames are accepted: others are
     REQUIRE(f.ok());  // answered at once, not after a payload that never comes
     CHECK(f->id == 9);
     CHECK(f->error.code() == StatusCode::kPermissionDenied);
-    CHECK_THAT(f->error.message(), Catch::Contains("PushSparse before authenticating") &&
-                                       Catch::Contains("FLEETPS_AUTH_SECRET_FILE"));
+    CHECK_THAT(f->error.message(),
+               Catch::Contains("PushSparse before authenticating") && Catch::Contains("FLEETPS_AUTH_SECRET_FILE"));
     CHECK(p->ClosedWithin(2000ms));
   }
   CHECK(WaitFor([&] { return srv.server.in_flight_bytes() == 0; }));

@@ -97,11 +97,11 @@ class TcpProxy {
   // Copies from -> to until either side closes; holds the bytes while `direction` is frozen.
   void Relay(std::shared_ptr<Pair> pair, tcp::socket& from, tcp::socket& to, int direction) {
     auto buf = std::make_shared<std::array<char, 16384>>();
-    from.async_read_some(boost::asio::buffer(*buf), [this, pair, &from, &to, direction, buf](
-                                                         boost::system::error_code ec, size_t n) {
-      if (ec) return pair->Close();
-      Forward(pair, from, to, direction, buf, n);
-    });
+    from.async_read_some(boost::asio::buffer(*buf),
+                         [this, pair, &from, &to, direction, buf](boost::system::error_code ec, size_t n) {
+                           if (ec) return pair->Close();
+                           Forward(pair, from, to, direction, buf, n);
+                         });
   }
   void Forward(std::shared_ptr<Pair> pair, tcp::socket& from, tcp::socket& to, int direction,
                std::shared_ptr<std::array<char, 16384>> buf, size_t n) {

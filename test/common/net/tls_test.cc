@@ -116,8 +116,7 @@ TEST_CASE("A server certificate from another CA or for another host is refused")
   SECTION("a certificate for another address, signed by the right CA") {
     PingServer ps(Load(certs.Server(certs.wrong_name)));
     REQUIRE(ps.server.Start().ok());
-    RpcClient client(io, Endpoint{"127.0.0.1", ps.server.port()},
-                     ClientOptions(Load(certs.Client(certs.wrong_name))));
+    RpcClient client(io, Endpoint{"127.0.0.1", ps.server.port()}, ClientOptions(Load(certs.Client(certs.wrong_name))));
     const Status st = client.Connect();
     CHECK_THAT(st.message(), Catch::Contains("TLS handshake failed") && Catch::Contains("names 127.0.0.1"));
   }
@@ -141,8 +140,8 @@ TEST_CASE("Plain and TLS peers do not talk to each other") {
     REQUIRE(plain.Connect().ok());  // TCP only: the client does not speak first without auth
     const Status refused = CallPing(plain, 7).status();
     CHECK(refused.IsUnavailable());
-    CHECK_THAT(refused.message(), Catch::Contains("Ping to server 127.0.0.1") &&
-                                      Catch::Contains("requires TLS") && Catch::Contains("FLEETPS_TLS_CA_FILE"));
+    CHECK_THAT(refused.message(), Catch::Contains("Ping to server 127.0.0.1") && Catch::Contains("requires TLS") &&
+                                      Catch::Contains("FLEETPS_TLS_CA_FILE"));
     plain.Close();
     RpcClient tls(io, Endpoint{"127.0.0.1", ps.server.port()}, ClientOptions(Load(certs.Client(certs.good))));
     REQUIRE(tls.Connect().ok());

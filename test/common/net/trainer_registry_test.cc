@@ -19,7 +19,7 @@ TEST_CASE("TrainerRegistry: a silent trainer is gone after the lease; the job en
   REQUIRE(reg.Heartbeat(0, 2, false, false, "", t0 + 9s).ok());
   s = reg.Expire(t0 + 12s);  // trainer 1 silent for 11 s
   CHECK(s.newly_gone == std::vector<uint32_t>{1});
-  CHECK_FALSE(s.ended);  // trainer 0 still runs
+  CHECK_FALSE(s.ended);                            // trainer 0 still runs
   CHECK(reg.Expire(t0 + 13s).newly_gone.empty());  // reported once
   auto gone = reg.Heartbeat(0, 2, true, true, "barrier failed", t0 + 14s);
   REQUIRE(gone.ok());
@@ -81,7 +81,7 @@ TEST_CASE("TrainerRegistry: the alive trainers, training or stopping") {
   s = reg.Expire(t0 + 4s);
   CHECK(s.training == std::vector<uint32_t>{0, 2});
   CHECK(s.stopping.empty());  // finished
-  s = reg.Expire(t0 + 15s);  // 0 and 2 silent past the lease: gone, not alive
+  s = reg.Expire(t0 + 15s);   // 0 and 2 silent past the lease: gone, not alive
   CHECK(s.training.empty());
   CHECK(s.gone == std::vector<uint32_t>{0, 2});
 }

@@ -21,8 +21,7 @@ std::unique_ptr<Optimizer> MustCreate(const OptimizerOptions& options) {
 
 // One row: weights plus its state block, initialized by the rule.
 struct Row {
-  Row(const Optimizer& opt, std::vector<float> weights)
-      : w(std::move(weights)), state(opt.StateSize(w.size())) {
+  Row(const Optimizer& opt, std::vector<float> weights) : w(std::move(weights)), state(opt.StateSize(w.size())) {
     opt.InitState(state.data(), w.size());
   }
   void Step(const Optimizer& opt, std::vector<float> grad) {

@@ -37,7 +37,8 @@ void Compare(const TableOptions& t, uint32_t shards, uint64_t pass_keys = 5000) 
   o.table = t;
   o.devices = shards;
   o.device_ids.assign(shards, 0);
-  for (uint32_t d = 0; d < shards && static_cast<int>(d) < VisibleCudaDevices(); ++d) o.device_ids[d] = static_cast<int>(d);
+  for (uint32_t d = 0; d < shards && static_cast<int>(d) < VisibleCudaDevices(); ++d)
+    o.device_ids[d] = static_cast<int>(d);
   auto host = MakeHostPassTable(o);
   auto cuda = MakeCudaPassTable(o);
   REQUIRE(host.ok());

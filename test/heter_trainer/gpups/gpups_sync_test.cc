@@ -104,9 +104,11 @@ TEST_CASE("begin_pass takes the last pass's keys again when the dataset reads th
   CHECK(pass(false) == 348);
 }
 
-TEST_CASE("One trainer, two workers (two devices, or one device with two workers): after end_pass the pservers "
-          "hold exactly the reference rows") {
-  const auto [devices, workers_per_device] = GENERATE(std::pair<uint32_t, uint32_t>{2, 1}, std::pair<uint32_t, uint32_t>{1, 2});
+TEST_CASE(
+    "One trainer, two workers (two devices, or one device with two workers): after end_pass the pservers "
+    "hold exactly the reference rows") {
+  const auto [devices, workers_per_device] =
+      GENERATE(std::pair<uint32_t, uint32_t>{2, 1}, std::pair<uint32_t, uint32_t>{1, 2});
   // 1: the default, one step per batch; 3: merging asked for (9 and 6 batches: a partial
   // window left for end_pass).
   const uint32_t window = GENERATE(1u, 3u);
@@ -177,8 +179,9 @@ TEST_CASE("One trainer, two workers (two devices, or one device with two workers
   CHECK(std::any_of(dense.begin(), dense.end(), [](float v) { return v != 0.0f; }));
 }
 
-TEST_CASE("end_pass's write-back in ranges of 3 rows over two shards (more ranges than are written at once) stores "
-          "what one range stores") {
+TEST_CASE(
+    "end_pass's write-back in ranges of 3 rows over two shards (more ranges than are written at once) stores "
+    "what one range stores") {
   const config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
   Cluster ranged(job), whole(job);
   const auto keys = Range(0, 60);
@@ -261,16 +264,18 @@ TEST_CASE("Two trainers on overlapping keys: both passes add up on the pservers,
     const auto& g = got.at(key);
     std::vector<float> want = by0 ? end0.at(key) : end1.at(key);
     float ds = s[stats + kDeltaScore];
-    if (by0) ds += accessor.Score(end0.at(key)[stats + kShow] - s[stats + kShow],
-                                  end0.at(key)[stats + kClick] - s[stats + kClick]);
+    if (by0)
+      ds += accessor.Score(end0.at(key)[stats + kShow] - s[stats + kShow],
+                           end0.at(key)[stats + kClick] - s[stats + kClick]);
     if (by0 && by1) {
       const auto& e1 = end1.at(key);
       for (uint32_t j = 0; j < core; ++j) want[j] += e1[j] - s[j];  // trainer 1's difference
       want[stats + kShow] += e1[stats + kShow] - s[stats + kShow];
       want[stats + kClick] += e1[stats + kClick] - s[stats + kClick];
     }
-    if (by1) ds += accessor.Score(end1.at(key)[stats + kShow] - s[stats + kShow],
-                                  end1.at(key)[stats + kClick] - s[stats + kClick]);
+    if (by1)
+      ds += accessor.Score(end1.at(key)[stats + kShow] - s[stats + kShow],
+                           end1.at(key)[stats + kClick] - s[stats + kClick]);
     for (uint32_t j = 0; j < stats + kDeltaScore; ++j) CHECK(g[j] == want[j]);
     CHECK(g[stats + kUnseen] == 0.0f);
     CHECK(g[stats + kDeltaScore] == ds);

@@ -28,7 +28,6 @@
 
 namespace fleetps::heter::gpups_testing {
 
-
 using trainer::PsClient;
 
 inline config::TrainerOptions JobOptions(float embedx_threshold) {
@@ -46,7 +45,8 @@ hyper_parameters:
 fleetps:
   sparse_table:
     shards: 3
-    accessor: {name: ctr, embedx_threshold: )" + std::to_string(embedx_threshold) + R"(, nonclk_coeff: 0.1}
+    accessor: {name: ctr, embedx_threshold: )" +
+                                        std::to_string(embedx_threshold) + R"(, nonclk_coeff: 0.1}
 )",
                                     "gpups_sync_test.yaml");
   REQUIRE(o.ok());

@@ -8,7 +8,6 @@ namespace {
 
 using namespace gpups_testing;  // NOLINT: the fixtures of this test
 
-
 // Worker threads stepping a dense system: worker w, while it has data (data[w] steps), reads
 // the step's parameters (params(w, &p)) and pushes a gradient that depends on them and on its
 // own random draw (push(w, grads)); then it joins the remaining steps without data; each
@@ -43,9 +42,9 @@ void RunDenseSteps(uint32_t workers, const std::vector<int>& data, ParamsFn para
 }
 
 TEST_CASE("The process's one dense replica, each worker stepping a slice, gives bitwise one replica per rank") {
-  const auto [rule, drop_last] = GENERATE(std::pair<const char*, bool>{"Adam", false},
-                                          std::pair<const char*, bool>{"Adagrad", false},
-                                          std::pair<const char*, bool>{"Adam", true});
+  const auto [rule, drop_last] =
+      GENERATE(std::pair<const char*, bool>{"Adam", false}, std::pair<const char*, bool>{"Adagrad", false},
+               std::pair<const char*, bool>{"Adam", true});
   // With more apply threads than workers, helpers step parts of the workers' slices: one
   // worker's slice (the whole replica) in two parts, or three workers' in two parts each.
   const auto [kWorkers, apply_threads] =
@@ -79,13 +78,16 @@ TEST_CASE("The process's one dense replica, each worker stepping a slice, gives 
   {
     std::vector<Status> set(kWorkers);
     std::vector<std::thread> threads;
-    for (uint32_t w = 0; w < kWorkers; ++w) threads.emplace_back([&, w] { set[w] = ref[w]->SetInitialParams(initial); });
+    for (uint32_t w = 0; w < kWorkers; ++w)
+      threads.emplace_back([&, w] { set[w] = ref[w]->SetInitialParams(initial); });
     for (auto& t : threads) t.join();
     for (const Status& st : set) REQUIRE(st.ok());
   }
   RunDenseSteps(
       kWorkers, data, [&](uint32_t w, std::vector<float>* p) { return ref[w]->DenseParams(w, p); },
-      [&](uint32_t w, std::span<const float> g) { return ref[w]->Push(w, trainer::StepGrads{{}, {}, {}, {}, g}); },
+      [&](uint32_t w, std::span<const float> g) {
+        return ref[w]->Push(w, trainer::StepGrads{{}, {}, {}, {}, g});
+      },
       [&](uint32_t w, bool out) { return ref[w]->EndStep(w, out); });
 
   // The process's one replica.
@@ -194,7 +196,7 @@ TEST_CASE("The Trainer's prefetch helpers: one worker's pass bitwise as without 
   const TrainedPass with = TrainWithTrainer(files, 1, true);
   const TrainedPass without = TrainWithTrainer(files, 1, false);
   CHECK(with.examples == 1400);
-  CHECK(with.rows.size() == 1400);  // the ids of the first slot, unique per record, hold the others
+  CHECK(with.rows.size() == 1400);   // the ids of the first slot, unique per record, hold the others
   CHECK(with.rows == without.rows);  // weights, optimizer state, statistics: bitwise
   CHECK(with.dense == without.dense);
   // Two workers and their two helpers at once (a TSan target): every record trained once.
@@ -362,7 +364,7 @@ TEST_CASE("A stop request during begin_pass: the pass's keys are read no further
   const metrics::Counter passes = registry.GetCounter("fleetps_gpups_passes_total", "");
   data::testing::TempDir dir;
   const auto files = data::testing::WriteNumberedRankDnnFiles(dir, "part", 2, 300);  // 600 records
-  data::InMemoryDataset records(data::testing::RankDnnOptions(), files, 16);  // 38 batches a pass
+  data::InMemoryDataset records(data::testing::RankDnnOptions(), files, 16);         // 38 batches a pass
   REQUIRE(records.LoadIntoMemory().ok());
 
   SECTION("while the keys are read") {
@@ -435,15 +437,16 @@ TEST_CASE("The dense replica starts from the pservers' dense table when it holds
   CHECK(replica != loaded);
 }
 
-TEST_CASE("A restarted node resumes the dense optimizer state end_pass left on the pservers: two passes across a "
-          "restart give bitwise the uninterrupted run's model") {
+TEST_CASE(
+    "A restarted node resumes the dense optimizer state end_pass left on the pservers: two passes across a "
+    "restart give bitwise the uninterrupted run's model") {
   config::TrainerOptions job = JobOptions(/*embedx_threshold=*/4.0f);
   job.dense_table.optimizer.kind = OptimizerKind::kAdam;  // moments and beta powers to lose
   job.dense_table.optimizer.learning_rate = 0.01f;
   job.collective.warmup_steps = 0;  // the rate's warm-up counts the replica's own steps
   const auto keys = Range(0, 30);
   const std::vector<std::vector<std::vector<std::vector<Batch>>>> passes = {{{Batches(keys, 5, 31)}},
-                                                                           {{Batches(keys, 4, 32)}}};
+                                                                            {{Batches(keys, 4, 32)}}};
   auto run_pass = [&](std::vector<std::unique_ptr<PassTrainer>>& trainers, size_t pass) {
     REQUIRE(trainers[0]->sync->BeginPassWithKeys(keys).ok());
     TrainPass(trainers, passes[pass]);

@@ -51,8 +51,7 @@ void PullRows(server::SparseTable& table, const std::vector<uint64_t>& keys, std
   flags->assign(keys.size(), 0);
   stats->assign(keys.size() * 2, 0.0f);
   for (uint32_t i = 0; i < keys.size(); ++i) {
-    REQUIRE(table.PullRowsShard(table.ShardOf(keys[i]), keys.data(), &i, 1, rows->data(), flags->data(),
-                                stats->data())
+    REQUIRE(table.PullRowsShard(table.ShardOf(keys[i]), keys.data(), &i, 1, rows->data(), flags->data(), stats->data())
                 .ok());
   }
 }
@@ -223,8 +222,9 @@ TEST_CASE("Lookups and updates from six threads at once give what one thread giv
   }
 }
 
-TEST_CASE("Export: exactly the touched rows, in slot order, each with its starting and final row and its shows; "
-          "lookups give every row") {
+TEST_CASE(
+    "Export: exactly the touched rows, in slot order, each with its starting and final row and its shows; "
+    "lookups give every row") {
   PassTableOptions o;
   o.table = RefusedPushTable();  // SGD at rate 1, dim 2: a gradient of g takes a weight w to w - g
   auto table = MakeHostPassTable(o);
@@ -311,8 +311,8 @@ TEST_CASE("A pass that does not fit a device's budget is refused, naming keys an
   for (uint64_t k = 0; k < 1000; ++k) keys.push_back(k);
   uint64_t most = 0;
   for (uint32_t d = 0; d < 2; ++d) {
-    most = std::max<uint64_t>(most, std::count_if(keys.begin(), keys.end(),
-                                                  [&](uint64_t k) { return DeviceOfKey(k, 2) == d; }));
+    most = std::max<uint64_t>(
+        most, std::count_if(keys.begin(), keys.end(), [&](uint64_t k) { return DeviceOfKey(k, 2) == d; }));
   }
   o.device_memory_bytes = most * per_key - 1;  // one byte short on the fuller device
   auto made = MakeHostPassTable(o);

@@ -77,8 +77,8 @@ inline void CheckRefusedPushes(PassTable& table) {
   CHECK(st.message().find("key " + std::to_string(on[0][0]) + " given twice") != std::string::npos);
   CHECK(table.size() == 0);
   std::vector<uint64_t> keys = {on[0][0], on[0][1], on[0][2], on[1][0], on[1][1], on[1][2]};
-  REQUIRE(table.Build(keys, std::vector<float>(keys.size() * core, 0.0f), std::vector<uint8_t>(keys.size(), 0), {})
-              .ok());
+  REQUIRE(
+      table.Build(keys, std::vector<float>(keys.size() * core, 0.0f), std::vector<uint8_t>(keys.size(), 0), {}).ok());
   auto weight = [&](uint64_t key) {
     float out[2] = {7, 7};
     REQUIRE(table.Pull({&key, 1}, out).ok());
@@ -213,7 +213,8 @@ inline void CheckConcurrentTraffic(PassTable& table, PassTable& reference) {
     all.insert(all.end(), pushed[1].begin(), pushed[1].end());
     std::vector<float> now(all.size() * dim);
     REQUIRE(reference.Pull(all, now.data()).ok());
-    for (size_t i = 0; i < all.size(); ++i) passes_through[all[i]].assign(now.begin() + i * dim, now.begin() + (i + 1) * dim);
+    for (size_t i = 0; i < all.size(); ++i)
+      passes_through[all[i]].assign(now.begin() + i * dim, now.begin() + (i + 1) * dim);
     std::vector<uint64_t> ks;
     std::vector<float> grads, shows;
     for (uint32_t t = 0; t < 2; ++t) {

@@ -53,7 +53,7 @@ TEST_CASE("RowAccessor: plain layout is weights, optimizer state, flags", "[acce
   plain.InitRow(row.data());
   CHECK(plain.SavedFlags(row.data()) == 0);
   CHECK(plain.Dirty(row.data()));  // new since the last save
-  CHECK(row[4] == 7.0f);  // g2sum starts at initial_accumulator
+  CHECK(row[4] == 7.0f);           // g2sum starts at initial_accumulator
   // g = 3 on w0: g2sum 16, w0 = 1 - 0.1 * 3 / (4 + 1) = 0.94. Changed is set.
   const float grad[4] = {3, 0, 0, 0};
   CHECK_FALSE(plain.ApplyPush(row.data(), grad, 5.0f, 1.0f, false));

@@ -61,7 +61,10 @@ TEST_CASE("/healthz and /readyz answer while a scrape waits for a blocked shard 
   ServerMetrics metrics(0, "127.0.0.1:0", /*scrape_timeout=*/20s);  // the scrape waits as long as the lane
   metrics.SetSources({s.service.get(), nullptr});
   net::HttpEndpointOptions http;
-  REQUIRE(metrics.Serve(http, [] { return true; }, [] { return std::string(); }).ok());
+  REQUIRE(metrics
+              .Serve(
+                  http, [] { return true; }, [] { return std::string(); })
+              .ok());
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   s.executors.Post(0, [released] { released.wait(); });  // the lane is busy (a save)

@@ -61,7 +61,7 @@ TEST_CASE("ConfineCheckpointPath: refuses absolute paths, '..', NUL, the root it
   CHECK(Refusal(root, "/etc").find("absolute") != std::string::npos);
   Refusal(root, "//etc/passwd");
   Refusal(root, root + "/inside");  // absolute even when it points inside
-  for (const char* dotdot : {"..", "../x", "a/../b", "a/..", "a/b/../../..", "a/./../../x", "../" , "x/../../.."}) {
+  for (const char* dotdot : {"..", "../x", "a/../b", "a/..", "a/b/../../..", "a/./../../x", "../", "x/../../.."}) {
     CHECK(Refusal(root, dotdot).find("'..'") != std::string::npos);
   }
   CHECK(Refusal(root, std::string("a\0/../../etc", 12)).find("NUL") != std::string::npos);

@@ -156,7 +156,8 @@ class Server {
     for (uint32_t s = 0; s < t->num_shards(); ++s) {
       REQUIRE(t->ForEachRow(s, [&](uint64_t key, const float* row) {
                  // Every row sits on the server and shard PlaceKey names.
-                 const KeyPlacement p = PlaceKey(key, static_cast<uint32_t>(options_.endpoints.size()), t->num_shards());
+                 const KeyPlacement p =
+                     PlaceKey(key, static_cast<uint32_t>(options_.endpoints.size()), t->num_shards());
                  CHECK(p.server == index());
                  CHECK(p.shard == s);
                  auto& copy = rows[key];
@@ -457,8 +458,8 @@ void EditManifest(const std::string& dir, const std::function<void(uint32_t, std
   for (const auto* t : *m.tables()) {
     std::vector<FileRecord> files;
     for (const auto* f : *t->files()) {
-      files.push_back({f->path()->str(), f->server(), f->shard(), f->crc32c(), f->rows(), f->bytes(),
-                       f->slice_begin(), f->slice_end()});
+      files.push_back({f->path()->str(), f->server(), f->shard(), f->crc32c(), f->rows(), f->bytes(), f->slice_begin(),
+                       f->slice_end()});
     }
     edit(t->id(), files);
     std::vector<flatbuffers::Offset<disk::FileEntry>> entries;
@@ -480,8 +481,8 @@ void EditManifest(const std::string& dir, const std::function<void(uint32_t, std
   const auto list = fbb.CreateVector(tables);
   fbb.Finish(disk::CreateCheckpointManifest(fbb, m.format_version(), version, m.mode(), m.content(), m.num_servers(),
                                             m.created_unix_ms(), fleetps_version, list, total));
-  REQUIRE(WriteFlatBufferFileAtomic(c->version_dir() + "/" + kManifestFile, disk::FileKind::Manifest, fbb.Release())
-              .ok());
+  REQUIRE(
+      WriteFlatBufferFileAtomic(c->version_dir() + "/" + kManifestFile, disk::FileKind::Manifest, fbb.Release()).ok());
 }
 
 // server.Load(dir), failing the test instead of hanging it when the load blocks (a crafted
@@ -795,8 +796,7 @@ TEST_CASE("Batch saves age unseen_days exactly once per committed save, on every
 
 // ---- one save per directory -------------------------------------------------------------
 
-TEST_CASE("One save per directory: a second save into it is refused while the first holds the lock",
-          "[checkpoint]") {
+TEST_CASE("One save per directory: a second save into it is refused while the first holds the lock", "[checkpoint]") {
   const std::string dir = testing::MakeTempDir("locked");
   // Two jobs (two one-server clusters) saving into one directory.
   auto a = Cluster(1);
@@ -838,8 +838,9 @@ TEST_CASE("One save per directory: a second save into it is refused while the fi
     } unblock{&release, &saver};
     const std::string lock_file = dir + "/" + ServerLockName(0);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (std::chrono::steady_clock::now() < deadline &&
-           (!std::filesystem::exists(lock_file) || testing::ReadFile(lock_file).find("save va ") == std::string::npos)) {
+    while (
+        std::chrono::steady_clock::now() < deadline &&
+        (!std::filesystem::exists(lock_file) || testing::ReadFile(lock_file).find("save va ") == std::string::npos)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     auto other = b[0]->SavePart(dir, "vb", disk::SaveMode::Checkpoint);

@@ -162,8 +162,11 @@ TEST_CASE("WriteRows replaces an unchanged row exactly and merges a changed one 
   // ... and an unchanged row still takes the pass's end exactly.
   std::vector<uint64_t> fresh = {12};
   Pulled f = Pull(*s.client, kPlain, fresh, 4);
-  REQUIRE(s.client->WriteRows(kPlain, fresh, 4, {f.rows, std::vector<float>(end3.begin(), end3.begin() + 4), {}, {}, {},
-                                                 true}, &counts).get().ok());
+  REQUIRE(s.client
+              ->WriteRows(kPlain, fresh, 4,
+                          {f.rows, std::vector<float>(end3.begin(), end3.begin() + 4), {}, {}, {}, true}, &counts)
+              .get()
+              .ok());
   CHECK(counts.written == 1);
   CHECK(Pull(*s.client, kPlain, fresh, 4).rows == std::vector<float>(end3.begin(), end3.begin() + 4));
 }
@@ -180,7 +183,7 @@ TEST_CASE("WriteRows on a CTR table adds the pass's shows and clicks and extends
   std::vector<float> end = {0.5f, -1.0f, 2.0f};
   REQUIRE(s.Write(keys, begin, end, {1}, {3}, {1}, kCtr).ok());
   Pulled after = Pull(*s.client, kCtr, keys, 3);
-  CHECK(after.rows == end);  // extended on the server too, so begin matched: exact
+  CHECK(after.rows == end);    // extended on the server too, so begin matched: exact
   CHECK(after.flags[0] == 3);  // Changed | EmbedxExtended
   CHECK(after.stats == std::vector<float>{3, 1});
   // A second pass from the same start adds its difference and its statistics.

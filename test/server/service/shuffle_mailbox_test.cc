@@ -23,7 +23,7 @@ TEST_CASE("mail is taken in arrival order and completes after every sender's las
   REQUIRE(box.Post(1, 1, 2, Bytes(10, 2), false).ok());
   REQUIRE(box.Post(2, 0, 2, Bytes(10, 9), false).ok());  // the next round stays apart
   REQUIRE(box.Post(1, 0, 2, Bytes(10, 3), true).ok());
-  CHECK(*box.Post(1, 0, 1, Bytes(5, 4), false) == 45);    // another receiver; bytes held
+  CHECK(*box.Post(1, 0, 1, Bytes(5, 4), false) == 45);  // another receiver; bytes held
 
   auto taken = box.Take(1, 2, 2, 25);  // two blocks fit in 25 bytes
   CHECK(Firsts(taken) == std::vector<uint8_t>{1, 2});
@@ -50,8 +50,8 @@ TEST_CASE("a full mailbox answers Busy until receivers take; a repeated last is 
   auto busy = box.Post(7, 1, 0, Bytes(10, 2), false);
   REQUIRE_FALSE(busy.ok());
   CHECK(busy.status().IsBusy());
-  CHECK_THAT(busy.status().message(), Catch::Contains("holds 150 of 100 bytes") &&
-                                          Catch::Contains("round 7 from trainer 1 to trainer 0"));
+  CHECK_THAT(busy.status().message(),
+             Catch::Contains("holds 150 of 100 bytes") && Catch::Contains("round 7 from trainer 1 to trainer 0"));
   CHECK(box.Take(7, 0, 2, 1000).mail.size() == 1);
   REQUIRE(box.Post(7, 1, 0, Bytes(10, 2), true).ok());
   auto again = box.Post(7, 1, 0, Bytes(10, 2), true);
@@ -67,7 +67,7 @@ TEST_CASE("boxes left idle by a dead trainer are dropped when the space is neede
   REQUIRE(box.Post(1, 0, 5, Bytes(60, 1), false, t0).ok());  // trainer 5 never fetches
   REQUIRE(box.Post(2, 0, 6, Bytes(30, 2), false, t0 + 8min).ok());
   CHECK(box.Post(2, 1, 6, Bytes(30, 3), false, t0 + 9min).status().IsBusy());  // nothing idle long enough
-  REQUIRE(box.Post(2, 1, 6, Bytes(30, 3), false, t0 + 11min).ok());           // round 1's box is dropped
+  REQUIRE(box.Post(2, 1, 6, Bytes(30, 3), false, t0 + 11min).ok());            // round 1's box is dropped
   CHECK(box.held_bytes() == 60);
   CHECK(box.Take(1, 5, 1, 100, t0 + 11min).mail.empty());
   CHECK(Firsts(box.Take(2, 6, 2, 100, t0 + 11min)) == std::vector<uint8_t>{2, 3});
@@ -80,9 +80,9 @@ TEST_CASE("the number of boxes is bounded; idle ones make room", "[mailbox]") {
   ShuffleMailbox box(1 << 20, 10min);
   for (uint32_t to = 0; to < ShuffleMailbox::kMaxBoxes; ++to) REQUIRE(box.Post(1, 0, to, {}, true, t0).ok());
   CHECK(box.Post(2, 0, 0, {}, true, t0 + 1min).status().IsBusy());  // a new box: none idle yet
-  CHECK(box.Post(1, 1, 5, {}, true, t0 + 1min).ok());                // an existing box still takes mail
-  CHECK(box.Post(2, 0, 0, {}, true, t0 + 630s).ok());  // boxes idle for 10.5 min are dropped
-  CHECK(box.Take(1, 5, 2, 100, t0 + 630s).complete);   // box 5, touched at 1 min, is kept
+  CHECK(box.Post(1, 1, 5, {}, true, t0 + 1min).ok());               // an existing box still takes mail
+  CHECK(box.Post(2, 0, 0, {}, true, t0 + 630s).ok());               // boxes idle for 10.5 min are dropped
+  CHECK(box.Take(1, 5, 2, 100, t0 + 630s).complete);                // box 5, touched at 1 min, is kept
 }
 
 }  // namespace fleetps::server

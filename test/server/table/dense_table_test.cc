@@ -103,8 +103,7 @@ TEST_CASE("DenseTable: Adam shares its beta powers over the slice; SetParams res
   CHECK(w[1] == Approx(0.9f));
 }
 
-TEST_CASE("DenseTable: SetParams with an optimizer state continues from it; PullState gives it back",
-          "[dense_table]") {
+TEST_CASE("DenseTable: SetParams with an optimizer state continues from it; PullState gives it back", "[dense_table]") {
   TableOptions o = DenseOptions(6);
   o.initializer.kind = InitializerKind::kConstant;
   o.initializer.value = 0.5f;
@@ -122,7 +121,7 @@ TEST_CASE("DenseTable: SetParams with an optimizer state continues from it; Pull
   REQUIRE(trained->Pull(2, 2, w.data()).ok());
   REQUIRE(trained->PullState(2, 2, element.data(), shared.data()).ok());
   CHECK(shared[0] == Approx(0.9f * 0.9f * 0.9f));  // beta1 power: beta1, then x beta1 per step
-  CHECK(element[0] != 0.0f);                        // weight 2's first moment
+  CHECK(element[0] != 0.0f);                       // weight 2's first moment
   // A table given the weights and that state takes the next step as the trained one does.
   REQUIRE(resumed->SetParams(2, 2, w.data(), {element, shared}).ok());
   REQUIRE(trained->Push(2, 2, g2.data()).ok());

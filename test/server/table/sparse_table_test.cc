@@ -43,18 +43,14 @@ class Cluster {
   std::vector<float> Pull(const std::vector<uint64_t>& keys) {
     std::vector<float> out(keys.size() * dim(), -999.0f);
     for (const auto& [place, idx] : Route(keys)) {
-      REQUIRE(servers_[place.first]
-                  ->PullShard(place.second, keys.data(), idx.data(), idx.size(), out.data())
-                  .ok());
+      REQUIRE(servers_[place.first]->PullShard(place.second, keys.data(), idx.data(), idx.size(), out.data()).ok());
     }
     return out;
   }
   void Push(const std::vector<uint64_t>& keys, const std::vector<float>& grads) {
     REQUIRE(grads.size() == keys.size() * dim());
     for (const auto& [place, idx] : Route(keys)) {
-      REQUIRE(servers_[place.first]
-                  ->PushShard(place.second, keys.data(), idx.data(), idx.size(), grads.data())
-                  .ok());
+      REQUIRE(servers_[place.first]->PushShard(place.second, keys.data(), idx.data(), idx.size(), grads.data()).ok());
     }
   }
 
@@ -158,8 +154,7 @@ TEST_CASE("SparseTable: initial values do not depend on servers or shards", "[sp
   std::vector<float> expected(keys.size() * 8);
   for (size_t i = 0; i < keys.size(); ++i) initializer->FillRow(keys[i], &expected[i * 8], 8);
 
-  for (const auto& [servers, shards] :
-       std::vector<std::pair<uint32_t, uint32_t>>{{1, 1}, {2, 8}, {3, 5}, {7, 3}}) {
+  for (const auto& [servers, shards] : std::vector<std::pair<uint32_t, uint32_t>>{{1, 1}, {2, 8}, {3, 5}, {7, 3}}) {
     CAPTURE(servers, shards);
     o.shards = shards;
     for (bool create_on_pull : {false, true}) {

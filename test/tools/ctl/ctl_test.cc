@@ -35,19 +35,20 @@ TEST_CASE("fleetps-ctl status, save, load, shrink and stop on two pservers", "[i
   const std::string dir = testing::MakeTempDir("ctl");
   const auto ports = testing::FreePorts(2);
   const std::string list = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
-  testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) +
-                                           "\", \"127.0.0.1:" + std::to_string(ports[1]) +
-                                           "\"]\n  io_threads: 1\n  shard_threads: 1\n  checkpoint_root: " + dir +
-                                           "\ntables:\n"
-                                           "  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 2,\n"
-                                           "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n"
-                                           "  - {id: 1, name: dense, kind: dense, size: 10,\n"
-                                           "     optimizer: {name: sgd, learning_rate: 1.0}}\n");
+  testing::WriteFile(dir + "/ps.yaml",
+                     "server:\n  endpoints: [\"127.0.0.1:" + std::to_string(ports[0]) +
+                         "\", \"127.0.0.1:" + std::to_string(ports[1]) +
+                         "\"]\n  io_threads: 1\n  shard_threads: 1\n  checkpoint_root: " + dir +
+                         "\ntables:\n"
+                         "  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 2,\n"
+                         "     optimizer: {name: sgd, learning_rate: 1.0}, initializer: {name: zeros}}\n"
+                         "  - {id: 1, name: dense, kind: dense, size: 10,\n"
+                         "     optimizer: {name: sgd, learning_rate: 1.0}}\n");
   testing::ChildProcess servers[2];
   for (int i = 0; i < 2; ++i) {
-    REQUIRE(servers[i].Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml", "--index",
-                              std::to_string(i)},
-                             {}, dir + "/pserver" + std::to_string(i) + ".log"));
+    REQUIRE(servers[i].Start(
+        {testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml", "--index", std::to_string(i)}, {},
+        dir + "/pserver" + std::to_string(i) + ".log"));
   }
   for (uint16_t p : ports) REQUIRE(testing::WaitForPort(p, 30s));
   {
@@ -74,8 +75,10 @@ TEST_CASE("fleetps-ctl status, save, load, shrink and stop on two pservers", "[i
   // second TableStats itself) in a little over 0.2 s.
   for (int s = 0; s < 2; ++s) {
     std::smatch m;
-    REQUIRE(std::regex_search(r.out, m, std::regex("pserver " + std::to_string(s) + "  127\\.0\\.0\\.1:[0-9]+  "
-                                                   "requests/s ([0-9]+) \\(([0-9]+) since start\\)")));
+    REQUIRE(std::regex_search(r.out, m,
+                              std::regex("pserver " + std::to_string(s) +
+                                         "  127\\.0\\.0\\.1:[0-9]+  "
+                                         "requests/s ([0-9]+) \\(([0-9]+) since start\\)")));
     CHECK(std::stoi(m[1]) >= 1);
     CHECK(std::stoi(m[1]) <= 5);
     CHECK(std::stoi(m[2]) >= 3);  // at least the two samples and the first status call's
@@ -117,8 +120,8 @@ TEST_CASE("fleetps-ctl status shows the RocksDB tier's rows and bytes per table"
                                            "  - {id: 1, name: cold, kind: sparse, dim: 4, shards: 1,\n"
                                            "     memory_budget_bytes: 200000}\n");
   testing::ChildProcess server;
-  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
-                       dir + "/pserver.log"));
+  REQUIRE(
+      server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {}, dir + "/pserver.log"));
   REQUIRE(testing::WaitForPort(ports[0], 30s));
   {
     trainer::PsClientOptions o;
@@ -183,14 +186,16 @@ TEST_CASE("fleetps-ctl reaches a TLS cluster with a shared secret through --conf
   REQUIRE(testing::MakeTlsFiles(dir, "cluster", "IP:127.0.0.1", &tls));
   testing::WriteFile(dir + "/secret", "ctl test secret 0123456789abcdef\n");
   ::chmod((dir + "/secret").c_str(), 0600);
-  testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"" + list + "\"]\n  io_threads: 1\n"
-                                           "  shard_threads: 1\n  auth: required\n  auth_secret_file: " + dir +
-                                           "/secret\n  tls: {cert_file: " + tls.cert_file + ", key_file: " +
-                                           tls.key_file + ", ca_file: " + tls.ca_file + "}\n"
+  testing::WriteFile(dir + "/ps.yaml", "server:\n  endpoints: [\"" + list +
+                                           "\"]\n  io_threads: 1\n"
+                                           "  shard_threads: 1\n  auth: required\n  auth_secret_file: " +
+                                           dir + "/secret\n  tls: {cert_file: " + tls.cert_file +
+                                           ", key_file: " + tls.key_file + ", ca_file: " + tls.ca_file +
+                                           "}\n"
                                            "tables:\n  - {id: 0, name: emb, kind: sparse, dim: 4, shards: 1}\n");
   testing::ChildProcess server;
-  REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {},
-                       dir + "/pserver.log"));
+  REQUIRE(
+      server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/ps.yaml"}, {}, dir + "/pserver.log"));
   REQUIRE(testing::WaitForPort(ports[0], 30s));
   INFO(testing::ReadFile(dir + "/pserver.log"));
 

@@ -89,8 +89,8 @@ TEST_CASE("2 servers + 2 workers: ps mode, servers first, the Paddle environment
 }
 
 TEST_CASE("Ports come from FLAGS_START_PORT (or --start_port) upwards, servers first") {
-  auto plan = Plan({"--server_num", "2", "--worker_num", "1", "t", "-c", "j.yaml"},
-                   FakeWorld({{"FLAGS_START_PORT", "7000"}}));
+  auto plan =
+      Plan({"--server_num", "2", "--worker_num", "1", "t", "-c", "j.yaml"}, FakeWorld({{"FLAGS_START_PORT", "7000"}}));
   CHECK(plan.servers == std::vector<std::string>{"127.0.0.1:7000", "127.0.0.1:7001"});
   CHECK(plan.workers == std::vector<std::string>{"127.0.0.1:7002"});
   CHECK(plan.processes[0].argv.back() == "j.yaml");
@@ -102,12 +102,14 @@ TEST_CASE("Ports come from FLAGS_START_PORT (or --start_port) upwards, servers f
 
 TEST_CASE("A bad FLAGS_START_PORT is refused, naming the variable and the fix") {
   for (const char* bad : {"abc", "0", "70000", "80x"}) {
-    const Status st = PlanError({"--server_num", "1", "t", "--config", "j.yaml"}, FakeWorld({{"FLAGS_START_PORT", bad}}));
+    const Status st =
+        PlanError({"--server_num", "1", "t", "--config", "j.yaml"}, FakeWorld({{"FLAGS_START_PORT", bad}}));
     CHECK(st.IsInvalidArgument());
-    CHECK_THAT(st.message(), Catch::Contains(std::string("FLAGS_START_PORT='") + bad + "'") &&
-                                 Catch::Contains("1-65535"));
+    CHECK_THAT(st.message(),
+               Catch::Contains(std::string("FLAGS_START_PORT='") + bad + "'") && Catch::Contains("1-65535"));
   }
-  const Status st = PlanError({"--server_num", "3", "t", "--config", "j.yaml"}, FakeWorld({{"FLAGS_START_PORT", "65534"}}));
+  const Status st =
+      PlanError({"--server_num", "3", "t", "--config", "j.yaml"}, FakeWorld({{"FLAGS_START_PORT", "65534"}}));
   CHECK_THAT(st.message(), Catch::Contains("choose a lower FLAGS_START_PORT"));
 }
 
@@ -126,8 +128,8 @@ TEST_CASE("The run mode is inferred from the other flags as fleetrun does") {
 
 TEST_CASE("Flags of another run mode are refused with the reason") {
   Status st = PlanError({"--run_mode", "collective", "--server_num", "2", "t"});
-  CHECK_THAT(st.message(), Catch::Contains("--server_num is a parameter-server flag") &&
-                               Catch::Contains("run mode is collective"));
+  CHECK_THAT(st.message(),
+             Catch::Contains("--server_num is a parameter-server flag") && Catch::Contains("run mode is collective"));
   st = PlanError({"--ips", "10.0.0.1,10.0.0.2", "--server_num", "1", "t"});
   CHECK_THAT(st.message(), Catch::Contains("--ips is a collective flag"));
   st = PlanError({"--run_mode", "ps", "--heter_worker_num", "1", "t", "-c", "j"});
@@ -233,35 +235,35 @@ TEST_CASE("Multi-node: each node starts only its own roles, with global ranks") 
   CHECK(plan.processes[1].env.at("PADDLE_CURRENT_ENDPOINT") == "10.0.0.2:6171");
   // None of the roles here.
   Status st = PlanError({"--servers", "10.9.9.9:1", "--workers", "10.9.9.8:1", "t", "-c", "j"});
-  CHECK_THAT(st.message(), Catch::Contains("no server or worker of the job is on this node") &&
-                               Catch::Contains("--host"));
+  CHECK_THAT(st.message(),
+             Catch::Contains("no server or worker of the job is on this node") && Catch::Contains("--host"));
   st = PlanError({"--ips", "10.9.9.9,10.9.9.8", "t"});
   CHECK_THAT(st.message(), Catch::Contains("none of --ips") && Catch::Contains("--host"));
 }
 
 TEST_CASE("The hybrid (--sync-mode collective among the trainer's arguments) gets trainer endpoints") {
-  const auto plan = Plan({"--server_num", "1", "--worker_num", "2", "t", "--config", "j.yaml", "--sync-mode",
-                          "collective"});
+  const auto plan =
+      Plan({"--server_num", "1", "--worker_num", "2", "t", "--config", "j.yaml", "--sync-mode", "collective"});
   const auto& w0 = plan.processes[1];
   CHECK(w0.env.at("PADDLE_TRAINER_ENDPOINTS") == "127.0.0.1:41001,127.0.0.1:41002");
   CHECK(w0.env.at("PADDLE_CURRENT_ENDPOINT") == "127.0.0.1:41001");
 }
 
 TEST_CASE("GPU-PS nodes (--sync-mode gpubox) get trainer endpoints when there are several") {
-  const auto two = Plan({"--server_num", "1", "--workers", "127.0.0.1:9100,127.0.0.1:9116", "heter-trainer",
-                         "--config", "j.yaml", "--sync-mode=gpubox", "--gpus", "0,1"});
+  const auto two = Plan({"--server_num", "1", "--workers", "127.0.0.1:9100,127.0.0.1:9116", "heter-trainer", "--config",
+                         "j.yaml", "--sync-mode=gpubox", "--gpus", "0,1"});
   REQUIRE(two.processes.size() == 3);
   CHECK(two.processes[1].env.at("PADDLE_TRAINER_ENDPOINTS") == "127.0.0.1:9100,127.0.0.1:9116");
   CHECK(two.processes[2].env.at("PADDLE_CURRENT_ENDPOINT") == "127.0.0.1:9116");
   CHECK(two.processes[2].env.at("PADDLE_TRAINER_ID") == "1");
   CHECK(two.processes[2].argv.back() == "0,1");  // the trainer's own arguments, unchanged
   // One node all-reduces among its own devices: no endpoints (as a single gpubox process).
-  const auto one = Plan({"--server_num", "1", "--worker_num", "1", "heter-trainer", "--config", "j.yaml",
-                         "--sync-mode", "gpubox"});
+  const auto one =
+      Plan({"--server_num", "1", "--worker_num", "1", "heter-trainer", "--config", "j.yaml", "--sync-mode", "gpubox"});
   CHECK(one.processes[1].env.count("PADDLE_TRAINER_ENDPOINTS") == 0);
   // Other modes named there get none either.
-  const auto async = Plan({"--server_num", "1", "--worker_num", "2", "t", "--config", "j.yaml", "--sync-mode",
-                           "async"});
+  const auto async =
+      Plan({"--server_num", "1", "--worker_num", "2", "t", "--config", "j.yaml", "--sync-mode", "async"});
   CHECK(async.processes[1].env.count("PADDLE_TRAINER_ENDPOINTS") == 0);
 }
 

@@ -86,8 +86,9 @@ TEST_CASE("Workers that exit 0 end the job with 0; a server still running is sto
                     // Worker 0 ends only after the server has written its line: otherwise the
                     // server can be stopped before its shell ever runs `echo`.
                     Shell(Role::kWorker, 0,
-                          "while [ ! -s '" + run.dir + "/serverlog.0' ]; do sleep 0.01; done; "
-                          "echo worker $ROLE_INDEX says hi; echo done",
+                          "while [ ! -s '" + run.dir +
+                              "/serverlog.0' ]; do sleep 0.01; done; "
+                              "echo worker $ROLE_INDEX says hi; echo done",
                           run.dir),
                     Shell(Role::kWorker, 1, "echo worker $ROLE_INDEX here", run.dir)};
   run.Go(std::move(plan));
@@ -164,7 +165,8 @@ TEST_CASE("On a stop the workers get SIGTERM first; the servers only once the wo
   const std::string order = run.dir + "/order";
   // A worker that takes 300 ms to stop (a trainer pushing what it trained), and a server that
   // stops at once: in order, the server's line comes after the worker's.
-  const std::string worker = "trap 'sleep 0.3; echo worker >> " + order + "; exit 0' TERM; while true; do sleep 0.05; done";
+  const std::string worker =
+      "trap 'sleep 0.3; echo worker >> " + order + "; exit 0' TERM; while true; do sleep 0.05; done";
   const std::string server = "trap 'echo server >> " + order + "; exit 0' TERM; while true; do sleep 0.05; done";
   LaunchPlan plan;
   plan.processes = {Shell(Role::kServer, 0, server, run.dir), Shell(Role::kWorker, 0, worker, run.dir),
@@ -179,8 +181,7 @@ TEST_CASE("On a stop the workers get SIGTERM first; the servers only once the wo
 TEST_CASE("A process killed by a signal fails the job with 128 + signal") {
   Run run;
   LaunchPlan plan;
-  plan.processes = {Shell(Role::kServer, 0, "exec sleep 60", run.dir),
-                    Shell(Role::kWorker, 0, "kill -9 $$", run.dir)};
+  plan.processes = {Shell(Role::kServer, 0, "exec sleep 60", run.dir), Shell(Role::kWorker, 0, "kill -9 $$", run.dir)};
   run.Go(std::move(plan));
   INFO(run.Messages());
   CHECK(run.code == 128 + SIGKILL);
@@ -193,14 +194,16 @@ TEST_CASE("A heter worker that dies is started again while the workers run; its 
   LaunchPlan plan;
   // The first run dies of SIGKILL; the second serves until the launcher stops it.
   const std::string died = "'" + run.dir + "/died'";
-  plan.processes = {Shell(Role::kHeterWorker, 0,
-                          "if [ -e " + died + " ]; then echo second run; exec sleep 60; fi; "
-                          "touch " + died + "; echo first run; kill -9 $$",
-                          run.dir),
-                    // The worker ends once the second run has logged: the restart comes first.
-                    Shell(Role::kWorker, 0,
-                          "while ! grep -q 'second run' '" + run.dir + "/heterlog.0'; do sleep 0.01; done; exit 0",
-                          run.dir)};
+  plan.processes = {
+      Shell(Role::kHeterWorker, 0,
+            "if [ -e " + died +
+                " ]; then echo second run; exec sleep 60; fi; "
+                "touch " +
+                died + "; echo first run; kill -9 $$",
+            run.dir),
+      // The worker ends once the second run has logged: the restart comes first.
+      Shell(Role::kWorker, 0, "while ! grep -q 'second run' '" + run.dir + "/heterlog.0'; do sleep 0.01; done; exit 0",
+            run.dir)};
   run.Go(std::move(plan));
   const std::string messages = run.Messages();
   INFO(messages);
@@ -238,9 +241,9 @@ TEST_CASE("A process that ignores SIGTERM is killed after the grace period; its 
   Run run;
   LaunchPlan plan;
   // The server ignores SIGTERM and leaves a grandchild in its process group.
-  plan.processes = {Shell(Role::kServer, 0, "trap '' TERM; sleep 60 & echo $! > " + run.dir + "/grandchild; wait",
-                          run.dir),
-                    Shell(Role::kWorker, 0, "sleep 0.5; exit 1", run.dir)};
+  plan.processes = {
+      Shell(Role::kServer, 0, "trap '' TERM; sleep 60 & echo $! > " + run.dir + "/grandchild; wait", run.dir),
+      Shell(Role::kWorker, 0, "sleep 0.5; exit 1", run.dir)};
   run.Go(std::move(plan), std::chrono::milliseconds(200));
   INFO(run.Messages());
   CHECK(run.code == 1);
@@ -266,8 +269,8 @@ TEST_CASE("Children do not inherit the launcher's role variables, only their own
   ::setenv("PADDLE_TRAINER_ENDPOINTS", "127.0.0.1:1,127.0.0.1:2", 1);
   ::setenv("FLEETPS_KEEP_ME", "kept", 1);
   LaunchPlan plan;
-  ProcessSpec s = Shell(Role::kWorker, 0, "echo \"[$PADDLE_TRAINER_ENDPOINTS][$FLEETPS_KEEP_ME][$TRAINING_ROLE]\"",
-                        run.dir);
+  ProcessSpec s =
+      Shell(Role::kWorker, 0, "echo \"[$PADDLE_TRAINER_ENDPOINTS][$FLEETPS_KEEP_ME][$TRAINING_ROLE]\"", run.dir);
   s.env["TRAINING_ROLE"] = "TRAINER";
   plan.processes = {s};
   run.Go(std::move(plan));
@@ -293,9 +296,8 @@ TEST_CASE("kill -9 of fleetps-launch ends every process of the job, also those a
   // and a shell with a child of its own, then waits. Each process writes its pid.
   testing::WriteFile(dir + "/wrapper.sh", "echo $$ >> " + pids + "\n" +
                                               "if [ \"$PADDLE_TRAINER_ID\" = 0 ]; then exec sleep 1000; fi\n" +
-                                              "sleep 1000 & echo $! >> " + pids + "\n" +
-                                              "sh -c 'echo $$ >> " + pids + "; sleep 1000 & echo $! >> " + pids +
-                                              "; wait' &\n" + "wait\n");
+                                              "sleep 1000 & echo $! >> " + pids + "\n" + "sh -c 'echo $$ >> " + pids +
+                                              "; sleep 1000 & echo $! >> " + pids + "; wait' &\n" + "wait\n");
   testing::ChildProcess launcher;
   REQUIRE(launcher.Start({testing::BinaryPath("tools/launch/fleetps-launch"), "--nproc_per_node", "2", "--log_dir",
                           dir + "/log", "/bin/sh", dir + "/wrapper.sh"},

@@ -11,7 +11,8 @@
 namespace fleetps::plot {
 namespace {
 
-const char* kReport = R"({"mode": "async", "trainer_id": 0, "trainers": 2, "threads": 1, "epochs": [{"epoch": 1, "examples": 900, "loss": 0.5, "auc": 0.6, "actual_ctr": 0.2, "predicted_ctr": 0.2, "seconds": 1.0, "examples_per_sec": 900.0, "dense_compute_sec": 0.1, "skipped_lines": 0, "curve": [{"epoch": 1, "step": 10, "examples": 300, "loss": 0.600000, "auc": 0.550000, "examples_per_sec": 1000.0}, {"epoch": 1, "step": 20, "examples": 600, "loss": 0.500000, "auc": 0.650000, "examples_per_sec": 1000.0}]}, {"epoch": 2, "examples": 900, "loss": 0.4, "auc": 0.7, "actual_ctr": 0.2, "predicted_ctr": 0.2, "seconds": 1.0, "examples_per_sec": 900.0, "dense_compute_sec": 0.1, "skipped_lines": 0, "curve": [{"epoch": 2, "step": 10, "examples": 1200, "loss": 0.420000, "auc": 0.710000, "examples_per_sec": 1000.0}]}], "test": null}
+const char* kReport =
+    R"({"mode": "async", "trainer_id": 0, "trainers": 2, "threads": 1, "epochs": [{"epoch": 1, "examples": 900, "loss": 0.5, "auc": 0.6, "actual_ctr": 0.2, "predicted_ctr": 0.2, "seconds": 1.0, "examples_per_sec": 900.0, "dense_compute_sec": 0.1, "skipped_lines": 0, "curve": [{"epoch": 1, "step": 10, "examples": 300, "loss": 0.600000, "auc": 0.550000, "examples_per_sec": 1000.0}, {"epoch": 1, "step": 20, "examples": 600, "loss": 0.500000, "auc": 0.650000, "examples_per_sec": 1000.0}]}, {"epoch": 2, "examples": 900, "loss": 0.4, "auc": 0.7, "actual_ctr": 0.2, "predicted_ctr": 0.2, "seconds": 1.0, "examples_per_sec": 900.0, "dense_compute_sec": 0.1, "skipped_lines": 0, "curve": [{"epoch": 2, "step": 10, "examples": 1200, "loss": 0.420000, "auc": 0.710000, "examples_per_sec": 1000.0}]}], "test": null}
 )";
 
 uint32_t Be32(const std::string& s, size_t at) {
@@ -33,8 +34,8 @@ TEST_CASE("Report curves: every epoch's points in order, named after the file") 
   testing::WriteFile(dir + "/old.json", R"({"epochs": [{"epoch": 1, "examples": 9}], "test": null})");
   auto none = ReadReportCurve(dir + "/old.json");
   REQUIRE_FALSE(none.ok());
-  CHECK_THAT(none.status().message(), Catch::Contains("old.json has no loss/AUC curve") &&
-                                          Catch::Contains("print_interval"));
+  CHECK_THAT(none.status().message(),
+             Catch::Contains("old.json has no loss/AUC curve") && Catch::Contains("print_interval"));
   CHECK(ReadReportCurve(dir + "/missing.json").status().IsNotFound());
   testing::WriteFile(dir + "/other.json", "{\"rows\": 3}");
   CHECK_THAT(ReadReportCurve(dir + "/other.json").status().message(), Catch::Contains("not a cpu-trainer --report"));
@@ -51,7 +52,7 @@ TEST_CASE("The plot draws each curve in its colour and encodes a PNG that decode
       blue += canvas.Get(x, y) == SeriesColor(1);
     }
   }
-  CHECK(red > 500);   // two panels of lines, and the legend
+  CHECK(red > 500);  // two panels of lines, and the legend
   CHECK(blue > 300);
   auto png = canvas.EncodePng();
   REQUIRE(png.ok());
@@ -63,8 +64,8 @@ TEST_CASE("The plot draws each curve in its colour and encodes a PNG that decode
   REQUIRE(png->substr(37, 4) == "IDAT");
   std::string raw(static_cast<size_t>(480) * (640 * 3 + 1), '\0');
   uLongf raw_len = raw.size();
-  REQUIRE(uncompress(reinterpret_cast<Bytef*>(raw.data()), &raw_len,
-                     reinterpret_cast<const Bytef*>(png->data() + 41), idat_len) == Z_OK);
+  REQUIRE(uncompress(reinterpret_cast<Bytef*>(raw.data()), &raw_len, reinterpret_cast<const Bytef*>(png->data() + 41),
+                     idat_len) == Z_OK);
   REQUIRE(raw_len == raw.size());
   // Spot-check pixels against the canvas (row filter byte 0, then RGB).
   for (int y : {0, 100, 479}) {

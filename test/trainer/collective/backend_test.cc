@@ -81,10 +81,8 @@ TEST_CASE("auto picks NCCL only when the rank has a GPU, the build has NCCL and 
     int visible;
     const char* why;
   };
-  for (const Case& c : {Case{-1, true, 8, "FLAGS_selected_gpus is unset"},
-                        Case{0, false, 8, "this build has no NCCL"},
-                        Case{1, true, 1, "sees 1 CUDA device(s)"},
-                        Case{0, true, 0, "sees 0 CUDA device(s)"}}) {
+  for (const Case& c : {Case{-1, true, 8, "FLAGS_selected_gpus is unset"}, Case{0, false, 8, "this build has no NCCL"},
+                        Case{1, true, 1, "sees 1 CUDA device(s)"}, Case{0, true, 0, "sees 0 CUDA device(s)"}}) {
     INFO("gpu " << c.gpu << " build " << c.build << " visible " << c.visible);
     auto gloo = ChooseBackend(Options(CollectiveBackend::kAuto, c.gpu), c.build, c.visible);
     REQUIRE(gloo.ok());
@@ -94,8 +92,8 @@ TEST_CASE("auto picks NCCL only when the rank has a GPU, the build has NCCL and 
     auto refused = ChooseBackend(Options(CollectiveBackend::kNccl, c.gpu), c.build, c.visible);
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.status().IsInvalidArgument());
-    CHECK_THAT(refused.status().message(), Catch::Contains("backend nccl") && Catch::Contains(c.why) &&
-                                               Catch::Contains("backend: gloo"));
+    CHECK_THAT(refused.status().message(),
+               Catch::Contains("backend nccl") && Catch::Contains(c.why) && Catch::Contains("backend: gloo"));
   }
 }
 

@@ -152,9 +152,9 @@ TEST_CASE("The rendezvous holds at most its byte budget and names the option whe
   CHECK((*server)->stored_bytes() == 3 * (2 + 1024));
   const Status full = (*client)->Set("k3", std::vector<uint8_t>(1100));
   CHECK(full.IsInvalidArgument());
-  CHECK_THAT(full.message(), Catch::Contains("past its budget of 4096") &&
-                                 Catch::Contains("fleetps.collective.store_budget_bytes"));
-  CHECK((*client)->Get("k3", 50ms).status().IsTimedOut());  // not stored
+  CHECK_THAT(full.message(),
+             Catch::Contains("past its budget of 4096") && Catch::Contains("fleetps.collective.store_budget_bytes"));
+  CHECK((*client)->Get("k3", 50ms).status().IsTimedOut());       // not stored
   REQUIRE((*client)->Set("k0", std::vector<uint8_t>(10)).ok());  // gives 1014 bytes back
   CHECK((*server)->stored_bytes() == 2 * (2 + 1024) + 2 + 10);
   REQUIRE((*client)->Set("k3", std::vector<uint8_t>(1100)).ok());

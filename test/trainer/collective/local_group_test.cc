@@ -202,8 +202,8 @@ TEST_CASE("A member that never joins fails the others within the timeout; the gr
   for (uint32_t m = 0; m < 2; ++m) {
     INFO(results[m].ToString());
     CHECK(results[m].IsTimedOut());
-    CHECK_THAT(results[m].message(), Catch::Contains("3 local ranks waited 300 ms") &&
-                                         Catch::Contains("fleetps.collective.timeout_ms"));
+    CHECK_THAT(results[m].message(),
+               Catch::Contains("3 local ranks waited 300 ms") && Catch::Contains("fleetps.collective.timeout_ms"));
     CHECK(later[m].IsTimedOut());
   }
 }
@@ -244,8 +244,8 @@ TEST_CASE("Abort on any member ends the others' waits at once with its reason") 
   waiting.join();
   CHECK(std::chrono::steady_clock::now() - start < 10s);
   CHECK(result.code() == StatusCode::kInternal);
-  CHECK_THAT(result.message(), Catch::Contains("a local rank of this process stopped") &&
-                                   Catch::Contains("worker 1: a device error"));
+  CHECK_THAT(result.message(),
+             Catch::Contains("a local rank of this process stopped") && Catch::Contains("worker 1: a device error"));
   CHECK_THAT(group[0]->Barrier().message(), Catch::Contains("worker 1: a device error"));  // and later
 }
 

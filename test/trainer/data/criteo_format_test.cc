@@ -54,8 +54,8 @@ TEST_CASE("criteo: PaddleRec's raw TSV sample, scaled and hashed as its criteo r
   REQUIRE(format->Parse(lines[0], &ex).ok());
   // 0 \t "" 0 5 4 13275 14 35 4 41 "" 4 0 4 \t 05db9164 ... 43f13e8b ea9a246c 731c3655
   CHECK(ex.label == 0.0f);
-  const std::vector<double> dense = {0.0, 0.004975124378109453, 0.05, 0.08, 0.207421875, 0.028, 0.35,
-                                     0.08, 0.082, 0.0, 0.4, 0.0, 0.08};
+  const std::vector<double> dense = {
+      0.0, 0.004975124378109453, 0.05, 0.08, 0.207421875, 0.028, 0.35, 0.08, 0.082, 0.0, 0.4, 0.0, 0.08};
   REQUIRE(ex.dense.size() == 13);
   for (size_t j = 0; j < 13; ++j) CHECK(ex.dense[j] == static_cast<float>(dense[j]));
   REQUIRE(ex.slots.size() == 26);
@@ -178,8 +178,8 @@ TEST_CASE("criteo options: the shape it needs, and criteo_hash_dim only with it"
   REQUIRE(node.ok());
   config::DataOptions options;
   const Status paddlerec = config::ParsePaddleRecDataOptions(*node, config::YamlContext{"job.yaml", ""}, &options);
-  CHECK_THAT(paddlerec.message(), Catch::Contains("job.yaml:2") && Catch::Contains("data_format") &&
-                                      Catch::Contains("not 19"));
+  CHECK_THAT(paddlerec.message(),
+             Catch::Contains("job.yaml:2") && Catch::Contains("data_format") && Catch::Contains("not 19"));
   const Status other = parse("data_format: rank_dnn\ncriteo_hash_dim: 7");
   CHECK_THAT(other.message(),
              Catch::Contains("criteo_hash_dim") && Catch::Contains("only valid with data_format criteo"));

@@ -12,8 +12,8 @@ namespace {
 using config::DataFormat;
 using config::DataOptions;
 using config::DatasetKind;
-using config::ShuffleMode;
 using config::SamplerKind;
+using config::ShuffleMode;
 using testing::kPaddleRecDir;
 using testing::NumberedNames;
 
@@ -44,7 +44,7 @@ TEST_CASE("PaddleRec rank_dnn config.yaml gives the rank_dnn defaults", "[data][
   CHECK(o.format == DataFormat::kRankDnn);
   CHECK(o.label_slot == "click");
   CHECK(o.dense_slot == "dense_feature");
-  CHECK(o.dense_dim == 13);  // hyper_parameters.dense_input_dim
+  CHECK(o.dense_dim == 13);                       // hyper_parameters.dense_input_dim
   CHECK(o.sparse_slots == NumberedNames(1, 26));  // sparse_inputs_slots: 27
   CHECK(o.batch_size == 2);
   CHECK(o.test_batch_size == 2);  // infer_batch_size

@@ -36,9 +36,8 @@ class TempDir {
  public:
   TempDir() {
     // pid + this: unique among live TempDirs of all test processes.
-    path_ = std::filesystem::temp_directory_path() /
-            ("fleetps_data_test_" + std::to_string(::getpid()) + "_" +
-             std::to_string(reinterpret_cast<uintptr_t>(this)));
+    path_ = std::filesystem::temp_directory_path() / ("fleetps_data_test_" + std::to_string(::getpid()) + "_" +
+                                                      std::to_string(reinterpret_cast<uintptr_t>(this)));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {

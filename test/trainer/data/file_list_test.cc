@@ -14,10 +14,10 @@ TEST_CASE("a directory expands to its data files sorted by name", "[data][files]
   testing::TempDir dir;
   const std::string b = dir.Write("train/part-b", {"x"});
   const std::string a = dir.Write("train/part-a", {"x"});
-  dir.Write("train/.done", {""});          // hidden: skipped
-  dir.Write("train/_SUCCESS", {""});       // Hadoop's marker: skipped
+  dir.Write("train/.done", {""});           // hidden: skipped
+  dir.Write("train/_SUCCESS", {""});        // Hadoop's marker: skipped
   dir.Write("train/_committed_1", {"{}"});  // a committer's: skipped
-  dir.Write("train/sub/part-c", {"x"});    // not recursive
+  dir.Write("train/sub/part-c", {"x"});     // not recursive
   const std::string single = dir.Write("extra.txt", {"x"});
 
   auto files = ExpandFileList({dir.path() + "/train", single});

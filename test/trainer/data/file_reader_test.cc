@@ -52,7 +52,8 @@ StatusOr<std::vector<Example>> ReadAll(const std::string& path, const config::Da
   return examples;
 }
 
-TEST_CASE("a gzip data file reads as its plain text, whatever its name; concatenated members read on", "[data][files]") {
+TEST_CASE("a gzip data file reads as its plain text, whatever its name; concatenated members read on",
+          "[data][files]") {
   testing::TempDir dir;
   const auto lines = testing::ReadLines(testing::kRankDnnSample);
   REQUIRE(lines.size() == 80);

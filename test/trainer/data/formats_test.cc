@@ -43,8 +43,8 @@ TEST_CASE("rank_dnn parses the first sample line exactly", "[data][format]") {
   const auto format = MakeLineFormat(testing::RankDnnOptions());
   const Example ex = ParseOk(*format, ReadLines(kRankDnnSample).at(0));
   CHECK(ex.label == 0.0f);
-  const std::vector<float> dense{0.0f,   0.00497512437811f, 0.05f, 0.08f, 0.207421875f, 0.028f, 0.35f,
-                                 0.08f,  0.082f,            0.0f,  0.4f,  0.0f,          0.08f};
+  const std::vector<float> dense{
+      0.0f, 0.00497512437811f, 0.05f, 0.08f, 0.207421875f, 0.028f, 0.35f, 0.08f, 0.082f, 0.0f, 0.4f, 0.0f, 0.08f};
   CHECK(ex.dense == dense);
   REQUIRE(ex.slots.size() == 26);
   CHECK(ex.slots[0] == std::vector<uint64_t>{737395});   // 1:737395
@@ -106,20 +106,19 @@ TEST_CASE("slot_dnn parses the first demo line: label and full-range feasigns", 
   CHECK(ex.label == 0.0f);  // first token 0:1
   CHECK(ex.dense.empty());
   REQUIRE(ex.slots.size() == 300);
-  CHECK(ex.slots[0] == std::vector<uint64_t>{2749936732168327157ull});  // slot 2
-  CHECK(ex.slots[1] == std::vector<uint64_t>{4351255118977467729ull});  // slot 3
+  CHECK(ex.slots[0] == std::vector<uint64_t>{2749936732168327157ull});                           // slot 2
+  CHECK(ex.slots[1] == std::vector<uint64_t>{4351255118977467729ull});                           // slot 3
   CHECK(ex.slots[27] == std::vector<uint64_t>{16543128959394097760ull, 10003478084564939135ull,  // slot 29
-                                              1507935251765915611ull, 9206016659941245237ull,
-                                              6387680809825609181ull});
+                                              1507935251765915611ull, 9206016659941245237ull, 6387680809825609181ull});
   CHECK(ex.slots[62] == std::vector<uint64_t>{4769355938127491502ull, 14050812446649862810ull});  // slot 64
-  CHECK(ex.slots[299] == std::vector<uint64_t>{13892452129742630508ull});                          // slot 301
+  CHECK(ex.slots[299] == std::vector<uint64_t>{13892452129742630508ull});                         // slot 301
   size_t ids = 0, empty_slots = 0;
   for (const auto& slot : ex.slots) {
     ids += slot.size();
     empty_slots += slot.empty();
   }
-  CHECK(ids == 459);          // 460 tokens minus the label
-  CHECK(empty_slots == 39);   // 261 of the 300 slots occur in the line
+  CHECK(ids == 459);         // 460 tokens minus the label
+  CHECK(empty_slots == 39);  // 261 of the 300 slots occur in the line
 }
 
 TEST_CASE("slot_dnn demo_10: 6 negatives, 4 positives, 4537 feasigns", "[data][format]") {
@@ -248,8 +247,9 @@ TEST_CASE("SlotIndex finds names that share a length and first and last bytes, a
 }
 
 TEST_CASE("SameShortString agrees with string equality", "[data][format]") {
-  const std::vector<std::string> names = {"", "1", "2", "12", "21", "11", "abc", "abd", "acc", "dense_feature",
-                                          "dense_featurf", "dense_gfeature", "click", "clack"};
+  const std::vector<std::string> names = {
+      "",      "1",    "2", "12", "21", "11", "abc", "abd", "acc", "dense_feature", "dense_featurf", "dense_gfeature",
+      "click", "clack"};
   for (const auto& a : names) {
     for (const auto& b : names) {
       INFO(a << " vs " << b);

@@ -72,9 +72,10 @@ TEST_CASE("load_into_memory reports each file read: 1..N of N, examples growing 
   const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 4, 1000 + 1);  // 4 x 1001 rows
   InMemoryDataset dataset(Options(2), files, 100);
   std::vector<std::tuple<size_t, size_t, uint64_t>> calls;  // the callback runs one at a time
-  REQUIRE(dataset.LoadIntoMemory([&](size_t done, size_t total, uint64_t examples) {
-                   calls.emplace_back(done, total, examples);
-                 }).ok());
+  REQUIRE(dataset
+              .LoadIntoMemory(
+                  [&](size_t done, size_t total, uint64_t examples) { calls.emplace_back(done, total, examples); })
+              .ok());
   REQUIRE(calls.size() == 4);
   for (size_t i = 0; i < calls.size(); ++i) {
     CHECK(std::get<0>(calls[i]) == i + 1);
@@ -85,9 +86,10 @@ TEST_CASE("load_into_memory reports each file read: 1..N of N, examples growing 
   const std::string bad = dir.Write("bad", {"not a record"});
   InMemoryDataset failing(Options(1), {files[0], bad}, 100);
   calls.clear();
-  CHECK_FALSE(failing.LoadIntoMemory([&](size_t done, size_t total, uint64_t examples) {
-                       calls.emplace_back(done, total, examples);
-                     }).ok());
+  CHECK_FALSE(failing
+                  .LoadIntoMemory(
+                      [&](size_t done, size_t total, uint64_t examples) { calls.emplace_back(done, total, examples); })
+                  .ok());
   CHECK(calls == std::vector<std::tuple<size_t, size_t, uint64_t>>{{1, 2, 1001}});
 }
 
@@ -124,8 +126,8 @@ TEST_CASE("a stop request ends a load: Aborted, naming the files read, nothing k
   StopRequest stop;
   // Asked for after the first file: one loading thread reads no other.
   InMemoryDataset dataset(Options(1), files, 100);
-  const Status st = dataset.LoadIntoMemory(
-      [&](size_t, size_t, uint64_t) { stop.Request("stopped by SIGTERM", SIGTERM); }, &stop);
+  const Status st =
+      dataset.LoadIntoMemory([&](size_t, size_t, uint64_t) { stop.Request("stopped by SIGTERM", SIGTERM); }, &stop);
   CHECK((st.code() == StatusCode::kAborted));
   CHECK(st.message() == "stopped by SIGTERM while loading data into memory (1 of 3 files read); nothing was kept");
   CHECK(dataset.size() == 0);
@@ -274,8 +276,10 @@ TEST_CASE("pass parts split the records into consecutive ranges, every record on
   CHECK(KeysInOrder(&dataset).empty());
 }
 
-TEST_CASE("the pass's records identity: kept by reorders and repeated passes, changed by a reload, a resample or "
-          "an exchange, none for parts", "[data][inmemory]") {
+TEST_CASE(
+    "the pass's records identity: kept by reorders and repeated passes, changed by a reload, a resample or "
+    "an exchange, none for parts",
+    "[data][inmemory]") {
   testing::TempDir dir;
   const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 2, 100);
   InMemoryDataset dataset(Options(1), files, 16);

@@ -16,7 +16,7 @@ namespace fleetps::data {
 namespace {
 
 struct PassResult {
-  Status status;               // first error a worker saw (OK when none)
+  Status status;  // first error a worker saw (OK when none)
   int workers_with_error = 0;
   std::vector<uint64_t> keys;  // slot-0 id of every example received
   size_t batches = 0;
@@ -119,8 +119,8 @@ TEST_CASE("a bad line fails the pass with file:line for every worker", "[data][q
 TEST_CASE("skip_bad_lines skips, counts and reports bad lines", "[data][queue]") {
   testing::TempDir dir;
   auto lines = testing::ReadLines(testing::kRankDnnSample);
-  lines[4] = "click:1";  // line 5
-  lines[9] += " 1:x";    // line 10
+  lines[4] = "click:1";                  // line 5
+  lines[9] += " 1:x";                    // line 10
   lines.insert(lines.begin() + 20, "");  // blank line 21: ignored, not bad
   const std::string file = dir.Write("sample.txt", lines);
   config::DataOptions options = testing::RankDnnOptions();
@@ -216,7 +216,7 @@ TEST_CASE("the depth observer follows the reader -> worker queue: full, drained,
   {
     std::lock_guard<std::mutex> lock(mu);
     CHECK(depth == 0);
-    CHECK(max_depth == 3);  // never above the capacity
+    CHECK(max_depth == 3);        // never above the capacity
     CHECK(calls == 2 * batches);  // one push and one pop per batch
   }
   dataset.EndPass();

@@ -66,7 +66,9 @@ TEST_CASE("RecordBlock::Parse refuses damaged and mismatched buffers", "[data][r
     expect_error(RecordBlock::Parse(bytes, 13, 26, "peer-x"), "this trainer expects 13 and 26");
   }
   // header of (2, 3): (1 + 2 + 3 + 1) / 2 = 3 words.
-  SECTION("begins past the words") { expect_error(RecordBlock::Parse(Build(2, 3, {0, 4}, {0, 0, 0}), 2, 3, "peer-x"), "begins ends at 4"); }
+  SECTION("begins past the words") {
+    expect_error(RecordBlock::Parse(Build(2, 3, {0, 4}, {0, 0, 0}), 2, 3, "peer-x"), "begins ends at 4");
+  }
   SECTION("record shorter than its header") {
     expect_error(RecordBlock::Parse(Build(2, 3, {0, 2}, {0, 0}), 2, 3, "peer-x"), "shorter than its 3-word header");
   }
@@ -82,7 +84,9 @@ TEST_CASE("RecordBlock::Parse refuses damaged and mismatched buffers", "[data][r
     std::vector<uint64_t> words = {0, uint64_t{997} << 32, 0, 42};
     expect_error(RecordBlock::Parse(Build(2, 3, {0, 1000, 1003, 4}, words), 2, 3, "peer-x"), "past the 4 words");
   }
-  SECTION("begins not starting at 0") { expect_error(RecordBlock::Parse(Build(2, 3, {1, 3}, {0, 0, 0}), 2, 3, "peer-x"), "start with 0"); }
+  SECTION("begins not starting at 0") {
+    expect_error(RecordBlock::Parse(Build(2, 3, {1, 3}, {0, 0, 0}), 2, 3, "peer-x"), "start with 0");
+  }
 }
 
 }  // namespace fleetps::data

@@ -13,7 +13,6 @@
 namespace fleetps::trainer::model {
 namespace {
 
-
 // Exact AUC by sorting (Mann-Whitney U with mid-ranks for ties).
 double ExactAuc(const std::vector<float>& predictions, const std::vector<float>& labels) {
   std::vector<size_t> order(predictions.size());

@@ -88,8 +88,7 @@ TEST_CASE("DenseNet gradients match finite differences", "[dense_net]") {
       const auto on_activations = CheckGradient(loss, activations, activation_grads, options);
       INFO("params: checked " << on_params.checked << ", skipped " << on_params.skipped << ", max error "
                               << on_params.max_error << "; activations: checked " << on_activations.checked
-                              << ", skipped " << on_activations.skipped << ", max error "
-                              << on_activations.max_error);
+                              << ", skipped " << on_activations.skipped << ", max error " << on_activations.max_error);
       CHECK(on_params.skipped * 10 <= params.size());
       CHECK(on_activations.skipped * 10 <= activations.size());
       CHECK(on_params.max_gradient > 0.01);

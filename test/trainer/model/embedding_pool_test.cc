@@ -38,8 +38,8 @@ TEST_CASE("EmbeddingPool forward sum-pools per slot and appends dense features",
   std::vector<uint64_t> keys;
   std::vector<uint32_t> index;
   DedupKeys(b.slots, &keys, &index);
-  const std::vector<float> rows = {1, 2,       // key 10
-                                   10, 20,     // key 20
+  const std::vector<float> rows = {1,   2,     // key 10
+                                   10,  20,    // key 20
                                    100, 200};  // key 30
   const EmbeddingPool pool(2, 2, 1);
   REQUIRE(pool.output_dim() == 5);
@@ -56,8 +56,8 @@ TEST_CASE("EmbeddingPool backward sums gradients per key", "[embedding_pool]") {
   std::vector<uint32_t> index;
   DedupKeys(b.slots, &keys, &index);
   const EmbeddingPool pool(2, 2, 1);
-  const std::vector<float> grads = {1, 2, 3, 4, 99,     // example 0: slot 0, slot 1, dense
-                                    5, 6, 7, 8, 99,     // example 1
+  const std::vector<float> grads = {1, 2,  3,  4,  99,   // example 0: slot 0, slot 1, dense
+                                    5, 6,  7,  8,  99,   // example 1
                                     9, 10, 11, 12, 99};  // example 2
   std::vector<float> key_grads(3 * 2, -1.0f);
   pool.Backward(b.slots, index, grads, key_grads);

@@ -10,9 +10,9 @@ namespace fleetps::trainer::model {
 namespace {
 
 using testing::CheckGradient;
-using testing::TestGemm;
 using testing::GradientCheckOptions;
 using testing::RandomVector;
+using testing::TestGemm;
 
 // Each layer's backward is checked on the objective f = sum_i r_i y_i for a fixed random r,
 // whose gradient with respect to y is r. These layers are smooth (products and sums), so

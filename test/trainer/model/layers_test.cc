@@ -11,9 +11,9 @@ namespace fleetps::trainer::model {
 namespace {
 
 using testing::CheckGradient;
-using testing::TestGemm;
 using testing::GradientCheckOptions;
 using testing::RandomVector;
+using testing::TestGemm;
 
 // sum(a ⊙ b) in double.
 double Dot(std::span<const float> a, std::span<const float> b) {
@@ -26,13 +26,13 @@ TEST_CASE("FullyConnected forward matches hand-computed values", "[layers]") {
   // One float of padding in front shows that the layer reads its parameters at its offset.
   const FullyConnected fc(3, 2, /*param_offset=*/1, TestGemm());
   REQUIRE(fc.num_params() == 8);
-  const std::vector<float> params = {99,          // not this layer's
-                                     1, 2,        // W row 0
-                                     3, 4,        // W row 1
-                                     5, 6,        // W row 2
-                                     0.5f, -1};   // b
-  const std::vector<float> x = {1, 0, -1,  // example 0
-                                2, 1, 0};  // example 1
+  const std::vector<float> params = {99,         // not this layer's
+                                     1,    2,    // W row 0
+                                     3,    4,    // W row 1
+                                     5,    6,    // W row 2
+                                     0.5f, -1};  // b
+  const std::vector<float> x = {1, 0, -1,        // example 0
+                                2, 1, 0};        // example 1
   std::vector<float> y(4);
   fc.Forward(params, x, 2, y);
   CHECK(y == std::vector<float>{1 - 5 + 0.5f, 2 - 6 - 1, 2 + 3 + 0.5f, 4 + 4 - 1});

@@ -45,7 +45,7 @@ TEST_CASE("Sigmoid cross-entropy is finite for extreme logits", "[loss]") {
 }
 
 TEST_CASE("2-class softmax cross-entropy matches hand-computed values", "[loss]") {
-  const std::vector<float> logits = {1, 3,    // p1 = e^3 / (e^1 + e^3)
+  const std::vector<float> logits = {1, 3,  // p1 = e^3 / (e^1 + e^3)
                                      0.5f, -0.5f};
   const std::vector<float> labels = {1, 1};
   std::vector<float> probs(2), grads(4);

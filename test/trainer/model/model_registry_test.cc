@@ -47,13 +47,12 @@ TEST_CASE("Every model's gradients match finite differences", "[model_registry]"
   // ReLU kinks crossed by a step are detected (h vs h/2) and skipped, at most 10%.
   const GradientCheckOptions options{.step = 1e-3, .abs_tol = 5e-4, .rel_tol = 1e-2, .skip_kinks = true};
   const size_t batch = 4;
-  for (const Case& c : {Case{ModelType::kMlp}, Case{ModelType::kCtrDnn}, Case{ModelType::kWideDeep},
-                       Case{ModelType::kDeepFm}, Case{ModelType::kDcn, CrossType::kV1},
-                       Case{ModelType::kDcn, CrossType::kV2}, Case{ModelType::kDlrm},
-                       // per-slot embedding widths
-                       Case{ModelType::kCtrDnn, CrossType::kV1, {3, 1, 2}},
-                       Case{ModelType::kWideDeep, CrossType::kV1, {1, 3, 2}},
-                       Case{ModelType::kDcn, CrossType::kV2, {2, 3, 1}}}) {
+  for (const Case& c :
+       {Case{ModelType::kMlp}, Case{ModelType::kCtrDnn}, Case{ModelType::kWideDeep}, Case{ModelType::kDeepFm},
+        Case{ModelType::kDcn, CrossType::kV1}, Case{ModelType::kDcn, CrossType::kV2}, Case{ModelType::kDlrm},
+        // per-slot embedding widths
+        Case{ModelType::kCtrDnn, CrossType::kV1, {3, 1, 2}}, Case{ModelType::kWideDeep, CrossType::kV1, {1, 3, 2}},
+        Case{ModelType::kDcn, CrossType::kV2, {2, 3, 1}}}) {
     for (OutputKind output : {OutputKind::kSigmoid, OutputKind::kSoftmax2}) {
       ModelOptions o = SmallOptions(c.type, output);
       o.cross_type = c.cross;
@@ -138,16 +137,15 @@ TEST_CASE("wide_deep with per-slot widths reads each block's first-order column"
   CHECK(p[0] == Approx(1 / (1 + std::exp(-0.4))));
 }
 
-TEST_CASE("Every model in bf16 gives fp32's loss, predictions and gradients up to bf16 rounding",
-          "[model_registry]") {
+TEST_CASE("Every model in bf16 gives fp32's loss, predictions and gradients up to bf16 rounding", "[model_registry]") {
   auto bf16 = dense::CpuGemm::Create({.precision = dense::Precision::kBf16});
   if (!bf16.ok()) {  // a CPU without bf16 units: refused (dense_test checks the message)
     CHECK(bf16.status().IsInvalidArgument());
     return;
   }
   const size_t batch = 64;
-  for (ModelType type : {ModelType::kCtrDnn, ModelType::kWideDeep, ModelType::kDeepFm, ModelType::kDcn,
-                         ModelType::kDlrm}) {
+  for (ModelType type :
+       {ModelType::kCtrDnn, ModelType::kWideDeep, ModelType::kDeepFm, ModelType::kDcn, ModelType::kDlrm}) {
     ModelOptions o = SmallOptions(type, OutputKind::kSoftmax2);
     o.num_sparse_slots = 8;
     o.sparse_feature_dim = 8;

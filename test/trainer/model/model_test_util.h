@@ -41,8 +41,8 @@ inline std::vector<float> RandomVector(size_t n, uint64_t seed, float lo = -1.0f
 }
 
 struct GradientCheckOptions {
-  double step = 1e-3;      // h
-  double abs_tol = 1e-3;   // |fd - analytic| <= abs_tol + rel_tol * |analytic|
+  double step = 1e-3;     // h
+  double abs_tol = 1e-3;  // |fd - analytic| <= abs_tol + rel_tol * |analytic|
   double rel_tol = 1e-2;
   bool skip_kinks = false;  // skip coordinates where fd(h) and fd(h/2) disagree
 };

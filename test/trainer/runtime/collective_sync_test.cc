@@ -151,7 +151,8 @@ TEST_CASE("2 ranks of batch B follow 1 rank of batch 2B, and the ranks stay bitw
   CHECK(replicas[0] == replicas[1]);  // bitwise
   CHECK(checksums[0] == checksums[1]);
   double max_diff = 0;
-  for (size_t i = 0; i < single.size(); ++i) max_diff = std::max(max_diff, std::abs(double(single[i]) - replicas[0][i]));
+  for (size_t i = 0; i < single.size(); ++i)
+    max_diff = std::max(max_diff, std::abs(double(single[i]) - replicas[0][i]));
   CHECK(max_diff < 1e-5);
   for (int s = 0; s < steps; ++s) CHECK((losses[0][s] + losses[1][s]) / 2 == Approx(single_losses[s]).epsilon(1e-4));
   CHECK(single_losses.back() < single_losses.front());  // it learned
@@ -268,8 +269,9 @@ TEST_CASE("The hybrid's ranks start from the pservers' dense table when it holds
   CHECK(table == rank0);
 }
 
-TEST_CASE("A restarted hybrid job resumes the dense optimizer state Flush left on the pservers: bitwise the "
-          "uninterrupted run") {
+TEST_CASE(
+    "A restarted hybrid job resumes the dense optimizer state Flush left on the pservers: bitwise the "
+    "uninterrupted run") {
   auto adam_job = [] {
     auto job = std::make_unique<CollectiveJob>();
     job->options.pservers = {{"127.0.0.1", 1}};  // a hybrid job

@@ -65,8 +65,9 @@ TEST_CASE("The donefile: Paddle's line per checkpoint, the newest last, replaced
     auto st = ReadLastOnlineSave(dir);
     REQUIRE_FALSE(st.ok());
     CHECK(st.status().IsInvalidArgument());
-    CHECK_THAT(st.status().message(), Catch::Contains(dir + "/donefile.txt:2:") &&
-                                          Catch::Contains("remove the file to train the online job from its first day"));
+    CHECK_THAT(st.status().message(),
+               Catch::Contains(dir + "/donefile.txt:2:") &&
+                   Catch::Contains("remove the file to train the online job from its first day"));
   }
 }
 

@@ -83,7 +83,7 @@ TEST_CASE("GEO pushes (local - base) / trainers every geo_step steps and refresh
 
   CHECK(Pull(a, 5) == std::vector<float>{0, 0});
   REQUIRE(a.DenseParams(0, &dense).ok());
-  REQUIRE(Push(a, 5, {1, 2}, {1, 1, 1}).ok());  // a: key 5 = (-1, -2), dense (-1, -1, -1)
+  REQUIRE(Push(a, 5, {1, 2}, {1, 1, 1}).ok());      // a: key 5 = (-1, -2), dense (-1, -1, -1)
   CHECK(Pull(a, 5) == std::vector<float>{-1, -2});  // trained locally, nothing sent yet
   CHECK(c.Row(5) == std::vector<float>{0, 0});
 
@@ -185,8 +185,9 @@ TEST_CASE("The async communicator's queue gauges count the steps and keys not ye
   CHECK(c.Row(6) == std::vector<float>{-1, -1});
 }
 
-TEST_CASE("The async communicator sends every step as a push of its own by default, also steps that wait behind "
-          "a slow send") {
+TEST_CASE(
+    "The async communicator sends every step as a push of its own by default, also steps that wait behind "
+    "a slow send") {
   // Adagrad: two steps on a key leave another row than one step on their sum.
   TableOptions sparse = Table(kSparse, TableKind::kSparse, 2);
   sparse.optimizer.kind = OptimizerKind::kAdagrad;
@@ -249,8 +250,9 @@ void WindowTotals(const std::vector<float>& g, size_t from, size_t n, float move
   }
 }
 
-TEST_CASE("With max_merge_steps 2 the async communicator merges at most two steps into a send, also while a slow "
-          "send holds the ones behind it") {
+TEST_CASE(
+    "With max_merge_steps 2 the async communicator merges at most two steps into a send, also while a slow "
+    "send holds the ones behind it") {
   Cluster c;
   net::testing::TcpProxy proxy(c.endpoint.port);
   PsClientOptions co;

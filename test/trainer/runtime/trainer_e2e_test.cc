@@ -30,9 +30,9 @@ TEST_CASE("With the CTR accessor the trainer's show/click counts extend frequent
                "sparse_table: {shards: 4, accessor: {name: ctr, embedx_threshold: 5}}");
   testing::WriteFile(w.dir + "/ctr.yaml", yaml);
   ChildProcess p;
-  REQUIRE(p.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/ctr.yaml", "--report",
-                   w.dir + "/ctr.json"},
-                  {}, w.dir + "/ctr.log"));
+  REQUIRE(p.Start(
+      {testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/ctr.yaml", "--report", w.dir + "/ctr.json"},
+      {}, w.dir + "/ctr.log"));
   const int rc = p.Wait(std::chrono::seconds(120));
   INFO(testing::ReadFile(w.dir + "/ctr.log"));
   REQUIRE(rc == 0);
@@ -41,15 +41,16 @@ TEST_CASE("With the CTR accessor the trainer's show/click counts extend frequent
      // the machine's cores could give in its wall time.
     const std::string report = testing::ReadFile(w.dir + "/ctr.json");
     std::smatch m;
-    REQUIRE(std::regex_search(report, m, std::regex(R"("epoch": 1, .*"seconds": ([0-9.]+), .*"cpu_seconds": ([0-9.]+))")));
+    REQUIRE(
+        std::regex_search(report, m, std::regex(R"("epoch": 1, .*"seconds": ([0-9.]+), .*"cpu_seconds": ([0-9.]+))")));
     const double seconds = std::stod(m[1]), cpu = std::stod(m[2]);
     CHECK(cpu > 0.01);
     CHECK(cpu <= seconds * std::thread::hardware_concurrency() + 0.05);
   }
   // Dump the saved rows: a row whose embedx (weights 1..7) is all zero was never extended.
   ChildProcess dump;
-  REQUIRE(dump.Start({testing::BinaryPath("tools/pserver_tool/pserver_tool"), "dump", w.dir + "/model", "--table",
-                      "0", "--limit", "100000000"},
+  REQUIRE(dump.Start({testing::BinaryPath("tools/pserver_tool/pserver_tool"), "dump", w.dir + "/model", "--table", "0",
+                      "--limit", "100000000"},
                      {}, w.dir + "/dump.txt"));
   REQUIRE(dump.Wait(std::chrono::seconds(60)) == 0);
   std::istringstream lines(testing::ReadFile(w.dir + "/dump.txt"));
@@ -69,8 +70,8 @@ TEST_CASE("With the CTR accessor the trainer's show/click counts extend frequent
     extended += any;
   }
   CHECK(rows > 10000);
-  CHECK(extended > 100);         // frequent ids reached the threshold...
-  CHECK(extended < rows / 2);    // ...the long tail did not
+  CHECK(extended > 100);       // frequent ids reached the threshold...
+  CHECK(extended < rows / 2);  // ...the long tail did not
 }
 
 TEST_CASE("A trainer whose training files hold no records says so and exits 0") {
@@ -101,10 +102,10 @@ TEST_CASE("The Fleet quick-start mlp trains on MultiSlot data") {
                     {}, dir + "/datagen.log"));
   REQUIRE(gen.Wait(std::chrono::seconds(60)) == 0);
   ChildProcess p;
-  REQUIRE(p.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config",
-                   std::string(FLEETPS_SOURCE_DIR) + "/configs/mlp.yaml", "--train-data", dir + "/data/train",
-                   "--test-data", dir + "/data/test", "--report", dir + "/mlp.json"},
-                  {}, dir + "/mlp.log"));
+  REQUIRE(p.Start(
+      {testing::BinaryPath("trainer/cpu-trainer"), "--config", std::string(FLEETPS_SOURCE_DIR) + "/configs/mlp.yaml",
+       "--train-data", dir + "/data/train", "--test-data", dir + "/data/test", "--report", dir + "/mlp.json"},
+      {}, dir + "/mlp.log"));
   const int rc = p.Wait(std::chrono::seconds(120));
   INFO(testing::ReadFile(dir + "/mlp.log"));
   REQUIRE(rc == 0);
@@ -183,15 +184,15 @@ std::string ClusterRun(const std::string& mode, int threads = 1, const std::stri
   }
   ChildProcess trainers[2];
   for (int i = 0; i < 2; ++i) {
-    REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml",
-                               "--sync-mode", mode, "--threads", std::to_string(threads), "--report",
-                               w.dir + "/trainer" + std::to_string(i) + ".json",
-                               "--predictions", w.dir + "/predictions" + std::to_string(i) + ".txt"},
-                              {{"TRAINING_ROLE", "TRAINER"},
-                               {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
-                               {"PADDLE_TRAINERS_NUM", "2"},
-                               {"PADDLE_TRAINER_ID", std::to_string(i)}},
-                              w.dir + "/trainer" + std::to_string(i) + ".log"));
+    REQUIRE(trainers[i].Start(
+        {testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml", "--sync-mode", mode, "--threads",
+         std::to_string(threads), "--report", w.dir + "/trainer" + std::to_string(i) + ".json", "--predictions",
+         w.dir + "/predictions" + std::to_string(i) + ".txt"},
+        {{"TRAINING_ROLE", "TRAINER"},
+         {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
+         {"PADDLE_TRAINERS_NUM", "2"},
+         {"PADDLE_TRAINER_ID", std::to_string(i)}},
+        w.dir + "/trainer" + std::to_string(i) + ".log"));
   }
   for (int i = 0; i < 2; ++i) {
     const int rc = trainers[i].Wait(std::chrono::seconds(180));
@@ -213,8 +214,8 @@ std::string ClusterRun(const std::string& mode, int threads = 1, const std::stri
   // all of it): infer mode loads that checkpoint into a fresh in-process server and must
   // reproduce every prediction exactly.
   ChildProcess infer;
-  REQUIRE(infer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml", "--mode",
-                       "infer", "--predictions", w.dir + "/infer.txt", "--report", w.dir + "/infer.json"},
+  REQUIRE(infer.Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml", "--mode", "infer",
+                       "--predictions", w.dir + "/infer.txt", "--report", w.dir + "/infer.json"},
                       {}, w.dir + "/infer.log"));
   const int rc = infer.Wait(std::chrono::seconds(60));
   INFO(testing::ReadFile(w.dir + "/infer.log"));
@@ -238,8 +239,7 @@ std::string ClusterRun(const std::string& mode, int threads = 1, const std::stri
 void CheckEveryExampleOncePerEpoch(const std::string& dir) {
   const size_t train_lines = testing::CountDataLines(dir + "/data/train");
   for (int epoch = 1; epoch <= 2; ++epoch) {
-    CHECK(EpochExamples(dir + "/trainer0.json", epoch) + EpochExamples(dir + "/trainer1.json", epoch) ==
-          train_lines);
+    CHECK(EpochExamples(dir + "/trainer0.json", epoch) + EpochExamples(dir + "/trainer1.json", epoch) == train_lines);
   }
 }
 

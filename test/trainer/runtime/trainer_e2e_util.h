@@ -18,7 +18,6 @@
 #include "test/support/job.h"
 #include "test/support/process.h"
 
-
 namespace fleetps::trainer_e2e {
 
 using testing::ChildProcess;
@@ -94,9 +93,9 @@ inline std::set<uint64_t> DataIds(const std::string& path) {
 // The keys of the sparse rows pserver_tool dumps from checkpoint `dir` (table 0).
 inline std::set<uint64_t> DumpedKeys(const std::string& dir, const std::string& log) {
   ChildProcess dump;
-  REQUIRE(dump.Start({testing::BinaryPath("tools/pserver_tool/pserver_tool"), "dump", dir, "--table", "0", "--limit",
-                      "100000000"},
-                     {}, log));
+  REQUIRE(dump.Start(
+      {testing::BinaryPath("tools/pserver_tool/pserver_tool"), "dump", dir, "--table", "0", "--limit", "100000000"}, {},
+      log));
   REQUIRE(dump.Wait(std::chrono::seconds(60)) == 0);
   std::set<uint64_t> keys;
   std::istringstream rows(testing::ReadFile(log));
@@ -107,6 +106,5 @@ inline std::set<uint64_t> DumpedKeys(const std::string& dir, const std::string& 
   }
   return keys;
 }
-
 
 }  // namespace fleetps::trainer_e2e

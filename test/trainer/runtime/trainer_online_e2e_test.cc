@@ -7,8 +7,9 @@ namespace {
 
 using namespace trainer_e2e;  // NOLINT: the fixtures of this test
 
-TEST_CASE("An online job: days x passes over their own data, waiting for the donefile, with each pass's delta and "
-          "each day's checkpoint and base") {
+TEST_CASE(
+    "An online job: days x passes over their own data, waiting for the donefile, with each pass's delta and "
+    "each day's checkpoint and base") {
   const std::string dir = testing::MakeTempDir("online_e2e");
   REQUIRE(testing::GenerateData(dir, {"--rows", "18000", "--train-files", "8"}));
   // Day D pass P reads data/online/D/P: two files (one per trainer) and its donefile.
@@ -44,15 +45,19 @@ runner:
   const std::string endpoint = "127.0.0.1:" + std::to_string(port);
   ChildProcess server;
   REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"},
-                       {{"TRAINING_ROLE", "PSERVER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
-                        {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(port)}},
+                       {{"TRAINING_ROLE", "PSERVER"},
+                        {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                        {"POD_IP", "127.0.0.1"},
+                        {"PADDLE_PORT", std::to_string(port)}},
                        dir + "/pserver.log"));
   ChildProcess trainers[2];
   for (int i = 0; i < 2; ++i) {
     REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml", "--report",
                                dir + "/trainer" + std::to_string(i) + ".json"},
-                              {{"TRAINING_ROLE", "TRAINER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
-                               {"PADDLE_TRAINERS_NUM", "2"}, {"PADDLE_TRAINER_ID", std::to_string(i)}},
+                              {{"TRAINING_ROLE", "TRAINER"},
+                               {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                               {"PADDLE_TRAINERS_NUM", "2"},
+                               {"PADDLE_TRAINER_ID", std::to_string(i)}},
                               dir + "/trainer" + std::to_string(i) + ".log"));
   }
   // The last pass's data comes late: both trainers wait for its donefile.
@@ -125,14 +130,18 @@ runner:
   ChildProcess loaded;
   REQUIRE(loaded.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/resume.yaml", "--load",
                         dir + "/model/20191226/checkpoint-1"},
-                       {{"TRAINING_ROLE", "PSERVER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
-                        {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(port)}},
+                       {{"TRAINING_ROLE", "PSERVER"},
+                        {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                        {"POD_IP", "127.0.0.1"},
+                        {"PADDLE_PORT", std::to_string(port)}},
                        dir + "/pserver-resumed.log"));
   for (int i = 0; i < 2; ++i) {
-    REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/resume.yaml",
-                               "--report", dir + "/resumed" + std::to_string(i) + ".json"},
-                              {{"TRAINING_ROLE", "TRAINER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
-                               {"PADDLE_TRAINERS_NUM", "2"}, {"PADDLE_TRAINER_ID", std::to_string(i)}},
+    REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/resume.yaml", "--report",
+                               dir + "/resumed" + std::to_string(i) + ".json"},
+                              {{"TRAINING_ROLE", "TRAINER"},
+                               {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                               {"PADDLE_TRAINERS_NUM", "2"},
+                               {"PADDLE_TRAINER_ID", std::to_string(i)}},
                               dir + "/resumed" + std::to_string(i) + ".log"));
   }
   for (int i = 0; i < 2; ++i) {
@@ -164,8 +173,8 @@ runner:
     const auto& [day, pass] = recorded[i];
     INFO(lines[i]);
     CHECK_THAT(lines[i], Catch::StartsWith(day + "\t") &&
-                             Catch::EndsWith("\t" + dir + "/model/" + day + (pass == "-1" ? "/checkpoint" : "/checkpoint-1") +
-                                             "\t" + pass + "\t0"));
+                             Catch::EndsWith("\t" + dir + "/model/" + day +
+                                             (pass == "-1" ? "/checkpoint" : "/checkpoint-1") + "\t" + pass + "\t0"));
   }
   // A job that died after day 20191226's checkpoint-1, started again as it was, on a fresh
   // pserver: trainer 0 loads that checkpoint and both train pass 2 alone, then the day's end.
@@ -173,14 +182,18 @@ runner:
   const auto rerun = [&](const std::string& name) {
     ChildProcess fresh;
     REQUIRE(fresh.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/job.yaml"},
-                        {{"TRAINING_ROLE", "PSERVER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
-                         {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(port)}},
+                        {{"TRAINING_ROLE", "PSERVER"},
+                         {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                         {"POD_IP", "127.0.0.1"},
+                         {"PADDLE_PORT", std::to_string(port)}},
                         dir + "/pserver-" + name + ".log"));
     for (int i = 0; i < 2; ++i) {
-      REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml",
-                                 "--report", dir + "/" + name + std::to_string(i) + ".json"},
-                                {{"TRAINING_ROLE", "TRAINER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
-                                 {"PADDLE_TRAINERS_NUM", "2"}, {"PADDLE_TRAINER_ID", std::to_string(i)}},
+      REQUIRE(trainers[i].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/job.yaml", "--report",
+                                 dir + "/" + name + std::to_string(i) + ".json"},
+                                {{"TRAINING_ROLE", "TRAINER"},
+                                 {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                                 {"PADDLE_TRAINERS_NUM", "2"},
+                                 {"PADDLE_TRAINER_ID", std::to_string(i)}},
                                 dir + "/" + name + std::to_string(i) + ".log"));
     }
     for (int i = 0; i < 2; ++i) {
@@ -222,12 +235,16 @@ runner:
   testing::WriteFile(dir + "/lone.yaml", lone);
   ChildProcess pserver;
   REQUIRE(pserver.Start({testing::BinaryPath("server/pserver"), "--config", dir + "/lone.yaml"},
-                        {{"TRAINING_ROLE", "PSERVER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
-                         {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(port)}},
+                        {{"TRAINING_ROLE", "PSERVER"},
+                         {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                         {"POD_IP", "127.0.0.1"},
+                         {"PADDLE_PORT", std::to_string(port)}},
                         dir + "/pserver-lone.log"));
   REQUIRE(trainers[0].Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", dir + "/lone.yaml"},
-                            {{"TRAINING_ROLE", "TRAINER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
-                             {"PADDLE_TRAINERS_NUM", "2"}, {"PADDLE_TRAINER_ID", "0"}},
+                            {{"TRAINING_ROLE", "TRAINER"},
+                             {"PADDLE_PSERVERS_IP_PORT_LIST", endpoint},
+                             {"PADDLE_TRAINERS_NUM", "2"},
+                             {"PADDLE_TRAINER_ID", "0"}},
                             dir + "/lone0.log"));
   CHECK(trainers[0].Wait(std::chrono::seconds(60)) != 0);
   CHECK_THAT(testing::ReadFile(dir + "/lone0.log"), Catch::Contains("online-resume"));
@@ -245,13 +262,13 @@ TEST_CASE("A stopped pserver fails the trainer within the RPC deadline, naming t
   const std::string frozen = "pserver 1 (127.0.0.1:" + std::to_string(ports[1]) + ")";
   ChildProcess servers[2];
   for (int i = 0; i < 2; ++i) {
-    REQUIRE(servers[i].Start({testing::BinaryPath("server/pserver"), "--config", w.dir + "/job.yaml", "--bind",
-                              "127.0.0.1"},
-                             {{"TRAINING_ROLE", "PSERVER"},
-                              {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
-                              {"POD_IP", "127.0.0.1"},
-                              {"PADDLE_PORT", std::to_string(ports[i])}},
-                             w.dir + "/pserver" + std::to_string(i) + ".log"));
+    REQUIRE(servers[i].Start(
+        {testing::BinaryPath("server/pserver"), "--config", w.dir + "/job.yaml", "--bind", "127.0.0.1"},
+        {{"TRAINING_ROLE", "PSERVER"},
+         {"PADDLE_PSERVERS_IP_PORT_LIST", endpoints},
+         {"POD_IP", "127.0.0.1"},
+         {"PADDLE_PORT", std::to_string(ports[i])}},
+        w.dir + "/pserver" + std::to_string(i) + ".log"));
   }
   for (uint16_t p : ports) REQUIRE(testing::WaitForPort(p, std::chrono::seconds(30)));
   const std::map<std::string, std::string> env = {{"TRAINING_ROLE", "TRAINER"},
@@ -260,8 +277,8 @@ TEST_CASE("A stopped pserver fails the trainer within the RPC deadline, naming t
                                                   {"PADDLE_TRAINER_ID", "0"}};
   const auto trainer = [&](const std::string& name) {
     auto p = std::make_unique<ChildProcess>();
-    REQUIRE(p->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml", "--epochs",
-                      "1000", "--rpc-timeout-ms", "2000", "--connect-timeout-ms", "10000"},
+    REQUIRE(p->Start({testing::BinaryPath("trainer/cpu-trainer"), "--config", w.dir + "/job.yaml", "--epochs", "1000",
+                      "--rpc-timeout-ms", "2000", "--connect-timeout-ms", "10000"},
                      env, w.dir + "/" + name + ".log"));
     return p;
   };
@@ -304,12 +321,10 @@ TEST_CASE("A stopped pserver fails the trainer within the RPC deadline, naming t
 TEST_CASE("SIGTERM stops a trainer gracefully; a second one at once") {
   Workdir w;
   const uint16_t port = testing::FreePorts(1)[0];
-  const std::map<std::string, std::string> env = {{"TRAINING_ROLE", "TRAINER"},
-                                                  {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:" + std::to_string(port)},
-                                                  {"PADDLE_TRAINERS_NUM", "1"},
-                                                  {"PADDLE_TRAINER_ID", "0"},
-                                                  {"POD_IP", "127.0.0.1"},
-                                                  {"PADDLE_PORT", std::to_string(port)}};
+  const std::map<std::string, std::string> env = {
+      {"TRAINING_ROLE", "TRAINER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:" + std::to_string(port)},
+      {"PADDLE_TRAINERS_NUM", "1"}, {"PADDLE_TRAINER_ID", "0"},
+      {"POD_IP", "127.0.0.1"},      {"PADDLE_PORT", std::to_string(port)}};
   const auto start = [&](ChildProcess& server, ChildProcess& trainer, const std::string& name) {
     auto server_env = env;
     server_env["TRAINING_ROLE"] = "PSERVER";
@@ -369,12 +384,10 @@ TEST_CASE("SIGTERM stops a trainer gracefully; a second one at once") {
 TEST_CASE("SIGTERM ends a wait at a barrier") {
   Workdir w;
   const uint16_t port = testing::FreePorts(1)[0];
-  std::map<std::string, std::string> env = {{"TRAINING_ROLE", "PSERVER"},
-                                            {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:" + std::to_string(port)},
-                                            {"PADDLE_TRAINERS_NUM", "2"},
-                                            {"PADDLE_TRAINER_ID", "0"},
-                                            {"POD_IP", "127.0.0.1"},
-                                            {"PADDLE_PORT", std::to_string(port)}};
+  std::map<std::string, std::string> env = {
+      {"TRAINING_ROLE", "PSERVER"}, {"PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:" + std::to_string(port)},
+      {"PADDLE_TRAINERS_NUM", "2"}, {"PADDLE_TRAINER_ID", "0"},
+      {"POD_IP", "127.0.0.1"},      {"PADDLE_PORT", std::to_string(port)}};
   ChildProcess server, trainer;
   REQUIRE(server.Start({testing::BinaryPath("server/pserver"), "--config", w.dir + "/job.yaml"}, env,
                        w.dir + "/pserver.log"));
