@@ -120,7 +120,7 @@ void RpcServer::Impl::DoAccept() {
     } else {
       auto conn = std::make_shared<ServerConnection>(std::move(socket), self);
       {
-        std::lock_guard<std::mutex> lock(self->conns_mu);
+        MutexLock lock(self->conns_mu);
         std::erase_if(self->conns, [](const auto& w) { return w.expired(); });
         self->conns.push_back(conn);
       }
@@ -177,8 +177,8 @@ void RpcServer::StopAccepting() {
 }
 
 bool RpcServer::Drain(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(impl_->drain_mu);
-  return impl_->drain_cv.wait_for(lock, timeout, [this] { return impl_->in_flight.load() == 0; });
+  UniqueLock lock(impl_->drain_mu);
+  return impl_->drain_cv.wait_for(lock.native(), timeout, [this] { return impl_->in_flight.load() == 0; });
 }
 
 void RpcServer::Stop() {
@@ -186,7 +186,7 @@ void RpcServer::Stop() {
   StopAccepting();
   std::vector<std::shared_ptr<ServerConnection>> conns;
   {
-    std::lock_guard<std::mutex> lock(impl_->conns_mu);
+    MutexLock lock(impl_->conns_mu);
     for (auto& w : impl_->conns) {
       if (auto c = w.lock()) conns.push_back(std::move(c));
     }

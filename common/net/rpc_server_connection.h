@@ -17,6 +17,7 @@
 #include <boost/asio.hpp>
 #include <flatbuffers/flatbuffers.h>
 
+#include "common/mutex.h"
 #include "common/net/frame.h"
 #include "common/net/frame_queue.h"
 #include "common/net/rpc_server.h"
@@ -39,7 +40,7 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   void Refuse(boost::asio::ip::tcp::socket socket);
   void OnReplied() {
     if (--in_flight == 0) {
-      std::lock_guard<std::mutex> lock(drain_mu);
+      MutexLock lock(drain_mu);
       drain_cv.notify_all();
     }
   }
@@ -57,11 +58,11 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   std::atomic<uint64_t> inflight_bytes{0};  // requests in service + replies not written
   std::atomic<uint64_t> connection_count{0};
   std::atomic<uint64_t> next_connection_id{1};
-  std::mutex drain_mu;
+  Mutex drain_mu;  // Drain's wait for in_flight to reach 0
   std::condition_variable drain_cv;
 
-  std::mutex conns_mu;  // guards conns
-  std::vector<std::weak_ptr<ServerConnection>> conns;
+  Mutex conns_mu;
+  std::vector<std::weak_ptr<ServerConnection>> conns GUARDED_BY(conns_mu);
 };
 
 // One accepted connection. All socket state is touched only on `strand_`.
