@@ -36,100 +36,12 @@
 // an unknown type is answered with an ErrorReply; the connection is never closed. Barriers
 // left waiting at the end of an input are expired through BarrierManager::ExpireDeadlines
 // (what the pserver's 50 ms sweep does), so each input ends with nothing in flight.
-#include <fcntl.h>
-#include <fuzzer/FuzzedDataProvider.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <stdlib.h>
-#include <unistd.h>
+#include "test/fuzz/ps_service_fuzz.h"
 
-#include <array>
-#include <atomic>
-#include <cerrno>
-#include <chrono>
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <limits>
-#include <map>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include "common/executor.h"
-#include "common/net/frame.h"
-#include "common/net/io_threads.h"
-#include "common/net/rpc_server.h"
-#include "common/optimizer/optimizer.h"
-#include "schemas/ps_generated.h"
-#include "schemas/records_generated.h"
-#include "server/service/ps_service.h"
-#include "server/table/table_set.h"
-#include "test/fuzz/fuzz_util.h"
-
-namespace fleetps::fuzz {
+namespace fleetps::fuzz::ps_service {
 namespace {
 
-using wire::MessageType;
 using Clock = std::chrono::steady_clock;
-
-constexpr MessageType kTypes[] = {MessageType::Ping,        MessageType::PullSparse,   MessageType::PushSparse,
-                                  MessageType::PullDense,   MessageType::PushDense,    MessageType::PushDenseParam,
-                                  MessageType::Barrier,     MessageType::TableStats,   MessageType::MetricReport,
-                                  MessageType::ShuffleSend, MessageType::ShuffleFetch, MessageType::PullRows,
-                                  MessageType::WriteRows};
-constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
-constexpr MessageType kAdminTypes[] = {MessageType::Save, MessageType::Load, MessageType::Shrink, MessageType::Stop};
-constexpr size_t kNumAdminTypes = sizeof(kAdminTypes) / sizeof(kAdminTypes[0]);
-constexpr int kClearRootEvery = 500;
-constexpr uint16_t kRawTypes[] = {0, 18, 99, 0x7ffe, 0x7fff, 0x8001, 0x8002, 0xffff, 1000, 0x4000};
-constexpr size_t kMaxMessages = 16;
-constexpr int kRebuildEvery = 20000;
-constexpr auto kReplyDeadline = std::chrono::seconds(20);
-
-bool IsAdmin(uint16_t type) {
-  for (MessageType t : kAdminTypes) {
-    if (static_cast<uint16_t>(t) == type) return true;
-  }
-  return false;
-}
-
-// Types the fuzzer may send: kTypes (and kAdminTypes to server C), and types with no name
-// (unknown to this build).
-bool Sendable(uint16_t type, bool admin_server) {
-  for (MessageType t : kTypes) {
-    if (static_cast<uint16_t>(t) == type) return true;
-  }
-  if (IsAdmin(type)) return admin_server;
-  const auto base = static_cast<MessageType>(type);
-  if (type & net::kReplyBit) return true;  // never a request type
-  if (base >= MessageType::MIN && base <= MessageType::MAX) {
-    const char* name = wire::EnumNameMessageType(base);
-    return name == nullptr || *name == '\0' || base == MessageType::Invalid || base == MessageType::ErrorReply;
-  }
-  return true;
-}
-
-uint32_t DimOf(const config::ServerOptions& o, uint32_t table_id) {
-  for (const auto& t : o.tables) {
-    if (t.id == table_id) return static_cast<uint32_t>(t.dim);
-  }
-  return 0;
-}
-
-// Floats of a sparse row as PullRows / WriteRows carry it: weights and optimizer state.
-uint32_t CoreOf(const config::ServerOptions& o, uint32_t table_id) {
-  for (const auto& t : o.tables) {
-    if (t.id != table_id || t.kind != TableKind::kSparse) continue;
-    auto opt = optimizer::CreateOptimizer(t.optimizer);
-    if (!opt.ok()) Fail("fuzz table optimizer: " + opt.status().ToString());
-    return static_cast<uint32_t>(t.dim) + (*opt)->StateSize(static_cast<uint32_t>(t.dim));
-  }
-  return 0;
-}
 
 // ---- one in-process pserver -----------------------------------------------------------
 
@@ -219,6 +131,8 @@ void RemoveScratch() {
   std::filesystem::remove_all(g_scratch, ignored);
 }
 
+}  // namespace
+
 const std::string& ScratchDir() {
   if (g_scratch.empty()) {
     std::string t = (std::filesystem::temp_directory_path() / "ps_service_fuzz.XXXXXX").string();
@@ -230,6 +144,8 @@ const std::string& ScratchDir() {
   }
   return g_scratch;
 }
+
+namespace {
 
 void CheckOutsideUntouched() {
   if (!std::filesystem::is_empty(ScratchDir() + "/outside")) Fail("a request wrote outside the checkpoint root");
@@ -250,241 +166,6 @@ Server& GetServer(int which) {
     g_servers[which] = std::make_unique<Server>(std::move(o));
   }
   return *g_servers[which];
-}
-
-// ---- structure-aware request building -------------------------------------------------
-
-float Float(FuzzedDataProvider& p) {
-  switch (p.ConsumeIntegralInRange<int>(0, 7)) {
-    case 0: return std::numeric_limits<float>::quiet_NaN();
-    case 1: return p.ConsumeBool() ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
-    case 2: return p.ConsumeFloatingPoint<float>();
-    case 3: return std::numeric_limits<float>::max();
-    default: return p.ConsumeFloatingPointInRange<float>(-4.0f, 4.0f);
-  }
-}
-
-std::vector<float> Floats(FuzzedDataProvider& p, size_t n) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = Float(p);
-  return v;
-}
-
-// A length close to `want`: usually exact, sometimes off by a little, sometimes anything.
-size_t Around(FuzzedDataProvider& p, size_t want) {
-  switch (p.ConsumeIntegralInRange<int>(0, 5)) {
-    case 0: return p.ConsumeIntegralInRange<size_t>(0, 300);
-    case 1: return want + 1;
-    case 2: return want > 0 ? want - 1 : 0;
-    default: return want;
-  }
-}
-
-uint32_t TableId(FuzzedDataProvider& p) {
-  return p.ConsumeIntegralInRange<int>(0, 9) == 0 ? p.ConsumeIntegral<uint32_t>()
-                                                  : p.ConsumeIntegralInRange<uint32_t>(0, 3);
-}
-
-uint64_t Key(FuzzedDataProvider& p) {
-  return p.ConsumeBool() ? p.ConsumeIntegralInRange<uint64_t>(0, 64) : p.ConsumeIntegral<uint64_t>();
-}
-
-uint64_t Offset(FuzzedDataProvider& p) {
-  switch (p.ConsumeIntegralInRange<int>(0, 3)) {
-    case 0: return p.ConsumeIntegral<uint64_t>();
-    case 1: return std::numeric_limits<uint64_t>::max() - p.ConsumeIntegralInRange<uint64_t>(0, 70);
-    default: return p.ConsumeIntegralInRange<uint64_t>(0, kDenseSize + 2);
-  }
-}
-
-std::vector<double> Doubles(FuzzedDataProvider& p) {
-  std::vector<double> v(p.ConsumeIntegralInRange<size_t>(0, 8));
-  for (auto& x : v) {
-    x = p.ConsumeBool() ? p.ConsumeFloatingPoint<double>() : std::numeric_limits<double>::quiet_NaN();
-  }
-  return v;
-}
-
-std::vector<uint8_t> Block(FuzzedDataProvider& p) {
-  if (p.ConsumeBool()) return p.ConsumeBytes<uint8_t>(p.ConsumeIntegralInRange<size_t>(0, 64));
-  // A RecordBlock, with begins and words that may disagree with each other.
-  flatbuffers::FlatBufferBuilder fbb;
-  const auto dense_dim = p.ConsumeIntegralInRange<uint32_t>(0, 3);
-  const auto num_slots = p.ConsumeIntegralInRange<uint32_t>(0, 3);
-  std::vector<uint32_t> begins(p.ConsumeIntegralInRange<size_t>(0, 5));
-  for (auto& b : begins) b = p.ConsumeIntegralInRange<uint32_t>(0, 12);
-  std::vector<uint64_t> words(p.ConsumeIntegralInRange<size_t>(0, 12));
-  for (auto& w : words) w = p.ConsumeIntegral<uint64_t>();
-  fbb.Finish(wire::CreateRecordBlock(fbb, dense_dim, num_slots, fbb.CreateVector(begins), fbb.CreateVector(words)));
-  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
-}
-
-// A Save/Load path: mostly inside the root (relative or absolute), sometimes one that
-// tries to leave it, sometimes anything.
-std::string CheckpointPath(FuzzedDataProvider& p) {
-  switch (p.ConsumeIntegralInRange<int>(0, 7)) {
-    case 0: return "../outside/x";
-    case 1: return ScratchDir() + "/outside";
-    case 2: return ScratchDir() + "/root/ck/../../outside";
-    case 3: return p.ConsumeRandomLengthString(24);
-    case 4: return ScratchDir() + "/root/ck" + std::to_string(p.ConsumeIntegralInRange<int>(0, 1));
-    default: return "ck" + std::to_string(p.ConsumeIntegralInRange<int>(0, 1));
-  }
-}
-
-std::string Build(MessageType type, std::string_view bytes, const config::ServerOptions& o) {
-  FuzzedDataProvider p(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  flatbuffers::FlatBufferBuilder fbb;
-  switch (type) {
-    case MessageType::Ping: fbb.Finish(wire::CreatePingRequest(fbb, p.ConsumeIntegral<int32_t>())); break;
-    case MessageType::PullSparse: {
-      const uint32_t table = TableId(p);
-      std::vector<uint64_t> keys(p.ConsumeIntegralInRange<size_t>(0, 64));
-      for (auto& k : keys) k = Key(p);
-      fbb.Finish(wire::CreatePullSparseRequest(fbb, table, fbb.CreateVector(keys)));
-      break;
-    }
-    case MessageType::PushSparse: {
-      const uint32_t table = TableId(p);
-      std::vector<uint64_t> keys(p.ConsumeIntegralInRange<size_t>(0, 32));
-      for (auto& k : keys) k = Key(p);
-      const size_t dim = DimOf(o, table) == 0 ? 4 : DimOf(o, table);
-      const auto grads = Floats(p, Around(p, keys.size() * dim));
-      const bool with_counters = p.ConsumeBool();
-      std::vector<float> shows, clicks;
-      if (with_counters) {
-        shows = Floats(p, Around(p, keys.size()));
-        clicks = Floats(p, Around(p, keys.size()));
-      }
-      const bool delta = p.ConsumeBool();
-      fbb.Finish(wire::CreatePushSparseRequest(fbb, table, fbb.CreateVector(keys), fbb.CreateVector(grads),
-                                               with_counters ? fbb.CreateVector(shows) : 0,
-                                               with_counters ? fbb.CreateVector(clicks) : 0, delta));
-      break;
-    }
-    case MessageType::PullRows: {
-      const uint32_t table = TableId(p);
-      std::vector<uint64_t> keys(p.ConsumeIntegralInRange<size_t>(0, 64));
-      for (auto& k : keys) k = Key(p);
-      fbb.Finish(wire::CreatePullRowsRequest(fbb, table, fbb.CreateVector(keys)));
-      break;
-    }
-    case MessageType::WriteRows: {
-      const uint32_t table = TableId(p);
-      std::vector<uint64_t> keys(p.ConsumeIntegralInRange<size_t>(0, 32));
-      for (auto& k : keys) k = Key(p);
-      const size_t core = CoreOf(o, table) == 0 ? 4 : CoreOf(o, table);
-      const auto begin = Floats(p, Around(p, keys.size() * core));
-      const auto end = Floats(p, Around(p, keys.size() * core));
-      std::vector<uint8_t> extended(p.ConsumeBool() ? Around(p, keys.size()) : 0);
-      for (auto& x : extended) x = p.ConsumeIntegralInRange<uint8_t>(0, 2);
-      const bool with_counters = p.ConsumeBool();
-      std::vector<float> shows, clicks;
-      if (with_counters) {
-        shows = Floats(p, Around(p, keys.size()));
-        clicks = Floats(p, Around(p, keys.size()));
-      }
-      fbb.Finish(wire::CreateWriteRowsRequest(fbb, table, fbb.CreateVector(keys), fbb.CreateVector(begin),
-                                              fbb.CreateVector(end), fbb.CreateVector(extended),
-                                              with_counters ? fbb.CreateVector(shows) : 0,
-                                              with_counters ? fbb.CreateVector(clicks) : 0, p.ConsumeBool()));
-      break;
-    }
-    case MessageType::PullDense: {
-      const uint32_t table = TableId(p);
-      const uint64_t offset = Offset(p);
-      const uint64_t count =
-          p.ConsumeBool() ? p.ConsumeIntegral<uint64_t>() : p.ConsumeIntegralInRange<uint64_t>(0, 70);
-      // With the optimizer state, of sizes around the tables' rules' (0 to 2 and 0 to 2).
-      const bool with_state = p.ConsumeBool();
-      const auto element = p.ConsumeIntegralInRange<uint32_t>(0, 3);
-      const auto shared = p.ConsumeBool() ? p.ConsumeIntegral<uint32_t>() : p.ConsumeIntegralInRange<uint32_t>(0, 3);
-      fbb.Finish(wire::CreatePullDenseRequest(fbb, table, offset, count, with_state, element, shared));
-      break;
-    }
-    case MessageType::PushDense: {
-      const uint32_t table = TableId(p);
-      const uint64_t offset = Offset(p);
-      const auto grads = Floats(p, p.ConsumeIntegralInRange<size_t>(0, 70));
-      const uint32_t sync = p.ConsumeIntegralInRange<uint32_t>(0, 3);
-      const bool delta = p.ConsumeBool();
-      const int32_t trainer = p.ConsumeIntegralInRange<int32_t>(-1, 3);
-      // Small step numbers (0 = unnumbered) so that steps repeat, advance and go back.
-      const uint64_t step = p.ConsumeIntegralInRange<uint64_t>(0, 4);
-      fbb.Finish(wire::CreatePushDenseRequest(fbb, table, offset, fbb.CreateVector(grads), sync, delta, trainer, step));
-      break;
-    }
-    case MessageType::PushDenseParam: {
-      const uint32_t table = TableId(p);
-      const uint64_t offset = Offset(p);
-      const auto values = Floats(p, p.ConsumeIntegralInRange<size_t>(0, 70));
-      const bool if_unset = p.ConsumeBool();
-      const bool with_state = p.ConsumeBool();
-      const auto element = Floats(p, Around(p, values.size() * p.ConsumeIntegralInRange<size_t>(0, 3)));
-      const auto shared = Floats(p, p.ConsumeIntegralInRange<size_t>(0, 3));
-      fbb.Finish(wire::CreatePushDenseParamRequest(fbb, table, offset, fbb.CreateVector(values), if_unset, with_state,
-                                                   fbb.CreateVector(element), fbb.CreateVector(shared)));
-      break;
-    }
-    case MessageType::Barrier: {
-      const std::string name = p.ConsumeRandomLengthString(16);
-      const uint32_t trainer = p.ConsumeIntegralInRange<uint32_t>(0, 4);
-      const uint32_t participants =
-          p.ConsumeBool() ? p.ConsumeIntegral<uint32_t>() : p.ConsumeIntegralInRange<uint32_t>(0, 3);
-      const uint32_t timeout =
-          p.ConsumeBool() ? p.ConsumeIntegral<uint32_t>() : p.ConsumeIntegralInRange<uint32_t>(0, 100);
-      const auto values = Doubles(p);
-      const bool done = p.ConsumeBool();
-      fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString(name), trainer, participants, timeout,
-                                            fbb.CreateVector(values), done));
-      break;
-    }
-    case MessageType::TableStats: fbb.Finish(wire::CreateTableStatsRequest(fbb, TableId(p), p.ConsumeBool())); break;
-    case MessageType::MetricReport: {
-      const std::string name = p.ConsumeRandomLengthString(16);
-      const uint32_t trainer = p.ConsumeIntegralInRange<uint32_t>(0, 4);
-      const auto values = Doubles(p);
-      fbb.Finish(wire::CreateMetricReportRequest(fbb, fbb.CreateString(name), trainer, fbb.CreateVector(values)));
-      break;
-    }
-    case MessageType::ShuffleSend: {
-      const uint64_t round = p.ConsumeIntegralInRange<uint64_t>(0, 3);
-      const uint32_t from = p.ConsumeIntegralInRange<uint32_t>(0, 3);
-      const uint32_t to = p.ConsumeBool() ? p.ConsumeIntegral<uint32_t>() : p.ConsumeIntegralInRange<uint32_t>(0, 3);
-      const auto block = Block(p);
-      const bool last = p.ConsumeBool();
-      fbb.Finish(wire::CreateShuffleSendRequest(fbb, round, from, to, fbb.CreateVector(block), last));
-      break;
-    }
-    case MessageType::ShuffleFetch: {
-      const uint64_t round = p.ConsumeIntegralInRange<uint64_t>(0, 3);
-      const uint32_t to = p.ConsumeIntegralInRange<uint32_t>(0, 3);
-      const uint32_t senders = p.ConsumeIntegralInRange<uint32_t>(0, 4);
-      const uint64_t max_bytes =
-          p.ConsumeBool() ? p.ConsumeIntegral<uint64_t>() : p.ConsumeIntegralInRange<uint64_t>(0, 256);
-      fbb.Finish(wire::CreateShuffleFetchRequest(fbb, round, to, senders, max_bytes));
-      break;
-    }
-    case MessageType::Save: {
-      const std::string path = CheckpointPath(p);
-      const std::string version =
-          p.ConsumeBool() ? "v" + std::to_string(p.ConsumeIntegralInRange<int>(0, 2)) : p.ConsumeRandomLengthString(12);
-      const auto mode = static_cast<disk::SaveMode>(p.ConsumeIntegralInRange<uint8_t>(0, 5));
-      const uint32_t table = TableId(p);
-      const bool all = p.ConsumeBool();
-      const bool commit = p.ConsumeBool();
-      fbb.Finish(
-          wire::CreateSaveRequest(fbb, fbb.CreateString(path), fbb.CreateString(version), mode, table, all, commit));
-      break;
-    }
-    case MessageType::Load: fbb.Finish(wire::CreateLoadRequest(fbb, fbb.CreateString(CheckpointPath(p)))); break;
-    case MessageType::Shrink: fbb.Finish(wire::CreateShrinkRequest(fbb, TableId(p), p.ConsumeBool())); break;
-    case MessageType::Stop:
-      fbb.Finish(wire::CreateStopRequest(fbb, fbb.CreateString(p.ConsumeRandomLengthString(16))));
-      break;
-    default: return std::string(bytes);
-  }
-  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
 // ---- reply checks ---------------------------------------------------------------------
@@ -687,169 +368,11 @@ void Exchange(Server& server, const std::vector<std::pair<uint16_t, std::string>
   if (!in.empty()) Fail("the pserver sent bytes beyond the replies");
 }
 
-// ---- seeds ----------------------------------------------------------------------------
-
-std::string Raw(flatbuffers::FlatBufferBuilder& fbb) {
-  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
-}
-
-// One message of the input format: raw payload (mode 0) or builder bytes (mode 1).
-std::string Message(uint8_t selector, uint8_t mode, const std::string& bytes) {
-  std::string m;
-  m += static_cast<char>(selector);
-  m += static_cast<char>(mode);
-  m += static_cast<char>(bytes.size() & 0xff);
-  m += static_cast<char>((bytes.size() >> 8) & 0xff);
-  return m + bytes;
-}
-
-uint8_t Selector(MessageType t) {
-  for (size_t i = 0; i < kNumTypes; ++i) {
-    if (kTypes[i] == t) return static_cast<uint8_t>(i);
-  }
-  for (size_t i = 0; i < kNumAdminTypes; ++i) {
-    if (kAdminTypes[i] == t) return static_cast<uint8_t>(kNumTypes + i);  // server C's numbering
-  }
-  return 0;
-}
-
-void WriteSeeds(SeedWriter& seeds) {
-  std::vector<std::pair<MessageType, std::string>> requests;
-  auto add = [&](MessageType t, flatbuffers::FlatBufferBuilder& fbb) { requests.emplace_back(t, Raw(fbb)); };
-  const std::vector<uint64_t> keys = {1, 2, 3, 17, 1u << 20, 0xfedcba9876543210ull};
-  {
-    flatbuffers::FlatBufferBuilder fbb;
-    fbb.Finish(wire::CreatePingRequest(fbb, 0));
-    add(MessageType::Ping, fbb);
-  }
-  for (uint32_t table : {kCtrTable, kPlainTable}) {
-    const uint32_t dim = table == kCtrTable ? kCtrDim : kPlainDim;
-    flatbuffers::FlatBufferBuilder pull;
-    pull.Finish(wire::CreatePullSparseRequest(pull, table, pull.CreateVector(keys)));
-    add(MessageType::PullSparse, pull);
-    std::vector<float> grads(keys.size() * dim, 0.25f), shows(keys.size(), 5.0f), clicks(keys.size(), 1.0f);
-    flatbuffers::FlatBufferBuilder push;
-    push.Finish(wire::CreatePushSparseRequest(push, table, push.CreateVector(keys), push.CreateVector(grads),
-                                              push.CreateVector(shows), push.CreateVector(clicks), false));
-    add(MessageType::PushSparse, push);
-    // GPU-PS pass mode: the full rows, then the pass's rows written back (the begin rows
-    // are what a fresh table holds only by chance: mostly a merge).
-    flatbuffers::FlatBufferBuilder rows;
-    rows.Finish(wire::CreatePullRowsRequest(rows, table, rows.CreateVector(keys)));
-    add(MessageType::PullRows, rows);
-    const uint32_t core = table == kCtrTable ? kCtrDim * 2 : kPlainDim;  // adagrad | sgd (server 0)
-    std::vector<float> begin(keys.size() * core, 0.0f), end(keys.size() * core, 0.125f);
-    std::vector<uint8_t> extended(keys.size(), table == kCtrTable ? 1 : 0);
-    flatbuffers::FlatBufferBuilder write;
-    write.Finish(wire::CreateWriteRowsRequest(write, table, write.CreateVector(keys), write.CreateVector(begin),
-                                              write.CreateVector(end), write.CreateVector(extended),
-                                              write.CreateVector(shows), write.CreateVector(clicks)));
-    add(MessageType::WriteRows, write);
-  }
-  {
-    flatbuffers::FlatBufferBuilder fbb;
-    fbb.Finish(wire::CreatePullDenseRequest(fbb, kDenseTable, 0, 32));
-    add(MessageType::PullDense, fbb);
-    std::vector<float> g(16, 0.5f);
-    flatbuffers::FlatBufferBuilder push;
-    push.Finish(wire::CreatePushDenseRequest(push, kDenseTable, 8, push.CreateVector(g), 0, false, -1));
-    add(MessageType::PushDense, push);
-    flatbuffers::FlatBufferBuilder sync;
-    sync.Finish(wire::CreatePushDenseRequest(sync, kDenseTable, 0, sync.CreateVector(g), 2, false, 1));
-    add(MessageType::PushDense, sync);
-    flatbuffers::FlatBufferBuilder param;
-    param.Finish(wire::CreatePushDenseParamRequest(param, kDenseTable, 0, param.CreateVector(g)));
-    add(MessageType::PushDenseParam, param);
-  }
-  {
-    std::vector<double> v = {1.0, 2.5};
-    flatbuffers::FlatBufferBuilder fbb;
-    fbb.Finish(wire::CreateBarrierRequest(fbb, fbb.CreateString("epoch"), 0, 2, 50, fbb.CreateVector(v), false));
-    add(MessageType::Barrier, fbb);
-    flatbuffers::FlatBufferBuilder other;
-    other.Finish(wire::CreateBarrierRequest(other, other.CreateString("epoch"), 1, 2, 50, other.CreateVector(v), true));
-    add(MessageType::Barrier, other);
-    flatbuffers::FlatBufferBuilder metric;
-    metric.Finish(wire::CreateMetricReportRequest(metric, metric.CreateString("auc"), 1, metric.CreateVector(v)));
-    add(MessageType::MetricReport, metric);
-  }
-  {
-    flatbuffers::FlatBufferBuilder fbb;
-    fbb.Finish(wire::CreateTableStatsRequest(fbb, 0, true));
-    add(MessageType::TableStats, fbb);
-    flatbuffers::FlatBufferBuilder block;
-    std::vector<uint32_t> begins = {0, 2};
-    std::vector<uint64_t> words = {0x3f80000000000001ull, 42};
-    block.Finish(wire::CreateRecordBlock(block, 0, 1, block.CreateVector(begins), block.CreateVector(words)));
-    const std::vector<uint8_t> bytes(block.GetBufferPointer(), block.GetBufferPointer() + block.GetSize());
-    flatbuffers::FlatBufferBuilder send;
-    send.Finish(wire::CreateShuffleSendRequest(send, 1, 0, 0, send.CreateVector(bytes), true));
-    add(MessageType::ShuffleSend, send);
-    flatbuffers::FlatBufferBuilder fetch;
-    fetch.Finish(wire::CreateShuffleFetchRequest(fetch, 1, 0, 1, 1u << 20));
-    add(MessageType::ShuffleFetch, fetch);
-  }
-  // One raw request per seed, on each server; then every request in one input; then
-  // structure-aware messages.
-  std::string all[2] = {std::string(1, '\0'), std::string(1, '\1')};
-  for (const auto& [type, payload] : requests) {
-    for (int server : {0, 1}) {
-      seeds.Add(std::string(1, static_cast<char>(server)) + Message(Selector(type), 0, payload));
-      if (all[server].size() < 3000) all[server] += Message(Selector(type), 0, payload);
-    }
-  }
-  seeds.Add(all[0]);
-  seeds.Add(all[1]);
-  for (size_t i = 0; i < kNumTypes; ++i) {
-    std::string bytes(48, '\0');
-    for (size_t j = 0; j < bytes.size(); ++j) bytes[j] = static_cast<char>(j * 37 + i);
-    seeds.Add(std::string(1, static_cast<char>(i & 1)) + Message(static_cast<uint8_t>(i), 1, bytes));
-  }
-  seeds.Add(std::string(1, '\0') + Message(0xF0, 0, "unknown"));
-
-  // Server C: a push, a save (phase 1, then the commit), a load of it, a shrink, a save
-  // that tries to leave the root, and a Stop; each also alone.
-  std::vector<std::pair<MessageType, std::string>> admin;
-  auto add_admin = [&](MessageType t, flatbuffers::FlatBufferBuilder& fbb) { admin.emplace_back(t, Raw(fbb)); };
-  admin.push_back(requests[2]);  // a PushSparse of the CTR table
-  for (bool commit : {false, true}) {
-    flatbuffers::FlatBufferBuilder fbb;
-    fbb.Finish(wire::CreateSaveRequest(fbb, fbb.CreateString("ck0"), fbb.CreateString("v1"), disk::SaveMode::Checkpoint,
-                                       0, true, commit));
-    add_admin(MessageType::Save, fbb);
-  }
-  {
-    flatbuffers::FlatBufferBuilder load;
-    load.Finish(wire::CreateLoadRequest(load, load.CreateString("ck0")));
-    add_admin(MessageType::Load, load);
-    flatbuffers::FlatBufferBuilder shrink;
-    shrink.Finish(wire::CreateShrinkRequest(shrink, 0, true));
-    add_admin(MessageType::Shrink, shrink);
-    flatbuffers::FlatBufferBuilder escape;
-    escape.Finish(wire::CreateSaveRequest(escape, escape.CreateString("../outside/x"), escape.CreateString("v1")));
-    add_admin(MessageType::Save, escape);
-    flatbuffers::FlatBufferBuilder stop;
-    stop.Finish(wire::CreateStopRequest(stop, stop.CreateString("fuzz")));
-    add_admin(MessageType::Stop, stop);
-  }
-  std::string sequence(1, '\2');
-  for (const auto& [type, payload] : admin) {
-    seeds.Add(std::string(1, '\2') + Message(Selector(type), 0, payload));
-    sequence += Message(Selector(type), 0, payload);
-  }
-  seeds.Add(sequence);
-  for (size_t i = 0; i < kNumAdminTypes; ++i) {
-    std::string bytes(32, '\0');
-    for (size_t j = 0; j < bytes.size(); ++j) bytes[j] = static_cast<char>(j * 29 + i);
-    seeds.Add(std::string(1, '\2') + Message(static_cast<uint8_t>(kNumTypes + i), 1, bytes));
-  }
-}
-
 }  // namespace
-}  // namespace fleetps::fuzz
+}  // namespace fleetps::fuzz::ps_service
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fleetps::fuzz::MaybeWriteSeeds("ps_service_fuzz", fleetps::fuzz::WriteSeeds);
+  fleetps::fuzz::MaybeWriteSeeds("ps_service_fuzz", fleetps::fuzz::ps_service::WriteSeeds);
   fleetps::fuzz::QuietLogs();
   return 0;
 }
@@ -857,6 +380,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fleetps;
   using namespace fleetps::fuzz;
+  using namespace fleetps::fuzz::ps_service;
   Reader in(data, size);
   if (in.empty()) return 0;
   const uint8_t first = in.U8();
