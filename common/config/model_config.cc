@@ -12,8 +12,9 @@ namespace fleetps {
 
 const std::vector<std::pair<std::string, ModelType>>& ModelTypeNames() {
   static const std::vector<std::pair<std::string, ModelType>> names = {
-      {"mlp", ModelType::kMlp},       {"ctr_dnn", ModelType::kCtrDnn}, {"wide_deep", ModelType::kWideDeep},
-      {"deepfm", ModelType::kDeepFm}, {"dcn", ModelType::kDcn},        {"dlrm", ModelType::kDlrm},
+      {"mlp", ModelType::kMlp},         {"ctr_dnn", ModelType::kCtrDnn}, {"wide_deep", ModelType::kWideDeep},
+      {"deepfm", ModelType::kDeepFm},   {"dcn", ModelType::kDcn},        {"dlrm", ModelType::kDlrm},
+      {"network", ModelType::kNetwork},
   };
   return names;
 }
@@ -28,6 +29,7 @@ std::string ModelTypeName(ModelType type) {
 bool HasSparseSlots(const ModelOptions& options) { return options.type != ModelType::kMlp; }
 
 bool HasFirstOrderWeight(const ModelOptions& options) {
+  if (options.type == ModelType::kNetwork) return options.graph != nullptr && options.graph->reads_embed_w();
   return options.type == ModelType::kWideDeep || options.type == ModelType::kDeepFm;
 }
 

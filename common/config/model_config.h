@@ -33,6 +33,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/config/graph_spec.h"
 #include "common/config/table_options.h"
 #include "common/config/yaml_util.h"
 #include "common/status.h"
@@ -49,6 +50,7 @@ enum class ModelType : uint8_t {
   kDeepFm = 3,    // PaddleRec rank/deepfm: first-order weights + FM second-order term + deep MLP
   kDcn = 4,       // PaddleRec rank/dcn: cross network beside the MLP, joined by the output layer
   kDlrm = 5,      // PaddleRec rank/dlrm: bottom MLP, pairwise dot interactions, top MLP
+  kNetwork = 6,   // the job's own layer graph (the `network:` section, graph_spec.h)
 };
 
 // (name, type) of every model, in enum order: the `model_type` values.
@@ -107,6 +109,10 @@ struct ModelOptions {
   std::vector<uint32_t> fc_sizes = {512, 256, 128, 32};
   OutputKind output = OutputKind::kSoftmax2;  // `output`: softmax2 | sigmoid
   uint64_t init_seed = 0;                     // `init_seed`: seed of the deterministic dense parameter init
+
+  // The checked layer graph of a `network:` section (model_type network); null for the
+  // built-in types, whose graph graph::ModelGraph expands from the keys above.
+  std::shared_ptr<const graph::Graph> graph;
 
   // `optimizer`: {class (or name): SGD | Adagrad | Adam (case-insensitive), learning_rate
   // (> 0), beta1, beta2 (in [0, 1)), epsilon (> 0), initial_accumulator (>= 0),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/config/graph_models.h"
 #include "common/config/trainer_config_sections.h"
 #include "common/config/yaml_util.h"
 
@@ -63,51 +64,8 @@ bool ParseCollectiveBackend(std::string_view name, CollectiveBackend* backend) {
   return false;
 }
 
-namespace {
-
-// Floats of an MLP in -> widths[0] -> ... -> widths.back() (weights and biases).
-uint64_t MlpParamCount(uint64_t in, const std::vector<uint32_t>& widths) {
-  uint64_t total = 0;
-  for (uint32_t out : widths) {
-    total += in * out + out;
-    in = out;
-  }
-  return total;
-}
-
-}  // namespace
-
-// Must agree with model::DenseNet::FromOptions(model).num_params() (model_registry_test
-// checks every model type).
-uint64_t DenseParamCount(const ModelOptions& model) {
-  const uint64_t in = DenseInputDim(model);
-  const uint64_t logits = model.output == OutputKind::kSoftmax2 ? 2 : 1;
-  std::vector<uint32_t> with_output = model.fc_sizes;
-  with_output.push_back(static_cast<uint32_t>(logits));
-  const uint64_t mlp = MlpParamCount(in, with_output);
-  const uint64_t dense = model.dense_input_dim;
-  switch (model.type) {
-    case ModelType::kMlp:
-    case ModelType::kCtrDnn: return mlp;
-    case ModelType::kWideDeep:  // + the wide weights of the dense features
-      return mlp + dense;
-    case ModelType::kDeepFm:  // + first-order weights and FM embeddings of the dense features
-      return mlp + dense + dense * model.sparse_feature_dim;
-    case ModelType::kDcn: {
-      const uint64_t cross = model.cross_type == CrossType::kV1 ? 2 * in : in * in + in;
-      const uint64_t deep = MlpParamCount(in, model.fc_sizes);
-      const uint64_t joined = in + (model.fc_sizes.empty() ? 0 : model.fc_sizes.back());
-      return model.cross_num * cross + deep + joined * logits + logits;
-    }
-    case ModelType::kDlrm: {
-      const uint64_t bottom = MlpParamCount(dense, model.bot_layer_sizes);
-      const uint64_t vectors = uint64_t{model.num_sparse_slots} + 1;
-      const uint64_t top_in = model.sparse_feature_dim + vectors * (vectors - 1) / 2;
-      return bottom + MlpParamCount(top_in, model.top_layer_sizes);
-    }
-  }
-  return mlp;
-}
+// The graph's parameter count: model::DenseNet's flat vector and the pserver's dense table.
+uint64_t DenseParamCount(const ModelOptions& model) { return graph::ModelGraph(model)->num_params(); }
 
 std::vector<TableOptions> JobTables(const TrainerOptions& o) {
   std::vector<TableOptions> tables;
@@ -194,13 +152,35 @@ Status CheckDataMatchesModel(const YAML::Node& root, const YamlContext& ctx, con
   return Status::OK();
 }
 
+// `network:` (the model as a layer graph): model_type is then `network` or absent.
+Status ParseNetworkSection(const YAML::Node& root, const YamlContext& ctx, ModelOptions* model) {
+  const YAML::Node hp = root["hyper_parameters"];
+  const bool named = model->type == ModelType::kNetwork;
+  if (!root["network"]) {
+    if (named) return ctx.Error(hp["model_type"], "model_type network needs a 'network:' section (the layer graph)");
+    return Status::OK();
+  }
+  if (!named && hp["model_type"]) {
+    return ctx.Child("hyper_parameters.model_type")
+        .Error(hp["model_type"], "is " + ModelTypeName(model->type) +
+                                     " but the job also has a 'network:' section; give one (model_type: network, or "
+                                     "drop the section)");
+  }
+  ASSIGN_OR_RETURN(graph::GraphSpec spec, graph::ParseGraphSpec(root["network"], ctx.Child("network")));
+  model->type = ModelType::kNetwork;
+  ASSIGN_OR_RETURN(model->graph, graph::BuildGraph(std::move(spec), graph::ModelRowShape(*model)));
+  model->output = model->graph->spec().outputs[0].loss == graph::LossKind::kSigmoidCrossEntropy ? OutputKind::kSigmoid
+                                                                                                : OutputKind::kSoftmax2;
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::string& file_name) {
   ASSIGN_OR_RETURN(YAML::Node root, LoadYamlString(text, file_name));
   YamlContext ctx{file_name, ""};
   if (!root.IsMap()) return ctx.Error(root, "expected a map with 'runner' and 'hyper_parameters'");
-  RETURN_IF_ERROR(RejectUnknownKeys(root, {"runner", "hyper_parameters", "fleetps"}, ctx));
+  RETURN_IF_ERROR(RejectUnknownKeys(root, {"runner", "hyper_parameters", "network", "fleetps"}, ctx));
   if (!root["hyper_parameters"]) return ctx.Error(root, "missing required section 'hyper_parameters' (the model)");
   // Unknown keys first: a misspelt key is the likeliest cause of any later error.
   RETURN_IF_ERROR(RejectUnknownKeys(root["runner"], RunnerKeys(), ctx.Child("runner"), PaddleRecIgnoredRunnerKeys()));
@@ -209,6 +189,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
   TrainerOptions o;
   o.config_path = file_name;
   RETURN_IF_ERROR(ParseModelOptions(root["hyper_parameters"], ctx.Child("hyper_parameters"), &o.model));
+  RETURN_IF_ERROR(ParseNetworkSection(root, ctx, &o.model));
   RETURN_IF_ERROR(ParsePaddleRecDataOptions(root, ctx, &o.data));
   if (root["runner"]) RETURN_IF_ERROR(ParseRunnerSection(root["runner"], ctx.Child("runner"), file_name, &o));
   DeriveTables(&o);

@@ -100,5 +100,7 @@ std::unique_ptr<DenseModel> MakeWideDeepModel(const ModelOptions& options, const
 std::unique_ptr<DenseModel> MakeDeepFmModel(const ModelOptions& options, const dense::CpuGemm* gemm);
 std::unique_ptr<DenseModel> MakeDcnModel(const ModelOptions& options, const dense::CpuGemm* gemm);
 std::unique_ptr<DenseModel> MakeDlrmModel(const ModelOptions& options, const dense::CpuGemm* gemm);
+// Any model_type as its layer graph (graph_model.cc; common/config/graph_models.h).
+std::unique_ptr<DenseModel> MakeGraphModel(const ModelOptions& options, const dense::CpuGemm* gemm);
 
 }  // namespace fleetps::trainer::model

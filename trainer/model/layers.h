@@ -10,28 +10,14 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <span>
 
 #include "common/dense/cpu_gemm.h"
+#include "common/uniform_random.h"
 
 namespace fleetps::trainer::model {
 
-// Deterministic uniform floats from a seed, identical on every platform and standard
-// library (std::mt19937_64's sequence is fixed by the standard; the std distributions
-// are not).
-class UniformRandom {
- public:
-  explicit UniformRandom(uint64_t seed) : engine_(seed) {}
-  // A float in [lo, hi): 24 random bits, exactly representable.
-  float Next(float lo, float hi) {
-    const float unit = static_cast<float>(engine_() >> 40) * 0x1.0p-24f;
-    return lo + (hi - lo) * unit;
-  }
-
- private:
-  std::mt19937_64 engine_;
-};
+using fleetps::UniformRandom;
 
 // Fully-connected layer y = x W + b, with
 //   x [batch x in_dim], y [batch x out_dim],

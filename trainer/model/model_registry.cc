@@ -22,17 +22,7 @@ SlotLayout SlotLayout::FromOptions(const ModelOptions& options) {
 }
 
 std::unique_ptr<DenseModel> MakeDenseModel(const ModelOptions& options, const dense::CpuGemm* gemm) {
-  switch (options.type) {
-    case ModelType::kMlp:
-    case ModelType::kCtrDnn:
-      return MakeMlpModel(DenseInputDim(options), options.fc_sizes, options.output, options.type, gemm);
-    case ModelType::kWideDeep: return MakeWideDeepModel(options, gemm);
-    case ModelType::kDeepFm: return MakeDeepFmModel(options, gemm);
-    case ModelType::kDcn: return MakeDcnModel(options, gemm);
-    case ModelType::kDlrm: return MakeDlrmModel(options, gemm);
-  }
-  FLEETPS_CHECK(false) << "unknown model type " << static_cast<int>(options.type);
-  return nullptr;
+  return MakeGraphModel(options, gemm);
 }
 
 }  // namespace fleetps::trainer::model

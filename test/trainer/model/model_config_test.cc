@@ -135,7 +135,7 @@ TEST_CASE("ModelOptions errors name file, line, key and the allowed values", "[m
        "hyper_parameters.optimizer.beta1: expected a number in [0, 1), got \"1\""},
       {"hyper_parameters:\n  optimizer: adam\n", "test.yaml:2: hyper_parameters.optimizer: expected a map"},
       {"hyper_parameters:\n  model_type: xdeepfm\n",
-       "test.yaml:2: hyper_parameters.model_type: expected one of mlp, ctr_dnn, wide_deep, deepfm, dcn, dlrm "
+       "test.yaml:2: hyper_parameters.model_type: expected one of mlp, ctr_dnn, wide_deep, deepfm, dcn, dlrm, network "
        "(case-insensitive), got \"xdeepfm\""},
       {"hyper_parameters:\n  model_type: deepfm\n  sparse_inputs_slots: 3\n  slot_dims: [4, 4]\n",
        "test.yaml:4: hyper_parameters.slot_dims: per-slot embedding widths are for ctr_dnn, wide_deep and dcn; deepfm"},

@@ -1,0 +1,214 @@
+// BuildGraph: names to tensors, an execution order, shapes and the parameter layout, with
+// an error naming file:line and the layer for every way a graph can be wrong.
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "common/config/graph_ops.h"
+#include "common/config/graph_spec.h"
+
+namespace fleetps::graph {
+namespace {
+
+Status LayerError(const GraphLayer& layer, const std::string& what) {
+  return Status::InvalidArgument(layer.where + ": layer '" + layer.name + "' (" + layer.op + "): " + what);
+}
+
+// Every name the graph defines: the inputs, then each layer's outputs.
+class Names {
+ public:
+  Status Define(const std::string& name, size_t tensor, const std::string& where) {
+    const auto [it, inserted] = ids_.emplace(name, std::make_pair(tensor, where));
+    if (!inserted) {
+      return Status::InvalidArgument(where + ": '" + name + "' is defined twice (first at " + it->second.second +
+                                     "); give each input and layer output its own name");
+    }
+    all_.push_back(name);
+    return Status::OK();
+  }
+  StatusOr<size_t> Find(const std::string& name, const std::string& where, const std::string& who) const {
+    const auto it = ids_.find(name);
+    if (it != ids_.end()) return it->second.first;
+    const std::string close = config::ClosestMatch(name, all_);
+    return Status::InvalidArgument(where + ": " + who + " reads '" + name +
+                                   "', which is neither an input nor a layer's output" +
+                                   (close.empty() ? "" : " (did you mean '" + close + "'?)"));
+  }
+
+ private:
+  std::map<std::string, std::pair<size_t, std::string>> ids_;
+  std::vector<std::string> all_;
+};
+
+// Kahn's algorithm, stable in declaration order; a cycle is an error naming its layers.
+StatusOr<std::vector<size_t>> ExecutionOrder(const std::vector<ResolvedLayer>& layers,
+                                             const std::vector<int>& producer) {
+  const size_t n = layers.size();
+  std::vector<size_t> pending(n, 0);
+  std::vector<std::vector<size_t>> consumers(n);
+  for (size_t l = 0; l < n; ++l) {
+    for (size_t t : layers[l].inputs) {
+      if (producer[t] < 0) continue;
+      ++pending[l];
+      consumers[static_cast<size_t>(producer[t])].push_back(l);
+    }
+  }
+  std::vector<size_t> order;
+  std::vector<bool> done(n, false);
+  while (order.size() < n) {
+    size_t next = n;
+    for (size_t l = 0; l < n && next == n; ++l) {
+      if (!done[l] && pending[l] == 0) next = l;
+    }
+    if (next == n) {
+      std::string cycle;
+      for (size_t l = 0; l < n; ++l) {
+        if (!done[l]) cycle += (cycle.empty() ? "" : ", ") + layers[l].spec.name;
+      }
+      const GraphLayer& first = layers[std::find(done.begin(), done.end(), false) - done.begin()].spec;
+      return LayerError(first, "the inputs form a cycle through layers " + cycle +
+                                   "; every layer must read only graph inputs or earlier results");
+    }
+    done[next] = true;
+    order.push_back(next);
+    for (size_t c : consumers[next]) --pending[c];
+  }
+  return order;
+}
+
+Status InferShapes(const std::vector<size_t>& order, std::vector<ResolvedLayer>* layers, std::vector<Tensor>* tensors) {
+  for (size_t l : order) {
+    ResolvedLayer& layer = (*layers)[l];
+    const OpSchema& schema = *FindOpSchema(layer.spec.op);
+    const size_t arity = layer.inputs.size();
+    if (arity < schema.min_inputs || arity > schema.max_inputs) {
+      const std::string want = schema.min_inputs == schema.max_inputs ? std::to_string(schema.min_inputs)
+                               : schema.max_inputs == SIZE_MAX
+                                   ? "at least " + std::to_string(schema.min_inputs)
+                                   : std::to_string(schema.min_inputs) + " to " + std::to_string(schema.max_inputs);
+      return LayerError(layer.spec, "takes " + want + " input(s), got " + std::to_string(arity));
+    }
+    std::vector<Shape> in;
+    for (size_t t : layer.inputs) in.push_back((*tensors)[t].shape);
+    StatusOr<OpSignature> sig = schema.infer(layer.spec.attrs, in);
+    if (!sig.ok()) {
+      std::string shapes;
+      for (size_t i = 0; i < in.size(); ++i) {
+        shapes += (i ? ", " : "") + layer.spec.inputs[i] + " " + ShapeString(in[i]);
+      }
+      return LayerError(layer.spec, sig.status().message() + " (inputs: " + shapes + ")");
+    }
+    if (sig->outputs.size() != layer.outputs.size()) {
+      return LayerError(layer.spec, "makes " + std::to_string(sig->outputs.size()) + " tensors; list " +
+                                        std::to_string(sig->outputs.size()) + " names under 'outputs'");
+    }
+    for (size_t o = 0; o < sig->outputs.size(); ++o) {
+      Tensor& t = (*tensors)[layer.outputs[o]];
+      t.shape = sig->outputs[o];
+      t.size = NumElements(t.shape);
+      if (t.size == 0) return LayerError(layer.spec, "output '" + t.name + "' would be empty");
+    }
+    layer.params = std::move(sig->params);
+    layer.num_params = 0;
+    for (const Shape& p : layer.params) layer.num_params += NumElements(p);
+  }
+  return Status::OK();
+}
+
+// Layers whose results reach no output would train nothing and are a mistake.
+Status CheckAllUsed(const std::vector<ResolvedLayer>& layers, const std::vector<int>& producer,
+                    const std::vector<size_t>& output_tensors) {
+  std::vector<bool> used(producer.size(), false);
+  std::vector<size_t> stack = output_tensors;
+  while (!stack.empty()) {
+    const size_t t = stack.back();
+    stack.pop_back();
+    if (used[t]) continue;
+    used[t] = true;
+    if (producer[t] >= 0) {
+      for (size_t in : layers[static_cast<size_t>(producer[t])].inputs) stack.push_back(in);
+    }
+  }
+  for (const ResolvedLayer& layer : layers) {
+    const bool any = std::any_of(layer.outputs.begin(), layer.outputs.end(), [&](size_t t) { return used[t]; });
+    if (!any) return LayerError(layer.spec, "feeds no output; remove it or use its result");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const Graph>> BuildGraph(GraphSpec spec, const RowShape& row) {
+  auto graph = std::make_shared<Graph>();
+  graph->row_ = row;
+  graph->reads_embed_w_ = std::any_of(spec.inputs.begin(), spec.inputs.end(),
+                                      [](const GraphInput& in) { return in.kind == InputKind::kEmbedW; });
+  Names names;
+  std::vector<int> producer;  // per tensor: its layer, -1 for an input
+  for (const GraphInput& in : spec.inputs) {
+    StatusOr<Shape> shape = InputShape(in.kind, row, graph->reads_embed_w_);
+    if (!shape.ok())
+      return Status::InvalidArgument(in.where + ": input '" + in.name + "': " + shape.status().message());
+    RETURN_IF_ERROR(names.Define(in.name, graph->tensors_.size(), in.where));
+    graph->tensors_.push_back(Tensor{in.name, *shape, NumElements(*shape)});
+    producer.push_back(-1);
+  }
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    ResolvedLayer layer;
+    layer.spec = spec.layers[l];
+    for (const std::string& out : layer.spec.outputs) {
+      RETURN_IF_ERROR(names.Define(out, graph->tensors_.size(), layer.spec.where));
+      layer.outputs.push_back(graph->tensors_.size());
+      graph->tensors_.push_back(Tensor{out, {}, 0});
+      producer.push_back(static_cast<int>(l));
+    }
+    graph->layers_.push_back(std::move(layer));
+  }
+  for (ResolvedLayer& layer : graph->layers_) {
+    for (const std::string& in : layer.spec.inputs) {
+      ASSIGN_OR_RETURN(size_t t, names.Find(in, layer.spec.where, "layer '" + layer.spec.name + "'"));
+      if (producer[t] >= 0 && &graph->layers_[static_cast<size_t>(producer[t])] == &layer) {
+        return LayerError(layer.spec, "reads its own output '" + in + "'");
+      }
+      layer.inputs.push_back(t);
+    }
+  }
+  ASSIGN_OR_RETURN(graph->order_, ExecutionOrder(graph->layers_, producer));
+  RETURN_IF_ERROR(InferShapes(graph->order_, &graph->layers_, &graph->tensors_));
+  for (ResolvedLayer& layer : graph->layers_) {
+    layer.param_offset = graph->num_params_;
+    graph->num_params_ += layer.num_params;
+  }
+
+  std::map<std::string, std::string> output_names;
+  for (const GraphOutput& out : spec.outputs) {
+    if (!output_names.emplace(out.name, out.where).second) {
+      return Status::InvalidArgument(out.where + ": output '" + out.name + "' is defined twice (first at " +
+                                     output_names[out.name] + ")");
+    }
+    ASSIGN_OR_RETURN(size_t t, names.Find(out.input, out.where, "output '" + out.name + "'"));
+    const Shape& shape = graph->tensors_[t].shape;
+    const Shape want = out.loss == LossKind::kSigmoidCrossEntropy ? Shape{1} : Shape{2};
+    if (shape != want) {
+      return Status::InvalidArgument(
+          out.where + ": output '" + out.name +
+          "': " + (out.loss == LossKind::kSigmoidCrossEntropy ? "sigmoid_cross_entropy" : "softmax_cross_entropy") +
+          " needs logits of shape " + ShapeString(want) + ", '" + out.input + "' is " + ShapeString(shape));
+    }
+    if (out.label != "click") {
+      return Status::InvalidArgument(out.where + ": output '" + out.name + "': unknown label '" + out.label +
+                                     "' (the data gives one label, 'click')");
+    }
+    graph->output_tensors_.push_back(t);
+  }
+  if (graph->output_tensors_.size() != 1) {
+    return Status::InvalidArgument(spec.where + ": the graph has " + std::to_string(graph->output_tensors_.size()) +
+                                   " outputs; the trainers train one output (label 'click') per graph");
+  }
+  RETURN_IF_ERROR(CheckAllUsed(graph->layers_, producer, graph->output_tensors_));
+  graph->spec_ = std::move(spec);
+  return std::shared_ptr<const Graph>(std::move(graph));
+}
+
+}  // namespace fleetps::graph

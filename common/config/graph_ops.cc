@@ -1,0 +1,158 @@
+// The op schemas: arity, keys, output and parameter shapes. One entry per op; the kernel of
+// op X is trainer/graph/ops/X (its header comment gives the maths).
+
+#include "common/config/graph_ops.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace fleetps::graph {
+namespace {
+
+constexpr int64_t kMaxWidth = int64_t{1} << 24;
+
+Status Expect(bool ok, const std::string& what) { return ok ? Status::OK() : Status::InvalidArgument(what); }
+
+StatusOr<OpSignature> InferFc(const Attrs& a, std::span<const Shape> in) {
+  ASSIGN_OR_RETURN(int64_t size, a.Int("size", 0, 1, kMaxWidth));
+  if (size == 0) return Status::InvalidArgument("missing key 'size' (the output width)");
+  RETURN_IF_ERROR(a.Choice("activation", {"none", "relu", "sigmoid", "tanh", "gelu"}).status());
+  RETURN_IF_ERROR(a.Choice("init", {"xavier", "zeros"}).status());
+  ASSIGN_OR_RETURN(std::string bias, a.Choice("bias", {"true", "false"}));
+  const size_t n = NumElements(in[0]);
+  const auto out = static_cast<size_t>(size);
+  OpSignature sig{.outputs = {{out}}, .params = {{n, out}}};
+  if (bias == "true") sig.params.push_back({out});
+  return sig;
+}
+
+StatusOr<OpSignature> InferConcat(const Attrs& a, std::span<const Shape> in) {
+  const size_t rank = in[0].size();
+  ASSIGN_OR_RETURN(int64_t axis, a.Int("axis", -1, -1, 1));
+  if (axis == -1) axis = static_cast<int64_t>(rank) - 1;
+  RETURN_IF_ERROR(Expect(static_cast<size_t>(axis) < rank,
+                         "axis " + std::to_string(axis) + " of rank-" + std::to_string(rank) + " inputs"));
+  Shape out = in[0];
+  out[static_cast<size_t>(axis)] = 0;
+  for (const Shape& s : in) {
+    if (s.size() != rank) {
+      return Status::InvalidArgument("inputs of different ranks; flatten the [n, k] ones first (op: flatten)");
+    }
+    for (size_t d = 0; d < rank; ++d) {
+      if (d != static_cast<size_t>(axis) && s[d] != in[0][d]) {
+        return Status::InvalidArgument("the inputs differ in dim " + std::to_string(d) + ", not only along axis " +
+                                       std::to_string(axis));
+      }
+    }
+    out[static_cast<size_t>(axis)] += s[static_cast<size_t>(axis)];
+  }
+  return OpSignature{.outputs = {out}, .params = {}};
+}
+
+StatusOr<OpSignature> InferFlatten(const Attrs&, std::span<const Shape> in) {
+  return OpSignature{.outputs = {{NumElements(in[0])}}, .params = {}};
+}
+
+StatusOr<OpSignature> InferReshape(const Attrs& a, std::span<const Shape> in) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.Ints("shape"));
+  if (dims.empty() || dims.size() > 2) return Status::InvalidArgument("'shape' must list 1 or 2 dims, e.g. [1, 16]");
+  Shape out(dims.begin(), dims.end());
+  RETURN_IF_ERROR(Expect(NumElements(out) == NumElements(in[0]),
+                         "shape " + ShapeString(out) + " holds " + std::to_string(NumElements(out)) +
+                             " floats, the input " + std::to_string(NumElements(in[0]))));
+  return OpSignature{.outputs = {out}, .params = {}};
+}
+
+StatusOr<OpSignature> InferSplit(const Attrs& a, std::span<const Shape> in) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> sizes, a.Ints("sizes"));
+  if (sizes.size() < 2) return Status::InvalidArgument("'sizes' must list 2 or more widths along the last axis");
+  OpSignature sig;
+  size_t sum = 0;
+  for (int64_t s : sizes) {
+    RETURN_IF_ERROR(Expect(s > 0, "'sizes' must be > 0"));
+    Shape out = in[0];
+    out.back() = static_cast<size_t>(s);
+    sig.outputs.push_back(out);
+    sum += static_cast<size_t>(s);
+  }
+  RETURN_IF_ERROR(Expect(sum == in[0].back(), "'sizes' add up to " + std::to_string(sum) + ", the last dim is " +
+                                                  std::to_string(in[0].back())));
+  return sig;
+}
+
+StatusOr<OpSignature> InferElementwise(const Attrs&, std::span<const Shape> in) {
+  for (const Shape& s : in) RETURN_IF_ERROR(Expect(s == in[0], "the inputs must have one shape"));
+  return OpSignature{.outputs = {in[0]}, .params = {}};
+}
+
+StatusOr<OpSignature> InferReduce(const Attrs& a, std::span<const Shape> in) {
+  ASSIGN_OR_RETURN(int64_t axis, a.Int("axis", -1, -1, 1));
+  if (axis == -1) return OpSignature{.outputs = {{1}}, .params = {}};
+  RETURN_IF_ERROR(Expect(in[0].size() == 2, "'axis' needs an [n, k] input"));
+  return OpSignature{.outputs = {{in[0][axis == 0 ? 1 : 0]}}, .params = {}};
+}
+
+StatusOr<OpSignature> InferFm(const Attrs&, std::span<const Shape> in) {
+  RETURN_IF_ERROR(Expect(in[0].size() == 2, "needs fields [n, k]"));
+  return OpSignature{.outputs = {{1}}, .params = {}};
+}
+
+StatusOr<OpSignature> InferCross(const Attrs& a, std::span<const Shape> in) {
+  ASSIGN_OR_RETURN(std::string type, a.Choice("type", {"v1", "v2"}));
+  RETURN_IF_ERROR(Expect(in[0].size() == 1 && in[1] == in[0], "needs x0 and x of one shape [d]"));
+  const size_t d = in[0][0];
+  OpSignature sig{.outputs = {{d}}, .params = {}};
+  sig.params.push_back(type == "v1" ? Shape{d} : Shape{d, d});
+  sig.params.push_back({d});
+  return sig;
+}
+
+StatusOr<OpSignature> InferDot(const Attrs&, std::span<const Shape> in) {
+  RETURN_IF_ERROR(Expect(in[0].size() == 2 && in[0][0] >= 2, "needs n >= 2 vectors [n, k]"));
+  const size_t n = in[0][0];
+  return OpSignature{.outputs = {{n * (n - 1) / 2}}, .params = {}};
+}
+
+StatusOr<OpSignature> InferDenseEmbedding(const Attrs& a, std::span<const Shape> in) {
+  ASSIGN_OR_RETURN(int64_t dim, a.Int("dim", 0, 1, kMaxWidth));
+  if (dim == 0) return Status::InvalidArgument("missing key 'dim' (the embedding width)");
+  RETURN_IF_ERROR(Expect(in[0].size() == 1, "needs dense features [d]"));
+  const size_t d = in[0][0];
+  const auto k = static_cast<size_t>(dim);
+  return OpSignature{.outputs = {{d, k}}, .params = {{d, k}}};
+}
+
+}  // namespace
+
+const std::vector<OpSchema>& OpSchemas() {
+  static const std::vector<OpSchema> schemas = {
+      {.name = "fc", .keys = {"size", "activation", "bias", "init"}, .infer = InferFc},
+      {.name = "concat", .min_inputs = 2, .max_inputs = SIZE_MAX, .keys = {"axis"}, .infer = InferConcat},
+      {.name = "flatten", .keys = {}, .infer = InferFlatten},
+      {.name = "reshape", .keys = {"shape"}, .infer = InferReshape},
+      {.name = "split", .keys = {"sizes"}, .infer = InferSplit, .outputs = 0},
+      {.name = "add", .min_inputs = 2, .max_inputs = SIZE_MAX, .keys = {}, .infer = InferElementwise},
+      {.name = "multiply", .min_inputs = 2, .max_inputs = 2, .keys = {}, .infer = InferElementwise},
+      {.name = "reduce_sum", .keys = {"axis"}, .infer = InferReduce},
+      {.name = "reduce_mean", .keys = {"axis"}, .infer = InferReduce},
+      {.name = "fm", .keys = {}, .infer = InferFm},
+      {.name = "cross", .min_inputs = 2, .max_inputs = 2, .keys = {"type"}, .infer = InferCross},
+      {.name = "dot_interaction", .keys = {}, .infer = InferDot},
+      {.name = "dense_embedding", .keys = {"dim"}, .infer = InferDenseEmbedding},
+  };
+  return schemas;
+}
+
+const OpSchema* FindOpSchema(const std::string& name) {
+  const std::vector<OpSchema>& all = OpSchemas();
+  const auto it = std::find_if(all.begin(), all.end(), [&](const OpSchema& s) { return s.name == name; });
+  return it == all.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> OpNames() {
+  std::vector<std::string> names;
+  for (const OpSchema& s : OpSchemas()) names.push_back(s.name);
+  return names;
+}
+
+}  // namespace fleetps::graph

@@ -1,0 +1,277 @@
+#include "common/config/graph_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "common/config/graph_ops.h"
+
+namespace fleetps::graph {
+
+using config::YamlContext;
+
+size_t NumElements(const Shape& shape) {
+  size_t n = 1;
+  for (size_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeString(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+StatusOr<int64_t> Attrs::Int(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const {
+  const auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  const AttrValue& v = it->second;
+  if (v.is_text || v.is_list || v.numbers.size() != 1 || v.numbers[0] != std::floor(v.numbers[0])) {
+    return Status::InvalidArgument("'" + key + "' must be an integer");
+  }
+  const double x = v.numbers[0];
+  if (x < static_cast<double>(lo) || x > static_cast<double>(hi)) {
+    return Status::InvalidArgument("'" + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                   "], got " + std::to_string(static_cast<int64_t>(x)));
+  }
+  return static_cast<int64_t>(x);
+}
+
+StatusOr<double> Attrs::Float(const std::string& key, double fallback) const {
+  const auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  if (it->second.is_text || it->second.is_list || it->second.numbers.size() != 1) {
+    return Status::InvalidArgument("'" + key + "' must be a number");
+  }
+  return it->second.numbers[0];
+}
+
+StatusOr<std::string> Attrs::Text(const std::string& key, const std::string& fallback) const {
+  const auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  if (!it->second.is_text) return Status::InvalidArgument("'" + key + "' must be a word");
+  return it->second.text;
+}
+
+StatusOr<std::vector<int64_t>> Attrs::Ints(const std::string& key) const {
+  std::vector<int64_t> out;
+  const auto it = values_.find(key);
+  if (it == values_.end()) return out;
+  if (it->second.is_text) return Status::InvalidArgument("'" + key + "' must be a list of integers");
+  for (double x : it->second.numbers) {
+    if (x != std::floor(x) || x < 0) {
+      return Status::InvalidArgument("'" + key + "' must be a list of integers >= 0");
+    }
+    out.push_back(static_cast<int64_t>(x));
+  }
+  return out;
+}
+
+StatusOr<std::string> Attrs::Choice(const std::string& key, const std::vector<std::string>& choices) const {
+  ASSIGN_OR_RETURN(std::string word, Text(key, choices.front()));
+  if (std::find(choices.begin(), choices.end(), word) != choices.end()) return word;
+  std::string names;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    names += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  }
+  return Status::InvalidArgument("unknown " + key + " '" + word + "' (use " + names + ")");
+}
+
+size_t Graph::row_width() const {
+  size_t width = row_.dense_dim;
+  for (size_t s = 0; s < row_.slot_widths.size(); ++s) width += slot_block(s);
+  return width;
+}
+
+StatusOr<Shape> InputShape(InputKind kind, const RowShape& row, bool reads_embed_w) {
+  const size_t slots = row.slot_widths.size();
+  switch (kind) {
+    case InputKind::kRow: {
+      size_t width = row.dense_dim;
+      for (size_t w : row.slot_widths) width += w + (reads_embed_w ? 1 : 0);
+      if (width == 0) return Status::InvalidArgument("the row is empty: the job has no slots and no dense features");
+      return Shape{width};
+    }
+    case InputKind::kEmbedding: {
+      if (slots == 0) return Status::InvalidArgument("kind embedding needs sparse slots and the job has none");
+      const bool one_width = std::all_of(row.slot_widths.begin(), row.slot_widths.end(),
+                                         [&](size_t w) { return w == row.slot_widths[0]; });
+      if (one_width) return Shape{slots, row.slot_widths[0]};
+      size_t sum = 0;
+      for (size_t w : row.slot_widths) sum += w;
+      return Shape{sum};
+    }
+    case InputKind::kEmbedW:
+      if (slots == 0) return Status::InvalidArgument("kind embed_w needs sparse slots and the job has none");
+      return Shape{slots};
+    case InputKind::kDense:
+      if (row.dense_dim == 0) {
+        return Status::InvalidArgument("kind dense needs dense features and the job has none (dense_input_dim: 0)");
+      }
+      return Shape{row.dense_dim};
+  }
+  return Status::InvalidArgument("unknown input kind");
+}
+
+namespace {
+
+std::string Where(const YamlContext& ctx, const YAML::Node& node) { return ctx.Location(node); }
+
+// A tensor or layer name: letters, digits, '_', '.', '-'; not starting with a digit.
+Status ReadName(const YAML::Node& map, const std::string& key, const YamlContext& ctx, std::string* out) {
+  RETURN_IF_ERROR(config::Require(map, key, ctx));
+  RETURN_IF_ERROR(config::ReadString(map, key, ctx, out));
+  const bool ok = !out->empty() && !std::isdigit(static_cast<unsigned char>((*out)[0])) &&
+                  std::all_of(out->begin(), out->end(),
+                              [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '.' || c == '-'; });
+  if (!ok) {
+    return ctx.Child(key).Error(map[key], "'" + *out + "' is not a name (letters, digits, _ . -; not a digit first)");
+  }
+  return Status::OK();
+}
+
+Status ReadNameList(const YAML::Node& map, const std::string& key, const YamlContext& ctx,
+                    std::vector<std::string>* out) {
+  const YAML::Node node = map[key];
+  if (!node) return Status::OK();
+  if (node.IsScalar()) {
+    out->push_back(node.Scalar());
+    return Status::OK();
+  }
+  return config::ReadStringList(map, key, ctx, out);
+}
+
+StatusOr<AttrValue> ReadAttr(const YAML::Node& node, const YamlContext& ctx) {
+  const auto number = [](const std::string& s, double* x) {
+    try {
+      size_t used = 0;
+      *x = std::stod(s, &used);
+      return used == s.size();
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  AttrValue v;
+  if (node.IsScalar()) {
+    double x = 0;
+    if (number(node.Scalar(), &x)) {
+      v.numbers = {x};
+    } else {
+      v.text = node.Scalar();
+      v.is_text = true;
+    }
+    return v;
+  }
+  if (node.IsSequence()) {
+    v.is_list = true;
+    for (size_t i = 0; i < node.size(); ++i) {
+      double x = 0;
+      if (!node[i].IsScalar() || !number(node[i].Scalar(), &x)) {
+        return ctx.Index(i).Error(node[i], "expected a number");
+      }
+      v.numbers.push_back(x);
+    }
+    return v;
+  }
+  return ctx.Error(node, "expected a number, a word or a list of numbers");
+}
+
+Status ParseInput(const YAML::Node& node, const YamlContext& ctx, GraphInput* in) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map {name, kind}");
+  RETURN_IF_ERROR(config::RejectUnknownKeys(node, {"name", "kind"}, ctx));
+  RETURN_IF_ERROR(ReadName(node, "name", ctx, &in->name));
+  RETURN_IF_ERROR(config::Require(node, "kind", ctx));
+  RETURN_IF_ERROR(config::ReadChoice(node, "kind", ctx,
+                                     {std::pair<std::string_view, InputKind>{"row", InputKind::kRow},
+                                      {"embedding", InputKind::kEmbedding},
+                                      {"embed_w", InputKind::kEmbedW},
+                                      {"dense", InputKind::kDense}},
+                                     &in->kind));
+  in->where = Where(ctx, node);
+  return Status::OK();
+}
+
+Status ParseLayer(const YAML::Node& node, const YamlContext& ctx, GraphLayer* layer) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map {name, op, inputs, ...}");
+  RETURN_IF_ERROR(ReadName(node, "name", ctx, &layer->name));
+  RETURN_IF_ERROR(config::Require(node, "op", ctx));
+  RETURN_IF_ERROR(config::ReadString(node, "op", ctx, &layer->op));
+  layer->where = Where(ctx, node);
+  const OpSchema* schema = FindOpSchema(layer->op);
+  if (schema == nullptr) {
+    const std::string close = config::ClosestMatch(layer->op, OpNames());
+    std::string known;
+    for (const std::string& name : OpNames()) known += (known.empty() ? "" : ", ") + name;
+    return ctx.Child("op").Error(node["op"],
+                                 "layer '" + layer->name + "': unknown op '" + layer->op + "' " +
+                                     (close.empty() ? "(ops: " + known + ")" : "(did you mean '" + close + "'?)"));
+  }
+  std::vector<std::string> keys = {"name", "op", "inputs", "outputs"};
+  keys.insert(keys.end(), schema->keys.begin(), schema->keys.end());
+  RETURN_IF_ERROR(config::RejectUnknownKeys(node, keys, ctx));
+  RETURN_IF_ERROR(config::Require(node, "inputs", ctx));
+  RETURN_IF_ERROR(ReadNameList(node, "inputs", ctx, &layer->inputs));
+  RETURN_IF_ERROR(ReadNameList(node, "outputs", ctx, &layer->outputs));
+  if (layer->outputs.empty()) {
+    layer->outputs = {layer->name};
+  } else if (schema->outputs != 0) {
+    return ctx.Child("outputs").Error(node["outputs"], "layer '" + layer->name + "': op " + layer->op +
+                                                           " makes one tensor, named by the layer's name");
+  }
+  for (const auto& entry : node) {
+    const std::string key = entry.first.as<std::string>();
+    if (std::find(schema->keys.begin(), schema->keys.end(), key) == schema->keys.end()) continue;
+    ASSIGN_OR_RETURN(AttrValue value, ReadAttr(entry.second, ctx.Child(key)));
+    layer->attrs.Set(key, std::move(value));
+  }
+  return Status::OK();
+}
+
+Status ParseOutput(const YAML::Node& node, const YamlContext& ctx, GraphOutput* out) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map {name, input, loss, label}");
+  RETURN_IF_ERROR(config::RejectUnknownKeys(node, {"name", "input", "loss", "label", "weight"}, ctx));
+  RETURN_IF_ERROR(ReadName(node, "name", ctx, &out->name));
+  RETURN_IF_ERROR(ReadName(node, "input", ctx, &out->input));
+  RETURN_IF_ERROR(config::Require(node, "loss", ctx));
+  RETURN_IF_ERROR(config::ReadChoice(
+      node, "loss", ctx,
+      {std::pair<std::string_view, LossKind>{"sigmoid_cross_entropy", LossKind::kSigmoidCrossEntropy},
+       {"softmax_cross_entropy", LossKind::kSoftmaxCrossEntropy}},
+      &out->loss));
+  RETURN_IF_ERROR(config::ReadString(node, "label", ctx, &out->label));
+  RETURN_IF_ERROR(config::ReadDouble(node, "weight", ctx, &out->weight));
+  if (!(out->weight > 0)) return ctx.Child("weight").Error(node["weight"], "expected a weight > 0");
+  out->where = Where(ctx, node);
+  return Status::OK();
+}
+
+template <typename T, typename Parse>
+Status ParseList(const YAML::Node& map, const std::string& key, const YamlContext& ctx, Parse parse,
+                 std::vector<T>* out) {
+  RETURN_IF_ERROR(config::Require(map, key, ctx));
+  const YAML::Node node = map[key];
+  const YamlContext child = ctx.Child(key);
+  if (!node.IsSequence() || node.size() == 0) return child.Error(node, "expected a non-empty list");
+  for (size_t i = 0; i < node.size(); ++i) {
+    T item;
+    RETURN_IF_ERROR(parse(node[i], child.Index(i), &item));
+    out->push_back(std::move(item));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<GraphSpec> ParseGraphSpec(const YAML::Node& node, const YamlContext& ctx) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map with inputs, layers and outputs");
+  RETURN_IF_ERROR(config::RejectUnknownKeys(node, {"inputs", "layers", "outputs"}, ctx));
+  GraphSpec spec;
+  spec.where = Where(ctx, node);
+  RETURN_IF_ERROR(ParseList(node, "inputs", ctx, ParseInput, &spec.inputs));
+  RETURN_IF_ERROR(ParseList(node, "layers", ctx, ParseLayer, &spec.layers));
+  RETURN_IF_ERROR(ParseList(node, "outputs", ctx, ParseOutput, &spec.outputs));
+  return spec;
+}
+
+}  // namespace fleetps::graph

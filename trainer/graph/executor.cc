@@ -1,0 +1,222 @@
+#include "trainer/graph/executor.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/check.h"
+
+namespace fleetps::trainer::graph {
+
+using fleetps::graph::Graph;
+using fleetps::graph::InputKind;
+
+GraphExecutor::GraphExecutor(std::shared_ptr<const Graph> graph, const dense::CpuGemm* gemm)
+    : graph_(std::move(graph)), row_width_(graph_->row_width()) {
+  FLEETPS_CHECK(gemm != nullptr);
+  const auto tensors = graph_->tensors();
+  for (const fleetps::graph::ResolvedLayer& layer : graph_->layers()) {
+    std::vector<Shape> in, out;
+    for (size_t t : layer.inputs) in.push_back(tensors[t].shape);
+    for (size_t t : layer.outputs) out.push_back(tensors[t].shape);
+    kernels_.push_back(MakeKernel(KernelContext{layer, in, out, gemm}));
+  }
+  // A tensor needs a gradient when it depends on parameters or on a row that needs one.
+  const size_t inputs = graph_->spec().inputs.size();
+  for (bool row : {true, false}) {
+    std::vector<bool> need(tensors.size(), false);
+    for (size_t i = 0; i < inputs; ++i) need[i] = row;
+    for (size_t l : graph_->order()) {
+      const auto& layer = graph_->layers()[l];
+      bool any = layer.num_params > 0;
+      for (size_t t : layer.inputs) any = any || need[t];
+      for (size_t t : layer.outputs) need[t] = any;
+    }
+    (row ? grad_with_row_ : grad_without_row_) = std::move(need);
+  }
+}
+
+void GraphExecutor::InitParams(std::span<float> params, UniformRandom* rng) const {
+  FLEETPS_CHECK_EQ(params.size(), num_params());
+  const auto layers = graph_->layers();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    kernels_[l]->InitParams(params.subspan(layers[l].param_offset, layers[l].num_params), rng);
+  }
+}
+
+void GraphExecutor::Plan(size_t batch, Workspace* ws) const {
+  if (ws->batch == batch) return;
+  const auto tensors = graph_->tensors();
+  const auto layers = graph_->layers();
+  size_t floats = 0;
+  for (const auto& t : tensors) floats += 2 * batch * t.size;
+  for (size_t l = 0; l < layers.size(); ++l) floats += kernels_[l]->ScratchFloats(batch);
+  if (ws->arena.size() < floats) ws->arena.resize(floats);
+  float* next = ws->arena.data();
+  const auto take = [&](size_t n) {
+    std::span<float> s(next, n);
+    next += n;
+    return s;
+  };
+  ws->values.resize(tensors.size());
+  ws->grads.resize(tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    ws->values[t] = take(batch * tensors[t].size);
+    ws->grads[t] = take(batch * tensors[t].size);
+  }
+  ws->scratch.resize(layers.size());
+  ws->inputs.resize(layers.size());
+  ws->outputs.resize(layers.size());
+  ws->output_grads.resize(layers.size());
+  ws->input_grads.resize(layers.size());
+  ws->input_grads_none.resize(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    ws->scratch[l] = take(kernels_[l]->ScratchFloats(batch));
+    ws->inputs[l].assign(layers[l].inputs.size(), {});
+    ws->input_grads[l].clear();
+    ws->input_grads_none[l].clear();
+    for (size_t t : layers[l].inputs) {
+      ws->input_grads[l].push_back(grad_with_row_[t] ? ws->grads[t] : std::span<float>());
+      ws->input_grads_none[l].push_back(grad_without_row_[t] ? ws->grads[t] : std::span<float>());
+    }
+    ws->outputs[l].clear();
+    ws->output_grads[l].clear();
+    for (size_t t : layers[l].outputs) {
+      ws->outputs[l].push_back(ws->values[t]);
+      ws->output_grads[l].push_back(ws->grads[t]);
+    }
+  }
+  ws->batch = batch;
+}
+
+void GraphExecutor::GatherInputs(std::span<const float> row, size_t batch, Workspace* ws) const {
+  const Graph& g = *graph_;
+  const size_t slots = g.row().slot_widths.size();
+  const size_t skip = g.reads_embed_w() ? 1 : 0;
+  const size_t dense_offset = row_width_ - g.row().dense_dim;
+  const auto inputs = g.spec().inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].kind == InputKind::kRow) continue;
+    std::span<float> out = ws->values[i];
+    for (size_t b = 0; b < batch; ++b) {
+      const float* r = row.data() + b * row_width_;
+      float* o = out.data() + b * g.tensors()[i].size;
+      size_t block = 0;
+      switch (inputs[i].kind) {
+        case InputKind::kRow: break;  // read in place (Forward)
+        case InputKind::kEmbedding:
+          for (size_t s = 0; s < slots; ++s) {
+            o = std::copy_n(r + block + skip, g.row().slot_widths[s], o);
+            block += g.slot_block(s);
+          }
+          break;
+        case InputKind::kEmbedW:
+          for (size_t s = 0; s < slots; ++s) {
+            o[s] = r[block];
+            block += g.slot_block(s);
+          }
+          break;
+        case InputKind::kDense: std::copy_n(r + dense_offset, g.row().dense_dim, o); break;
+      }
+    }
+  }
+}
+
+void GraphExecutor::ScatterInputGrads(size_t batch, const Workspace& ws, std::span<float> row_grads) const {
+  const Graph& g = *graph_;
+  const size_t slots = g.row().slot_widths.size();
+  const size_t skip = g.reads_embed_w() ? 1 : 0;
+  const size_t dense_offset = row_width_ - g.row().dense_dim;
+  std::fill(row_grads.begin(), row_grads.end(), 0.0f);
+  const auto inputs = g.spec().inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::span<const float> grad = ws.grads[i];
+    for (size_t b = 0; b < batch; ++b) {
+      float* r = row_grads.data() + b * row_width_;
+      const float* d = grad.data() + b * g.tensors()[i].size;
+      size_t block = 0;
+      switch (inputs[i].kind) {
+        case InputKind::kRow:
+          for (size_t j = 0; j < row_width_; ++j) r[j] += d[j];
+          break;
+        case InputKind::kEmbedding:
+          for (size_t s = 0; s < slots; ++s) {
+            const size_t w = g.row().slot_widths[s];
+            for (size_t j = 0; j < w; ++j) r[block + skip + j] += d[j];
+            d += w;
+            block += g.slot_block(s);
+          }
+          break;
+        case InputKind::kEmbedW:
+          for (size_t s = 0; s < slots; ++s) {
+            r[block] += d[s];
+            block += g.slot_block(s);
+          }
+          break;
+        case InputKind::kDense:
+          for (size_t j = 0; j < g.row().dense_dim; ++j) r[dense_offset + j] += d[j];
+          break;
+      }
+    }
+  }
+}
+
+void GraphExecutor::Forward(std::span<const float> params, std::span<const float> row, size_t batch, Workspace* ws,
+                            std::span<float> logits) const {
+  FLEETPS_CHECK_EQ(params.size(), num_params());
+  FLEETPS_CHECK_EQ(row.size(), batch * row_width_);
+  FLEETPS_CHECK_EQ(logits.size(), batch * num_logits());
+  Plan(batch, ws);
+  GatherInputs(row, batch, ws);
+  const auto layers = graph_->layers();
+  const auto graph_inputs = graph_->spec().inputs;
+  const auto view = [&](size_t t) -> std::span<const float> {
+    return t < graph_inputs.size() && graph_inputs[t].kind == InputKind::kRow ? row : ws->values[t];
+  };
+  for (size_t l : graph_->order()) {
+    const auto& layer = layers[l];
+    for (size_t i = 0; i < layer.inputs.size(); ++i) ws->inputs[l][i] = view(layer.inputs[i]);
+    kernels_[l]->Forward(OpArgs{.batch = batch,
+                                .params = params.subspan(layer.param_offset, layer.num_params),
+                                .inputs = ws->inputs[l],
+                                .outputs = ws->outputs[l],
+                                .scratch = ws->scratch[l]});
+  }
+  const std::span<const float> out = view(graph_->output_tensor(0));
+  std::copy(out.begin(), out.end(), logits.begin());
+}
+
+void GraphExecutor::Backward(std::span<const float> params, std::span<const float> row, size_t batch,
+                             std::span<const float> logit_grads, Workspace* ws, std::span<float> param_grads,
+                             std::span<float> row_grads, const std::function<void(size_t, size_t)>& ready) const {
+  FLEETPS_CHECK_EQ(ws->batch, batch) << "Backward without its Forward";
+  FLEETPS_CHECK_EQ(param_grads.size(), num_params());
+  FLEETPS_CHECK(row_grads.empty() || row_grads.size() == batch * row_width_);
+  (void)row;
+  const bool with_row = !row_grads.empty();
+  const std::vector<bool>& need = with_row ? grad_with_row_ : grad_without_row_;
+  for (size_t t = 0; t < need.size(); ++t) {
+    if (need[t]) std::fill(ws->grads[t].begin(), ws->grads[t].end(), 0.0f);
+  }
+  const size_t out = graph_->output_tensor(0);
+  std::copy(logit_grads.begin(), logit_grads.end(), ws->grads[out].begin());
+  const auto layers = graph_->layers();
+  const auto order = graph_->order();
+  for (size_t i = order.size(); i-- > 0;) {
+    const size_t l = order[i];
+    const auto& layer = layers[l];
+    if (!need[layer.outputs[0]]) continue;
+    const std::span<float> own = param_grads.subspan(layer.param_offset, layer.num_params);
+    kernels_[l]->Backward(OpArgs{.batch = batch,
+                                 .params = params.subspan(layer.param_offset, layer.num_params),
+                                 .inputs = ws->inputs[l],
+                                 .outputs = ws->outputs[l],
+                                 .scratch = ws->scratch[l]},
+                          OpGrads{.output_grads = ws->output_grads[l],
+                                  .param_grads = own,
+                                  .input_grads = with_row ? ws->input_grads[l] : ws->input_grads_none[l]});
+    if (ready && layer.num_params > 0) ready(layer.param_offset, layer.param_offset + layer.num_params);
+  }
+  if (with_row) ScatterInputGrads(batch, *ws, row_grads);
+}
+
+}  // namespace fleetps::trainer::graph

@@ -1,0 +1,72 @@
+#pragma once
+// GraphExecutor: runs a checked layer graph (common/config/graph_spec.h) forward and
+// backward on the CPU, over the activation row the trainer's embedding pooling builds:
+//
+//   row [batch x row_width] -> the inputs' views -> layers in execution order -> logits
+//   d(loss)/d(logits) -> layers in reverse -> param_grads, d(loss)/d(row)
+//
+// Memory: a Workspace, one per thread, holds every tensor's values and gradients, the
+// layers' scratch and the argument lists, planned once per batch size (growing only when
+// a larger batch comes): no allocation in a step.
+// Thread-safety: immutable after construction; concurrent calls with separate Workspaces.
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/config/graph_spec.h"
+#include "trainer/graph/op_kernel.h"
+
+namespace fleetps::trainer::graph {
+
+class GraphExecutor {
+ public:
+  class Workspace {
+   private:
+    friend class GraphExecutor;
+    size_t batch = SIZE_MAX;  // the batch the spans below are planned for
+    std::vector<float> arena;
+    std::vector<std::span<float>> values, grads;                                    // per tensor
+    std::vector<std::span<float>> scratch;                                          // per layer
+    std::vector<std::vector<std::span<const float>>> inputs;                        // per layer
+    std::vector<std::vector<std::span<float>>> outputs, output_grads, input_grads;  // per layer
+    std::vector<std::vector<std::span<float>>> input_grads_none;  // per layer: inputs' grads without the row's
+  };
+
+  GraphExecutor(std::shared_ptr<const fleetps::graph::Graph> graph, const dense::CpuGemm* gemm);
+
+  const fleetps::graph::Graph& graph() const { return *graph_; }
+  size_t row_width() const { return row_width_; }
+  size_t num_params() const { return graph_->num_params(); }
+  // Floats per example of the (single) output's logits.
+  size_t num_logits() const { return graph_->tensors()[graph_->output_tensor(0)].size; }
+
+  // Each layer's InitParams in declaration order, one rng for all.
+  void InitParams(std::span<float> params, UniformRandom* rng) const;
+
+  // logits [batch x num_logits()] from row [batch x row_width()].
+  void Forward(std::span<const float> params, std::span<const float> row, size_t batch, Workspace* ws,
+               std::span<float> logits) const;
+
+  // After a Forward with the same arguments and workspace: overwrites param_grads and,
+  // unless empty, row_grads ([batch x row_width()]). `ready(begin, end)` is called for each
+  // layer's parameter range as it becomes final (reverse execution order).
+  void Backward(std::span<const float> params, std::span<const float> row, size_t batch,
+                std::span<const float> logit_grads, Workspace* ws, std::span<float> param_grads,
+                std::span<float> row_grads, const std::function<void(size_t, size_t)>& ready) const;
+
+ private:
+  void Plan(size_t batch, Workspace* ws) const;
+  void GatherInputs(std::span<const float> row, size_t batch, Workspace* ws) const;
+  void ScatterInputGrads(size_t batch, const Workspace& ws, std::span<float> row_grads) const;
+
+  std::shared_ptr<const fleetps::graph::Graph> graph_;
+  size_t row_width_;
+  std::vector<std::unique_ptr<OpKernel>> kernels_;  // per layer
+  // Per tensor: needs a gradient when the row needs one / when it does not.
+  std::vector<bool> grad_with_row_, grad_without_row_;
+};
+
+}  // namespace fleetps::trainer::graph

@@ -1,0 +1,26 @@
+#pragma once
+// The CPU kernels of the graph ops, one factory per op (or family); kernels.cc maps op names
+// to them. Each file's comment gives its op's maths and parameter layout.
+
+#include <memory>
+
+#include "trainer/graph/op_kernel.h"
+
+namespace fleetps::trainer::graph {
+
+std::unique_ptr<OpKernel> MakeFcKernel(const KernelContext& ctx);
+// concat, flatten, reshape, split (shape_ops.cc)
+std::unique_ptr<OpKernel> MakeConcatKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeCopyKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeSplitKernel(const KernelContext& ctx);
+// add, multiply, reduce_sum, reduce_mean (elementwise_ops.cc)
+std::unique_ptr<OpKernel> MakeAddKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeMultiplyKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeReduceKernel(const KernelContext& ctx);
+// fm, cross, dot_interaction, dense_embedding (interaction_ops.cc)
+std::unique_ptr<OpKernel> MakeFmKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeCrossKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeDotInteractionKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeDenseEmbeddingKernel(const KernelContext& ctx);
+
+}  // namespace fleetps::trainer::graph
