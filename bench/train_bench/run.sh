@@ -6,7 +6,8 @@
 # FLEETPS_SYNC_MODE (async | sync | geo, default async) and FLEETPS_THREADS (worker
 # threads per trainer, default 1) choose the PS mode and the Hogwild workers; FLEETPS_CONFIG
 # another job YAML (default configs/ctr_dnn.yaml); FLEETPS_PRECISION (fp32 | bf16, default the
-# YAML's) its fleetps.dense.precision, in a copy of it.
+# YAML's) its fleetps.dense.precision, in a copy of it. FLEETPS_SETUPS: the setups to run
+# (default "local ps_1trainer ps_2trainers").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
@@ -61,13 +62,19 @@ run() {
   pids=()
 }
 
-run local 0
-run ps_1trainer 1
-run ps_2trainers 2
+SETUPS="${FLEETPS_SETUPS:-local ps_1trainer ps_2trainers}"
+for setup in $SETUPS; do
+  case "$setup" in
+    local) run local 0 ;;
+    ps_1trainer) run ps_1trainer 1 ;;
+    ps_2trainers) run ps_2trainers 2 ;;
+    *) echo "unknown setup '$setup' (use local, ps_1trainer, ps_2trainers)" >&2; exit 2 ;;
+  esac
+done
 
-python3 - "$OUT" "$ROWS" "$(nproc)" "$MODE" "$THREADS" "$CONFIG" <<'PY'
+python3 - "$OUT" "$ROWS" "$(nproc)" "$MODE" "$THREADS" "$CONFIG" "$SETUPS" <<'PY'
 import glob, json, os, sys
-out, rows, cores, mode, threads, config = sys.argv[1:7]
+out, rows, cores, mode, threads, config, setups = sys.argv[1:8]
 print(f"train_bench: {config}, {rows} generated rows, "
       f"batch 512, {threads} worker thread(s) per trainer, {cores} cores, {mode} mode for PS")
 print()
@@ -75,6 +82,8 @@ print("| setup | trainers | examples/s (all trainers) | examples/s per trainer |
 print("|---|---|---|---|---|---|")
 for name, label in [("local", "local (in-process tables)"), ("ps_1trainer", "PS, 2 pservers"),
                     ("ps_2trainers", "PS, 2 pservers")]:
+    if name not in setups.split():
+        continue
     reports = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, name + ".*.json")))]
     total = sum(r["epochs"][-1]["examples_per_sec"] for r in reports)
     dense = sum(r["epochs"][-1]["dense_compute_sec"] for r in reports)

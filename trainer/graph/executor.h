@@ -17,13 +17,21 @@
 #include <vector>
 
 #include "common/config/graph_spec.h"
-#include "trainer/graph/op_kernel.h"
+#include "trainer/graph/ops/op_kernel.h"
 
 namespace fleetps::trainer::graph {
 
 class GraphExecutor {
  public:
+  // Movable, not copyable (its spans point into its own arena).
   class Workspace {
+   public:
+    Workspace() = default;
+    Workspace(Workspace&&) = default;
+    Workspace& operator=(Workspace&&) = default;
+    Workspace(const Workspace&) = delete;
+    Workspace& operator=(const Workspace&) = delete;
+
    private:
     friend class GraphExecutor;
     size_t batch = SIZE_MAX;  // the batch the spans below are planned for

@@ -3,23 +3,59 @@
 #include <utility>
 
 #include "common/check.h"
+#include "common/config/graph_models.h"
 #include "trainer/model/loss.h"
 
 namespace fleetps::trainer::model {
+namespace {
+
+ModelOptions MlpOptions(size_t in_dim, const std::vector<uint32_t>& hidden_sizes, OutputKind output) {
+  FLEETPS_CHECK_GE(in_dim, 1u);
+  ModelOptions o;
+  o.type = ModelType::kMlp;
+  o.input_dim = static_cast<uint32_t>(in_dim);
+  o.fc_sizes = hidden_sizes;
+  o.output = output;
+  return o;
+}
+
+// The fc chain of a plain MLP graph (one input, fc layers each reading the previous one with
+// a bias and the Xavier init, ReLU between them, none after the last), for devices that run
+// only that; empty for any other graph.
+std::vector<FullyConnected> MlpChain(const fleetps::graph::Graph& g, const dense::CpuGemm* gemm) {
+  std::vector<FullyConnected> chain;
+  const auto layers = g.layers();
+  if (g.spec().inputs.size() != 1) return {};
+  size_t prev = 0;  // the input tensor
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const auto& layer = layers[l];
+    const auto& attrs = layer.spec.attrs;
+    const bool last = l + 1 == layers.size();
+    if (layer.spec.op != "fc" || layer.inputs != std::vector<size_t>{prev} || layer.params.size() != 2 ||
+        attrs.Text("init", "xavier").value() != "xavier" ||
+        attrs.Text("activation", "none").value() != (last ? "none" : "relu")) {
+      return {};
+    }
+    chain.emplace_back(layer.params[0][0], layer.params[0][1], layer.param_offset, gemm);
+    prev = layer.outputs[0];
+  }
+  return chain;
+}
+
+}  // namespace
 
 DenseNet::DenseNet(size_t in_dim, const std::vector<uint32_t>& hidden_sizes, OutputKind output,
                    std::shared_ptr<const dense::CpuGemm> gemm)
-    : gemm_(gemm ? std::move(gemm) : dense::CpuGemm::Fp32()),
-      model_(MakeMlpModel(in_dim, hidden_sizes, output, ModelType::kMlp, gemm_.get())),
-      output_(output) {
-  FLEETPS_CHECK_EQ(model_->num_logits(), NumLogits(output));
-}
+    : DenseNet(MlpOptions(in_dim, hidden_sizes, output), std::move(gemm)) {}
 
 DenseNet::DenseNet(const ModelOptions& options, std::shared_ptr<const dense::CpuGemm> gemm)
     : gemm_(gemm ? std::move(gemm) : dense::CpuGemm::Fp32()),
-      model_(MakeDenseModel(options, gemm_.get())),
+      executor_(std::make_shared<const graph::GraphExecutor>(fleetps::graph::ModelGraph(options), gemm_.get())),
+      mlp_(std::make_shared<const std::vector<FullyConnected>>(MlpChain(executor_->graph(), gemm_.get()))),
+      type_(options.type),
       output_(options.output) {
-  FLEETPS_CHECK_EQ(model_->num_logits(), NumLogits(output_));
+  FLEETPS_CHECK_EQ(executor_->num_logits(), NumLogits(output_));
+  FLEETPS_CHECK_EQ(executor_->row_width(), DenseInputDim(options));
 }
 
 DenseNet DenseNet::FromOptions(const ModelOptions& options, std::shared_ptr<const dense::CpuGemm> gemm) {
@@ -29,19 +65,15 @@ DenseNet DenseNet::FromOptions(const ModelOptions& options, std::shared_ptr<cons
 void DenseNet::InitParams(std::span<float> params, uint64_t seed) const {
   FLEETPS_CHECK_EQ(params.size(), num_params());
   UniformRandom rng(seed);
-  model_->InitParams(params, &rng);
+  executor_->InitParams(params, &rng);
 }
 
 void DenseNet::RunModel(std::span<const float> params, std::span<const float> activations, size_t batch,
                         Workspace* ws) const {
   FLEETPS_CHECK_EQ(params.size(), num_params());
   FLEETPS_CHECK_EQ(activations.size(), batch * in_dim());
-  if (ws->owner_ != model_.get()) {
-    ws->scratch_ = model_->NewScratch();
-    ws->owner_ = model_.get();
-  }
-  ws->logits_.resize(batch * model_->num_logits());
-  model_->Forward(params, activations, batch, ws->scratch_.get(), ws->logits_);
+  ws->logits_.resize(batch * executor_->num_logits());
+  executor_->Forward(params, activations, batch, &ws->graph_, ws->logits_);
   ws->predictions_.resize(batch);
 }
 
@@ -62,8 +94,8 @@ float DenseNet::ForwardBackward(std::span<const float> params, std::span<const f
   RunModel(params, activations, batch, ws);
   ws->logit_grads_.resize(ws->logits_.size());
   const float loss = CrossEntropy(output_, ws->logits_, labels, ws->predictions_, ws->logit_grads_);
-  model_->Backward(params, activations, batch, ws->logit_grads_, ws->scratch_.get(), param_grads, activation_grads,
-                   grads_ready);
+  executor_->Backward(params, activations, batch, ws->logit_grads_, &ws->graph_, param_grads, activation_grads,
+                      grads_ready);
   return loss;
 }
 

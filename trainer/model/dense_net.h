@@ -2,12 +2,13 @@
 // DenseNet: everything after the embedding/concat boundary of a CTR model, forward and
 // backward, as one unit:
 //
-//   activations [batch x in_dim] -> the model (a DenseModel, dense_model.h) -> logits -> loss
+//   activations [batch x in_dim] -> the model's layer graph -> logits -> loss
 //
-// The model is one of the registry's (model_registry.cc: mlp, ctr_dnn, wide_deep, deepfm,
-// dcn, dlrm; each file says its parameter layout); the MLP of mlp and ctr_dnn is
-//
-//   activations -> (FC -> ReLU) per hidden size -> FC -> logits
+// The graph is the job's `network:` or the one its model_type expands to
+// (common/config/graph_models.h: mlp, ctr_dnn, wide_deep, deepfm, dcn, dlrm); it runs on
+// trainer/graph's executor. The activation row is what EmbeddingPool builds:
+//   [slot 0 block | slot 1 block | ... | slot S-1 block | dense features]
+// a slot block being [embed_w | embedding] when the graph reads embed_w (wide_deep, deepfm).
 //
 // In: the activation matrix (row-major) and the labels. Out: the mean loss over the
 // batch, the click probability per example, d(mean loss)/d(activations) [batch x in_dim]
@@ -17,10 +18,9 @@
 //
 // Parameter layout: ALL parameters live in ONE contiguous flat float vector of
 // num_params() floats, which the parameter server stores as one dense table and which is
-// pulled and pushed whole. For the MLP: layer l (0 = first) holds W_l [in_l x out_l]
-// row-major and then b_l [out_l], layers back to back from offset 0, with in_0 = in_dim,
-// out_l = hidden sizes in order, and the last layer's out = NumLogits(output) (2 for
-// softmax2, 1 for sigmoid). Gradients use the same layout in a vector of the same size.
+// pulled and pushed whole: the graph's layers in declaration order, each op's parameters
+// as its schema lists them (an fc: W [in x out] row-major, then b [out]). Gradients use the
+// same layout in a vector of the same size.
 //
 // Thread-safety: DenseNet is immutable after construction; all per-call memory is in a
 // caller-owned Workspace, one per thread. Several threads may run it at once on the same
@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "common/config/model_config.h"
-#include "trainer/model/dense_model.h"
+#include "trainer/graph/executor.h"
 #include "trainer/model/layers.h"
 
 namespace fleetps::trainer::model {
@@ -52,32 +52,32 @@ class DenseNet {
 
    private:
     friend class DenseNet;
-    const DenseModel* owner_ = nullptr;             // the model scratch_ was made for
-    std::unique_ptr<DenseModel::Scratch> scratch_;  // the model's per-call memory
-    std::vector<float> logits_;                     // [batch x logits]
-    std::vector<float> logit_grads_;                // [batch x logits]
-    std::vector<float> predictions_;                // [batch]
+    graph::GraphExecutor::Workspace graph_;  // the executor's per-call memory
+    std::vector<float> logits_;              // [batch x logits]
+    std::vector<float> logit_grads_;         // [batch x logits]
+    std::vector<float> predictions_;         // [batch]
   };
 
   // An MLP (mlp / ctr_dnn): hidden_sizes may be empty (a linear model). CHECKs in_dim > 0
   // and sizes > 0. The matrix products run on `gemm`; none = fp32 with the CPU's best kernels.
   DenseNet(size_t in_dim, const std::vector<uint32_t>& hidden_sizes, OutputKind output,
            std::shared_ptr<const dense::CpuGemm> gemm = nullptr);
-  // The model of options.type (MakeDenseModel), in_dim = DenseInputDim(options); products
-  // on `gemm` as above (the roles pass the one fleetps.dense configures).
+  // The model of options (graph::ModelGraph), in_dim = DenseInputDim(options); products on
+  // `gemm` as above (the roles pass the one fleetps.dense configures).
   static DenseNet FromOptions(const ModelOptions& options, std::shared_ptr<const dense::CpuGemm> gemm = nullptr);
 
-  size_t in_dim() const { return model_->in_dim(); }
-  size_t num_params() const { return model_->num_params(); }
+  size_t in_dim() const { return executor_->row_width(); }
+  size_t num_params() const { return executor_->num_params(); }
   OutputKind output() const { return output_; }
-  ModelType type() const { return model_->type(); }
-  const DenseModel& model() const { return *model_; }
+  ModelType type() const { return type_; }
+  const fleetps::graph::Graph& graph() const { return executor_->graph(); }
   const dense::CpuGemm& gemm() const { return *gemm_; }
-  // True for the plain MLP models (mlp, ctr_dnn), the only ones layers() describes.
-  bool is_mlp() const { return !model_->mlp_layers().empty(); }
+  // True for a plain MLP graph (mlp, ctr_dnn: fc layers in a chain, ReLU between them), the
+  // only kind layers() describes.
+  bool is_mlp() const { return !mlp_->empty(); }
   // The MLP's layers in order, with their offsets in the flat vector; empty for the other
   // models (devices that implement only the MLP refuse them).
-  std::span<const FullyConnected> layers() const { return model_->mlp_layers(); }
+  std::span<const FullyConnected> layers() const { return *mlp_; }
 
   // Fills params (num_params() floats), a pure function of seed: the MLP's Xavier-uniform
   // weights and zero biases; each model's file says its own.
@@ -107,8 +107,11 @@ class DenseNet {
   // Runs the model; leaves the logits in ws->logits_.
   void RunModel(std::span<const float> params, std::span<const float> activations, size_t batch, Workspace* ws) const;
 
-  std::shared_ptr<const dense::CpuGemm> gemm_;  // before model_: the model's layers point to it
-  std::shared_ptr<const DenseModel> model_;     // immutable, shared by copies of this net
+  std::shared_ptr<const dense::CpuGemm> gemm_;  // before executor_: its kernels point to it
+  // Immutable, shared by copies of this net.
+  std::shared_ptr<const graph::GraphExecutor> executor_;
+  std::shared_ptr<const std::vector<FullyConnected>> mlp_;
+  ModelType type_;
   OutputKind output_;
 };
 

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "trainer/graph/op_kernel.h"
+#include "trainer/graph/ops/op_kernel.h"
 
 namespace fleetps::trainer::graph {
 

@@ -2,6 +2,7 @@
 // OpKernel: the CPU forward and backward of one graph layer (common/config/graph_ops.h
 // gives its shapes). One kernel object per layer, built once with the layer's shapes and
 // keys; it holds no per-call state, so any number of threads may run it at once.
+// MakeKernel (kernels.cc) maps an op name to its kernel; trainer/graph/executor.h runs them.
 //
 // Conventions (every op follows them; the executor, executor.h, relies on them):
 // - A batch is `batch` rows; a tensor of per-example size n is [batch x n] row-major.

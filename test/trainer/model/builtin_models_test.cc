@@ -1,8 +1,8 @@
-// Every registered model (model_registry.cc): its size agrees with config::DenseParamCount
-// (what the pservers allocate), and its gradients — parameters and activations — match
-// finite differences of the loss.
+// Every built-in model_type as its layer graph (common/config/graph_models.cc): its size
+// agrees with config::DenseParamCount (what the pservers allocate) and hand counts, and its
+// gradients — parameters and activations — match finite differences of the loss.
 
-#include "trainer/model/dense_model.h"
+#include "trainer/model/dense_net.h"
 
 #include <catch2/catch.hpp>
 
@@ -42,7 +42,7 @@ struct Case {
   std::vector<uint32_t> slot_dims = {};
 };
 
-TEST_CASE("Every model's gradients match finite differences", "[model_registry]") {
+TEST_CASE("Every model's gradients match finite differences", "[builtin_models]") {
   // As in dense_net_test: mean loss ~0.7 in float, h = 1e-3, tolerance 5e-4 + 1e-2 |g|;
   // ReLU kinks crossed by a step are detected (h vs h/2) and skipped, at most 10%.
   const GradientCheckOptions options{.step = 1e-3, .abs_tol = 5e-4, .rel_tol = 1e-2, .skip_kinks = true};
@@ -105,13 +105,12 @@ TEST_CASE("Every model's gradients match finite differences", "[model_registry]"
   }
 }
 
-TEST_CASE("wide_deep and deepfm read the first-order column of every slot block", "[model_registry]") {
+TEST_CASE("wide_deep and deepfm read the first-order column of every slot block", "[builtin_models]") {
   // With every deep weight zero, wide_deep's click logit is exactly the wide part.
   ModelOptions o = SmallOptions(ModelType::kWideDeep, OutputKind::kSigmoid);
   o.fc_sizes = {};
   const DenseNet net = DenseNet::FromOptions(o);
-  const SlotLayout layout = SlotLayout::FromOptions(o);
-  REQUIRE(layout.row_dim == 4);
+  REQUIRE(SparseRowDim(o) == 4);
   REQUIRE(net.in_dim() == 3 * 4 + 2);
   std::vector<float> params(net.num_params(), 0.0f);
   params[net.num_params() - 2] = 0.5f;  // w_dense
@@ -124,7 +123,7 @@ TEST_CASE("wide_deep and deepfm read the first-order column of every slot block"
   CHECK(p[0] == Approx(1 / (1 + std::exp(-logit))));
 }
 
-TEST_CASE("wide_deep with per-slot widths reads each block's first-order column", "[model_registry]") {
+TEST_CASE("wide_deep with per-slot widths reads each block's first-order column", "[builtin_models]") {
   ModelOptions o = SmallOptions(ModelType::kWideDeep, OutputKind::kSigmoid);
   o.fc_sizes = {};
   o.slot_dims = {1, 3, 2};  // blocks [w e], [w e e e], [w e e]
@@ -137,7 +136,7 @@ TEST_CASE("wide_deep with per-slot widths reads each block's first-order column"
   CHECK(p[0] == Approx(1 / (1 + std::exp(-0.4))));
 }
 
-TEST_CASE("Every model in bf16 gives fp32's loss, predictions and gradients up to bf16 rounding", "[model_registry]") {
+TEST_CASE("Every model in bf16 gives fp32's loss, predictions and gradients up to bf16 rounding", "[builtin_models]") {
   auto bf16 = dense::CpuGemm::Create({.precision = dense::Precision::kBf16});
   if (!bf16.ok()) {  // a CPU without bf16 units: refused (dense_test checks the message)
     CHECK(bf16.status().IsInvalidArgument());
@@ -194,7 +193,7 @@ TEST_CASE("Every model in bf16 gives fp32's loss, predictions and gradients up t
   }
 }
 
-TEST_CASE("dlrm's parameter count by hand", "[model_registry]") {
+TEST_CASE("dlrm's parameter count by hand", "[builtin_models]") {
   ModelOptions o = SmallOptions(ModelType::kDlrm, OutputKind::kSigmoid);
   // bottom 2 -> 4 -> 3: 12 + 15; 4 vectors of 3 -> 6 dots; top (3 + 6) -> 4 -> 1: 40 + 5.
   CHECK(config::DenseParamCount(o) == 12 + 15 + 40 + 5);
