@@ -113,6 +113,55 @@ StatusOr<OpSignature> InferDot(const Attrs&, std::span<const Shape> in) {
   return OpSignature{.outputs = {{n * (n - 1) / 2}}, .params = {}};
 }
 
+// cin: fields X0 [m, D]; layer_sizes [H1, ...]; out [sum H_k]; W_k [H_k x H_{k-1} x m] (H_0 = m).
+StatusOr<OpSignature> InferCin(const Attrs& a, std::span<const Shape> in) {
+  RETURN_IF_ERROR(a.Choice("activation", {"none", "relu"}).status());
+  ASSIGN_OR_RETURN(std::vector<int64_t> sizes, a.Ints("layer_sizes"));
+  if (sizes.empty()) {
+    return Status::InvalidArgument("missing key 'layer_sizes' (the feature maps of each CIN layer, e.g. [128, 128])");
+  }
+  RETURN_IF_ERROR(Expect(in[0].size() == 2, "needs fields [m, D] (e.g. an embedding input)"));
+  const size_t m = in[0][0];
+  OpSignature sig{.outputs = {{0}}, .params = {}};
+  size_t prev = m;
+  for (int64_t h : sizes) {
+    RETURN_IF_ERROR(Expect(h >= 1 && h <= kMaxWidth, "'layer_sizes' must be in [1, " + std::to_string(kMaxWidth) +
+                                                         "], got " + std::to_string(h)));
+    const auto size = static_cast<size_t>(h);
+    sig.params.push_back({size, prev, m});
+    sig.outputs[0][0] += size;
+    prev = size;
+  }
+  return sig;
+}
+
+// self_attention: fields E [n, k] -> [n, heads * head_dim]; Wq, Wk, Wv (, Wres) [k x heads * head_dim].
+StatusOr<OpSignature> InferSelfAttention(const Attrs& a, std::span<const Shape> in) {
+  ASSIGN_OR_RETURN(int64_t heads, a.Int("heads", 0, 1, kMaxWidth));
+  if (heads == 0) return Status::InvalidArgument("missing key 'heads' (the number of attention heads)");
+  ASSIGN_OR_RETURN(int64_t head_dim, a.Int("head_dim", 0, 1, kMaxWidth));
+  if (head_dim == 0) return Status::InvalidArgument("missing key 'head_dim' (the width of each head)");
+  ASSIGN_OR_RETURN(std::string residual, a.Choice("residual", {"true", "false"}));
+  RETURN_IF_ERROR(a.Choice("scale", {"false", "true"}).status());
+  RETURN_IF_ERROR(Expect(in[0].size() == 2, "needs fields [n, k] (e.g. an embedding input)"));
+  RETURN_IF_ERROR(Expect(heads * head_dim <= kMaxWidth, "heads * head_dim must be <= " + std::to_string(kMaxWidth)));
+  const size_t n = in[0][0], k = in[0][1];
+  const auto width = static_cast<size_t>(heads * head_dim);
+  OpSignature sig{.outputs = {{n, width}}, .params = {{k, width}, {k, width}, {k, width}}};
+  if (residual == "true") sig.params.push_back({k, width});
+  return sig;
+}
+
+// moe: experts [e, d] and gate input x (flattened to [g]) -> [d]; Wg [g x e], bg [e].
+StatusOr<OpSignature> InferMoe(const Attrs&, std::span<const Shape> in) {
+  RETURN_IF_ERROR(
+      Expect(in[0].size() == 2,
+             "the first input must be the experts [e, d] (concat the expert outputs and reshape to [e, d])"));
+  const size_t e = in[0][0], d = in[0][1];
+  const size_t g = NumElements(in[1]);
+  return OpSignature{.outputs = {{d}}, .params = {{g, e}, {e}}};
+}
+
 StatusOr<OpSignature> InferDenseEmbedding(const Attrs& a, std::span<const Shape> in) {
   ASSIGN_OR_RETURN(int64_t dim, a.Int("dim", 0, 1, kMaxWidth));
   if (dim == 0) return Status::InvalidArgument("missing key 'dim' (the embedding width)");
@@ -138,6 +187,9 @@ const std::vector<OpSchema>& OpSchemas() {
       {.name = "fm", .keys = {}, .infer = InferFm},
       {.name = "cross", .min_inputs = 2, .max_inputs = 2, .keys = {"type"}, .infer = InferCross},
       {.name = "dot_interaction", .keys = {}, .infer = InferDot},
+      {.name = "cin", .keys = {"layer_sizes", "activation"}, .infer = InferCin},
+      {.name = "self_attention", .keys = {"heads", "head_dim", "residual", "scale"}, .infer = InferSelfAttention},
+      {.name = "moe", .min_inputs = 2, .max_inputs = 2, .keys = {}, .infer = InferMoe},
       {.name = "dense_embedding", .keys = {"dim"}, .infer = InferDenseEmbedding},
   };
   return schemas;

@@ -24,6 +24,9 @@ std::unique_ptr<OpKernel> MakeKernel(const KernelContext& ctx) {
       {"fm", MakeFmKernel},
       {"cross", MakeCrossKernel},
       {"dot_interaction", MakeDotInteractionKernel},
+      {"cin", MakeCinKernel},
+      {"self_attention", MakeSelfAttentionKernel},
+      {"moe", MakeMoeKernel},
       {"dense_embedding", MakeDenseEmbeddingKernel},
   };
   const auto it = kFactories.find(ctx.layer.spec.op);

@@ -9,6 +9,10 @@
 namespace fleetps::trainer::graph {
 
 std::unique_ptr<OpKernel> MakeFcKernel(const KernelContext& ctx);
+// cin, self_attention, moe (cin.cc, self_attention.cc, moe.cc)
+std::unique_ptr<OpKernel> MakeCinKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeSelfAttentionKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeMoeKernel(const KernelContext& ctx);
 // concat, flatten, reshape, split (shape_ops.cc)
 std::unique_ptr<OpKernel> MakeConcatKernel(const KernelContext& ctx);
 std::unique_ptr<OpKernel> MakeCopyKernel(const KernelContext& ctx);
