@@ -137,6 +137,63 @@ Status CheckAllUsed(const std::vector<ResolvedLayer>& layers, const std::vector<
   return Status::OK();
 }
 
+Status InputError(const GraphInput& in, const std::string& what) {
+  return Status::InvalidArgument(in.where + ": input '" + in.name + "': " + what);
+}
+
+// How the row holds each slot: a sequence for a `sequence` input's slot, else pooled with the
+// pooling of the embedding / embed_w inputs that read it (which must agree: the row holds
+// one block per slot).
+Status ResolveSlotReads(const GraphSpec& spec, const RowShape& row, std::vector<SlotRead>* reads) {
+  const size_t n = row.slot_widths.size();
+  reads->assign(n, SlotRead{});
+  std::vector<std::string> owner(n);  // the input that set the slot's read
+  const auto check_slot = [&](const GraphInput& in, size_t s) {
+    return s < n ? Status::OK()
+                 : InputError(in, "slot " + std::to_string(s) + " does not exist (the job has " + std::to_string(n) +
+                                      " sparse slots, 0 to " + std::to_string(n == 0 ? 0 : n - 1) + ")");
+  };
+  for (const GraphInput& in : spec.inputs) {
+    if (in.kind != InputKind::kSequence) continue;
+    RETURN_IF_ERROR(check_slot(in, in.slot));
+    if ((*reads)[in.slot].sequence()) {
+      return InputError(in, "slot " + std::to_string(in.slot) + " is already a sequence of input '" + owner[in.slot] +
+                                "'; read one slot as one sequence");
+    }
+    (*reads)[in.slot].max_len = in.max_len;
+    owner[in.slot] = in.name;
+  }
+  for (const GraphInput& in : spec.inputs) {
+    if (in.kind == InputKind::kSequenceMask) {
+      RETURN_IF_ERROR(check_slot(in, in.slot));
+      if (!(*reads)[in.slot].sequence()) {
+        return InputError(
+            in, "slot " + std::to_string(in.slot) + " is not a sequence slot (add an input of kind sequence for it)");
+      }
+    }
+    if (in.kind != InputKind::kEmbedding && in.kind != InputKind::kEmbedW) continue;
+    std::vector<bool> listed(n, false);
+    for (size_t s : in.slots) {
+      RETURN_IF_ERROR(check_slot(in, s));
+      if (listed[s]) return InputError(in, "slot " + std::to_string(s) + " is listed twice");
+      listed[s] = true;
+      if ((*reads)[s].sequence()) {
+        return InputError(in, "slot " + std::to_string(s) + " is a sequence of input '" + owner[s] +
+                                  "'; a pooled input cannot read it too");
+      }
+    }
+    for (size_t s : InputSlots(in, *reads)) {
+      if (!owner[s].empty() && (*reads)[s].pooling != in.pooling) {
+        return InputError(in, "slot " + std::to_string(s) + " is pooled another way by input '" + owner[s] +
+                                  "'; the inputs reading one slot must agree on `pooling`");
+      }
+      (*reads)[s].pooling = in.pooling;
+      owner[s] = in.name;
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<const Graph>> BuildGraph(GraphSpec spec, const RowShape& row) {
@@ -144,12 +201,17 @@ StatusOr<std::shared_ptr<const Graph>> BuildGraph(GraphSpec spec, const RowShape
   graph->row_ = row;
   graph->reads_embed_w_ = std::any_of(spec.inputs.begin(), spec.inputs.end(),
                                       [](const GraphInput& in) { return in.kind == InputKind::kEmbedW; });
+  RETURN_IF_ERROR(ResolveSlotReads(spec, row, &graph->slot_reads_));
+  graph->slot_offsets_ = {0};
+  for (size_t s = 0; s < row.slot_widths.size(); ++s) {
+    graph->slot_offsets_.push_back(graph->slot_offsets_.back() + graph->slot_block(s));
+  }
   Names names;
   std::vector<int> producer;  // per tensor: its layer, -1 for an input
   for (const GraphInput& in : spec.inputs) {
-    StatusOr<Shape> shape = InputShape(in.kind, row, graph->reads_embed_w_);
-    if (!shape.ok())
-      return Status::InvalidArgument(in.where + ": input '" + in.name + "': " + shape.status().message());
+    StatusOr<Shape> shape = InputShape(in, row, graph->slot_reads_);
+    if (!shape.ok()) return InputError(in, shape.status().message());
+    if (in.kind == InputKind::kRow) *shape = Shape{graph->row_width()};
     RETURN_IF_ERROR(names.Define(in.name, graph->tensors_.size(), in.where));
     graph->tensors_.push_back(Tensor{in.name, *shape, NumElements(*shape)});
     producer.push_back(-1);

@@ -78,38 +78,54 @@ StatusOr<std::string> Attrs::Choice(const std::string& key, const std::vector<st
   return Status::InvalidArgument("unknown " + key + " '" + word + "' (use " + names + ")");
 }
 
-size_t Graph::row_width() const {
-  size_t width = row_.dense_dim;
-  for (size_t s = 0; s < row_.slot_widths.size(); ++s) width += slot_block(s);
-  return width;
+size_t Graph::slot_block(size_t s) const {
+  const SlotRead& read = slot_reads_[s];
+  const size_t width = row_.slot_widths[s];
+  if (read.sequence()) return read.max_len * (width + 1);
+  return width + (reads_embed_w_ ? 1 : 0);
 }
 
-StatusOr<Shape> InputShape(InputKind kind, const RowShape& row, bool reads_embed_w) {
+std::vector<size_t> InputSlots(const GraphInput& input, std::span<const SlotRead> reads) {
+  if (!input.slots.empty()) return input.slots;
+  std::vector<size_t> slots;
+  for (size_t s = 0; s < reads.size(); ++s) {
+    if (!reads[s].sequence()) slots.push_back(s);
+  }
+  return slots;
+}
+
+StatusOr<Shape> InputShape(const GraphInput& input, const RowShape& row, std::span<const SlotRead> reads) {
   const size_t slots = row.slot_widths.size();
-  switch (kind) {
+  switch (input.kind) {
     case InputKind::kRow: {
-      size_t width = row.dense_dim;
-      for (size_t w : row.slot_widths) width += w + (reads_embed_w ? 1 : 0);
-      if (width == 0) return Status::InvalidArgument("the row is empty: the job has no slots and no dense features");
-      return Shape{width};
+      if (slots == 0 && row.dense_dim == 0) {
+        return Status::InvalidArgument("the row is empty: the job has no slots and no dense features");
+      }
+      return Shape{0};  // BuildGraph sets the width once every slot's read is known
     }
-    case InputKind::kEmbedding: {
-      if (slots == 0) return Status::InvalidArgument("kind embedding needs sparse slots and the job has none");
-      const bool one_width = std::all_of(row.slot_widths.begin(), row.slot_widths.end(),
-                                         [&](size_t w) { return w == row.slot_widths[0]; });
-      if (one_width) return Shape{slots, row.slot_widths[0]};
+    case InputKind::kEmbedding:
+    case InputKind::kEmbedW: {
+      const char* kind = input.kind == InputKind::kEmbedding ? "embedding" : "embed_w";
+      if (slots == 0)
+        return Status::InvalidArgument(std::string("kind ") + kind + " needs sparse slots and the job has none");
+      const std::vector<size_t> read = InputSlots(input, reads);
+      if (read.empty()) return Status::InvalidArgument("every slot is read as a sequence; list `slots` to pool");
+      if (input.kind == InputKind::kEmbedW) return Shape{read.size()};
+      const size_t first = row.slot_widths[read[0]];
+      const bool one_width =
+          std::all_of(read.begin(), read.end(), [&](size_t s) { return row.slot_widths[s] == first; });
+      if (one_width) return Shape{read.size(), first};
       size_t sum = 0;
-      for (size_t w : row.slot_widths) sum += w;
+      for (size_t s : read) sum += row.slot_widths[s];
       return Shape{sum};
     }
-    case InputKind::kEmbedW:
-      if (slots == 0) return Status::InvalidArgument("kind embed_w needs sparse slots and the job has none");
-      return Shape{slots};
     case InputKind::kDense:
       if (row.dense_dim == 0) {
         return Status::InvalidArgument("kind dense needs dense features and the job has none (dense_input_dim: 0)");
       }
       return Shape{row.dense_dim};
+    case InputKind::kSequence: return Shape{input.max_len, row.slot_widths[input.slot]};
+    case InputKind::kSequenceMask: return Shape{reads[input.slot].max_len};
   }
   return Status::InvalidArgument("unknown input kind");
 }

@@ -83,10 +83,28 @@ class Attrs {
 
 // What an input reads from the activation row.
 enum class InputKind : uint8_t {
-  kRow = 0,        // the whole row [width]: PaddleRec rank/dnn's concat of every slot and the dense features
-  kEmbedding = 1,  // [slots, k]: each slot's pooled embedding ([sum of widths] when slot_dims differ)
-  kEmbedW = 2,     // [slots]: each slot's pooled first-order weight (the rows gain an embed_w column)
-  kDense = 3,      // [dense_input_dim]: the dense features
+  kRow = 0,           // the whole row [width]: PaddleRec rank/dnn's concat of every slot and the dense features
+  kEmbedding = 1,     // [slots, k]: each pooled slot's embedding ([sum of widths] when slot_dims differ)
+  kEmbedW = 2,        // [slots]: each pooled slot's first-order weight (the rows gain an embed_w column)
+  kDense = 3,         // [dense_input_dim]: the dense features
+  kSequence = 4,      // [max_len, k]: one slot's first max_len ids' embeddings, zero rows after its length
+  kSequenceMask = 5,  // [max_len]: 1 for the sequence slot's real positions, 0 after them
+};
+
+// How a pooled slot's ids become one vector (Paddle's sequence_pool types).
+enum class Pooling : uint8_t {
+  kSum = 0,   // the sum of the rows
+  kMean = 1,  // the sum / n
+  kSqrt = 2,  // the sum / sqrt(n)
+  kMax = 3,   // the element-wise max (the gradient goes to the row that gave each max)
+};
+
+// How the activation row holds one slot: pooled ([embed_w |] embedding, pooled), or as a
+// sequence ([max_len x width] embeddings, then [max_len] mask).
+struct SlotRead {
+  Pooling pooling = Pooling::kSum;
+  size_t max_len = 0;  // > 0: a sequence slot
+  bool sequence() const { return max_len > 0; }
 };
 
 enum class LossKind : uint8_t {
@@ -98,6 +116,13 @@ struct GraphInput {
   std::string name;
   InputKind kind = InputKind::kDense;
   std::string where;  // "file:line" of its entry
+  // embedding, embed_w: the slots read (`slots`, 0-based; empty = every pooled slot) and
+  // their pooling (`pooling`, default sum).
+  std::vector<size_t> slots = {};
+  Pooling pooling = Pooling::kSum;
+  // sequence, sequence_mask: the slot (`slot`) and, for sequence, `max_len`.
+  size_t slot = 0;
+  size_t max_len = 0;
 };
 
 struct GraphLayer {
@@ -165,9 +190,13 @@ class Graph {
   size_t num_params() const { return num_params_; }
   // True when an input reads embed_w: the sparse rows are then [embed_w | embedding].
   bool reads_embed_w() const { return reads_embed_w_; }
-  // Floats of slot s's block in the activation row, and of the whole row.
-  size_t slot_block(size_t s) const { return row_.slot_widths[s] + (reads_embed_w_ ? 1 : 0); }
-  size_t row_width() const;
+  // How the row holds slot s (pooled with which pooling, or a sequence).
+  const SlotRead& slot_read(size_t s) const { return slot_reads_[s]; }
+  std::span<const SlotRead> slot_reads() const { return slot_reads_; }
+  // Floats of slot s's block in the activation row, where it starts, and the whole row.
+  size_t slot_block(size_t s) const;
+  size_t slot_offset(size_t s) const { return slot_offsets_[s]; }
+  size_t row_width() const { return slot_offsets_.back() + row_.dense_dim; }
   // The tensor id of the graph input `i` and of output `o`'s logits.
   size_t input_tensor(size_t i) const { return i; }
   size_t output_tensor(size_t o) const { return output_tensors_[o]; }
@@ -182,11 +211,15 @@ class Graph {
   std::vector<size_t> output_tensors_;
   size_t num_params_ = 0;
   bool reads_embed_w_ = false;
+  std::vector<SlotRead> slot_reads_;  // per slot
+  std::vector<size_t> slot_offsets_;  // per slot + 1
 };
 
 StatusOr<std::shared_ptr<const Graph>> BuildGraph(GraphSpec spec, const RowShape& row);
 
-// The shape of an input kind over `row` ("kind embedding needs sparse slots", …).
-StatusOr<Shape> InputShape(InputKind kind, const RowShape& row, bool reads_embed_w);
+// The shape of an input over `row` and the slots' reads ("kind embedding needs sparse slots", …).
+StatusOr<Shape> InputShape(const GraphInput& input, const RowShape& row, std::span<const SlotRead> reads);
+// The slots an embedding or embed_w input reads: its `slots`, or every pooled slot.
+std::vector<size_t> InputSlots(const GraphInput& input, std::span<const SlotRead> reads);
 
 }  // namespace fleetps::graph

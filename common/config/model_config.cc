@@ -39,11 +39,13 @@ size_t SparseRowDim(const ModelOptions& options) {
 }
 
 size_t SlotBlockDim(const ModelOptions& options, size_t slot) {
+  if (options.graph != nullptr) return options.graph->slot_block(slot);
   if (options.slot_dims.empty()) return SparseRowDim(options);
   return size_t{options.slot_dims.at(slot)} + (HasFirstOrderWeight(options) ? 1 : 0);
 }
 
 size_t DenseInputDim(const ModelOptions& options) {
+  if (options.graph != nullptr) return options.graph->row_width();
   if (options.type == ModelType::kMlp) return options.input_dim;
   size_t width = options.dense_input_dim;
   for (size_t s = 0; s < options.num_sparse_slots; ++s) width += SlotBlockDim(options, s);

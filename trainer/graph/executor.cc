@@ -10,6 +10,36 @@ namespace fleetps::trainer::graph {
 using fleetps::graph::Graph;
 using fleetps::graph::InputKind;
 
+std::vector<GraphExecutor::Segment> GraphExecutor::InputSegments(const Graph& g, const fleetps::graph::GraphInput& in) {
+  std::vector<Segment> segments;
+  const auto add = [&](size_t offset, size_t length) {
+    if (!segments.empty() && segments.back().offset + segments.back().length == offset) {
+      segments.back().length += length;
+    } else {
+      segments.push_back(Segment{offset, length});
+    }
+  };
+  const size_t embed_w = g.reads_embed_w() ? 1 : 0;
+  switch (in.kind) {
+    case InputKind::kRow: add(0, g.row_width()); break;
+    case InputKind::kEmbedding:
+      for (size_t s : fleetps::graph::InputSlots(in, g.slot_reads()))
+        add(g.slot_offset(s) + embed_w, g.row().slot_widths[s]);
+      break;
+    case InputKind::kEmbedW:
+      for (size_t s : fleetps::graph::InputSlots(in, g.slot_reads())) add(g.slot_offset(s), 1);
+      break;
+    case InputKind::kDense: add(g.row_width() - g.row().dense_dim, g.row().dense_dim); break;
+    case InputKind::kSequence: add(g.slot_offset(in.slot), in.max_len * g.row().slot_widths[in.slot]); break;
+    case InputKind::kSequenceMask: {
+      const size_t len = g.slot_read(in.slot).max_len;
+      add(g.slot_offset(in.slot) + len * g.row().slot_widths[in.slot], len);
+      break;
+    }
+  }
+  return segments;
+}
+
 GraphExecutor::GraphExecutor(std::shared_ptr<const Graph> graph, const dense::CpuGemm* gemm)
     : graph_(std::move(graph)), row_width_(graph_->row_width()) {
   FLEETPS_CHECK(gemm != nullptr);
@@ -20,6 +50,7 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const Graph> graph, const dense::Cp
     for (size_t t : layer.outputs) out.push_back(tensors[t].shape);
     kernels_.push_back(MakeKernel(KernelContext{layer, in, out, gemm}));
   }
+  for (const fleetps::graph::GraphInput& in : graph_->spec().inputs) segments_.push_back(InputSegments(*graph_, in));
   // A tensor needs a gradient when it depends on parameters or on a row that needs one.
   const size_t inputs = graph_->spec().inputs.size();
   for (bool row : {true, false}) {
@@ -89,72 +120,30 @@ void GraphExecutor::Plan(size_t batch, Workspace* ws) const {
 }
 
 void GraphExecutor::GatherInputs(std::span<const float> row, size_t batch, Workspace* ws) const {
-  const Graph& g = *graph_;
-  const size_t slots = g.row().slot_widths.size();
-  const size_t skip = g.reads_embed_w() ? 1 : 0;
-  const size_t dense_offset = row_width_ - g.row().dense_dim;
-  const auto inputs = g.spec().inputs;
+  const auto inputs = graph_->spec().inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].kind == InputKind::kRow) continue;
-    std::span<float> out = ws->values[i];
+    if (inputs[i].kind == InputKind::kRow) continue;  // read in place (Forward)
+    const size_t size = graph_->tensors()[i].size;
     for (size_t b = 0; b < batch; ++b) {
       const float* r = row.data() + b * row_width_;
-      float* o = out.data() + b * g.tensors()[i].size;
-      size_t block = 0;
-      switch (inputs[i].kind) {
-        case InputKind::kRow: break;  // read in place (Forward)
-        case InputKind::kEmbedding:
-          for (size_t s = 0; s < slots; ++s) {
-            o = std::copy_n(r + block + skip, g.row().slot_widths[s], o);
-            block += g.slot_block(s);
-          }
-          break;
-        case InputKind::kEmbedW:
-          for (size_t s = 0; s < slots; ++s) {
-            o[s] = r[block];
-            block += g.slot_block(s);
-          }
-          break;
-        case InputKind::kDense: std::copy_n(r + dense_offset, g.row().dense_dim, o); break;
-      }
+      float* out = ws->values[i].data() + b * size;
+      for (const Segment& seg : segments_[i]) out = std::copy_n(r + seg.offset, seg.length, out);
     }
   }
 }
 
 void GraphExecutor::ScatterInputGrads(size_t batch, const Workspace& ws, std::span<float> row_grads) const {
-  const Graph& g = *graph_;
-  const size_t slots = g.row().slot_widths.size();
-  const size_t skip = g.reads_embed_w() ? 1 : 0;
-  const size_t dense_offset = row_width_ - g.row().dense_dim;
   std::fill(row_grads.begin(), row_grads.end(), 0.0f);
-  const auto inputs = g.spec().inputs;
+  const auto inputs = graph_->spec().inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::span<const float> grad = ws.grads[i];
+    if (inputs[i].kind == InputKind::kSequenceMask) continue;  // no gradient
+    const size_t size = graph_->tensors()[i].size;
     for (size_t b = 0; b < batch; ++b) {
       float* r = row_grads.data() + b * row_width_;
-      const float* d = grad.data() + b * g.tensors()[i].size;
-      size_t block = 0;
-      switch (inputs[i].kind) {
-        case InputKind::kRow:
-          for (size_t j = 0; j < row_width_; ++j) r[j] += d[j];
-          break;
-        case InputKind::kEmbedding:
-          for (size_t s = 0; s < slots; ++s) {
-            const size_t w = g.row().slot_widths[s];
-            for (size_t j = 0; j < w; ++j) r[block + skip + j] += d[j];
-            d += w;
-            block += g.slot_block(s);
-          }
-          break;
-        case InputKind::kEmbedW:
-          for (size_t s = 0; s < slots; ++s) {
-            r[block] += d[s];
-            block += g.slot_block(s);
-          }
-          break;
-        case InputKind::kDense:
-          for (size_t j = 0; j < g.row().dense_dim; ++j) r[dense_offset + j] += d[j];
-          break;
+      const float* d = ws.grads[i].data() + b * size;
+      for (const Segment& seg : segments_[i]) {
+        for (size_t j = 0; j < seg.length; ++j) r[seg.offset + j] += d[j];
+        d += seg.length;
       }
     }
   }

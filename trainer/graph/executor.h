@@ -66,6 +66,13 @@ class GraphExecutor {
                 std::span<float> row_grads, const std::function<void(size_t, size_t)>& ready) const;
 
  private:
+  // A run of floats of the row that an input reads, in the input's order.
+  struct Segment {
+    size_t offset;
+    size_t length;
+  };
+  static std::vector<Segment> InputSegments(const fleetps::graph::Graph& g, const fleetps::graph::GraphInput& in);
+
   void Plan(size_t batch, Workspace* ws) const;
   void GatherInputs(std::span<const float> row, size_t batch, Workspace* ws) const;
   void ScatterInputGrads(size_t batch, const Workspace& ws, std::span<float> row_grads) const;
@@ -73,6 +80,7 @@ class GraphExecutor {
   std::shared_ptr<const fleetps::graph::Graph> graph_;
   size_t row_width_;
   std::vector<std::unique_ptr<OpKernel>> kernels_;  // per layer
+  std::vector<std::vector<Segment>> segments_;      // per graph input
   // Per tensor: needs a gradient when the row needs one / when it does not.
   std::vector<bool> grad_with_row_, grad_without_row_;
 };

@@ -1,7 +1,8 @@
 #pragma once
 // The sparse side of a CTR model, between the pulled embedding rows and DenseNet's input:
-// sum-pools each slot's embeddings per example and concatenates them with the dense
-// features (PaddleRec rank/dnn), and scatters the input gradient back to one gradient row
+// pools each slot's embeddings per example (sum, as PaddleRec rank/dnn, or mean, sqrt, max)
+// or lays them out as a sequence (the first max_len ids, then a mask), concatenates the
+// slots with the dense features, and scatters the input gradient back to one gradient row
 // per key. Plain arrays in and out, so that it does not depend on the data pipeline's
 // types:
 //
@@ -19,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "common/config/graph_spec.h"
 #include "common/config/model_config.h"
 #include "common/key_index.h"
 
@@ -41,6 +43,17 @@ struct SlotIdsView {
 void DedupKeys(std::span<const SlotIdsView> slots, std::vector<uint64_t>* keys, std::vector<uint32_t>* index,
                KeyIndex* scratch = nullptr);
 
+// How one slot becomes its block of the activation row.
+struct PoolSlot {
+  size_t width = 0;  // floats taken from each row, from row_skip on
+  size_t row_skip = 0;
+  fleetps::graph::Pooling pooling = fleetps::graph::Pooling::kSum;
+  // > 0: a sequence block [max_len x width] of the first max_len ids (zero after the
+  // example's own count), then a mask [max_len] (1 for an id, 0 after); pooling unused.
+  size_t max_len = 0;
+  size_t block() const { return max_len > 0 ? max_len * (width + 1) : width; }
+};
+
 class EmbeddingPool {
  public:
   // num_slots >= 1 slots of `dim` >= 1 floats each, then dense_dim >= 0 dense features.
@@ -48,8 +61,10 @@ class EmbeddingPool {
   // Per-slot widths: rows of `dim` floats, slot s pooling the first slot_widths[s] (in
   // [1, dim]) floats of each of its rows into a block of that width.
   EmbeddingPool(size_t dim, std::vector<size_t> slot_widths, size_t dense_dim);
-  // The sparse models' options: num_sparse_slots, SparseRowDim (sparse_feature_dim, plus the
-  // first-order weight of wide_deep and deepfm), dense_input_dim.
+  // Any slot layout over rows of `dim` floats.
+  EmbeddingPool(size_t dim, std::vector<PoolSlot> slots, size_t dense_dim);
+  // The model's layout (its graph's slot reads): SparseRowDim-wide rows (sparse_feature_dim,
+  // plus the first-order weight when the graph reads embed_w), dense_input_dim.
   static EmbeddingPool FromOptions(const ModelOptions& options);
 
   size_t num_slots() const { return num_slots_; }
@@ -58,30 +73,34 @@ class EmbeddingPool {
   size_t dense_dim() const { return dense_dim_; }
   // Floats of slot s's block (dim() unless per-slot widths were given).
   size_t slot_width(size_t s) const { return offsets_[s + 1] - offsets_[s]; }
+  const PoolSlot& slot(size_t s) const { return slots_[s]; }
   // Width of an activation row: [slot 0 | slot 1 | ... | slot S-1 | dense features], the
   // slots' widths (num_slots * dim without per-slot widths) + dense_dim floats.
   size_t output_dim() const { return offsets_.back() + dense_dim_; }
 
-  // activations [batch x output_dim()]: for each example and slot, the sum of the rows of
-  // its ids (their first slot_width(s) floats), then the example's dense features. slots: num_slots() entries over the same
-  // batch; index: from DedupKeys; rows: [num_keys x dim], row k for key k; dense:
-  // [batch x dense_dim].
+  // activations [batch x output_dim()]: for each example and slot, its block (the pooled
+  // rows of its ids, their floats [row_skip, row_skip + width), or its sequence), then the
+  // example's dense features. slots: num_slots() entries over the same batch; index: from
+  // DedupKeys; rows: [num_keys x dim], row k for key k; dense: [batch x dense_dim].
   void Forward(std::span<const SlotIdsView> slots, std::span<const uint32_t> index, std::span<const float> rows,
                std::span<const float> dense, std::span<float> activations) const;
 
   // key_grads [num_keys x dim] (overwritten): for each key, the sum over all its
   // occurrences (duplicates within an example or across examples and slots included) of
-  // the gradient of the slot block it was pooled into. The dense columns of
+  // the gradient of the slot block it was pooled into (scaled by mean's 1/n and sqrt's
+  // 1/sqrt(n); for max, each column's gradient goes to the first id holding the max; for a
+  // sequence, each position's gradient to its id). rows: the Forward's rows (max reads them). The dense columns of
   // activation_grads are ignored (dense features have no parameters). With DenseNet's
   // activation gradients these are gradients of the batch's mean loss; any rescaling
   // before a push (Paddle scales sparse gradients by the batch size) is the caller's.
-  void Backward(std::span<const SlotIdsView> slots, std::span<const uint32_t> index,
+  void Backward(std::span<const SlotIdsView> slots, std::span<const uint32_t> index, std::span<const float> rows,
                 std::span<const float> activation_grads, std::span<float> key_grads) const;
 
  private:
   size_t num_slots_;
   size_t dim_;
   size_t dense_dim_;
+  std::vector<PoolSlot> slots_;
   std::vector<size_t> offsets_;  // num_slots + 1: slot s's block is [offsets_[s], offsets_[s + 1])
 };
 

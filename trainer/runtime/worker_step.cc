@@ -101,7 +101,7 @@ Status StepRunner::PushGrads(uint32_t worker, const data::Batch& batch, WorkerSt
   w.clicks.clear();
   if (pool_) {
     w.key_grads.resize(w.keys.size() * pool_->dim());
-    pool_->Backward(w.views, w.index, activation_grads, w.key_grads);
+    pool_->Backward(w.views, w.index, w.rows, activation_grads, w.key_grads);
     if (options_.sparse_table.accessor.kind == AccessorKind::kCtr) CountShowsClicks(batch, w);
   } else {
     w.keys.clear();

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <vector>
 
 #include "test/trainer/model/model_test_util.h"
@@ -60,7 +61,7 @@ TEST_CASE("EmbeddingPool backward sums gradients per key", "[embedding_pool]") {
                                     5, 6,  7,  8,  99,   // example 1
                                     9, 10, 11, 12, 99};  // example 2
   std::vector<float> key_grads(3 * 2, -1.0f);
-  pool.Backward(b.slots, index, grads, key_grads);
+  pool.Backward(b.slots, index, {}, grads, key_grads);
   CHECK(key_grads == std::vector<float>{1 + 5 + 11, 2 + 6 + 12,  // key 10: ex0 slot0, ex1 slot0, ex2 slot1
                                         5, 6,                    // key 20: ex1 slot0
                                         3 + 3, 4 + 4});          // key 30: twice in ex0 slot1
@@ -80,15 +81,16 @@ TEST_CASE("EmbeddingPool with an all-empty slot and no dense features", "[embedd
   pool.Forward(slots, index, rows, {}, activations);
   CHECK(activations == std::vector<float>{1, 2, 3, 0, 0, 0, 1, 2, 3, 0, 0, 0});
   std::vector<float> key_grads(3);
-  pool.Backward(slots, index, RandomVector(12, 1), key_grads);
+  pool.Backward(slots, index, {}, RandomVector(12, 1), key_grads);
   const std::vector<float> g = RandomVector(12, 1);
   CHECK(key_grads == std::vector<float>{g[0] + g[6], g[1] + g[7], g[2] + g[8]});
 }
 
 TEST_CASE("EmbeddingPool backward is the adjoint of forward", "[embedding_pool]") {
   // <Forward(rows), G> == <rows, Backward(G)> on the slot columns, for random ids with
-  // many duplicates, empty examples and random rows and G.
-  const size_t batch = 20, num_slots = 4, dim = 3, dense_dim = 2;
+  // many duplicates, empty examples and random rows and G: every layout is linear in the
+  // rows (max piecewise: each output is one row's entry).
+  const size_t batch = 20, num_slots = 4, dim = 4, dense_dim = 2;
   std::vector<std::vector<uint32_t>> offsets(num_slots);
   std::vector<std::vector<uint64_t>> ids(num_slots);
   UniformRandom rng(9);
@@ -96,7 +98,7 @@ TEST_CASE("EmbeddingPool backward is the adjoint of forward", "[embedding_pool]"
   for (size_t s = 0; s < num_slots; ++s) {
     offsets[s].push_back(0);
     for (size_t i = 0; i < batch; ++i) {
-      const int n = static_cast<int>(rng.Next(0, 4));  // 0..3 ids
+      const int n = static_cast<int>(rng.Next(0, 5));  // 0..4 ids
       for (int k = 0; k < n; ++k) ids[s].push_back(static_cast<uint64_t>(rng.Next(0, 15)));
       offsets[s].push_back(static_cast<uint32_t>(ids[s].size()));
     }
@@ -105,16 +107,77 @@ TEST_CASE("EmbeddingPool backward is the adjoint of forward", "[embedding_pool]"
   std::vector<uint64_t> keys;
   std::vector<uint32_t> index;
   DedupKeys(slots, &keys, &index);
-  const EmbeddingPool pool(num_slots, dim, dense_dim);
-  const std::vector<float> rows = RandomVector(keys.size() * dim, 10);
-  const std::vector<float> grads = RandomVector(batch * pool.output_dim(), 11);
-  std::vector<float> activations(batch * pool.output_dim()), key_grads(rows.size());
-  pool.Forward(slots, index, rows, std::vector<float>(batch * dense_dim, 0.0f), activations);
-  pool.Backward(slots, index, grads, key_grads);
-  double lhs = 0, rhs = 0;
-  for (size_t i = 0; i < activations.size(); ++i) lhs += double{activations[i]} * grads[i];
-  for (size_t i = 0; i < rows.size(); ++i) rhs += double{rows[i]} * key_grads[i];
-  CHECK(lhs == Approx(rhs).epsilon(1e-5));
+  using fleetps::graph::Pooling;
+  const std::vector<std::vector<PoolSlot>> layouts = {
+      {{.width = 4}, {.width = 4}, {.width = 4}, {.width = 4}},
+      {{.width = 3, .pooling = Pooling::kMean},
+       {.width = 4, .pooling = Pooling::kSqrt},
+       {.width = 2, .pooling = Pooling::kMax},
+       {.width = 3, .row_skip = 1, .max_len = 3}},
+      {{.width = 3, .row_skip = 1, .max_len = 2},
+       {.width = 1, .pooling = Pooling::kMax},
+       {.width = 4, .pooling = Pooling::kMean},
+       {.width = 4, .max_len = 5}},
+  };
+  for (const std::vector<PoolSlot>& layout : layouts) {
+    const EmbeddingPool pool(dim, layout, dense_dim);
+    const std::vector<float> rows = RandomVector(keys.size() * dim, 10);
+    const std::vector<float> grads = RandomVector(batch * pool.output_dim(), 11);
+    std::vector<float> activations(batch * pool.output_dim()), key_grads(rows.size());
+    pool.Forward(slots, index, rows, std::vector<float>(batch * dense_dim, 0.0f), activations);
+    pool.Backward(slots, index, rows, grads, key_grads);
+    double lhs = 0, rhs = 0;
+    // The sequences' masks are constants, not functions of the rows: leave them out.
+    for (size_t i = 0; i < batch; ++i) {
+      for (size_t s = 0; s < num_slots; ++s) {
+        const PoolSlot& slot = pool.slot(s);
+        const size_t base = i * pool.output_dim() + [&] {
+          size_t o = 0;
+          for (size_t t = 0; t < s; ++t) o += pool.slot(t).block();
+          return o;
+        }();
+        const size_t n = slot.max_len > 0 ? slot.max_len * slot.width : slot.width;
+        for (size_t j = 0; j < n; ++j) lhs += double{activations[base + j]} * grads[base + j];
+      }
+    }
+    for (size_t i = 0; i < rows.size(); ++i) rhs += double{rows[i]} * key_grads[i];
+    CHECK(lhs == Approx(rhs).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("EmbeddingPool pools by mean, sqrt and max, and lays out sequences with a mask", "[embedding_pool]") {
+  // One example: ids {a, b, a} in every slot; rows a = (1, -2), b = (3, 4).
+  using fleetps::graph::Pooling;
+  const EmbeddingPool pool(2,
+                           {{.width = 2, .pooling = Pooling::kMean},
+                            {.width = 2, .pooling = Pooling::kSqrt},
+                            {.width = 2, .pooling = Pooling::kMax},
+                            {.width = 2, .max_len = 2},
+                            {.width = 1, .row_skip = 1, .max_len = 4}},
+                           0);
+  REQUIRE(pool.output_dim() == 2 + 2 + 2 + 2 * 3 + 4 * 2);
+  const std::vector<uint32_t> off = {0, 3};
+  const std::vector<uint64_t> ids = {10, 20, 10};
+  const std::vector<SlotIdsView> slots(5, SlotIdsView{off, ids});
+  const std::vector<uint32_t> index = {0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0};
+  const std::vector<float> rows = {1, -2, 3, 4};
+  std::vector<float> a(pool.output_dim());
+  pool.Forward(slots, index, rows, {}, a);
+  const float r3 = std::sqrt(3.0f);
+  const std::vector<float> want = {5.0f / 3, 0,  5 / r3, 0 / r3, 3, 4,  // mean, sqrt, max
+                                   1,        -2, 3,      4,      1, 1,  // sequence of 2: a, b; mask
+                                   -2,       4,  -2,     0,             // sequence of 4 (column 1): a b a _
+                                   1,        1,  1,      0};
+  REQUIRE(a.size() == want.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(want[i]));
+
+  std::vector<float> g(pool.output_dim(), 1.0f), key_grads(4);
+  pool.Backward(slots, index, rows, g, key_grads);
+  // key a (2 of 3 ids): mean 2/3, sqrt 2/sqrt3, max column 0 -> b, column 1 -> b: 0, sequences 1 + (0, 2).
+  CHECK(key_grads[0] == Approx(2.0f / 3 + 2 / r3 + 0 + 1));
+  CHECK(key_grads[1] == Approx(2.0f / 3 + 2 / r3 + 0 + 1 + 2));
+  CHECK(key_grads[2] == Approx(1.0f / 3 + 1 / r3 + 1 + 1));
+  CHECK(key_grads[3] == Approx(1.0f / 3 + 1 / r3 + 1 + 1 + 1));
 }
 
 TEST_CASE("EmbeddingPool with per-slot widths pools each slot's leading floats", "[embedding_pool]") {
@@ -133,7 +196,7 @@ TEST_CASE("EmbeddingPool with per-slot widths pools each slot's leading floats",
   pool.Forward(slots, index, rows, dense, activations);
   CHECK(activations == std::vector<float>{1 + 4, 1, 2, 3, 7});
   std::vector<float> key_grads(6);
-  pool.Backward(slots, index, std::vector<float>{0.5f, 1, 2, 3, 9}, key_grads);
+  pool.Backward(slots, index, {}, std::vector<float>{0.5f, 1, 2, 3, 9}, key_grads);
   CHECK(key_grads == std::vector<float>{0.5f + 1, 2, 3, 0.5f, 0, 0});
 }
 
