@@ -1,6 +1,7 @@
 // Every graph op's CPU kernel (trainer/graph/ops) against central finite differences, driven
 // directly through MakeKernel with the shapes its schema infers; small graphs the same way
-// through the executor.
+// through the executor; and hand-computed forward values of the activation, layer_norm and
+// low-rank cross ops.
 //
 // A kernel check: a batch of kBatch examples, objective f = sum over the outputs of
 // output * fixed random weights; Backward's parameter and input gradients against central
@@ -401,6 +402,152 @@ TEST_CASE("graphs through the executor: crosses of a tensor with itself, fields"
     b.Layer("deep", "fc", {"x"}, FcKeys(1, "tanh"));                    // [1]
     b.Layer("logit", "add", {"deep", "fm"});
     CheckGraph(b.Take("logit"), row);
+  }
+}
+
+TEST_CASE("relu, sigmoid, tanh and gelu gradients", "[graph][ops]") {
+  for (const std::string op : {"relu", "sigmoid", "tanh", "gelu"}) {
+    const GradientCheckOptions options = op == "relu" ? kKinks : GradientCheckOptions{};
+    SECTION(op + " rank-1") { CheckOp(op, {}, {{7}}, options); }
+    SECTION(op + " rank-2") { CheckOp(op, {}, {{2, 3}}, options); }
+  }
+}
+
+TEST_CASE("layer_norm gradients", "[graph][ops]") {
+  SECTION("rank-1") { CheckOp("layer_norm", {}, {{6}}); }
+  SECTION("rank-2: each row") { CheckOp("layer_norm", {}, {{3, 4}}); }
+  SECTION("epsilon 0.1") { CheckOp("layer_norm", NumberKey("epsilon", 0.1), {{5}}); }
+  SECTION("two columns") { CheckOp("layer_norm", {}, {{2, 2}}); }
+}
+
+TEST_CASE("low-rank cross gradients", "[graph][ops]") {
+  for (int rank : {1, 2, 7}) {
+    SECTION("cross v2 rank " + std::to_string(rank)) { CheckOp("cross", CrossKeys("v2", rank), {{5}, {5}}); }
+    SECTION("cross v2 rank " + std::to_string(rank) + ", x0 == x") {
+      CheckOp("cross", CrossKeys("v2", rank), {{5}, {5}}, {}, {.tensor_of_input = {0, 0}});
+    }
+  }
+}
+
+// Values by hand: a [1 x 5] batch of -2, -0.5, 0, 0.5, 2 through each activation.
+TEST_CASE("relu, sigmoid, tanh and gelu forward values", "[graph][ops]") {
+  const std::vector<float> x = {-2.0f, -0.5f, 0.0f, 0.5f, 2.0f};
+  const auto run = [&](const std::string& op) {
+    KernelHarness h(op, {}, {{5}});
+    for (size_t b = 0; b < kBatch; ++b) std::ranges::copy(x, h.tensor(0).begin() + static_cast<std::ptrdiff_t>(b * 5));
+    h.Forward();
+    return std::vector<float>(h.output(0).begin(), h.output(0).begin() + 5);
+  };
+  const auto expect = [](const std::vector<float>& got, const std::vector<double>& want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-6));
+  };
+  expect(run("relu"), {0, 0, 0, 0.5, 2});
+  // 1 / (1 + e^2) = 0.11920292, 1 / (1 + e^0.5) = 0.37754067; sigmoid(-x) = 1 - sigmoid(x).
+  expect(run("sigmoid"), {0.11920292, 0.37754067, 0.5, 0.62245933, 0.88079708});
+  // (e^4 - 1) / (e^4 + 1) = 0.96402758, (e - 1) / (e + 1) = 0.46211716.
+  expect(run("tanh"), {-0.96402758, -0.46211716, 0, 0.46211716, 0.96402758});
+  // x Phi(x): Phi(-2) = 0.02275013, Phi(-0.5) = 0.30853754, Phi(x) = 1 - Phi(-x).
+  expect(run("gelu"), {-2 * 0.02275013, -0.5 * 0.30853754, 0, 0.5 * 0.69146246, 2 * 0.97724987});
+}
+
+TEST_CASE("layer_norm forward values and initial parameters", "[graph][ops]") {
+  SECTION("one vector, gamma and beta") {
+    // x = 1 2 3 4: mean 2.5, variance (2.25 + 0.25 + 0.25 + 2.25) / 4 = 1.25,
+    // xhat = (x - 2.5) / sqrt(1.25 + 1e-5) = -1.3416355, -0.4472118, 0.4472118, 1.3416355.
+    KernelHarness h("layer_norm", {}, {{4}});
+    h.tensor(0) = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4};
+    h.params() = {1, 2, 0.5f, -1, /*beta*/ 0, 0.5f, -1, 0.25f};
+    h.Forward();
+    const std::vector<double> want = {-1.3416355, 2 * -0.4472118 + 0.5, 0.5 * 0.4472118 - 1, -1.3416355 + 0.25};
+    for (size_t b = 0; b < kBatch; ++b) {
+      for (size_t j = 0; j < 4; ++j) CHECK(h.output(0)[b * 4 + j] == Approx(want[j]).margin(1e-6));
+    }
+  }
+  SECTION("rows of [2, 2], epsilon 0.01") {
+    // (1, 3): mean 2, variance 1, xhat = -+1 / sqrt(1.01) = -+0.99503719; (5, 5): xhat 0.
+    KernelHarness h("layer_norm", NumberKey("epsilon", 0.01), {{2, 2}}, {.init_params = true});
+    CHECK(h.params() == std::vector<float>{1, 1, 0, 0});  // gamma 1, beta 0
+    h.tensor(0) = {1, 3, 5, 5, 1, 3, 5, 5, 1, 3, 5, 5};
+    h.Forward();
+    const std::vector<double> want = {-0.99503719, 0.99503719, 0, 0};
+    for (size_t i = 0; i < h.output(0).size(); ++i) CHECK(h.output(0)[i] == Approx(want[i % 4]).margin(1e-6));
+  }
+}
+
+TEST_CASE("low-rank cross: forward values, layout and init", "[graph][ops]") {
+  SECTION("d 2, rank 1 by hand") {
+    // V = [1; 2] (d x r), U = [0.5, -1] (r x d), b = (0.1, 0.2); x = (1, 3), x0 = (2, -1):
+    // x V = 7, 7 U + b = (3.6, -6.8), y = x0 * (3.6, -6.8) + x = (8.2, 9.8).
+    KernelHarness h("cross", CrossKeys("v2", 1), {{2}, {2}});
+    REQUIRE(h.layer().params == std::vector<Shape>{{2, 1}, {1, 2}, {2}});
+    h.params() = {1, 2, 0.5f, -1, 0.1f, 0.2f};
+    h.tensor(0) = {2, -1, 2, -1, 0, 0};
+    h.tensor(1) = {1, 3, 1, 3, 1, 3};
+    h.Forward();
+    const std::vector<double> want = {8.2, 9.8, 8.2, 9.8, 1, 3};  // x0 = 0: y = x
+    for (size_t i = 0; i < want.size(); ++i) CHECK(h.output(0)[i] == Approx(want[i]).margin(1e-5));
+  }
+  SECTION("init: V and U Xavier, b zero") {
+    KernelHarness h("cross", CrossKeys("v2", 3), {{8}, {8}}, {.init_params = true});
+    REQUIRE(h.params().size() == 8 * 3 + 3 * 8 + 8);
+    const float limit = std::sqrt(6.0f / 11.0f);
+    for (size_t i = 0; i < h.params().size(); ++i) {
+      if (i < 48) CHECK((std::fabs(h.params()[i]) <= limit && h.params()[i] != 0.0f));
+      if (i >= 48) CHECK(h.params()[i] == 0.0f);
+    }
+  }
+  SECTION("without rank, v2 keeps W [d x d], b [d]") {
+    KernelHarness h("cross", CrossKeys("v2"), {{4}, {4}});
+    CHECK(h.layer().params == std::vector<Shape>{{4, 4}, {4}});
+  }
+}
+
+TEST_CASE("the new ops' keys are checked", "[graph][ops]") {
+  const auto infer = [](const std::string& op, const Attrs& attrs, std::vector<Shape> in) {
+    return fleetps::graph::FindOpSchema(op)->infer(attrs, in).status();
+  };
+  Attrs v1_rank = CrossKeys("v1");
+  v1_rank.SetNumber("rank", 2);
+  CHECK_THAT(infer("cross", v1_rank, {{4}, {4}}).message(), Catch::Contains("needs type v2"));
+  Attrs zero_rank = CrossKeys("v2");
+  zero_rank.SetNumber("rank", 0);
+  CHECK_THAT(infer("cross", zero_rank, {{4}, {4}}).message(), Catch::Contains("'rank' must be in [1"));
+  CHECK_THAT(infer("layer_norm", NumberKey("epsilon", 0), {{4}}).message(), Catch::Contains("epsilon"));
+  CHECK(infer("layer_norm", NumberKey("epsilon", 1e-3), {{4}}).ok());
+  for (const std::string op : {"relu", "sigmoid", "tanh", "gelu", "layer_norm"}) {
+    const fleetps::graph::OpSchema* s = fleetps::graph::FindOpSchema(op);
+    REQUIRE(s != nullptr);
+    CHECK((s->min_inputs == 1 && s->max_inputs == 1));
+  }
+}
+
+TEST_CASE("graphs of the new ops through the executor", "[graph][ops]") {
+  const RowShape row{.slot_widths = {3, 3, 3}, .dense_dim = 4};
+  SECTION("layer_norm, activations, low-rank cross with x0 == x") {
+    GraphBuilder b;
+    b.Input("emb", InputKind::kEmbedding);  // [3, 3]
+    b.Input("dense", InputKind::kDense);    // [4]
+    b.Layer("ln", "layer_norm", {"emb"});
+    b.Layer("act", "gelu", {"ln"});
+    b.Layer("flat", "flatten", {"act"});
+    b.Layer("x", "concat", {"flat", "dense"});  // [13]
+    b.Layer("c1", "cross", {"x", "x"}, CrossKeys("v2", 2));
+    b.Layer("c2", "cross", {"x", "c1"}, CrossKeys("v2", 3));
+    b.Layer("t", "tanh", {"c2"});
+    b.Layer("s", "sigmoid", {"t"});
+    b.Layer("logit", "fc", {"s"}, FcKeys(1, "none"));
+    CheckGraph(b.Take("logit"), row);
+  }
+  SECTION("layer_norm and relu after full-rank crosses with x0 == x") {
+    GraphBuilder b;
+    b.Input("dense", InputKind::kDense);
+    b.Layer("c1", "cross", {"dense", "dense"}, CrossKeys("v1"));
+    b.Layer("c2", "cross", {"c1", "c1"}, CrossKeys("v2"));
+    b.Layer("ln", "layer_norm", {"c2"});
+    b.Layer("r", "relu", {"ln"});
+    b.Layer("logit", "fc", {"r"}, FcKeys(1, "none"));
+    CheckGraph(b.Take("logit"), row, kKinks);
   }
 }
 
