@@ -99,10 +99,18 @@ StatusOr<OpSignature> InferFm(const Attrs&, std::span<const Shape> in) {
 
 StatusOr<OpSignature> InferCross(const Attrs& a, std::span<const Shape> in) {
   ASSIGN_OR_RETURN(std::string type, a.Choice("type", {"v1", "v2"}));
+  ASSIGN_OR_RETURN(int64_t rank, a.Int("rank", 0, 1, kMaxWidth));
+  RETURN_IF_ERROR(Expect(rank == 0 || type == "v2", "'rank' (low-rank DCN-v2) needs type v2"));
   RETURN_IF_ERROR(Expect(in[0].size() == 1 && in[1] == in[0], "needs x0 and x of one shape [d]"));
   const size_t d = in[0][0];
   OpSignature sig{.outputs = {{d}}, .params = {}};
-  sig.params.push_back(type == "v1" ? Shape{d} : Shape{d, d});
+  if (rank > 0) {  // V [d x r], U [r x d]
+    const auto r = static_cast<size_t>(rank);
+    sig.params.push_back({d, r});
+    sig.params.push_back({r, d});
+  } else {
+    sig.params.push_back(type == "v1" ? Shape{d} : Shape{d, d});
+  }
   sig.params.push_back({d});
   return sig;
 }
@@ -171,6 +179,18 @@ StatusOr<OpSignature> InferDenseEmbedding(const Attrs& a, std::span<const Shape>
   return OpSignature{.outputs = {{d, k}}, .params = {{d, k}}};
 }
 
+// relu, sigmoid, tanh, gelu: one input, its shape.
+StatusOr<OpSignature> InferActivation(const Attrs&, std::span<const Shape> in) {
+  return OpSignature{.outputs = {in[0]}, .params = {}};
+}
+
+StatusOr<OpSignature> InferLayerNorm(const Attrs& a, std::span<const Shape> in) {
+  ASSIGN_OR_RETURN(double epsilon, a.Float("epsilon", 1e-5));
+  RETURN_IF_ERROR(Expect(epsilon > 0 && epsilon < 1, "'epsilon' must be in (0, 1)"));
+  const size_t k = in[0].back();
+  return OpSignature{.outputs = {in[0]}, .params = {{k}, {k}}};
+}
+
 }  // namespace
 
 const std::vector<OpSchema>& OpSchemas() {
@@ -185,12 +205,17 @@ const std::vector<OpSchema>& OpSchemas() {
       {.name = "reduce_sum", .keys = {"axis"}, .infer = InferReduce},
       {.name = "reduce_mean", .keys = {"axis"}, .infer = InferReduce},
       {.name = "fm", .keys = {}, .infer = InferFm},
-      {.name = "cross", .min_inputs = 2, .max_inputs = 2, .keys = {"type"}, .infer = InferCross},
+      {.name = "cross", .min_inputs = 2, .max_inputs = 2, .keys = {"type", "rank"}, .infer = InferCross},
       {.name = "dot_interaction", .keys = {}, .infer = InferDot},
       {.name = "cin", .keys = {"layer_sizes", "activation"}, .infer = InferCin},
       {.name = "self_attention", .keys = {"heads", "head_dim", "residual", "scale"}, .infer = InferSelfAttention},
       {.name = "moe", .min_inputs = 2, .max_inputs = 2, .keys = {}, .infer = InferMoe},
       {.name = "dense_embedding", .keys = {"dim"}, .infer = InferDenseEmbedding},
+      {.name = "relu", .keys = {}, .infer = InferActivation},
+      {.name = "sigmoid", .keys = {}, .infer = InferActivation},
+      {.name = "tanh", .keys = {}, .infer = InferActivation},
+      {.name = "gelu", .keys = {}, .infer = InferActivation},
+      {.name = "layer_norm", .keys = {"epsilon"}, .infer = InferLayerNorm},
   };
   return schemas;
 }

@@ -5,6 +5,9 @@
 //                    v1: y = x0 (x . w) + b + x     parameters w [d], b [d]
 //                    v2: y = x0 * (x W + b) + x     parameters W [d x d], b [d]
 //                    init: v1 w ~ U(-a, a), a = sqrt(6 / (d + 1)); v2 W Xavier; b = 0
+//                    v2 with `rank` r (low-rank DCN-v2): y = x0 * ((x V) U + b) + x,
+//                    parameters V [d x r], U [r x d], b [d]; V, U Xavier (a = sqrt(6 /
+//                    (d + r))), b = 0
 //   dot_interaction  DLRM's dots of every pair of e [n, k] -> [n(n-1)/2], pairs (0,1), (0,2),
 //                    ..., (0,n-1), (1,2), ...
 //   dense_embedding  dense features as fields: x [d] -> [d, k], row j = x_j V_j; parameter
@@ -12,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "trainer/graph/ops/ops.h"
 
@@ -146,6 +150,69 @@ class CrossKernel : public OpKernel {
   const dense::CpuGemm* gemm_;
 };
 
+// Low-rank DCN-v2: h = x V [r], inner = h U + b [d], y = x0 * inner + x. Backward, with
+// g = dy * x0: db = sum g, dU = h^T g, dh = g U^T, dV = x^T dh, dx0 += dy * inner,
+// dx += dy + dh V^T.
+class LowRankCrossKernel : public OpKernel {
+ public:
+  LowRankCrossKernel(size_t d, size_t r, const dense::CpuGemm* gemm) : d_(d), r_(r), gemm_(gemm) {}
+  // h [batch x r], inner [batch x d], then the backward's g [batch x d] and dh [batch x r].
+  size_t ScratchFloats(size_t batch) const override { return 2 * batch * (d_ + r_); }
+
+  void InitParams(std::span<float> params, UniformRandom* rng) const override {
+    const float limit = std::sqrt(6.0f / static_cast<float>(d_ + r_));  // the same for V and U
+    for (float& v : params.first(2 * d_ * r_)) v = rng->Next(-limit, limit);
+    std::ranges::fill(params.subspan(2 * d_ * r_), 0.0f);
+  }
+
+  void Forward(const OpArgs& a) const override {
+    if (a.batch == 0) return;
+    const float* v = a.params.data();
+    const float* u = v + d_ * r_;
+    const float* bias = u + r_ * d_;
+    float* h = a.scratch.data();
+    float* inner = h + a.batch * r_;
+    const std::span<const float> x0 = a.inputs[0], x = a.inputs[1];
+    gemm_->Gemm(dense::Op::kN, dense::Op::kN, a.batch, r_, d_, x.data(), d_, v, r_, 0.0f, h, r_);
+    gemm_->Gemm(dense::Op::kN, dense::Op::kN, a.batch, d_, r_, h, r_, u, d_, 0.0f, inner, d_, {.bias = bias});
+    for (size_t i = 0; i < a.batch * d_; ++i) a.outputs[0][i] = x0[i] * inner[i] + x[i];
+  }
+
+  void Backward(const OpArgs& a, const OpGrads& g) const override {
+    std::ranges::fill(g.param_grads, 0.0f);
+    if (a.batch == 0) return;
+    const float* v = a.params.data();
+    const float* u = v + d_ * r_;
+    float* dv = g.param_grads.data();
+    float* du = dv + d_ * r_;
+    float* db = du + r_ * d_;
+    const float* h = a.scratch.data();
+    const float* inner = h + a.batch * r_;
+    float* gx0 = a.scratch.data() + a.batch * (r_ + d_);
+    float* dh = gx0 + a.batch * d_;
+    const std::span<const float> x0 = a.inputs[0], x = a.inputs[1], dy = g.output_grads[0];
+    for (size_t i = 0; i < a.batch * d_; ++i) gx0[i] = dy[i] * x0[i];
+    for (size_t b = 0; b < a.batch; ++b) {
+      for (size_t j = 0; j < d_; ++j) db[j] += gx0[b * d_ + j];
+    }
+    gemm_->Gemm(dense::Op::kT, dense::Op::kN, r_, d_, a.batch, h, r_, gx0, d_, 0.0f, du, d_);
+    gemm_->Gemm(dense::Op::kN, dense::Op::kT, a.batch, r_, d_, gx0, d_, u, d_, 0.0f, dh, r_);
+    gemm_->Gemm(dense::Op::kT, dense::Op::kN, d_, r_, a.batch, x.data(), d_, dh, r_, 0.0f, dv, r_);
+    const std::span<float> dx0 = g.input_grads[0], dx = g.input_grads[1];
+    if (!dx0.empty()) {
+      for (size_t i = 0; i < a.batch * d_; ++i) dx0[i] += dy[i] * inner[i];
+    }
+    if (!dx.empty()) {
+      for (size_t i = 0; i < a.batch * d_; ++i) dx[i] += dy[i];
+      gemm_->Gemm(dense::Op::kN, dense::Op::kT, a.batch, d_, r_, dh, r_, v, r_, 1.0f, dx.data(), d_);
+    }
+  }
+
+ private:
+  size_t d_, r_;
+  const dense::CpuGemm* gemm_;
+};
+
 class DotInteractionKernel : public OpKernel {
  public:
   explicit DotInteractionKernel(const Shape& in) : n_(in[0]), k_(in[1]) {}
@@ -237,6 +304,10 @@ std::unique_ptr<OpKernel> MakeFmKernel(const KernelContext& ctx) {
 }
 std::unique_ptr<OpKernel> MakeCrossKernel(const KernelContext& ctx) {
   const bool v2 = ctx.layer.spec.attrs.Text("type", "v1").value() == "v2";
+  const int64_t rank = ctx.layer.spec.attrs.Int("rank", 0, 1, INT64_MAX).value();
+  if (v2 && rank > 0) {
+    return std::make_unique<LowRankCrossKernel>(ctx.input_shapes[0][0], static_cast<size_t>(rank), ctx.gemm);
+  }
   return std::make_unique<CrossKernel>(ctx.input_shapes[0][0], v2, ctx.gemm);
 }
 std::unique_ptr<OpKernel> MakeDotInteractionKernel(const KernelContext& ctx) {

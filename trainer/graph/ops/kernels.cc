@@ -28,6 +28,11 @@ std::unique_ptr<OpKernel> MakeKernel(const KernelContext& ctx) {
       {"self_attention", MakeSelfAttentionKernel},
       {"moe", MakeMoeKernel},
       {"dense_embedding", MakeDenseEmbeddingKernel},
+      {"relu", MakeActivationKernel},
+      {"sigmoid", MakeActivationKernel},
+      {"tanh", MakeActivationKernel},
+      {"gelu", MakeActivationKernel},
+      {"layer_norm", MakeLayerNormKernel},
   };
   const auto it = kFactories.find(ctx.layer.spec.op);
   FLEETPS_CHECK(it != kFactories.end()) << "op " << ctx.layer.spec.op << " has no CPU kernel";

@@ -26,5 +26,9 @@ std::unique_ptr<OpKernel> MakeFmKernel(const KernelContext& ctx);
 std::unique_ptr<OpKernel> MakeCrossKernel(const KernelContext& ctx);
 std::unique_ptr<OpKernel> MakeDotInteractionKernel(const KernelContext& ctx);
 std::unique_ptr<OpKernel> MakeDenseEmbeddingKernel(const KernelContext& ctx);
+// relu, sigmoid, tanh, gelu (activation_ops.cc)
+std::unique_ptr<OpKernel> MakeActivationKernel(const KernelContext& ctx);
+// layer_norm (normalization_ops.cc)
+std::unique_ptr<OpKernel> MakeLayerNormKernel(const KernelContext& ctx);
 
 }  // namespace fleetps::trainer::graph
