@@ -50,7 +50,15 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const Graph> graph, const dense::Cp
     for (size_t t : layer.outputs) out.push_back(tensors[t].shape);
     kernels_.push_back(MakeKernel(KernelContext{layer, in, out, gemm}));
   }
-  for (const fleetps::graph::GraphInput& in : graph_->spec().inputs) segments_.push_back(InputSegments(*graph_, in));
+  const auto graph_inputs = graph_->spec().inputs;
+  for (const fleetps::graph::GraphInput& in : graph_inputs) segments_.push_back(InputSegments(*graph_, in));
+  for (size_t l = 0; l < graph_->layers().size(); ++l) {
+    const auto& reads = graph_->layers()[l].inputs;
+    for (size_t i = 0; i < reads.size(); ++i) {
+      if (reads[i] < graph_inputs.size() && graph_inputs[reads[i]].kind == InputKind::kRow)
+        row_reads_.push_back({l, i});
+    }
+  }
   // A tensor needs a gradient when it depends on parameters or on a row that needs one.
   const size_t inputs = graph_->spec().inputs.size();
   for (bool row : {true, false}) {
@@ -133,10 +141,10 @@ void GraphExecutor::GatherInputs(std::span<const float> row, size_t batch, Works
 }
 
 void GraphExecutor::ScatterInputGrads(size_t batch, const Workspace& ws, std::span<float> row_grads) const {
-  std::fill(row_grads.begin(), row_grads.end(), 0.0f);
   const auto inputs = graph_->spec().inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].kind == InputKind::kSequenceMask) continue;  // no gradient
+    // The row's own gradient is already in row_grads; the masks have none.
+    if (inputs[i].kind == InputKind::kRow || inputs[i].kind == InputKind::kSequenceMask) continue;
     const size_t size = graph_->tensors()[i].size;
     for (size_t b = 0; b < batch; ++b) {
       float* r = row_grads.data() + b * row_width_;
@@ -183,8 +191,15 @@ void GraphExecutor::Backward(std::span<const float> params, std::span<const floa
   (void)row;
   const bool with_row = !row_grads.empty();
   const std::vector<bool>& need = with_row ? grad_with_row_ : grad_without_row_;
+  const auto inputs = graph_->spec().inputs;
   for (size_t t = 0; t < need.size(); ++t) {
-    if (need[t]) std::fill(ws->grads[t].begin(), ws->grads[t].end(), 0.0f);
+    const bool row_input = t < inputs.size() && inputs[t].kind == InputKind::kRow;
+    if (need[t] && !row_input) std::fill(ws->grads[t].begin(), ws->grads[t].end(), 0.0f);
+  }
+  if (with_row) {
+    // The row inputs' gradients go straight into row_grads; the other inputs' add to it after.
+    std::fill(row_grads.begin(), row_grads.end(), 0.0f);
+    for (const auto& [l, i] : row_reads_) ws->input_grads[l][i] = row_grads;
   }
   const size_t out = graph_->output_tensor(0);
   std::copy(logit_grads.begin(), logit_grads.end(), ws->grads[out].begin());

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -79,8 +80,9 @@ class GraphExecutor {
 
   std::shared_ptr<const fleetps::graph::Graph> graph_;
   size_t row_width_;
-  std::vector<std::unique_ptr<OpKernel>> kernels_;  // per layer
-  std::vector<std::vector<Segment>> segments_;      // per graph input
+  std::vector<std::unique_ptr<OpKernel>> kernels_;    // per layer
+  std::vector<std::vector<Segment>> segments_;        // per graph input
+  std::vector<std::pair<size_t, size_t>> row_reads_;  // (layer, input) pairs that read a row input
   // Per tensor: needs a gradient when the row needs one / when it does not.
   std::vector<bool> grad_with_row_, grad_without_row_;
 };
