@@ -1,15 +1,23 @@
 // The `network:` section of a job YAML (common/config/graph_spec.h): every way a graph can be
 // written wrong is an error naming file:line, the layer (or input, or output) and what to
-// change, read through config::ParseTrainerYaml as cpu-trainer reads a job.
+// change, read through config::ParseTrainerYaml as cpu-trainer reads a job; and each of
+// configs/graphs/*.yaml, the built-in model_types written out as graphs, is the very graph
+// its configs/<model>.yaml expands to.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "common/config/graph_models.h"
+#include "common/config/server_config.h"
 #include "common/config/trainer_config.h"
 
 namespace fleetps::config {
 namespace {
+
+const std::string kShippedConfigs = FLEETPS_SOURCE_DIR "/configs/";
 
 // A job of 3 sparse slots of 4 floats and 5 dense features; `layers` start at line 11, so
 // the valid graph below has its layers on lines 11-14 and its output on line 16.
@@ -250,6 +258,95 @@ TEST_CASE("Network errors: the section against hyper_parameters.model_type") {
   CHECK(o->model.type == ModelType::kNetwork);
   CHECK(NetworkError(NetJob(kNetLayers, kNetOutput, "network:\n  extra: 1\n" + kNetInputs.substr(9))) ==
         "job.yaml:7:3: unknown key 'extra' under 'network' (known keys: inputs, layers, outputs)");
+}
+
+// configs/graphs/<model>.yaml against configs/<model>.yaml: the same tensors, layers (op,
+// inputs, keys, parameter shapes and offsets), output, tables and optimizer, so that either
+// job trains the same model from the same initial values.
+void CheckSameModel(const std::string& model) {
+  auto builtin = LoadTrainerYaml(kShippedConfigs + model + ".yaml");
+  auto written = LoadTrainerYaml(kShippedConfigs + "graphs/" + model + ".yaml");
+  INFO(model << ": " << builtin.status().ToString() << " / " << written.status().ToString());
+  REQUIRE(builtin.ok());
+  REQUIRE(written.ok());
+  CHECK(written->model.type == ModelType::kNetwork);
+  const auto a = graph::ModelGraph(builtin->model);
+  const auto b = graph::ModelGraph(written->model);
+  REQUIRE(a->tensors().size() == b->tensors().size());
+  for (size_t t = 0; t < a->tensors().size(); ++t) {
+    INFO("tensor " << t << ": " << a->tensors()[t].name);
+    CHECK(b->tensors()[t].name == a->tensors()[t].name);
+    CHECK(b->tensors()[t].shape == a->tensors()[t].shape);
+  }
+  REQUIRE(a->spec().inputs.size() == b->spec().inputs.size());
+  for (size_t i = 0; i < a->spec().inputs.size(); ++i) CHECK(b->spec().inputs[i].kind == a->spec().inputs[i].kind);
+  REQUIRE(a->layers().size() == b->layers().size());
+  for (size_t l = 0; l < a->layers().size(); ++l) {
+    const graph::ResolvedLayer& x = a->layers()[l];
+    const graph::ResolvedLayer& y = b->layers()[l];
+    INFO("layer " << x.spec.name << " (" << y.spec.where << ")");
+    CHECK(y.spec.name == x.spec.name);
+    CHECK(y.spec.op == x.spec.op);
+    CHECK(y.inputs == x.inputs);
+    CHECK(y.outputs == x.outputs);
+    CHECK(y.params == x.params);
+    CHECK(y.param_offset == x.param_offset);
+    // Every key, as the kernels read it (a number, a word, a list).
+    REQUIRE(y.spec.attrs.values().size() == x.spec.attrs.values().size());
+    for (const auto& [key, value] : x.spec.attrs.values()) {
+      INFO("key " << key);
+      REQUIRE(y.spec.attrs.Has(key));
+      const graph::AttrValue& other = y.spec.attrs.values().at(key);
+      CHECK(other.numbers == value.numbers);
+      CHECK(other.text == value.text);
+      CHECK(other.is_text == value.is_text);
+      CHECK(other.is_list == value.is_list);
+    }
+  }
+  CHECK(a->order().size() == b->order().size());
+  CHECK(std::equal(a->order().begin(), a->order().end(), b->order().begin(), b->order().end()));
+  REQUIRE(b->spec().outputs.size() == 1);
+  CHECK(b->spec().outputs[0].loss == a->spec().outputs[0].loss);
+  CHECK(b->output_tensor(0) == a->output_tensor(0));
+  CHECK(b->num_params() == a->num_params());
+  CHECK(b->reads_embed_w() == a->reads_embed_w());
+  CHECK(b->row_width() == a->row_width());
+  // What the tables, the data reader and the trainer derive from the model.
+  CHECK(written->model.output == builtin->model.output);
+  CHECK(written->model.init_seed == builtin->model.init_seed);
+  CHECK(written->sparse_table.dim == builtin->sparse_table.dim);
+  CHECK(written->dense_table.dim == builtin->dense_table.dim);
+  CHECK(written->sparse_table.accessor.kind == builtin->sparse_table.accessor.kind);
+  CHECK(written->model.optimizer.kind == builtin->model.optimizer.kind);
+  CHECK(written->model.optimizer.learning_rate == builtin->model.optimizer.learning_rate);
+  CHECK(written->data.sparse_slots.size() == builtin->data.sparse_slots.size());
+  CHECK(written->data.dense_dim == builtin->data.dense_dim);
+  const auto normal = [](const std::vector<std::string>& paths) {
+    std::vector<std::string> out;
+    for (const auto& p : paths) out.push_back(std::filesystem::path(p).lexically_normal().string());
+    return out;
+  };
+  CHECK(normal(written->data.train_paths) == normal(builtin->data.train_paths));
+  CHECK(normal(written->data.test_paths) == normal(builtin->data.test_paths));
+  CHECK(written->data.batch_size == builtin->data.batch_size);
+  CHECK(written->epochs == builtin->epochs);
+  // A pserver started on either file serves the same tables.
+  auto builtin_server = LoadServerYaml(kShippedConfigs + model + ".yaml");
+  auto written_server = LoadServerYaml(kShippedConfigs + "graphs/" + model + ".yaml");
+  INFO(builtin_server.status().ToString() << " / " << written_server.status().ToString());
+  REQUIRE(builtin_server.ok());
+  REQUIRE(written_server.ok());
+  REQUIRE(written_server->tables.size() == builtin_server->tables.size());
+  for (size_t t = 0; t < builtin_server->tables.size(); ++t) {
+    CHECK(written_server->tables[t].id == builtin_server->tables[t].id);
+    CHECK(written_server->tables[t].dim == builtin_server->tables[t].dim);
+  }
+}
+
+TEST_CASE("configs/graphs: each built-in model written as a network is the graph its model_type expands to") {
+  for (const std::string model : {"ctr_dnn", "wide_deep", "deepfm", "dcn", "dlrm"}) {
+    DYNAMIC_SECTION(model) { CheckSameModel(model); }
+  }
 }
 
 }  // namespace
