@@ -18,18 +18,19 @@ Status LayerError(const GraphLayer& layer, const std::string& what) {
 // Every name the graph defines: the inputs, then each layer's outputs.
 class Names {
  public:
-  Status Define(const std::string& name, size_t tensor, const std::string& where) {
-    const auto [it, inserted] = ids_.emplace(name, std::make_pair(tensor, where));
+  // `who` says what defines it: "input 'emb'", "layer 'h'", "output 'a' of layer 's'".
+  Status Define(const std::string& name, size_t tensor, const std::string& where, const std::string& who) {
+    const auto [it, inserted] = ids_.emplace(name, Definition{tensor, where, who});
     if (!inserted) {
-      return Status::InvalidArgument(where + ": '" + name + "' is defined twice (first at " + it->second.second +
-                                     "); give each input and layer output its own name");
+      return Status::InvalidArgument(where + ": " + who + ": the name is taken by " + it->second.who + " at " +
+                                     it->second.where + "; give each input and layer output its own name");
     }
     all_.push_back(name);
     return Status::OK();
   }
   StatusOr<size_t> Find(const std::string& name, const std::string& where, const std::string& who) const {
     const auto it = ids_.find(name);
-    if (it != ids_.end()) return it->second.first;
+    if (it != ids_.end()) return it->second.tensor;
     const std::string close = config::ClosestMatch(name, all_);
     return Status::InvalidArgument(where + ": " + who + " reads '" + name +
                                    "', which is neither an input nor a layer's output" +
@@ -37,9 +38,44 @@ class Names {
   }
 
  private:
-  std::map<std::string, std::pair<size_t, std::string>> ids_;
+  struct Definition {
+    size_t tensor;
+    std::string where;
+    std::string who;
+  };
+  std::map<std::string, Definition> ids_;
   std::vector<std::string> all_;
 };
+
+// The layers left once no layer is ready all wait on one another: walking from one of them
+// to the producer of an input still pending must come back to a layer already seen. The
+// error names that cycle, "a reads b, b reads a".
+Status CycleError(const std::vector<ResolvedLayer>& layers, const std::vector<int>& producer,
+                  const std::vector<bool>& done) {
+  std::vector<size_t> path = {static_cast<size_t>(std::find(done.begin(), done.end(), false) - done.begin())};
+  std::vector<std::string> via;  // via[i]: the tensor path[i] reads from path[i + 1]
+  while (true) {
+    const ResolvedLayer& layer = layers[path.back()];
+    for (size_t i = 0; i < layer.inputs.size(); ++i) {
+      const int p = producer[layer.inputs[i]];
+      if (p >= 0 && !done[static_cast<size_t>(p)]) {
+        path.push_back(static_cast<size_t>(p));
+        via.push_back(layer.spec.inputs[i]);
+        break;
+      }
+    }
+    const auto seen = std::find(path.begin(), path.end() - 1, path.back());
+    if (seen == path.end() - 1) continue;
+    const size_t start = static_cast<size_t>(seen - path.begin());
+    std::string cycle;
+    for (size_t i = start; i + 1 < path.size(); ++i) {
+      cycle += (i == start ? "" : ", ") + layers[path[i]].spec.name + " reads " + via[i];
+    }
+    return LayerError(layers[path[start]].spec, "its inputs form a cycle (" + cycle +
+                                                    "); a layer cannot depend on its own result: make one of "
+                                                    "them read a graph input or another layer");
+  }
+}
 
 // Kahn's algorithm, stable in declaration order; a cycle is an error naming its layers.
 StatusOr<std::vector<size_t>> ExecutionOrder(const std::vector<ResolvedLayer>& layers,
@@ -61,15 +97,7 @@ StatusOr<std::vector<size_t>> ExecutionOrder(const std::vector<ResolvedLayer>& l
     for (size_t l = 0; l < n && next == n; ++l) {
       if (!done[l] && pending[l] == 0) next = l;
     }
-    if (next == n) {
-      std::string cycle;
-      for (size_t l = 0; l < n; ++l) {
-        if (!done[l]) cycle += (cycle.empty() ? "" : ", ") + layers[l].spec.name;
-      }
-      const GraphLayer& first = layers[std::find(done.begin(), done.end(), false) - done.begin()].spec;
-      return LayerError(first, "the inputs form a cycle through layers " + cycle +
-                                   "; every layer must read only graph inputs or earlier results");
-    }
+    if (next == n) return CycleError(layers, producer, done);
     done[next] = true;
     order.push_back(next);
     for (size_t c : consumers[next]) --pending[c];
@@ -87,7 +115,8 @@ Status InferShapes(const std::vector<size_t>& order, std::vector<ResolvedLayer>*
                                : schema.max_inputs == SIZE_MAX
                                    ? "at least " + std::to_string(schema.min_inputs)
                                    : std::to_string(schema.min_inputs) + " to " + std::to_string(schema.max_inputs);
-      return LayerError(layer.spec, "takes " + want + " input(s), got " + std::to_string(arity));
+      return LayerError(layer.spec, "takes " + want + (schema.max_inputs == 1 ? " input" : " inputs") + ", got " +
+                                        std::to_string(arity) + " (its 'inputs' list)");
     }
     std::vector<Shape> in;
     for (size_t t : layer.inputs) in.push_back((*tensors)[t].shape);
@@ -212,7 +241,7 @@ StatusOr<std::shared_ptr<const Graph>> BuildGraph(GraphSpec spec, const RowShape
     StatusOr<Shape> shape = InputShape(in, row, graph->slot_reads_);
     if (!shape.ok()) return InputError(in, shape.status().message());
     if (in.kind == InputKind::kRow) *shape = Shape{graph->row_width()};
-    RETURN_IF_ERROR(names.Define(in.name, graph->tensors_.size(), in.where));
+    RETURN_IF_ERROR(names.Define(in.name, graph->tensors_.size(), in.where, "input '" + in.name + "'"));
     graph->tensors_.push_back(Tensor{in.name, *shape, NumElements(*shape)});
     producer.push_back(-1);
   }
@@ -220,7 +249,9 @@ StatusOr<std::shared_ptr<const Graph>> BuildGraph(GraphSpec spec, const RowShape
     ResolvedLayer layer;
     layer.spec = spec.layers[l];
     for (const std::string& out : layer.spec.outputs) {
-      RETURN_IF_ERROR(names.Define(out, graph->tensors_.size(), layer.spec.where));
+      const std::string who =
+          out == layer.spec.name ? "layer '" + out + "'" : "output '" + out + "' of layer '" + layer.spec.name + "'";
+      RETURN_IF_ERROR(names.Define(out, graph->tensors_.size(), layer.spec.where, who));
       layer.outputs.push_back(graph->tensors_.size());
       graph->tensors_.push_back(Tensor{out, {}, 0});
       producer.push_back(static_cast<int>(l));
@@ -231,7 +262,8 @@ StatusOr<std::shared_ptr<const Graph>> BuildGraph(GraphSpec spec, const RowShape
     for (const std::string& in : layer.spec.inputs) {
       ASSIGN_OR_RETURN(size_t t, names.Find(in, layer.spec.where, "layer '" + layer.spec.name + "'"));
       if (producer[t] >= 0 && &graph->layers_[static_cast<size_t>(producer[t])] == &layer) {
-        return LayerError(layer.spec, "reads its own output '" + in + "'");
+        return LayerError(layer.spec,
+                          "reads its own output '" + in + "'; read a graph input or another layer's output instead");
       }
       layer.inputs.push_back(t);
     }
@@ -256,11 +288,12 @@ StatusOr<std::shared_ptr<const Graph>> BuildGraph(GraphSpec spec, const RowShape
       return Status::InvalidArgument(
           out.where + ": output '" + out.name +
           "': " + (out.loss == LossKind::kSigmoidCrossEntropy ? "sigmoid_cross_entropy" : "softmax_cross_entropy") +
-          " needs logits of shape " + ShapeString(want) + ", '" + out.input + "' is " + ShapeString(shape));
+          " needs logits of shape " + ShapeString(want) + ", '" + out.input + "' is " + ShapeString(shape) +
+          " (end the graph with an fc of size " + std::to_string(want[0]) + ")");
     }
     if (out.label != "click") {
       return Status::InvalidArgument(out.where + ": output '" + out.name + "': unknown label '" + out.label +
-                                     "' (the data gives one label, 'click')");
+                                     "' (the data gives one label, 'click': write label: click or leave the key out)");
     }
     graph->output_tensors_.push_back(t);
   }

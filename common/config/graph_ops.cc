@@ -30,8 +30,9 @@ StatusOr<OpSignature> InferConcat(const Attrs& a, std::span<const Shape> in) {
   const size_t rank = in[0].size();
   ASSIGN_OR_RETURN(int64_t axis, a.Int("axis", -1, -1, 1));
   if (axis == -1) axis = static_cast<int64_t>(rank) - 1;
-  RETURN_IF_ERROR(Expect(static_cast<size_t>(axis) < rank,
-                         "axis " + std::to_string(axis) + " of rank-" + std::to_string(rank) + " inputs"));
+  RETURN_IF_ERROR(Expect(static_cast<size_t>(axis) < rank, "'axis' " + std::to_string(axis) +
+                                                               " does not exist in rank-" + std::to_string(rank) +
+                                                               " inputs (use -1, the last, or 0)"));
   Shape out = in[0];
   out[static_cast<size_t>(axis)] = 0;
   for (const Shape& s : in) {
@@ -58,8 +59,8 @@ StatusOr<OpSignature> InferReshape(const Attrs& a, std::span<const Shape> in) {
   if (dims.empty() || dims.size() > 2) return Status::InvalidArgument("'shape' must list 1 or 2 dims, e.g. [1, 16]");
   Shape out(dims.begin(), dims.end());
   RETURN_IF_ERROR(Expect(NumElements(out) == NumElements(in[0]),
-                         "shape " + ShapeString(out) + " holds " + std::to_string(NumElements(out)) +
-                             " floats, the input " + std::to_string(NumElements(in[0]))));
+                         "'shape' " + ShapeString(out) + " holds " + std::to_string(NumElements(out)) +
+                             " floats, the input " + std::to_string(NumElements(in[0])) + "; they must match"));
   return OpSignature{.outputs = {out}, .params = {}};
 }
 
@@ -93,7 +94,8 @@ StatusOr<OpSignature> InferReduce(const Attrs& a, std::span<const Shape> in) {
 }
 
 StatusOr<OpSignature> InferFm(const Attrs&, std::span<const Shape> in) {
-  RETURN_IF_ERROR(Expect(in[0].size() == 2, "needs fields [n, k]"));
+  RETURN_IF_ERROR(
+      Expect(in[0].size() == 2, "needs fields [n, k] (an embedding input, or fields joined by concat axis 0)"));
   return OpSignature{.outputs = {{1}}, .params = {}};
 }
 

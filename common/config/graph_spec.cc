@@ -1,6 +1,7 @@
 #include "common/config/graph_spec.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -193,47 +194,72 @@ StatusOr<AttrValue> ReadAttr(const YAML::Node& node, const YamlContext& ctx) {
   return ctx.Error(node, "expected a number, a word or a list of numbers");
 }
 
+// `status` (an error of the entry of `who`, e.g. "layer 'h'") with `who` named right after
+// its "file:line[:column]: " prefix, so that every error of an entry says which one it is.
+Status Naming(Status status, const YamlContext& ctx, const std::string& who) {
+  if (status.ok()) return status;
+  std::string message = status.message();
+  if (message.rfind(ctx.file, 0) != 0) return Status::InvalidArgument(who + ": " + message);
+  size_t at = ctx.file.size();
+  while (at + 1 < message.size() && message[at] == ':' && std::isdigit(static_cast<unsigned char>(message[at + 1]))) {
+    ++at;
+    while (at < message.size() && std::isdigit(static_cast<unsigned char>(message[at]))) ++at;
+  }
+  if (message.compare(at, 2, ": ") != 0) return status;
+  message.insert(at + 2, who + ": ");
+  return Status::InvalidArgument(std::move(message));
+}
+
 Status ParseInput(const YAML::Node& node, const YamlContext& ctx, GraphInput* in) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map {name, kind}");
-  RETURN_IF_ERROR(config::RejectUnknownKeys(node, {"name", "kind"}, ctx));
   RETURN_IF_ERROR(ReadName(node, "name", ctx, &in->name));
-  RETURN_IF_ERROR(config::Require(node, "kind", ctx));
-  RETURN_IF_ERROR(config::ReadChoice(node, "kind", ctx,
-                                     {std::pair<std::string_view, InputKind>{"row", InputKind::kRow},
-                                      {"embedding", InputKind::kEmbedding},
-                                      {"embed_w", InputKind::kEmbedW},
-                                      {"dense", InputKind::kDense}},
-                                     &in->kind));
+  const auto rest = [&]() -> Status {
+    RETURN_IF_ERROR(config::RejectUnknownKeys(node, {"name", "kind"}, ctx));
+    if (!node["kind"]) return ctx.Error(node, "missing required key 'kind' (row, embedding, embed_w or dense)");
+    return config::ReadChoice(node, "kind", ctx,
+                              {std::pair<std::string_view, InputKind>{"row", InputKind::kRow},
+                               {"embedding", InputKind::kEmbedding},
+                               {"embed_w", InputKind::kEmbedW},
+                               {"dense", InputKind::kDense}},
+                              &in->kind);
+  };
+  RETURN_IF_ERROR(Naming(rest(), ctx, "input '" + in->name + "'"));
   in->where = Where(ctx, node);
   return Status::OK();
 }
 
-Status ParseLayer(const YAML::Node& node, const YamlContext& ctx, GraphLayer* layer) {
-  if (!node.IsMap()) return ctx.Error(node, "expected a map {name, op, inputs, ...}");
-  RETURN_IF_ERROR(ReadName(node, "name", ctx, &layer->name));
-  RETURN_IF_ERROR(config::Require(node, "op", ctx));
+std::string OpList() {
+  std::string known;
+  for (const std::string& name : OpNames()) known += (known.empty() ? "" : ", ") + name;
+  return known;
+}
+
+// A layer's entry once its name is read (ParseLayer names the layer in every error).
+Status ParseLayerBody(const YAML::Node& node, const YamlContext& ctx, GraphLayer* layer) {
+  if (!node["op"]) return ctx.Error(node, "missing required key 'op' (one of " + OpList() + ")");
   RETURN_IF_ERROR(config::ReadString(node, "op", ctx, &layer->op));
-  layer->where = Where(ctx, node);
   const OpSchema* schema = FindOpSchema(layer->op);
   if (schema == nullptr) {
     const std::string close = config::ClosestMatch(layer->op, OpNames());
-    std::string known;
-    for (const std::string& name : OpNames()) known += (known.empty() ? "" : ", ") + name;
     return ctx.Child("op").Error(node["op"],
-                                 "layer '" + layer->name + "': unknown op '" + layer->op + "' " +
-                                     (close.empty() ? "(ops: " + known + ")" : "(did you mean '" + close + "'?)"));
+                                 "unknown op '" + layer->op + "' " +
+                                     (close.empty() ? "(ops: " + OpList() + ")" : "(did you mean '" + close + "'?)"));
   }
   std::vector<std::string> keys = {"name", "op", "inputs", "outputs"};
   keys.insert(keys.end(), schema->keys.begin(), schema->keys.end());
   RETURN_IF_ERROR(config::RejectUnknownKeys(node, keys, ctx));
-  RETURN_IF_ERROR(config::Require(node, "inputs", ctx));
+  if (!node["inputs"]) {
+    return ctx.Error(node, "missing required key 'inputs' (the tensors op " + layer->op +
+                               " reads: graph inputs or other layers' names)");
+  }
   RETURN_IF_ERROR(ReadNameList(node, "inputs", ctx, &layer->inputs));
   RETURN_IF_ERROR(ReadNameList(node, "outputs", ctx, &layer->outputs));
   if (layer->outputs.empty()) {
     layer->outputs = {layer->name};
   } else if (schema->outputs != 0) {
-    return ctx.Child("outputs").Error(node["outputs"], "layer '" + layer->name + "': op " + layer->op +
-                                                           " makes one tensor, named by the layer's name");
+    return ctx.Child("outputs").Error(node["outputs"], "op " + layer->op +
+                                                           " makes one tensor, named by the layer's name; "
+                                                           "remove 'outputs'");
   }
   for (const auto& entry : node) {
     const std::string key = entry.first.as<std::string>();
@@ -244,20 +270,35 @@ Status ParseLayer(const YAML::Node& node, const YamlContext& ctx, GraphLayer* la
   return Status::OK();
 }
 
+Status ParseLayer(const YAML::Node& node, const YamlContext& ctx, GraphLayer* layer) {
+  if (!node.IsMap()) return ctx.Error(node, "expected a map {name, op, inputs, ...}");
+  RETURN_IF_ERROR(ReadName(node, "name", ctx, &layer->name));
+  layer->where = Where(ctx, node);
+  return Naming(ParseLayerBody(node, ctx, layer), ctx, "layer '" + layer->name + "'");
+}
+
 Status ParseOutput(const YAML::Node& node, const YamlContext& ctx, GraphOutput* out) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map {name, input, loss, label}");
-  RETURN_IF_ERROR(config::RejectUnknownKeys(node, {"name", "input", "loss", "label", "weight"}, ctx));
   RETURN_IF_ERROR(ReadName(node, "name", ctx, &out->name));
-  RETURN_IF_ERROR(ReadName(node, "input", ctx, &out->input));
-  RETURN_IF_ERROR(config::Require(node, "loss", ctx));
-  RETURN_IF_ERROR(config::ReadChoice(
-      node, "loss", ctx,
-      {std::pair<std::string_view, LossKind>{"sigmoid_cross_entropy", LossKind::kSigmoidCrossEntropy},
-       {"softmax_cross_entropy", LossKind::kSoftmaxCrossEntropy}},
-      &out->loss));
-  RETURN_IF_ERROR(config::ReadString(node, "label", ctx, &out->label));
-  RETURN_IF_ERROR(config::ReadDouble(node, "weight", ctx, &out->weight));
-  if (!(out->weight > 0)) return ctx.Child("weight").Error(node["weight"], "expected a weight > 0");
+  const auto rest = [&]() -> Status {
+    RETURN_IF_ERROR(config::RejectUnknownKeys(node, {"name", "input", "loss", "label", "weight"}, ctx));
+    RETURN_IF_ERROR(ReadName(node, "input", ctx, &out->input));
+    if (!node["loss"]) {
+      return ctx.Error(node, "missing required key 'loss' (sigmoid_cross_entropy or softmax_cross_entropy)");
+    }
+    RETURN_IF_ERROR(config::ReadChoice(
+        node, "loss", ctx,
+        {std::pair<std::string_view, LossKind>{"sigmoid_cross_entropy", LossKind::kSigmoidCrossEntropy},
+         {"softmax_cross_entropy", LossKind::kSoftmaxCrossEntropy}},
+        &out->loss));
+    RETURN_IF_ERROR(config::ReadString(node, "label", ctx, &out->label));
+    RETURN_IF_ERROR(config::ReadDouble(node, "weight", ctx, &out->weight));
+    if (!(out->weight > 0)) {
+      return ctx.Child("weight").Error(node["weight"], "expected a weight > 0, got " + node["weight"].Scalar());
+    }
+    return Status::OK();
+  };
+  RETURN_IF_ERROR(Naming(rest(), ctx, "output '" + out->name + "'"));
   out->where = Where(ctx, node);
   return Status::OK();
 }
@@ -268,7 +309,9 @@ Status ParseList(const YAML::Node& map, const std::string& key, const YamlContex
   RETURN_IF_ERROR(config::Require(map, key, ctx));
   const YAML::Node node = map[key];
   const YamlContext child = ctx.Child(key);
-  if (!node.IsSequence() || node.size() == 0) return child.Error(node, "expected a non-empty list");
+  if (!node.IsSequence() || node.size() == 0) {
+    return child.Error(node, "expected a non-empty list (a graph has at least one input, one layer and one output)");
+  }
   for (size_t i = 0; i < node.size(); ++i) {
     T item;
     RETURN_IF_ERROR(parse(node[i], child.Index(i), &item));

@@ -157,7 +157,10 @@ Status ParseNetworkSection(const YAML::Node& root, const YamlContext& ctx, Model
   const YAML::Node hp = root["hyper_parameters"];
   const bool named = model->type == ModelType::kNetwork;
   if (!root["network"]) {
-    if (named) return ctx.Error(hp["model_type"], "model_type network needs a 'network:' section (the layer graph)");
+    if (named) {
+      return ctx.Error(hp["model_type"],
+                       "model_type network needs a 'network:' section (the layer graph, docs/MODELS.md)");
+    }
     return Status::OK();
   }
   if (!named && hp["model_type"]) {
