@@ -241,7 +241,7 @@ TEST_CASE("cin: errors", "[graph][ops]") {
              Catch::Contains("unknown activation 'tanh' (use none or relu)"));
   CHECK_THAT(BuildError("cin", CinAttrs({4}, ""), {"dense"}, Row(3, 2, 4)), Catch::Contains("needs fields [m, D]"));
   CHECK_THAT(BuildError("cin", CinAttrs({4}, ""), {"emb", "dense"}, Row(3, 2, 4)),
-             Catch::Contains("takes 1 input(s), got 2"));
+             Catch::Contains("takes 1 input, got 2"));
 }
 
 TEST_CASE("cin: forward by hand", "[graph][ops]") {
@@ -424,7 +424,7 @@ TEST_CASE("moe: shapes, layout and errors", "[graph][ops]") {
   CHECK(layer.params[0] == Shape{5, 3});
   CHECK(layer.params[1] == Shape{3});
   CHECK_THAT(BuildError("moe", {}, {"dense", "emb"}, Row(3, 4, 5)), Catch::Contains("the experts [e, d]"));
-  CHECK_THAT(BuildError("moe", {}, {"emb"}, Row(3, 4, 5)), Catch::Contains("takes 2 input(s), got 1"));
+  CHECK_THAT(BuildError("moe", {}, {"emb"}, Row(3, 4, 5)), Catch::Contains("takes 2 inputs, got 1"));
 }
 
 StatusOr<GraphSpec> ParseNetwork(const std::string& layers) {
