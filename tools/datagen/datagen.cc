@@ -28,6 +28,16 @@ constexpr double kDenseScale = 1.0;      // beta_j ~ U[-kDenseScale, kDenseScale
 constexpr double kInteraction = 1.5;     // gamma
 constexpr std::pair<uint32_t, uint32_t> kInteractionPairs[] = {{0, 1}, {2, 3}, {4, 5}};
 
+// The click-history slot (history_len > 0): items fall in kCategories categories (id mod
+// kCategories); each user has an interest category, its history holds 1..history_len items,
+// each of that category with probability kHistoryFocus (else any), and half of the target
+// items (slot 0) are of it too. The label's logit gains kHistoryWeight times the share of
+// history items in the target's category, less kHistoryOffset.
+constexpr uint64_t kCategories = 32;
+constexpr double kHistoryFocus = 0.7;
+constexpr double kHistoryWeight = 2.5;
+constexpr double kHistoryOffset = 0.8;
+
 // Independent hash streams of the model's parameters.
 enum Stream : uint64_t { kSlotScale = 1, kDenseBeta, kIdWeight, kIdInteraction, kSamples };
 
@@ -77,7 +87,11 @@ struct IdParams {
 class SyntheticCtrModel {
  public:
   explicit SyntheticCtrModel(const DatagenOptions& options)
-      : seed_(options.seed), vocab_size_(options.vocab_size), zipf_(options.vocab_size, options.zipf_exponent) {
+      : seed_(options.seed),
+        vocab_size_(options.vocab_size),
+        zipf_(options.vocab_size, options.zipf_exponent),
+        history_len_(options.history_len),
+        history_slot_(options.history_len > 0 ? options.sparse_slots - 1 : UINT32_MAX) {
     // Slot importance varies in [0.5, 1.5); scaled so the slots add up to kSparseVariance.
     const double base = std::sqrt(kSparseVariance / options.sparse_slots);
     for (uint32_t s = 0; s < options.sparse_slots; ++s) {
@@ -97,12 +111,16 @@ class SyntheticCtrModel {
             2 * HashUniform(seed_, kIdInteraction, s, id) - 1};
   }
 
+  // The slot of the click history (UINT32_MAX: none).
+  uint32_t history_slot() const { return history_slot_; }
+
   // Draws the features and the label into *example; returns the true click probability.
   double Sample(Rng* rng, data::Example* example) const {
     example->Reset(slot_scale_.size());
     for (uint32_t s = 0; s < slot_scale_.size(); ++s) {
-      example->slots[s].push_back(s * vocab_size_ + zipf_.Sample(rng->Uniform()) - 1);
+      if (s != history_slot_) example->slots[s].push_back(s * vocab_size_ + zipf_.Sample(rng->Uniform()) - 1);
     }
+    if (history_slot_ != UINT32_MAX) SampleHistory(rng, example);
     for (size_t j = 0; j < dense_beta_.size(); ++j) {
       const double u = rng->Uniform();
       // Rounded to 5 decimals for short lines; the value written is the value modelled.
@@ -119,7 +137,15 @@ class SyntheticCtrModel {
   template <typename Params>
   double Logit(const data::Example& example, Params params) const {
     double logit = kBias;
-    for (uint32_t s = 0; s < slot_scale_.size(); ++s) logit += params(s, example.slots[s][0]).weight;
+    for (uint32_t s = 0; s < slot_scale_.size(); ++s) {
+      if (s != history_slot_) logit += params(s, example.slots[s][0]).weight;
+    }
+    if (history_slot_ != UINT32_MAX) {
+      const std::vector<uint64_t>& history = example.slots[history_slot_];
+      const uint64_t target = example.slots[0][0] % kCategories;
+      const auto same = std::count_if(history.begin(), history.end(), [&](uint64_t id) { return id % kCategories == target; });
+      logit += kHistoryWeight * static_cast<double>(same) / static_cast<double>(history.size()) - kHistoryOffset;
+    }
     for (size_t j = 0; j < dense_beta_.size(); ++j) logit += dense_beta_[j] * (example.dense[j] - 1.0 / 3);
     for (const auto& [a, b] : kInteractionPairs) {
       if (b >= slot_scale_.size()) continue;
@@ -129,9 +155,30 @@ class SyntheticCtrModel {
   }
 
  private:
+  // A slot-0 item of `category`: a Zipf rank moved to the nearest id of that category.
+  uint64_t ItemOf(uint64_t category, double u) const {
+    const uint64_t id = zipf_.Sample(u) - 1;
+    const uint64_t moved = id - id % kCategories + category;
+    return moved < vocab_size_ ? moved : category;
+  }
+
+  // The history items (slot-0 ids) and, for half of the examples, a target of the user's interest.
+  void SampleHistory(Rng* rng, data::Example* example) const {
+    const auto interest = static_cast<uint64_t>(rng->Uniform() * kCategories);
+    const auto n = 1 + static_cast<uint32_t>(rng->Uniform() * history_len_);
+    std::vector<uint64_t>& history = example->slots[history_slot_];
+    for (uint32_t i = 0; i < n; ++i) {
+      const bool focused = rng->Uniform() < kHistoryFocus;
+      history.push_back(focused ? ItemOf(interest, rng->Uniform()) : zipf_.Sample(rng->Uniform()) - 1);
+    }
+    if (rng->Uniform() < 0.5) example->slots[0][0] = ItemOf(interest, rng->Uniform());
+  }
+
   const uint64_t seed_;
   const uint64_t vocab_size_;
   const ZipfSampler zipf_;
+  const uint32_t history_len_;
+  const uint32_t history_slot_;
   std::vector<double> slot_scale_;
   std::vector<double> dense_beta_;
 };
@@ -160,6 +207,7 @@ class EstimationOracle {
     const double logit = model_.Logit(example, truth);
     const bool clicked = example.label > 0.5f;
     for (uint32_t s = 0; s < model_.slots(); ++s) {
+      if (s == model_.history_slot()) continue;  // no per-id weights: its term is exact
       const uint64_t id = example.slots[s][0];
       const IdParams own = model_.TrueParams(s, id);
       Grids& grids = grids_[id];
@@ -270,6 +318,12 @@ Status Validate(const DatagenOptions& o) {
   if (!(o.test_fraction >= 0 && o.test_fraction < 1)) return fail("test fraction must be in [0, 1)");
   if (o.train_files < 1) return fail("train files must be >= 1");
   if (o.sparse_slots < 1) return fail("sparse slots must be >= 1");
+  if (o.history_len > 0 && o.sparse_slots < 2) {
+    return fail("a click history (history_len > 0) needs >= 2 slots: slot 0 the target item, the last the history");
+  }
+  if (o.history_len > 0 && o.vocab_size < kCategories) {
+    return fail("a click history needs a vocabulary of >= " + std::to_string(kCategories) + " ids (the categories)");
+  }
   if (o.vocab_size < 1) return fail("vocabulary size must be >= 1");
   if (!(o.zipf_exponent >= 0)) return fail("zipf exponent must be >= 0");
   if (o.format == config::DataFormat::kSlotDnn && o.dense_dim > 0) {

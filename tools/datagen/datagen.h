@@ -11,6 +11,10 @@
 //   logit = bias + sum_s w_s(id_s) + sum_j beta_j (x_j - 1/3)
 //           + sum over the pairs (0,1), (2,3), (4,5): gamma * h_a(id_a) * h_b(id_b)
 //   where w, h are per-id weights hashed from (seed, slot, id); label ~ Bernoulli(sigmoid(logit)).
+//   With history_len > 0 the last slot is a click history instead: 1..history_len items of
+//   slot 0's vocabulary, most of them from the user's interest category (id mod 32), which
+//   half of the target items (slot 0) share; the logit gains 2.5 x (the share of history
+//   items in the target's category) - 0.8. Attention over the history (DIN) can see it.
 //
 // Besides the Bayes-optimal AUC it reports the data-limited limit: the AUC on the test rows
 // of the true model with every id seen fewer than k times in the training rows at its
@@ -45,6 +49,7 @@ struct DatagenOptions {
   uint32_t dense_dim = 13;                                   // dense features; must be 0 for slot_dnn (no dense part)
   uint64_t vocab_size = 100000;                              // distinct ids per slot, >= 1
   double zipf_exponent = 1.1;                                // id frequency ~ rank^-zipf_exponent, >= 0
+  uint32_t history_len = 0;                                  // > 0: the last slot is a click history (above), >= 2 slots
   // Also compute the estimation limit (needs test rows; about 2 us and 512 bytes per
   // distinct id per training row's slot: ~30 s for 1M rows of 26 slots).
   bool estimation_limit = false;

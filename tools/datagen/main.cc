@@ -31,6 +31,10 @@ int main(int argc, char** argv) {
   app.add_option("--dense-dim", options.dense_dim, "Dense features (0 for slot_dnn)")->capture_default_str();
   app.add_option("--vocab", options.vocab_size, "Distinct ids per slot")->capture_default_str();
   app.add_option("--zipf", options.zipf_exponent, "Zipf exponent of id frequencies")->capture_default_str();
+  app.add_option("--history-len", options.history_len,
+                 "Longest click history: the last slot becomes a history of slot 0's items that the label depends "
+                 "on (0: none)")
+      ->capture_default_str();
   app.add_flag("--estimation-limit", options.estimation_limit,
                "Also print the estimation limit: the AUC of every id's posterior mean given the training rows "
                "and all other true parameters (slower; memory grows with the distinct ids)");
