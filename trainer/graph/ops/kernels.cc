@@ -28,6 +28,8 @@ std::unique_ptr<OpKernel> MakeKernel(const KernelContext& ctx) {
       {"self_attention", MakeSelfAttentionKernel},
       {"moe", MakeMoeKernel},
       {"dense_embedding", MakeDenseEmbeddingKernel},
+      {"target_attention", MakeTargetAttentionKernel},
+      {"gru", MakeGruKernel},
   };
   const auto it = kFactories.find(ctx.layer.spec.op);
   FLEETPS_CHECK(it != kFactories.end()) << "op " << ctx.layer.spec.op << " has no CPU kernel";

@@ -26,5 +26,8 @@ std::unique_ptr<OpKernel> MakeFmKernel(const KernelContext& ctx);
 std::unique_ptr<OpKernel> MakeCrossKernel(const KernelContext& ctx);
 std::unique_ptr<OpKernel> MakeDotInteractionKernel(const KernelContext& ctx);
 std::unique_ptr<OpKernel> MakeDenseEmbeddingKernel(const KernelContext& ctx);
+// target_attention, gru: ops over a behaviour sequence [L, k] and its mask [L] (target_attention.cc, gru.cc)
+std::unique_ptr<OpKernel> MakeTargetAttentionKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeGruKernel(const KernelContext& ctx);
 
 }  // namespace fleetps::trainer::graph
