@@ -193,6 +193,57 @@ StatusOr<OpSignature> InferLayerNorm(const Attrs& a, std::span<const Shape> in) 
   return OpSignature{.outputs = {in[0]}, .params = {{k}, {k}}};
 }
 
+// The sequence ops' first two inputs: a behaviour sequence [L, k] and its mask [L].
+Status CheckSequence(std::span<const Shape> in) {
+  RETURN_IF_ERROR(Expect(in[0].size() == 2, "the first input must be a sequence [L, k] (positions x embedding), got " +
+                                                ShapeString(in[0])));
+  const Shape mask = {in[0][0]};
+  return Expect(in[1] == mask, "the second input must be the sequence's mask " + ShapeString(mask) +
+                                   " (1 real, 0 padding), got " + ShapeString(in[1]));
+}
+
+// target_attention: sequence [L, k], mask [L], target [k] -> [k]; the attention MLP's layers
+// (the hidden widths, then 1) each W [in x out] and b [out], in_0 = 4k.
+StatusOr<OpSignature> InferTargetAttention(const Attrs& a, std::span<const Shape> in) {
+  RETURN_IF_ERROR(a.Choice("activation", {"sigmoid", "relu"}).status());
+  RETURN_IF_ERROR(a.Choice("softmax", {"false", "true"}).status());
+  RETURN_IF_ERROR(a.Choice("scale", {"false", "true"}).status());
+  ASSIGN_OR_RETURN(std::vector<int64_t> hidden, a.Ints("hidden"));
+  if (!a.Has("hidden")) hidden = {80, 40};
+  RETURN_IF_ERROR(CheckSequence(in));
+  const size_t k = in[0][1];
+  RETURN_IF_ERROR(Expect(in[2] == Shape{k}, "the third input must be the target " + ShapeString({k}) +
+                                                " (one embedding of the sequence's width), got " + ShapeString(in[2])));
+  OpSignature sig{.outputs = {{k}}, .params = {}};
+  size_t prev = 4 * k;
+  for (int64_t width : hidden) {
+    RETURN_IF_ERROR(
+        Expect(width >= 1 && width <= kMaxWidth,
+               "'hidden' widths must be in [1, " + std::to_string(kMaxWidth) + "], got " + std::to_string(width)));
+    const auto out = static_cast<size_t>(width);
+    sig.params.push_back({prev, out});
+    sig.params.push_back({out});
+    prev = out;
+  }
+  sig.params.push_back({prev, 1});
+  sig.params.push_back({1});
+  return sig;
+}
+
+// gru: sequence [L, k], mask [L] -> [h] (or [L, h] with sequences: true); W [k x 3h],
+// U [h x 3h], b [3h], bhn [h].
+StatusOr<OpSignature> InferGru(const Attrs& a, std::span<const Shape> in) {
+  ASSIGN_OR_RETURN(int64_t hidden, a.Int("hidden", 0, 1, kMaxWidth / 3));
+  if (hidden == 0) return Status::InvalidArgument("missing key 'hidden' (the width of the GRU's state)");
+  ASSIGN_OR_RETURN(std::string sequences, a.Choice("sequences", {"false", "true"}));
+  RETURN_IF_ERROR(CheckSequence(in));
+  const size_t len = in[0][0], k = in[0][1];
+  const auto h = static_cast<size_t>(hidden);
+  OpSignature sig{.outputs = {}, .params = {{k, 3 * h}, {h, 3 * h}, {3 * h}, {h}}};
+  sig.outputs.push_back(sequences == "true" ? Shape{len, h} : Shape{h});
+  return sig;
+}
+
 }  // namespace
 
 const std::vector<OpSchema>& OpSchemas() {
@@ -218,6 +269,12 @@ const std::vector<OpSchema>& OpSchemas() {
       {.name = "tanh", .keys = {}, .infer = InferActivation},
       {.name = "gelu", .keys = {}, .infer = InferActivation},
       {.name = "layer_norm", .keys = {"epsilon"}, .infer = InferLayerNorm},
+      {.name = "target_attention",
+       .min_inputs = 3,
+       .max_inputs = 3,
+       .keys = {"hidden", "activation", "softmax", "scale"},
+       .infer = InferTargetAttention},
+      {.name = "gru", .min_inputs = 2, .max_inputs = 2, .keys = {"hidden", "sequences"}, .infer = InferGru},
   };
   return schemas;
 }

@@ -143,7 +143,8 @@ class SyntheticCtrModel {
     if (history_slot_ != UINT32_MAX) {
       const std::vector<uint64_t>& history = example.slots[history_slot_];
       const uint64_t target = example.slots[0][0] % kCategories;
-      const auto same = std::count_if(history.begin(), history.end(), [&](uint64_t id) { return id % kCategories == target; });
+      const auto same =
+          std::count_if(history.begin(), history.end(), [&](uint64_t id) { return id % kCategories == target; });
       logit += kHistoryWeight * static_cast<double>(same) / static_cast<double>(history.size()) - kHistoryOffset;
     }
     for (size_t j = 0; j < dense_beta_.size(); ++j) logit += dense_beta_[j] * (example.dense[j] - 1.0 / 3);

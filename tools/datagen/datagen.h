@@ -49,7 +49,7 @@ struct DatagenOptions {
   uint32_t dense_dim = 13;                                   // dense features; must be 0 for slot_dnn (no dense part)
   uint64_t vocab_size = 100000;                              // distinct ids per slot, >= 1
   double zipf_exponent = 1.1;                                // id frequency ~ rank^-zipf_exponent, >= 0
-  uint32_t history_len = 0;                                  // > 0: the last slot is a click history (above), >= 2 slots
+  uint32_t history_len = 0;  // > 0: the last slot is a click history (above), >= 2 slots
   // Also compute the estimation limit (needs test rows; about 2 us and 512 bytes per
   // distinct id per training row's slot: ~30 s for 1M rows of 26 slots).
   bool estimation_limit = false;

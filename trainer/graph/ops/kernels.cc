@@ -33,6 +33,8 @@ std::unique_ptr<OpKernel> MakeKernel(const KernelContext& ctx) {
       {"tanh", MakeActivationKernel},
       {"gelu", MakeActivationKernel},
       {"layer_norm", MakeLayerNormKernel},
+      {"target_attention", MakeTargetAttentionKernel},
+      {"gru", MakeGruKernel},
   };
   const auto it = kFactories.find(ctx.layer.spec.op);
   FLEETPS_CHECK(it != kFactories.end()) << "op " << ctx.layer.spec.op << " has no CPU kernel";

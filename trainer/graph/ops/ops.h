@@ -30,5 +30,8 @@ std::unique_ptr<OpKernel> MakeDenseEmbeddingKernel(const KernelContext& ctx);
 std::unique_ptr<OpKernel> MakeActivationKernel(const KernelContext& ctx);
 // layer_norm (normalization_ops.cc)
 std::unique_ptr<OpKernel> MakeLayerNormKernel(const KernelContext& ctx);
+// target_attention, gru: ops over a behaviour sequence [L, k] and its mask [L] (target_attention.cc, gru.cc)
+std::unique_ptr<OpKernel> MakeTargetAttentionKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeGruKernel(const KernelContext& ctx);
 
 }  // namespace fleetps::trainer::graph
