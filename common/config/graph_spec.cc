@@ -210,18 +210,69 @@ Status Naming(Status status, const YamlContext& ctx, const std::string& who) {
   return Status::InvalidArgument(std::move(message));
 }
 
+// The keys of an input, per kind.
+std::vector<std::string> InputKeys(InputKind kind) {
+  switch (kind) {
+    case InputKind::kEmbedding:
+    case InputKind::kEmbedW: return {"name", "kind", "slots", "pooling"};
+    case InputKind::kSequence: return {"name", "kind", "slot", "max_len"};
+    case InputKind::kSequenceMask: return {"name", "kind", "slot"};
+    case InputKind::kRow:
+    case InputKind::kDense: break;
+  }
+  return {"name", "kind"};
+}
+
+// An input's keys beside name and kind: embedding/embed_w `slots` and `pooling`, sequence
+// and sequence_mask `slot`, sequence `max_len`.
+Status ParseInputKeys(const YAML::Node& node, const YamlContext& ctx, GraphInput* in) {
+  std::vector<int64_t> slots;
+  RETURN_IF_ERROR(config::ReadIntList(node, "slots", ctx, &slots));
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] < 0) return ctx.Child("slots").Index(i).Error(node["slots"][i], "expected a slot index >= 0");
+    in->slots.push_back(static_cast<size_t>(slots[i]));
+  }
+  RETURN_IF_ERROR(config::ReadChoice(node, "pooling", ctx,
+                                     {std::pair<std::string_view, Pooling>{"sum", Pooling::kSum},
+                                      {"mean", Pooling::kMean},
+                                      {"sqrt", Pooling::kSqrt},
+                                      {"max", Pooling::kMax}},
+                                     &in->pooling));
+  if (in->kind == InputKind::kSequence || in->kind == InputKind::kSequenceMask) {
+    uint32_t slot = 0;
+    if (!node["slot"]) return ctx.Error(node, "missing required key 'slot' (the sequence's slot, 0-based)");
+    RETURN_IF_ERROR(config::ReadUint32(node, "slot", ctx, &slot));
+    in->slot = slot;
+  }
+  if (in->kind == InputKind::kSequence) {
+    uint32_t max_len = 0;
+    if (!node["max_len"]) return ctx.Error(node, "missing required key 'max_len' (the positions kept, e.g. 50)");
+    RETURN_IF_ERROR(config::ReadUint32(node, "max_len", ctx, &max_len));
+    if (max_len < 1 || max_len > 4096) {
+      return ctx.Child("max_len").Error(node["max_len"], "expected a length in [1, 4096]");
+    }
+    in->max_len = max_len;
+  }
+  return Status::OK();
+}
+
 Status ParseInput(const YAML::Node& node, const YamlContext& ctx, GraphInput* in) {
   if (!node.IsMap()) return ctx.Error(node, "expected a map {name, kind}");
   RETURN_IF_ERROR(ReadName(node, "name", ctx, &in->name));
   const auto rest = [&]() -> Status {
-    RETURN_IF_ERROR(config::RejectUnknownKeys(node, {"name", "kind"}, ctx));
-    if (!node["kind"]) return ctx.Error(node, "missing required key 'kind' (row, embedding, embed_w or dense)");
-    return config::ReadChoice(node, "kind", ctx,
-                              {std::pair<std::string_view, InputKind>{"row", InputKind::kRow},
-                               {"embedding", InputKind::kEmbedding},
-                               {"embed_w", InputKind::kEmbedW},
-                               {"dense", InputKind::kDense}},
-                              &in->kind);
+    if (!node["kind"]) {
+      return ctx.Error(node, "missing required key 'kind' (row, embedding, embed_w, dense, sequence or sequence_mask)");
+    }
+    RETURN_IF_ERROR(config::ReadChoice(node, "kind", ctx,
+                                       {std::pair<std::string_view, InputKind>{"row", InputKind::kRow},
+                                        {"embedding", InputKind::kEmbedding},
+                                        {"embed_w", InputKind::kEmbedW},
+                                        {"dense", InputKind::kDense},
+                                        {"sequence", InputKind::kSequence},
+                                        {"sequence_mask", InputKind::kSequenceMask}},
+                                       &in->kind));
+    RETURN_IF_ERROR(config::RejectUnknownKeys(node, InputKeys(in->kind), ctx));
+    return ParseInputKeys(node, ctx, in);
   };
   RETURN_IF_ERROR(Naming(rest(), ctx, "input '" + in->name + "'"));
   in->where = Where(ctx, node);
