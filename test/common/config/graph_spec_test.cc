@@ -213,18 +213,107 @@ TEST_CASE("Network errors: outputs, losses and labels") {
         "job.yaml:7:3: the graph has 2 outputs; the trainers train one output (label 'click') per graph");
 }
 
+// The job's 3 slots read as: slot 2 a sequence of 5 with its mask, slots 0-1 pooled.
+std::string SequenceJob(const std::string& inputs) {
+  return NetJob(R"(    - {name: flat, op: flatten, inputs: [emb]}
+    - {name: att, op: target_attention, inputs: [hist, mask, t], hidden: [4]}
+    - {name: x, op: concat, inputs: [flat, att]}
+    - {name: logit, op: fc, inputs: [x], size: 1}
+)",
+                kNetOutput, "network:\n  inputs:\n" + inputs);
+}
+
+TEST_CASE("Network sequence inputs: the row's layout and their errors") {
+  const std::string ok = R"(    - {name: emb, kind: embedding, pooling: mean}
+    - {name: t, kind: embedding, slots: [0], pooling: mean}
+    - {name: hist, kind: sequence, slot: 2, max_len: 5}
+    - {name: mask, kind: sequence_mask, slot: 2}
+)";
+  // t is [1, 4]: the attention needs [4], so reshape it first.
+  auto o = ParseTrainerYaml(NetJob(R"(    - {name: tv, op: reshape, inputs: [t], shape: [4]}
+    - {name: flat, op: flatten, inputs: [emb]}
+    - {name: att, op: target_attention, inputs: [hist, mask, tv], hidden: [4]}
+    - {name: x, op: concat, inputs: [flat, att]}
+    - {name: logit, op: fc, inputs: [x], size: 1}
+)",
+                                   kNetOutput, "network:\n  inputs:\n" + ok),
+                            "job.yaml");
+  INFO(o.status().ToString());
+  REQUIRE(o.ok());
+  const auto& g = *o->model.graph;
+  CHECK(g.tensors()[0].shape == graph::Shape{2, 4});  // slots 0 and 1; slot 2 is the sequence
+  CHECK(g.tensors()[2].shape == graph::Shape{5, 4});
+  CHECK(g.tensors()[3].shape == graph::Shape{5});
+  CHECK(g.slot_read(0).pooling == graph::Pooling::kMean);
+  CHECK(g.slot_read(2).max_len == 5);
+  // [slot 0: 4 | slot 1: 4 | slot 2: 5 x 4 + 5 | dense 5]
+  CHECK(g.slot_offset(2) == 8);
+  CHECK(g.row_width() == 8 + 25 + 5);
+  CHECK(DenseInputDim(o->model) == g.row_width());
+
+  CHECK(NetworkError(SequenceJob(R"(    - {name: emb, kind: embedding}
+    - {name: t, kind: dense}
+    - {name: hist, kind: sequence, slot: 2}
+    - {name: mask, kind: sequence_mask, slot: 2}
+)")) == "job.yaml:10: input 'hist': network.inputs[2]: missing required key 'max_len' (the positions kept, e.g. 50)");
+  CHECK_THAT(NetworkError(SequenceJob(R"(    - {name: emb, kind: embedding}
+    - {name: t, kind: dense}
+    - {name: hist, kind: sequence, slot: 7, max_len: 5}
+    - {name: mask, kind: sequence_mask, slot: 7}
+)")),
+             Catch::Contains("input 'hist': slot 7 does not exist (the job has 3 sparse slots, 0 to 2)"));
+  CHECK_THAT(NetworkError(SequenceJob(R"(    - {name: emb, kind: embedding}
+    - {name: t, kind: dense}
+    - {name: hist, kind: sequence, slot: 2, max_len: 5}
+    - {name: mask, kind: sequence_mask, slot: 1}
+)")),
+             Catch::Contains("input 'mask': slot 1 is not a sequence slot (add an input of kind sequence for it)"));
+  CHECK_THAT(NetworkError(SequenceJob(R"(    - {name: emb, kind: embedding, slots: [0, 2]}
+    - {name: t, kind: dense}
+    - {name: hist, kind: sequence, slot: 2, max_len: 5}
+    - {name: mask, kind: sequence_mask, slot: 2}
+)")),
+             Catch::Contains("input 'emb': slot 2 is a sequence of input 'hist'; a pooled input cannot read it too"));
+  CHECK_THAT(NetworkError(SequenceJob(R"(    - {name: emb, kind: embedding, pooling: max}
+    - {name: t, kind: embedding, slots: [0]}
+    - {name: hist, kind: sequence, slot: 2, max_len: 5}
+    - {name: mask, kind: sequence_mask, slot: 2}
+)")),
+             Catch::Contains("input 't': slot 0 is pooled another way by input 'emb'; the inputs reading one slot must "
+                             "agree on `pooling`"));
+  CHECK_THAT(NetworkError(SequenceJob(R"(    - {name: emb, kind: embedding}
+    - {name: t, kind: dense}
+    - {name: hist, kind: sequence, slot: 2, max_len: 0}
+    - {name: mask, kind: sequence_mask, slot: 2}
+)")),
+             Catch::Contains("network.inputs[2].max_len: expected a length in [1, 4096]"));
+  CHECK_THAT(NetworkError(SequenceJob(R"(    - {name: emb, kind: embedding, pooling: avg}
+    - {name: t, kind: dense}
+    - {name: hist, kind: sequence, slot: 2, max_len: 5}
+    - {name: mask, kind: sequence_mask, slot: 2}
+)")),
+             Catch::Contains("unknown pooling 'avg' (use sum, mean, sqrt or max)"));
+  CHECK_THAT(NetworkError(SequenceJob(R"(    - {name: emb, kind: embedding, max_len: 3}
+    - {name: t, kind: dense}
+    - {name: hist, kind: sequence, slot: 2, max_len: 5}
+    - {name: mask, kind: sequence_mask, slot: 2}
+)")),
+             Catch::Contains("unknown key 'max_len'"));
+}
+
 TEST_CASE("Network errors: inputs and the job's slots") {
   CHECK(NetworkError(NetJob(kNetLayers, kNetOutput, R"(network:
   inputs:
     - {name: emb, kind: sparse}
     - {name: dense, kind: dense}
-)")) == "job.yaml:8: input 'emb': network.inputs[0].kind: unknown kind 'sparse' (use row, embedding, embed_w or "
-        "dense)");
+)")) == "job.yaml:8: input 'emb': network.inputs[0].kind: unknown kind 'sparse' (use row, embedding, embed_w, dense, "
+        "sequence or sequence_mask)");
   CHECK(NetworkError(NetJob(kNetLayers, kNetOutput, R"(network:
   inputs:
     - {name: emb}
     - {name: dense, kind: dense}
-)")) == "job.yaml:8: input 'emb': network.inputs[0]: missing required key 'kind' (row, embedding, embed_w or dense)");
+)")) == "job.yaml:8: input 'emb': network.inputs[0]: missing required key 'kind' (row, embedding, embed_w, dense, "
+        "sequence or sequence_mask)");
   // dense features the job does not have.
   const std::string no_dense = R"(hyper_parameters:
   model_type: network
