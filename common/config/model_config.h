@@ -12,10 +12,8 @@
 // The ranking models of PaddleRec's models/rank (wide_deep, deepfm, dcn, dlrm) read their
 // own keys with PaddleRec's names: dcn `cross_num`, dlrm `bot_layer_sizes`,
 // `top_layer_sizes` and `num_field` (checked against the slot count). Per-slot embedding
-// widths: `slot_dims`. Adding a model: a ModelType here (its name in ModelTypeNames, its
-// row width in SparseRowDim and its parameter count in DenseParamCount), then one file in
-// trainer/model implementing model::DenseModel and a line in its registry
-// (trainer/model/model_registry.cc).
+// widths: `slot_dims`. Each model_type expands to a layer graph (common/config/graph_models.cc);
+// a model of one's own is a `network:` section (model_type network, docs/MODELS.md).
 //
 // Keys fleetps adds (all optional): `model_type`, `output`, `init_seed`, `input_dim`,
 // `cross_type` (dcn).

@@ -425,8 +425,10 @@ StatusOr<std::string> ProbeCudaDevice(int gpu) {
 StatusOr<std::unique_ptr<DenseDevice>> MakeCudaDevice(const trainer::model::DenseNet& net, int gpu,
                                                       config::CudaWait wait) {
   if (!net.is_mlp()) {
-    return Status::InvalidArgument("the GPU device runs only the mlp and ctr_dnn models, not model_type " +
-                                   ModelTypeName(net.type()) + "; run it on the CPU (HETER_DEVICE_TYPE=cpu)");
+    return Status::InvalidArgument(
+        "the GPU device runs only plain MLP graphs (mlp, ctr_dnn, or a network of fc layers in a chain), not "
+        "model_type " +
+        ModelTypeName(net.type()) + "; run it on the CPU (HETER_DEVICE_TYPE=cpu)");
   }
   ASSIGN_OR_RETURN(std::string description, gpu::ProbeCudaDevice(gpu));
   RETURN_IF_ERROR(gpu::SetCudaWait(gpu, wait));

@@ -59,6 +59,27 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const Graph> graph, const dense::Cp
         row_reads_.push_back({l, i});
     }
   }
+  // A tensor read once, by a kernel that can write its gradient instead of adding to it,
+  // needs no zeroing before the backward pass; nor does the row when that holds for its
+  // only reader.
+  std::vector<size_t> readers(tensors.size(), 0);
+  for (const auto& layer : graph_->layers()) {
+    for (size_t t : layer.inputs) ++readers[t];
+  }
+  written_.assign(tensors.size(), false);
+  for (size_t l = 0; l < graph_->layers().size(); ++l) {
+    const auto& reads = graph_->layers()[l].inputs;
+    overwrite_.emplace_back(reads.size(), 0);
+    for (size_t i = 0; i < reads.size(); ++i) {
+      const bool is_row = reads[i] < graph_inputs.size() && graph_inputs[reads[i]].kind == InputKind::kRow;
+      const bool only = is_row ? row_reads_.size() == 1 : readers[reads[i]] == 1;
+      if (only && kernels_[l]->OverwritesInputGrads()) {
+        overwrite_[l][i] = 1;
+        written_[reads[i]] = true;
+      }
+    }
+  }
+  row_written_ = row_reads_.size() == 1 && overwrite_[row_reads_[0].first][row_reads_[0].second];
   // A tensor needs a gradient when it depends on parameters or on a row that needs one.
   const size_t inputs = graph_->spec().inputs.size();
   for (bool row : {true, false}) {
@@ -135,7 +156,11 @@ void GraphExecutor::GatherInputs(std::span<const float> row, size_t batch, Works
     for (size_t b = 0; b < batch; ++b) {
       const float* r = row.data() + b * row_width_;
       float* out = ws->values[i].data() + b * size;
-      for (const Segment& seg : segments_[i]) out = std::copy_n(r + seg.offset, seg.length, out);
+      for (const Segment& seg : segments_[i]) {
+        // A loop, not a memmove call: most segments are one slot's few floats.
+        for (size_t j = 0; j < seg.length; ++j) out[j] = r[seg.offset + j];
+        out += seg.length;
+      }
     }
   }
 }
@@ -194,11 +219,11 @@ void GraphExecutor::Backward(std::span<const float> params, std::span<const floa
   const auto inputs = graph_->spec().inputs;
   for (size_t t = 0; t < need.size(); ++t) {
     const bool row_input = t < inputs.size() && inputs[t].kind == InputKind::kRow;
-    if (need[t] && !row_input) std::fill(ws->grads[t].begin(), ws->grads[t].end(), 0.0f);
+    if (need[t] && !row_input && !written_[t]) std::fill(ws->grads[t].begin(), ws->grads[t].end(), 0.0f);
   }
   if (with_row) {
     // The row inputs' gradients go straight into row_grads; the other inputs' add to it after.
-    std::fill(row_grads.begin(), row_grads.end(), 0.0f);
+    if (!row_written_) std::fill(row_grads.begin(), row_grads.end(), 0.0f);
     for (const auto& [l, i] : row_reads_) ws->input_grads[l][i] = row_grads;
   }
   const size_t out = graph_->output_tensor(0);
@@ -217,7 +242,8 @@ void GraphExecutor::Backward(std::span<const float> params, std::span<const floa
                                  .scratch = ws->scratch[l]},
                           OpGrads{.output_grads = ws->output_grads[l],
                                   .param_grads = own,
-                                  .input_grads = with_row ? ws->input_grads[l] : ws->input_grads_none[l]});
+                                  .input_grads = with_row ? ws->input_grads[l] : ws->input_grads_none[l],
+                                  .overwrite = overwrite_[l]});
     if (ready && layer.num_params > 0) ready(layer.param_offset, layer.param_offset + layer.num_params);
   }
   if (with_row) ScatterInputGrads(batch, *ws, row_grads);

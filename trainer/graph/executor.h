@@ -11,6 +11,7 @@
 // Thread-safety: immutable after construction; concurrent calls with separate Workspaces.
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -83,6 +84,9 @@ class GraphExecutor {
   std::vector<std::unique_ptr<OpKernel>> kernels_;    // per layer
   std::vector<std::vector<Segment>> segments_;        // per graph input
   std::vector<std::pair<size_t, size_t>> row_reads_;  // (layer, input) pairs that read a row input
+  std::vector<std::vector<uint8_t>> overwrite_;       // per layer, per input: its kernel writes the gradient
+  std::vector<bool> written_;                         // per tensor: its gradient is written, not added to
+  bool row_written_ = false;                          // the row's gradient is written by its only reader
   // Per tensor: needs a gradient when the row needs one / when it does not.
   std::vector<bool> grad_with_row_, grad_without_row_;
 };

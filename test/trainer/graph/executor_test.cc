@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -97,6 +98,39 @@ TEST_CASE("a workspace planned for one batch size serves others with the same re
     CHECK(ga == gb);
     CHECK(ra == rb);
   }
+}
+
+TEST_CASE("gradients written by a tensor's only reader do not depend on what the buffers held", "[graph]") {
+  // row -> fc -> fc -> fc: each fc is its input's only reader, so it writes that input's
+  // gradient (the row's included) instead of adding to a zeroed buffer. A NaN left in the
+  // row gradient or a workspace's buffers from an earlier step must not survive.
+  GraphSpec spec;
+  spec.inputs = {GraphInput{.name = "row", .kind = InputKind::kRow, .where = ""}};
+  Attrs relu, out;
+  relu.SetNumber("size", 6);
+  relu.SetText("activation", "relu");
+  out.SetNumber("size", 1);
+  spec.layers = {Layer("a", "fc", {"row"}, relu), Layer("b", "fc", {"a"}, relu), Layer("logit", "fc", {"b"}, out)};
+  spec.outputs = {GraphOutput{.name = "click", .input = "logit", .where = ""}};
+  auto graph = fleetps::graph::BuildGraph(spec, RowShape{.slot_widths = {2, 3}, .dense_dim = 2});
+  REQUIRE(graph.ok());
+  const GraphExecutor ex(*graph, model::testing::TestGemm());
+  const size_t batch = 4;
+  const std::vector<float> params = model::testing::RandomVector(ex.num_params(), 3);
+  const std::vector<float> row = model::testing::RandomVector(batch * 7, 4);
+  const std::vector<float> dy = model::testing::RandomVector(batch, 5);
+  std::vector<float> logits(batch);
+  GraphExecutor::Workspace clean, dirty;
+  std::vector<float> g1(ex.num_params()), r1(row.size(), 0.0f);
+  ex.Forward(params, row, batch, &clean, logits);
+  ex.Backward(params, row, batch, dy, &clean, g1, r1, nullptr);
+  std::vector<float> g2(ex.num_params()), r2(row.size(), std::nanf(""));
+  for (int step = 0; step < 2; ++step) {  // the second step finds the first one's gradients in place
+    ex.Forward(params, row, batch, &dirty, logits);
+    ex.Backward(params, row, batch, dy, &dirty, g2, r2, nullptr);
+  }
+  CHECK(g1 == g2);
+  CHECK(r1 == r2);
 }
 
 }  // namespace

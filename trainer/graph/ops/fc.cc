@@ -33,6 +33,8 @@ class FcKernel : public OpKernel {
         zeros_(ctx.layer.spec.attrs.Text("init", "xavier").value() == "zeros"),
         gemm_(ctx.gemm) {}
 
+  bool OverwritesInputGrads() const override { return true; }
+
   // gelu keeps its pre-activation for the backward pass.
   size_t ScratchFloats(size_t batch) const override { return act_ == Act::kGelu ? batch * out_ : 0; }
 
@@ -105,7 +107,8 @@ class FcKernel : public OpKernel {
     gemm_->Gemm(dense::Op::kT, dense::Op::kN, in_, out_, a.batch, a.inputs[0].data(), in_, dy.data(), out_, 0.0f, dw,
                 out_);
     if (g.input_grads[0].empty()) return;
-    gemm_->Gemm(dense::Op::kN, dense::Op::kT, a.batch, in_, out_, dy.data(), out_, a.params.data(), out_, 1.0f,
+    const float beta = !g.overwrite.empty() && g.overwrite[0] ? 0.0f : 1.0f;
+    gemm_->Gemm(dense::Op::kN, dense::Op::kT, a.batch, in_, out_, dy.data(), out_, a.params.data(), out_, beta,
                 g.input_grads[0].data(), in_);
   }
 

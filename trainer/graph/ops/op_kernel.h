@@ -10,12 +10,16 @@
 //   the parameter shapes; param_grads the same slice of the gradient vector, which Backward
 //   OVERWRITES.
 // - Backward ADDS each input's gradient to input_grads[i] (a tensor may feed several
-//   layers); an empty input_grads[i] means that input needs no gradient: skip it.
+//   layers); an empty input_grads[i] means that input needs no gradient: skip it. A kernel
+//   whose OverwritesInputGrads() is true instead WRITES input_grads[i] where overwrite[i] is
+//   set (the executor sets it when this layer is the input's only reader and leaves the
+//   buffer unzeroed).
 // - output_grads[o] may be overwritten (the executor owns it and reads it no more).
 // - scratch: ScratchFloats(batch) floats the executor keeps from Forward to Backward of the
 //   same call (e.g. an inner product the backward pass needs).
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,6 +45,7 @@ struct OpGrads {
   std::span<const std::span<float>> output_grads;
   std::span<float> param_grads;
   std::span<const std::span<float>> input_grads;
+  std::span<const uint8_t> overwrite = {};  // per input (empty: add to every one)
 };
 
 class OpKernel {
@@ -52,6 +57,8 @@ class OpKernel {
   }
   // Fills this layer's parameters (its slice) from rng.
   virtual void InitParams(std::span<float> params, UniformRandom* rng) const { (void)params, (void)rng; }
+  // True when Backward honours OpGrads::overwrite (saves the executor zeroing the buffer).
+  virtual bool OverwritesInputGrads() const { return false; }
   virtual void Forward(const OpArgs& args) const = 0;
   virtual void Backward(const OpArgs& args, const OpGrads& grads) const = 0;
 };
