@@ -126,16 +126,13 @@ GraphSpec ModelGraphSpec(const ModelOptions& o) {
       if (o.dense_input_dim > 0) b.Input("dense", InputKind::kDense);
       const std::string deep = b.Stack("fc_", "row", deep_widths, "none");
       std::vector<std::string> terms = FirstOrder(&b, o);
-      std::string fields = "embedding";
+      std::vector<std::string> fields = {"embedding"};
       if (o.dense_input_dim > 0) {
         Attrs a;
         a.SetNumber("dim", o.sparse_feature_dim);
-        const std::string dense_fields = b.Layer("dense_fields", "dense_embedding", {"dense"}, std::move(a));
-        Attrs axis;
-        axis.SetNumber("axis", 0);
-        fields = b.Layer("fields", "concat", {"embedding", dense_fields}, std::move(axis));
+        fields.push_back(b.Layer("dense_fields", "dense_embedding", {"dense"}, std::move(a)));
       }
-      terms.push_back(b.Layer("fm", "fm", {fields}));
+      terms.push_back(b.Layer("fm", "fm", std::move(fields)));
       AddToClickLogit(&b, deep, std::move(terms), o.output);
       break;
     }

@@ -93,9 +93,12 @@ StatusOr<OpSignature> InferReduce(const Attrs& a, std::span<const Shape> in) {
   return OpSignature{.outputs = {{in[0][axis == 0 ? 1 : 0]}}, .params = {}};
 }
 
+// fm over the fields of every input together (as if joined along axis 0).
 StatusOr<OpSignature> InferFm(const Attrs&, std::span<const Shape> in) {
-  RETURN_IF_ERROR(
-      Expect(in[0].size() == 2, "needs fields [n, k] (an embedding input, or fields joined by concat axis 0)"));
+  for (const Shape& s : in) {
+    RETURN_IF_ERROR(Expect(s.size() == 2 && s[1] == in[0].back(),
+                           "needs fields [n, k] of one width k (embedding inputs, dense_embedding results)"));
+  }
   return OpSignature{.outputs = {{1}}, .params = {}};
 }
 
@@ -257,7 +260,7 @@ const std::vector<OpSchema>& OpSchemas() {
       {.name = "multiply", .min_inputs = 2, .max_inputs = 2, .keys = {}, .infer = InferElementwise},
       {.name = "reduce_sum", .keys = {"axis"}, .infer = InferReduce},
       {.name = "reduce_mean", .keys = {"axis"}, .infer = InferReduce},
-      {.name = "fm", .keys = {}, .infer = InferFm},
+      {.name = "fm", .max_inputs = SIZE_MAX, .keys = {}, .infer = InferFm},
       {.name = "cross", .min_inputs = 2, .max_inputs = 2, .keys = {"type", "rank"}, .infer = InferCross},
       {.name = "dot_interaction", .keys = {}, .infer = InferDot},
       {.name = "cin", .keys = {"layer_sizes", "activation"}, .infer = InferCin},

@@ -1,6 +1,7 @@
 // The feature-interaction ops of the ranking models.
 //   fm               factorization machine's pairwise term over fields e [n, k] -> [1]:
-//                    y = 1/2 sum_f ((sum_i e_if)^2 - sum_i e_if^2) = sum_{i<j} <e_i, e_j>
+//                    y = 1/2 sum_f ((sum_i e_if)^2 - sum_i e_if^2) = sum_{i<j} <e_i, e_j>;
+//                    several inputs [n_j, k] are one set of fields, as if joined on axis 0
 //   cross            one DCN cross layer over x0, x [d] -> [d]:
 //                    v1: y = x0 (x . w) + b + x     parameters w [d], b [d]
 //                    v2: y = x0 * (x W + b) + x     parameters W [d x d], b [d]
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 #include <cstdint>
 
 #include "trainer/graph/ops/ops.h"
@@ -22,21 +24,26 @@
 namespace fleetps::trainer::graph {
 namespace {
 
+// The fields of all inputs together: input j holds n_j of them.
 class FmKernel : public OpKernel {
  public:
-  explicit FmKernel(const Shape& in) : n_(in[0]), k_(in[1]) {}
+  explicit FmKernel(std::span<const Shape> in) : k_(in[0][1]) {
+    for (const Shape& s : in) n_.push_back(s[0]);
+  }
   size_t ScratchFloats(size_t) const override { return k_; }
 
   void Forward(const OpArgs& a) const override {
     for (size_t b = 0; b < a.batch; ++b) {
-      const float* e = a.inputs[0].data() + b * n_ * k_;
       double total = 0;
       for (size_t f = 0; f < k_; ++f) {
         double sum = 0, squares = 0;
-        for (size_t i = 0; i < n_; ++i) {
-          const double v = e[i * k_ + f];
-          sum += v;
-          squares += v * v;
+        for (size_t j = 0; j < n_.size(); ++j) {
+          const float* e = a.inputs[j].data() + b * n_[j] * k_;
+          for (size_t i = 0; i < n_[j]; ++i) {
+            const double v = e[i * k_ + f];
+            sum += v;
+            squares += v * v;
+          }
         }
         total += sum * sum - squares;
       }
@@ -44,26 +51,32 @@ class FmKernel : public OpKernel {
     }
   }
 
-  // de_i += dy (sum_j e_j - e_i).
+  // de_i += dy (sum over every field e - e_i).
   void Backward(const OpArgs& a, const OpGrads& g) const override {
-    if (g.input_grads[0].empty()) return;
     std::span<float> sum = a.scratch.first(k_);
     for (size_t b = 0; b < a.batch; ++b) {
-      const float* e = a.inputs[0].data() + b * n_ * k_;
-      float* de = g.input_grads[0].data() + b * n_ * k_;
       const float dy = g.output_grads[0][b];
       std::ranges::fill(sum, 0.0f);
-      for (size_t i = 0; i < n_; ++i) {
-        for (size_t f = 0; f < k_; ++f) sum[f] += e[i * k_ + f];
+      for (size_t j = 0; j < n_.size(); ++j) {
+        const float* e = a.inputs[j].data() + b * n_[j] * k_;
+        for (size_t i = 0; i < n_[j]; ++i) {
+          for (size_t f = 0; f < k_; ++f) sum[f] += e[i * k_ + f];
+        }
       }
-      for (size_t i = 0; i < n_; ++i) {
-        for (size_t f = 0; f < k_; ++f) de[i * k_ + f] += dy * (sum[f] - e[i * k_ + f]);
+      for (size_t j = 0; j < n_.size(); ++j) {
+        if (g.input_grads[j].empty()) continue;
+        const float* e = a.inputs[j].data() + b * n_[j] * k_;
+        float* de = g.input_grads[j].data() + b * n_[j] * k_;
+        for (size_t i = 0; i < n_[j]; ++i) {
+          for (size_t f = 0; f < k_; ++f) de[i * k_ + f] += dy * (sum[f] - e[i * k_ + f]);
+        }
       }
     }
   }
 
  private:
-  size_t n_, k_;
+  std::vector<size_t> n_;
+  size_t k_;
 };
 
 class CrossKernel : public OpKernel {
@@ -300,7 +313,7 @@ class DenseEmbeddingKernel : public OpKernel {
 }  // namespace
 
 std::unique_ptr<OpKernel> MakeFmKernel(const KernelContext& ctx) {
-  return std::make_unique<FmKernel>(ctx.input_shapes[0]);
+  return std::make_unique<FmKernel>(ctx.input_shapes);
 }
 std::unique_ptr<OpKernel> MakeCrossKernel(const KernelContext& ctx) {
   const bool v2 = ctx.layer.spec.attrs.Text("type", "v1").value() == "v2";
