@@ -7,7 +7,8 @@
 # threads per trainer, default 1) choose the PS mode and the Hogwild workers; FLEETPS_CONFIG
 # another job YAML (default configs/ctr_dnn.yaml); FLEETPS_PRECISION (fp32 | bf16, default the
 # YAML's) its fleetps.dense.precision, in a copy of it. FLEETPS_SETUPS: the setups to run
-# (default "local ps_1trainer ps_2trainers").
+# (default "local ps_1trainer ps_2trainers"). FLEETPS_DATA: a fleetps-datagen output directory
+# to train on instead of generating one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
@@ -15,7 +16,7 @@ ROWS="${1:-200000}"
 EPOCHS="${2:-1}"
 CONFIG="${FLEETPS_CONFIG:-configs/ctr_dnn.yaml}"
 OUT="$BUILD/train_bench"
-DATA="$OUT/data_$ROWS"
+DATA="${FLEETPS_DATA:-$OUT/data_$ROWS}"
 BASE_PORT="${FLEETPS_BENCH_PORT:-18800}"
 MODE="${FLEETPS_SYNC_MODE:-async}"
 THREADS="${FLEETPS_THREADS:-1}"

@@ -49,8 +49,18 @@ class FcKernel : public OpKernel {
     if (a.batch == 0) return;
     const float* w = a.params.data();
     std::span<float> y = a.outputs[0];
-    gemm_->Gemm(dense::Op::kN, dense::Op::kN, a.batch, out_, in_, a.inputs[0].data(), in_, w, out_, 0.0f, y.data(),
-                out_, {.bias = bias_ ? w + in_ * out_ : nullptr, .relu = act_ == Act::kRelu});
+    if (out_ == 1) {  // a dot product per example: plain loops beat a library call
+      const float bias = bias_ ? w[in_] : 0.0f;
+      for (size_t b = 0; b < a.batch; ++b) {
+        const float* x = a.inputs[0].data() + b * in_;
+        float dot = 0;
+        for (size_t i = 0; i < in_; ++i) dot += x[i] * w[i];
+        y[b] = act_ == Act::kRelu ? std::max(dot + bias, 0.0f) : dot + bias;
+      }
+    } else {
+      gemm_->Gemm(dense::Op::kN, dense::Op::kN, a.batch, out_, in_, a.inputs[0].data(), in_, w, out_, 0.0f, y.data(),
+                  out_, {.bias = bias_ ? w + in_ * out_ : nullptr, .relu = act_ == Act::kRelu});
+    }
     switch (act_) {
       case Act::kNone:
       case Act::kRelu: break;
@@ -103,11 +113,25 @@ class FcKernel : public OpKernel {
       std::fill(dw, dw + in_ * out_, 0.0f);
       return;
     }
+    const bool overwrite = !g.overwrite.empty() && g.overwrite[0];
+    if (out_ == 1) {  // dW = sum of dy x, dx = dy w: loops, as Forward
+      std::fill(dw, dw + in_, 0.0f);
+      for (size_t b = 0; b < a.batch; ++b) {
+        const float* x = a.inputs[0].data() + b * in_;
+        for (size_t i = 0; i < in_; ++i) dw[i] += dy[b] * x[i];
+      }
+      if (g.input_grads[0].empty()) return;
+      for (size_t b = 0; b < a.batch; ++b) {
+        float* dx = g.input_grads[0].data() + b * in_;
+        for (size_t i = 0; i < in_; ++i) dx[i] = (overwrite ? 0.0f : dx[i]) + dy[b] * a.params[i];
+      }
+      return;
+    }
     // dW [in x out] = x^T dy; dx [batch x in] += dy W^T.
     gemm_->Gemm(dense::Op::kT, dense::Op::kN, in_, out_, a.batch, a.inputs[0].data(), in_, dy.data(), out_, 0.0f, dw,
                 out_);
     if (g.input_grads[0].empty()) return;
-    const float beta = !g.overwrite.empty() && g.overwrite[0] ? 0.0f : 1.0f;
+    const float beta = overwrite ? 0.0f : 1.0f;
     gemm_->Gemm(dense::Op::kN, dense::Op::kT, a.batch, in_, out_, dy.data(), out_, a.params.data(), out_, beta,
                 g.input_grads[0].data(), in_);
   }
