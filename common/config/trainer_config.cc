@@ -169,6 +169,16 @@ Status ParseNetworkSection(const YAML::Node& root, const YamlContext& ctx, Model
                                      " but the job also has a 'network:' section; give one (model_type: network, or "
                                      "drop the section)");
   }
+  // The built-in models' layer keys would be silently unused: the layers are the graph's.
+  for (const char* key : {"fc_sizes", "layer_sizes", "output", "cross_num", "cross_type", "bot_layer_sizes",
+                          "top_layer_sizes", "input_dim"}) {
+    if (hp[key]) {
+      return ctx.Child(std::string("hyper_parameters.") + key)
+          .Error(hp[key],
+                 std::string("is a built-in model's key, and this job's model is its network: section; remove ") + key +
+                     " (the graph's layers and outputs say it)");
+    }
+  }
   ASSIGN_OR_RETURN(graph::GraphSpec spec, graph::ParseGraphSpec(root["network"], ctx.Child("network")));
   model->type = ModelType::kNetwork;
   ASSIGN_OR_RETURN(model->graph, graph::BuildGraph(std::move(spec), graph::ModelRowShape(*model)));

@@ -301,6 +301,15 @@ TEST_CASE("Network sequence inputs: the row's layout and their errors") {
              Catch::Contains("unknown key 'max_len'"));
 }
 
+TEST_CASE("A built-in model's layer keys beside a network section are an error, not ignored") {
+  const std::string hyper = kNetHyper + "  fc_sizes: [64, 32]\n";
+  CHECK(NetworkError(NetJob(kNetLayers, kNetOutput, kNetInputs, hyper)) ==
+        "job.yaml:6: hyper_parameters.fc_sizes: is a built-in model's key, and this job's model is its network: "
+        "section; remove fc_sizes (the graph's layers and outputs say it)");
+  CHECK_THAT(NetworkError(NetJob(kNetLayers, kNetOutput, kNetInputs, kNetHyper + "  output: sigmoid\n")),
+             Catch::Contains("hyper_parameters.output: is a built-in model's key"));
+}
+
 TEST_CASE("Network errors: inputs and the job's slots") {
   CHECK(NetworkError(NetJob(kNetLayers, kNetOutput, R"(network:
   inputs:
