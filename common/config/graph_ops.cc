@@ -184,6 +184,13 @@ StatusOr<OpSignature> InferDenseEmbedding(const Attrs& a, std::span<const Shape>
   return OpSignature{.outputs = {{d, k}}, .params = {{d, k}}};
 }
 
+// dropout: one input, its shape; `rate` in [0, 1).
+StatusOr<OpSignature> InferDropout(const Attrs& a, std::span<const Shape> in) {
+  ASSIGN_OR_RETURN(double rate, a.Float("rate", 0.5));
+  RETURN_IF_ERROR(Expect(rate >= 0 && rate < 1, "'rate' must be in [0, 1) (the share of values dropped)"));
+  return OpSignature{.outputs = {in[0]}, .params = {}};
+}
+
 // relu, sigmoid, tanh, gelu: one input, its shape.
 StatusOr<OpSignature> InferActivation(const Attrs&, std::span<const Shape> in) {
   return OpSignature{.outputs = {in[0]}, .params = {}};
@@ -271,6 +278,7 @@ const std::vector<OpSchema>& OpSchemas() {
       {.name = "sigmoid", .keys = {}, .infer = InferActivation},
       {.name = "tanh", .keys = {}, .infer = InferActivation},
       {.name = "gelu", .keys = {}, .infer = InferActivation},
+      {.name = "dropout", .keys = {"rate"}, .infer = InferDropout},
       {.name = "layer_norm", .keys = {"epsilon"}, .infer = InferLayerNorm},
       {.name = "target_attention",
        .min_inputs = 3,

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/check.h"
+#include "common/sharding.h"
 
 namespace fleetps::trainer::graph {
 
@@ -183,7 +184,7 @@ void GraphExecutor::ScatterInputGrads(size_t batch, const Workspace& ws, std::sp
 }
 
 void GraphExecutor::Forward(std::span<const float> params, std::span<const float> row, size_t batch, Workspace* ws,
-                            std::span<float> logits) const {
+                            std::span<float> logits, bool training) const {
   FLEETPS_CHECK_EQ(params.size(), num_params());
   FLEETPS_CHECK_EQ(row.size(), batch * row_width_);
   FLEETPS_CHECK_EQ(logits.size(), batch * num_logits());
@@ -201,8 +202,11 @@ void GraphExecutor::Forward(std::span<const float> params, std::span<const float
                                 .params = params.subspan(layer.param_offset, layer.num_params),
                                 .inputs = ws->inputs[l],
                                 .outputs = ws->outputs[l],
-                                .scratch = ws->scratch[l]});
+                                .scratch = ws->scratch[l],
+                                .training = training,
+                                .seed = MixKey(MixKey(ws->steps) ^ l)});
   }
+  if (training) ++ws->steps;
   const std::span<const float> out = view(graph_->output_tensor(0));
   std::copy(out.begin(), out.end(), logits.begin());
 }

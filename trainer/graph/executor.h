@@ -37,6 +37,7 @@ class GraphExecutor {
    private:
     friend class GraphExecutor;
     size_t batch = SIZE_MAX;  // the batch the spans below are planned for
+    uint64_t steps = 0;       // training Forwards so far (the dropout masks' seeds)
     std::vector<float> arena;
     std::vector<std::span<float>> values, grads;                                    // per tensor
     std::vector<std::span<float>> scratch;                                          // per layer
@@ -56,9 +57,10 @@ class GraphExecutor {
   // Each layer's InitParams in declaration order, one rng for all.
   void InitParams(std::span<float> params, UniformRandom* rng) const;
 
-  // logits [batch x num_logits()] from row [batch x row_width()].
+  // logits [batch x num_logits()] from row [batch x row_width()]. `training`: a training step
+  // (dropout drops, with a mask drawn from the workspace's step count) rather than inference.
   void Forward(std::span<const float> params, std::span<const float> row, size_t batch, Workspace* ws,
-               std::span<float> logits) const;
+               std::span<float> logits, bool training = false) const;
 
   // After a Forward with the same arguments and workspace: overwrites param_grads and,
   // unless empty, row_grads ([batch x row_width()]). `ready(begin, end)` is called for each

@@ -68,18 +68,18 @@ void DenseNet::InitParams(std::span<float> params, uint64_t seed) const {
   executor_->InitParams(params, &rng);
 }
 
-void DenseNet::RunModel(std::span<const float> params, std::span<const float> activations, size_t batch,
-                        Workspace* ws) const {
+void DenseNet::RunModel(std::span<const float> params, std::span<const float> activations, size_t batch, Workspace* ws,
+                        bool training) const {
   FLEETPS_CHECK_EQ(params.size(), num_params());
   FLEETPS_CHECK_EQ(activations.size(), batch * in_dim());
   ws->logits_.resize(batch * executor_->num_logits());
-  executor_->Forward(params, activations, batch, &ws->graph_, ws->logits_);
+  executor_->Forward(params, activations, batch, &ws->graph_, ws->logits_, training);
   ws->predictions_.resize(batch);
 }
 
 std::span<const float> DenseNet::Forward(std::span<const float> params, std::span<const float> activations,
                                          size_t batch, Workspace* ws) const {
-  RunModel(params, activations, batch, ws);
+  RunModel(params, activations, batch, ws, /*training=*/false);
   PredictProbabilities(output_, ws->logits_, ws->predictions_);
   return ws->predictions_;
 }
@@ -91,7 +91,7 @@ float DenseNet::ForwardBackward(std::span<const float> params, std::span<const f
   FLEETPS_CHECK_EQ(param_grads.size(), num_params());
   FLEETPS_CHECK(activation_grads.empty() || activation_grads.size() == batch * in_dim())
       << "activation_grads has " << activation_grads.size() << " floats";
-  RunModel(params, activations, batch, ws);
+  RunModel(params, activations, batch, ws, /*training=*/true);
   ws->logit_grads_.resize(ws->logits_.size());
   const float loss = CrossEntropy(output_, ws->logits_, labels, ws->predictions_, ws->logit_grads_);
   executor_->Backward(params, activations, batch, ws->logit_grads_, &ws->graph_, param_grads, activation_grads,

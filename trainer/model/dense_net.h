@@ -104,8 +104,9 @@ class DenseNet {
 
  private:
   DenseNet(const ModelOptions& options, std::shared_ptr<const dense::CpuGemm> gemm);
-  // Runs the model; leaves the logits in ws->logits_.
-  void RunModel(std::span<const float> params, std::span<const float> activations, size_t batch, Workspace* ws) const;
+  // Runs the model (a training step or inference); leaves the logits in ws->logits_.
+  void RunModel(std::span<const float> params, std::span<const float> activations, size_t batch, Workspace* ws,
+                bool training) const;
 
   std::shared_ptr<const dense::CpuGemm> gemm_;  // before executor_: its kernels point to it
   // Immutable, shared by copies of this net.

@@ -133,5 +133,49 @@ TEST_CASE("gradients written by a tensor's only reader do not depend on what the
   CHECK(r1 == r2);
 }
 
+TEST_CASE("dropout drops in training steps only, with a fresh mask each step, and its gradient follows the mask",
+          "[graph]") {
+  // row [4000] -> dropout(0.25) -> reduce_sum: each training step keeps ~3/4 of the values,
+  // scaled by 4/3; inference passes them all. d(sum)/d(row) is the step's scaled mask.
+  GraphSpec spec;
+  spec.inputs = {GraphInput{.name = "d", .kind = InputKind::kDense, .where = ""}};
+  Attrs rate;
+  rate.SetNumber("rate", 0.25);
+  spec.layers = {Layer("drop", "dropout", {"d"}, rate), Layer("sum", "reduce_sum", {"drop"})};
+  spec.outputs = {GraphOutput{.name = "click", .input = "sum", .where = ""}};
+  auto graph = fleetps::graph::BuildGraph(spec, RowShape{.slot_widths = {}, .dense_dim = 4000});
+  REQUIRE(graph.ok());
+  const GraphExecutor ex(*graph, model::testing::TestGemm());
+  const std::vector<float> row(4000, 1.0f);
+  GraphExecutor::Workspace ws;
+  std::vector<float> sum(1);
+  ex.Forward({}, row, 1, &ws, sum, /*training=*/false);
+  CHECK(sum[0] == 4000.0f);
+  std::vector<std::vector<float>> masks;
+  for (int step = 0; step < 2; ++step) {
+    ex.Forward({}, row, 1, &ws, sum, /*training=*/true);
+    std::vector<float> grads, row_grads(4000);
+    ex.Backward({}, row, 1, std::vector<float>{1.0f}, &ws, grads, row_grads, nullptr);
+    size_t kept = 0;
+    float total = 0;
+    for (float g : row_grads) {
+      CHECK((g == 0.0f || g == Approx(4.0f / 3)));
+      kept += g != 0.0f ? 1 : 0;
+      total += g;
+    }
+    CHECK(sum[0] == Approx(total).epsilon(1e-5));  // the output is the kept values, scaled
+    CHECK(kept > 2800);                            // 3000 expected, standard deviation 27
+    CHECK(kept < 3200);
+    masks.push_back(row_grads);
+  }
+  CHECK(masks[0] != masks[1]);
+  // A fresh workspace draws the same masks: training is reproducible.
+  GraphExecutor::Workspace again;
+  ex.Forward({}, row, 1, &again, sum, /*training=*/true);
+  std::vector<float> grads, row_grads(4000);
+  ex.Backward({}, row, 1, std::vector<float>{1.0f}, &again, grads, row_grads, nullptr);
+  CHECK(row_grads == masks[0]);
+}
+
 }  // namespace
 }  // namespace fleetps::trainer::graph

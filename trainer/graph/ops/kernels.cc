@@ -13,6 +13,7 @@ std::unique_ptr<OpKernel> MakeKernel(const KernelContext& ctx) {
   using Factory = std::unique_ptr<OpKernel> (*)(const KernelContext&);
   static const std::map<std::string, Factory> kFactories = {
       {"fc", MakeFcKernel},
+      {"dropout", MakeDropoutKernel},
       {"concat", MakeConcatKernel},
       {"flatten", MakeCopyKernel},
       {"reshape", MakeCopyKernel},

@@ -39,6 +39,10 @@ struct OpArgs {
   std::span<const std::span<const float>> inputs;
   std::span<const std::span<float>> outputs;
   std::span<float> scratch;
+  // A training step (dropout drops) or inference (it passes everything); and the step's
+  // seed for random draws, a pure function of the workspace's step count and the layer.
+  bool training = false;
+  uint64_t seed = 0;
 };
 
 struct OpGrads {

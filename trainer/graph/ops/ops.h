@@ -9,6 +9,7 @@
 namespace fleetps::trainer::graph {
 
 std::unique_ptr<OpKernel> MakeFcKernel(const KernelContext& ctx);
+std::unique_ptr<OpKernel> MakeDropoutKernel(const KernelContext& ctx);
 // cin, self_attention, moe (cin.cc, self_attention.cc, moe.cc)
 std::unique_ptr<OpKernel> MakeCinKernel(const KernelContext& ctx);
 std::unique_ptr<OpKernel> MakeSelfAttentionKernel(const KernelContext& ctx);
