@@ -10,6 +10,7 @@
 #include <numeric>
 #include <vector>
 
+#include "test/trainer/graph/graph_test_util.h"
 #include "test/trainer/model/model_test_util.h"
 
 namespace fleetps::trainer::graph {
@@ -23,10 +24,7 @@ using fleetps::graph::GraphSpec;
 using fleetps::graph::InputKind;
 using fleetps::graph::RowShape;
 
-GraphLayer Layer(const std::string& name, const std::string& op, std::vector<std::string> inputs, Attrs attrs = {}) {
-  return GraphLayer{
-      .name = name, .op = op, .inputs = std::move(inputs), .outputs = {name}, .attrs = attrs, .where = ""};
-}
+using testing::Layer;
 
 // Every input kind over 2 slots of width 2 (with embed_w) and 1 dense feature, joined into
 // one fc of width 1: logit = sum_i W_i cat_i + b with cat = [flat(emb) | w | dense | row]. The

@@ -21,6 +21,7 @@
 #include "common/config/graph_ops.h"
 #include "common/config/graph_spec.h"
 #include "common/config/yaml_util.h"
+#include "test/trainer/graph/graph_test_util.h"
 #include "test/trainer/model/model_test_util.h"
 #include "trainer/graph/executor.h"
 
@@ -41,17 +42,10 @@ using model::testing::GradientCheckOptions;
 using model::testing::GradientCheckResult;
 using model::testing::RandomVector;
 using model::testing::TestGemm;
+using testing::Built;
+using testing::Layer;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-GraphLayer Layer(const std::string& name, const std::string& op, std::vector<std::string> inputs, Attrs attrs = {}) {
-  return GraphLayer{.name = name,
-                    .op = op,
-                    .inputs = std::move(inputs),
-                    .outputs = {name},
-                    .attrs = std::move(attrs),
-                    .where = "test"};
-}
 
 // Inputs seq [len, k], mask [len] and target [dense] (dense = k unless a test wants a wrong one).
 RowShape SeqRow(size_t len, size_t k, size_t dense = 0) {
@@ -67,26 +61,14 @@ GraphSpec SeqSpec() {
   return spec;
 }
 
-// `op` over `inputs`, then its sum as the logit.
+// `op` over `inputs` of SeqSpec, then its sum as the logit.
 StatusOr<std::shared_ptr<const Graph>> OneOpGraph(const std::string& op, Attrs attrs, std::vector<std::string> inputs,
                                                   const RowShape& row) {
-  GraphSpec spec = SeqSpec();
-  spec.layers.push_back(Layer("op", op, std::move(inputs), std::move(attrs)));
-  spec.layers.push_back(Layer("sum", "reduce_sum", {"op"}));
-  spec.outputs.push_back(GraphOutput{.name = "click", .input = "sum", .where = "test"});
-  return fleetps::graph::BuildGraph(std::move(spec), row);
-}
-
-// The graph, failing the test with BuildGraph's message when it is refused.
-std::shared_ptr<const Graph> Built(const StatusOr<std::shared_ptr<const Graph>>& graph) {
-  INFO(graph.status().message());
-  REQUIRE(graph.ok());
-  return *graph;
+  return testing::OneOpGraph(SeqSpec(), op, std::move(attrs), std::move(inputs), row);
 }
 
 std::string BuildError(const std::string& op, Attrs attrs, std::vector<std::string> inputs, const RowShape& row) {
-  const auto graph = OneOpGraph(op, std::move(attrs), std::move(inputs), row);
-  return graph.ok() ? "" : graph.status().message();
+  return testing::BuildMessage(OneOpGraph(op, std::move(attrs), std::move(inputs), row));
 }
 
 void RequireNear(std::span<const float> got, std::span<const double> want, double tol) {
