@@ -166,8 +166,89 @@ Status CheckAllUsed(const std::vector<ResolvedLayer>& layers, const std::vector<
   return Status::OK();
 }
 
+// True when tensor t holds a probability: a sigmoid's, an fc's with activation sigmoid, or
+// a multiply's of probabilities.
+bool IsProbability(std::span<const ResolvedLayer> layers, const std::vector<int>& producer, size_t t) {
+  if (producer[t] < 0) return false;
+  const ResolvedLayer& layer = layers[static_cast<size_t>(producer[t])];
+  if (layer.spec.op == "sigmoid") return true;
+  if (layer.spec.op == "fc") {
+    const StatusOr<std::string> activation = layer.spec.attrs.Text("activation", "none");
+    return activation.ok() && *activation == "sigmoid";
+  }
+  if (layer.spec.op != "multiply") return false;
+  return std::all_of(layer.inputs.begin(), layer.inputs.end(),
+                     [&](size_t in) { return IsProbability(layers, producer, in); });
+}
+
+std::string OutputError(const GraphOutput& out, const std::string& what) {
+  return out.where + ": output '" + out.name + "': " + what;
+}
+
+// The column of out's label among the data's labels.
+StatusOr<size_t> OutputLabel(const GraphOutput& out, const std::vector<std::string>& labels) {
+  std::string names;
+  for (const std::string& l : labels) names += (names.empty() ? "" : ", ") + l;
+  if (out.label.empty()) {
+    if (labels.size() == 1) return size_t{0};
+    return Status::InvalidArgument(OutputError(out, "the data has " + std::to_string(labels.size()) + " labels (" +
+                                                        names +
+                                                        "); name the one this output learns with label: <name>"));
+  }
+  const auto it = std::find(labels.begin(), labels.end(), out.label);
+  if (it == labels.end()) {
+    return Status::InvalidArgument(
+        OutputError(out, "unknown label '" + out.label + "'; the data's labels are " + names +
+                             " (the data section's label_slot / label_slots: add it there or pick one of those)"));
+  }
+  return static_cast<size_t>(it - labels.begin());
+}
+
 Status InputError(const GraphInput& in, const std::string& what) {
   return Status::InvalidArgument(in.where + ": input '" + in.name + "': " + what);
+}
+
+struct ResolvedOutput {
+  size_t tensor = 0;
+  size_t label = 0;
+};
+
+// Each output's tensor (of the shape its loss reads) and label column.
+StatusOr<std::vector<ResolvedOutput>> ResolveOutputs(const GraphSpec& spec, const Graph& graph, const Names& names,
+                                                     const std::vector<int>& producer) {
+  std::map<std::string, std::string> output_names;
+  std::vector<ResolvedOutput> outputs;
+  for (const GraphOutput& out : spec.outputs) {
+    if (!output_names.emplace(out.name, out.where).second) {
+      return Status::InvalidArgument(OutputError(out, "is defined twice (first at " + output_names[out.name] + ")"));
+    }
+    ResolvedOutput r;
+    ASSIGN_OR_RETURN(r.tensor, names.Find(out.input, out.where, "output '" + out.name + "'"));
+    if (producer[r.tensor] < 0) {
+      return Status::InvalidArgument(
+          OutputError(out, "reads the graph input '" + out.input + "'; an output reads a layer's result"));
+    }
+    const Shape& shape = graph.tensors()[r.tensor].shape;
+    const Shape want{LossWidth(out.loss)};
+    if (shape != want) {
+      const std::string fix = out.loss == LossKind::kLogLoss
+                                  ? "(log_loss reads one probability per example)"
+                                  : "(end the graph with an fc of size " + std::to_string(want[0]) + ")";
+      return Status::InvalidArgument(
+          OutputError(out, std::string(LossName(out.loss)) + " needs " +
+                               (out.loss == LossKind::kLogLoss ? "a probability" : "logits") + " of shape " +
+                               ShapeString(want) + ", '" + out.input + "' is " + ShapeString(shape) + " " + fix));
+    }
+    if (out.loss == LossKind::kLogLoss && !IsProbability(graph.layers(), producer, r.tensor)) {
+      return Status::InvalidArgument(OutputError(
+          out, "log_loss needs a probability, and '" + out.input +
+                   "' is not one; feed it a sigmoid (op sigmoid, or fc with activation: sigmoid) or a multiply of "
+                   "sigmoids, or use sigmoid_cross_entropy on the logit"));
+    }
+    ASSIGN_OR_RETURN(r.label, OutputLabel(out, graph.row().labels));
+    outputs.push_back(r);
+  }
+  return outputs;
 }
 
 // How the row holds each slot: a sequence for a `sequence` input's slot, else pooled with the
@@ -275,31 +356,10 @@ StatusOr<std::shared_ptr<const Graph>> BuildGraph(GraphSpec spec, const RowShape
     graph->num_params_ += layer.num_params;
   }
 
-  std::map<std::string, std::string> output_names;
-  for (const GraphOutput& out : spec.outputs) {
-    if (!output_names.emplace(out.name, out.where).second) {
-      return Status::InvalidArgument(out.where + ": output '" + out.name + "' is defined twice (first at " +
-                                     output_names[out.name] + ")");
-    }
-    ASSIGN_OR_RETURN(size_t t, names.Find(out.input, out.where, "output '" + out.name + "'"));
-    const Shape& shape = graph->tensors_[t].shape;
-    const Shape want = out.loss == LossKind::kSigmoidCrossEntropy ? Shape{1} : Shape{2};
-    if (shape != want) {
-      return Status::InvalidArgument(
-          out.where + ": output '" + out.name +
-          "': " + (out.loss == LossKind::kSigmoidCrossEntropy ? "sigmoid_cross_entropy" : "softmax_cross_entropy") +
-          " needs logits of shape " + ShapeString(want) + ", '" + out.input + "' is " + ShapeString(shape) +
-          " (end the graph with an fc of size " + std::to_string(want[0]) + ")");
-    }
-    if (out.label != "click") {
-      return Status::InvalidArgument(out.where + ": output '" + out.name + "': unknown label '" + out.label +
-                                     "' (the data gives one label, 'click': write label: click or leave the key out)");
-    }
-    graph->output_tensors_.push_back(t);
-  }
-  if (graph->output_tensors_.size() != 1) {
-    return Status::InvalidArgument(spec.where + ": the graph has " + std::to_string(graph->output_tensors_.size()) +
-                                   " outputs; the trainers train one output (label 'click') per graph");
+  ASSIGN_OR_RETURN(std::vector<ResolvedOutput> outputs, ResolveOutputs(spec, *graph, names, producer));
+  for (const ResolvedOutput& out : outputs) {
+    graph->output_tensors_.push_back(out.tensor);
+    graph->output_labels_.push_back(out.label);
   }
   RETURN_IF_ERROR(CheckAllUsed(graph->layers_, producer, graph->output_tensors_));
   graph->spec_ = std::move(spec);

@@ -51,7 +51,7 @@ class SpecBuilder {
         .name = "click",
         .input = input,
         .loss = kind == OutputKind::kSigmoid ? LossKind::kSigmoidCrossEntropy : LossKind::kSoftmaxCrossEntropy,
-        .label = "click",
+        .label = "",
         .weight = 1.0,
         .where = Where()});
   }
@@ -173,6 +173,7 @@ GraphSpec ModelGraphSpec(const ModelOptions& o) {
 
 RowShape ModelRowShape(const ModelOptions& o) {
   RowShape row;
+  row.labels = o.labels;
   if (o.type == ModelType::kMlp) {
     row.dense_dim = o.input_dim;
     return row;
@@ -181,6 +182,7 @@ RowShape ModelRowShape(const ModelOptions& o) {
     row.slot_widths.push_back(o.slot_dims.empty() ? o.sparse_feature_dim : o.slot_dims[s]);
   }
   row.dense_dim = o.dense_input_dim;
+  row.labels = o.labels;
   return row;
 }
 

@@ -79,6 +79,17 @@ StatusOr<std::string> Attrs::Choice(const std::string& key, const std::vector<st
   return Status::InvalidArgument("unknown " + key + " '" + word + "' (use " + names + ")");
 }
 
+std::string_view LossName(LossKind kind) {
+  switch (kind) {
+    case LossKind::kSigmoidCrossEntropy: return "sigmoid_cross_entropy";
+    case LossKind::kSoftmaxCrossEntropy: return "softmax_cross_entropy";
+    case LossKind::kLogLoss: return "log_loss";
+  }
+  return "?";
+}
+
+size_t LossWidth(LossKind kind) { return kind == LossKind::kSoftmaxCrossEntropy ? 2 : 1; }
+
 size_t Graph::slot_block(size_t s) const {
   const SlotRead& read = slot_reads_[s];
   const size_t width = row_.slot_widths[s];
@@ -335,12 +346,13 @@ Status ParseOutput(const YAML::Node& node, const YamlContext& ctx, GraphOutput* 
     RETURN_IF_ERROR(config::RejectUnknownKeys(node, {"name", "input", "loss", "label", "weight"}, ctx));
     RETURN_IF_ERROR(ReadName(node, "input", ctx, &out->input));
     if (!node["loss"]) {
-      return ctx.Error(node, "missing required key 'loss' (sigmoid_cross_entropy or softmax_cross_entropy)");
+      return ctx.Error(node, "missing required key 'loss' (sigmoid_cross_entropy, softmax_cross_entropy or log_loss)");
     }
     RETURN_IF_ERROR(config::ReadChoice(
         node, "loss", ctx,
         {std::pair<std::string_view, LossKind>{"sigmoid_cross_entropy", LossKind::kSigmoidCrossEntropy},
-         {"softmax_cross_entropy", LossKind::kSoftmaxCrossEntropy}},
+         {"softmax_cross_entropy", LossKind::kSoftmaxCrossEntropy},
+         {"log_loss", LossKind::kLogLoss}},
         &out->loss));
     RETURN_IF_ERROR(config::ReadString(node, "label", ctx, &out->label));
     RETURN_IF_ERROR(config::ReadDouble(node, "weight", ctx, &out->weight));

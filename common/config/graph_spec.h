@@ -15,6 +15,10 @@
 //     outputs:
 //       - {name: ctr, input: logit, loss: sigmoid_cross_entropy, label: click}
 //
+// Several outputs (multi-task models: MMoE, ESMM) each name the data label they learn
+// (`label_slots` of the data section); the job's loss is the weighted sum of their mean
+// losses, and each output's AUC is reported against its label.
+//
 // Shapes are per example (the batch is implicit): [d] or [n, k]. Every layer's parameters
 // sit in ONE flat float vector (the job's dense table), layers in declaration order, each
 // op's own parameters in the order its schema lists them (graph_ops.cc); the gradient
@@ -33,6 +37,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -110,7 +115,14 @@ struct SlotRead {
 enum class LossKind : uint8_t {
   kSigmoidCrossEntropy = 0,  // input [1]: p(label) = sigmoid(logit)
   kSoftmaxCrossEntropy = 1,  // input [2]: (no, yes) logits, p(label) = softmax[1]
+  // input [1]: p(label) itself, a probability (a sigmoid, an fc with activation sigmoid, or
+  // a multiply of probabilities, as ESMM's pCTCVR = pCTR x pCVR); Paddle's log_loss:
+  // -y log(p + eps) - (1 - y) log(1 - p + eps), eps = 1e-4.
+  kLogLoss = 2,
 };
+std::string_view LossName(LossKind kind);  // "sigmoid_cross_entropy" | "softmax_cross_entropy" | "log_loss"
+// Floats per example a loss reads: 2 for softmax_cross_entropy, else 1.
+size_t LossWidth(LossKind kind);
 
 struct GraphInput {
   std::string name;
@@ -138,8 +150,10 @@ struct GraphOutput {
   std::string name;
   std::string input;
   LossKind loss = LossKind::kSigmoidCrossEntropy;
-  std::string label = "click";
-  double weight = 1.0;
+  // The data's label it is trained on (a name of the data's label_slots); empty = the
+  // data's only label (an error when the data has several).
+  std::string label = {};
+  double weight = 1.0;  // the job's loss is the weighted sum of the outputs' mean losses
   std::string where;
 };
 
@@ -159,6 +173,7 @@ StatusOr<GraphSpec> ParseGraphSpec(const YAML::Node& node, const config::YamlCon
 struct RowShape {
   std::vector<size_t> slot_widths;  // embedding floats per slot (empty: no sparse slots)
   size_t dense_dim = 0;
+  std::vector<std::string> labels = {"click"};  // the data's labels (label_slots), in column order
 };
 
 // A layer with its shapes resolved.
@@ -199,7 +214,10 @@ class Graph {
   size_t row_width() const { return slot_offsets_.back() + row_.dense_dim; }
   // The tensor id of the graph input `i` and of output `o`'s logits.
   size_t input_tensor(size_t i) const { return i; }
+  size_t num_outputs() const { return output_tensors_.size(); }
   size_t output_tensor(size_t o) const { return output_tensors_[o]; }
+  // The column of output o's label in the data's labels (row().labels).
+  size_t output_label(size_t o) const { return output_labels_[o]; }
 
  private:
   friend StatusOr<std::shared_ptr<const Graph>> BuildGraph(GraphSpec spec, const RowShape& row);
@@ -209,6 +227,7 @@ class Graph {
   std::vector<ResolvedLayer> layers_;
   std::vector<size_t> order_;
   std::vector<size_t> output_tensors_;
+  std::vector<size_t> output_labels_;
   size_t num_params_ = 0;
   bool reads_embed_w_ = false;
   std::vector<SlotRead> slot_reads_;  // per slot

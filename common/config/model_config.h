@@ -111,6 +111,9 @@ struct ModelOptions {
   // The checked layer graph of a `network:` section (model_type network); null for the
   // built-in types, whose graph graph::ModelGraph expands from the keys above.
   std::shared_ptr<const graph::Graph> graph;
+  // The data's labels, in column order (the data section's label_slots; ParseTrainerYaml
+  // copies them here): the graph's outputs name the ones they learn.
+  std::vector<std::string> labels = {"click"};
 
   // `optimizer`: {class (or name): SGD | Adagrad | Adam (case-insensitive), learning_rate
   // (> 0), beta1, beta2 (in [0, 1)), epsilon (> 0), initial_accumulator (>= 0),

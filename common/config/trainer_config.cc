@@ -161,6 +161,14 @@ Status ParseNetworkSection(const YAML::Node& root, const YamlContext& ctx, Model
       return ctx.Error(hp["model_type"],
                        "model_type network needs a 'network:' section (the layer graph, docs/MODELS.md)");
     }
+    if (model->labels.size() > 1) {
+      return ctx.Child("hyper_parameters.model_type")
+          .Error(hp["model_type"] ? hp["model_type"] : hp,
+                 "model_type " + ModelTypeName(model->type) + " learns one label and the data has " +
+                     std::to_string(model->labels.size()) +
+                     " (label_slots); keep one, or write the model as a network: section with one output per label "
+                     "(configs/mmoe.yaml)");
+    }
     return Status::OK();
   }
   if (!named && hp["model_type"]) {
@@ -182,8 +190,8 @@ Status ParseNetworkSection(const YAML::Node& root, const YamlContext& ctx, Model
   ASSIGN_OR_RETURN(graph::GraphSpec spec, graph::ParseGraphSpec(root["network"], ctx.Child("network")));
   model->type = ModelType::kNetwork;
   ASSIGN_OR_RETURN(model->graph, graph::BuildGraph(std::move(spec), graph::ModelRowShape(*model)));
-  model->output = model->graph->spec().outputs[0].loss == graph::LossKind::kSigmoidCrossEntropy ? OutputKind::kSigmoid
-                                                                                                : OutputKind::kSoftmax2;
+  model->output = model->graph->spec().outputs[0].loss == graph::LossKind::kSoftmaxCrossEntropy ? OutputKind::kSoftmax2
+                                                                                                : OutputKind::kSigmoid;
   return Status::OK();
 }
 
@@ -202,8 +210,9 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
   TrainerOptions o;
   o.config_path = file_name;
   RETURN_IF_ERROR(ParseModelOptions(root["hyper_parameters"], ctx.Child("hyper_parameters"), &o.model));
-  RETURN_IF_ERROR(ParseNetworkSection(root, ctx, &o.model));
   RETURN_IF_ERROR(ParsePaddleRecDataOptions(root, ctx, &o.data));
+  o.model.labels = {o.data.label_slot};
+  RETURN_IF_ERROR(ParseNetworkSection(root, ctx, &o.model));
   if (root["runner"]) RETURN_IF_ERROR(ParseRunnerSection(root["runner"], ctx.Child("runner"), file_name, &o));
   DeriveTables(&o);
   const YAML::Node ext = root["fleetps"];

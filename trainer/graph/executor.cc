@@ -63,9 +63,16 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const Graph> graph, const dense::Cp
   // A tensor read once, by a kernel that can write its gradient instead of adding to it,
   // needs no zeroing before the backward pass; nor does the row when that holds for its
   // only reader.
+  // An output's loss counts as a reader: a tensor that is an output and also read by a
+  // layer gets both gradients added.
   std::vector<size_t> readers(tensors.size(), 0);
   for (const auto& layer : graph_->layers()) {
     for (size_t t : layer.inputs) ++readers[t];
+  }
+  logit_offsets_ = {0};
+  for (size_t o = 0; o < graph_->num_outputs(); ++o) {
+    ++readers[graph_->output_tensor(o)];
+    logit_offsets_.push_back(logit_offsets_.back() + tensors[graph_->output_tensor(o)].size);
   }
   written_.assign(tensors.size(), false);
   for (size_t l = 0; l < graph_->layers().size(); ++l) {
@@ -207,8 +214,10 @@ void GraphExecutor::Forward(std::span<const float> params, std::span<const float
                                 .seed = MixKey(MixKey(ws->steps) ^ l)});
   }
   if (training) ++ws->steps;
-  const std::span<const float> out = view(graph_->output_tensor(0));
-  std::copy(out.begin(), out.end(), logits.begin());
+  for (size_t o = 0; o < graph_->num_outputs(); ++o) {
+    const std::span<const float> out = view(graph_->output_tensor(o));
+    std::copy(out.begin(), out.end(), logits.begin() + static_cast<std::ptrdiff_t>(batch * logit_offsets_[o]));
+  }
 }
 
 void GraphExecutor::Backward(std::span<const float> params, std::span<const float> row, size_t batch,
@@ -230,8 +239,12 @@ void GraphExecutor::Backward(std::span<const float> params, std::span<const floa
     if (!row_written_) std::fill(row_grads.begin(), row_grads.end(), 0.0f);
     for (const auto& [l, i] : row_reads_) ws->input_grads[l][i] = row_grads;
   }
-  const size_t out = graph_->output_tensor(0);
-  std::copy(logit_grads.begin(), logit_grads.end(), ws->grads[out].begin());
+  FLEETPS_CHECK_EQ(logit_grads.size(), batch * num_logits());
+  for (size_t o = 0; o < graph_->num_outputs(); ++o) {
+    const std::span<float> g = ws->grads[graph_->output_tensor(o)];
+    const float* from = logit_grads.data() + batch * logit_offsets_[o];
+    for (size_t i = 0; i < g.size(); ++i) g[i] += from[i];
+  }
   const auto layers = graph_->layers();
   const auto order = graph_->order();
   for (size_t i = order.size(); i-- > 0;) {

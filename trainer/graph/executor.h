@@ -51,13 +51,15 @@ class GraphExecutor {
   const fleetps::graph::Graph& graph() const { return *graph_; }
   size_t row_width() const { return row_width_; }
   size_t num_params() const { return graph_->num_params(); }
-  // Floats per example of the (single) output's logits.
-  size_t num_logits() const { return graph_->tensors()[graph_->output_tensor(0)].size; }
+  // Floats per example of all outputs' logits; the logits of a batch are laid out output
+  // after output: output o's [batch x width(o)] block starts at batch x logit_offset(o).
+  size_t num_logits() const { return logit_offsets_.back(); }
+  size_t logit_offset(size_t o) const { return logit_offsets_[o]; }
 
   // Each layer's InitParams in declaration order, one rng for all.
   void InitParams(std::span<float> params, UniformRandom* rng) const;
 
-  // logits [batch x num_logits()] from row [batch x row_width()]. `training`: a training step
+  // logits (batch x num_logits() floats, laid out as above) from row [batch x row_width()]. `training`: a training step
   // (dropout drops, with a mask drawn from the workspace's step count) rather than inference.
   void Forward(std::span<const float> params, std::span<const float> row, size_t batch, Workspace* ws,
                std::span<float> logits, bool training = false) const;
@@ -83,6 +85,7 @@ class GraphExecutor {
 
   std::shared_ptr<const fleetps::graph::Graph> graph_;
   size_t row_width_;
+  std::vector<size_t> logit_offsets_;                 // per output + 1
   std::vector<std::unique_ptr<OpKernel>> kernels_;    // per layer
   std::vector<std::vector<Segment>> segments_;        // per graph input
   std::vector<std::pair<size_t, size_t>> row_reads_;  // (layer, input) pairs that read a row input

@@ -11,7 +11,7 @@
 // a slot block being [embed_w | embedding] when the graph reads embed_w (wide_deep, deepfm).
 //
 // In: the activation matrix (row-major) and the labels. Out: the mean loss over the
-// batch, the click probability per example, d(mean loss)/d(activations) [batch x in_dim]
+// batch, each output's probability per example, d(loss)/d(activations) [batch x in_dim]
 // and d(mean loss)/d(params). It knows nothing of parameter servers or networks: the
 // cpu-trainer runs it in its worker threads and the heter-trainer runs the same unit in
 // another process.
@@ -46,16 +46,17 @@ class DenseNet {
   // grown on demand and reused across calls. Not shared between concurrent calls.
   class Workspace {
    public:
-    // Click probability per example from the latest Forward/ForwardBackward with this
-    // workspace; valid until its next use.
+    // The predictions [batch x num_outputs()] of the latest Forward/ForwardBackward with
+    // this workspace; valid until its next use.
     std::span<const float> predictions() const { return predictions_; }
 
    private:
     friend class DenseNet;
     graph::GraphExecutor::Workspace graph_;  // the executor's per-call memory
-    std::vector<float> logits_;              // [batch x logits]
-    std::vector<float> logit_grads_;         // [batch x logits]
-    std::vector<float> predictions_;         // [batch]
+    std::vector<float> logits_;              // the outputs' inputs, output after output
+    std::vector<float> logit_grads_;         // the same layout
+    std::vector<float> predictions_;         // [batch x outputs]
+    std::vector<float> column_, labels_;     // [batch]: one output's probabilities and labels
   };
 
   // An MLP (mlp / ctr_dnn): hidden_sizes may be empty (a linear model). CHECKs in_dim > 0
@@ -68,6 +69,10 @@ class DenseNet {
 
   size_t in_dim() const { return executor_->row_width(); }
   size_t num_params() const { return executor_->num_params(); }
+  // The graph's outputs (1 for the built-in models), each predicting one of the data's
+  // labels (num_labels() of them per example, graph().output_label(o) its column).
+  size_t num_outputs() const { return executor_->graph().num_outputs(); }
+  size_t num_labels() const { return executor_->graph().row().labels.size(); }
   OutputKind output() const { return output_; }
   ModelType type() const { return type_; }
   const fleetps::graph::Graph& graph() const { return executor_->graph(); }
@@ -83,13 +88,14 @@ class DenseNet {
   // weights and zero biases; each model's file says its own.
   void InitParams(std::span<float> params, uint64_t seed) const;
 
-  // Forward only. activations: [batch x in_dim]. Returns the click probability per
-  // example (a view into *ws, valid until its next use).
+  // Forward only. activations: [batch x in_dim]. Returns the predictions [batch x
+  // num_outputs()] row-major: each output's probability of its label per example (a view
+  // into *ws, valid until its next use).
   std::span<const float> Forward(std::span<const float> params, std::span<const float> activations, size_t batch,
                                  Workspace* ws) const;
 
-  // Forward and backward for the mean loss over the batch; returns that loss. labels:
-  // [batch], click labels in [0, 1]. Overwrites param_grads (num_params() floats) and
+  // Forward and backward for the loss: the weighted sum of each output's mean loss over the
+  // batch; returns it. labels: [batch x num_labels()] row-major, in [0, 1]. Overwrites param_grads (num_params() floats) and
   // activation_grads ([batch x in_dim]; pass an empty span when the input needs no
   // gradient, which saves one matrix product). The predictions are left in
   // ws->predictions(). `grads_ready`, when set, is called after each layer's gradients are
@@ -107,6 +113,10 @@ class DenseNet {
   // Runs the model (a training step or inference); leaves the logits in ws->logits_.
   void RunModel(std::span<const float> params, std::span<const float> activations, size_t batch, Workspace* ws,
                 bool training) const;
+  // Output o's logits (or probabilities) in ws->logits_.
+  std::span<const float> OutputInputs(const Workspace& ws, size_t o, size_t batch) const;
+  // Copies ws->column_ into output o's column of ws->predictions_.
+  void SetPredictions(size_t o, size_t batch, Workspace* ws) const;
 
   std::shared_ptr<const dense::CpuGemm> gemm_;  // before executor_: its kernels point to it
   // Immutable, shared by copies of this net.

@@ -1,8 +1,9 @@
 #pragma once
-// Output losses of the CTR models, with their gradients. Both are the binary
-// cross-entropy of a click label y in [0, 1] (normally 0 or 1):
+// Output losses of the models, with their gradients. All are the binary cross-entropy of
+// a label y in [0, 1] (normally 0 or 1):
 //   loss = -y log p - (1 - y) log(1 - p),  averaged over the batch,
-// computed from logits without forming log(p) (stable for any logit).
+// computed from logits without forming log(p) (stable for any logit), or from the
+// probability itself with Paddle's epsilon (log_loss).
 // Thread-safety: stateless functions.
 
 #include <cstddef>
@@ -30,11 +31,19 @@ float SigmoidCrossEntropy(std::span<const float> logits, std::span<const float> 
 float Softmax2CrossEntropy(std::span<const float> logits, std::span<const float> labels, std::span<float> probs,
                            std::span<float> logit_grads);
 
-// The loss of `kind` (one of the two above).
-float CrossEntropy(OutputKind kind, std::span<const float> logits, std::span<const float> labels,
-                   std::span<float> probs, std::span<float> logit_grads);
+// Paddle's log_loss of probabilities p [batch] (ESMM's pCTCVR): per example
+// -y log(p + eps) - (1 - y) log(1 - p + eps), eps = kLogLossEpsilon. Writes probs = p
+// clamped into [0, 1] and, unless grads is empty, grads = d(mean loss)/dp. Returns the
+// mean loss.
+inline constexpr float kLogLossEpsilon = 1e-4f;
+float LogLoss(std::span<const float> p, std::span<const float> labels, std::span<float> probs, std::span<float> grads);
 
-// Click probabilities only (no labels): probs [batch] from logits [batch x NumLogits(kind)].
-void PredictProbabilities(OutputKind kind, std::span<const float> logits, std::span<float> probs);
+// The loss of a graph output of `kind` (one of the three above) over its inputs [batch x
+// fleetps::graph::LossWidth(kind)]: writes probs [batch] and, unless empty, grads; returns the mean.
+float OutputLoss(fleetps::graph::LossKind kind, std::span<const float> inputs, std::span<const float> labels,
+                 std::span<float> probs, std::span<float> grads);
+
+// Probabilities only (no labels): probs [batch] from an output's inputs.
+void PredictOutput(fleetps::graph::LossKind kind, std::span<const float> inputs, std::span<float> probs);
 
 }  // namespace fleetps::trainer::model

@@ -197,20 +197,47 @@ TEST_CASE("Network errors: outputs, losses and labels") {
         "job.yaml:16:7: output 'ctr': softmax_cross_entropy needs logits of shape [2], 'logit' is [1] (end the graph "
         "with an fc of size 2)");
   CHECK(NetworkError(NetJob(kNetLayers, "    - {name: ctr, input: logit, loss: mse}\n")) ==
-        "job.yaml:16: output 'ctr': network.outputs[0].loss: unknown loss 'mse' (use sigmoid_cross_entropy or "
-        "softmax_cross_entropy)");
+        "job.yaml:16: output 'ctr': network.outputs[0].loss: unknown loss 'mse' (use sigmoid_cross_entropy, "
+        "softmax_cross_entropy or log_loss)");
   CHECK(NetworkError(NetJob(kNetLayers, "    - {name: ctr, input: logit}\n")) ==
-        "job.yaml:16: output 'ctr': network.outputs[0]: missing required key 'loss' (sigmoid_cross_entropy or "
-        "softmax_cross_entropy)");
+        "job.yaml:16: output 'ctr': network.outputs[0]: missing required key 'loss' (sigmoid_cross_entropy, "
+        "softmax_cross_entropy or log_loss)");
   CHECK(
       NetworkError(NetJob(kNetLayers, "    - {name: ctr, input: logit, loss: sigmoid_cross_entropy, label: buy}\n")) ==
-      "job.yaml:16:7: output 'ctr': unknown label 'buy' (the data gives one label, 'click': write label: click or "
-      "leave the key out)");
+      "job.yaml:16:7: output 'ctr': unknown label 'buy'; the data's labels are click (the data section's label_slot / "
+      "label_slots: add it there or pick one of those)");
   CHECK(NetworkError(NetJob(kNetLayers, "    - {name: ctr, input: logit, loss: sigmoid_cross_entropy, weight: 0}\n")) ==
         "job.yaml:16: output 'ctr': network.outputs[0].weight: expected a weight > 0, got 0");
-  CHECK(NetworkError(
-            NetJob(kNetLayers, kNetOutput + "    - {name: ctr2, input: logit, loss: sigmoid_cross_entropy}\n")) ==
-        "job.yaml:7:3: the graph has 2 outputs; the trainers train one output (label 'click') per graph");
+  CHECK(
+      NetworkError(NetJob(kNetLayers, "    - {name: ctr, input: logit, loss: log_loss}\n")) ==
+      "job.yaml:16:7: output 'ctr': log_loss needs a probability, and 'logit' is not one; feed it a sigmoid (op "
+      "sigmoid, or fc with activation: sigmoid) or a multiply of sigmoids, or use sigmoid_cross_entropy on the logit");
+  CHECK(NetworkError(NetJob(kNetLayers, "    - {name: ctr, input: dense, loss: sigmoid_cross_entropy}\n")) ==
+        "job.yaml:16:7: output 'ctr': reads the graph input 'dense'; an output reads a layer's result");
+}
+
+TEST_CASE("Several outputs: each a loss on a label, log_loss on products of sigmoids") {
+  const std::string layers = kNetLayers +
+                             "    - {name: p1, op: sigmoid, inputs: [logit]}\n"
+                             "    - {name: l2, op: fc, inputs: [h], size: 1, activation: sigmoid}\n"
+                             "    - {name: both, op: multiply, inputs: [p1, l2]}\n";
+  const std::string outputs = kNetOutput +
+                              "    - {name: joint, input: both, loss: log_loss, weight: 0.5}\n"
+                              "    - {name: second, input: l2, loss: log_loss, label: click}\n";
+  auto o = ParseTrainerYaml(NetJob(layers, outputs), "job.yaml");
+  INFO(o.status().ToString());
+  REQUIRE(o.ok());
+  const graph::Graph& g = *o->model.graph;
+  REQUIRE(g.num_outputs() == 3);
+  CHECK(g.tensors()[g.output_tensor(1)].name == "both");
+  CHECK(g.output_label(1) == 0);
+  CHECK(g.spec().outputs[1].weight == 0.5);
+  CHECK(
+      NetworkError(NetJob(kNetLayers + "    - {name: lr, op: relu, inputs: [logit]}\n"
+                                       "    - {name: m, op: multiply, inputs: [lr, logit]}\n",
+                          kNetOutput + "    - {name: joint, input: m, loss: log_loss}\n")) ==
+      "job.yaml:19:7: output 'joint': log_loss needs a probability, and 'm' is not one; feed it a sigmoid (op "
+      "sigmoid, or fc with activation: sigmoid) or a multiply of sigmoids, or use sigmoid_cross_entropy on the logit");
 }
 
 // The job's 3 slots read as: slot 2 a sequence of 5 with its mask, slots 0-1 pooled.
@@ -344,7 +371,7 @@ TEST_CASE("Network errors: the section against hyper_parameters.model_type") {
   CHECK(NetworkError(NetJob(kNetLayers, kNetOutput, kNetInputs, deepfm)) ==
         "job.yaml:2: hyper_parameters.model_type: is deepfm but the job also has a 'network:' section; give one "
         "(model_type: network, or drop the section)");
-  CHECK(NetworkError(kNetHyper) ==
+  CHECK(NetworkError(kNetHyper + "runner: {}\n") ==
         "job.yaml:2: model_type network needs a 'network:' section (the layer graph, "
         "docs/MODELS.md)");
   // Without model_type the section alone makes the model.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -119,6 +120,91 @@ TEST_CASE("DenseNet Forward agrees with ForwardBackward and reuses its workspace
     net.ForwardBackward(params, activations, labels, batch, param_grads_only, {}, &fresh);
     CHECK(param_grads_only == param_grads);
   }
+}
+
+// ESMM's shape: a shared layer, a click tower (sigmoid cross-entropy on its logit, which the
+// sigmoid also reads) and pCTCVR = pCTR x pCVR under log_loss on the second label, weighted.
+DenseNet TwoTaskNet() {
+  using fleetps::graph::GraphLayer;
+  const auto layer = [](std::string name, std::string op, std::vector<std::string> in, fleetps::graph::Attrs a = {}) {
+    return GraphLayer{.name = name,
+                      .op = std::move(op),
+                      .inputs = std::move(in),
+                      .outputs = {name},
+                      .attrs = std::move(a),
+                      .where = "test"};
+  };
+  const auto size = [](double n, const char* activation) {
+    fleetps::graph::Attrs a;
+    a.Set("size", {.numbers = {n}});
+    a.Set("activation", {.text = activation, .is_text = true});
+    return a;
+  };
+  fleetps::graph::GraphSpec spec;
+  spec.where = "test";
+  spec.inputs.push_back({.name = "dense", .kind = fleetps::graph::InputKind::kDense, .where = "test"});
+  spec.layers = {layer("h", "fc", {"dense"}, size(4, "tanh")),
+                 layer("ctr", "fc", {"h"}, size(1, "none")),
+                 layer("cvr", "fc", {"h"}, size(1, "none")),
+                 layer("pctr", "sigmoid", {"ctr"}),
+                 layer("pcvr", "sigmoid", {"cvr"}),
+                 layer("ctcvr", "multiply", {"pctr", "pcvr"})};
+  spec.outputs = {{.name = "ctr", .input = "ctr", .label = "click", .where = "test"},
+                  {.name = "ctcvr",
+                   .input = "ctcvr",
+                   .loss = fleetps::graph::LossKind::kLogLoss,
+                   .label = "conversion",
+                   .weight = 0.5,
+                   .where = "test"}};
+  fleetps::graph::RowShape row{.slot_widths = {}, .dense_dim = 5, .labels = {"conversion", "click"}};
+  auto graph = fleetps::graph::BuildGraph(std::move(spec), row);
+  INFO(graph.status().message());
+  REQUIRE(graph.ok());
+  ModelOptions options;
+  options.type = ModelType::kNetwork;
+  options.num_sparse_slots = 0;
+  options.dense_input_dim = 5;
+  options.graph = *graph;
+  return DenseNet::FromOptions(options);
+}
+
+TEST_CASE("DenseNet with two outputs: weighted losses on their labels, gradients of the sum", "[dense_net]") {
+  const DenseNet net = TwoTaskNet();
+  REQUIRE(net.num_outputs() == 2);
+  REQUIRE(net.num_labels() == 2);
+  const size_t batch = 4;
+  std::vector<float> params(net.num_params());
+  net.InitParams(params, 3);
+  std::vector<float> activations = RandomVector(batch * 5, 4, -2, 2);
+  // Columns (conversion, click), as the row shape lists them.
+  const std::vector<float> labels = {0, 1, 1, 1, 0, 0, 0, 1};
+  DenseNet::Workspace ws;
+  std::vector<float> param_grads(net.num_params()), activation_grads(activations.size());
+  const float loss = net.ForwardBackward(params, activations, labels, batch, param_grads, activation_grads, &ws);
+  const std::vector<float> p(ws.predictions().begin(), ws.predictions().end());
+  REQUIRE(p.size() == batch * 2);
+  // By hand from the predictions: the click loss, plus half the log_loss of pCTCVR.
+  double expect = 0;
+  for (size_t i = 0; i < batch; ++i) {
+    const double click = labels[2 * i + 1], conversion = labels[2 * i];
+    const double pctr = p[2 * i], pctcvr = p[2 * i + 1];
+    CHECK(pctcvr < pctr);  // a product with a probability < 1
+    expect += -(click * std::log(pctr) + (1 - click) * std::log(1 - pctr)) / batch;
+    expect += 0.5 * -(conversion * std::log(pctcvr + 1e-4) + (1 - conversion) * std::log(1 - pctcvr + 1e-4)) / batch;
+  }
+  CHECK(loss == Approx(expect).epsilon(1e-5));
+  DenseNet::Workspace fresh;
+  const auto predicted = net.Forward(params, activations, batch, &fresh);
+  CHECK(std::vector<float>(predicted.begin(), predicted.end()) == p);
+
+  const auto objective = [&] {
+    DenseNet::Workspace scratch;
+    std::vector<float> g(net.num_params());
+    return double{net.ForwardBackward(params, activations, labels, batch, g, {}, &scratch)};
+  };
+  const GradientCheckOptions options{.step = 1e-3, .abs_tol = 5e-4, .rel_tol = 1e-2};
+  CHECK(CheckGradient(objective, params, param_grads, options).checked == params.size());
+  CHECK(CheckGradient(objective, activations, activation_grads, options).checked == activations.size());
 }
 
 TEST_CASE("DenseNet runs concurrently on shared parameters", "[dense_net]") {

@@ -67,21 +67,47 @@ TEST_CASE("Loss gradients match finite differences", "[loss]") {
   const size_t batch = 6;
   const std::vector<float> labels = {0, 1, 1, 0, 0.25f, 1};
   const GradientCheckOptions options{.step = 1e-2, .abs_tol = 1e-4, .rel_tol = 1e-3};
-  for (OutputKind kind : {OutputKind::kSigmoid, OutputKind::kSoftmax2}) {
-    INFO("output kind " << static_cast<int>(kind));
-    std::vector<float> logits = RandomVector(batch * NumLogits(kind), 11, -3, 3);
+  for (fleetps::graph::LossKind kind :
+       {fleetps::graph::LossKind::kSigmoidCrossEntropy, fleetps::graph::LossKind::kSoftmaxCrossEntropy}) {
+    INFO("loss " << fleetps::graph::LossName(kind));
+    std::vector<float> logits = RandomVector(batch * fleetps::graph::LossWidth(kind), 11, -3, 3);
     std::vector<float> probs(batch), grads(logits.size());
-    CrossEntropy(kind, logits, labels, probs, grads);
+    OutputLoss(kind, logits, labels, probs, grads);
     const auto objective = [&] {
       std::vector<float> p(batch);
-      return double{CrossEntropy(kind, logits, labels, p, {})};
+      return double{OutputLoss(kind, logits, labels, p, {})};
     };
     CHECK(CheckGradient(objective, logits, grads, options).checked == logits.size());
 
     std::vector<float> predicted(batch);
-    PredictProbabilities(kind, logits, predicted);
+    PredictOutput(kind, logits, predicted);
     CHECK(predicted == probs);
   }
+}
+
+TEST_CASE("log_loss: Paddle's formula by hand, finite-difference gradient, clamped predictions", "[loss]") {
+  const std::vector<float> p = {0.2f, 0.9f, 0.5f};
+  const std::vector<float> labels = {0, 1, 1};
+  std::vector<float> probs(3), grads(3);
+  const double eps = 1e-4;
+  const double expect = (-std::log(1 - 0.2 + eps) - std::log(0.9 + eps) - std::log(0.5 + eps)) / 3;
+  CHECK(OutputLoss(fleetps::graph::LossKind::kLogLoss, p, labels, probs, grads) == Approx(expect).epsilon(1e-6));
+  CHECK(grads[0] == Approx(1 / (1 - 0.2 + eps) / 3));
+  CHECK(grads[1] == Approx(-1 / (0.9 + eps) / 3));
+  CHECK(probs == p);
+
+  std::vector<float> x = {0.3f, 0.6f, 0.45f};
+  OutputLoss(fleetps::graph::LossKind::kLogLoss, x, labels, probs, grads);
+  const auto objective = [&] {
+    std::vector<float> q(3);
+    return double{OutputLoss(fleetps::graph::LossKind::kLogLoss, x, labels, q, {})};
+  };
+  CHECK(CheckGradient(objective, x, grads, {.step = 1e-3, .abs_tol = 1e-4, .rel_tol = 1e-3}).checked == 3);
+
+  const std::vector<float> outside = {-0.5f, 1.5f};
+  std::vector<float> clamped(2);
+  PredictOutput(fleetps::graph::LossKind::kLogLoss, outside, clamped);
+  CHECK(clamped == std::vector<float>{0.0f, 1.0f});
 }
 
 TEST_CASE("Softmax2 loss is the sigmoid loss of the logit difference", "[loss]") {
