@@ -96,12 +96,14 @@ Status CheckStepShapes(const model::DenseNet& net, size_t params_size, std::span
   if (batch == 0) return Status::InvalidArgument("empty micro-batch");
   if (activations.size() != batch * net.in_dim())
     return mismatch("activations", activations.size(), batch * net.in_dim());
-  if (out.predictions.size() != batch) return mismatch("predictions", out.predictions.size(), batch);
+  if (out.predictions.size() != batch * net.num_outputs()) {
+    return mismatch("predictions", out.predictions.size(), batch * net.num_outputs());
+  }
   if (!out.param_grads.empty()) {
     if (out.param_grads.size() != net.num_params()) {
       return mismatch("param_grads", out.param_grads.size(), net.num_params());
     }
-    if (labels.size() != batch) return mismatch("labels", labels.size(), batch);
+    if (labels.size() != batch * net.num_labels()) return mismatch("labels", labels.size(), batch * net.num_labels());
     if (!out.activation_grads.empty() && out.activation_grads.size() != batch * net.in_dim()) {
       return mismatch("activation_grads", out.activation_grads.size(), batch * net.in_dim());
     }

@@ -40,7 +40,7 @@ bool DeviceTypeFromName(std::string_view name, DeviceType* type);
 
 // One micro-batch step's outputs, in caller memory (host).
 struct DenseStepOutput {
-  std::span<float> predictions;       // [batch]: click probability per example
+  std::span<float> predictions;       // [batch x outputs]: each output's probability per example
   std::span<float> activation_grads;  // [batch x in_dim]: d(mean loss)/d(activations); empty = not wanted
   std::span<float> param_grads;       // [num_params]: d(mean loss)/d(params); empty = forward only
   // When set, a GPU lane writes the step's time on the device between its input copy and its
@@ -58,7 +58,7 @@ class DenseLane {
 
   // Forward for `batch` rows of `activations` ([batch x in_dim]) with the parameters of
   // the latest SetParams, writing out.predictions. With out.param_grads non-empty also the
-  // loss against `labels` ([batch]) and backward: param_grads and, when non-empty,
+  // loss against `labels` ([batch x the data's labels]) and backward: param_grads and, when non-empty,
   // activation_grads; returns the mean loss. Forward only (param_grads empty): labels are
   // ignored and 0 is returned. Sizes are checked (CheckStepShapes): a mismatch is
   // InvalidArgument, not a crash.

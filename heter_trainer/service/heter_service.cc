@@ -115,6 +115,12 @@ void HeterService::Hello(const net::Request& req, const net::Responder& responde
   } else if (msg->trainer_id() >= options_.job.trainers_num) {
     mismatch = Status::InvalidArgument(who + ": trainer id out of range [0, " +
                                        std::to_string(options_.job.trainers_num) + ")");
+  } else if (const uint32_t labels = std::max(msg->labels(), 1u), outputs = std::max(msg->outputs(), 1u);
+             labels != net_.num_labels() || outputs != net_.num_outputs()) {
+    mismatch = Status::InvalidArgument(
+        who + " sends " + std::to_string(labels) + " labels per row for " + std::to_string(outputs) +
+        " model outputs; this heter-trainer's job has " + std::to_string(net_.num_labels()) + " labels and " +
+        std::to_string(net_.num_outputs()) + " outputs (start every role with the same job YAML)");
   } else if (msg->input_width() != net_.in_dim() || msg->dense_params() != net_.num_params()) {
     mismatch = Status::InvalidArgument(who + " sends activation rows of " + std::to_string(msg->input_width()) +
                                        " floats for a dense part of " + std::to_string(msg->dense_params()) +
@@ -132,7 +138,7 @@ void HeterService::Hello(const net::Request& req, const net::Responder& responde
 namespace {
 
 // Why a micro-batch is malformed, or OK.
-Status CheckMicroBatch(const wire::HeterTrainRequest& msg, size_t in_dim, uint32_t trainers) {
+Status CheckMicroBatch(const wire::HeterTrainRequest& msg, size_t in_dim, size_t num_labels, uint32_t trainers) {
   if (msg.trainer_id() >= trainers) {
     return Status::InvalidArgument("trainer id " + std::to_string(msg.trainer_id()) + " is out of range [0, " +
                                    std::to_string(trainers) + ")");
@@ -149,9 +155,9 @@ Status CheckMicroBatch(const wire::HeterTrainRequest& msg, size_t in_dim, uint32
     return Status::InvalidArgument("it has " + std::to_string(acts.size()) + " activations for " +
                                    std::to_string(rows) + " rows of " + std::to_string(in_dim));
   }
-  if (labels.size() != rows) {
+  if (labels.size() != rows * num_labels) {
     return Status::InvalidArgument("it has " + std::to_string(labels.size()) + " labels for " + std::to_string(rows) +
-                                   " rows");
+                                   " rows of " + std::to_string(num_labels));
   }
   for (size_t i = 0; i < labels.size(); ++i) {
     if (!(labels[i] >= 0.0f && labels[i] <= 1.0f)) {
@@ -192,7 +198,7 @@ void HeterService::Train(net::Request req, net::Responder responder) {
     metrics_.errors.Increment();
     return;
   }
-  if (Status st = CheckMicroBatch(*msg, net_.in_dim(), options_.job.trainers_num); !st.ok()) {
+  if (Status st = CheckMicroBatch(*msg, net_.in_dim(), net_.num_labels(), options_.job.trainers_num); !st.ok()) {
     metrics_.errors.Increment();
     return responder.SendError(Status::InvalidArgument("HeterTrain micro-batch " + std::to_string(msg->batch_id()) +
                                                        " from " + responder.peer() + ": " + st.message()));
@@ -268,13 +274,14 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
   // which a GPU lane copies into without staging), not copied there afterwards. A
   // forward-only micro-batch gets no activation gradients.
   const size_t grads_size = forward_only ? 0 : rows * net_.in_dim();
-  const size_t reply_bytes = 256 + (rows + grads_size) * sizeof(float);
+  const size_t num_predictions = rows * net_.num_outputs();
+  const size_t reply_bytes = 256 + (num_predictions + grads_size) * sizeof(float);
   const bool pooled = reply_bytes >= kPooledBytes;
   flatbuffers::FlatBufferBuilder fbb(reply_bytes, pooled ? new PooledAllocator(host_buffers_) : nullptr,
                                      /*own_allocator=*/pooled);
   float* predictions_out = nullptr;
   float* grads_out = nullptr;
-  const auto predictions = fbb.CreateUninitializedVector(rows, &predictions_out);
+  const auto predictions = fbb.CreateUninitializedVector(num_predictions, &predictions_out);
   const auto grads = fbb.CreateUninitializedVector(grads_size, &grads_out);
   auto run = [&]() -> StatusOr<float> {
     ASSIGN_OR_RETURN(auto snapshot, dense_.DenseSnapshot(index));
@@ -284,7 +291,7 @@ void HeterService::RunStep(uint32_t index, const Work& work) {
     }
     // Forward only: no param_grads asked for, so no backward, and nothing to push.
     const std::span<float> param_grads = forward_only ? std::span<float>() : lane.param_grads;
-    const DenseStepOutput out{{predictions_out, rows}, {grads_out, grads_size}, param_grads};
+    const DenseStepOutput out{{predictions_out, num_predictions}, {grads_out, grads_size}, param_grads};
     ASSIGN_OR_RETURN(float loss, lane.device->Step(net::Span(msg->activations()), net::Span(msg->labels()), rows, out));
     // Checked before anything leaves: a gradient that is not finite would be refused by the
     // pservers (or poison the dense table), and the cpu-trainer would push its embeddings'

@@ -50,7 +50,7 @@ StatusOr<std::unique_ptr<HeterClient>> HeterClient::Connect(HeterClientOptions o
 flatbuffers::DetachedBuffer HeterClient::HelloRequest() const {
   flatbuffers::FlatBufferBuilder fbb(128);
   fbb.Finish(wire::CreateHeterHelloRequest(fbb, options_.trainer_id, options_.trainers, options_.input_width,
-                                           options_.dense_params, /*stage_id=*/1));
+                                           options_.dense_params, /*stage_id=*/1, options_.labels, options_.outputs));
   return fbb.Release();
 }
 
@@ -165,7 +165,8 @@ std::future<StatusOr<HeterStep>> HeterClient::Train(uint64_t batch_id, uint32_t 
   call->labels = labels;
   call->forward_only = forward_only;
   auto future = call->done.get_future();
-  if (rows == 0 || labels.size() != rows || activations.size() != size_t{rows} * options_.input_width) {
+  if (rows == 0 || labels.size() != size_t{rows} * options_.labels ||
+      activations.size() != size_t{rows} * options_.input_width) {
     call->done.set_value(Status::InvalidArgument("micro-batch " + std::to_string(batch_id) + ": " +
                                                  std::to_string(activations.size()) + " activations and " +
                                                  std::to_string(labels.size()) + " labels for " + std::to_string(rows) +
@@ -210,10 +211,11 @@ void HeterClient::OnReply(std::shared_ptr<Call> call, size_t target, StatusOr<ne
     return;
   }
   const size_t rows = call->rows;
+  const size_t predictions = rows * options_.outputs;
   const size_t width = options_.input_width;
   const size_t grads = call->forward_only ? 0 : rows * width;
   const size_t got_grads = r->activation_grads() == nullptr ? 0 : r->activation_grads()->size();
-  if (r->batch_id() != call->batch_id || r->predictions() == nullptr || r->predictions()->size() != rows ||
+  if (r->batch_id() != call->batch_id || r->predictions() == nullptr || r->predictions()->size() != predictions ||
       got_grads != grads || !ElementsAligned(r->predictions()) || !ElementsAligned(r->activation_grads())) {
     call->done.set_value(Status::Corruption("HeterTrain reply from " + clients_[target]->name() + " does not match " +
                                             (call->forward_only ? "forward-only " : "") + "micro-batch " +
@@ -223,7 +225,7 @@ void HeterClient::OnReply(std::shared_ptr<Call> call, size_t target, StatusOr<ne
   }
   HeterStep step;
   step.loss = r->loss();
-  step.predictions = {r->predictions()->data(), rows};
+  step.predictions = {r->predictions()->data(), predictions};
   if (grads > 0) step.activation_grads = {r->activation_grads()->data(), grads};
   step.reply = std::move(*reply);
   call->done.set_value(std::move(step));

@@ -44,6 +44,8 @@ struct HeterClientOptions {
   uint32_t trainers = 1;      // PADDLE_TRAINERS_NUM
   uint32_t input_width = 0;   // floats per activation row
   uint64_t dense_params = 0;  // floats of the dense table the model needs
+  uint32_t labels = 1;        // labels per row (the data's label_slots)
+  uint32_t outputs = 1;       // predictions per row (the model's outputs)
   int io_threads = 2;
   net::RpcClientOptions rpc;                                 // request_timeout: the deadline of a micro-batch
   std::chrono::milliseconds failover_probe_interval{10000};  // a down heter-trainer is probed this often
@@ -53,7 +55,7 @@ struct HeterClientOptions {
 struct HeterStep {
   net::Reply reply;
   float loss = 0;
-  std::span<const float> predictions;       // rows
+  std::span<const float> predictions;       // rows x outputs
   std::span<const float> activation_grads;  // rows x width; empty when forward_only
 };
 

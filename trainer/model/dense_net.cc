@@ -25,7 +25,7 @@ ModelOptions MlpOptions(size_t in_dim, const std::vector<uint32_t>& hidden_sizes
 std::vector<FullyConnected> MlpChain(const fleetps::graph::Graph& g, const dense::CpuGemm* gemm) {
   std::vector<FullyConnected> chain;
   const auto layers = g.layers();
-  if (g.spec().inputs.size() != 1 || g.num_outputs() != 1 || layers.empty() ||
+  if (g.spec().inputs.size() != 1 || g.num_outputs() != 1 || g.row().labels.size() != 1 || layers.empty() ||
       g.output_tensor(0) != layers.back().outputs[0]) {
     return {};
   }

@@ -9,6 +9,18 @@
 namespace fleetps::trainer {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ", ctcvr auc 0.81234" for each output after the first (the log lines' auc is the first's).
+std::string OtherOutputs(const model::OutputMetrics& m) {
+  std::string text;
+  for (size_t o = 1; o < m.size(); ++o) text += fmt::format(", {} auc {:.5f}", m.name(o), m.output(o).Auc());
+  return text;
+}
+
+}  // namespace
+
 EpochRun::EpochRun(EpochContext context, uint32_t epoch, data::Dataset& dataset)
     : context_(std::move(context)),
       epoch_(epoch),
@@ -16,6 +28,8 @@ EpochRun::EpochRun(EpochContext context, uint32_t epoch, data::Dataset& dataset)
       start_(Clock::now()),
       cpu_start_(metrics::ProcessCpuSeconds()),
       states_(context_.options.worker_threads),
+      epoch_metrics_(context_.steps.net()),
+      interval_metrics_(context_.steps.net()),
       interval_start_(start_) {
   context_.series.epoch.Set(epoch);
   shown_.epoch = epoch;
@@ -114,8 +128,8 @@ void EpochRun::Record(const StepResult& step, const data::Batch& batch) {
   series.examples.Increment(static_cast<double>(batch.size()));
   series.steps.Increment();
   std::unique_lock<std::mutex> lock(mu_);
-  epoch_auc_.Add(step.predictions, batch.labels);
-  interval_auc_.Add(step.predictions, batch.labels);
+  epoch_metrics_.Add(step.predictions, batch.labels);
+  interval_metrics_.Add(step.predictions, batch.labels);
   interval_loss_ += step.loss;
   ++interval_batches_;
   interval_examples_ += batch.size();
@@ -131,7 +145,7 @@ void EpochRun::Record(const StepResult& step, const data::Batch& batch) {
   point.step = step_number;
   point.examples = context_.examples_before + so_far;
   point.loss = interval_loss_ / interval_batches_;
-  point.auc = interval_auc_.Auc();
+  point.auc = interval_metrics_.output(0).Auc();
   point.examples_per_sec = interval_examples_ / std::max(secs, 1e-9);
   curve_.push_back(point);
   shown_.loss = point.loss;
@@ -139,11 +153,11 @@ void EpochRun::Record(const StepResult& step, const data::Batch& batch) {
   series.loss.Set(point.loss);
   series.auc.Set(point.auc);
   series.rate.Set(point.examples_per_sec);
-  const std::string line =
-      fmt::format("trainer {} epoch {} step {}: loss {:.5f} auc {:.5f} ({} examples, {:.0f} examples/s)", o.trainer_id,
-                  epoch_, step_number, point.loss, point.auc, interval_examples_, point.examples_per_sec);
-  const std::vector<double> cumulative(epoch_auc_.state().begin(), epoch_auc_.state().end());
-  interval_auc_.Reset();
+  const std::string line = fmt::format(
+      "trainer {} epoch {} step {}: loss {:.5f} auc {:.5f}{} ({} examples, {:.0f} examples/s)", o.trainer_id, epoch_,
+      step_number, point.loss, point.auc, OtherOutputs(interval_metrics_), interval_examples_, point.examples_per_sec);
+  const std::vector<double> cumulative = epoch_metrics_.State();
+  interval_metrics_.Reset();
   interval_loss_ = 0;
   interval_batches_ = 0;
   interval_examples_ = 0;
@@ -158,10 +172,10 @@ void EpochRun::Record(const StepResult& step, const data::Batch& batch) {
   // and gets back the sum of everyone's latest report (no waiting).
   auto global = context_.client.ReportMetric("auc-epoch-" + std::to_string(epoch_), o.trainer_id, cumulative);
   if (global.ok()) {
-    model::AucCalculator merged;
+    model::OutputMetrics merged(context_.steps.net());
     merged.MergeState(global->sum);
-    spdlog::info("{}; epoch so far, {}/{} trainers: auc {:.5f} loss {:.5f}", line, global->reporters, o.trainers_num,
-                 merged.Auc(), merged.MeanLoss());
+    spdlog::info("{}; epoch so far, {}/{} trainers: auc {:.5f} loss {:.5f}{}", line, global->reporters, o.trainers_num,
+                 merged.output(0).Auc(), merged.output(0).MeanLoss(), OtherOutputs(merged));
   } else {
     spdlog::info("{} (cluster metric unavailable: {})", line, global.status().ToString());
   }

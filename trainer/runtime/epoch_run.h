@@ -15,7 +15,7 @@
 
 #include "common/progress.h"
 #include "trainer/client/ps_client.h"
-#include "trainer/model/auc_calculator.h"
+#include "trainer/model/output_metrics.h"
 #include "trainer/runtime/progress.h"
 #include "trainer/runtime/step_loop.h"
 #include "trainer/runtime/trainer.h"
@@ -63,7 +63,7 @@ class EpochRun {
   Status Run(uint32_t passes, const std::function<void(uint32_t pass)>& set_part, PassLifecycle* lifecycle);
   // This trainer's report of the run (the metrics over every trainer are the caller's).
   PassReport Report() const;
-  const model::AucCalculator& auc() const { return epoch_auc_; }
+  const model::OutputMetrics& metrics() const { return epoch_metrics_; }
   uint64_t examples() const { return examples_; }
 
   // ---- For the step loops -----------------------------------------------------------
@@ -98,7 +98,7 @@ class EpochRun {
 
   std::mutex mu_;  // guards the metrics below and first_error_
   Status first_error_;
-  model::AucCalculator epoch_auc_, interval_auc_;
+  model::OutputMetrics epoch_metrics_, interval_metrics_;  // per output of the model
   double interval_loss_ = 0;
   uint64_t interval_batches_ = 0, interval_examples_ = 0;
   std::chrono::steady_clock::time_point interval_start_;

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "common/config/graph_models.h"
 #include "common/config/server_config.h"
 #include "common/metrics/registry.h"
 #include "common/progress.h"
@@ -41,6 +42,19 @@ std::string CurveJson(const std::vector<CurvePoint>& curve) {
   return out + "]";
 }
 
+// ", \"outputs\": [...]": every output of the model (a single-output model: its one).
+std::string OutputsJson(const std::vector<OutputReport>& outputs) {
+  std::string out = ", \"outputs\": [";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const OutputReport& m = outputs[i];
+    out += fmt::format(
+        "{}{{\"name\": \"{}\", \"label\": \"{}\", \"auc\": {:.6f}, \"loss\": {:.6f}, \"actual_ctr\": {:.6f}, "
+        "\"predicted_ctr\": {:.6f}, \"copc\": {:.6f}}}",
+        i ? ", " : "", m.name, m.label, m.auc, m.loss, m.actual_ctr, m.predicted_ctr, m.copc);
+  }
+  return out + "]";
+}
+
 std::string PassJson(const PassReport& r) {
   return fmt::format(
       "{{\"epoch\": {}, \"examples\": {}, \"loss\": {:.6f}, \"auc\": {:.6f}, \"actual_ctr\": {:.6f}, "
@@ -48,11 +62,12 @@ std::string PassJson(const PassReport& r) {
       "\"seconds\": {:.3f}, \"examples_per_sec\": {:.1f}, "
       "\"dense_compute_sec\": {:.3f}, \"read_sec\": {:.3f}, \"pull_sec\": {:.3f}, \"push_sec\": {:.3f}, "
       "\"end_step_sec\": {:.3f}, \"pass_sync_sec\": {:.3f}, \"prefetch_wait_sec\": {:.3f}, \"cpu_seconds\": {:.3f}, "
-      "\"skipped_lines\": {}{}{}}}",
+      "\"skipped_lines\": {}{}{}{}}}",
       r.epoch, r.examples, r.loss, r.auc, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error,
       r.seconds, r.examples_per_sec, r.dense_compute_sec, r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec,
       r.pass_sync_sec, r.prefetch_wait_sec, r.cpu_seconds, r.skipped_lines,
-      r.day.empty() ? "" : fmt::format(", \"day\": \"{}\", \"pass\": {}", r.day, r.pass), CurveJson(r.curve));
+      r.day.empty() ? "" : fmt::format(", \"day\": \"{}\", \"pass\": {}", r.day, r.pass), OutputsJson(r.outputs),
+      CurveJson(r.curve));
 }
 
 // `text` as a JSON string literal.
@@ -86,11 +101,24 @@ Status WriteReport(const std::string& path, const config::TrainerOptions& o, con
   return out.good() ? Status::OK() : Status::IOError("cannot write report " + path);
 }
 
+// "; per output: ctr (click) auc 0.71234 loss 0.51234, ctcvr (conversion) auc ..." for a
+// model with several outputs; "" for one.
+std::string OutputsLine(const std::vector<OutputReport>& outputs) {
+  if (outputs.size() < 2) return "";
+  std::string text = "; per output:";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const OutputReport& m = outputs[i];
+    text += fmt::format("{} {} ({}) auc {:.5f} loss {:.5f} copc {:.4f}", i ? "," : "", m.name, m.label, m.auc, m.loss,
+                        m.copc);
+  }
+  return text;
+}
+
 void LogPass(const char* what, const config::TrainerOptions& o, const PassReport& r) {
   spdlog::info(
       "trainer {} {}: auc {:.5f} loss {:.5f} (all trainers; actual ctr {:.4f}, predicted {:.4f}, copc {:.4f}, mae "
       "{:.4f}, rmse {:.4f}, bucket error {:.4f}); this trainer: {} examples in {:.2f} s = {:.0f} examples/s, dense "
-      "compute {:.2f} thread-s{}{}",
+      "compute {:.2f} thread-s{}{}{}",
       o.trainer_id, what, r.auc, r.loss, r.actual_ctr, r.predicted_ctr, r.copc, r.mae, r.rmse, r.bucket_error,
       r.examples, r.seconds, r.examples_per_sec, r.dense_compute_sec,
       r.epoch == 0
@@ -101,7 +129,7 @@ void LogPass(const char* what, const config::TrainerOptions& o, const PassReport
                 r.read_sec, r.pull_sec, r.push_sec, r.end_step_sec,
                 r.prefetch_wait_sec > 0 ? fmt::format(", waiting for the prefetch {:.2f}", r.prefetch_wait_sec) : "",
                 r.pass_sync_sec),
-      r.skipped_lines ? fmt::format(", {} bad lines skipped", r.skipped_lines) : "");
+      r.skipped_lines ? fmt::format(", {} bad lines skipped", r.skipped_lines) : "", OutputsLine(r.outputs));
 }
 
 // Trainer 0 saves every table (sparse rows on the servers plus the dense parameters) in
@@ -152,6 +180,8 @@ HeterClientOptions JobHeterClientOptions(const config::TrainerOptions& o, const 
   h.trainers = o.trainers_num;
   h.input_width = static_cast<uint32_t>(DenseInputDim(o.model));
   h.dense_params = o.dense_table.dim;
+  h.labels = static_cast<uint32_t>(o.model.labels.size());
+  h.outputs = static_cast<uint32_t>(graph::ModelGraph(o.model)->num_outputs());
   h.rpc.connect_timeout = rpc.connect_timeout;
   h.rpc.request_timeout = std::chrono::milliseconds(o.heter.timeout_ms);
   // A frozen heter-trainer is noticed within the micro-batch deadline.

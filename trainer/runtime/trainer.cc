@@ -16,7 +16,7 @@
 #include "trainer/data/file_list.h"
 #include "trainer/data/in_memory_dataset.h"
 #include "trainer/data/queue_dataset.h"
-#include "trainer/model/auc_calculator.h"
+#include "trainer/model/output_metrics.h"
 #include "trainer/model/dense_net.h"
 #include "trainer/model/embedding_pool.h"
 #include "trainer/runtime/collective_sync.h"
@@ -32,16 +32,40 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The pass's quality metrics from the AUC state of every trainer.
-void FillPassMetrics(const model::AucCalculator& global, PassReport* report) {
-  report->auc = global.Auc();
-  report->loss = global.MeanLoss();
-  report->actual_ctr = global.ActualCtr();
-  report->predicted_ctr = global.PredictedCtr();
-  report->copc = global.Copc();
-  report->mae = global.Mae();
-  report->rmse = global.Rmse();
-  report->bucket_error = global.BucketError();
+// The pass's quality metrics from the metric state of every trainer.
+void FillPassMetrics(const model::OutputMetrics& global, PassReport* report) {
+  const model::AucCalculator& first = global.output(0);
+  report->auc = first.Auc();
+  report->loss = first.MeanLoss();
+  report->actual_ctr = first.ActualCtr();
+  report->predicted_ctr = first.PredictedCtr();
+  report->copc = first.Copc();
+  report->mae = first.Mae();
+  report->rmse = first.Rmse();
+  report->bucket_error = first.BucketError();
+  report->outputs.clear();
+  for (size_t o = 0; o < global.size(); ++o) {
+    const model::AucCalculator& m = global.output(o);
+    report->outputs.push_back(OutputReport{.name = global.name(o),
+                                           .label = global.label(o),
+                                           .auc = m.Auc(),
+                                           .loss = m.MeanLoss(),
+                                           .actual_ctr = m.ActualCtr(),
+                                           .predicted_ctr = m.PredictedCtr(),
+                                           .copc = m.Copc()});
+  }
+}
+
+// A "label prediction" pair per output of the model, one line per example.
+void WritePredictions(const model::DenseNet& net, const data::Batch& batch, std::span<const float> p,
+                      std::ostream& out) {
+  const size_t outputs = net.num_outputs(), labels = net.num_labels();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    for (size_t o = 0; o < outputs; ++o) {
+      out << (o ? " " : "") << batch.labels[i * labels + net.graph().output_label(o)] << ' ' << p[i * outputs + o];
+    }
+    out << '\n';
+  }
 }
 
 }  // namespace
@@ -114,11 +138,11 @@ struct Trainer::Impl {
 
   // Sums the AUC state of every trainer; returns the merged calculator. After a stop request
   // (`stop`), this trainer's own.
-  StatusOr<model::AucCalculator> GlobalAuc(const std::string& name, const model::AucCalculator& local,
-                                           const StopRequest* stop) {
-    model::AucCalculator merged;
+  StatusOr<model::OutputMetrics> GlobalMetrics(const std::string& name, const model::OutputMetrics& local,
+                                               const StopRequest* stop) {
+    model::OutputMetrics merged(net);
     if (comm != nullptr) {
-      std::vector<double> state(local.state().begin(), local.state().end());
+      std::vector<double> state = local.State();
       RETURN_IF_ERROR(comm->AllreduceSum(state).WithContext(name + " metrics"));
       merged.MergeState(state);
       return merged;
@@ -129,7 +153,7 @@ struct Trainer::Impl {
       return merged;
     }
     auto result = client.Barrier(name, options.trainer_id, options.trainers_num,
-                                 std::chrono::milliseconds(options.barrier_timeout_ms), local.state(), false, stop);
+                                 std::chrono::milliseconds(options.barrier_timeout_ms), local.State(), false, stop);
     if (!result.ok() && StopRequest::Requested(stop)) {
       merged.Merge(local);
       return merged;
@@ -336,7 +360,7 @@ StatusOr<PassReport> Trainer::TrainEpoch(uint32_t epoch) {
                  impl.collective->comm_wait_seconds(), impl.collective->Checksum());
   }
   PassReport report = run.Report();
-  ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("epoch-" + std::to_string(epoch), run.auc(), stop_));
+  ASSIGN_OR_RETURN(auto global, impl.GlobalMetrics("epoch-" + std::to_string(epoch), run.metrics(), stop_));
   FillPassMetrics(global, &report);
   impl.PublishPass(report);
   return report;
@@ -354,8 +378,8 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
     predictions.open(predictions_path, std::ios::trunc);
     if (!predictions) return Status::IOError("cannot write predictions to " + predictions_path);
   }
-  std::mutex mu;  // guards auc, predictions, first_error
-  model::AucCalculator auc;
+  std::mutex mu;  // guards metrics, predictions, first_error
+  model::OutputMetrics metrics(impl.net);
   Status first_error;
   std::atomic<uint64_t> examples{0};
   const auto start = Clock::now();
@@ -380,10 +404,8 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
       auto p = impl.net.Forward(params, ws.activations, batch.size(), &ws.ws);
       examples += batch.size();
       std::lock_guard<std::mutex> lock(mu);
-      auc.Add(p, batch.labels);
-      if (predictions.is_open()) {
-        for (size_t i = 0; i < batch.size(); ++i) predictions << batch.labels[i] << ' ' << p[i] << '\n';
-      }
+      metrics.Add(p, batch.labels);
+      if (predictions.is_open()) WritePredictions(impl.net, batch, p, predictions);
     }
   };
   std::vector<std::thread> pool;
@@ -402,7 +424,7 @@ StatusOr<PassReport> Trainer::Evaluate(const std::vector<std::string>& paths, co
   report.cpu_seconds = metrics::ProcessCpuSeconds() - cpu_start;
   report.examples = examples;
   report.examples_per_sec = report.examples / std::max(report.seconds, 1e-9);
-  ASSIGN_OR_RETURN(auto global, impl.GlobalAuc("eval", auc, stop_));
+  ASSIGN_OR_RETURN(auto global, impl.GlobalMetrics("eval", metrics, stop_));
   FillPassMetrics(global, &report);
   return report;
 }

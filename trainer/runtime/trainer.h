@@ -61,6 +61,17 @@ struct CurvePoint {
   double examples_per_sec = 0;  // the interval's
 };
 
+// One output's metrics over every trainer (a model with several outputs: MMoE, ESMM).
+struct OutputReport {
+  std::string name;   // the graph output's
+  std::string label;  // the data label it predicts
+  double auc = 0;
+  double loss = 0;  // its mean log loss
+  double actual_ctr = 0;
+  double predicted_ctr = 0;
+  double copc = 0;
+};
+
 struct PassReport {
   uint32_t epoch = 0;  // 1-based; 0 for evaluation
   std::string day;     // an online job's pass: its day and number (1-based)
@@ -93,6 +104,9 @@ struct PassReport {
   uint64_t skipped_lines = 0;     // bad lines skipped (skip_bad_lines)
   double cpu_seconds = 0;         // this process's CPU time (user + system, every thread) in the pass
   std::vector<CurvePoint> curve;  // training passes: the per-interval loss/AUC curve
+  // Every output of the model, all trainers (the fields above from loss to bucket_error are
+  // the first output's).
+  std::vector<OutputReport> outputs;
 };
 
 class Trainer {

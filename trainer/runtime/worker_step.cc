@@ -11,8 +11,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // CTR statistics of the batch's unique keys: occurrences, and occurrences in clicked
-// examples (the show/click counts Paddle's CtrCommonAccessor keeps).
-void CountShowsClicks(const data::Batch& batch, WorkerState& w) {
+// examples (the show/click counts Paddle's CtrCommonAccessor keeps); the click is the first
+// of the `labels` labels per row.
+void CountShowsClicks(const data::Batch& batch, size_t labels, WorkerState& w) {
   w.shows.assign(w.keys.size(), 0.0f);
   w.clicks.assign(w.keys.size(), 0.0f);
   size_t pos = 0;  // position in the concatenated ids of all slots (DedupKeys' index)
@@ -20,7 +21,7 @@ void CountShowsClicks(const data::Batch& batch, WorkerState& w) {
     for (size_t row = 0; row + 1 < slot.offsets.size(); ++row) {
       for (uint32_t k = slot.offsets[row]; k < slot.offsets[row + 1]; ++k, ++pos) {
         w.shows[w.index[pos]] += 1.0f;
-        w.clicks[w.index[pos]] += batch.labels[row];
+        w.clicks[w.index[pos]] += batch.labels[row * labels];
       }
     }
   }
@@ -71,7 +72,7 @@ StatusOr<StepResult> StepRunner::Finish(uint32_t worker, const data::Batch& batc
   if (device_ != nullptr) {  // GPU-PS: the worker's device, the node's replica in place
     ASSIGN_OR_RETURN(const std::span<const float> params, device_->DenseParamsView(worker));
     const std::span<float> param_grads = device_->DenseGradsBuffer(worker);
-    w.predictions.resize(b);
+    w.predictions.resize(b * net_.num_outputs());
     const auto t0 = Clock::now();
     ASSIGN_OR_RETURN(result.loss, device_->stepper(worker).Step(params, w.activations, batch.labels, b, w.predictions,
                                                                 w.activation_grads, param_grads));
@@ -102,7 +103,7 @@ Status StepRunner::PushGrads(uint32_t worker, const data::Batch& batch, WorkerSt
   if (pool_) {
     w.key_grads.resize(w.keys.size() * pool_->dim());
     pool_->Backward(w.views, w.index, w.rows, activation_grads, w.key_grads);
-    if (options_.sparse_table.accessor.kind == AccessorKind::kCtr) CountShowsClicks(batch, w);
+    if (options_.sparse_table.accessor.kind == AccessorKind::kCtr) CountShowsClicks(batch, net_.num_labels(), w);
   } else {
     w.keys.clear();
     w.key_grads.clear();

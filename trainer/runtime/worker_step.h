@@ -95,6 +95,7 @@ class StepRunner {
   StepRunner(const config::TrainerOptions& options, const model::DenseNet& net, const model::EmbeddingPool* pool,
              ParamSync& sync, CollectiveSync* overlap, metrics::Histogram pull_seconds,
              metrics::Histogram push_seconds);
+  const model::DenseNet& net() const { return net_; }
 
   // The first part of a step: the batch's activations, its sparse rows pulled.
   Status Prepare(uint32_t worker, const data::Batch& batch, WorkerState& w);
