@@ -337,6 +337,18 @@ TEST_CASE("A cpu-trainer of another job is refused at HeterHello") {
   c = HeterClient::Connect(o);
   REQUIRE_FALSE(c.ok());
   CHECK_THAT(c.status().message(), Catch::Contains("PADDLE_TRAINERS_NUM=3"));
+  // A job whose data has two labels (or whose model has two outputs) against this one's one.
+  o = cluster.ClientOptions();
+  o.labels = 2;
+  c = HeterClient::Connect(o);
+  REQUIRE_FALSE(c.ok());
+  CHECK_THAT(c.status().message(), Catch::Contains("sends 2 labels per row for 1 model outputs") &&
+                                       Catch::Contains("job has 1 labels and 1 outputs"));
+  o = cluster.ClientOptions();
+  o.outputs = 2;
+  c = HeterClient::Connect(o);
+  REQUIRE_FALSE(c.ok());
+  CHECK_THAT(c.status().message(), Catch::Contains("for 2 model outputs"));
 }
 
 TEST_CASE("The heter-trainer exits by itself once every cpu-trainer has finished") {

@@ -35,6 +35,15 @@ double ReportTestAuc(const std::string& report_path) {
   return std::stod(text.substr(auc + 7));
 }
 
+double ReportTestOutputAuc(const std::string& report_path, const std::string& output) {
+  const std::string text = ReadFile(report_path);
+  const size_t test = text.find("\"test\": {");
+  const size_t name = test == std::string::npos ? test : text.find("{\"name\": \"" + output + "\"", test);
+  const size_t auc = name == std::string::npos ? name : text.find("\"auc\": ", name);
+  if (auc == std::string::npos) return std::numeric_limits<double>::quiet_NaN();
+  return std::stod(text.substr(auc + 7));
+}
+
 size_t CountDataLines(const std::string& dir) {
   size_t lines = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {

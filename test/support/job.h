@@ -29,6 +29,9 @@ bool WaitForLog(const std::string& path, const std::string& text, std::chrono::m
 
 // The "test" AUC of a cpu-trainer --report file; NaN when it has none.
 double ReportTestAuc(const std::string& report_path);
+// The test AUC of the model output named `output` (the report's test "outputs" list); NaN
+// when the report has none.
+double ReportTestOutputAuc(const std::string& report_path, const std::string& output);
 
 // Lines ('\n') in the files directly inside `dir` (a generated data split).
 size_t CountDataLines(const std::string& dir);
