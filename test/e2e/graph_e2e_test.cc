@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/config/trainer_config.h"
+#include "test/support/cluster_job.h"
 #include "test/support/job.h"
 #include "test/support/process.h"
 
@@ -115,85 +116,15 @@ double TrainNetworkJob(const std::string& mode, const std::string& dir) {
   REQUIRE(job.ok());
   const uint64_t params = job->dense_table.dim;
   const auto start = std::chrono::steady_clock::now();
-  auto trainer_argv = [&](int i) {
-    return std::vector<std::string>{testing::BinaryPath("trainer/cpu-trainer"), "--config", yaml_path, "--report",
-                                    dir + "/report" + std::to_string(i) + ".json"};
-  };
-  std::string logs;
-  if (mode == "local") {
-    ChildProcess trainer;
-    REQUIRE(trainer.Start(trainer_argv(0), {}, dir + "/trainer0.log"));
-    const int rc = trainer.Wait(120s);
-    logs = testing::ReadFile(dir + "/trainer0.log");
-    INFO(logs);
-    REQUIRE(rc == 0);
-  } else {
-    const bool heter = mode == "heter";
-    const auto ports = testing::FreePorts(3);
-    const std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
-    std::map<std::string, std::string> env = {{"PADDLE_PSERVERS_IP_PORT_LIST", pservers}, {"PADDLE_TRAINERS_NUM", "2"}};
-    if (heter) {
-      env.insert({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", "127.0.0.1:" + std::to_string(ports[2])},
-                  {"STAGE_NUM", "2"},
-                  {"PADDLE_STAGE_TRAINERS_NUM", "[2, 1]"}});
-    }
-    auto role_env = [&env](std::map<std::string, std::string> extra) {
-      extra.insert(env.begin(), env.end());
-      return extra;
-    };
-    std::unique_ptr<ChildProcess> servers[2];
-    for (int i = 0; i < 2; ++i) {
-      servers[i] = std::make_unique<ChildProcess>();
-      REQUIRE(servers[i]->Start(
-          {testing::BinaryPath("server/pserver"), "--config", yaml_path},
-          role_env({{"TRAINING_ROLE", "PSERVER"}, {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(ports[i])}}),
-          dir + "/pserver" + std::to_string(i) + ".log"));
-    }
-    ChildProcess heter_trainer;
-    if (heter) {
-      REQUIRE(heter_trainer.Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", yaml_path},
-                                  role_env({{"TRAINING_ROLE", "HETER_TRAINER"},
-                                            {"POD_IP", "127.0.0.1"},
-                                            {"PADDLE_PORT", std::to_string(ports[2])},
-                                            {"STAGE_ID", "2"},
-                                            {"HETER_DEVICE_TYPE", "cpu"}}),
-                                  dir + "/heter.log"));
-    }
-    for (int i = 0; i < (heter ? 3 : 2); ++i) REQUIRE(testing::WaitForPort(ports[i], 60s));
-    std::unique_ptr<ChildProcess> trainers[2];
-    for (int i = 0; i < 2; ++i) {
-      std::vector<std::string> argv = trainer_argv(i);
-      argv.insert(argv.end(), {"--sync-mode", mode});
-      auto trainer_env = role_env({{"TRAINING_ROLE", "TRAINER"}, {"PADDLE_TRAINER_ID", std::to_string(i)}});
-      if (heter) trainer_env["STAGE_ID"] = "1";
-      trainers[i] = std::make_unique<ChildProcess>();
-      REQUIRE(trainers[i]->Start(argv, trainer_env, dir + "/trainer" + std::to_string(i) + ".log"));
-    }
-    const int rc0 = trainers[0]->Wait(120s);
-    const int rc1 = trainers[1]->Wait(30s);
-    const int heter_rc = heter ? heter_trainer.Wait(30s) : 0;
-    const int server_rc0 = servers[0]->Wait(30s);
-    const int server_rc1 = servers[1]->Wait(30s);
-    for (const std::string name : {"trainer0", "trainer1", "pserver0", "pserver1", "heter"}) {
-      if (name != "heter" || heter) logs += "\n" + name + ".log:\n" + testing::ReadFile(dir + "/" + name + ".log");
-    }
-    INFO(logs);
-    REQUIRE(rc0 == 0);
-    REQUIRE(rc1 == 0);
-    CHECK(heter_rc == 0);
-    CHECK(server_rc0 == 0);
-    CHECK(server_rc1 == 0);
-    if (heter) {
-      CHECK_THAT(testing::ReadFile(dir + "/heter.log"),
-                 Catch::Contains("dense part of model network (" + std::to_string(params) + " parameters)"));
-    }
+  const testing::JobLogs logs = testing::RunJob(dir, mode);
+  INFO(logs.trainer0 << logs.all);
+  if (mode == "heter") {
+    CHECK_THAT(logs.heter, Catch::Contains("dense part of model network (" + std::to_string(params) + " parameters)"));
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  INFO(logs);
-  CHECK_THAT(testing::ReadFile(dir + "/trainer0.log"),
-             Catch::Contains(mode + " training") &&
-                 Catch::Contains("model network (" + std::to_string(params) + " dense parameters)") &&
-                 Catch::Contains("saved the model"));
+  CHECK_THAT(logs.trainer0, Catch::Contains(mode + " training") &&
+                                Catch::Contains("model network (" + std::to_string(params) + " dense parameters)") &&
+                                Catch::Contains("saved the model"));
   const double auc = testing::ReportTestAuc(dir + "/report0.json");
   WARN(dir << " in " << mode << " mode: test AUC " << auc << " in " << seconds << " s");
   return auc;

@@ -26,6 +26,7 @@
 #include "common/config/trainer_config.h"
 #include "common/config/yaml_util.h"
 #include "common/dense/cpu_features.h"
+#include "test/support/cluster_job.h"
 #include "test/support/job.h"
 #include "test/support/process.h"
 
@@ -97,109 +98,13 @@ double TrainJob(const std::string& model, const std::string& mode, const std::st
   const std::string yaml = SmallJobYaml(model, dir, hyper_extra, fleetps_extra);
   testing::WriteFile(yaml_path, yaml);
   const uint64_t params = DenseParams(yaml);
-  const std::string trainer_bin = testing::BinaryPath("trainer/cpu-trainer");
-  const std::vector<std::string> train_args = {"--config", yaml_path, "--epochs", "1", "--print-interval", "1000"};
-  auto trainer_argv = [&](int i) {
-    std::vector<std::string> argv = {trainer_bin};
-    argv.insert(argv.end(), train_args.begin(), train_args.end());
-    argv.insert(argv.end(), {"--report", dir + "/report" + std::to_string(i) + ".json"});
-    return argv;
-  };
-  std::string log0;  // trainer 0's (rank 0's) log
-  std::string all_logs;
-  auto read_logs = [&](const std::vector<std::string>& names) {
-    for (const auto& name : names) all_logs += "\n" + name + ":\n" + testing::ReadFile(dir + "/" + name);
-  };
-
-  if (mode == "local") {
-    ChildProcess trainer;
-    REQUIRE(trainer.Start(trainer_argv(0), {}, dir + "/trainer0.log"));
-    const int rc = trainer.Wait(120s);
-    log0 = testing::ReadFile(dir + "/trainer0.log");
-    INFO(log0);
-    REQUIRE(rc == 0);
-  } else {
-    const bool heter = mode == "heter", collective = mode == "collective";
-    const auto ports = testing::FreePorts(3);
-    const std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
-    const std::string heter_endpoint = "127.0.0.1:" + std::to_string(ports[2]);
-    std::map<std::string, std::string> env = {{"PADDLE_PSERVERS_IP_PORT_LIST", pservers}, {"PADDLE_TRAINERS_NUM", "2"}};
-    if (heter) {
-      env.insert({{"PADDLE_ALL_HETER_TRAINER_IP_PORT_LIST", heter_endpoint},
-                  {"STAGE_NUM", "2"},
-                  {"PADDLE_STAGE_TRAINERS_NUM", "[2, 1]"}});
-    }
-    auto role_env = [&env](std::map<std::string, std::string> extra) {
-      extra.insert(env.begin(), env.end());
-      return extra;
-    };
-    std::unique_ptr<ChildProcess> servers[2];
-    for (int i = 0; i < 2; ++i) {
-      servers[i] = std::make_unique<ChildProcess>();
-      REQUIRE(servers[i]->Start(
-          {testing::BinaryPath("server/pserver"), "--config", yaml_path},
-          role_env({{"TRAINING_ROLE", "PSERVER"}, {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(ports[i])}}),
-          dir + "/pserver" + std::to_string(i) + ".log"));
-    }
-    ChildProcess heter_trainer;
-    if (heter) {
-      REQUIRE(heter_trainer.Start({testing::BinaryPath("heter_trainer/heter-trainer"), "--config", yaml_path},
-                                  role_env({{"TRAINING_ROLE", "HETER_TRAINER"},
-                                            {"POD_IP", "127.0.0.1"},
-                                            {"PADDLE_PORT", std::to_string(ports[2])},
-                                            {"STAGE_ID", "2"},
-                                            {"HETER_DEVICE_TYPE", "cpu"}}),
-                                  dir + "/heter.log"));
-    }
-    for (int i = 0; i < (heter ? 3 : 2); ++i) REQUIRE(testing::WaitForPort(ports[i], 60s));
-    std::vector<std::string> names;
-    if (collective) {
-      ChildProcess launcher;
-      std::vector<std::string> argv = {std::string(FLEETPS_SOURCE_DIR) + "/scripts/launch_collective.sh", "--nproc",
-                                       "2", "--log_dir", dir + "/logs"};
-      const auto rank = trainer_argv(0);
-      argv.insert(argv.end(), rank.begin(), rank.end());
-      argv.back() = dir + "/report{trainer_id}.json";
-      // This build tree's launcher, whichever tree that is.
-      REQUIRE(launcher.Start(argv,
-                             {{"PADDLE_PSERVERS_IP_PORT_LIST", pservers},
-                              {"FLEETPS_LAUNCH", testing::BinaryPath("tools/launch/fleetps-launch")}},
-                             dir + "/launcher.log"));
-      const int rc = launcher.Wait(180s);
-      names = {"launcher.log", "logs/workerlog.1", "pserver0.log"};
-      log0 = testing::ReadFile(dir + "/logs/workerlog.0");
-      read_logs(names);
-      INFO(log0 << all_logs);
-      REQUIRE(rc == 0);
-    } else {
-      std::unique_ptr<ChildProcess> trainers[2];
-      for (int i = 0; i < 2; ++i) {
-        std::vector<std::string> argv = trainer_argv(i);
-        argv.insert(argv.end(), {"--sync-mode", mode});
-        auto trainer_env = role_env({{"TRAINING_ROLE", "TRAINER"}, {"PADDLE_TRAINER_ID", std::to_string(i)}});
-        if (heter) trainer_env["STAGE_ID"] = "1";
-        trainers[i] = std::make_unique<ChildProcess>();
-        REQUIRE(trainers[i]->Start(argv, trainer_env, dir + "/trainer" + std::to_string(i) + ".log"));
-      }
-      const int rc0 = trainers[0]->Wait(120s);
-      const int rc1 = trainers[1]->Wait(30s);
-      names = {"trainer1.log", "pserver0.log"};
-      if (heter) names.push_back("heter.log");
-      log0 = testing::ReadFile(dir + "/trainer0.log");
-      read_logs(names);
-      INFO(log0 << all_logs);
-      REQUIRE(rc0 == 0);
-      REQUIRE(rc1 == 0);
-    }
-    INFO(log0 << all_logs);
-    if (heter) {
-      CHECK(heter_trainer.Wait(30s) == 0);
-      CHECK_THAT(testing::ReadFile(dir + "/heter.log"),
-                 Catch::Contains("dense part of model " + model + " (" + std::to_string(params) + " parameters)"));
-    }
-    for (int i = 0; i < 2; ++i) CHECK(servers[i]->Wait(30s) == 0);
+  const testing::JobLogs logs = testing::RunJob(dir, mode, {"--epochs", "1", "--print-interval", "1000"});
+  const std::string& log0 = logs.trainer0;
+  INFO(log0 << logs.all);
+  if (mode == "heter") {
+    CHECK_THAT(logs.heter,
+               Catch::Contains("dense part of model " + model + " (" + std::to_string(params) + " parameters)"));
   }
-  INFO(log0 << all_logs);
   const std::string mode_name = mode == "collective" ? "hybrid" : mode;
   CHECK_THAT(log0, Catch::Contains(mode_name + " training") &&
                        Catch::Contains("model " + model + " (" + std::to_string(params) + " dense parameters)") &&
