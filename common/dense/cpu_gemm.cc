@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
@@ -63,10 +65,45 @@ struct Bf16Buffers {
   std::vector<uint16_t> a, b;
 };
 
+// A product's shape and epilogue: what its oneDNN primitive depends on.
+struct ProductKey {
+  Op op_a, op_b;
+  size_t m, n, k, lda, ldb, ldc;
+  bool sum, relu, bias;
+  bool operator==(const ProductKey&) const = default;
+};
+
+struct ProductKeyHash {
+  size_t operator()(const ProductKey& key) const {
+    size_t h = static_cast<size_t>(key.op_a) | static_cast<size_t>(key.op_b) << 1 | size_t{key.sum} << 2 |
+               size_t{key.relu} << 3 | size_t{key.bias} << 4;
+    for (size_t v : {key.m, key.n, key.k, key.lda, key.ldb, key.ldc}) h = h * 0x9E3779B97F4A7C15ull + v;
+    return h;
+  }
+};
+
 }  // namespace
 
+// The engine and the primitives built so far, one per product shape: building a primitive
+// (choosing and generating its kernel) costs far more than a small product itself, and the
+// layers repeat the same few shapes every step. Primitives are reentrant: threads share them.
 struct CpuGemm::Impl {
+  static constexpr size_t kMaxCached = 4096;  // then start over (shapes of many batch sizes)
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  mutable std::mutex mu;
+  mutable std::unordered_map<ProductKey, dnnl::matmul, ProductKeyHash> products;  // guarded by mu
+
+  dnnl::matmul Product(const ProductKey& key, const std::function<dnnl::matmul()>& build) const {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (const auto it = products.find(key); it != products.end()) return it->second;
+    }
+    dnnl::matmul product = build();
+    std::lock_guard<std::mutex> lock(mu);
+    if (products.size() >= kMaxCached) products.clear();
+    products.emplace(key, product);
+    return product;
+  }
 };
 
 std::string_view PrecisionName(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
@@ -193,23 +230,25 @@ void CpuGemm::Run(Op op_a, Op op_b, size_t m, size_t n, size_t k, const float* a
     b_mem = b16;
   }
   const dnnl::memory::desc c_desc = Strided(m, n, ldc, Op::kN, dt::f32);
-  dnnl::primitive_attr attr;
-  attr.set_fpmath_mode(dnnl::fpmath_mode::strict);  // what the precision says, whatever the environment
-  dnnl::post_ops post;
-  if (beta != 0.0f) post.append_sum(beta);
-  if (epilogue.relu) post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-  attr.set_post_ops(post);
+  const dnnl::memory::desc bias_desc = Plain(1, n, dt::f32);
+  const ProductKey key{op_a, op_b, m, n, k, lda, ldb, ldc, beta != 0.0f, epilogue.relu, epilogue.bias != nullptr};
+  const dnnl::matmul product = impl_->Product(key, [&] {
+    dnnl::primitive_attr attr;
+    attr.set_fpmath_mode(dnnl::fpmath_mode::strict);  // what the precision says, whatever the environment
+    dnnl::post_ops post;
+    if (beta != 0.0f) post.append_sum(beta);
+    if (epilogue.relu) post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(post);
+    const dnnl::matmul::desc desc = epilogue.bias != nullptr ? dnnl::matmul::desc(a_desc, b_desc, bias_desc, c_desc)
+                                                             : dnnl::matmul::desc(a_desc, b_desc, c_desc);
+    return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine));
+  });
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, dnnl::memory(c_desc, engine, c)}};
   if (epilogue.bias != nullptr) {
-    const dnnl::memory::desc bias_desc = Plain(1, n, dt::f32);
     args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_desc, engine, const_cast<float*>(epilogue.bias)));
-    dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc, b_desc, bias_desc, c_desc), attr, engine))
-        .execute(stream, args);
-  } else {
-    dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc, b_desc, c_desc), attr, engine))
-        .execute(stream, args);
   }
+  product.execute(stream, args);
   stream.wait();
 }
 

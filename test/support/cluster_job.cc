@@ -19,8 +19,7 @@ using Env = std::map<std::string, std::string>;
 // heter-trainer.
 struct Cluster {
   std::vector<uint16_t> ports = FreePorts(3);
-  std::string pservers =
-      "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+  std::string pservers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
   Env common;
 
   explicit Cluster(bool heter) {
@@ -65,11 +64,11 @@ JobLogs RunJob(const std::string& dir, const std::string& mode, const std::vecto
   std::unique_ptr<ChildProcess> servers[2];
   for (int i = 0; i < 2; ++i) {
     servers[i] = std::make_unique<ChildProcess>();
-    REQUIRE(servers[i]->Start({BinaryPath("server/pserver"), "--config", yaml_path},
-                              cluster.Role({{"TRAINING_ROLE", "PSERVER"},
-                                            {"POD_IP", "127.0.0.1"},
-                                            {"PADDLE_PORT", std::to_string(cluster.ports[i])}}),
-                              dir + "/pserver" + std::to_string(i) + ".log"));
+    REQUIRE(servers[i]->Start(
+        {BinaryPath("server/pserver"), "--config", yaml_path},
+        cluster.Role(
+            {{"TRAINING_ROLE", "PSERVER"}, {"POD_IP", "127.0.0.1"}, {"PADDLE_PORT", std::to_string(cluster.ports[i])}}),
+        dir + "/pserver" + std::to_string(i) + ".log"));
   }
   ChildProcess heter_trainer;
   if (heter) {
@@ -84,8 +83,8 @@ JobLogs RunJob(const std::string& dir, const std::string& mode, const std::vecto
   for (int i = 0; i < (heter ? 3 : 2); ++i) REQUIRE(WaitForPort(cluster.ports[i], 60s));
   if (mode == "collective") {
     ChildProcess launcher;
-    std::vector<std::string> argv = {std::string(FLEETPS_SOURCE_DIR) + "/scripts/launch_collective.sh", "--nproc",
-                                     "2", "--log_dir", dir + "/logs"};
+    std::vector<std::string> argv = {std::string(FLEETPS_SOURCE_DIR) + "/scripts/launch_collective.sh", "--nproc", "2",
+                                     "--log_dir", dir + "/logs"};
     const auto rank = trainer_argv(0);
     argv.insert(argv.end(), rank.begin(), rank.end());
     argv.back() = dir + "/report{trainer_id}.json";

@@ -14,8 +14,8 @@
 //   dP_ij = dO_i . V_j,   dS_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'),
 //   dQ_i += s sum_j dS_ij K_j,   dK_j += s dS_ij Q_i,   dV_j += P_ij dO_i;
 //   dWq = E^T dQ (likewise K, V), dWres = E^T dO, dE += dQ Wq^T + dK Wk^T + dV Wv^T + dO Wres^T.
-// Scratch: Q, K, V [batch n x W], P [batch x heads x n x n], dQ, dK, dV [batch n x W], and
-// one row of n.
+// Each head's products run on the dense backend (row stride W). Scratch: Q, K, V [batch n x
+// W], P [batch x heads x n x n], dQ, dK, dV [batch n x W], and one [n x n].
 
 #include <algorithm>
 #include <cmath>
@@ -38,7 +38,9 @@ class SelfAttentionKernel : public OpKernel {
         scale_(scale ? 1.0f / std::sqrt(static_cast<float>(head_dim)) : 1.0f),
         gemm_(gemm) {}
 
-  size_t ScratchFloats(size_t batch) const override { return 6 * batch * n_ * width_ + batch * heads_ * n_ * n_ + n_; }
+  size_t ScratchFloats(size_t batch) const override {
+    return 6 * batch * n_ * width_ + batch * heads_ * n_ * n_ + n_ * n_;
+  }
 
   void InitParams(std::span<float> params, UniformRandom* rng) const override {
     const float limit = std::sqrt(6.0f / static_cast<float>(k_ + width_));
@@ -99,7 +101,7 @@ class SelfAttentionKernel : public OpKernel {
     float* qkv[3];
     float* probs;
     float* dqkv[3];
-    float* row;
+    float* square;  // [n x n]: one head's dP / dS
   };
 
   Buffers Carve(std::span<float> scratch, size_t batch) const {
@@ -109,67 +111,51 @@ class SelfAttentionKernel : public OpKernel {
     for (float*& q : s.qkv) q = std::exchange(p, p + mat);
     s.probs = std::exchange(p, p + batch * heads_ * n_ * n_);
     for (float*& q : s.dqkv) q = std::exchange(p, p + mat);
-    s.row = p;
+    s.square = p;
     return s;
   }
 
-  // P_h of example b (kept in scratch) and O's head-h columns, written to y.
+  // P_h of example b (kept in scratch) and O's head-h columns, written to y: two products
+  // over the head's columns (row stride width_) and a softmax per row.
   void Attend(const Buffers& s, size_t b, size_t h, float* y) const {
     const size_t base = b * n_ * width_ + h * head_dim_;
-    const float* q = s.qkv[0] + base;
-    const float* kk = s.qkv[1] + base;
-    const float* v = s.qkv[2] + base;
     float* probs = s.probs + (b * heads_ + h) * n_ * n_;
+    gemm_->Gemm(dense::Op::kN, dense::Op::kT, n_, n_, head_dim_, s.qkv[0] + base, width_, s.qkv[1] + base, width_, 0.0f,
+                probs, n_);
     for (size_t i = 0; i < n_; ++i) {
       float* p = probs + i * n_;
       float top = -INFINITY;
-      for (size_t j = 0; j < n_; ++j) {
-        float dot = 0;
-        for (size_t c = 0; c < head_dim_; ++c) dot += q[i * width_ + c] * kk[j * width_ + c];
-        p[j] = dot * scale_;
-        top = std::max(top, p[j]);
-      }
+      for (size_t j = 0; j < n_; ++j) top = std::max(top, p[j] *= scale_);
       float total = 0;
       for (size_t j = 0; j < n_; ++j) total += (p[j] = std::exp(p[j] - top));
-      for (size_t j = 0; j < n_; ++j) p[j] /= total;
-      float* out = y + base + i * width_;
-      std::fill(out, out + head_dim_, 0.0f);
-      for (size_t j = 0; j < n_; ++j) {
-        for (size_t c = 0; c < head_dim_; ++c) out[c] += p[j] * v[j * width_ + c];
-      }
+      const float inv = 1.0f / total;
+      for (size_t j = 0; j < n_; ++j) p[j] *= inv;
     }
+    gemm_->Gemm(dense::Op::kN, dense::Op::kN, n_, head_dim_, n_, probs, n_, s.qkv[2] + base, width_, 0.0f, y + base,
+                width_);
   }
 
-  // Adds head h's share of dQ, dK, dV for example b, from dO (dy, masked).
+  // Adds head h's share of dQ, dK, dV for example b, from dO (dy, masked):
+  //   dP = dO V^T, dS = P (dP - rowsum(P dP)) s, dQ += dS K, dK += dS^T Q, dV += P^T dO.
   void AttendBackward(const Buffers& s, size_t b, size_t h, const float* dy) const {
     const size_t base = b * n_ * width_ + h * head_dim_;
-    const float* q = s.qkv[0] + base;
-    const float* kk = s.qkv[1] + base;
-    const float* v = s.qkv[2] + base;
-    float* dq = s.dqkv[0] + base;
-    float* dk = s.dqkv[1] + base;
-    float* dv = s.dqkv[2] + base;
     const float* probs = s.probs + (b * heads_ + h) * n_ * n_;
-    float* dp = s.row;
+    float* ds = s.square;
+    gemm_->Gemm(dense::Op::kN, dense::Op::kT, n_, n_, head_dim_, dy + base, width_, s.qkv[2] + base, width_, 0.0f, ds,
+                n_);
     for (size_t i = 0; i < n_; ++i) {
       const float* p = probs + i * n_;
-      const float* dout = dy + base + i * width_;
+      float* d = ds + i * n_;
       float mean = 0;  // sum_j P_ij dP_ij
-      for (size_t j = 0; j < n_; ++j) {
-        float dot = 0;
-        for (size_t c = 0; c < head_dim_; ++c) dot += dout[c] * v[j * width_ + c];
-        dp[j] = dot;
-        mean += p[j] * dot;
-      }
-      for (size_t j = 0; j < n_; ++j) {
-        const float ds = p[j] * (dp[j] - mean) * scale_;
-        for (size_t c = 0; c < head_dim_; ++c) {
-          dq[i * width_ + c] += ds * kk[j * width_ + c];
-          dk[j * width_ + c] += ds * q[i * width_ + c];
-          dv[j * width_ + c] += p[j] * dout[c];
-        }
-      }
+      for (size_t j = 0; j < n_; ++j) mean += p[j] * d[j];
+      for (size_t j = 0; j < n_; ++j) d[j] = p[j] * (d[j] - mean) * scale_;
     }
+    gemm_->Gemm(dense::Op::kN, dense::Op::kN, n_, head_dim_, n_, ds, n_, s.qkv[1] + base, width_, 1.0f,
+                s.dqkv[0] + base, width_);
+    gemm_->Gemm(dense::Op::kT, dense::Op::kN, n_, head_dim_, n_, ds, n_, s.qkv[0] + base, width_, 1.0f,
+                s.dqkv[1] + base, width_);
+    gemm_->Gemm(dense::Op::kT, dense::Op::kN, n_, head_dim_, n_, probs, n_, dy + base, width_, 1.0f, s.dqkv[2] + base,
+                width_);
   }
 
   size_t n_, k_, heads_, head_dim_, width_;
