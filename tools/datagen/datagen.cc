@@ -128,7 +128,7 @@ class SyntheticCtrModel {
     }
     const double p =
         1 / (1 + std::exp(-Logit(*example, [this](uint32_t s, uint64_t id) { return TrueParams(s, id); })));
-    example->label = rng->Uniform() < p ? 1.0f : 0.0f;
+    example->labels[0] = rng->Uniform() < p ? 1.0f : 0.0f;
     return p;
   }
 
@@ -206,7 +206,7 @@ class EstimationOracle {
   void Observe(const data::Example& example) {
     const auto truth = [this](uint32_t s, uint64_t id) { return model_.TrueParams(s, id); };
     const double logit = model_.Logit(example, truth);
-    const bool clicked = example.label > 0.5f;
+    const bool clicked = example.labels[0] > 0.5f;
     for (uint32_t s = 0; s < model_.slots(); ++s) {
       if (s == model_.history_slot()) continue;  // no per-id weights: its term is exact
       const uint64_t id = example.slots[s][0];
@@ -442,7 +442,7 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
   std::string line;
   for (uint64_t r = 0; r < options.rows; ++r) {
     scores.probabilities.push_back(model.Sample(&rng, &example));
-    scores.labels.push_back(example.label);
+    scores.labels.push_back(example.labels[0]);
     if (r < report.train_rows) {
       if (oracle) oracle->Observe(example);
       for (const auto& ids : example.slots) {
@@ -457,7 +457,7 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
             model.Logit(example, [&](uint32_t s, uint64_t id) { return oracle->Estimate(s, id); }));
       }
       scores.test_probabilities.push_back(scores.probabilities.back());
-      scores.test_labels.push_back(example.label);
+      scores.test_labels.push_back(example.labels[0]);
       for (size_t t = 0; t < std::size(kDataLimitThresholds); ++t) {
         const uint32_t k = kDataLimitThresholds[t];
         scores.limited[t].push_back(model.Logit(example, [&](uint32_t s, uint64_t id) {
