@@ -50,7 +50,7 @@ StatusOr<Result> Run(const config::TrainerOptions& job, const std::vector<std::s
     pool.emplace_back([&, t] {
       data::ReadProgress progress;
       data::FileReader reader(*format, /*skip_bad_lines=*/false, &progress);
-      data::Batch batch(job.data.dense_dim, job.data.sparse_slots.size());
+      data::Batch batch(job.data.dense_dim, job.data.sparse_slots.size(), job.data.num_labels());
       uint64_t mine = 0;
       auto sink = [&](const data::Example& e) {
         batch.Append(e);

@@ -116,6 +116,28 @@ Status ReadPaths(const YAML::Node& map, const std::string& dir_key, const std::s
   return Status::OK();
 }
 
+// Reads `label_slot` (one name) or `label_slots` (a list) into *labels, which keeps the
+// format's default when neither is given.
+Status ReadLabelSlots(const YAML::Node& map, const YamlContext& ctx, std::vector<std::string>* labels) {
+  if (Has(map, "label_slot") && Has(map, "label_slots")) {
+    return ctx.Child("label_slots")
+        .Error(map["label_slots"],
+               "give label_slot (one label) or label_slots (a list of labels), not both: this section has both");
+  }
+  if (Has(map, "label_slot")) {
+    std::string name;
+    RETURN_IF_ERROR(ReadString(map, "label_slot", ctx, &name));
+    *labels = {std::move(name)};
+  } else if (Has(map, "label_slots")) {
+    RETURN_IF_ERROR(ReadStringList(map, "label_slots", ctx, labels));
+    if (labels->empty()) return ctx.Child("label_slots").Error(map["label_slots"], "needs at least one label slot");
+  }
+  return Status::OK();
+}
+
+// The key the label slots were given with, for errors.
+const char* LabelKey(const YAML::Node& map) { return Has(map, "label_slots") ? "label_slots" : "label_slot"; }
+
 // Checks names are non-empty and pairwise distinct across the label, dense and sparse roles.
 Status CheckSlotNames(const YAML::Node& map, const YamlContext& ctx, const DataOptions& o) {
   std::set<std::string> seen;
@@ -128,7 +150,7 @@ Status CheckSlotNames(const YAML::Node& map, const YamlContext& ctx, const DataO
     }
     return Status::OK();
   };
-  RETURN_IF_ERROR(add(o.label_slot, "label_slot"));
+  for (const auto& label : o.label_slots) RETURN_IF_ERROR(add(label, LabelKey(map)));
   if (o.dense_dim > 0) RETURN_IF_ERROR(add(o.dense_slot, "dense_slot"));
   if (o.sparse_slots.empty()) return ctx.Child("sparse_slots").Error(map, "needs at least one sparse slot");
   for (const auto& s : o.sparse_slots) RETURN_IF_ERROR(add(s, "sparse_slots"));
@@ -138,7 +160,7 @@ Status CheckSlotNames(const YAML::Node& map, const YamlContext& ctx, const DataO
 // multislot_slots must be a permutation of the label, dense and sparse slots.
 Status CheckMultiSlotOrder(const YAML::Node& map, const YamlContext& ctx, const DataOptions& o) {
   std::vector<std::string> expected = o.sparse_slots;
-  expected.push_back(o.label_slot);
+  expected.insert(expected.end(), o.label_slots.begin(), o.label_slots.end());
   if (o.dense_dim > 0) expected.push_back(o.dense_slot);
   std::vector<std::string> got = o.multislot_slots;
   std::sort(expected.begin(), expected.end());
@@ -146,7 +168,7 @@ Status CheckMultiSlotOrder(const YAML::Node& map, const YamlContext& ctx, const 
   if (got == expected) return Status::OK();
   return ctx.Child("multislot_slots")
       .Error(Has(map, "multislot_slots") ? map["multislot_slots"] : map,
-             "must list the label slot, the dense slot and every sparse slot exactly once");
+             "must list every label slot, the dense slot and every sparse slot exactly once");
 }
 
 // A criteo line has 13 integer columns (the dense features) and 26 categorical ones (one id
@@ -157,6 +179,10 @@ Status CheckCriteoShape(const YAML::Node& map, const YamlContext& ctx, const Dat
     return Has(map, key) ? ctx.Child(key).Error(map[key], message)
                          : ctx.Child("data_format").Error(map["data_format"], message);
   };
+  if (o.label_slots.size() != 1) {
+    return error(LabelKey(map), "data_format criteo lines carry one label: label_slots must name one slot, not " +
+                                    std::to_string(o.label_slots.size()));
+  }
   if (o.dense_dim != 13) {
     return error("dense_input_dim", "data_format criteo has 13 integer columns: dense_input_dim must be 13, not " +
                                         std::to_string(o.dense_dim));
@@ -193,7 +219,7 @@ Status ParseSection(const YAML::Node& section, const YamlContext& ctx, ShapeKeys
   const bool slot_dnn = o.format == DataFormat::kSlotDnn;
 
   // Format-dependent defaults first, then the explicit keys.
-  o.label_slot = slot_dnn ? "1" : "click";
+  o.label_slots = {slot_dnn ? "1" : "click"};
   o.dense_slot = slot_dnn ? "" : "dense_feature";
   o.dense_dim = shape.dense_input_dim.value_or(slot_dnn ? 0 : 13);
   if (slot_dnn) {
@@ -205,7 +231,7 @@ Status ParseSection(const YAML::Node& section, const YamlContext& ctx, ShapeKeys
     RETURN_IF_ERROR(RequireAtLeast(section, "sparse_inputs_slots", ctx, inputs, 2));
     o.sparse_slots = NumberedSlots(1, inputs - 1);
   }
-  RETURN_IF_ERROR(ReadString(section, "label_slot", ctx, &o.label_slot));
+  RETURN_IF_ERROR(ReadLabelSlots(section, ctx, &o.label_slots));
   RETURN_IF_ERROR(ReadString(section, "dense_slot", ctx, &o.dense_slot));
   RETURN_IF_ERROR(ReadStringList(section, "sparse_slots", ctx, &o.sparse_slots));
   if (slot_dnn && o.dense_dim > 0) {
@@ -216,7 +242,7 @@ Status ParseSection(const YAML::Node& section, const YamlContext& ctx, ShapeKeys
   RETURN_IF_ERROR(CheckSlotNames(section, ctx, o));
 
   if (o.format == DataFormat::kMultiSlot) {
-    o.multislot_slots.push_back(o.label_slot);
+    o.multislot_slots = o.label_slots;
     o.multislot_slots.insert(o.multislot_slots.end(), o.sparse_slots.begin(), o.sparse_slots.end());
     if (o.dense_dim > 0) o.multislot_slots.push_back(o.dense_slot);
     RETURN_IF_ERROR(ReadStringList(section, "multislot_slots", ctx, &o.multislot_slots));
@@ -301,11 +327,12 @@ Status ParsePaddleRecDataOptions(const YAML::Node& root, const YamlContext& ctx,
 }
 
 std::vector<std::string> DataOptionKeys() {
-  return {"data_format",   "label_slot",   "dense_slot",      "dense_input_dim",  "sparse_inputs_slots",
-          "slot_num",      "sparse_slots", "multislot_slots", "train_data_dir",   "train_files",
-          "test_data_dir", "test_files",   "split_file_list", "train_batch_size", "infer_batch_size",
-          "thread_num",    "reader_type",  "skip_bad_lines",  "queue_capacity",   "shuffle",
-          "shuffle_seed",  "sampler",      "criteo_hash_dim"};
+  return {"data_format",     "label_slot",          "label_slots",      "dense_slot",
+          "dense_input_dim", "sparse_inputs_slots", "slot_num",         "sparse_slots",
+          "multislot_slots", "train_data_dir",      "train_files",      "test_data_dir",
+          "test_files",      "split_file_list",     "train_batch_size", "infer_batch_size",
+          "thread_num",      "reader_type",         "skip_bad_lines",   "queue_capacity",
+          "shuffle",         "shuffle_seed",        "sampler",          "criteo_hash_dim"};
 }
 
 std::vector<std::string> DataShapeKeys() { return {"dense_input_dim", "sparse_inputs_slots", "slot_num"}; }

@@ -7,8 +7,8 @@
 // reader_type, split_file_list) and the PaddleRec `hyper_parameters:` section for the
 // shapes (dense_input_dim, sparse_inputs_slots, slot_num), so a PaddleRec rank_dnn or
 // slot_dnn config is read as is. Keys PaddleRec does not have are fleetps extensions:
-// data_format, label_slot, dense_slot, sparse_slots, multislot_slots, skip_bad_lines,
-// queue_capacity, shuffle, shuffle_seed, sampler.
+// data_format, label_slot, label_slots, dense_slot, sparse_slots, multislot_slots,
+// skip_bad_lines, queue_capacity, shuffle, shuffle_seed, sampler, criteo_hash_dim.
 
 #include <cstdint>
 #include <string>
@@ -24,16 +24,19 @@ namespace fleetps::config {
 
 // Text line formats. Names are the YAML spellings (see DataFormatName).
 enum class DataFormat : uint8_t {
-  // PaddleRec rank_dnn: `click:<0|1>` + dense_dim x `dense_feature:<float>` +
-  // `<slot>:<id>` per sparse slot (`name:value` tokens).
+  // PaddleRec rank_dnn: `<label slot>:<0|1>` per label slot (`click:1`, or
+  // `click:1 conversion:0` with two) + dense_dim x `dense_feature:<float>` + `<slot>:<id>`
+  // per sparse slot (`name:value` tokens).
   kRankDnn = 0,
   // Paddle MultiSlot text: for each slot of multislot_slots `<count> <v1> ... <vcount>`.
   kMultiSlot = 1,
-  // PaddleRec slot_dnn: `<feasign>:<slot>` tokens (value first), label as `<0|1>:<label_slot>`.
+  // PaddleRec slot_dnn: `<feasign>:<slot>` tokens (value first), each label as
+  // `<0|1>:<label slot>`.
   kSlotDnn = 2,
   // Raw Criteo display-ads TSV (Kaggle's train.txt, PaddleRec's legacy rank/dnn data): the
   // label, 13 integer and 26 categorical columns, tab-separated, read as PaddleRec's
   // criteo_reader.py turns them into rank_dnn features (trainer/data/criteo_format.h).
+  // One label per line.
   kCriteo = 3,
 };
 
@@ -74,9 +77,12 @@ struct DataOptions {
   // Default 1000001.
   uint64_t criteo_hash_dim = 1000001;
 
-  // `label_slot`: name of the 0/1 click label. Default "click" (rank_dnn, multislot),
-  // "1" (slot_dnn).
-  std::string label_slot = "click";
+  // `label_slot` (one name) or `label_slots` (a non-empty list of distinct names; giving
+  // both is an error): the slots of an example's 0/1 labels, e.g. [click, conversion] for
+  // a multi-task (MMoE, ESMM) model. Example::labels and each Batch row's labels follow
+  // this order. Default {"click"} (rank_dnn, multislot, criteo), {"1"} (slot_dnn); criteo
+  // lines carry one label, so it takes exactly one.
+  std::vector<std::string> label_slots = {"click"};
 
   // `dense_slot`: name of the dense feature. Default "dense_feature"; unused (empty) for
   // slot_dnn, which has no dense part.
@@ -94,10 +100,10 @@ struct DataOptions {
   // rank_dnn / slot_dnn.
   std::vector<std::string> sparse_slots;
 
-  // `multislot_slots` (multislot only): every slot of a line, in line order; must hold the
-  // label slot, the dense slot (when dense_dim > 0) and each sparse slot exactly once.
-  // Default: label, sparse slots..., dense slot (the order of PaddleRec's rank_dnn
-  // MultiSlot reader). Types follow the role: label and dense float, sparse uint64.
+  // `multislot_slots` (multislot only): every slot of a line, in line order; must hold
+  // each label slot, the dense slot (when dense_dim > 0) and each sparse slot exactly once.
+  // Default: label slots..., sparse slots..., dense slot (the order of PaddleRec's rank_dnn
+  // MultiSlot reader). Types follow the role: labels and dense float, sparse uint64.
   std::vector<std::string> multislot_slots;
 
   // `train_data_dir` (one path, or a list) and/or `train_files` (a list): files or directories
@@ -149,11 +155,14 @@ struct DataOptions {
   // count, and trains on the positions trainer_id, trainer_id + trainers_num, ...: disjoint
   // shares of equal size, reshuffled every epoch (Paddle's set_epoch). Default files.
   SamplerKind sampler = SamplerKind::kFiles;
+
+  // Labels per example: label_slots.size().
+  uint32_t num_labels() const { return static_cast<uint32_t>(label_slots.size()); }
 };
 
 // Reads DataOptions from a fleetps `data:` map (key names listed in the header comment,
 // DataOptionKeys()); any other key is an error naming file:line:column and the closest
-// known key. Format-dependent defaults (label slot, slot list, dense width) are filled in
+// known key. Format-dependent defaults (label slots, slot list, dense width) are filled in
 // after reading. Errors name file:line, the key and, for enumerations, the allowed values.
 Status ParseDataOptions(const YAML::Node& section, const YamlContext& ctx, DataOptions* out);
 

@@ -2,16 +2,19 @@
 // `name:value`, MultiSlot, slot_dnn `value:slot`, criteo TSV) and RecordBlock::Parse
 // (trainer/data/record_block.h), the bytes a trainer receives in a global shuffle.
 //
-// Input: byte 0 selects what the rest is:
+// Input: byte 0 (mod 14) selects what the rest is:
 //   0..5  text lines ('\n'-separated) for a format: 0 rank_dnn, 1 multislot, 2 slot_dnn
 //         with PaddleRec's default slots; 3..5 the same formats with 2 dense floats and
 //         sparse slots [26, 3, 7] (short lines the fuzzer completes more easily)
 //   6, 7  a serialized RecordBlock, parsed with the shape of byte 1 (6) or rank_dnn's
-//         13 dense floats x 26 slots (7)
+//         13 dense floats x 26 slots (7), one label per record
 //   8     a data file's bytes (plain or gzip), read by FileReader with format 3
 //   9     text lines for data_format criteo (raw Criteo TSV)
+//   10..12 text lines for formats 3..5 with two label slots, click and conversion
+//         (slot_dnn: "1" and conversion)
+//   13    a serialized RecordBlock of two-label records, parsed with the shape of byte 1
 // Checks, besides the sanitizers:
-//  - a line that parses has the configured shape, a 0/1 label and finite dense values (criteo:
+//  - a line that parses has the configured shape, 0/1 labels and finite dense values (criteo:
 //    one id per slot, below criteo_hash_dim), and LineFormat::Write gives a line that parses
 //    back to the same Example (criteo: CanWrite() is false);
 //  - the parsed examples of one input, appended to a RecordBlock, survive Serialize and
@@ -71,6 +74,11 @@ std::vector<Format>& Formats() {
         "{data_format: multislot, dense_input_dim: 2, sparse_slots: ['26', '3', '7']}",
         "{data_format: slot_dnn, sparse_slots: ['26', '3', '7']}",
         "data_format: criteo",
+        "{data_format: rank_dnn, label_slots: [click, conversion], dense_input_dim: 2, sparse_slots: ['26', '3', "
+        "'7']}",
+        "{data_format: multislot, label_slots: [click, conversion], dense_input_dim: 2, sparse_slots: ['26', '3', "
+        "'7']}",
+        "{data_format: slot_dnn, label_slots: ['1', conversion], sparse_slots: ['26', '3', '7']}",
     };
     for (const char* yaml : yamls) {
       Format fmt;
@@ -83,23 +91,31 @@ std::vector<Format>& Formats() {
   return *formats;
 }
 
+// The input selector of the line format Formats()[f].
+char LineSelector(size_t f) {
+  constexpr char kSelectors[] = {0, 1, 2, 3, 4, 5, 9, 10, 11, 12};
+  return kSelectors[f];
+}
+
 std::string Describe(const Example& e) {
-  std::string s = "label " + std::to_string(e.label) + ", " + std::to_string(e.dense.size()) + " dense, slots";
+  std::string s = "labels";
+  for (float label : e.labels) s += " " + std::to_string(label);
+  s += ", " + std::to_string(e.dense.size()) + " dense, slots";
   for (const auto& ids : e.slots) s += " " + std::to_string(ids.size());
   return s;
 }
 
 void CheckBlockRoundTrip(const RecordBlock& block, const std::string& what) {
   const auto bytes = block.Serialize();
-  auto again = RecordBlock::Parse(bytes, block.dense_dim(), block.num_slots(), "round trip");
+  auto again = RecordBlock::Parse(bytes, block.dense_dim(), block.num_slots(), block.num_labels(), "round trip");
   if (!again.ok()) Fail(what + ": a serialized RecordBlock does not parse: " + again.status().ToString());
   if (!(*again == block)) Fail(what + ": a RecordBlock changed through Serialize and Parse");
 }
 
 void FuzzLines(const Format& fmt, std::string_view text) {
   const auto& o = fmt.options;
-  RecordBlock block(o.dense_dim, static_cast<uint32_t>(o.sparse_slots.size()));
-  Batch direct(o.dense_dim, o.sparse_slots.size());
+  RecordBlock block(o.dense_dim, static_cast<uint32_t>(o.sparse_slots.size()), o.num_labels());
+  Batch direct(o.dense_dim, o.sparse_slots.size(), o.num_labels());
   Example ex, again;
   std::string written;
   while (!text.empty()) {
@@ -112,8 +128,11 @@ void FuzzLines(const Format& fmt, std::string_view text) {
       continue;
     }
     if (ex.dense.size() != o.dense_dim || ex.slots.size() != o.sparse_slots.size() ||
-        (ex.label != 0.0f && ex.label != 1.0f)) {
+        ex.labels.size() != o.num_labels()) {
       Fail("Parse accepted a line into an Example of the wrong shape: " + Describe(ex));
+    }
+    for (float label : ex.labels) {
+      if (label != 0.0f && label != 1.0f) Fail("Parse accepted a label that is not 0 or 1: " + Describe(ex));
     }
     for (float v : ex.dense) {
       if (!std::isfinite(v)) Fail("Parse accepted a non-finite dense value");
@@ -134,26 +153,26 @@ void FuzzLines(const Format& fmt, std::string_view text) {
     direct.Append(ex);
   }
   CheckBlockRoundTrip(block, "lines");
-  Batch from_block(o.dense_dim, o.sparse_slots.size());
+  Batch from_block(o.dense_dim, o.sparse_slots.size(), o.num_labels());
   for (size_t i = 0; i < block.size(); ++i) block.AppendToBatch(i, &from_block);
   if (from_block.labels != direct.labels || from_block.dense != direct.dense || !(from_block.slots == direct.slots)) {
     Fail("a RecordBlock gives a different Batch than its examples");
   }
 }
 
-void FuzzRecordBlock(std::span<const uint8_t> input, uint32_t dense_dim, uint32_t num_slots) {
+void FuzzRecordBlock(std::span<const uint8_t> input, uint32_t dense_dim, uint32_t num_slots, uint32_t num_labels) {
   // A heap copy, as the trainer's PsClient::ShuffleFetch hands Parse (malloc-aligned).
   const std::vector<uint8_t> bytes(input.begin(), input.end());
-  auto block = RecordBlock::Parse(bytes, dense_dim, num_slots, "fuzz");
+  auto block = RecordBlock::Parse(bytes, dense_dim, num_slots, num_labels, "fuzz");
   if (!block.ok()) {
     if (!block.status().IsCorruption()) Fail("RecordBlock::Parse failed with " + block.status().ToString());
     return;
   }
-  Batch batch(dense_dim, num_slots);
+  Batch batch(dense_dim, num_slots, num_labels);
   for (size_t i = 0; i < block->size(); ++i) block->AppendToBatch(i, &batch);
   if (batch.size() != block->size()) Fail("AppendToBatch lost records");
   CheckBlockRoundTrip(*block, "parsed block");
-  RecordBlock copy(dense_dim, num_slots);
+  RecordBlock copy(dense_dim, num_slots, num_labels);
   for (size_t i = 0; i < block->size(); ++i) copy.AppendRecord(*block, i);
   if (!(copy == *block)) Fail("AppendRecord of every record gives a different block");
 }
@@ -244,20 +263,21 @@ void WriteSeeds(SeedWriter& seeds) {
     if (!formats[f].format->CanWrite()) continue;
     const auto& o = formats[f].options;
     Example ex;
-    ex.Reset(o.sparse_slots.size());
-    ex.label = f % 2 == 0 ? 1.0f : 0.0f;
+    ex.Reset(o.sparse_slots.size(), o.num_labels());
+    ex.labels[0] = f % 2 == 0 ? 1.0f : 0.0f;
+    if (o.num_labels() > 1) ex.labels[1] = ex.labels[0];  // a click that converted, or neither
     for (uint32_t j = 0; j < o.dense_dim; ++j) ex.dense.push_back(0.5f * static_cast<float>(j) - 0.125f);
     for (size_t s = 0; s < ex.slots.size() && s < 4; ++s) {
       for (size_t k = 0; k <= s % 3; ++k) ex.slots[s].push_back(1000 * s + k + 18446744073709551000ull * (k == 2));
     }
-    if (f == 0 || f == 3 || f == 1 || f == 4) {
+    if (o.format == config::DataFormat::kRankDnn || o.format == config::DataFormat::kMultiSlot) {
       for (auto& ids : ex.slots) {
         if (ids.empty()) ids.push_back(7);  // rank_dnn needs every slot; multislot any count
       }
     }
     std::string line;
     formats[f].format->Write(ex, &line);
-    seeds.Add(std::string(1, static_cast<char>(f)) + line + "\n" + line);
+    seeds.Add(std::string(1, LineSelector(f)) + line + "\n" + line);
     if (f == 3) {  // data files of these lines: plain, gzip, two members, truncated, trailed
       const std::string text = line + "\n" + line + "\n";
       const std::string gz = Gzip(text);
@@ -268,12 +288,13 @@ void WriteSeeds(SeedWriter& seeds) {
       seeds.Add(std::string(1, '\x08') + gz + line);
     }
     if (f >= 3) {
-      RecordBlock block(o.dense_dim, static_cast<uint32_t>(o.sparse_slots.size()));
+      RecordBlock block(o.dense_dim, static_cast<uint32_t>(o.sparse_slots.size()), o.num_labels());
       block.Append(ex);
       block.Append(ex);
       const auto bytes = block.Serialize();
       const char shape = static_cast<char>((o.dense_dim & 3) | ((o.sparse_slots.size() & 0x3f) << 2));
-      seeds.Add(std::string(1, '\6') + shape + std::string(bytes.begin(), bytes.end()));
+      const char selector = o.num_labels() == 1 ? 6 : 13;
+      seeds.Add(std::string(1, selector) + shape + std::string(bytes.begin(), bytes.end()));
     }
   }
   {
@@ -302,19 +323,22 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fleetps::fuzz;
   if (size == 0) return 0;
-  const uint8_t selector = data[0] % 10;
+  const uint8_t selector = data[0] % 14;
+  const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
   if (selector < 6) {
-    FuzzLines(Formats()[selector], std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
-  } else if (selector == 6) {
+    FuzzLines(Formats()[selector], rest);
+  } else if (selector == 6 || selector == 13) {
     if (size < 2) return 0;
     // Byte 1: dense_dim in bits 0-1, num_slots in bits 2-7.
-    FuzzRecordBlock({data + 2, size - 2}, data[1] & 3, data[1] >> 2);
+    FuzzRecordBlock({data + 2, size - 2}, data[1] & 3, data[1] >> 2, selector == 6 ? 1 : 2);
   } else if (selector == 7) {
-    FuzzRecordBlock({data + 1, size - 1}, 13, 26);
+    FuzzRecordBlock({data + 1, size - 1}, 13, 26, 1);
   } else if (selector == 8) {
-    FuzzDataFile(std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
+    FuzzDataFile(rest);
+  } else if (selector == 9) {
+    FuzzLines(Formats()[6], rest);  // criteo
   } else {
-    FuzzLines(Formats()[6], std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));  // criteo
+    FuzzLines(Formats()[selector - 3], rest);  // 10..12: the two-label formats 7..9
   }
   return 0;
 }

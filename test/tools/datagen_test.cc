@@ -11,6 +11,7 @@
 #include "common/config/yaml_util.h"
 #include "test/trainer/data/data_test_util.h"
 #include "tools/datagen/datagen.h"
+#include "tools/datagen/exact_auc.h"
 #include "trainer/data/file_list.h"
 #include "trainer/data/in_memory_dataset.h"
 
@@ -229,6 +230,178 @@ TEST_CASE("the estimation limit", "[datagen]") {
               << report->estimation_limit_auc);
   CHECK(report->estimation_limit_auc < report->data_limited_auc[1].second);
   CHECK(report->estimation_limit_auc > report->data_limited_auc[3].second);
+}
+
+// FNV-1a 64 of `bytes`: a fingerprint of a generated file.
+uint64_t Fingerprint(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : bytes) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string FirstLine(const std::string& path) {
+  const std::string text = Slurp(path);
+  return text.substr(0, text.find('\n'));
+}
+
+// Without `conversion` the generator writes exactly what it wrote before the conversion
+// label existed: these fingerprints and lines were taken from fleetps-datagen before it
+// (--rows 40 --seed 5 --test-fraction 0.25 --train-files 2 --slots 3 --vocab 50, dense 2 or
+// for slot_dnn 0, the last case --history-len 3).
+TEST_CASE("without conversion the files are those of earlier releases, byte for byte", "[datagen]") {
+  struct Case {
+    DataFormat format;
+    uint32_t history_len;
+    std::string first_line;
+    uint64_t train0, train1, test, yaml;
+  };
+  const Case cases[] = {
+      {DataFormat::kRankDnn, 0, "click:0 dense_feature:0.13987 dense_feature:0.7646 1:13 2:50 3:115",
+       0x711a402dcde640ebULL, 0xa660d3acf60507e3ULL, 0x76fec341f098ae33ULL, 0xfbf75be97535e6f5ULL},
+      {DataFormat::kMultiSlot, 0, "1 0 1 13 1 50 1 115 2 0.13987 0.7646", 0xab27f645b6231589ULL, 0x420010dccf520e31ULL,
+       0x5eec76ee5653b6a3ULL, 0x37433c4c1dc93c2bULL},
+      {DataFormat::kSlotDnn, 0, "0:1 13:2 50:3 115:4", 0x66a39c8e05ec084fULL, 0x13b19f758c96288eULL,
+       0xac0d8f3063b43d0fULL, 0x7816f54ad2c94bd7ULL},
+      {DataFormat::kRankDnn, 3, "click:1 dense_feature:0.48181 dense_feature:0.08555 1:24 2:50 3:7 3:24",
+       0x2cb5e0dbf8a1524dULL, 0xaa19a265d74c183cULL, 0x9828565a69f94e24ULL, 0xfbf75be97535e6f5ULL},
+  };
+  for (const Case& c : cases) {
+    INFO(config::DataFormatName(c.format) << " history_len " << c.history_len);
+    data::testing::TempDir dir;
+    DatagenOptions o;
+    o.format = c.format;
+    o.rows = 40;
+    o.seed = 5;
+    o.test_fraction = 0.25;
+    o.train_files = 2;
+    o.sparse_slots = 3;
+    o.dense_dim = c.format == DataFormat::kSlotDnn ? 0 : 2;
+    o.vocab_size = 50;
+    o.history_len = c.history_len;
+    o.out_dir = dir.path();
+    const auto report = GenerateDataset(o);
+    REQUIRE(report.ok());
+    CHECK(FirstLine(report->train_files[0]) == c.first_line);
+    CHECK(Fingerprint(Slurp(report->train_files[0])) == c.train0);
+    CHECK(Fingerprint(Slurp(report->train_files[1])) == c.train1);
+    CHECK(Fingerprint(Slurp(report->test_files[0])) == c.test);
+    CHECK(Fingerprint(Slurp(report->config_file)) == c.yaml);
+    CHECK(report->conversion_mean == 0);
+    CHECK(report->bayes_conversion_auc == 0);
+  }
+}
+
+// Every row of `batch`'s true P(click) and P(click) * P(conversion | click).
+std::pair<std::vector<double>, std::vector<double>> TrueScores(const DatagenOptions& options,
+                                                               const data::Batch& batch) {
+  std::pair<std::vector<double>, std::vector<double>> scores;
+  for (const LabelProbabilities& p : TrueLabelProbabilities(options, batch)) {
+    scores.first.push_back(p.click);
+    scores.second.push_back(p.click * p.cvr);
+  }
+  return scores;
+}
+
+// Column `l` of a batch's labels.
+std::vector<float> LabelColumn(const data::Batch& batch, size_t l) {
+  std::vector<float> column;
+  for (size_t r = 0; r < batch.size(); ++r) column.push_back(batch.Labels(r)[l]);
+  return column;
+}
+
+TEST_CASE("conversion: a second label, only after a click, for about a quarter of the clicks", "[datagen]") {
+  data::testing::TempDir dir;
+  DatagenOptions options = SmallOptions(dir.path(), DataFormat::kRankDnn);
+  options.conversion = true;
+  const auto report = GenerateDataset(options);
+  REQUIRE(report.ok());
+  CHECK(FirstLine(report->train_files[0]).starts_with("click:"));
+  CHECK(FirstLine(report->train_files[0]).find(" conversion:") == 7);
+
+  // data.yaml names both label slots.
+  auto root = config::LoadYamlFile(report->config_file);
+  REQUIRE(root.ok());
+  config::DataOptions data;
+  REQUIRE(config::ParseDataOptions((*root)["data"], config::YamlContext{report->config_file, "data"}, &data).ok());
+  CHECK(data.label_slots == std::vector<std::string>{"click", "conversion"});
+  auto expected = DatagenDataOptions(options);
+  REQUIRE(expected.ok());
+  CHECK(expected->label_slots == data.label_slots);
+
+  std::vector<std::string> files = report->train_files;
+  files.push_back(report->test_files[0]);
+  const data::Batch all = LoadAll(data, files);
+  REQUIRE(all.size() == 20000);
+  REQUIRE(all.num_labels == 2);
+  const std::vector<float> clicks = LabelColumn(all, 0), conversions = LabelColumn(all, 1);
+  double num_clicks = 0, num_conversions = 0;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (conversions[r] == 1.0f) CHECK(clicks[r] == 1.0f);  // conversion implies click
+    num_clicks += clicks[r];
+    num_conversions += conversions[r];
+  }
+  const double rate = num_conversions / num_clicks;
+  INFO("conversions " << num_conversions << " of " << num_clicks << " clicks");
+  CHECK(rate >= 0.2);
+  CHECK(rate <= 0.3);
+  CHECK(report->conversion_rate == Approx(rate).epsilon(1e-12));
+  CHECK(report->conversion_mean == Approx(num_conversions / 20000).epsilon(1e-12));
+  CHECK(report->label_mean == Approx(num_clicks / 20000).epsilon(1e-12));
+
+  // The Bayes AUCs, recomputed from the files read back and the true model.
+  const auto [p_click, p_conversion] = TrueScores(options, all);
+  CHECK(report->bayes_auc == Approx(*ExactAuc(p_click, clicks)).epsilon(1e-12));
+  CHECK(report->bayes_conversion_auc == Approx(*ExactAuc(p_conversion, conversions)).epsilon(1e-12));
+  const data::Batch test = LoadAll(data, report->test_files);
+  const auto [test_click, test_conversion] = TrueScores(options, test);
+  CHECK(report->bayes_conversion_test_auc == Approx(*ExactAuc(test_conversion, LabelColumn(test, 1))).epsilon(1e-12));
+  // P(conversion) ranks the conversions well, better than P(click) alone does.
+  INFO("bayes conversion auc " << report->bayes_conversion_auc << ", cvr auc " << report->bayes_cvr_auc);
+  CHECK(report->bayes_conversion_auc > 0.75);
+  CHECK(report->bayes_conversion_auc > *ExactAuc(p_click, conversions));
+  CHECK(report->bayes_cvr_auc > 0.6);
+  CHECK(report->bayes_cvr_auc < report->bayes_conversion_auc);
+}
+
+TEST_CASE("conversion leaves the features and clicks as they are, in every format", "[datagen]") {
+  for (DataFormat format : {DataFormat::kRankDnn, DataFormat::kMultiSlot, DataFormat::kSlotDnn}) {
+    INFO(config::DataFormatName(format));
+    data::testing::TempDir plain_dir, conversion_dir;
+    DatagenOptions options = SmallOptions(plain_dir.path(), format);
+    options.rows = 3000;
+    const auto plain = GenerateDataset(options);
+    options.out_dir = conversion_dir.path();
+    options.conversion = true;
+    const auto with = GenerateDataset(options);
+    REQUIRE(plain.ok());
+    REQUIRE(with.ok());
+    CHECK(plain->bayes_auc == with->bayes_auc);
+    CHECK(plain->label_mean == with->label_mean);
+    CHECK(plain->data_limited_auc == with->data_limited_auc);
+
+    auto data = DatagenDataOptions(options);
+    REQUIRE(data.ok());
+    const data::Batch two = LoadAll(*data, with->train_files);
+    options.conversion = false;
+    auto plain_data = DatagenDataOptions(options);
+    REQUIRE(plain_data.ok());
+    const data::Batch one = LoadAll(*plain_data, plain->train_files);
+    CHECK(two.num_labels == 2);
+    CHECK(LabelColumn(two, 0) == one.labels);
+    CHECK(two.dense == one.dense);
+    CHECK(two.slots == one.slots);
+
+    const std::string line = FirstLine(with->train_files[0]);
+    INFO(line);
+    const float click = one.labels[0], conversion = two.Labels(0)[1];
+    const std::string c = click == 1.0f ? "1" : "0", v = conversion == 1.0f ? "1" : "0";
+    if (format == DataFormat::kRankDnn) CHECK(line.starts_with("click:" + c + " conversion:" + v + " "));
+    if (format == DataFormat::kMultiSlot) CHECK(line.starts_with("1 " + c + " 1 " + v + " "));
+    if (format == DataFormat::kSlotDnn) CHECK(line.starts_with(c + ":1 " + v + ":conversion "));
+  }
 }
 
 TEST_CASE("bad datagen options are InvalidArgument", "[datagen]") {

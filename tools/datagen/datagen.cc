@@ -38,8 +38,30 @@ constexpr double kHistoryFocus = 0.7;
 constexpr double kHistoryWeight = 2.5;
 constexpr double kHistoryOffset = 0.8;
 
+// The conversion label (options.conversion): a slot's cvr weights are kCvrShared times its
+// click weights plus an independent part of kCvrOwn times their spread (correlation 0.6,
+// the same variance). The bias is solved for each model so that P(conversion | click)
+// averages kCvrTarget over the clicks of kCvrCalibrationRows rows drawn for that alone: the
+// realised weights of the few most frequent ids move the rate by +-5 points from seed to
+// seed under any one fixed bias.
+constexpr double kCvrShared = 0.6;
+constexpr double kCvrOwn = 0.8;
+constexpr double kCvrTarget = 0.25;
+constexpr uint32_t kCvrCalibrationRows = 1 << 15;
+
 // Independent hash streams of the model's parameters.
-enum Stream : uint64_t { kSlotScale = 1, kDenseBeta, kIdWeight, kIdInteraction, kSamples };
+// Append only: a stream's number seeds its values.
+enum Stream : uint64_t {
+  kSlotScale = 1,
+  kDenseBeta,
+  kIdWeight,
+  kIdInteraction,
+  kSamples,
+  kCvrDenseBeta,    // beta' of the conversion model
+  kCvrIdWeight,     // v_s(id), the conversion model's own part of an id's weight
+  kCvrSamples,      // the conversion draws
+  kCvrCalibration,  // the rows that set the conversion bias
+};
 
 // U[0, 1) as a pure function of (seed, stream, a, b).
 double HashUniform(uint64_t seed, Stream stream, uint64_t a, uint64_t b) {
@@ -91,7 +113,8 @@ class SyntheticCtrModel {
         vocab_size_(options.vocab_size),
         zipf_(options.vocab_size, options.zipf_exponent),
         history_len_(options.history_len),
-        history_slot_(options.history_len > 0 ? options.sparse_slots - 1 : UINT32_MAX) {
+        history_slot_(options.history_len > 0 ? options.sparse_slots - 1 : UINT32_MAX),
+        conversion_(options.conversion) {
     // Slot importance varies in [0.5, 1.5); scaled so the slots add up to kSparseVariance.
     const double base = std::sqrt(kSparseVariance / options.sparse_slots);
     for (uint32_t s = 0; s < options.sparse_slots; ++s) {
@@ -99,8 +122,12 @@ class SyntheticCtrModel {
     }
     for (uint32_t j = 0; j < options.dense_dim; ++j) {
       dense_beta_.push_back(kDenseScale * (2 * HashUniform(seed_, kDenseBeta, j, 0) - 1));
+      cvr_dense_beta_.push_back(kDenseScale * (2 * HashUniform(seed_, kCvrDenseBeta, j, 0) - 1));
     }
+    if (conversion_) cvr_bias_ = CalibrateCvrBias();
   }
+
+  uint32_t num_labels() const { return conversion_ ? 2 : 1; }
 
   uint32_t slots() const { return static_cast<uint32_t>(slot_scale_.size()); }
   // Weights of slot s are uniform on [-WeightBound(s), WeightBound(s)] (variance slot_scale^2);
@@ -114,21 +141,22 @@ class SyntheticCtrModel {
   // The slot of the click history (UINT32_MAX: none).
   uint32_t history_slot() const { return history_slot_; }
 
-  // Draws the features and the label into *example; returns the true click probability.
-  double Sample(Rng* rng, data::Example* example) const {
-    example->Reset(slot_scale_.size());
-    for (uint32_t s = 0; s < slot_scale_.size(); ++s) {
-      if (s != history_slot_) example->slots[s].push_back(s * vocab_size_ + zipf_.Sample(rng->Uniform()) - 1);
-    }
-    if (history_slot_ != UINT32_MAX) SampleHistory(rng, example);
-    for (size_t j = 0; j < dense_beta_.size(); ++j) {
-      const double u = rng->Uniform();
-      // Rounded to 5 decimals for short lines; the value written is the value modelled.
-      example->dense.push_back(static_cast<float>(std::round(u * u * 1e5) / 1e5));
-    }
-    const double p =
-        1 / (1 + std::exp(-Logit(*example, [this](uint32_t s, uint64_t id) { return TrueParams(s, id); })));
-    example->label = rng->Uniform() < p ? 1.0f : 0.0f;
+  // Draws the features and the click into *example (from `rng`) and, with conversion, the
+  // conversion (from `cvr_rng`, one draw per row); returns the true probabilities.
+  LabelProbabilities Sample(Rng* rng, Rng* cvr_rng, data::Example* example) const {
+    example->Reset(slot_scale_.size(), num_labels());
+    SampleFeatures(rng, example);
+    const LabelProbabilities p = Probabilities(*example);
+    example->labels[0] = rng->Uniform() < p.click ? 1.0f : 0.0f;
+    if (conversion_) example->labels[1] = cvr_rng->Uniform() < p.cvr && example->labels[0] == 1.0f ? 1.0f : 0.0f;
+    return p;
+  }
+
+  // The true P(click) and P(conversion | click) (0 without conversion) of an example's features.
+  LabelProbabilities Probabilities(const data::Example& example) const {
+    LabelProbabilities p;
+    p.click = Sigmoid(Logit(example, [this](uint32_t s, uint64_t id) { return TrueParams(s, id); }));
+    if (conversion_) p.cvr = Sigmoid(CvrLogit(example));
     return p;
   }
 
@@ -156,6 +184,63 @@ class SyntheticCtrModel {
   }
 
  private:
+  // The conversion model's logit (given a click).
+  double CvrLogit(const data::Example& example) const { return cvr_bias_ + CvrTerms(example); }
+
+  static double Sigmoid(double z) { return 1 / (1 + std::exp(-z)); }
+
+  // The ids and dense values of an example whose labels are already reset.
+  void SampleFeatures(Rng* rng, data::Example* example) const {
+    for (uint32_t s = 0; s < slot_scale_.size(); ++s) {
+      if (s != history_slot_) example->slots[s].push_back(s * vocab_size_ + zipf_.Sample(rng->Uniform()) - 1);
+    }
+    if (history_slot_ != UINT32_MAX) SampleHistory(rng, example);
+    for (size_t j = 0; j < dense_beta_.size(); ++j) {
+      const double u = rng->Uniform();
+      // Rounded to 5 decimals for short lines; the value written is the value modelled.
+      example->dense.push_back(static_cast<float>(std::round(u * u * 1e5) / 1e5));
+    }
+  }
+
+  // The bias that makes P(conversion | click) average kCvrTarget over the clicks: the
+  // P(click)-weighted mean of sigmoid(bias + terms) over calibration rows, increasing in
+  // the bias, solved by bisection.
+  double CalibrateCvrBias() const {
+    Rng rng(MixKey(seed_ ^ (uint64_t{kCvrCalibration} << 56)));
+    data::Example example;
+    std::vector<std::pair<double, double>> rows;  // (P(click), the cvr logit's terms)
+    for (uint32_t r = 0; r < kCvrCalibrationRows; ++r) {
+      example.Reset(slot_scale_.size(), num_labels());
+      SampleFeatures(&rng, &example);
+      rows.emplace_back(Sigmoid(Logit(example, [this](uint32_t s, uint64_t id) { return TrueParams(s, id); })),
+                        CvrTerms(example));
+    }
+    double low = -30, high = 30;
+    for (int i = 0; i < 64; ++i) {
+      const double bias = (low + high) / 2;
+      double converted = 0, clicked = 0;
+      for (const auto& [click, terms] : rows) {
+        converted += click * Sigmoid(bias + terms);
+        clicked += click;
+      }
+      (converted < kCvrTarget * clicked ? low : high) = bias;
+    }
+    return (low + high) / 2;
+  }
+
+  // The conversion model's logit without its bias.
+  double CvrTerms(const data::Example& example) const {
+    double logit = 0;
+    for (uint32_t s = 0; s < slot_scale_.size(); ++s) {
+      if (s == history_slot_) continue;
+      const uint64_t id = example.slots[s][0];
+      const double own = WeightBound(s) * (2 * HashUniform(seed_, kCvrIdWeight, s, id) - 1);
+      logit += kCvrShared * TrueParams(s, id).weight + kCvrOwn * own;
+    }
+    for (size_t j = 0; j < cvr_dense_beta_.size(); ++j) logit += cvr_dense_beta_[j] * (example.dense[j] - 1.0 / 3);
+    return logit;
+  }
+
   // A slot-0 item of `category`: a Zipf rank moved to the nearest id of that category.
   uint64_t ItemOf(uint64_t category, double u) const {
     const uint64_t id = zipf_.Sample(u) - 1;
@@ -180,8 +265,11 @@ class SyntheticCtrModel {
   const ZipfSampler zipf_;
   const uint32_t history_len_;
   const uint32_t history_slot_;
+  const bool conversion_;
   std::vector<double> slot_scale_;
   std::vector<double> dense_beta_;
+  std::vector<double> cvr_dense_beta_;
+  double cvr_bias_ = 0;  // the conversion logit's bias (CalibrateCvrBias)
 };
 
 // The estimation limit: each id's weight and interaction factor replaced by its posterior
@@ -206,7 +294,7 @@ class EstimationOracle {
   void Observe(const data::Example& example) {
     const auto truth = [this](uint32_t s, uint64_t id) { return model_.TrueParams(s, id); };
     const double logit = model_.Logit(example, truth);
-    const bool clicked = example.label > 0.5f;
+    const bool clicked = example.labels[0] > 0.5f;
     for (uint32_t s = 0; s < model_.slots(); ++s) {
       if (s == model_.history_slot()) continue;  // no per-id weights: its term is exact
       const uint64_t id = example.slots[s][0];
@@ -304,6 +392,10 @@ class LineWriter {
 YAML::Node DataSection(const DatagenOptions& options) {
   YAML::Node section;
   section["data_format"] = std::string(config::DataFormatName(options.format));
+  if (options.conversion) {
+    const bool slot_dnn = options.format == config::DataFormat::kSlotDnn;
+    section["label_slots"] = std::vector<std::string>{slot_dnn ? "1" : "click", kConversionSlot};
+  }
   if (options.format == config::DataFormat::kSlotDnn) {
     section["slot_num"] = options.sparse_slots;
   } else {
@@ -386,7 +478,45 @@ struct RowScores {
   std::vector<float> test_labels;
   std::vector<std::vector<double>> limited;  // per kDataLimitThresholds entry: the test rows' logits
   std::vector<double> estimated;             // the oracle's logits of the test rows
+  // With conversion: P(click) * P(conversion | click) and the conversion label of every row
+  // and of the test rows, and P(conversion | click) and the label of the clicked rows.
+  std::vector<double> conversion_probabilities;
+  std::vector<float> conversion_labels;
+  std::vector<double> test_conversion_probabilities;
+  std::vector<float> test_conversion_labels;
+  std::vector<double> clicked_cvr;
+  std::vector<float> clicked_conversion_labels;
+
+  // Adds a row's conversion scores.
+  void AddConversion(const LabelProbabilities& p, const data::Example& example, bool test) {
+    conversion_probabilities.push_back(p.click * p.cvr);
+    conversion_labels.push_back(example.labels[1]);
+    if (test) {
+      test_conversion_probabilities.push_back(p.click * p.cvr);
+      test_conversion_labels.push_back(example.labels[1]);
+    }
+    if (example.labels[0] == 1.0f) {
+      clicked_cvr.push_back(p.cvr);
+      clicked_conversion_labels.push_back(example.labels[1]);
+    }
+  }
 };
+
+// The conversion numbers of `scores` into `report`.
+void ReportConversion(const RowScores& scores, DatagenReport* report) {
+  double conversions = 0;
+  for (float label : scores.conversion_labels) conversions += label;
+  report->conversion_mean = conversions / static_cast<double>(scores.conversion_labels.size());
+  if (!scores.clicked_cvr.empty()) {
+    report->conversion_rate = conversions / static_cast<double>(scores.clicked_cvr.size());
+  }
+  report->bayes_conversion_auc = ExactAuc(scores.conversion_probabilities, scores.conversion_labels).value_or(0.5);
+  report->bayes_cvr_auc = ExactAuc(scores.clicked_cvr, scores.clicked_conversion_labels).value_or(0.5);
+  if (!scores.test_conversion_labels.empty()) {
+    report->bayes_conversion_test_auc =
+        ExactAuc(scores.test_conversion_probabilities, scores.test_conversion_labels).value_or(0.5);
+  }
+}
 
 // The label mean and the AUCs of `scores` into `report`.
 void ReportAucs(const DatagenOptions& options, const RowScores& scores, DatagenReport* report) {
@@ -405,6 +535,7 @@ void ReportAucs(const DatagenOptions& options, const RowScores& scores, DatagenR
       report->estimation_limit_auc = ExactAuc(scores.estimated, scores.test_labels).value_or(0.5);
     }
   }
+  if (options.conversion) ReportConversion(scores, report);
 }
 
 }  // namespace
@@ -413,6 +544,22 @@ StatusOr<config::DataOptions> DatagenDataOptions(const DatagenOptions& options) 
   config::DataOptions data;
   RETURN_IF_ERROR(config::ParseDataOptions(DataSection(options), config::YamlContext{"<datagen>", "data"}, &data));
   return data;
+}
+
+std::vector<LabelProbabilities> TrueLabelProbabilities(const DatagenOptions& options, const data::Batch& rows) {
+  const SyntheticCtrModel model(options);
+  std::vector<LabelProbabilities> probabilities;
+  probabilities.reserve(rows.size());
+  data::Example example;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    example.Reset(rows.num_slots(), rows.num_labels);
+    example.dense.assign(rows.Dense(r).begin(), rows.Dense(r).end());
+    for (size_t s = 0; s < rows.num_slots(); ++s) {
+      example.slots[s].assign(rows.Ids(s, r).begin(), rows.Ids(s, r).end());
+    }
+    probabilities.push_back(model.Probabilities(example));
+  }
+  return probabilities;
 }
 
 StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
@@ -436,13 +583,16 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
   std::unique_ptr<EstimationOracle> oracle;
   if (options.estimation_limit) oracle = std::make_unique<EstimationOracle>(model);
   Rng rng(MixKey(options.seed ^ (uint64_t{kSamples} << 56)));
+  Rng cvr_rng(MixKey(options.seed ^ (uint64_t{kCvrSamples} << 56)));
   scores.probabilities.reserve(options.rows);
   scores.labels.reserve(options.rows);
   data::Example example;
   std::string line;
   for (uint64_t r = 0; r < options.rows; ++r) {
-    scores.probabilities.push_back(model.Sample(&rng, &example));
-    scores.labels.push_back(example.label);
+    const LabelProbabilities p = model.Sample(&rng, &cvr_rng, &example);
+    scores.probabilities.push_back(p.click);
+    scores.labels.push_back(example.labels[0]);
+    if (options.conversion) scores.AddConversion(p, example, r >= report.train_rows);
     if (r < report.train_rows) {
       if (oracle) oracle->Observe(example);
       for (const auto& ids : example.slots) {
@@ -457,7 +607,7 @@ StatusOr<DatagenReport> GenerateDataset(const DatagenOptions& options) {
             model.Logit(example, [&](uint32_t s, uint64_t id) { return oracle->Estimate(s, id); }));
       }
       scores.test_probabilities.push_back(scores.probabilities.back());
-      scores.test_labels.push_back(example.label);
+      scores.test_labels.push_back(example.labels[0]);
       for (size_t t = 0; t < std::size(kDataLimitThresholds); ++t) {
         const uint32_t k = kDataLimitThresholds[t];
         scores.limited[t].push_back(model.Logit(example, [&](uint32_t s, uint64_t id) {

@@ -1,5 +1,6 @@
 // fleetps-datagen: writes a synthetic CTR data set (rank_dnn, multislot or slot_dnn lines)
-// drawn from a known model and prints its Bayes-optimal AUC. See tools/datagen/datagen.h.
+// drawn from a known model and prints its Bayes-optimal AUC; with --conversion a second
+// label, conversion, and its Bayes-optimal AUC too. See tools/datagen/datagen.h.
 
 #include <chrono>
 #include <iostream>
@@ -38,6 +39,11 @@ int main(int argc, char** argv) {
   app.add_flag("--estimation-limit", options.estimation_limit,
                "Also print the estimation limit: the AUC of every id's posterior mean given the training rows "
                "and all other true parameters (slower; memory grows with the distinct ids)");
+  app.add_flag("--conversion", options.conversion,
+               "Add a second label, conversion, after click (label slots [click, conversion]; slot_dnn "
+               "[1, conversion]): 0 without a click, else drawn from its own model whose per-id weights share 0.6 "
+               "of the click weights, converting about 25% of the clicks; also print its Bayes-optimal AUC "
+               "(of p_click * p_cvr, over all rows)");
   CLI11_PARSE(app, argc, argv);
   fleetps::config::DataFormatFromName(format, &options.format);  // validated by the check above
   if (options.format == DataFormat::kSlotDnn && app.count("--dense-dim") == 0) options.dense_dim = 0;
@@ -63,6 +69,15 @@ int main(int argc, char** argv) {
       std::cout << "estimation limit auc: " << report->estimation_limit_auc
                 << " (test rows; each id at its posterior mean given the training rows and the true rest)\n";
     }
+  }
+  if (options.conversion) {
+    std::cout << "conversion mean: " << report->conversion_mean << " (" << report->conversion_rate
+              << " of the clicks)\n"
+              << "bayes conversion auc: " << report->bayes_conversion_auc << " (p_click * p_cvr, all rows)\n";
+    if (report->test_rows > 0) {
+      std::cout << "bayes conversion test auc: " << report->bayes_conversion_test_auc << " (test rows)\n";
+    }
+    std::cout << "bayes cvr auc: " << report->bayes_cvr_auc << " (p_cvr, the clicked rows)\n";
   }
   std::cout << "config:     " << report->config_file << "\n"
             << "seconds:    " << seconds.count() << "\n";

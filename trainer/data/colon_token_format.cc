@@ -10,14 +10,14 @@ ColonTokenFormat::ColonTokenFormat(const config::DataOptions& options, Order ord
     : index_(options),
       order_(order),
       require_every_sparse_slot_(require_every_sparse_slot),
-      label_slot_(options.label_slot),
+      label_slots_(options.label_slots),
       dense_slot_(options.dense_slot),
       dense_dim_(options.dense_dim),
       sparse_slots_(options.sparse_slots) {}
 
 Status ColonTokenFormat::Parse(std::string_view line, Example* example) const {
-  example->Reset(sparse_slots_.size());
-  bool has_label = false;
+  example->Reset(sparse_slots_.size(), label_slots_.size());
+  example->labels.assign(label_slots_.size(), kUnsetLabel);  // each label slot must be seen once
   Tokenizer tokens(line);
   std::string_view token, run_name;
   SlotRole run_role;
@@ -41,11 +41,14 @@ Status ColonTokenFormat::Parse(std::string_view line, Example* example) const {
     Status status;
     switch (role.kind) {
       case SlotRole::kIgnored: continue;
-      case SlotRole::kLabel:
-        if (has_label) return TokenError(tokens.index(), token, "label slot \"" + label_slot_ + "\" appears twice");
-        has_label = true;
-        status = ParseLabel(value, &example->label);
+      case SlotRole::kLabel: {
+        float& label = example->labels[role.index];
+        if (label != kUnsetLabel) {
+          return TokenError(tokens.index(), token, "label slot \"" + label_slots_[role.index] + "\" appears twice");
+        }
+        status = ParseLabel(value, &label);
         break;
+      }
       case SlotRole::kDense:
         if (example->dense.size() == dense_dim_) {
           return TokenError(
@@ -54,12 +57,16 @@ Status ColonTokenFormat::Parse(std::string_view line, Example* example) const {
         }
         status = ParseFloat(value, &example->dense.emplace_back());
         break;
-      case SlotRole::kSparse: status = ParseUint64(value, &example->slots[role.sparse_index].emplace_back()); break;
+      case SlotRole::kSparse: status = ParseUint64(value, &example->slots[role.index].emplace_back()); break;
     }
     if (!status.ok()) return TokenError(tokens.index(), token, status.message());
   }
 
-  if (!has_label) return Status::InvalidArgument("missing label slot \"" + label_slot_ + "\"");
+  for (size_t l = 0; l < label_slots_.size(); ++l) {
+    if (example->labels[l] == kUnsetLabel) {
+      return Status::InvalidArgument("missing label slot \"" + label_slots_[l] + "\"");
+    }
+  }
   if (example->dense.size() != dense_dim_) {
     return Status::InvalidArgument("dense slot \"" + dense_slot_ + "\" has " + std::to_string(example->dense.size()) +
                                    " values, expected " + std::to_string(dense_dim_));
@@ -75,6 +82,7 @@ Status ColonTokenFormat::Parse(std::string_view line, Example* example) const {
 void ColonTokenFormat::Write(const Example& example, std::string* out) const {
   FLEETPS_CHECK_EQ(example.dense.size(), dense_dim_);
   FLEETPS_CHECK_EQ(example.slots.size(), sparse_slots_.size());
+  FLEETPS_CHECK_EQ(example.labels.size(), label_slots_.size());
   const size_t start = out->size();
   std::string value;  // the value of the token being written
   auto emit = [&](const std::string& name) {
@@ -85,8 +93,10 @@ void ColonTokenFormat::Write(const Example& example, std::string* out) const {
     value.clear();
   };
 
-  AppendLabel(example.label, &value);
-  emit(label_slot_);
+  for (size_t l = 0; l < label_slots_.size(); ++l) {
+    AppendLabel(example.labels[l], &value);
+    emit(label_slots_[l]);
+  }
   for (float v : example.dense) {
     AppendFloat(v, &value);
     emit(dense_slot_);

@@ -34,8 +34,9 @@ Status FieldError(uint32_t column, std::string_view field, std::string_view reas
 }  // namespace
 
 CriteoFormat::CriteoFormat(const config::DataOptions& options) : hash_dim_(options.criteo_hash_dim) {
-  FLEETPS_CHECK(options.dense_dim == kDense && options.sparse_slots.size() == kCategorical)
-      << "criteo needs 13 dense features and 26 sparse slots";
+  FLEETPS_CHECK(options.dense_dim == kDense && options.sparse_slots.size() == kCategorical &&
+                options.label_slots.size() == 1)
+      << "criteo needs one label slot, 13 dense features and 26 sparse slots";
   for (uint32_t i = 0; i < kFields; ++i) index_state_[i] = Fnv1a(kFnvBasis, std::to_string(i));
 }
 
@@ -62,7 +63,7 @@ Status CriteoFormat::Parse(std::string_view line, Example* example) const {
                                      "categorical columns");
     }
     if (column == 0) {
-      if (!ParseLabel(field, &example->label).ok()) return FieldError(1, field, "the label must be 0 or 1");
+      if (!ParseLabel(field, &example->labels[0]).ok()) return FieldError(1, field, "the label must be 0 or 1");
     } else if (column <= kDense) {
       if (!field.empty()) {
         // In double, as PaddleRec's Python: values past 2^24 stay exact until scaled.

@@ -32,7 +32,7 @@ class CriteoFormat : public LineFormat {
   static constexpr uint32_t kCategorical = 26;
   static constexpr uint32_t kFields = 1 + kDense + kCategorical;
 
-  // options.format criteo: 13 dense features, 26 sparse slots (checked).
+  // options.format criteo: one label slot, 13 dense features, 26 sparse slots (checked).
   explicit CriteoFormat(const config::DataOptions& options);
 
   Status Parse(std::string_view line, Example* example) const override;

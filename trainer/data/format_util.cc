@@ -84,7 +84,9 @@ void AppendLabel(float label, std::string* out) {
 
 SlotIndex::SlotIndex(const config::DataOptions& options) {
   std::vector<Entry> entries;
-  entries.push_back({options.label_slot, SlotRole{SlotRole::kLabel, 0}});
+  for (size_t i = 0; i < options.label_slots.size(); ++i) {
+    entries.push_back({options.label_slots[i], SlotRole{SlotRole::kLabel, static_cast<uint32_t>(i)}});
+  }
   if (options.dense_dim > 0) entries.push_back({options.dense_slot, SlotRole{SlotRole::kDense, 0}});
   for (size_t i = 0; i < options.sparse_slots.size(); ++i) {
     entries.push_back({options.sparse_slots[i], SlotRole{SlotRole::kSparse, static_cast<uint32_t>(i)}});

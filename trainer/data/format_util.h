@@ -35,6 +35,10 @@ Status ParseUint64(std::string_view text, uint64_t* out);  // decimal, [0, 2^64)
 Status ParseFloat(std::string_view text, float* out);      // finite float
 Status ParseLabel(std::string_view text, float* out);      // "0" or "1"
 
+// A label value no line holds: what a parser presets an example's labels to, so that it
+// can tell a label slot seen twice or not at all.
+inline constexpr float kUnsetLabel = -1.0f;
+
 // Appends the decimal form of `value` / the shortest form of `value` that parses back to
 // the same float.
 void AppendUint64(uint64_t value, std::string* out);
@@ -46,7 +50,8 @@ void AppendLabel(float label, std::string* out);
 struct SlotRole {
   enum Kind : uint8_t { kIgnored, kLabel, kDense, kSparse };
   Kind kind = kIgnored;
-  uint32_t sparse_index = 0;  // index into DataOptions::sparse_slots when kind == kSparse
+  // Index into DataOptions::label_slots (kLabel) or DataOptions::sparse_slots (kSparse).
+  uint32_t index = 0;
 };
 
 // a == b, for short strings: the sizes and the first and last bytes decide most

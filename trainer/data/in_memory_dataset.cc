@@ -35,9 +35,7 @@ InMemoryDataset::InMemoryDataset(const config::DataOptions& options, std::vector
   FLEETPS_CHECK_GE(batch_size_, 1u);
 }
 
-RecordBlock InMemoryDataset::EmptyBlock() const {
-  return RecordBlock(options_.dense_dim, static_cast<uint32_t>(options_.sparse_slots.size()));
-}
+RecordBlock InMemoryDataset::EmptyBlock() const { return RecordBlock(options_.dense_dim, num_slots(), num_labels()); }
 
 Status InMemoryDataset::LoadIntoMemory(const LoadProgressFn& on_file, const StopRequest* stop) {
   ReleaseMemory();
@@ -167,6 +165,7 @@ Status InMemoryDataset::GlobalShuffle(RecordTransport* transport, uint32_t train
 void InMemoryDataset::ReceiveRecords(uint32_t from, RecordBlock records) {
   FLEETPS_CHECK_EQ(records.dense_dim(), options_.dense_dim);
   FLEETPS_CHECK_EQ(records.num_slots(), options_.sparse_slots.size());
+  FLEETPS_CHECK_EQ(records.num_labels(), num_labels());
   records.ShrinkToFit();
   std::lock_guard<std::mutex> lock(inbox_mu_);
   inbox_[from].push_back(std::move(records));
@@ -220,10 +219,11 @@ StatusOr<bool> InMemoryDataset::NextBatch(Batch* batch) {
   const size_t pass_end = std::min(pass_end_, order_.size());
   if (begin >= pass_end) return false;
   const size_t end = std::min(pass_end, begin + batch_size_);
-  if (batch->dense_dim == options_.dense_dim && batch->num_slots() == options_.sparse_slots.size()) {
+  if (batch->dense_dim == options_.dense_dim && batch->num_slots() == options_.sparse_slots.size() &&
+      batch->num_labels == num_labels()) {
     batch->Clear();
   } else {
-    *batch = Batch(options_.dense_dim, options_.sparse_slots.size());
+    *batch = Batch(options_.dense_dim, options_.sparse_slots.size(), num_labels());
   }
   batch->Reserve(end - begin);
   for (size_t i = begin; i < end; ++i) blocks_[order_[i].block].AppendToBatch(order_[i].row, batch);

@@ -85,6 +85,7 @@ class InMemoryDataset : public Dataset {
 
   uint32_t dense_dim() const { return options_.dense_dim; }
   uint32_t num_slots() const { return static_cast<uint32_t>(options_.sparse_slots.size()); }
+  uint32_t num_labels() const { return options_.num_labels(); }
   size_t size() const { return order_.size(); }  // records in memory
   size_t MemoryBytes() const;                    // heap bytes of the records and the index
 

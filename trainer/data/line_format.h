@@ -23,7 +23,7 @@ class LineFormat {
   virtual ~LineFormat() = default;
 
   // Parses `line` (without its newline) into *example, which is reset first and sized to
-  // the configured sparse slots. A malformed line gives InvalidArgument whose message is
+  // the configured label and sparse slots. A malformed line gives InvalidArgument whose message is
   // the reason only, naming the offending token, e.g.
   //   token 3 "dense_feature:abc": "abc" is not a number
   // Readers prefix "file:line: ". *example is unspecified after an error.
@@ -33,7 +33,8 @@ class LineFormat {
   // (criteo), which no Example can be written back as.
   virtual bool CanWrite() const { return true; }
   // Appends `example` as one line (no newline) that Parse reads back to an equal Example.
-  // The example must have the configured shape and a 0/1 label (checked), and CanWrite().
+  // The example must have the configured shape (a label per label slot, dense_dim floats,
+  // a list per sparse slot) and 0/1 labels (checked), and CanWrite().
   virtual void Write(const Example& example, std::string* out) const = 0;
 };
 

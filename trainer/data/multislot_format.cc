@@ -5,18 +5,18 @@
 namespace fleetps::data {
 
 MultiSlotFormat::MultiSlotFormat(const config::DataOptions& options)
-    : dense_dim_(options.dense_dim), num_sparse_(options.sparse_slots.size()) {
+    : dense_dim_(options.dense_dim), num_labels_(options.label_slots.size()), num_sparse_(options.sparse_slots.size()) {
   const SlotIndex index(options);
   for (const auto& name : options.multislot_slots) {
     const SlotRole role = index.Find(name);
     FLEETPS_CHECK(role.kind != SlotRole::kIgnored) << "multislot slot \"" << name << "\" has no role";
     slots_.push_back(Slot{name, role});
   }
-  FLEETPS_CHECK_EQ(slots_.size(), num_sparse_ + 1 + (dense_dim_ > 0 ? 1 : 0)) << "multislot_slots incomplete";
+  FLEETPS_CHECK_EQ(slots_.size(), num_labels_ + num_sparse_ + (dense_dim_ > 0 ? 1 : 0)) << "multislot_slots incomplete";
 }
 
 Status MultiSlotFormat::Parse(std::string_view line, Example* example) const {
-  example->Reset(num_sparse_);
+  example->Reset(num_sparse_, num_labels_);  // every label slot is in slots_ once: each is set
   Tokenizer tokens(line);
   std::string_view token;
   for (const Slot& slot : slots_) {
@@ -39,11 +39,9 @@ Status MultiSlotFormat::Parse(std::string_view line, Example* example) const {
                                        std::to_string(count) + " values");
       }
       switch (slot.role.kind) {
-        case SlotRole::kLabel: status = ParseLabel(token, &example->label); break;
+        case SlotRole::kLabel: status = ParseLabel(token, &example->labels[slot.role.index]); break;
         case SlotRole::kDense: status = ParseFloat(token, &example->dense.emplace_back()); break;
-        case SlotRole::kSparse:
-          status = ParseUint64(token, &example->slots[slot.role.sparse_index].emplace_back());
-          break;
+        case SlotRole::kSparse: status = ParseUint64(token, &example->slots[slot.role.index].emplace_back()); break;
         case SlotRole::kIgnored: break;  // excluded by the constructor
       }
       if (!status.ok()) return TokenError(tokens.index(), token, where() + ": " + status.message());
@@ -56,12 +54,13 @@ Status MultiSlotFormat::Parse(std::string_view line, Example* example) const {
 void MultiSlotFormat::Write(const Example& example, std::string* out) const {
   FLEETPS_CHECK_EQ(example.dense.size(), dense_dim_);
   FLEETPS_CHECK_EQ(example.slots.size(), num_sparse_);
+  FLEETPS_CHECK_EQ(example.labels.size(), num_labels_);
   for (const Slot& slot : slots_) {
     if (&slot != &slots_.front()) out->push_back(' ');
     switch (slot.role.kind) {
       case SlotRole::kLabel:
         out->append("1 ");
-        AppendLabel(example.label, out);
+        AppendLabel(example.labels[slot.role.index], out);
         break;
       case SlotRole::kDense:
         AppendUint64(example.dense.size(), out);
@@ -71,7 +70,7 @@ void MultiSlotFormat::Write(const Example& example, std::string* out) const {
         }
         break;
       case SlotRole::kSparse: {
-        const auto& ids = example.slots[slot.role.sparse_index];
+        const auto& ids = example.slots[slot.role.index];
         AppendUint64(ids.size(), out);
         for (uint64_t id : ids) {
           out->push_back(' ');

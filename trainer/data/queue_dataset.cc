@@ -30,7 +30,7 @@ Status QueueDataset::StartPass() {
 
 void QueueDataset::ReaderLoop() {
   const auto empty_batch = [this] {
-    Batch batch(options_.dense_dim, options_.sparse_slots.size());
+    Batch batch(options_.dense_dim, options_.sparse_slots.size(), options_.num_labels());
     batch.Reserve(batch_size_);
     return batch;
   };

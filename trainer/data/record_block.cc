@@ -9,19 +9,25 @@
 
 namespace fleetps::data {
 
-RecordBlock::RecordBlock(uint32_t dense_dim, uint32_t num_slots) : dense_dim_(dense_dim), num_slots_(num_slots) {}
+RecordBlock::RecordBlock(uint32_t dense_dim, uint32_t num_slots, uint32_t num_labels)
+    : dense_dim_(dense_dim), num_slots_(num_slots), num_labels_(num_labels) {
+  FLEETPS_CHECK_GE(num_labels_, 1u);
+}
 
 void RecordBlock::Append(const Example& example) {
   FLEETPS_CHECK_EQ(example.dense.size(), dense_dim_);
   FLEETPS_CHECK_EQ(example.slots.size(), num_slots_);
+  FLEETPS_CHECK_EQ(example.labels.size(), num_labels_);
   const size_t begin = words_.size();
   words_.resize(begin + header_words(), 0);
   // The header is written as bytes: 32-bit values in 64-bit words.
   auto* header = reinterpret_cast<unsigned char*>(words_.data() + begin);
-  std::memcpy(header, &example.label, sizeof(float));
+  std::memcpy(header, example.labels.data(), num_labels_ * sizeof(float));
   // Empty vectors may have null data(), which memcpy must not see even for 0 bytes.
-  if (dense_dim_ > 0) std::memcpy(header + sizeof(float), example.dense.data(), dense_dim_ * sizeof(float));
-  unsigned char* counts = header + (1 + dense_dim_) * sizeof(float);
+  if (dense_dim_ > 0) {
+    std::memcpy(header + num_labels_ * sizeof(float), example.dense.data(), dense_dim_ * sizeof(float));
+  }
+  unsigned char* counts = header + counts_offset();
   for (uint32_t s = 0; s < num_slots_; ++s) {
     const auto count = static_cast<uint32_t>(example.slots[s].size());
     std::memcpy(counts + s * sizeof(uint32_t), &count, sizeof(uint32_t));
@@ -34,6 +40,7 @@ void RecordBlock::Append(const Example& example) {
 void RecordBlock::AppendRecord(const RecordBlock& src, size_t i) {
   FLEETPS_CHECK_EQ(src.dense_dim_, dense_dim_);
   FLEETPS_CHECK_EQ(src.num_slots_, num_slots_);
+  FLEETPS_CHECK_EQ(src.num_labels_, num_labels_);
   FLEETPS_CHECK_LT(i, src.size());
   words_.insert(words_.end(), src.words_.begin() + src.begins_[i], src.words_.begin() + src.begins_[i + 1]);
   FLEETPS_CHECK_LE(words_.size(), std::numeric_limits<uint32_t>::max()) << "RecordBlock too large";
@@ -43,20 +50,21 @@ void RecordBlock::AppendRecord(const RecordBlock& src, size_t i) {
 void RecordBlock::AppendToBatch(size_t i, Batch* batch) const {
   FLEETPS_CHECK_EQ(batch->dense_dim, dense_dim_);
   FLEETPS_CHECK_EQ(batch->num_slots(), num_slots_);
+  FLEETPS_CHECK_EQ(batch->num_labels, num_labels_);
   FLEETPS_CHECK_LT(i, size());
   const uint64_t* record = words_.data() + begins_[i];
   const auto* header = reinterpret_cast<const unsigned char*>(record);
 
-  float label = 0;
-  std::memcpy(&label, header, sizeof(float));
-  batch->labels.push_back(label);
+  const size_t labels_begin = batch->labels.size();
+  batch->labels.resize(labels_begin + num_labels_);
+  std::memcpy(batch->labels.data() + labels_begin, header, num_labels_ * sizeof(float));
   if (dense_dim_ > 0) {
     const size_t dense_begin = batch->dense.size();
     batch->dense.resize(dense_begin + dense_dim_);
-    std::memcpy(batch->dense.data() + dense_begin, header + sizeof(float), dense_dim_ * sizeof(float));
+    std::memcpy(batch->dense.data() + dense_begin, header + num_labels_ * sizeof(float), dense_dim_ * sizeof(float));
   }
 
-  const unsigned char* counts = header + (1 + dense_dim_) * sizeof(float);
+  const unsigned char* counts = header + counts_offset();
   const uint64_t* ids = record + header_words();
   for (uint32_t s = 0; s < num_slots_; ++s) {
     uint32_t count = 0;
@@ -86,7 +94,7 @@ std::vector<uint8_t> RecordBlock::Serialize() const {
 }
 
 StatusOr<RecordBlock> RecordBlock::Parse(std::span<const uint8_t> bytes, uint32_t dense_dim, uint32_t num_slots,
-                                         const std::string& origin) {
+                                         uint32_t num_labels, const std::string& origin) {
   const auto bad = [&origin](const std::string& what) {
     return Status::Corruption("record block from " + origin + ": " + what);
   };
@@ -100,7 +108,7 @@ StatusOr<RecordBlock> RecordBlock::Parse(std::span<const uint8_t> bytes, uint32_
                std::to_string(msg->num_slots()) + " sparse slots, this trainer expects " + std::to_string(dense_dim) +
                " and " + std::to_string(num_slots) + " (are all trainers running the same data config?)");
   }
-  RecordBlock block(dense_dim, num_slots);
+  RecordBlock block(dense_dim, num_slots, num_labels);
   if (msg->begins() == nullptr || msg->begins()->size() == 0 || msg->begins()->Get(0) != 0) {
     return bad("begins must start with 0");
   }
@@ -125,8 +133,7 @@ StatusOr<RecordBlock> RecordBlock::Parse(std::span<const uint8_t> bytes, uint32_
       return bad("record " + std::to_string(i) + " spans words [" + std::to_string(begin) + ", " + std::to_string(end) +
                  "), shorter than its " + std::to_string(header) + "-word header");
     }
-    const auto* counts =
-        reinterpret_cast<const unsigned char*>(block.words_.data() + begin) + (1 + size_t{dense_dim}) * sizeof(float);
+    const auto* counts = reinterpret_cast<const unsigned char*>(block.words_.data() + begin) + block.counts_offset();
     uint64_t ids = 0;
     for (uint32_t s = 0; s < num_slots; ++s) {
       uint32_t count = 0;

@@ -6,9 +6,12 @@
 // Row-major so that a shuffled pass gathers each record from one contiguous run of memory
 // (a column-major block costs a cache miss per slot and record when read in random order:
 // about 10x slower). Record i occupies words_[begins_[i], begins_[i + 1]):
-//   header: label, dense_dim floats and num_slots id counts as 32-bit values, packed two
-//           to a 64-bit word (an odd count leaves the last half word zero);
+//   header: num_labels labels, dense_dim floats and num_slots id counts as 32-bit values,
+//           packed two to a 64-bit word (an odd count leaves the last half word zero);
 //   ids:    the slots' ids in slot order, one 64-bit word each.
+// With one label this is the layout schemas/records.fbs describes. The serialized block
+// does not carry num_labels: sender and receiver must agree on it (the same data config),
+// as on dense_dim and num_slots, which Parse does check.
 // A value type: movable, copyable, not thread-safe.
 
 #include <cstddef>
@@ -26,9 +29,10 @@ namespace fleetps::data {
 class RecordBlock {
  public:
   RecordBlock() = default;
-  RecordBlock(uint32_t dense_dim, uint32_t num_slots);
+  RecordBlock(uint32_t dense_dim, uint32_t num_slots, uint32_t num_labels = 1);
 
   uint32_t dense_dim() const { return dense_dim_; }
+  uint32_t num_labels() const { return num_labels_; }
   uint32_t num_slots() const { return num_slots_; }
   size_t size() const { return begins_.size() - 1; }  // records
   bool empty() const { return size() == 0; }
@@ -46,19 +50,23 @@ class RecordBlock {
 
   // A finished wire::RecordBlock FlatBuffer (schemas/records.fbs) holding these records.
   std::vector<uint8_t> Serialize() const;
-  // Reads a Serialize()d buffer, checking it completely: a FlatBuffers verifier pass, the
-  // shape (must be dense_dim x num_slots) and every record's extent against its id counts.
-  // `origin` names where the bytes came from, for the error.
+  // Reads a Serialize()d buffer of records with num_labels labels, checking it completely:
+  // a FlatBuffers verifier pass, the shape (must be dense_dim x num_slots) and every
+  // record's extent against its id counts. `origin` names where the bytes came from, for
+  // the error.
   static StatusOr<RecordBlock> Parse(std::span<const uint8_t> bytes, uint32_t dense_dim, uint32_t num_slots,
-                                     const std::string& origin);
+                                     uint32_t num_labels, const std::string& origin);
 
   bool operator==(const RecordBlock&) const = default;
 
  private:
-  size_t header_words() const { return (1 + dense_dim_ + num_slots_ + 1) / 2; }
+  size_t header_words() const { return (size_t{num_labels_} + dense_dim_ + num_slots_ + 1) / 2; }
+  // Byte offset in a record of its id counts.
+  size_t counts_offset() const { return (size_t{num_labels_} + dense_dim_) * sizeof(float); }
 
   uint32_t dense_dim_ = 0;
   uint32_t num_slots_ = 0;
+  uint32_t num_labels_ = 1;
   std::vector<uint32_t> begins_{0};  // size() + 1 entries; a block holds < 2^32 words (checked)
   std::vector<uint64_t> words_;
 };

@@ -91,6 +91,7 @@ Status Receive(PsClient& client, data::InMemoryDataset& dataset, const GlobalShu
     ASSIGN_OR_RETURN(auto fetched, client.ShuffleFetch(round, o.trainer_id, o.trainers_num));
     for (auto& mail : fetched.mail) {
       ASSIGN_OR_RETURN(auto block, data::RecordBlock::Parse(mail.block, dataset.dense_dim(), dataset.num_slots(),
+                                                            dataset.num_labels(),
                                                             "trainer " + std::to_string(mail.from) + " via " + where));
       dataset.ReceiveRecords(mail.from, std::move(block));
     }

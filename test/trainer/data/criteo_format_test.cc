@@ -53,7 +53,7 @@ TEST_CASE("criteo: PaddleRec's raw TSV sample, scaled and hashed as its criteo r
   Example ex;
   REQUIRE(format->Parse(lines[0], &ex).ok());
   // 0 \t "" 0 5 4 13275 14 35 4 41 "" 4 0 4 \t 05db9164 ... 43f13e8b ea9a246c 731c3655
-  CHECK(ex.label == 0.0f);
+  CHECK(ex.labels[0] == 0.0f);
   const std::vector<double> dense = {
       0.0, 0.004975124378109453, 0.05, 0.08, 0.207421875, 0.028, 0.35, 0.08, 0.082, 0.0, 0.4, 0.0, 0.08};
   REQUIRE(ex.dense.size() == 13);
@@ -78,7 +78,7 @@ TEST_CASE("criteo: PaddleRec's raw TSV sample, scaled and hashed as its criteo r
       INFO(path << ": " << line);
       REQUIRE(format->Parse(line, &ex).ok());
       const auto fields = Fields(line);
-      CHECK(ex.label == (fields[0] == "1" ? 1.0f : 0.0f));
+      CHECK(ex.labels[0] == (fields[0] == "1" ? 1.0f : 0.0f));
       clicks += fields[0] == "1";
       for (uint32_t c = 14; c < 40; ++c) {
         const std::string raw = c < fields.size() ? fields[c] : "";
@@ -180,6 +180,13 @@ TEST_CASE("criteo options: the shape it needs, and criteo_hash_dim only with it"
   const Status paddlerec = config::ParsePaddleRecDataOptions(*node, config::YamlContext{"job.yaml", ""}, &options);
   CHECK_THAT(paddlerec.message(),
              Catch::Contains("job.yaml:2") && Catch::Contains("data_format") && Catch::Contains("not 19"));
+  // A criteo line has one label column: a second label slot is refused, naming the key.
+  const Status two_labels = parse("data_format: criteo\nlabel_slots: [click, conversion]");
+  CHECK(two_labels.IsInvalidArgument());
+  CHECK(two_labels.message() ==
+        "job.yaml:2: data.label_slots: data_format criteo lines carry one label: label_slots must name one slot, "
+        "not 2");
+  CHECK(parse("data_format: criteo\nlabel_slots: [clicked]").ok());
   const Status other = parse("data_format: rank_dnn\ncriteo_hash_dim: 7");
   CHECK_THAT(other.message(),
              Catch::Contains("criteo_hash_dim") && Catch::Contains("only valid with data_format criteo"));

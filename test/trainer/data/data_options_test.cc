@@ -42,7 +42,8 @@ std::string ParseError(const std::string& yaml) {
 TEST_CASE("PaddleRec rank_dnn config.yaml gives the rank_dnn defaults", "[data][config]") {
   const DataOptions o = LoadPaddleRec("rank_dnn/config.yaml");
   CHECK(o.format == DataFormat::kRankDnn);
-  CHECK(o.label_slot == "click");
+  CHECK(o.label_slots == std::vector<std::string>{"click"});
+  CHECK(o.num_labels() == 1);
   CHECK(o.dense_slot == "dense_feature");
   CHECK(o.dense_dim == 13);                       // hyper_parameters.dense_input_dim
   CHECK(o.sparse_slots == NumberedNames(1, 26));  // sparse_inputs_slots: 27
@@ -78,7 +79,7 @@ TEST_CASE("slot_dnn takes its slots from hyper_parameters.slot_num", "[data][con
   DataOptions o;
   REQUIRE(config::ParsePaddleRecDataOptions(*root, config::YamlContext{path, ""}, &o).ok());
   CHECK(o.format == DataFormat::kSlotDnn);
-  CHECK(o.label_slot == "1");
+  CHECK(o.label_slots == std::vector<std::string>{"1"});
   CHECK(o.dense_dim == 0);
   CHECK(o.sparse_slots == NumberedNames(2, 408));  // slot_num: 408 -> "2".."409"
   CHECK(o.train_paths == std::vector<std::string>{kPaddleRecDir + "/slot_dnn/data/"});
@@ -102,7 +103,7 @@ split_file_list: false
   CHECK(testing::OptionsFromYaml("reader_type: InMemoryDataset\nsampler: distributed\n").sampler ==
         SamplerKind::kDistributed);
   CHECK(o.format == DataFormat::kMultiSlot);
-  CHECK(o.label_slot == "label");
+  CHECK(o.label_slots == std::vector<std::string>{"label"});
   CHECK(o.dense_dim == 2);
   CHECK(o.sparse_slots == std::vector<std::string>{"a", "b"});
   CHECK(o.multislot_slots == std::vector<std::string>{"dense", "label", "b", "a"});
@@ -121,6 +122,48 @@ TEST_CASE("multislot's default order is label, sparse slots, dense slot", "[data
   for (const auto& s : NumberedNames(1, 26)) expected.push_back(s);
   expected.push_back("dense_feature");
   CHECK(o.multislot_slots == expected);
+}
+
+TEST_CASE("label_slots gives several labels; multislot's default order starts with them", "[data][config]") {
+  const DataOptions rank = testing::OptionsFromYaml("label_slots: [click, conversion]\n");
+  CHECK(rank.label_slots == std::vector<std::string>{"click", "conversion"});
+  CHECK(rank.num_labels() == 2);
+  CHECK(testing::OptionsFromYaml("label_slots: [clicked]\n").label_slots == std::vector<std::string>{"clicked"});
+  CHECK(testing::OptionsFromYaml("data_format: slot_dnn\nlabel_slots: ['1', conversion]\n").label_slots ==
+        std::vector<std::string>{"1", "conversion"});
+
+  const DataOptions multi = testing::OptionsFromYaml("data_format: multislot\nlabel_slots: [click, conversion]\n");
+  std::vector<std::string> expected{"click", "conversion"};
+  for (const auto& s : NumberedNames(1, 26)) expected.push_back(s);
+  expected.push_back("dense_feature");
+  CHECK(multi.multislot_slots == expected);
+  // An explicit order may put the labels anywhere, each once.
+  const DataOptions order = testing::OptionsFromYaml(
+      "data_format: multislot\nlabel_slots: [click, conversion]\nsparse_slots: [a]\ndense_input_dim: 0\n"
+      "multislot_slots: [a, conversion, click]\n");
+  CHECK(order.multislot_slots == std::vector<std::string>{"a", "conversion", "click"});
+}
+
+TEST_CASE("bad label slots name the key", "[data][config]") {
+  CHECK(ParseError("  label_slot: click\n  label_slots: [click, conversion]\n") ==
+        "<test>:3: data.label_slots: give label_slot (one label) or label_slots (a list of labels), not both: "
+        "this section has both");
+  CHECK(ParseError("  label_slots: []\n") == "<test>:2: data.label_slots: needs at least one label slot");
+  CHECK_THAT(ParseError("  label_slots: click\n"), Catch::Contains("<test>:2: data.label_slots:"));
+  CHECK(ParseError("  label_slots: [click, click]\n") ==
+        "<test>:2: data.label_slots: slot \"click\" is used twice (label, dense and sparse slot names must differ)");
+  CHECK_THAT(ParseError("  label_slots: [click, dense_feature]\n"),
+             Catch::Contains("slot \"dense_feature\" is used twice"));
+  CHECK_THAT(ParseError("  label_slots: [click, '7']\n"),
+             Catch::Contains("<test>:2: data.sparse_slots: slot \"7\" is used twice"));
+  CHECK_THAT(ParseError("  label_slots: [click, '']\n"),
+             Catch::Contains("<test>:2: data.label_slots: slot name must not be empty"));
+  CHECK_THAT(ParseError("  data_format: multislot\n  label_slots: [click, conversion]\n  sparse_slots: [a]\n"
+                        "  multislot_slots: [click, a, dense_feature]\n"),
+             Catch::Contains("<test>:5: data.multislot_slots: must list every label slot"));
+  CHECK_THAT(ParseError("  data_format: multislot\n  label_slots: [click, conversion]\n  sparse_slots: [a]\n"
+                        "  multislot_slots: [click, conversion, conversion, a, dense_feature]\n"),
+             Catch::Contains("must list every label slot, the dense slot and every sparse slot exactly once"));
 }
 
 TEST_CASE("bad data options name file:line, key and allowed values", "[data][config]") {
@@ -145,7 +188,7 @@ TEST_CASE("bad data options name file:line, key and allowed values", "[data][con
   CHECK_THAT(ParseError("  data_format: slot_dnn\n  dense_input_dim: 13\n"),
              Catch::Contains("<test>:3: data.dense_input_dim: must be 0 for data_format slot_dnn"));
   CHECK_THAT(ParseError("  data_format: multislot\n  multislot_slots: [click, dense_feature]\n"),
-             Catch::Contains("<test>:3: data.multislot_slots: must list the label slot"));
+             Catch::Contains("<test>:3: data.multislot_slots: must list every label slot"));
   CHECK_THAT(ParseError("  multislot_slots: [click]\n"), Catch::Contains("only valid with data_format multislot"));
   CHECK_THAT(ParseError("  sparse_inputs_slots: 1\n"), Catch::Contains("data.sparse_inputs_slots: must be >= 2"));
 }

@@ -83,13 +83,20 @@ inline std::vector<std::string> NumberedNames(int first, int count) {
 inline config::DataOptions RankDnnOptions() { return OptionsFromYaml("data_format: rank_dnn"); }
 inline config::DataOptions MultiSlotOptions() { return OptionsFromYaml("data_format: multislot"); }
 inline config::DataOptions SlotDnnOptions() { return OptionsFromYaml("data_format: slot_dnn"); }
+// rank_dnn with two label slots, click and conversion.
+inline config::DataOptions TwoLabelOptions() { return OptionsFromYaml("label_slots: [click, conversion]"); }
+
+// The labels WriteNumberedRankDnnFiles gives row `row`: label l is 1 when row % (3 * 2^l)
+// == 0 (click every third row, a conversion on every other click, ...).
+inline float NumberedLabel(uint64_t row, size_t l) { return row % (uint64_t{3} << l) == 0 ? 1.0f : 0.0f; }
 
 // Writes `num_files` rank_dnn files of `rows_per_file` lines to dir/name_<k>.txt. Row i
-// (counted across files) has id i in slot "1" (a unique key), label i % 3 == 0 and dense
-// values i * 0.5 + j; the other slots hold i % 97. Returns the paths in order.
+// (counted across files) has id i in slot "1" (a unique key), labels NumberedLabel(i, l)
+// (one per label slot of `options`, rank_dnn) and dense values i * 0.5 + j; the other
+// slots hold i % 97. Returns the paths in order.
 inline std::vector<std::string> WriteNumberedRankDnnFiles(const TempDir& dir, const std::string& name, int num_files,
-                                                          int rows_per_file) {
-  const config::DataOptions options = RankDnnOptions();
+                                                          int rows_per_file,
+                                                          const config::DataOptions& options = RankDnnOptions()) {
   const auto format = MakeLineFormat(options);
   std::vector<std::string> paths;
   Example ex;
@@ -97,8 +104,8 @@ inline std::vector<std::string> WriteNumberedRankDnnFiles(const TempDir& dir, co
   for (int f = 0; f < num_files; ++f) {
     std::vector<std::string> lines;
     for (int r = 0; r < rows_per_file; ++r, ++row) {
-      ex.Reset(options.sparse_slots.size());
-      ex.label = row % 3 == 0 ? 1.0f : 0.0f;
+      ex.Reset(options.sparse_slots.size(), options.num_labels());
+      for (size_t l = 0; l < ex.labels.size(); ++l) ex.labels[l] = NumberedLabel(row, l);
       for (uint32_t j = 0; j < options.dense_dim; ++j) ex.dense.push_back(static_cast<float>(row) * 0.5f + j);
       ex.slots[0].push_back(row);
       for (size_t s = 1; s < ex.slots.size(); ++s) ex.slots[s].push_back(row % 97);
@@ -112,6 +119,18 @@ inline std::vector<std::string> WriteNumberedRankDnnFiles(const TempDir& dir, co
 // The slot-0 id of every row of `batch`, appended to *keys.
 inline void AppendKeys(const Batch& batch, std::vector<uint64_t>* keys) {
   for (size_t r = 0; r < batch.size(); ++r) keys->push_back(batch.Ids(0, r)[0]);
+}
+
+// Whether every row of a batch of WriteNumberedRankDnnFiles rows has its row's labels
+// (its key is the row).
+inline bool HasNumberedLabels(const Batch& batch) {
+  for (size_t r = 0; r < batch.size(); ++r) {
+    const auto labels = batch.Labels(r);
+    for (size_t l = 0; l < labels.size(); ++l) {
+      if (labels[l] != NumberedLabel(batch.Ids(0, r)[0], l)) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace fleetps::data::testing

@@ -1,10 +1,12 @@
 // The three line formats against the PaddleRec samples, hand-built lines and each other.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "trainer/data/file_reader.h"
 #include "trainer/data/format_util.h"
 #include "trainer/data/line_format.h"
 #include "test/trainer/data/data_test_util.h"
@@ -42,7 +44,7 @@ std::string Replace(std::string line, const std::string& from, const std::string
 TEST_CASE("rank_dnn parses the first sample line exactly", "[data][format]") {
   const auto format = MakeLineFormat(testing::RankDnnOptions());
   const Example ex = ParseOk(*format, ReadLines(kRankDnnSample).at(0));
-  CHECK(ex.label == 0.0f);
+  CHECK(ex.labels[0] == 0.0f);
   const std::vector<float> dense{
       0.0f, 0.00497512437811f, 0.05f, 0.08f, 0.207421875f, 0.028f, 0.35f, 0.08f, 0.082f, 0.0f, 0.4f, 0.0f, 0.08f};
   CHECK(ex.dense == dense);
@@ -58,7 +60,7 @@ TEST_CASE("rank_dnn sample: 80 lines, 57 click:0 and 23 click:1", "[data][format
   int zeros = 0, ones = 0;
   for (const auto& line : ReadLines(kRankDnnSample)) {
     const Example ex = ParseOk(*format, line);
-    (ex.label == 1.0f ? ones : zeros)++;
+    (ex.labels[0] == 1.0f ? ones : zeros)++;
     for (const auto& ids : ex.slots) REQUIRE(ids.size() == 1);
   }
   CHECK(zeros == 57);
@@ -103,7 +105,7 @@ TEST_CASE("rank_dnn rejects malformed lines with the reason", "[data][format]") 
 TEST_CASE("slot_dnn parses the first demo line: label and full-range feasigns", "[data][format]") {
   const auto format = MakeLineFormat(testing::SlotDnnOptions());  // slots "2".."301"
   const Example ex = ParseOk(*format, ReadLines(kSlotDnnSample).at(0));
-  CHECK(ex.label == 0.0f);  // first token 0:1
+  CHECK(ex.labels[0] == 0.0f);  // first token 0:1
   CHECK(ex.dense.empty());
   REQUIRE(ex.slots.size() == 300);
   CHECK(ex.slots[0] == std::vector<uint64_t>{2749936732168327157ull});                           // slot 2
@@ -127,7 +129,7 @@ TEST_CASE("slot_dnn demo_10: 6 negatives, 4 positives, 4537 feasigns", "[data][f
   size_t ids = 0;
   for (const auto& line : ReadLines(kSlotDnnSample)) {
     const Example ex = ParseOk(*format, line);
-    ones += ex.label == 1.0f;
+    ones += ex.labels[0] == 1.0f;
     for (const auto& slot : ex.slots) ids += slot.size();
   }
   CHECK(ones == 4);
@@ -159,7 +161,7 @@ sparse_slots: [a, b, c]
 multislot_slots: [click, a, dense_feature, b, c]
 )"));
   const Example ex = ParseOk(*format, "1 1 2 11 12 2 0.5 -0.25 0 1 18446744073709551615");
-  CHECK(ex.label == 1.0f);
+  CHECK(ex.labels[0] == 1.0f);
   CHECK(ex.dense == std::vector<float>{0.5f, -0.25f});
   CHECK(ex.slots == std::vector<std::vector<uint64_t>>{{11, 12}, {}, {18446744073709551615ull}});
 
@@ -229,16 +231,18 @@ namespace {
 TEST_CASE("SlotIndex finds names that share a length and first and last bytes, and nothing else", "[data][format]") {
   // "a1z", "a2z", ..., "a9z" all start at the same table entry; so do the 4-byte "abyz", "acyz".
   config::DataOptions options = testing::RankDnnOptions();
-  options.label_slot = "a0z";
+  options.label_slots = {"a0z", "a0y"};
   options.dense_dim = 0;
   options.sparse_slots = {"a1z", "a2z", "a3z", "a4z", "a5z", "a6z", "a7z", "a8z", "a9z", "abyz", "acyz", "1", "26"};
   const SlotIndex index(options);
   CHECK(index.Find("a0z").kind == SlotRole::kLabel);
+  CHECK(index.Find("a0y").kind == SlotRole::kLabel);
+  CHECK(index.Find("a0y").index == 1);
   for (uint32_t i = 0; i < options.sparse_slots.size(); ++i) {
     const SlotRole role = index.Find(options.sparse_slots[i]);
     INFO(options.sparse_slots[i]);
     CHECK(role.kind == SlotRole::kSparse);
-    CHECK(role.sparse_index == i);
+    CHECK(role.index == i);
   }
   for (const char* absent : {"aaz", "a1y", "b1z", "adyz", "abxz", "a1", "2", "16", "", "dense_feature", "a1za"}) {
     INFO(absent);
@@ -255,6 +259,138 @@ TEST_CASE("SameShortString agrees with string equality", "[data][format]") {
       INFO(a << " vs " << b);
       CHECK(SameShortString(a, b) == (a == b));
     }
+  }
+}
+
+// ---- two label slots (click, conversion) ----------------------------------------------
+
+TEST_CASE("rank_dnn with two label slots reads and writes both", "[data][format][labels]") {
+  const auto format = MakeLineFormat(testing::OptionsFromYaml("label_slots: [click, conversion]"));
+  const std::string sample = ReadLines(kRankDnnSample).at(0);  // click:0 dense_feature:0 ...
+  const std::string good = Replace(sample, "click:0 ", "click:0 conversion:1 ");
+  Example ex = ParseOk(*format, good);
+  CHECK(ex.labels == std::vector<float>{0, 1});
+  CHECK(ex.slots[0] == std::vector<uint64_t>{737395});
+  // A label slot may stand anywhere in the line.
+  CHECK(ParseOk(*format, Replace(sample, "click:0 ", "") + " conversion:0 click:1").labels == std::vector<float>{1, 0});
+
+  std::string line;
+  format->Write(ex, &line);
+  CHECK(line.starts_with("click:0 conversion:1 dense_feature:0 dense_feature:0.0049751243 "));
+  CHECK(ParseOk(*format, line) == ex);
+  for (float click : {0.0f, 1.0f}) {
+    for (float conversion : {0.0f, 1.0f}) {
+      ex.labels = {click, conversion};
+      line.clear();
+      format->Write(ex, &line);
+      CHECK(ParseOk(*format, line) == ex);
+    }
+  }
+
+  CHECK(ParseError(*format, sample) == "missing label slot \"conversion\"");
+  CHECK(ParseError(*format, Replace(good, "click:0 ", "")) == "missing label slot \"click\"");
+  CHECK(ParseError(*format, Replace(good, "conversion:1", "conversion:1 conversion:0")) ==
+        "token 3 \"conversion:0\": label slot \"conversion\" appears twice");
+  CHECK(ParseError(*format, Replace(good, "conversion:1", "conversion:2")) ==
+        "token 2 \"conversion:2\": label \"2\" is not 0 or 1");
+  CHECK(ParseError(*format, Replace(good, "conversion:1", "conversion:0.5")) ==
+        "token 2 \"conversion:0.5\": label \"0.5\" is not 0 or 1");
+  // A one-label reader skips the conversion token: a slot it does not know.
+  CHECK(ParseOk(*MakeLineFormat(testing::RankDnnOptions()), good).labels == std::vector<float>{0});
+}
+
+TEST_CASE("slot_dnn with two label slots reads and writes both", "[data][format][labels]") {
+  const auto format = MakeLineFormat(testing::OptionsFromYaml("data_format: slot_dnn\nlabel_slots: ['1', conversion]"));
+  Example ex = ParseOk(*format, "1:1 0:conversion 5:3 7:4 8:4");
+  CHECK(ex.labels == std::vector<float>{1, 0});
+  CHECK(ex.slots[1] == std::vector<uint64_t>{5});     // slot 3
+  CHECK(ex.slots[2] == std::vector<uint64_t>{7, 8});  // slot 4
+  std::string line;
+  format->Write(ex, &line);
+  CHECK(line == "1:1 0:conversion 5:3 7:4 8:4");
+  CHECK(ParseOk(*format, line) == ex);
+
+  CHECK(ParseError(*format, "1:1 5:3") == "missing label slot \"conversion\"");
+  CHECK(ParseError(*format, "1:1 1:conversion 5:3 0:conversion") ==
+        "token 4 \"0:conversion\": label slot \"conversion\" appears twice");
+  CHECK(ParseError(*format, "1:1 7:conversion") == "token 2 \"7:conversion\": label \"7\" is not 0 or 1");
+}
+
+TEST_CASE("multislot with two label slots reads and writes both", "[data][format][labels]") {
+  // Default order: click, conversion, a, b, dense_feature.
+  const auto format = MakeLineFormat(testing::OptionsFromYaml(
+      "data_format: multislot\nlabel_slots: [click, conversion]\ndense_input_dim: 2\nsparse_slots: [a, b]"));
+  Example ex = ParseOk(*format, "1 1 1 0 2 11 12 0 2 0.5 -0.25");
+  CHECK(ex.labels == std::vector<float>{1, 0});
+  CHECK(ex.dense == std::vector<float>{0.5f, -0.25f});
+  CHECK(ex.slots == std::vector<std::vector<uint64_t>>{{11, 12}, {}});
+  std::string line;
+  format->Write(ex, &line);
+  CHECK(line == "1 1 1 0 2 11 12 0 2 0.5 -0.25");
+  CHECK(ParseOk(*format, line) == ex);
+
+  CHECK(ParseError(*format, "1 1 2 0 1 2 11 12 0 2 0.5 -0.25") ==
+        "token 3 \"2\": slot \"conversion\" has count 2, expected 1");
+  CHECK(ParseError(*format, "1 1 1 3 2 11 12 0 2 0.5 -0.25") ==
+        "token 4 \"3\": slot \"conversion\": label \"3\" is not 0 or 1");
+  // A line without the conversion slot: its first sparse count is read as the label's.
+  CHECK(ParseError(*format, "1 1 2 11 12 0 2 0.5 -0.25") ==
+        "token 3 \"2\": slot \"conversion\" has count 2, expected 1");
+
+  // In an explicit order the labels go where it puts them.
+  const auto ordered = MakeLineFormat(testing::OptionsFromYaml(
+      "data_format: multislot\nlabel_slots: [click, conversion]\ndense_input_dim: 0\nsparse_slots: [a]\n"
+      "multislot_slots: [conversion, a, click]"));
+  ex = ParseOk(*ordered, "1 1 1 7 1 0");
+  CHECK(ex.labels == std::vector<float>{0, 1});  // label_slots order: click, conversion
+  line.clear();
+  ordered->Write(ex, &line);
+  CHECK(line == "1 1 1 7 1 0");
+}
+
+TEST_CASE("two-label lines convert between the formats to identical examples", "[data][format][labels]") {
+  const auto rank_dnn = MakeLineFormat(testing::OptionsFromYaml("label_slots: [click, conversion]"));
+  const auto multislot =
+      MakeLineFormat(testing::OptionsFromYaml("data_format: multislot\nlabel_slots: [click, conversion]"));
+  std::string line;
+  int index = 0;
+  for (const auto& sample : ReadLines(kRankDnnSample)) {
+    // conversion = click on every third line
+    const std::string conversion = index++ % 3 == 0 && sample.starts_with("click:1") ? "1" : "0";
+    const Example ex = ParseOk(*rank_dnn, sample + " conversion:" + conversion);
+    line.clear();
+    multislot->Write(ex, &line);
+    CHECK(ParseOk(*multislot, line) == ex);
+    line.clear();
+    rank_dnn->Write(ex, &line);
+    CHECK(ParseOk(*rank_dnn, line) == ex);
+  }
+}
+
+TEST_CASE("a bad second label fails the read with file:line", "[data][format][labels]") {
+  const config::DataOptions options = testing::OptionsFromYaml("label_slots: [click, conversion]");
+  const auto format = MakeLineFormat(options);
+  const std::string good = Replace(ReadLines(kRankDnnSample).at(0), "click:0 ", "click:0 conversion:0 ");
+  testing::TempDir dir;
+  for (const auto& [bad, message] : std::vector<std::pair<std::string, std::string>>{
+           {Replace(good, "conversion:0 ", ""), ":2: missing label slot \"conversion\""},
+           {Replace(good, "conversion:0", "conversion:0 conversion:1"),
+            ":2: token 3 \"conversion:1\": label slot \"conversion\" appears twice"},
+           {Replace(good, "conversion:0", "conversion:-1"),
+            ":2: token 2 \"conversion:-1\": label \"-1\" is not 0 or 1"},
+       }) {
+    const std::string path = dir.Write("part-0", {good, bad, good});
+    ReadProgress progress;
+    FileReader reader(*format, /*skip_bad_lines=*/false, &progress);
+    int read = 0;
+    const Status st = reader.ReadFile(path, [&](const Example& ex) {
+      CHECK(ex.labels.size() == 2);
+      ++read;
+      return Status::OK();
+    });
+    REQUIRE(st.IsInvalidArgument());
+    CHECK(st.message() == path + message);
+    CHECK(read == 1);
   }
 }
 

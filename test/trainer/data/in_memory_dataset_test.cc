@@ -362,6 +362,50 @@ TEST_CASE("global shuffle across 3 in-process trainers", "[data][inmemory]") {
   CHECK(shuffle(12) != first);
 }
 
+TEST_CASE("records keep every label through loading, batching and a global shuffle", "[data][inmemory][labels]") {
+  testing::TempDir dir;
+  config::DataOptions options = testing::TwoLabelOptions();
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 4, 3000, options);
+  constexpr uint32_t kTrainers = 2;
+  std::vector<std::unique_ptr<InMemoryDataset>> datasets;
+  std::vector<InMemoryDataset*> peers;
+  for (uint32_t t = 0; t < kTrainers; ++t) {
+    datasets.push_back(std::make_unique<InMemoryDataset>(options, FilesOfTrainer(files, t, kTrainers), 64, t));
+    peers.push_back(datasets.back().get());
+    REQUIRE(datasets.back()->LoadIntoMemory().ok());
+    CHECK(datasets.back()->num_labels() == 2);
+  }
+  for (uint32_t t = 0; t < kTrainers; ++t) {
+    InProcessRecordTransport transport(t, peers);
+    REQUIRE(datasets[t]->GlobalShuffle(&transport, kTrainers, 3).ok());
+  }
+  size_t rows = 0;
+  for (auto& d : datasets) {
+    d->FinishGlobalShuffle(3);
+    REQUIRE(d->StartPass().ok());
+    Batch batch;  // default shape: NextBatch reshapes it to the data's
+    while (*d->NextBatch(&batch)) {
+      CHECK(batch.num_labels == 2);
+      CHECK(testing::HasNumberedLabels(batch));
+      rows += batch.size();
+    }
+  }
+  CHECK(rows == 12000);
+
+  // Shipped as bytes (the pservers' mailboxes) and parsed with the label count.
+  RecordBlock block(options.dense_dim, static_cast<uint32_t>(options.sparse_slots.size()), 2);
+  Example ex;
+  ex.Reset(options.sparse_slots.size(), 2);
+  ex.labels = {1, 1};
+  ex.dense.assign(options.dense_dim, 0.5f);
+  for (auto& ids : ex.slots) ids.push_back(6);
+  block.Append(ex);
+  auto parsed = RecordBlock::Parse(block.Serialize(), datasets[0]->dense_dim(), datasets[0]->num_slots(),
+                                   datasets[0]->num_labels(), "test");
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == block);
+}
+
 TEST_CASE("a single trainer's global shuffle goes through itself", "[data][inmemory]") {
   InMemoryDataset dataset(Options(1), {testing::kRankDnnSample}, 16);
   REQUIRE(dataset.LoadIntoMemory().ok());

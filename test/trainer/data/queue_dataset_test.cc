@@ -81,6 +81,35 @@ TEST_CASE("queue dataset yields every example exactly once, pass after pass", "[
   }
 }
 
+TEST_CASE("queue dataset batches carry every label slot", "[data][queue][labels]") {
+  testing::TempDir dir;
+  config::DataOptions options = testing::TwoLabelOptions();
+  const auto files = testing::WriteNumberedRankDnnFiles(dir, "part", 4, 300, options);
+  options.thread_num = 2;
+  QueueDataset dataset(options, files, 32);
+  REQUIRE(dataset.StartPass().ok());
+  Batch batch;
+  size_t rows = 0;
+  double clicks = 0, conversions = 0;
+  while (true) {
+    StatusOr<bool> next = dataset.NextBatch(&batch);
+    REQUIRE(next.ok());
+    if (!*next) break;
+    CHECK(batch.num_labels == 2);
+    CHECK(batch.labels.size() == 2 * batch.size());
+    CHECK(testing::HasNumberedLabels(batch));
+    rows += batch.size();
+    for (size_t r = 0; r < batch.size(); ++r) {
+      clicks += batch.Labels(r)[0];
+      conversions += batch.Labels(r)[1];
+    }
+  }
+  dataset.EndPass();
+  CHECK(rows == 1200);
+  CHECK(clicks == 400);       // rows 0, 3, 6, ...
+  CHECK(conversions == 200);  // rows 0, 6, 12, ...
+}
+
 TEST_CASE("queue dataset over the rank_dnn sample: 80 examples, 23 clicks", "[data][queue]") {
   testing::TempDir dir;
   // The sample split into three files, read by two threads.
