@@ -211,7 +211,7 @@ StatusOr<TrainerOptions> ParseTrainerYaml(const std::string& text, const std::st
   o.config_path = file_name;
   RETURN_IF_ERROR(ParseModelOptions(root["hyper_parameters"], ctx.Child("hyper_parameters"), &o.model));
   RETURN_IF_ERROR(ParsePaddleRecDataOptions(root, ctx, &o.data));
-  o.model.labels = {o.data.label_slot};
+  o.model.labels = o.data.label_slots;
   RETURN_IF_ERROR(ParseNetworkSection(root, ctx, &o.model));
   if (root["runner"]) RETURN_IF_ERROR(ParseRunnerSection(root["runner"], ctx.Child("runner"), file_name, &o));
   DeriveTables(&o);

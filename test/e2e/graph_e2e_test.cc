@@ -165,9 +165,11 @@ const std::string& HistoryDataDir() {
 }
 
 // The test AUCs the two-task models must beat on ConversionDataDir's data (see
-// MultiTaskModelTrains).
+// MultiTaskModelTrains): chance is 0.5; mmoe and esmm reached 0.66-0.67 on the click and
+// 0.72-0.73 on the conversion in every mode (6000 test rows: AUC's standard error about 0.01
+// on the click, 0.02 on the rarer conversion).
 constexpr double kMultiTaskClickAuc = 0.6;
-constexpr double kMultiTaskConversionAuc = 0.6;
+constexpr double kMultiTaskConversionAuc = 0.65;
 
 // configs/<model>.yaml made small and quick: data and save paths into `data` and `dir`, one
 // epoch of batches of 128, Adam 0.002, narrower layers.

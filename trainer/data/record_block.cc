@@ -89,7 +89,7 @@ std::vector<uint8_t> RecordBlock::Serialize() const {
   flatbuffers::FlatBufferBuilder fbb(64 + begins_.size() * sizeof(uint32_t) + words_.size() * sizeof(uint64_t));
   auto begins = fbb.CreateVector(begins_);
   auto words = fbb.CreateVector(words_);
-  fbb.Finish(wire::CreateRecordBlock(fbb, dense_dim_, num_slots_, begins, words));
+  fbb.Finish(wire::CreateRecordBlock(fbb, dense_dim_, num_slots_, begins, words, num_labels_));
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
 
@@ -103,10 +103,11 @@ StatusOr<RecordBlock> RecordBlock::Parse(std::span<const uint8_t> bytes, uint32_
     return bad("not a valid RecordBlock FlatBuffer (" + std::to_string(bytes.size()) + " bytes)");
   }
   const auto* msg = flatbuffers::GetRoot<wire::RecordBlock>(bytes.data());
-  if (msg->dense_dim() != dense_dim || msg->num_slots() != num_slots) {
-    return bad("records have " + std::to_string(msg->dense_dim()) + " dense floats and " +
-               std::to_string(msg->num_slots()) + " sparse slots, this trainer expects " + std::to_string(dense_dim) +
-               " and " + std::to_string(num_slots) + " (are all trainers running the same data config?)");
+  if (msg->dense_dim() != dense_dim || msg->num_slots() != num_slots || msg->num_labels() != num_labels) {
+    return bad("records have " + std::to_string(msg->num_labels()) + " labels, " + std::to_string(msg->dense_dim()) +
+               " dense floats and " + std::to_string(msg->num_slots()) + " sparse slots, this trainer expects " +
+               std::to_string(num_labels) + ", " + std::to_string(dense_dim) + " and " + std::to_string(num_slots) +
+               " (are all trainers running the same data config?)");
   }
   RecordBlock block(dense_dim, num_slots, num_labels);
   if (msg->begins() == nullptr || msg->begins()->size() == 0 || msg->begins()->Get(0) != 0) {

@@ -216,6 +216,33 @@ TEST_CASE("Network errors: outputs, losses and labels") {
         "job.yaml:16:7: output 'ctr': reads the graph input 'dense'; an output reads a layer's result");
 }
 
+// `job` with the data's labels click and conversion.
+std::string TwoLabels(std::string job) {
+  const std::string runner = "runner: {}\n";
+  REQUIRE(job.find(runner) != std::string::npos);
+  return job.replace(job.find(runner), runner.size(), "runner: {label_slots: [click, conversion]}\n");
+}
+
+TEST_CASE("Outputs on the data's labels: each names its column; a built-in model learns one") {
+  const std::string layers = kNetLayers + "    - {name: logit2, op: fc, inputs: [h], size: 1}\n";
+  auto o = ParseTrainerYaml(
+      TwoLabels(NetJob(
+          layers, "    - {name: cvr, input: logit2, loss: sigmoid_cross_entropy, label: conversion}\n" + kNetOutput)),
+      "job.yaml");
+  INFO(o.status().ToString());
+  REQUIRE(o.ok());
+  CHECK(o->model.labels == std::vector<std::string>{"click", "conversion"});
+  CHECK(o->model.graph->output_label(0) == 1);
+  CHECK(o->model.graph->output_label(1) == 0);
+  CHECK(NetworkError(TwoLabels(NetJob(kNetLayers, "    - {name: ctr, input: logit, loss: sigmoid_cross_entropy}\n"))) ==
+        "job.yaml:16:7: output 'ctr': the data has 2 labels (click, conversion); name the one this output learns with "
+        "label: <name>");
+  CHECK(
+      NetworkError(TwoLabels("hyper_parameters:\n  model_type: ctr_dnn\nrunner: {}\n")) ==
+      "job.yaml:2: hyper_parameters.model_type: model_type ctr_dnn learns one label and the data has 2 (label_slots); "
+      "keep one, or write the model as a network: section with one output per label (configs/mmoe.yaml)");
+}
+
 TEST_CASE("Several outputs: each a loss on a label, log_loss on products of sigmoids") {
   const std::string layers = kNetLayers +
                              "    - {name: p1, op: sigmoid, inputs: [logit]}\n"

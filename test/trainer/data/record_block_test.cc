@@ -76,11 +76,12 @@ TEST_CASE("a RecordBlock of two-label records round-trips", "[data][record_block
   CHECK(batch.dense == std::vector<float>{0.5f, -2, 3, 4});
   CHECK(batch.slots[2].ids == std::vector<uint64_t>{1, 2, ~0ull, 5});
 
-  // Read as one-label records, the header is a float short: the id counts do not add up.
+  // A trainer expecting one label per record refuses the block by its header.
   auto wrong = RecordBlock::Parse(bytes, 2, 3, 1, "peer-x");
   REQUIRE_FALSE(wrong.ok());
   CHECK(wrong.status().code() == StatusCode::kCorruption);
-  CHECK_THAT(wrong.status().message(), Catch::Contains("ids but holds"));
+  CHECK_THAT(wrong.status().message(), Catch::Contains("records have 2 labels, 2 dense floats and 3 sparse slots, "
+                                                       "this trainer expects 1, 2 and 3"));
 }
 
 TEST_CASE("RecordBlock::Parse refuses damaged and mismatched buffers", "[data][record_block]") {
@@ -94,7 +95,7 @@ TEST_CASE("RecordBlock::Parse refuses damaged and mismatched buffers", "[data][r
     expect_error(RecordBlock::Parse(std::span(bytes).first(bytes.size() / 2), 2, 3, 1, "peer-x"), "not a valid");
   }
   SECTION("other shape") {
-    expect_error(RecordBlock::Parse(bytes, 13, 26, 1, "peer-x"), "this trainer expects 13 and 26");
+    expect_error(RecordBlock::Parse(bytes, 13, 26, 1, "peer-x"), "this trainer expects 1, 13 and 26");
   }
   // header of (2, 3): (1 + 2 + 3 + 1) / 2 = 3 words.
   SECTION("begins past the words") {
