@@ -32,7 +32,8 @@ python3 - "$OUT" "$JOBS" <<'PY'
 import json, re, sys
 out, jobs = sys.argv[1], sys.argv[2].split()
 data = open(f"{out}/data.txt").read()
-print(data.strip().splitlines()[-1] if data.strip() else "")
+bayes = {k: re.search(k + r": ([0-9.]+)", data).group(1) for k in ("bayes test auc", "bayes conversion test auc")}
+print(f"Bayes-optimal test AUC: click {bayes['bayes test auc']}, conversion {bayes['bayes conversion test auc']}")
 print()
 print("| job | local examples/s | local AUC click | local AUC conversion | async 2+2 examples/s | async 2+2 AUC click | async 2+2 AUC conversion |")
 print("|---|---:|---:|---:|---:|---:|---:|")

@@ -187,6 +187,7 @@ std::string ShippedNetworkJob(const std::string& model, const std::string& data,
   REQUIRE(replace("epochs: 2", "epochs: 1"));
   REQUIRE(replace("learning_rate: 0.001", "learning_rate: 0.002"));
   replace("size: (400|128)", "size: 32");
+  replace(R"(shape: \[4, 128\])", "shape: [4, 32]");  // mmoe's experts, stacked
   replace("size: 64,", "size: 16,");
   replace(R"(layer_sizes: \[64, 64\])", "layer_sizes: [8, 8]");
   replace("head_dim: 16", "head_dim: 4");

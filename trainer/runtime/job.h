@@ -54,7 +54,7 @@ Status StopServersAtEnd(const config::TrainerOptions& options, PsClient& client)
 
 struct JobFlags {
   std::string report_path;               // JSON summary written at the end ("" = none)
-  std::string predictions_path;          // infer/eval: "label prediction" lines ("" = none)
+  std::string predictions_path;          // infer/eval: "label prediction" per output, a line per example ("" = none)
   metrics::Registry* metrics = nullptr;  // training series go here (outlives the job; null: none)
   // The dense backend the role opened from fleetps.dense (dense::OpenDenseBackend); null:
   // fp32 with the CPU's best kernels.

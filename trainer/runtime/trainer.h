@@ -128,7 +128,8 @@ class Trainer {
   // which is released.
   void SetTrainPaths(std::vector<std::string> paths);
   // Scores `paths` (this trainer's share) with the current parameters; writes one
-  // "label prediction" line per example to `predictions_path` when not empty.
+  // "label prediction" pair per model output, one line per example, to `predictions_path` when
+  // not empty.
   StatusOr<PassReport> Evaluate(const std::vector<std::string>& paths, const std::string& predictions_path);
   // Meets every trainer at a named barrier. After a stop request the wait ends (Aborted).
   Status Barrier(const std::string& name);

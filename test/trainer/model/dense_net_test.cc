@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "test/trainer/model/model_test_util.h"
+#include "trainer/model/output_metrics.h"
 
 namespace fleetps::trainer::model {
 namespace {
@@ -205,6 +206,35 @@ TEST_CASE("DenseNet with two outputs: weighted losses on their labels, gradients
   const GradientCheckOptions options{.step = 1e-3, .abs_tol = 5e-4, .rel_tol = 1e-2};
   CHECK(CheckGradient(objective, params, param_grads, options).checked == params.size());
   CHECK(CheckGradient(objective, activations, activation_grads, options).checked == activations.size());
+}
+
+TEST_CASE("OutputMetrics: each output's predictions against its own label column", "[dense_net]") {
+  const DenseNet net = TwoTaskNet();
+  OutputMetrics metrics(net);
+  REQUIRE(metrics.size() == 2);
+  CHECK(metrics.name(0) == "ctr");
+  CHECK(metrics.label(0) == "click");
+  CHECK(metrics.name(1) == "ctcvr");
+  CHECK(metrics.label(1) == "conversion");
+  // Rows of (ctr, ctcvr) predictions; labels in the row shape's order (conversion, click).
+  const std::vector<float> predictions = {0.9f, 0.1f, 0.2f, 0.8f, 0.7f, 0.3f, 0.4f, 0.6f};
+  const std::vector<float> labels = {0, 1, 1, 0, 0, 1, 1, 0};
+  metrics.Add(predictions, labels);
+  AucCalculator click, conversion;
+  click.Add(std::vector<float>{0.9f, 0.2f, 0.7f, 0.4f}, std::vector<float>{1, 0, 1, 0});
+  conversion.Add(std::vector<float>{0.1f, 0.8f, 0.3f, 0.6f}, std::vector<float>{0, 1, 0, 1});
+  CHECK(metrics.output(0).Auc() == 1.0);
+  CHECK(metrics.output(1).Auc() == 1.0);
+  CHECK(std::vector<double>(metrics.output(0).state().begin(), metrics.output(0).state().end()) ==
+        std::vector<double>(click.state().begin(), click.state().end()));
+  CHECK(std::vector<double>(metrics.output(1).state().begin(), metrics.output(1).state().end()) ==
+        std::vector<double>(conversion.state().begin(), conversion.state().end()));
+  // States add up across trainers, output by output.
+  OutputMetrics merged(net);
+  merged.MergeState(metrics.State());
+  merged.Merge(metrics);
+  CHECK(merged.output(1).num_examples() == 8);
+  CHECK(merged.output(1).ActualCtr() == 0.5);
 }
 
 TEST_CASE("DenseNet runs concurrently on shared parameters", "[dense_net]") {
