@@ -65,29 +65,29 @@ struct Bf16Buffers {
   std::vector<uint16_t> a, b;
 };
 
-// A product's shape and epilogue: what its oneDNN primitive depends on.
-struct ProductKey {
-  Op op_a, op_b;
-  size_t m, n, k, lda, ldb, ldc;
-  bool sum, relu, bias;
-  bool operator==(const ProductKey&) const = default;
-};
-
-struct ProductKeyHash {
-  size_t operator()(const ProductKey& key) const {
-    size_t h = static_cast<size_t>(key.op_a) | static_cast<size_t>(key.op_b) << 1 | size_t{key.sum} << 2 |
-               size_t{key.relu} << 3 | size_t{key.bias} << 4;
-    for (size_t v : {key.m, key.n, key.k, key.lda, key.ldb, key.ldc}) h = h * 0x9E3779B97F4A7C15ull + v;
-    return h;
-  }
-};
-
 }  // namespace
 
 // The engine and the primitives built so far, one per product shape: building a primitive
 // (choosing and generating its kernel) costs far more than a small product itself, and the
 // layers repeat the same few shapes every step. Primitives are reentrant: threads share them.
 struct CpuGemm::Impl {
+  // A product's shape and epilogue: what its oneDNN primitive depends on.
+  struct ProductKey {
+    Op op_a, op_b;
+    size_t m, n, k, lda, ldb, ldc;
+    bool sum, relu, bias;
+    bool operator==(const ProductKey&) const = default;
+  };
+
+  struct ProductKeyHash {
+    size_t operator()(const ProductKey& key) const {
+      size_t h = static_cast<size_t>(key.op_a) | static_cast<size_t>(key.op_b) << 1 | size_t{key.sum} << 2 |
+                 size_t{key.relu} << 3 | size_t{key.bias} << 4;
+      for (size_t v : {key.m, key.n, key.k, key.lda, key.ldb, key.ldc}) h = h * 0x9E3779B97F4A7C15ull + v;
+      return h;
+    }
+  };
+
   static constexpr size_t kMaxCached = 4096;  // then start over (shapes of many batch sizes)
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   mutable std::mutex mu;
@@ -231,7 +231,7 @@ void CpuGemm::Run(Op op_a, Op op_b, size_t m, size_t n, size_t k, const float* a
   }
   const dnnl::memory::desc c_desc = Strided(m, n, ldc, Op::kN, dt::f32);
   const dnnl::memory::desc bias_desc = Plain(1, n, dt::f32);
-  const ProductKey key{op_a, op_b, m, n, k, lda, ldb, ldc, beta != 0.0f, epilogue.relu, epilogue.bias != nullptr};
+  const Impl::ProductKey key{op_a, op_b, m, n, k, lda, ldb, ldc, beta != 0.0f, epilogue.relu, epilogue.bias != nullptr};
   const dnnl::matmul product = impl_->Product(key, [&] {
     dnnl::primitive_attr attr;
     attr.set_fpmath_mode(dnnl::fpmath_mode::strict);  // what the precision says, whatever the environment
