@@ -233,7 +233,8 @@ TEST_CASE("A trainer's opt-in /metrics moves while it trains; SIGTERM to the lau
   CHECK(std::stod(m[1]) >= 18000);  // two epochs of 9000 examples, at least
   REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_pull_seconds_count ([0-9.e+]+)")));
   CHECK(std::stod(m[1]) > 0);
-  CHECK_THAT(text, Catch::Contains("fleetps_trainer_auc ") && Catch::Contains("fleetps_trainer_epoch "));
+  CHECK_THAT(text, Catch::Contains("fleetps_trainer_auc ") && Catch::Contains("fleetps_trainer_epoch ") &&
+                       Catch::Contains("fleetps_trainer_output_auc{label=\"click\",output=\"click\"} "));
   REQUIRE(std::regex_search(text, m, std::regex("\nfleetps_trainer_loss ([0-9.e+-]+)")));
   CHECK(std::stod(m[1]) > 0);
   CHECK(std::stod(m[1]) < 1);  // log loss of a CTR near 0.25 stays well below 1

@@ -152,6 +152,7 @@ void EpochRun::Record(const StepResult& step, const data::Batch& batch) {
   shown_.auc = point.auc;
   series.loss.Set(point.loss);
   series.auc.Set(point.auc);
+  for (size_t i = 0; i < series.output_auc.size(); ++i) series.output_auc[i].Set(interval_metrics_.output(i).Auc());
   series.rate.Set(point.examples_per_sec);
   const std::string line = fmt::format(
       "trainer {} epoch {} step {}: loss {:.5f} auc {:.5f}{} ({} examples, {:.0f} examples/s)", o.trainer_id, epoch_,

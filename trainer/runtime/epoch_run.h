@@ -27,6 +27,7 @@ namespace fleetps::trainer {
 struct TrainerSeries {
   metrics::Counter examples, steps;
   metrics::Gauge loss, auc, rate, epoch;
+  std::vector<metrics::Gauge> output_auc;  // per model output (label output=<name>)
   metrics::Histogram pull, push;
   metrics::Gauge data_queue;   // QueueDataset's reader -> worker queue, batches
   PushQueueGauges push_queue;  // the async communicator's pending steps and keys

@@ -273,6 +273,12 @@ void Trainer::SetMetrics(metrics::Registry* registry) {
   s.steps = registry->GetCounter("fleetps_trainer_steps_total", "Steps (batches) trained by this trainer");
   s.loss = registry->GetGauge("fleetps_trainer_loss", "Mean log loss of the last print_interval steps");
   s.auc = registry->GetGauge("fleetps_trainer_auc", "AUC of the last print_interval steps");
+  const model::OutputMetrics outputs(impl_->net);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    s.output_auc.push_back(registry->GetGauge(
+        "fleetps_trainer_output_auc", "AUC of the last print_interval steps, per model output against its label",
+        {{"output", outputs.name(o)}, {"label", outputs.label(o)}}));
+  }
   s.rate = registry->GetGauge("fleetps_trainer_examples_per_second", "Examples/s of the last print_interval steps");
   s.epoch = registry->GetGauge("fleetps_trainer_epoch", "The epoch being trained (1-based)");
   s.pull = registry->GetHistogram("fleetps_trainer_pull_seconds", "Sparse pulls of a step, as the worker waits", {},
