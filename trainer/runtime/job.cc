@@ -181,7 +181,7 @@ HeterClientOptions JobHeterClientOptions(const config::TrainerOptions& o, const 
   h.input_width = static_cast<uint32_t>(DenseInputDim(o.model));
   h.dense_params = o.dense_table.dim;
   h.labels = static_cast<uint32_t>(o.model.labels.size());
-  h.outputs = static_cast<uint32_t>(graph::ModelGraph(o.model)->num_outputs());
+  h.outputs = static_cast<uint32_t>(fleetps::graph::ModelGraph(o.model)->num_outputs());
   h.rpc.connect_timeout = rpc.connect_timeout;
   h.rpc.request_timeout = std::chrono::milliseconds(o.heter.timeout_ms);
   // A frozen heter-trainer is noticed within the micro-batch deadline.
