@@ -69,7 +69,9 @@ struct Bf16Buffers {
 
 // The engine and the primitives built so far, one per product shape: building a primitive
 // (choosing and generating its kernel) costs far more than a small product itself, and the
-// layers repeat the same few shapes every step. Primitives are reentrant: threads share them.
+// layers repeat the same few shapes every step. Threads share them: each primitive is built
+// with a user scratchpad, which every call brings from its own thread's buffer, so a
+// primitive holds no memory that two threads could write at once.
 struct CpuGemm::Impl {
   // A product's shape and epilogue: what its oneDNN primitive depends on.
   struct ProductKey {
@@ -91,14 +93,18 @@ struct CpuGemm::Impl {
   static constexpr size_t kMaxCached = 4096;  // then start over (shapes of many batch sizes)
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   mutable std::mutex mu;
-  mutable std::unordered_map<ProductKey, dnnl::matmul, ProductKeyHash> products;  // guarded by mu
+  struct Product {
+    dnnl::matmul primitive;
+    dnnl::memory::desc scratchpad;
+  };
+  mutable std::unordered_map<ProductKey, Product, ProductKeyHash> products;  // guarded by mu
 
-  dnnl::matmul Product(const ProductKey& key, const std::function<dnnl::matmul()>& build) const {
+  Product Find(const ProductKey& key, const std::function<Product()>& build) const {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (const auto it = products.find(key); it != products.end()) return it->second;
     }
-    dnnl::matmul product = build();
+    Product product = build();
     std::lock_guard<std::mutex> lock(mu);
     if (products.size() >= kMaxCached) products.clear();
     products.emplace(key, product);
@@ -232,8 +238,9 @@ void CpuGemm::Run(Op op_a, Op op_b, size_t m, size_t n, size_t k, const float* a
   const dnnl::memory::desc c_desc = Strided(m, n, ldc, Op::kN, dt::f32);
   const dnnl::memory::desc bias_desc = Plain(1, n, dt::f32);
   const Impl::ProductKey key{op_a, op_b, m, n, k, lda, ldb, ldc, beta != 0.0f, epilogue.relu, epilogue.bias != nullptr};
-  const dnnl::matmul product = impl_->Product(key, [&] {
+  const Impl::Product product = impl_->Find(key, [&] {
     dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     attr.set_fpmath_mode(dnnl::fpmath_mode::strict);  // what the precision says, whatever the environment
     dnnl::post_ops post;
     if (beta != 0.0f) post.append_sum(beta);
@@ -241,14 +248,22 @@ void CpuGemm::Run(Op op_a, Op op_b, size_t m, size_t n, size_t k, const float* a
     attr.set_post_ops(post);
     const dnnl::matmul::desc desc = epilogue.bias != nullptr ? dnnl::matmul::desc(a_desc, b_desc, bias_desc, c_desc)
                                                              : dnnl::matmul::desc(a_desc, b_desc, c_desc);
-    return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine));
+    const dnnl::matmul::primitive_desc pd(desc, attr, engine);
+    return Impl::Product{dnnl::matmul(pd), pd.scratchpad_desc()};
   });
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, dnnl::memory(c_desc, engine, c)}};
   if (epilogue.bias != nullptr) {
     args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_desc, engine, const_cast<float*>(epilogue.bias)));
   }
-  product.execute(stream, args);
+  // This thread's scratchpad, 64-byte aligned (a cache line, as oneDNN allocates its own).
+  thread_local std::vector<uint8_t> scratchpad;
+  const size_t bytes = product.scratchpad.get_size();
+  if (scratchpad.size() < bytes + 64) scratchpad.resize(bytes + 64);
+  const auto base = reinterpret_cast<uintptr_t>(scratchpad.data());
+  void* aligned = reinterpret_cast<void*>((base + 63) & ~uintptr_t{63});
+  args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(product.scratchpad, engine, aligned));
+  product.primitive.execute(stream, args);
   stream.wait();
 }
 
